@@ -1,0 +1,2 @@
+//! Benchmark placeholder (filled by its owner).
+fn main() {}

@@ -1,0 +1,1 @@
+//! Command language: streaming `?<…>!` detection, the grammar and its typed AST.

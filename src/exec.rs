@@ -1,0 +1,1 @@
+//! The only module that spawns processes: the shell/exec policy (off, allowlist, on).
