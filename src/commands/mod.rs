@@ -5,5 +5,8 @@
 //! it into an [`ast::Command`] → [`interp::Interpreter`] checks [`permissions`] and runs it,
 //! answering with a [`interp::CommandOutcome`] for the `cmd_result` frame.
 
+pub mod ast;
+pub mod help;
 pub mod lex;
+pub mod parser;
 pub mod scanner;
