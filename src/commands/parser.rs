@@ -91,6 +91,11 @@ pub fn parse_template(text: &str) -> Template {
     Template { parts }
 }
 
+/// For the exec module: the name's byte range and the index after a reference at `at`.
+pub(crate) fn var_ref_at(b: &[u8], at: usize) -> Option<((usize, usize), usize)> {
+    var_ref(b, at).map(|(name, next)| ((name.s, name.e), next))
+}
+
 /// The name span and the index after a reference starting with the `$` at `at`.
 fn var_ref(b: &[u8], at: usize) -> Option<(Span, usize)> {
     let start = at + 1;
