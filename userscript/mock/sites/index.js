@@ -10,8 +10,9 @@
 
 import claude from './claude.js';
 import deepseek from './deepseek.js';
+import doubao from './doubao.js';
 import kimi from './kimi.js';
 import yuanbao from './yuanbao.js';
 
-export const sites = [deepseek, yuanbao, claude, kimi];
+export const sites = [deepseek, doubao, yuanbao, claude, kimi];
 export default sites;
