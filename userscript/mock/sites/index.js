@@ -12,7 +12,8 @@ import claude from './claude.js';
 import deepseek from './deepseek.js';
 import doubao from './doubao.js';
 import kimi from './kimi.js';
+import qianwen from './qianwen.js';
 import yuanbao from './yuanbao.js';
 
-export const sites = [deepseek, doubao, yuanbao, claude, kimi];
+export const sites = [deepseek, doubao, yuanbao, qianwen, claude, kimi];
 export default sites;

@@ -4,10 +4,11 @@ import claude from './claude.js';
 import deepseek from './deepseek.js';
 import doubao from './doubao.js';
 import kimi from './kimi.js';
+import qianwen from './qianwen.js';
 import yuanbao from './yuanbao.js';
 
 /** Every adapter, in the order the sites are listed in the spec. */
-export const adapters = [deepseek, doubao, yuanbao, claude, kimi];
+export const adapters = [deepseek, doubao, yuanbao, qianwen, claude, kimi];
 
 /** The adapter that runs on `hostname` (exact host, or a subdomain of one), or null. */
 export function adapterForHost(hostname) {
