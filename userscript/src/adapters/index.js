@@ -1,5 +1,6 @@
 // All site adapters, and the lookup the userscript core uses to pick one for the page it runs on.
 
+import chatgpt from './chatgpt.js';
 import claude from './claude.js';
 import deepseek from './deepseek.js';
 import doubao from './doubao.js';
@@ -8,7 +9,7 @@ import qianwen from './qianwen.js';
 import yuanbao from './yuanbao.js';
 
 /** Every adapter, in the order the sites are listed in the spec. */
-export const adapters = [deepseek, doubao, yuanbao, qianwen, claude, kimi];
+export const adapters = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, kimi];
 
 /** The adapter that runs on `hostname` (exact host, or a subdomain of one), or null. */
 export function adapterForHost(hostname) {
