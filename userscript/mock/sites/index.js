@@ -12,9 +12,10 @@ import chatgpt from './chatgpt.js';
 import claude from './claude.js';
 import deepseek from './deepseek.js';
 import doubao from './doubao.js';
+import gemini from './gemini.js';
 import kimi from './kimi.js';
 import qianwen from './qianwen.js';
 import yuanbao from './yuanbao.js';
 
-export const sites = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, kimi];
+export const sites = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, gemini, kimi];
 export default sites;
