@@ -1,6 +1,7 @@
 // All site adapters, and the lookup the userscript core uses to pick one for the page it runs on.
 
 import chatgpt from './chatgpt.js';
+import chatglm from './chatglm.js';
 import claude from './claude.js';
 import deepseek from './deepseek.js';
 import doubao from './doubao.js';
@@ -10,7 +11,7 @@ import qianwen from './qianwen.js';
 import yuanbao from './yuanbao.js';
 
 /** Every adapter, in the order the sites are listed in the spec. */
-export const adapters = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, gemini, kimi];
+export const adapters = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, gemini, kimi, chatglm];
 
 /** The adapter that runs on `hostname` (exact host, or a subdomain of one), or null. */
 export function adapterForHost(hostname) {
