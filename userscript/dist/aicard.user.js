@@ -1,0 +1,1734 @@
+// ==UserScript==
+// @name              AIcard
+// @name:zh-CN        AIcard 多模型协作
+// @namespace         https://github.com/aicard/aicard
+// @version           0.1.0
+// @description       Turns your web AI chat tabs into one team: streams replies to the local AIcard hub, types its tasks, shows flow progress. / 把网页 AI 对话标签页组成一个团队：回复实时发往本地 AIcard hub，自动输入任务，显示流程进度。
+// @description:zh-CN 把网页 AI 对话标签页组成一个团队：回复实时发往本地 AIcard hub，自动输入任务，显示流程进度。
+// @author            AIcard
+// @license           MIT
+// @match             https://chat.deepseek.com/*
+// @match             https://www.doubao.com/*
+// @match             https://yuanbao.tencent.com/*
+// @match             https://tongyi.aliyun.com/*
+// @match             https://www.qianwen.com/*
+// @match             https://chat.qwen.ai/*
+// @match             https://chatgpt.com/*
+// @match             https://chat.openai.com/*
+// @match             https://claude.ai/*
+// @match             https://gemini.google.com/*
+// @match             https://kimi.moonshot.cn/*
+// @match             https://www.kimi.com/*
+// @match             https://chatglm.cn/*
+// @run-at            document-start
+// @grant             GM_getValue
+// @grant             GM_setValue
+// @grant             GM_xmlhttpRequest
+// @grant             unsafeWindow
+// @connect           127.0.0.1
+// @connect           localhost
+// @noframes
+// @updateURL         __AICARD_HUB_URL__/aicard.user.js
+// @downloadURL       __AICARD_HUB_URL__/aicard.user.js
+// ==/UserScript==
+
+(() => {
+  // missing-adapters:/work/wt-userscript-core/userscript/src/adapters/index.js
+  var adapters = [];
+
+  // src/core-test-site/sim-adapter.js
+  function sseLines() {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    return {
+      push(bytes, final = false) {
+        buffer += decoder.decode(bytes, { stream: !final });
+        const lines = buffer.split(/\r\n|\n|\r/);
+        buffer = final ? "" : lines.pop();
+        return lines;
+      }
+    };
+  }
+  var sim_adapter_default = {
+    name: "sim",
+    hosts: ["sim.aicard.test"],
+    matchRequest(url, method) {
+      return method === "POST" && new URL(url).pathname === "/api/sim/chat";
+    },
+    promptFromRequest(bodyText2) {
+      try {
+        return JSON.parse(bodyText2).prompt ?? null;
+      } catch {
+        return null;
+      }
+    },
+    createParser() {
+      const lines = sseLines();
+      const read = (list) => {
+        const events = [];
+        for (const line of list) {
+          if (!line.startsWith("data:")) continue;
+          const data = line.slice(5).trim();
+          if (data === "[DONE]") {
+            events.push({ type: "done" });
+            continue;
+          }
+          let obj;
+          try {
+            obj = JSON.parse(data);
+          } catch {
+            continue;
+          }
+          if (typeof obj.delta === "string") events.push({ type: "delta", text: obj.delta });
+          if (typeof obj.reasoning === "string") events.push({ type: "reasoning", text: obj.reasoning });
+          if (obj.error) events.push({ type: "error", reason: String(obj.error), code: obj.code });
+        }
+        return events;
+      };
+      return {
+        push: (bytes) => read(lines.push(bytes)),
+        end: () => read(lines.push(new Uint8Array(0), true))
+      };
+    },
+    input: { selectors: ["textarea#sim-input"], kind: "textarea" },
+    send: { selectors: ["button#sim-send"], key: "Enter" },
+    trouble(status, sample) {
+      if (status === 429) return "rate limited (HTTP 429) / 请求过于频繁";
+      if (/"code":\s*"?rate_limit/.test(sample)) return "rate limited by the site / 站点限流";
+      return null;
+    }
+  };
+
+  // src/core/adapters.js
+  function pickAdapter(adapters2, hostname) {
+    const host = String(hostname).toLowerCase();
+    for (const adapter of adapters2) {
+      for (const h of adapter.hosts || []) {
+        const want = h.toLowerCase();
+        if (host === want || host.endsWith(`.${want}`)) return adapter;
+      }
+    }
+    return null;
+  }
+
+  // src/core/protocol.js
+  var TASK_STATES = Object.freeze(["accepted", "sent", "streaming", "done", "failed"]);
+  var HUB_FRAME_TYPES = Object.freeze([
+    "welcome",
+    "cmd_result",
+    "task",
+    "deliver",
+    "flow_control",
+    "flow_event",
+    "ack",
+    "error",
+    "heartbeat"
+  ]);
+  function withOptional(frame, optional) {
+    for (const [key, value] of Object.entries(optional)) {
+      if (value !== void 0 && value !== null && value !== "") frame[key] = value;
+    }
+    return frame;
+  }
+  function hello({ token, clientId, site, url, title, label, role, version }) {
+    if (!token) throw new Error("hello needs the hub token / 缺少令牌");
+    if (!site) throw new Error("hello needs the site name / 缺少站点名");
+    return withOptional({ type: "hello", token, site }, {
+      client_id: clientId,
+      url,
+      title,
+      label,
+      role,
+      version
+    });
+  }
+  function chunk(turnId, seq, text) {
+    return { type: "chunk", turn_id: turnId, seq, text };
+  }
+  function turnEnd(turnId, text, taskId, extra = {}) {
+    return withOptional({ type: "turn_end", turn_id: turnId, text }, { task_id: taskId, ...extra });
+  }
+  function flowReport(turnId, event, { status, fragmentCount } = {}) {
+    if (!["flow_start", "status_update", "flow_end"].includes(event)) {
+      throw new Error(`unknown flow_report event: ${event}`);
+    }
+    return withOptional({ type: "flow_report", turn_id: turnId, event }, {
+      status,
+      fragment_count: fragmentCount
+    });
+  }
+  function userInput(text) {
+    return { type: "user_input", text };
+  }
+  function taskUpdate(taskId, state, error) {
+    if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
+    return withOptional({ type: "task_update", task_id: taskId, state }, { error });
+  }
+  function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending } = {}) {
+    return withOptional({ type: "heartbeat", time }, {
+      flow_id: flowId,
+      flow_role: flowRole,
+      step,
+      cmd_count: cmdCount,
+      result_count: resultCount,
+      pending
+    });
+  }
+  function readHubFrame(text) {
+    let frame;
+    try {
+      frame = JSON.parse(text);
+    } catch (err) {
+      return { error: `malformed JSON from hub: ${err.message}` };
+    }
+    if (!frame || typeof frame !== "object" || Array.isArray(frame) || typeof frame.type !== "string") {
+      return { error: "hub frame is not an object with a type" };
+    }
+    if (!HUB_FRAME_TYPES.includes(frame.type)) return { ignored: frame.type };
+    return { frame };
+  }
+
+  // src/core/capture.js
+  var SAMPLE_BYTES = 4096;
+  function genericTrouble(status, sample = "", contentType = "") {
+    if (status === 429) return "rate limited (HTTP 429) / 请求过于频繁";
+    if (status === 401) return "login required (HTTP 401) / 需要登录";
+    if (/captcha|challenge|cf-please-wait|verify you are human|人机验证|验证码|滑块/i.test(sample)) {
+      return `captcha or challenge page (HTTP ${status}) / 需要人机验证`;
+    }
+    if (status === 403) return "forbidden: login expired or blocked (HTTP 403) / 登录失效或被拒绝";
+    if (status >= 400) return `site error (HTTP ${status}) / 站点返回错误`;
+    if (status >= 200 && status < 300 && /text\/html/i.test(contentType) && /<form|login|sign in|登录/i.test(sample)) {
+      return "login page instead of a reply / 返回了登录页";
+    }
+    return null;
+  }
+  var turnCounter = 0;
+  function newTurnId() {
+    turnCounter += 1;
+    const rand = Math.random().toString(36).slice(2, 8);
+    return `t-${Date.now().toString(36)}-${turnCounter}-${rand}`;
+  }
+  var Turn = class {
+    constructor(capture, meta) {
+      this.capture = capture;
+      this.meta = meta;
+      this.id = newTurnId();
+      this.text = "";
+      this.seq = 0;
+      this.reasoningChars = 0;
+      this.parser = null;
+      this.closed = false;
+      this.decoder = new TextDecoder();
+      this.sample = "";
+      this.held = [];
+      this.troubleChecked = false;
+      this.taskId = capture.claimTask();
+    }
+    /** Error statuses and HTML bodies are held back until a sample is judged for trouble. */
+    get suspicious() {
+      return this.meta.status >= 400 || /text\/html/i.test(this.meta.contentType || "");
+    }
+    push(bytes) {
+      if (this.closed) return;
+      if (this.suspicious && !this.troubleChecked) {
+        this.held.push(bytes);
+        this.sample += this.decoder.decode(bytes, { stream: true });
+        if (this.sample.length >= SAMPLE_BYTES) this.releaseHeld();
+        return;
+      }
+      if (this.sample.length < SAMPLE_BYTES) this.sample += this.decoder.decode(bytes, { stream: true });
+      this.feed(() => this.parser.push(bytes));
+    }
+    /** Judges the held sample; feeds the held bytes to the parser when it is not trouble. */
+    releaseHeld() {
+      this.checkTrouble();
+      if (this.closed) return false;
+      const held = this.held;
+      this.held = [];
+      for (const bytes of held) this.feed(() => this.parser.push(bytes));
+      return !this.closed;
+    }
+    checkTrouble() {
+      this.troubleChecked = true;
+      const { adapter } = this.capture;
+      let reason = null;
+      try {
+        reason = adapter.trouble ? adapter.trouble(this.meta.status, this.sample) : null;
+      } catch (err) {
+        this.capture.log("warn", `adapter.trouble failed: ${err.message}`);
+      }
+      reason = reason || genericTrouble(this.meta.status, this.sample, this.meta.contentType);
+      if (reason) this.fail(reason);
+    }
+    feed(call) {
+      let events;
+      try {
+        events = call() || [];
+      } catch (err) {
+        this.capture.log("error", `${this.capture.adapter.name} parser failed: ${err.message}`);
+        this.fail(`parser error: ${err.message}`);
+        return;
+      }
+      for (const ev of events) {
+        if (this.closed) return;
+        this.event(ev);
+      }
+    }
+    event(ev) {
+      switch (ev.type) {
+        case "delta":
+          if (!ev.text) return;
+          this.text += ev.text;
+          this.capture.hub.send(chunk(this.id, this.seq, ev.text));
+          this.seq += 1;
+          if (this.seq === 1) this.capture.emit("streaming", this);
+          return;
+        case "reasoning":
+          this.reasoningChars += (ev.text || "").length;
+          this.capture.emit("reasoning", this);
+          return;
+        case "done":
+          this.finish();
+          return;
+        case "error":
+          this.fail(ev.reason || `site error${ev.code ? ` ${ev.code}` : ""}`, ev.code);
+          return;
+        default:
+          this.capture.log("warn", `unknown parser event ${ev.type}`);
+      }
+    }
+    end() {
+      if (this.closed) return;
+      if (this.suspicious && !this.troubleChecked && !this.releaseHeld()) return;
+      this.feed(() => this.parser.end());
+      if (!this.closed && this.text === "" && !this.troubleChecked) this.checkTrouble();
+      if (!this.closed) this.finish();
+    }
+    fail(reason, code) {
+      if (this.closed) return;
+      this.closed = true;
+      this.capture.hub.send(flowReport(this.id, "flow_end", { status: "failed", fragmentCount: this.seq }));
+      this.capture.emit("trouble", this, { reason, code });
+      this.capture.closeTurn(this);
+    }
+    finish() {
+      if (this.closed) return;
+      this.closed = true;
+      this.capture.hub.send(flowReport(this.id, "flow_end", { status: "finished", fragmentCount: this.seq }));
+      this.capture.hub.send(turnEnd(this.id, this.text, this.taskId));
+      this.capture.emit("turn_end", this);
+      this.capture.closeTurn(this);
+    }
+  };
+  var TurnCapture = class {
+    constructor({ adapter, hub, log, claimTask }) {
+      this.adapter = adapter;
+      this.hub = hub;
+      this.log = log;
+      this.claimTask = claimTask || (() => void 0);
+      this.active = /* @__PURE__ */ new Set();
+      this.listeners = /* @__PURE__ */ new Set();
+      this.lastTurn = null;
+    }
+    on(fn) {
+      this.listeners.add(fn);
+      return () => this.listeners.delete(fn);
+    }
+    emit(kind, turn, detail) {
+      for (const fn of this.listeners) {
+        try {
+          fn(kind, turn, detail);
+        } catch (err) {
+          this.log("error", `capture listener: ${err.message}`);
+        }
+      }
+    }
+    /** True while a reply is streaming in this tab. */
+    get busy() {
+      return this.active.size > 0;
+    }
+    matches(url, method) {
+      try {
+        return Boolean(this.adapter.matchRequest(url, method));
+      } catch (err) {
+        this.log("warn", `${this.adapter.name}.matchRequest failed: ${err.message}`);
+        return false;
+      }
+    }
+    /** Called by the interceptor for each matching response; returns the byte sink. */
+    begin(meta) {
+      const turn = new Turn(this, meta);
+      try {
+        turn.parser = this.adapter.createParser();
+      } catch (err) {
+        this.log("error", `${this.adapter.name}.createParser failed: ${err.message}`);
+        return null;
+      }
+      if (meta.requestBody && this.adapter.promptFromRequest) {
+        try {
+          turn.prompt = this.adapter.promptFromRequest(meta.requestBody);
+        } catch {
+          turn.prompt = null;
+        }
+      }
+      this.active.add(turn);
+      this.lastTurn = turn;
+      this.hub.send(flowReport(turn.id, "flow_start", { status: "streaming" }));
+      this.emit("turn_start", turn);
+      return turn;
+    }
+    closeTurn(turn) {
+      this.active.delete(turn);
+      this.emit("idle_check", turn);
+    }
+  };
+
+  // src/core/debug.js
+  function installDebugHelpers(win, { hub, runner, capture, adapter }) {
+    const helpers = {
+      /** Types `text` into the box and sends it, as a `deliver` with auto_send would. */
+      mcpAutoSend: (text) => runner.handle({ type: "deliver", text: String(text), auto_send: true }),
+      /** Sends a command to the hub as if the person had typed it. */
+      mcpSendCmd: (cmd) => hub.send(userInput(String(cmd))),
+      /** Connection, queue and capture state, for the console. */
+      mcpStatus: () => ({
+        site: adapter.name,
+        hub: { ...hub.status },
+        queued: runner.queue.length,
+        current: runner.current ? { kind: runner.current.kind, task_id: runner.current.task_id } : null,
+        streaming: capture.busy,
+        lastTurn: capture.lastTurn ? { id: capture.lastTurn.id, chars: capture.lastTurn.text.length } : null
+      })
+    };
+    for (const [name, fn] of Object.entries(helpers)) win[name] = fn;
+  }
+
+  // src/core/backoff.js
+  var DEFAULT_POLICY = Object.freeze({
+    baseMs: 500,
+    // first retry waits about this long
+    factor: 2,
+    // each failed attempt multiplies the wait
+    maxMs: 3e4,
+    // never wait longer than this
+    jitter: 0.5,
+    // fraction of the delay that is randomised (0 = none, 1 = full jitter)
+    switchAfter: 2
+    // consecutive never-opened failures of one transport before trying the other
+  });
+  function backoffDelay(attempt, policy = DEFAULT_POLICY, random = Math.random) {
+    const { baseMs, factor, maxMs, jitter } = { ...DEFAULT_POLICY, ...policy };
+    const exp = Math.max(0, attempt);
+    const capped = Math.min(maxMs, baseMs * Math.pow(factor, exp));
+    const j = Math.min(1, Math.max(0, jitter));
+    return Math.round(capped * (1 - j) + capped * j * random());
+  }
+  var ReconnectMachine = class {
+    constructor(policy = DEFAULT_POLICY, random = Math.random) {
+      this.policy = { ...DEFAULT_POLICY, ...policy };
+      this.random = random;
+      this.state = "idle";
+      this.transport = "ws";
+      this.attempt = 0;
+      this.failuresWithoutOpen = 0;
+      this.opened = { ws: false, sse: false };
+    }
+    /** Begin (or retry) a connection. Returns the transport to use. */
+    connect() {
+      if (this.state === "stopped") return null;
+      this.state = "connecting";
+      return this.transport;
+    }
+    /** The current transport said hello and got a welcome. */
+    open() {
+      if (this.state === "stopped") return;
+      this.state = "open";
+      this.attempt = 0;
+      this.failuresWithoutOpen = 0;
+      this.opened[this.transport] = true;
+    }
+    /**
+     * The connection failed or was lost. Returns `{delayMs, transport}` for the next try,
+     * or null when stopped.
+     */
+    lost() {
+      if (this.state === "stopped") return null;
+      const wasOpen = this.state === "open";
+      if (!wasOpen && !this.opened[this.transport]) {
+        this.failuresWithoutOpen += 1;
+        if (this.failuresWithoutOpen >= this.policy.switchAfter) {
+          this.transport = this.transport === "ws" ? "sse" : "ws";
+          this.failuresWithoutOpen = 0;
+        }
+      }
+      const delayMs = backoffDelay(this.attempt, this.policy, this.random);
+      this.attempt += 1;
+      this.state = "waiting";
+      return { delayMs, transport: this.transport };
+    }
+    stop() {
+      this.state = "stopped";
+    }
+  };
+
+  // src/core/event-stream.js
+  var EventStreamReader = class {
+    constructor() {
+      this.buffer = "";
+      this.data = [];
+    }
+    /** Feeds more text; returns the data strings of the events completed by it. */
+    push(text) {
+      this.buffer += text;
+      const events = [];
+      let newline;
+      while ((newline = this.buffer.search(/\r\n|\r|\n/)) !== -1) {
+        const line = this.buffer.slice(0, newline);
+        const sepLen = this.buffer.startsWith("\r\n", newline) ? 2 : 1;
+        if (sepLen === 1 && this.buffer[newline] === "\r" && newline === this.buffer.length - 1) break;
+        this.buffer = this.buffer.slice(newline + sepLen);
+        this.line(line, events);
+      }
+      return events;
+    }
+    line(line, events) {
+      if (line === "") {
+        if (this.data.length) events.push(this.data.join("\n"));
+        this.data = [];
+        return;
+      }
+      if (line.startsWith(":")) return;
+      const colon = line.indexOf(":");
+      const field = colon === -1 ? line : line.slice(0, colon);
+      let value = colon === -1 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "data") this.data.push(value);
+    }
+  };
+
+  // src/core/transports.js
+  var WELCOME_TIMEOUT_MS = 8e3;
+  function wsUrl(hubUrl, path) {
+    return hubUrl.replace(/^http/, "ws") + path;
+  }
+  var WebSocketTransport = class {
+    constructor({ hubUrl, WebSocketImpl, timers, onFrame, onClose, log }) {
+      Object.assign(this, { hubUrl, WebSocketImpl, timers, onFrame, onClose, log });
+      this.name = "ws";
+      this.realtime = null;
+      this.heart = null;
+      this.closed = false;
+      this.wsSend = WebSocketImpl.prototype.send;
+    }
+    /** Opens `/realtime`, says hello; resolves with the welcome frame. */
+    open(helloFields) {
+      return new Promise((resolve, reject) => {
+        let ws;
+        try {
+          ws = new this.WebSocketImpl(wsUrl(this.hubUrl, "/realtime"));
+        } catch (err) {
+          reject(err);
+          return;
+        }
+        this.realtime = ws;
+        let welcomed = false;
+        const timer = this.timers.setTimeout(() => {
+          if (!welcomed) {
+            reject(new Error("no welcome from hub"));
+            this.close();
+          }
+        }, WELCOME_TIMEOUT_MS);
+        ws.onopen = () => this.wsSend.call(ws, JSON.stringify(hello(helloFields)));
+        ws.onmessage = (ev) => {
+          const { frame, error } = readHubFrame(String(ev.data));
+          if (error) {
+            this.log("warn", error);
+            return;
+          }
+          if (!frame) return;
+          if (!welcomed && frame.type === "welcome") {
+            welcomed = true;
+            this.timers.clearTimeout(timer);
+            this.openHeartbeat({ ...helloFields, clientId: frame.client_id }, frame.heartbeat_ms);
+            resolve(frame);
+            return;
+          }
+          if (!welcomed && frame.type === "error") {
+            this.timers.clearTimeout(timer);
+            reject(new Error(`hub refused hello: ${frame.message || frame.code}`));
+            return;
+          }
+          this.onFrame(frame);
+        };
+        ws.onerror = () => {
+        };
+        ws.onclose = () => {
+          this.timers.clearTimeout(timer);
+          if (!welcomed) reject(new Error("WebSocket to hub closed before welcome"));
+          else this.lost();
+        };
+      });
+    }
+    /** `/heartbeat` socket: hello, then an app heartbeat every `intervalMs`; lost answers close both. */
+    openHeartbeat(helloFields, intervalMs) {
+      const every = Math.max(1e3, Number(intervalMs) || 15e3);
+      let lastAnswer = Date.now();
+      const ws = new this.WebSocketImpl(wsUrl(this.hubUrl, "/heartbeat"));
+      this.heart = ws;
+      ws.onopen = () => this.wsSend.call(ws, JSON.stringify(hello(helloFields)));
+      ws.onmessage = () => {
+        lastAnswer = Date.now();
+      };
+      ws.onerror = () => {
+      };
+      this.heartTimer = this.timers.setInterval(() => {
+        if (Date.now() - lastAnswer > every * 3) {
+          this.log("warn", "hub heartbeat lost");
+          this.lost();
+          return;
+        }
+        if (ws.readyState === 1) this.wsSend.call(ws, JSON.stringify(heartbeat(this.heartbeatState?.() || {})));
+      }, every);
+    }
+    send(frame) {
+      if (!this.realtime || this.realtime.readyState !== 1) return false;
+      this.wsSend.call(this.realtime, JSON.stringify(frame));
+      return true;
+    }
+    lost() {
+      if (this.closed) return;
+      this.close();
+      this.onClose();
+    }
+    close() {
+      this.closed = true;
+      if (this.heartTimer) this.timers.clearInterval(this.heartTimer);
+      for (const ws of [this.realtime, this.heart]) {
+        if (ws) {
+          ws.onclose = null;
+          ws.onmessage = null;
+          try {
+            ws.close();
+          } catch {
+          }
+        }
+      }
+    }
+  };
+  var SseTransport = class {
+    constructor({ hubUrl, gmRequest, onFrame, onClose, log }) {
+      Object.assign(this, { hubUrl, gmRequest, onFrame, onClose, log });
+      this.name = "sse";
+      this.closed = false;
+      this.clientId = null;
+      this.token = null;
+      this.events = null;
+    }
+    headers() {
+      const h = { "Content-Type": "application/json", Authorization: `Bearer ${this.token}` };
+      if (this.clientId) h["X-AIcard-Client"] = this.clientId;
+      return h;
+    }
+    post(frame) {
+      return new Promise((resolve, reject) => {
+        this.gmRequest({
+          method: "POST",
+          url: `${this.hubUrl}/send`,
+          headers: this.headers(),
+          data: JSON.stringify(frame),
+          timeout: WELCOME_TIMEOUT_MS,
+          onload: (res) => {
+            const { frame: reply, error } = readHubFrame(res.responseText || "");
+            if (res.status >= 400 || error) reject(new Error(`hub answered ${res.status}: ${error || reply?.message || ""}`));
+            else resolve(reply);
+          },
+          onerror: () => reject(new Error("hub unreachable (POST /send)")),
+          ontimeout: () => reject(new Error("hub timed out (POST /send)"))
+        });
+      });
+    }
+    async open(helloFields) {
+      this.token = helloFields.token;
+      const welcome = await this.post(hello(helloFields));
+      if (!welcome || welcome.type !== "welcome") {
+        throw new Error(`hub refused hello: ${welcome?.message || welcome?.type}`);
+      }
+      this.clientId = welcome.client_id;
+      this.listen();
+      return welcome;
+    }
+    /** `GET /events`: reads the stream as it grows (onprogress) and hands each frame on. */
+    listen() {
+      const reader = new EventStreamReader();
+      let seen = 0;
+      const consume = (res) => {
+        const text = res.responseText || "";
+        if (text.length <= seen) return;
+        const fresh = text.slice(seen);
+        seen = text.length;
+        for (const data of reader.push(fresh)) {
+          const { frame, error } = readHubFrame(data);
+          if (error) this.log("warn", error);
+          else if (frame) this.onFrame(frame);
+        }
+      };
+      const ended = () => {
+        if (!this.closed) {
+          this.closed = true;
+          this.onClose();
+        }
+      };
+      this.events = this.gmRequest({
+        method: "GET",
+        url: `${this.hubUrl}/events`,
+        headers: { ...this.headers(), Accept: "text/event-stream" },
+        onprogress: consume,
+        onreadystatechange: (res) => {
+          if (res.readyState >= 3) consume(res);
+        },
+        onload: (res) => {
+          consume(res);
+          ended();
+        },
+        onerror: ended,
+        onabort: ended
+      });
+    }
+    send(frame) {
+      if (this.closed || !this.clientId) return false;
+      this.chain = (this.chain || Promise.resolve()).then(() => this.post(frame)).then((reply) => {
+        if (reply && reply.type === "error") this.log("warn", `hub error: ${reply.message}`);
+      }, (err) => this.log("warn", err.message));
+      return true;
+    }
+    close() {
+      this.closed = true;
+      try {
+        this.events?.abort?.();
+      } catch {
+      }
+    }
+  };
+
+  // src/core/hub-client.js
+  var MAX_QUEUED_FRAMES = 2e3;
+  var HubClient = class {
+    /**
+     * @param {object} o
+     * @param {string} o.hubUrl           e.g. http://127.0.0.1:8027
+     * @param {() => object} o.helloFields token, site, url, title, label, role, version
+     * @param {TabIdentity} o.identity    keeps client_id across reloads
+     * @param {Function} o.WebSocketImpl  captured at document-start
+     * @param {Function} o.gmRequest      GM_xmlhttpRequest, for the SSE fallback
+     */
+    constructor(o) {
+      this.o = o;
+      this.machine = new ReconnectMachine(o.policy, o.random);
+      this.transport = null;
+      this.queue = [];
+      this.welcome = null;
+      this.listeners = { frame: /* @__PURE__ */ new Set(), state: /* @__PURE__ */ new Set() };
+      this.status = { state: "idle", transport: null, error: null };
+      this.timers = o.timers;
+    }
+    on(kind, fn) {
+      this.listeners[kind].add(fn);
+      return () => this.listeners[kind].delete(fn);
+    }
+    emitState(patch) {
+      this.status = { ...this.status, ...patch };
+      for (const fn of this.listeners.state) fn(this.status);
+    }
+    start() {
+      this.attempt();
+    }
+    stop() {
+      this.machine.stop();
+      this.transport?.close();
+      this.emitState({ state: "stopped" });
+    }
+    async attempt() {
+      const kind = this.machine.connect();
+      if (!kind) return;
+      this.emitState({ state: "connecting", transport: kind });
+      const common = {
+        hubUrl: this.o.hubUrl,
+        timers: this.timers,
+        log: this.o.log,
+        onFrame: (frame) => this.dispatch(frame),
+        onClose: () => this.lost(transport, "connection closed")
+      };
+      const transport = kind === "ws" ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl }) : new SseTransport({ ...common, gmRequest: this.o.gmRequest });
+      transport.heartbeatState = this.o.heartbeatState;
+      this.transport = transport;
+      try {
+        const fields = { ...this.o.helloFields(), clientId: this.o.identity.clientId };
+        const welcome = await transport.open(fields);
+        if (this.transport !== transport) {
+          transport.close();
+          return;
+        }
+        this.welcome = welcome;
+        this.o.identity.clientId = welcome.client_id;
+        this.machine.open();
+        this.emitState({ state: "open", transport: kind, error: null, clientId: welcome.client_id, role: welcome.role });
+        this.dispatch(welcome);
+        this.flush();
+      } catch (err) {
+        this.lost(transport, err.message);
+      }
+    }
+    lost(transport, reason) {
+      if (transport !== this.transport) return;
+      transport.close();
+      this.transport = null;
+      const next = this.machine.lost();
+      if (!next) return;
+      this.emitState({ state: "waiting", error: reason, retryInMs: next.delayMs, transport: next.transport });
+      this.timers.setTimeout(() => this.attempt(), next.delayMs);
+    }
+    dispatch(frame) {
+      for (const fn of this.listeners.frame) {
+        try {
+          fn(frame);
+        } catch (err) {
+          this.o.log("error", `frame handler failed: ${err.message}`);
+        }
+      }
+    }
+    get connected() {
+      return this.status.state === "open";
+    }
+    /** Sends now when connected, else queues (bounded: the oldest `chunk` frames go first). */
+    send(frame) {
+      if (this.connected && this.queue.length === 0 && this.transport?.send(frame)) return;
+      this.queue.push(frame);
+      if (this.queue.length > MAX_QUEUED_FRAMES) {
+        const i = this.queue.findIndex((f) => f.type === "chunk");
+        this.queue.splice(i === -1 ? 0 : i, 1);
+      }
+      if (this.connected) this.flush();
+    }
+    flush() {
+      while (this.queue.length && this.connected) {
+        if (!this.transport.send(this.queue[0])) return;
+        this.queue.shift();
+      }
+    }
+  };
+
+  // src/core/input.js
+  var GENERIC_INPUTS = 'textarea, [contenteditable="true"], [contenteditable=""], [contenteditable="plaintext-only"], [role="textbox"]';
+  var SEND_LABEL = /send|submit|发送|提交|送出/i;
+  var STOP_LABEL = /stop|停止|中止|取消生成/i;
+  function isVisible(el) {
+    if (!el || !el.isConnected) return false;
+    const rect = el.getBoundingClientRect();
+    if (rect.width < 2 || rect.height < 2) return false;
+    const style = el.ownerDocument.defaultView.getComputedStyle(el);
+    return style.visibility !== "hidden" && style.display !== "none" && Number(style.opacity) > 0.05;
+  }
+  function firstVisible(doc, selectors = []) {
+    for (const sel of selectors) {
+      let nodes;
+      try {
+        nodes = doc.querySelectorAll(sel);
+      } catch {
+        continue;
+      }
+      for (const el of nodes) if (isVisible(el)) return el;
+    }
+    return null;
+  }
+  function findInput(doc, adapter) {
+    const own = firstVisible(doc, adapter?.input?.selectors);
+    if (own) return own;
+    let best = null;
+    let bestBottom = -Infinity;
+    for (const el of doc.querySelectorAll(GENERIC_INPUTS)) {
+      if (!isVisible(el) || el.closest("[data-aicard-panel]") || el.readOnly || el.disabled) continue;
+      if (el.parentElement?.closest('[contenteditable="true"], [contenteditable=""]')) continue;
+      const bottom = el.getBoundingClientRect().bottom;
+      if (bottom > bestBottom) {
+        best = el;
+        bestBottom = bottom;
+      }
+    }
+    return best;
+  }
+  function isTextField(el) {
+    return el.tagName === "TEXTAREA" || el.tagName === "INPUT";
+  }
+  function readInput(el) {
+    if (isTextField(el)) return el.value;
+    return el.innerText.replace(/\n$/, "");
+  }
+  function setNativeValue(el, value) {
+    const win = el.ownerDocument.defaultView;
+    const proto = el.tagName === "TEXTAREA" ? win.HTMLTextAreaElement.prototype : win.HTMLInputElement.prototype;
+    const setter = Object.getOwnPropertyDescriptor(proto, "value").set;
+    setter.call(el, value);
+  }
+  function fireInput(el, data, inputType = "insertText") {
+    const win = el.ownerDocument.defaultView;
+    el.dispatchEvent(new win.InputEvent("input", { bubbles: true, composed: true, inputType, data }));
+  }
+  function replaceTextField(el, value) {
+    el.focus();
+    setNativeValue(el, value);
+    fireInput(el, value);
+    el.dispatchEvent(new el.ownerDocument.defaultView.Event("change", { bubbles: true }));
+  }
+  function selectContents(el) {
+    const doc = el.ownerDocument;
+    const range = doc.createRange();
+    range.selectNodeContents(el);
+    const sel = doc.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+  }
+  function replaceEditable(el, value) {
+    const doc = el.ownerDocument;
+    const win = doc.defaultView;
+    el.focus();
+    selectContents(el);
+    if (value === "") {
+      doc.execCommand("delete", false);
+      if (readInput(el) !== "") {
+        el.textContent = "";
+        fireInput(el, null, "deleteContentBackward");
+      }
+      return;
+    }
+    const before = new win.InputEvent("beforeinput", {
+      bubbles: true,
+      cancelable: true,
+      composed: true,
+      inputType: "insertText",
+      data: value
+    });
+    const handled = !el.dispatchEvent(before);
+    if (handled && readInput(el) === value) return;
+    if (handled) selectContents(el);
+    if (doc.execCommand("insertText", false, value) && readInput(el) === value) return;
+    el.replaceChildren(...value.split("\n").map((line) => {
+      const p = doc.createElement("p");
+      p.textContent = line;
+      if (!line) p.appendChild(doc.createElement("br"));
+      return p;
+    }));
+    fireInput(el, value);
+  }
+  function setInput(el, value) {
+    if (isTextField(el)) replaceTextField(el, value);
+    else replaceEditable(el, value);
+  }
+  function composeWithDraft(draft, block, caret = draft.length) {
+    const before = draft.slice(0, caret);
+    const after = draft.slice(caret);
+    const sepBefore = before && !before.endsWith("\n") ? "\n" : "";
+    const sepAfter = after && !after.startsWith("\n") ? "\n" : "";
+    return `${before}${sepBefore}${block}${sepAfter}${after}`;
+  }
+  function caretIn(el) {
+    if (isTextField(el)) return el.ownerDocument.activeElement === el ? el.selectionStart : void 0;
+    return void 0;
+  }
+  function insertBlock(el, block) {
+    const draft = readInput(el);
+    setInput(el, composeWithDraft(draft, block, caretIn(el)));
+  }
+  function isEnabled(btn) {
+    return !btn.disabled && btn.getAttribute("aria-disabled") !== "true";
+  }
+  function findSendButton(doc, adapter, input) {
+    const own = firstVisible(doc, adapter?.send?.selectors);
+    if (own) return own;
+    const buttons = [...doc.querySelectorAll('button, [role="button"]')].filter((b) => isVisible(b) && !b.closest("[data-aicard-panel]"));
+    const label = (b) => `${b.getAttribute("aria-label") || ""} ${b.getAttribute("title") || ""} ${b.getAttribute("data-testid") || ""} ${b.textContent || ""}`;
+    const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b)));
+    if (byLabel) return byLabel;
+    const form = input?.closest("form");
+    const submit = form && [...form.querySelectorAll('button[type="submit"], input[type="submit"]')].find(isVisible);
+    if (submit) return submit;
+    if (!input) return null;
+    const box = input.getBoundingClientRect();
+    let best = null;
+    let bestDist = Infinity;
+    for (const b of buttons) {
+      if (!b.querySelector("svg, img")) continue;
+      const r = b.getBoundingClientRect();
+      if (r.left < box.left || r.top < box.top - 80) continue;
+      const dist = Math.hypot(r.right - box.right, r.bottom - box.bottom);
+      if (dist < bestDist && dist < 200) {
+        best = b;
+        bestDist = dist;
+      }
+    }
+    return best;
+  }
+  function siteShowsStop(doc) {
+    for (const b of doc.querySelectorAll('button, [role="button"]')) {
+      const text = `${b.getAttribute("aria-label") || ""} ${b.getAttribute("data-testid") || ""} ${b.getAttribute("title") || ""}`;
+      if (STOP_LABEL.test(text) && isVisible(b) && !b.closest("[data-aicard-panel]")) return true;
+    }
+    return false;
+  }
+  function pressEnter(el, key = "Enter") {
+    const win = el.ownerDocument.defaultView;
+    const init = { key, code: key, keyCode: 13, which: 13, bubbles: true, cancelable: true, composed: true };
+    el.focus();
+    el.dispatchEvent(new win.KeyboardEvent("keydown", init));
+    el.dispatchEvent(new win.KeyboardEvent("keypress", init));
+    el.dispatchEvent(new win.KeyboardEvent("keyup", init));
+  }
+  function waitFor(check, { timeoutMs = 3e3, everyMs = 50, timers = globalThis } = {}) {
+    return new Promise((resolve) => {
+      const started = Date.now();
+      const tick = () => {
+        let value;
+        try {
+          value = check();
+        } catch {
+          value = null;
+        }
+        if (value) {
+          resolve(value);
+          return;
+        }
+        if (Date.now() - started >= timeoutMs) {
+          resolve(null);
+          return;
+        }
+        timers.setTimeout(tick, everyMs);
+      };
+      tick();
+    });
+  }
+  async function pressSend(doc, adapter, input, timers) {
+    const button = await waitFor(() => {
+      const b = findSendButton(doc, adapter, input);
+      return b && isEnabled(b) ? b : null;
+    }, { timeoutMs: 3e3, timers });
+    if (button) {
+      button.click();
+      return "button";
+    }
+    pressEnter(input, adapter?.send?.key || "Enter");
+    return "key";
+  }
+
+  // src/core/intercept.js
+  function pageFunction(win, fn) {
+    return typeof exportFunction === "function" ? exportFunction(fn, win) : fn;
+  }
+  function absoluteUrl(win, url) {
+    try {
+      return new win.URL(String(url), win.location.href).href;
+    } catch {
+      return String(url);
+    }
+  }
+  function requestInfo(win, input, init) {
+    const isRequest = input && typeof input === "object" && "url" in input && typeof input.clone === "function";
+    const url = absoluteUrl(win, isRequest ? input.url : input);
+    const method = String(init && init.method || isRequest && input.method || "GET").toUpperCase();
+    return { url, method, isRequest };
+  }
+  async function bodyText(init, input, isRequest) {
+    const body = init && init.body;
+    if (typeof body === "string") return body;
+    if (body && typeof body === "object" && typeof body.toString === "function" && body.constructor?.name === "URLSearchParams") {
+      return body.toString();
+    }
+    if (body && typeof body.get === "function" && typeof body.entries === "function") {
+      return new URLSearchParams([...body.entries()].filter(([, v]) => typeof v === "string")).toString();
+    }
+    if (isRequest && !body) {
+      try {
+        return await input.clone().text();
+      } catch {
+        return null;
+      }
+    }
+    return null;
+  }
+  function installInterceptors(win, { matches, onStream, log }) {
+    patchFetch(win, matches, onStream, log);
+    patchXhr(win, matches, onStream, log);
+  }
+  function patchFetch(win, matches, onStream, log) {
+    const original = win.fetch;
+    if (typeof original !== "function") return;
+    const wrapped = function fetch(input, init) {
+      let info;
+      try {
+        info = requestInfo(win, input, init);
+        if (!matches(info.url, info.method)) info = null;
+      } catch (err) {
+        log("warn", `fetch match failed: ${err.message}`);
+        info = null;
+      }
+      if (!info) return original.apply(this, arguments);
+      const requestBody = bodyText(init, input, info.isRequest);
+      return original.apply(this, arguments).then((res) => {
+        let copy = null;
+        try {
+          copy = res.clone();
+        } catch (err) {
+          log("warn", `cannot clone response: ${err.message}`);
+        }
+        if (copy) requestBody.then((body) => readFetchCopy(res, copy, { ...info, requestBody: body }, onStream, log));
+        return res;
+      }, (err) => {
+        requestBody.then((body) => {
+          const sink = onStream({ ...info, status: 0, contentType: "", requestBody: body });
+          sink?.fail(`network error: ${err && err.message}`);
+        });
+        throw err;
+      });
+    };
+    win.fetch = pageFunction(win, wrapped);
+  }
+  async function readFetchCopy(res, copy, info, onStream, log) {
+    const sink = onStream({ ...info, status: res.status, contentType: res.headers.get("content-type") || "" });
+    if (!sink) return;
+    if (!copy.body) {
+      sink.end();
+      return;
+    }
+    const reader = copy.body.getReader();
+    try {
+      for (; ; ) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        sink.push(value);
+      }
+      sink.end();
+    } catch (err) {
+      sink.fail(`stream interrupted: ${err && err.message}`);
+    }
+  }
+  function patchXhr(win, matches, onStream, log) {
+    const XHR = win.XMLHttpRequest;
+    if (!XHR) return;
+    const proto = XHR.prototype;
+    const originalOpen = proto.open;
+    const originalSend = proto.send;
+    const requests = /* @__PURE__ */ new WeakMap();
+    proto.open = pageFunction(win, function open(method, url) {
+      try {
+        const info = { url: absoluteUrl(win, url), method: String(method).toUpperCase() };
+        if (matches(info.url, info.method)) requests.set(this, info);
+        else requests.delete(this);
+      } catch (err) {
+        log("warn", `xhr match failed: ${err.message}`);
+      }
+      return originalOpen.apply(this, arguments);
+    });
+    proto.send = pageFunction(win, function send(body) {
+      const info = requests.get(this);
+      if (info) watchXhr(this, { ...info, requestBody: typeof body === "string" ? body : null }, onStream);
+      return originalSend.apply(this, arguments);
+    });
+  }
+  function watchXhr(xhr, info, onStream) {
+    const encoder = new TextEncoder();
+    let sink = null;
+    let offset = 0;
+    let finished = false;
+    const textual = () => xhr.responseType === "" || xhr.responseType === "text";
+    const open = () => {
+      if (!sink) {
+        sink = onStream({ ...info, status: xhr.status, contentType: xhr.getResponseHeader("content-type") || "" });
+      }
+      return sink;
+    };
+    const drain = () => {
+      if (!textual()) return;
+      const text = xhr.responseText;
+      if (text.length > offset) {
+        const fresh = text.slice(offset);
+        offset = text.length;
+        open()?.push(encoder.encode(fresh));
+      }
+    };
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      if (xhr.status === 0) {
+        open()?.fail("network error");
+        return;
+      }
+      if (textual()) drain();
+      else if (xhr.response instanceof ArrayBuffer) open()?.push(new Uint8Array(xhr.response));
+      else if (xhr.responseType === "json" && xhr.response != null) open()?.push(encoder.encode(JSON.stringify(xhr.response)));
+      open()?.end();
+    };
+    xhr.addEventListener("readystatechange", () => {
+      if (xhr.readyState === 2) open();
+      else if (xhr.readyState === 3) drain();
+      else if (xhr.readyState === 4) finish();
+    });
+    xhr.addEventListener("progress", drain);
+    xhr.addEventListener("abort", () => {
+      finished = true;
+      open()?.fail("request aborted");
+    });
+  }
+
+  // src/core/panel.js
+  var CSS = `
+:host { all: initial; }
+.box { position: fixed; z-index: 2147483646; width: 260px; font: 12px/1.45 system-ui, sans-serif;
+  color: #1d2330; background: rgba(255,255,255,.97); border: 1px solid #c9d0dc; border-radius: 8px;
+  box-shadow: 0 4px 16px rgba(0,0,0,.18); overflow: hidden; }
+.head { display: flex; align-items: center; gap: 6px; padding: 5px 8px; background: #24324a; color: #fff;
+  cursor: move; user-select: none; }
+.head b { flex: 1; font-size: 12px; }
+.dot { width: 8px; height: 8px; border-radius: 50%; background: #999; }
+.dot.open { background: #2ecc71; } .dot.connecting, .dot.waiting { background: #f1c40f; } .dot.stopped { background: #e74c3c; }
+button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: #f4f6fa; border-radius: 4px; padding: 1px 6px; }
+.head button { background: transparent; color: #fff; border-color: rgba(255,255,255,.4); }
+.body { padding: 6px 8px; }
+.collapsed .body { display: none; }
+.row { display: flex; gap: 6px; } .row span:first-child { color: #5b6475; min-width: 92px; }
+.flows { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
+.flow { margin: 4px 0; } .bar { height: 5px; background: #e1e5ec; border-radius: 3px; margin: 2px 0; }
+.bar i { display: block; height: 100%; background: #3b7ddd; border-radius: 3px; }
+.muted { color: #7a8394; }
+`;
+  var ROLE_NAMES = { master: "总指挥 Master", foreman: "包工头 Foreman", worker: "工人 Worker" };
+  var STATE_NAMES = {
+    open: "已连接 connected",
+    connecting: "连接中 connecting",
+    waiting: "重连等待 retrying",
+    stopped: "已停止 stopped",
+    idle: "未连接 idle"
+  };
+  var DONE_STATES = /* @__PURE__ */ new Set(["completed", "failed", "skipped", "cancelled"]);
+  var Panel = class {
+    constructor({ doc, hub, findInput: findInput2, version }) {
+      Object.assign(this, { doc, hub, findInput: findInput2, version });
+      this.state = { hub: { state: "idle" }, role: null, label: null, task: null, result: null };
+      this.runs = /* @__PURE__ */ new Map();
+    }
+    mount() {
+      const host = this.doc.createElement("aicard-panel");
+      host.setAttribute("data-aicard-panel", "");
+      this.root = host.attachShadow({ mode: "closed" });
+      this.root.innerHTML = `<style>${CSS}</style><div class="box" part="box">
+      <div class="head"><span class="dot"></span><b>AIcard</b><button class="fold" title="收起/展开 collapse">–</button></div>
+      <div class="body"></div></div>`;
+      this.box = this.root.querySelector(".box");
+      this.body = this.root.querySelector(".body");
+      this.doc.documentElement.appendChild(host);
+      this.host = host;
+      this.root.querySelector(".fold").addEventListener("click", () => this.box.classList.toggle("collapsed"));
+      this.body.addEventListener("click", (ev) => this.onClick(ev));
+      this.enableDrag(this.root.querySelector(".head"));
+      this.place(this.doc.defaultView.innerWidth - 272, 12);
+      this.doc.defaultView.addEventListener("resize", () => this.place(this.pos.x, this.pos.y));
+      this.render();
+    }
+    /** Moves the panel to (x, y), kept on screen and off the input box. */
+    place(x, y) {
+      const win = this.doc.defaultView;
+      const w = this.box.offsetWidth || 260;
+      const h = this.box.offsetHeight || 120;
+      x = Math.max(0, Math.min(x, win.innerWidth - w));
+      y = Math.max(0, Math.min(y, win.innerHeight - h));
+      const input = this.findInput();
+      if (input) {
+        const r = input.getBoundingClientRect();
+        const overlaps = x < r.right && x + w > r.left && y < r.bottom && y + h > r.top;
+        if (overlaps) y = r.top - h - 8 >= 0 ? r.top - h - 8 : Math.min(win.innerHeight - h, r.bottom + 8);
+      }
+      this.pos = { x, y };
+      this.box.style.left = `${x}px`;
+      this.box.style.top = `${y}px`;
+    }
+    enableDrag(handle) {
+      handle.addEventListener("pointerdown", (down) => {
+        if (down.target.closest("button")) return;
+        const start2 = { ...this.pos, px: down.clientX, py: down.clientY };
+        const move = (ev) => {
+          this.pos = { x: start2.x + ev.clientX - start2.px, y: start2.y + ev.clientY - start2.py };
+          this.box.style.left = `${this.pos.x}px`;
+          this.box.style.top = `${this.pos.y}px`;
+        };
+        const up = () => {
+          handle.removeEventListener("pointermove", move);
+          handle.removeEventListener("pointerup", up);
+          this.place(this.pos.x, this.pos.y);
+        };
+        handle.setPointerCapture?.(down.pointerId);
+        handle.addEventListener("pointermove", move);
+        handle.addEventListener("pointerup", up);
+      });
+    }
+    onClick(ev) {
+      const button = ev.target.closest("button[data-act]");
+      if (!button) return;
+      const { act, flow } = button.dataset;
+      if (["pause", "resume", "stop"].includes(act) && flow) {
+        this.hub.send(userInput(`?<manager ${act} ${flow}>!`));
+      }
+    }
+    update(patch) {
+      Object.assign(this.state, patch);
+      this.render();
+    }
+    /** Folds a `flow_event` into the run table. */
+    flowEvent(ev) {
+      const run = this.runs.get(ev.run_id) || { flow: ev.flow, state: "running", nodes: /* @__PURE__ */ new Map() };
+      run.flow = ev.flow || run.flow;
+      if (ev.node_id) run.nodes.set(ev.node_id, ev.state);
+      else run.state = ev.state;
+      run.detail = ev.detail;
+      this.runs.set(ev.run_id, run);
+      this.render();
+    }
+    row(label, value) {
+      const v = this.doc.createElement("span");
+      v.textContent = value ?? "—";
+      const l = this.doc.createElement("span");
+      l.textContent = label;
+      const row = this.doc.createElement("div");
+      row.className = "row";
+      row.append(l, v);
+      return row;
+    }
+    render() {
+      if (!this.body) return;
+      const { hub, role, label, task, result } = this.state;
+      this.root.querySelector(".dot").className = `dot ${hub.state}`;
+      const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ""}`;
+      const rows = [
+        this.row("连接 Hub", hubText + (hub.state === "waiting" && hub.error ? ` — ${hub.error}` : "")),
+        this.row("角色 Role", ROLE_NAMES[role] || role),
+        this.row("标签 Label", label),
+        this.row("任务 Task", task)
+      ];
+      if (result) rows.push(this.row("结果 Result", result));
+      this.body.replaceChildren(...rows);
+      if (role === "master" && this.runs.size) this.body.append(this.renderFlows());
+    }
+    renderFlows() {
+      const wrap = this.doc.createElement("div");
+      wrap.className = "flows";
+      wrap.append(this.row("流程 Flows", `${this.runs.size}`));
+      for (const [runId, run] of this.runs) {
+        const total = run.nodes.size;
+        const done = [...run.nodes.values()].filter((s) => DONE_STATES.has(s)).length;
+        const el = this.doc.createElement("div");
+        el.className = "flow";
+        el.dataset.run = runId;
+        const title = this.doc.createElement("div");
+        title.textContent = `${run.flow} · ${run.state} · ${done}/${total}`;
+        const bar = this.doc.createElement("div");
+        bar.className = "bar";
+        const fill = this.doc.createElement("i");
+        fill.style.width = `${total ? Math.round(100 * done / total) : 0}%`;
+        bar.append(fill);
+        el.append(title, bar);
+        if (!DONE_STATES.has(run.state)) {
+          const paused = run.state === "paused";
+          el.append(
+            this.button(paused ? "resume" : "pause", paused ? "继续 Resume" : "暂停 Pause", run.flow),
+            " ",
+            this.button("stop", "停止 Stop", run.flow)
+          );
+        }
+        wrap.append(el);
+      }
+      return wrap;
+    }
+    button(act, text, flow) {
+      const b = this.doc.createElement("button");
+      b.dataset.act = act;
+      b.dataset.flow = flow;
+      b.textContent = text;
+      return b;
+    }
+  };
+
+  // src/core/storage.js
+  var PLACEHOLDER_PREFIX = "__AICARD_";
+  var CLIENT_ID_KEY = "aicard.client_id";
+  var DEFAULT_HUB_URL = "http://127.0.0.1:8027";
+  function isPlaceholder(value) {
+    return typeof value !== "string" || value === "" || value.startsWith(PLACEHOLDER_PREFIX);
+  }
+  var Settings = class {
+    constructor(gm) {
+      this.gm = gm;
+    }
+    get(key, fallback) {
+      try {
+        const value = this.gm.getValue(key, fallback);
+        return value === void 0 ? fallback : value;
+      } catch {
+        return fallback;
+      }
+    }
+    set(key, value) {
+      this.gm.setValue(key, value);
+    }
+    /**
+     * Moves the token the hub embedded into GM storage (first run, or the hub's token changed)
+     * and returns the stored one. The token is never written to the page.
+     */
+    adoptToken(embedded) {
+      if (!isPlaceholder(embedded) && this.get("token", "") !== embedded) this.set("token", embedded);
+      return this.get("token", "");
+    }
+    /** Hub URL: the embedded one wins (the hub served this script), else the stored or default. */
+    adoptHubUrl(embedded) {
+      if (!isPlaceholder(embedded)) {
+        const url = String(embedded).replace(/\/+$/, "");
+        if (this.get("hub_url", "") !== url) this.set("hub_url", url);
+        return url;
+      }
+      return this.get("hub_url", DEFAULT_HUB_URL);
+    }
+  };
+  var TabIdentity = class {
+    constructor(sessionStorage) {
+      this.store = sessionStorage;
+    }
+    get clientId() {
+      try {
+        return this.store.getItem(CLIENT_ID_KEY) || void 0;
+      } catch {
+        return void 0;
+      }
+    }
+    set clientId(id) {
+      try {
+        this.store.setItem(CLIENT_ID_KEY, id);
+      } catch {
+      }
+    }
+  };
+
+  // src/core/tasks.js
+  var DEFAULT_TIMEOUT_MS = 12e4;
+  var FIND_INPUT_MS = 1e4;
+  var TURN_START_MS = 2e4;
+  var TaskRunner = class {
+    constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
+      Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange });
+      this.queue = [];
+      this.current = null;
+      this.awaitingTurn = null;
+      this.waiters = /* @__PURE__ */ new Set();
+      capture.on((kind, turn, detail) => this.onCapture(kind, turn, detail));
+    }
+    /** Handles `task` and `deliver` frames from the hub. */
+    handle(frame) {
+      if (frame.type === "task") {
+        if (!frame.task_id || typeof frame.prompt !== "string") {
+          this.log("warn", "task without task_id or prompt ignored");
+          return;
+        }
+        if (this.current?.task_id === frame.task_id || this.queue.some((t) => t.task_id === frame.task_id)) return;
+        this.queue.push({ kind: "task", ...frame });
+      } else if (frame.type === "deliver") {
+        this.queue.push({ kind: "deliver", ...frame });
+      } else {
+        return;
+      }
+      this.pump();
+    }
+    /** The task id the next captured turn answers (handed out once). */
+    claimTask() {
+      const id = this.awaitingTurn || void 0;
+      this.awaitingTurn = null;
+      return id;
+    }
+    get idle() {
+      return !this.capture.busy && !siteShowsStop(this.doc);
+    }
+    /** `flow_control` from the hub: `pause` holds queued jobs until `resume`. */
+    control(frame) {
+      if (frame.action === "pause") this.paused = true;
+      if (frame.action === "resume") {
+        this.paused = false;
+        this.pump();
+      }
+    }
+    async pump() {
+      if (this.current || this.paused) return;
+      const job = this.queue.shift();
+      if (!job) return;
+      this.current = job;
+      this.onChange?.();
+      try {
+        if (job.kind === "task") await this.runTask(job);
+        else await this.runDelivery(job);
+      } catch (err) {
+        this.log("error", `job failed: ${err.message}`);
+        if (job.kind === "task") this.hub.send(taskUpdate(job.task_id, "failed", err.message));
+      } finally {
+        this.current = null;
+        this.awaitingTurn = null;
+        this.onChange?.();
+        this.pump();
+      }
+    }
+    async waitIdle(timeoutMs) {
+      const idle = await waitFor(() => this.idle, { timeoutMs, everyMs: 100, timers: this.timers });
+      if (!idle) throw new Error("tab stayed busy (still streaming) / 标签页一直在输出");
+    }
+    async locateInput() {
+      const input = await waitFor(() => findInput(this.doc, this.adapter), { timeoutMs: FIND_INPUT_MS, timers: this.timers });
+      if (!input) throw new Error("input box not found / 找不到输入框");
+      return input;
+    }
+    /** Types `text`, sends it, and puts the person's draft back once the site took the text. */
+    async typeAndSend(text, { taskId } = {}) {
+      const input = await this.locateInput();
+      const draft = readInput(input);
+      this.sending = true;
+      try {
+        setInput(input, text);
+        if (readInput(input) !== text) throw new Error("the site rejected the typed text / 输入框未接受文本");
+        this.awaitingTurn = taskId || null;
+        await pressSend(this.doc, this.adapter, input, this.timers);
+      } finally {
+        this.sending = false;
+      }
+      if (draft) {
+        await waitFor(() => readInput(input) !== text, { timeoutMs: 3e3, timers: this.timers });
+        const box = input.isConnected ? input : await this.locateInput();
+        setInput(box, draft);
+      }
+    }
+    async runTask(task) {
+      const { task_id: id } = task;
+      const timeoutMs = Number(task.timeout_ms) > 0 ? Number(task.timeout_ms) : DEFAULT_TIMEOUT_MS;
+      const deadline = Date.now() + timeoutMs;
+      this.hub.send(taskUpdate(id, "accepted"));
+      await this.waitIdle(timeoutMs);
+      const outcome = this.waitOutcome(id, deadline, timeoutMs);
+      await this.typeAndSend(task.prompt, { taskId: id });
+      this.hub.send(taskUpdate(id, "sent"));
+      const result = await outcome;
+      if (result.ok) this.hub.send(taskUpdate(id, "done"));
+      else this.hub.send(taskUpdate(id, "failed", result.error));
+    }
+    /** Resolves when the turn answering task `id` ends, fails, or the deadline passes. */
+    waitOutcome(id, deadline, timeoutMs) {
+      return new Promise((resolve) => {
+        let started = false;
+        const waiter = { id, resolve: (r) => {
+          this.waiters.delete(waiter);
+          this.timers.clearTimeout(timer);
+          this.timers.clearTimeout(startTimer);
+          resolve(r);
+        } };
+        waiter.started = () => {
+          started = true;
+        };
+        this.waiters.add(waiter);
+        const timer = this.timers.setTimeout(
+          () => waiter.resolve({ ok: false, error: `no complete reply before the task timeout / 任务超时 (${timeoutMs} ms)` }),
+          Math.max(0, deadline - Date.now())
+        );
+        const startTimer = this.timers.setTimeout(() => {
+          if (!started && this.awaitingTurn === id) {
+            waiter.resolve({ ok: false, error: "no reply started after sending / 发送后没有回复" });
+          }
+        }, Math.min(TURN_START_MS, Math.max(0, deadline - Date.now())));
+      });
+    }
+    onCapture(kind, turn, detail) {
+      if (kind === "turn_start" && !turn.taskId && !this.sending) {
+        this.reportUserInput(turn);
+      }
+      if (!turn.taskId) return;
+      for (const waiter of this.waiters) {
+        if (waiter.id !== turn.taskId) continue;
+        if (kind === "turn_start") waiter.started();
+        if (kind === "streaming") this.hub.send(taskUpdate(turn.taskId, "streaming"));
+        if (kind === "turn_end") waiter.resolve({ ok: true });
+        if (kind === "trouble") waiter.resolve({ ok: false, error: detail.reason });
+      }
+    }
+    /** A turn nobody asked the tab for: the person sent something by hand. */
+    reportUserInput(turn) {
+      const text = turn.prompt ?? this.personSubmitted?.text;
+      this.clearPersonSubmitted();
+      if (text) this.hub.send(userInput(text));
+    }
+    /**
+     * The person pressed send (seen in the DOM, before the site clears the box). Reported with the
+     * turn it starts, or on its own after a moment when the site starts none.
+     */
+    notePersonSubmit(text) {
+      if (this.sending || !text || !text.trim()) return;
+      this.clearPersonSubmitted();
+      const timer = this.timers.setTimeout(() => {
+        if (this.personSubmitted?.timer !== timer) return;
+        this.personSubmitted = null;
+        this.hub.send(userInput(text));
+      }, 3e3);
+      this.personSubmitted = { text, timer };
+    }
+    clearPersonSubmitted() {
+      if (this.personSubmitted) this.timers.clearTimeout(this.personSubmitted.timer);
+      this.personSubmitted = null;
+    }
+    async runDelivery(job) {
+      const text = String(job.text ?? "");
+      if (job.auto_send) {
+        await this.waitIdle(DEFAULT_TIMEOUT_MS);
+        await this.typeAndSend(text);
+      } else {
+        insertBlock(await this.locateInput(), text);
+      }
+    }
+  };
+
+  // src/core/main.js
+  var EMBEDDED_HUB_URL = "__AICARD_HUB_URL__";
+  var EMBEDDED_TOKEN = "__AICARD_TOKEN__";
+  var VERSION = "0.1.0";
+  function start(env) {
+    const { win, gm } = env;
+    const settings = new Settings(gm);
+    const debug = Boolean(settings.get("debug", false));
+    const log = (level, msg) => {
+      if (debug || level === "error") (level === "error" ? console.error : console.debug)(`[AIcard] ${msg}`);
+    };
+    const adapter = pickAdapter([...adapters, sim_adapter_default], win.location.hostname);
+    if (!adapter) return null;
+    const token = settings.adoptToken(EMBEDDED_TOKEN);
+    const hubUrl = settings.adoptHubUrl(EMBEDDED_HUB_URL);
+    const timers = {
+      setTimeout: win.setTimeout.bind(win),
+      clearTimeout: win.clearTimeout.bind(win),
+      setInterval: win.setInterval.bind(win),
+      clearInterval: win.clearInterval.bind(win)
+    };
+    const doc = win.document;
+    const hub = new HubClient({
+      hubUrl,
+      identity: new TabIdentity(win.sessionStorage),
+      WebSocketImpl: env.WebSocketImpl,
+      gmRequest: gm.xmlhttpRequest,
+      timers,
+      log,
+      helloFields: () => ({
+        token,
+        site: adapter.name,
+        url: win.location.href,
+        title: doc.title || void 0,
+        label: settings.get("label", void 0),
+        role: settings.get("role", void 0),
+        version: VERSION
+      }),
+      heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0) })
+    });
+    let runner = null;
+    const capture = new TurnCapture({ adapter, hub, log, claimTask: () => runner?.claimTask() });
+    installInterceptors(win, {
+      matches: (url, method) => capture.matches(url, method),
+      onStream: (meta) => capture.begin(meta),
+      log
+    });
+    const panel = new Panel({ doc, hub, version: VERSION, findInput: () => findInput(doc, adapter) });
+    runner = new TaskRunner({
+      doc,
+      adapter,
+      hub,
+      capture,
+      timers,
+      log,
+      onChange: () => panel.update({ task: describeJob(runner.current, runner.queue.length) })
+    });
+    hub.on("state", (status) => panel.update({ hub: status, role: status.role || panel.state.role }));
+    hub.on("frame", (frame) => {
+      switch (frame.type) {
+        case "welcome":
+          panel.update({ role: frame.role, label: frame.label ?? settings.get("label", null) });
+          break;
+        case "task":
+        case "deliver":
+          runner.handle(frame);
+          break;
+        case "flow_event":
+          panel.flowEvent(frame);
+          break;
+        case "flow_control":
+          runner.control(frame);
+          panel.update({ result: `${frame.action}${frame.reason ? `: ${frame.reason}` : ""}` });
+          break;
+        case "cmd_result":
+          panel.update({ result: summarize(frame) });
+          break;
+        case "error":
+          log("warn", `hub error ${frame.code}: ${frame.message}`);
+          break;
+        default:
+          break;
+      }
+    });
+    capture.on((kind, turn, detail) => {
+      if (kind === "trouble") panel.update({ result: `⚠ ${detail.reason}` });
+    });
+    watchPersonSubmits(doc, adapter, runner);
+    hub.start();
+    const mount = () => panel.mount();
+    if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", mount, { once: true });
+    else mount();
+    if (debug) installDebugHelpers(win, { hub, runner, capture, adapter });
+    return { hub, capture, runner, panel, adapter };
+  }
+  function describeJob(job, queued) {
+    if (!job) return queued ? `排队 queued ${queued}` : "空闲 idle";
+    const what = job.kind === "task" ? `${job.task_id}: ${job.prompt}` : `deliver: ${job.text}`;
+    const short = what.length > 60 ? `${what.slice(0, 57)}…` : what;
+    return queued ? `${short} (+${queued})` : short;
+  }
+  function summarize(frame) {
+    const r = frame.result || {};
+    const out = String(r.output ?? "");
+    return `${r.success === false ? "✗" : "✓"} ${frame.command || ""} ${out.length > 80 ? `${out.slice(0, 77)}…` : out}`.trim();
+  }
+  function watchPersonSubmits(doc, adapter, runner) {
+    const current = () => {
+      const input = findInput(doc, adapter);
+      return input ? readInput(input) : "";
+    };
+    doc.addEventListener("keydown", (ev) => {
+      if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing || !ev.isTrusted) return;
+      const input = findInput(doc, adapter);
+      if (input && (ev.target === input || input.contains(ev.target))) runner.notePersonSubmit(readInput(input));
+    }, true);
+    doc.addEventListener("click", (ev) => {
+      if (!ev.isTrusted) return;
+      const input = findInput(doc, adapter);
+      const send = findSendButton(doc, adapter, input);
+      if (send && (ev.target === send || send.contains(ev.target))) runner.notePersonSubmit(current());
+    }, true);
+  }
+
+  // src/userscript.js
+  function grants() {
+    const memory = /* @__PURE__ */ new Map();
+    return {
+      getValue: typeof GM_getValue === "function" ? GM_getValue : (k, d) => memory.has(k) ? memory.get(k) : d,
+      setValue: typeof GM_setValue === "function" ? GM_setValue : (k, v) => memory.set(k, v),
+      xmlhttpRequest: typeof GM_xmlhttpRequest === "function" ? GM_xmlhttpRequest : null
+    };
+  }
+  start({
+    win: typeof unsafeWindow !== "undefined" ? unsafeWindow : window,
+    // The script's own WebSocket (isolated world under Tampermonkey), captured before page code runs.
+    WebSocketImpl: window.WebSocket,
+    gm: grants()
+  });
+})();

@@ -1,0 +1,168 @@
+// Mock chat sites for the browser tests: one node http server that serves every site's page at its
+// real hostname (chosen by the Host header; the browser maps the real names to this server with
+// --host-resolver-rules) and answers each site's real stream endpoint with the stream from the
+// site's mock definition, one chunk per write with small delays.
+//
+// Run on its own: `node mock/server.js [--port 8100]` — prints the hosts it serves.
+// Control routes (any host): POST /__mock/next {site, answer, reasoning?, variant?, status?, body?}
+// queues the next reply of `site`; GET /__mock/requests?site=S lists the bodies the site received.
+import { createServer } from 'node:http';
+import { readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const SITES_DIR = join(here, 'sites');
+const SIM_MOCK = join(here, '..', 'src', 'core-test-site', 'sim-mock.js');
+const CHUNK_DELAY_MS = 4;
+
+export const DEFAULT_ANSWER = 'Hello from the mock site. 你好，我是模拟站点 🤖';
+
+/** Loads every mock site definition (mock/sites/*.js plus the core's own `sim`). */
+export async function loadSites({ includeSim = true } = {}) {
+  const files = [];
+  try {
+    for (const f of readdirSync(SITES_DIR)) if (f.endsWith('.js')) files.push(join(SITES_DIR, f));
+  } catch {
+    // no per-site mocks yet
+  }
+  if (includeSim) files.push(SIM_MOCK);
+  const sites = [];
+  for (const file of files.sort()) {
+    const mod = await import(pathToFileURL(file).href);
+    const def = mod.default || mod.site || mod;
+    if (def && def.name && Array.isArray(def.hosts) && typeof def.page === 'function') sites.push(def);
+  }
+  return sites;
+}
+
+function endpointMatches(def, method, pathWithQuery) {
+  const ep = def.endpoint;
+  if (!ep || (ep.method && ep.method.toUpperCase() !== method)) return false;
+  const pathOnly = pathWithQuery.split('?')[0];
+  if (ep.path instanceof RegExp) return ep.path.test(pathWithQuery) || ep.path.test(pathOnly);
+  return ep.path === pathOnly || ep.path === pathWithQuery;
+}
+
+/** Hostnames a site serves, API hosts of cross-origin endpoints included. */
+export function siteHosts(def) {
+  return [...new Set([...(def.hosts || []), ...(def.apiHosts || []), ...(def.endpoint?.hosts || [])])];
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const parts = [];
+    req.on('data', (c) => parts.push(c));
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function corsHeaders(req) {
+  const origin = req.headers.origin;
+  if (!origin) return {};
+  return {
+    'access-control-allow-origin': origin,
+    'access-control-allow-credentials': 'true',
+    'access-control-allow-headers': req.headers['access-control-request-headers'] || '*',
+    'access-control-allow-methods': 'GET, POST, OPTIONS',
+  };
+}
+
+/**
+ * Starts the server. Returns `{port, url, sites, hosts, next(site, reply), requests(site), close()}`.
+ */
+export async function startMockServer({ port = 0, sites } = {}) {
+  const defs = sites || (await loadSites());
+  const byHost = new Map();
+  for (const def of defs) for (const h of siteHosts(def)) byHost.set(h.toLowerCase(), def);
+  const queues = new Map();   // site name → queued replies
+  const received = new Map(); // site name → request bodies
+  const sockets = new Set();
+
+  const next = (site, reply) => {
+    if (!defs.some((d) => d.name === site)) throw new Error(`unknown mock site ${site}`);
+    if (!queues.has(site)) queues.set(site, []);
+    queues.get(site).push(reply);
+  };
+
+  async function streamReply(def, req, res) {
+    const body = await readBody(req);
+    if (!received.has(def.name)) received.set(def.name, []);
+    received.get(def.name).push({ path: req.url, body });
+    const reply = queues.get(def.name)?.shift() || { answer: DEFAULT_ANSWER };
+    if (reply.status && reply.status >= 400) {
+      res.writeHead(reply.status, { 'content-type': reply.contentType || 'text/html; charset=utf-8', ...corsHeaders(req) });
+      res.end(reply.body || `<html><body>HTTP ${reply.status}</body></html>`);
+      return;
+    }
+    const chunks = def.stream({ answer: reply.answer, reasoning: reply.reasoning || '', variant: reply.variant || 'default' });
+    res.writeHead(200, {
+      'content-type': def.contentType || 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      ...corsHeaders(req),
+    });
+    res.flushHeaders();
+    for (const c of chunks) {
+      if (res.destroyed) return;
+      res.write(Buffer.from(c));
+      await new Promise((r) => setTimeout(r, CHUNK_DELAY_MS));
+    }
+    res.end();
+  }
+
+  async function control(req, res, url) {
+    if (req.method === 'POST' && url.pathname === '/__mock/next') {
+      const reply = JSON.parse(await readBody(req));
+      next(reply.site, reply);
+      res.writeHead(204).end();
+    } else if (url.pathname === '/__mock/requests') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(received.get(url.searchParams.get('site')) || []));
+    } else {
+      res.writeHead(404).end();
+    }
+  }
+
+  const server = createServer(async (req, res) => {
+    try {
+      req.socket.setNoDelay(true);
+      const host = String(req.headers.host || '').replace(/:\d+$/, '').toLowerCase();
+      const url = new URL(req.url, `http://${host || 'localhost'}`);
+      if (url.pathname.startsWith('/__mock/')) return await control(req, res, url);
+      const def = byHost.get(host);
+      if (!def) { res.writeHead(404, { 'content-type': 'text/plain' }).end(`no mock site for host ${host}`); return; }
+      if (req.method === 'OPTIONS') { res.writeHead(204, corsHeaders(req)).end(); return; }
+      if (endpointMatches(def, req.method, req.url)) return await streamReply(def, req, res);
+      if (req.method === 'GET' && (url.pathname === '/' || !url.pathname.includes('.') || url.pathname.endsWith('.html'))) {
+        if (url.pathname === '/favicon.ico') { res.writeHead(404).end(); return; }
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(def.page());
+        return;
+      }
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+    } catch (err) {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(err && err.stack));
+    }
+  });
+  server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)); });
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const actual = server.address().port;
+  return {
+    port: actual,
+    url: `http://127.0.0.1:${actual}`,
+    sites: defs,
+    hosts: [...byHost.keys()],
+    next,
+    requests: (site) => received.get(site) || [],
+    close: () => new Promise((resolve) => { for (const s of sockets) s.destroy(); server.close(() => resolve()); }),
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const i = process.argv.indexOf('--port');
+  const m = await startMockServer({ port: i > 0 ? Number(process.argv[i + 1]) : 0 });
+  console.log(`mock sites listening on ${m.url}`);
+  for (const def of m.sites) console.log(`  ${def.name}: ${siteHosts(def).join(', ')}`);
+}
