@@ -1,0 +1,15 @@
+// All site adapters, and the lookup the userscript core uses to pick one for the page it runs on.
+
+import deepseek from './deepseek.js';
+
+/** Every adapter, in the order the sites are listed in the spec. */
+export const adapters = [deepseek];
+
+/** The adapter that runs on `hostname` (exact host, or a subdomain of one), or null. */
+export function adapterForHost(hostname) {
+  const host = String(hostname || '').toLowerCase().replace(/\.$/, '');
+  for (const adapter of adapters) {
+    if (adapter.hosts.some((h) => host === h || host.endsWith(`.${h}`))) return adapter;
+  }
+  return null;
+}
