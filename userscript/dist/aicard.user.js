@@ -33,8 +33,481 @@
 // ==/UserScript==
 
 (() => {
-  // missing-adapters:/work/wt-userscript-core/userscript/src/adapters/index.js
-  var adapters = [];
+  // src/adapters/lib/patch.js
+  function createPatchState(options = {}) {
+    const state = {
+      root: {},
+      cursor: { p: "", o: (options.initialOp || "set").toLowerCase() }
+    };
+    const appendStrings = options.appendStrings || (() => false);
+    function apply(event) {
+      if (event === null || typeof event !== "object" || Array.isArray(event)) return [];
+      if (typeof event.p === "string") state.cursor.p = event.p;
+      if (typeof event.o === "string") state.cursor.o = event.o.toLowerCase();
+      const applied = [];
+      applyOp(state.cursor.p, state.cursor.o, event.v, applied);
+      return applied;
+    }
+    function applyOp(path, op, value, applied) {
+      if (op === "patch" || op === "batch") {
+        if (!Array.isArray(value)) return;
+        for (const sub of value) {
+          if (sub === null || typeof sub !== "object") continue;
+          const subPath = joinPath(path, typeof sub.p === "string" ? sub.p : "");
+          applyOp(subPath, typeof sub.o === "string" ? sub.o.toLowerCase() : "set", sub.v, applied);
+        }
+        return;
+      }
+      const segments = splitPath(path);
+      let effective = op;
+      if (typeof value === "string" && (op === "set" || op === "replace") && appendStrings(path)) effective = "append";
+      const resolved = applyLeaf(segments, effective, value);
+      applied.push({ path: resolved, op: effective, value });
+    }
+    function applyLeaf(segments, op, value) {
+      if (segments.length === 0) {
+        if (op === "append" && isObject(state.root) && isObject(value)) Object.assign(state.root, value);
+        else if (op !== "remove" && op !== "delete") state.root = isObject(value) ? value : { value };
+        return [];
+      }
+      if (!isObject(state.root) && !Array.isArray(state.root)) state.root = {};
+      let parent = state.root;
+      const resolved = [];
+      for (let i = 0; i < segments.length - 1; i += 1) {
+        const key2 = resolveKey(parent, segments[i]);
+        resolved.push(key2);
+        if (parent[key2] === null || typeof parent[key2] !== "object") parent[key2] = /^\d+$/.test(segments[i + 1]) ? [] : {};
+        parent = parent[key2];
+      }
+      const last = segments[segments.length - 1];
+      const key = last === "-" && Array.isArray(parent) ? parent.length : resolveKey(parent, last);
+      resolved.push(key);
+      const current = parent[key];
+      switch (op) {
+        case "append":
+          if (typeof current === "string" && typeof value === "string") parent[key] = current + value;
+          else if (Array.isArray(current)) Array.isArray(value) ? current.push(...value) : current.push(value);
+          else if (isObject(current) && isObject(value)) Object.assign(current, value);
+          else parent[key] = value;
+          break;
+        case "remove":
+        case "delete":
+          if (Array.isArray(parent)) parent.splice(key, 1);
+          else delete parent[key];
+          break;
+        case "truncate":
+          if ((typeof current === "string" || Array.isArray(current)) && Number.isInteger(value)) {
+            parent[key] = current.slice(0, value);
+          }
+          break;
+        case "add":
+          if (Array.isArray(parent) && key >= parent.length) parent.push(value);
+          else parent[key] = value;
+          break;
+        default:
+          parent[key] = value;
+      }
+      return resolved;
+    }
+    return {
+      apply,
+      get root() {
+        return state.root;
+      },
+      set root(value) {
+        state.root = value;
+      },
+      get cursor() {
+        return { ...state.cursor };
+      }
+    };
+  }
+  function isObject(v) {
+    return v !== null && typeof v === "object" && !Array.isArray(v);
+  }
+  function resolveKey(container, segment) {
+    if (Array.isArray(container) && /^-?\d+$/.test(segment)) {
+      const n = Number(segment);
+      return n < 0 ? Math.max(0, container.length + n) : n;
+    }
+    return segment;
+  }
+  function splitPath(path) {
+    return String(path).split("/").filter((s) => s !== "").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+  }
+  function joinPath(parent, child) {
+    if (!child) return parent;
+    if (!parent) return child;
+    return `${parent.replace(/\/$/, "")}/${child.replace(/^\//, "")}`;
+  }
+
+  // src/adapters/lib/snapshot.js
+  function createSnapshotDiffer() {
+    let previous = "";
+    return {
+      next(full) {
+        if (typeof full !== "string") return "";
+        if (full.startsWith(previous)) {
+          const suffix = full.slice(previous.length);
+          previous = full;
+          return suffix;
+        }
+        if (!previous.startsWith(full)) previous = full;
+        return "";
+      },
+      /** The latest snapshot. */
+      get text() {
+        return previous;
+      }
+    };
+  }
+
+  // src/adapters/lib/utf8.js
+  function createUtf8Decoder() {
+    const decoder = new TextDecoder("utf-8");
+    return {
+      /** Decode one read; returns the complete characters it finishes. */
+      decode(bytes) {
+        if (!bytes || bytes.length === 0) return "";
+        return decoder.decode(bytes, { stream: true });
+      },
+      /** Flush at end of body; a dangling partial character becomes U+FFFD. */
+      flush() {
+        return decoder.decode();
+      }
+    };
+  }
+  function toBytes(chunk2) {
+    if (chunk2 instanceof Uint8Array) return chunk2;
+    if (typeof chunk2 === "string") return new TextEncoder().encode(chunk2);
+    if (chunk2 instanceof ArrayBuffer) return new Uint8Array(chunk2);
+    if (ArrayBuffer.isView(chunk2)) return new Uint8Array(chunk2.buffer, chunk2.byteOffset, chunk2.byteLength);
+    throw new TypeError("stream chunk must be bytes / 数据块必须是字节");
+  }
+
+  // src/adapters/lib/sse.js
+  function createSseSplitter() {
+    let buffer = "";
+    let event = "";
+    let data = [];
+    let id = null;
+    let hasField = false;
+    function dispatch(out) {
+      if (hasField && data.length > 0) {
+        out.push({ event: event || "message", data: data.join("\n"), id });
+      }
+      event = "";
+      data = [];
+      hasField = false;
+    }
+    function line(text, out) {
+      if (text === "") {
+        dispatch(out);
+        return;
+      }
+      if (text.charCodeAt(0) === 58) return;
+      const colon = text.indexOf(":");
+      let field = text;
+      let value = "";
+      if (colon >= 0) {
+        field = text.slice(0, colon);
+        value = text.slice(colon + 1);
+        if (value.charCodeAt(0) === 32) value = value.slice(1);
+      }
+      hasField = true;
+      if (field === "data") data.push(value);
+      else if (field === "event") event = value;
+      else if (field === "id") id = value;
+    }
+    function drain(final) {
+      const out = [];
+      let start2 = 0;
+      for (let i = 0; i < buffer.length; i += 1) {
+        const c = buffer.charCodeAt(i);
+        if (c === 10) {
+          line(buffer.slice(start2, i), out);
+          start2 = i + 1;
+        } else if (c === 13) {
+          if (i + 1 >= buffer.length && !final) break;
+          line(buffer.slice(start2, i), out);
+          if (buffer.charCodeAt(i + 1) === 10) i += 1;
+          start2 = i + 1;
+        }
+      }
+      buffer = buffer.slice(start2);
+      if (final) {
+        if (buffer.length > 0) line(buffer, out);
+        buffer = "";
+        dispatch(out);
+      }
+      return out;
+    }
+    return {
+      push(text) {
+        buffer += text;
+        return drain(false);
+      },
+      end() {
+        return drain(true);
+      }
+    };
+  }
+
+  // src/adapters/lib/stream.js
+  var INCOMPLETE = "the reply stream ended before the site marked it finished / 回复流在站点标记完成之前就结束了";
+  function createOutput() {
+    const events = [];
+    let finished = false;
+    return {
+      delta(text) {
+        if (!finished && typeof text === "string" && text !== "") events.push({ type: "delta", text });
+      },
+      reasoning(text) {
+        if (!finished && typeof text === "string" && text !== "") events.push({ type: "reasoning", text });
+      },
+      done() {
+        if (finished) return;
+        finished = true;
+        events.push({ type: "done" });
+      },
+      error(reason, code) {
+        if (finished) return;
+        finished = true;
+        const event = { type: "error", reason: String(reason) };
+        if (code !== void 0 && code !== null && code !== "") event.code = String(code);
+        events.push(event);
+      },
+      get finished() {
+        return finished;
+      },
+      take() {
+        return events.splice(0, events.length);
+      }
+    };
+  }
+  function parseJson(text) {
+    if (typeof text !== "string") return void 0;
+    const t = text.trim();
+    if (t === "") return void 0;
+    const c = t[0];
+    if (c !== "{" && c !== "[" && c !== '"' && t !== "true" && t !== "false" && !/^-?\d/.test(t)) return void 0;
+    try {
+      return JSON.parse(t);
+    } catch {
+      return void 0;
+    }
+  }
+  function finishAtEof(out, { eofIsDone, trouble: trouble2, sample }) {
+    if (out.finished) return;
+    const reason = trouble2 ? trouble2(200, sample) : null;
+    if (reason) out.error(reason, "trouble");
+    else if (eofIsDone) out.done();
+    else out.error(INCOMPLETE, "incomplete");
+  }
+  function sseParser({ onEvent: onEvent2, eofIsDone = false, trouble: trouble2 = null, init = () => ({}) }) {
+    return function createParser() {
+      const decoder = createUtf8Decoder();
+      const splitter = createSseSplitter();
+      const out = createOutput();
+      const ctx = init();
+      let sample = "";
+      const handle = (records) => {
+        for (const record of records) {
+          if (out.finished) break;
+          try {
+            onEvent2(record, out, ctx);
+          } catch {
+          }
+        }
+      };
+      const feed = (text) => {
+        if (sample.length < 4096) sample += text.slice(0, 4096 - sample.length);
+        handle(splitter.push(text));
+      };
+      return {
+        push(bytes) {
+          feed(decoder.decode(toBytes(bytes)));
+          return out.take();
+        },
+        end() {
+          feed(decoder.flush());
+          handle(splitter.end());
+          finishAtEof(out, { eofIsDone, trouble: trouble2, sample });
+          return out.take();
+        }
+      };
+    };
+  }
+  function dig(value, ...keys) {
+    let v = value;
+    for (const k of keys) {
+      if (v === null || v === void 0) return void 0;
+      if (typeof k === "number" && Array.isArray(v) && k < 0) v = v[v.length + k];
+      else v = v[k];
+    }
+    return v;
+  }
+
+  // src/adapters/lib/trouble.js
+  var REASONS = {
+    rateLimit: "rate limited by the site (HTTP 429) / 站点限流（HTTP 429）",
+    login: "not logged in to the site, please log in in this tab / 站点未登录，请在此标签页登录",
+    captcha: "the site asks for a captcha or human check / 站点要求人机验证",
+    forbidden: "the site refused the request (HTTP 403) / 站点拒绝了请求（HTTP 403）",
+    server: (status) => `the site failed (HTTP ${status}) / 站点出错（HTTP ${status}）`,
+    client: (status) => `the site rejected the request (HTTP ${status}) / 站点拒绝了请求（HTTP ${status}）`,
+    htmlPage: "the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）"
+  };
+  var CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
+  var LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
+  function makeTrouble({ codes = {} } = {}) {
+    return function trouble2(status, bodySample) {
+      const body = typeof bodySample === "string" ? bodySample : "";
+      const head = body.slice(0, 4096);
+      const code = findCode(head, codes);
+      if (status === 429) return REASONS.rateLimit;
+      if (code) return codes[code];
+      if (status === 401) return REASONS.login;
+      if (status === 403) return CAPTCHA.test(head) ? REASONS.captcha : REASONS.forbidden;
+      if (status >= 500) return REASONS.server(status);
+      if (status >= 400) {
+        if (CAPTCHA.test(head)) return REASONS.captcha;
+        if (LOGIN.test(head)) return REASONS.login;
+        return REASONS.client(status);
+      }
+      const trimmed = head.replace(/^\uFEFF/, "").trimStart();
+      if (/^<(!doctype|html|head|body)/i.test(trimmed)) {
+        if (CAPTCHA.test(head)) return REASONS.captcha;
+        if (LOGIN.test(head)) return REASONS.login;
+        return REASONS.htmlPage;
+      }
+      if (trimmed.startsWith("{") && !/^\{\s*"(event_data|choices|communication|v|p|message|type)"/.test(trimmed)) {
+        if (CAPTCHA.test(head)) return REASONS.captcha;
+        if (LOGIN.test(head)) return REASONS.login;
+      }
+      return null;
+    };
+  }
+  function findCode(text, codes) {
+    const keys = Object.keys(codes);
+    if (keys.length === 0) return null;
+    const re = /"(?:code|error_code|errorCode|status)"\s*:\s*"?(-?\d+)"?/g;
+    let m;
+    while ((m = re.exec(text)) !== null) {
+      if (Object.prototype.hasOwnProperty.call(codes, m[1])) return m[1];
+    }
+    return null;
+  }
+
+  // src/adapters/lib/url.js
+  var BASE = "https://relative.invalid/";
+  function parseRequestUrl(url) {
+    const raw = url && typeof url === "object" && "url" in url ? url.url : String(url);
+    let parsed;
+    try {
+      parsed = new URL(raw, BASE);
+    } catch {
+      return null;
+    }
+    const host = parsed.host === "relative.invalid" ? "" : parsed.hostname.toLowerCase();
+    return { host, path: parsed.pathname, search: parsed.search, params: parsed.searchParams };
+  }
+  function endpointMatcher({ hosts: hosts2, paths, methods = ["POST"] }) {
+    const hostSet = new Set(hosts2.map((h) => h.toLowerCase()));
+    return function matchRequest(url, method) {
+      const m = String(method || "GET").toUpperCase();
+      if (!methods.includes(m)) return false;
+      const u = parseRequestUrl(url);
+      if (!u) return false;
+      if (u.host !== "" && !hostSet.has(u.host)) return false;
+      return paths.some((re) => re.test(u.path));
+    };
+  }
+
+  // src/adapters/deepseek.js
+  var hosts = ["chat.deepseek.com"];
+  function texts(response) {
+    let answer = typeof response.content === "string" ? response.content : "";
+    let reasoning = typeof response.thinking_content === "string" ? response.thinking_content : "";
+    for (const fragment of Array.isArray(response.fragments) ? response.fragments : []) {
+      if (!fragment || typeof fragment.content !== "string") continue;
+      if (fragment.type === "RESPONSE") answer += fragment.content;
+      else if (fragment.type === "THINK") reasoning += fragment.content;
+    }
+    return { answer, reasoning };
+  }
+  function onEvent(record, out, ctx) {
+    if (record.event === "hint") {
+      const hint = parseJson(record.data);
+      if (hint && hint.type === "error") out.error(hint.content || "DeepSeek error / DeepSeek 出错", hint.finish_reason);
+      return;
+    }
+    if (record.event === "close") {
+      out.done();
+      return;
+    }
+    if (record.event !== "message") return;
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object" || Array.isArray(frame)) return;
+    if (frame.code !== void 0 && frame.code !== 0 && frame.msg !== void 0 && !("v" in frame)) {
+      out.error(frame.msg, frame.code);
+      return;
+    }
+    if (!("p" in frame) && frame.v && typeof frame.v === "object" && !Array.isArray(frame.v) && "response" in frame.v) {
+      ctx.patch.root = frame.v;
+    } else if ("v" in frame) {
+      ctx.patch.apply(frame);
+    } else {
+      return;
+    }
+    const response = dig(ctx.patch.root, "response") || {};
+    const { answer, reasoning } = texts(response);
+    out.reasoning(ctx.reasoning.next(reasoning));
+    out.delta(ctx.answer.next(answer));
+    if (response.status === "FINISHED" || response.status === "INCOMPLETE") out.done();
+    else if (response.status === "CONTENT_FILTER") out.error("DeepSeek filtered the reply / 回复被内容过滤", "CONTENT_FILTER");
+  }
+  var trouble = makeTrouble({
+    codes: {
+      40003: REASONS.login,
+      40002: REASONS.login
+    }
+  });
+  var deepseek_default = {
+    name: "deepseek",
+    hosts,
+    matchRequest: endpointMatcher({ hosts, paths: [/^\/api\/v0\/chat\/(completion|regenerate|resume_stream|continue)$/] }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      return body && typeof body.prompt === "string" ? body.prompt : null;
+    },
+    createParser: sseParser({
+      onEvent,
+      trouble,
+      init: () => ({
+        patch: createPatchState({ initialOp: "SET", appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p) }),
+        answer: createSnapshotDiffer(),
+        reasoning: createSnapshotDiffer()
+      })
+    }),
+    input: {
+      selectors: ["textarea#chat-input", 'textarea[placeholder*="DeepSeek"]', 'textarea[placeholder*="发送消息"]'],
+      kind: "textarea"
+    },
+    send: {
+      selectors: [
+        'div[role="button"]._7436101',
+        'div.ds-button--primary[role="button"]',
+        'button[aria-label="发送"]',
+        'button[aria-label="Send"]'
+      ],
+      key: "Enter"
+    },
+    trouble
+  };
+
+  // src/adapters/index.js
+  var adapters = [deepseek_default];
 
   // src/core-test-site/sim-adapter.js
   function sseLines() {
@@ -1554,7 +2027,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         if (kind === "turn_start") waiter.started();
         if (kind === "streaming") this.hub.send(taskUpdate(turn.taskId, "streaming"));
         if (kind === "turn_end") waiter.resolve({ ok: true });
-        if (kind === "trouble") waiter.resolve({ ok: false, error: detail.reason });
+        if (kind === "trouble") waiter.resolve({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
       }
     }
     /** A turn nobody asked the tab for: the person sent something by hand. */

@@ -7,7 +7,7 @@
 // Control routes (any host): POST /__mock/next {site, answer, reasoning?, variant?, status?, body?}
 // queues the next reply of `site`; GET /__mock/requests?site=S lists the bodies the site received.
 import { createServer } from 'node:http';
-import { readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -18,35 +18,39 @@ const CHUNK_DELAY_MS = 4;
 
 export const DEFAULT_ANSWER = 'Hello from the mock site. 你好，我是模拟站点 🤖';
 
-/** Loads every mock site definition (mock/sites/*.js plus the core's own `sim`). */
+/** Loads every mock site definition (mock/sites/index.js's `sites` plus the core's own `sim`). */
 export async function loadSites({ includeSim = true } = {}) {
-  const files = [];
-  try {
-    for (const f of readdirSync(SITES_DIR)) if (f.endsWith('.js')) files.push(join(SITES_DIR, f));
-  } catch {
-    // no per-site mocks yet
-  }
-  if (includeSim) files.push(SIM_MOCK);
   const sites = [];
-  for (const file of files.sort()) {
-    const mod = await import(pathToFileURL(file).href);
-    const def = mod.default || mod.site || mod;
-    if (def && def.name && Array.isArray(def.hosts) && typeof def.page === 'function') sites.push(def);
-  }
-  return sites;
+  const index = join(SITES_DIR, 'index.js');
+  if (existsSync(index)) sites.push(...(await import(pathToFileURL(index).href)).sites);
+  if (includeSim) sites.push((await import(pathToFileURL(SIM_MOCK).href)).default);
+  return sites.filter((def) => def && def.name && Array.isArray(def.hosts) && typeof def.page === 'function');
 }
 
+/** The host a variant is served from (sites with several front ends list it in variantMeta). */
+export function variantHost(def, variant) {
+  return def.variantMeta?.[variant]?.hosts?.[0] || def.hosts[0];
+}
+
+function pathMatches(path, method, pathWithQuery, wantMethod) {
+  if (wantMethod && wantMethod.toUpperCase() !== method) return false;
+  const pathOnly = pathWithQuery.split('?')[0];
+  if (path instanceof RegExp) return path.test(pathWithQuery) || path.test(pathOnly);
+  return path === pathOnly || path === pathWithQuery;
+}
+
+/** True when the request is the site's stream endpoint (or a variant's own endpoint path). */
 function endpointMatches(def, method, pathWithQuery) {
   const ep = def.endpoint;
-  if (!ep || (ep.method && ep.method.toUpperCase() !== method)) return false;
-  const pathOnly = pathWithQuery.split('?')[0];
-  if (ep.path instanceof RegExp) return ep.path.test(pathWithQuery) || ep.path.test(pathOnly);
-  return ep.path === pathOnly || ep.path === pathWithQuery;
+  if (!ep) return false;
+  if (pathMatches(ep.path, method, pathWithQuery, ep.method)) return true;
+  return Object.values(def.variantMeta || {}).some((m) => m.path && pathMatches(m.path, method, pathWithQuery, ep.method));
 }
 
-/** Hostnames a site serves, API hosts of cross-origin endpoints included. */
+/** Hostnames a site serves, every variant's and cross-origin API hosts included. */
 export function siteHosts(def) {
-  return [...new Set([...(def.hosts || []), ...(def.apiHosts || []), ...(def.endpoint?.hosts || [])])];
+  const variantHosts = Object.values(def.variantMeta || {}).flatMap((m) => m.hosts || []);
+  return [...new Set([...(def.hosts || []), ...variantHosts, ...(def.apiHosts || []), ...(def.endpoint?.hosts || [])])];
 }
 
 function readBody(req) {
@@ -96,9 +100,10 @@ export async function startMockServer({ port = 0, sites } = {}) {
       res.end(reply.body || `<html><body>HTTP ${reply.status}</body></html>`);
       return;
     }
-    const chunks = def.stream({ answer: reply.answer, reasoning: reply.reasoning || '', variant: reply.variant || 'default' });
+    const variant = reply.variant || 'default';
+    const chunks = def.stream({ answer: reply.answer, reasoning: reply.reasoning || '', variant, seed: reply.seed ?? 1 });
     res.writeHead(200, {
-      'content-type': def.contentType || 'text/event-stream; charset=utf-8',
+      'content-type': def.variantMeta?.[variant]?.contentType || def.contentType || 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       ...corsHeaders(req),
     });

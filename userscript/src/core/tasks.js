@@ -149,7 +149,7 @@ export class TaskRunner {
       if (kind === 'turn_start') waiter.started();
       if (kind === 'streaming') this.hub.send(taskUpdate(turn.taskId, 'streaming'));
       if (kind === 'turn_end') waiter.resolve({ ok: true });
-      if (kind === 'trouble') waiter.resolve({ ok: false, error: detail.reason });
+      if (kind === 'trouble') waiter.resolve({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
     }
   }
 
