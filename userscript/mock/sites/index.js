@@ -8,7 +8,10 @@
 //   stream({answer, reasoning, variant, seed}) → Uint8Array[] with hostile chunking, contentType }.
 // Pages send their request to their own origin (relative URL), so one mock server per host suffices.
 
+import claude from './claude.js';
 import deepseek from './deepseek.js';
+import kimi from './kimi.js';
+import yuanbao from './yuanbao.js';
 
-export const sites = [deepseek];
+export const sites = [deepseek, yuanbao, claude, kimi];
 export default sites;

@@ -1,9 +1,12 @@
 // All site adapters, and the lookup the userscript core uses to pick one for the page it runs on.
 
+import claude from './claude.js';
 import deepseek from './deepseek.js';
+import kimi from './kimi.js';
+import yuanbao from './yuanbao.js';
 
 /** Every adapter, in the order the sites are listed in the spec. */
-export const adapters = [deepseek];
+export const adapters = [deepseek, yuanbao, claude, kimi];
 
 /** The adapter that runs on `hostname` (exact host, or a subdomain of one), or null. */
 export function adapterForHost(hostname) {

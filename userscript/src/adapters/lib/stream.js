@@ -68,9 +68,10 @@ export function finishAtEof(out, { eofIsDone, trouble, sample }) {
 /**
  * Build `createParser` for an SSE site. `onEvent({event, data, id}, out, ctx)` handles one SSE record;
  * `ctx` is a per-turn object the handler may use for state. A record whose handler throws (a malformed frame)
- * is skipped: one bad frame must not lose the rest of the reply.
+ * is skipped: one bad frame must not lose the rest of the reply. `atEof(out, ctx)` may end the turn at end of
+ * body from what the handler saw (e.g. a stop reason without the final marker).
  */
-export function sseParser({ onEvent, eofIsDone = false, trouble = null, init = () => ({}) }) {
+export function sseParser({ onEvent, eofIsDone = false, trouble = null, init = () => ({}), atEof = null }) {
   return function createParser() {
     const decoder = createUtf8Decoder();
     const splitter = createSseSplitter();
@@ -99,6 +100,7 @@ export function sseParser({ onEvent, eofIsDone = false, trouble = null, init = (
       end() {
         feed(decoder.flush());
         handle(splitter.end());
+        if (atEof && !out.finished) atEof(out, ctx);
         finishAtEof(out, { eofIsDone, trouble, sample });
         return out.take();
       },
