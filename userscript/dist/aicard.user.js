@@ -20,6 +20,7 @@
 // @match             https://kimi.moonshot.cn/*
 // @match             https://www.kimi.com/*
 // @match             https://chatglm.cn/*
+// @match             https://kimi.com/*
 // @run-at            document-start
 // @grant             GM_getValue
 // @grant             GM_setValue
@@ -33,135 +34,6 @@
 // ==/UserScript==
 
 (() => {
-  // src/adapters/lib/patch.js
-  function createPatchState(options = {}) {
-    const state = {
-      root: {},
-      cursor: { p: "", o: (options.initialOp || "set").toLowerCase() }
-    };
-    const appendStrings = options.appendStrings || (() => false);
-    function apply(event) {
-      if (event === null || typeof event !== "object" || Array.isArray(event)) return [];
-      if (typeof event.p === "string") state.cursor.p = event.p;
-      if (typeof event.o === "string") state.cursor.o = event.o.toLowerCase();
-      const applied = [];
-      applyOp(state.cursor.p, state.cursor.o, event.v, applied);
-      return applied;
-    }
-    function applyOp(path, op, value, applied) {
-      if (op === "patch" || op === "batch") {
-        if (!Array.isArray(value)) return;
-        for (const sub of value) {
-          if (sub === null || typeof sub !== "object") continue;
-          const subPath = joinPath(path, typeof sub.p === "string" ? sub.p : "");
-          applyOp(subPath, typeof sub.o === "string" ? sub.o.toLowerCase() : "set", sub.v, applied);
-        }
-        return;
-      }
-      const segments = splitPath(path);
-      let effective = op;
-      if (typeof value === "string" && (op === "set" || op === "replace") && appendStrings(path)) effective = "append";
-      const resolved = applyLeaf(segments, effective, value);
-      applied.push({ path: resolved, op: effective, value });
-    }
-    function applyLeaf(segments, op, value) {
-      if (segments.length === 0) {
-        if (op === "append" && isObject(state.root) && isObject(value)) Object.assign(state.root, value);
-        else if (op !== "remove" && op !== "delete") state.root = isObject(value) ? value : { value };
-        return [];
-      }
-      if (!isObject(state.root) && !Array.isArray(state.root)) state.root = {};
-      let parent = state.root;
-      const resolved = [];
-      for (let i = 0; i < segments.length - 1; i += 1) {
-        const key2 = resolveKey(parent, segments[i]);
-        resolved.push(key2);
-        if (parent[key2] === null || typeof parent[key2] !== "object") parent[key2] = /^\d+$/.test(segments[i + 1]) ? [] : {};
-        parent = parent[key2];
-      }
-      const last = segments[segments.length - 1];
-      const key = last === "-" && Array.isArray(parent) ? parent.length : resolveKey(parent, last);
-      resolved.push(key);
-      const current = parent[key];
-      switch (op) {
-        case "append":
-          if (typeof current === "string" && typeof value === "string") parent[key] = current + value;
-          else if (Array.isArray(current)) Array.isArray(value) ? current.push(...value) : current.push(value);
-          else if (isObject(current) && isObject(value)) Object.assign(current, value);
-          else parent[key] = value;
-          break;
-        case "remove":
-        case "delete":
-          if (Array.isArray(parent)) parent.splice(key, 1);
-          else delete parent[key];
-          break;
-        case "truncate":
-          if ((typeof current === "string" || Array.isArray(current)) && Number.isInteger(value)) {
-            parent[key] = current.slice(0, value);
-          }
-          break;
-        case "add":
-          if (Array.isArray(parent) && key >= parent.length) parent.push(value);
-          else parent[key] = value;
-          break;
-        default:
-          parent[key] = value;
-      }
-      return resolved;
-    }
-    return {
-      apply,
-      get root() {
-        return state.root;
-      },
-      set root(value) {
-        state.root = value;
-      },
-      get cursor() {
-        return { ...state.cursor };
-      }
-    };
-  }
-  function isObject(v) {
-    return v !== null && typeof v === "object" && !Array.isArray(v);
-  }
-  function resolveKey(container, segment) {
-    if (Array.isArray(container) && /^-?\d+$/.test(segment)) {
-      const n = Number(segment);
-      return n < 0 ? Math.max(0, container.length + n) : n;
-    }
-    return segment;
-  }
-  function splitPath(path) {
-    return String(path).split("/").filter((s) => s !== "").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
-  }
-  function joinPath(parent, child) {
-    if (!child) return parent;
-    if (!parent) return child;
-    return `${parent.replace(/\/$/, "")}/${child.replace(/^\//, "")}`;
-  }
-
-  // src/adapters/lib/snapshot.js
-  function createSnapshotDiffer() {
-    let previous = "";
-    return {
-      next(full) {
-        if (typeof full !== "string") return "";
-        if (full.startsWith(previous)) {
-          const suffix = full.slice(previous.length);
-          previous = full;
-          return suffix;
-        }
-        if (!previous.startsWith(full)) previous = full;
-        return "";
-      },
-      /** The latest snapshot. */
-      get text() {
-        return previous;
-      }
-    };
-  }
-
   // src/adapters/lib/utf8.js
   function createUtf8Decoder() {
     const decoder = new TextDecoder("utf-8");
@@ -297,15 +169,15 @@
       return void 0;
     }
   }
-  function finishAtEof(out, { eofIsDone, trouble: trouble2, sample }) {
+  function finishAtEof(out, { eofIsDone, trouble: trouble5, sample }) {
     if (out.finished) return;
-    const reason = trouble2 ? trouble2(200, sample) : null;
+    const reason = trouble5 ? trouble5(200, sample) : null;
     if (reason) out.error(reason, "trouble");
     else if (eofIsDone) out.done();
     else out.error(INCOMPLETE, "incomplete");
   }
-  function sseParser({ onEvent: onEvent2, eofIsDone = false, trouble: trouble2 = null, init = () => ({}) }) {
-    return function createParser() {
+  function sseParser({ onEvent: onEvent4, eofIsDone = false, trouble: trouble5 = null, init = () => ({}), atEof = null }) {
+    return function createParser2() {
       const decoder = createUtf8Decoder();
       const splitter = createSseSplitter();
       const out = createOutput();
@@ -315,7 +187,7 @@
         for (const record of records) {
           if (out.finished) break;
           try {
-            onEvent2(record, out, ctx);
+            onEvent4(record, out, ctx);
           } catch {
           }
         }
@@ -332,7 +204,8 @@
         end() {
           feed(decoder.flush());
           handle(splitter.end());
-          finishAtEof(out, { eofIsDone, trouble: trouble2, sample });
+          if (atEof && !out.finished) atEof(out, ctx);
+          finishAtEof(out, { eofIsDone, trouble: trouble5, sample });
           return out.take();
         }
       };
@@ -361,7 +234,7 @@
   var CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
   var LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
   function makeTrouble({ codes = {} } = {}) {
-    return function trouble2(status, bodySample) {
+    return function trouble5(status, bodySample) {
       const body = typeof bodySample === "string" ? bodySample : "";
       const head = body.slice(0, 4096);
       const code = findCode(head, codes);
@@ -412,8 +285,8 @@
     const host = parsed.host === "relative.invalid" ? "" : parsed.hostname.toLowerCase();
     return { host, path: parsed.pathname, search: parsed.search, params: parsed.searchParams };
   }
-  function endpointMatcher({ hosts: hosts2, paths, methods = ["POST"] }) {
-    const hostSet = new Set(hosts2.map((h) => h.toLowerCase()));
+  function endpointMatcher({ hosts: hosts5, paths, methods = ["POST"] }) {
+    const hostSet = new Set(hosts5.map((h) => h.toLowerCase()));
     return function matchRequest(url, method) {
       const m = String(method || "GET").toUpperCase();
       if (!methods.includes(m)) return false;
@@ -424,8 +297,219 @@
     };
   }
 
+  // src/adapters/claude.js
+  var hosts = ["claude.ai"];
+  function onEvent(record, out, ctx) {
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object") return;
+    const type = frame.type || record.event;
+    switch (type) {
+      case "content_block_start": {
+        const block = frame.content_block || {};
+        ctx.blocks.set(frame.index, block.type);
+        if (block.type === "text") out.delta(block.text);
+        else if (block.type === "thinking") out.reasoning(block.thinking);
+        return;
+      }
+      case "content_block_delta": {
+        const delta = frame.delta || {};
+        const blockType = ctx.blocks.get(frame.index);
+        if (delta.type === "text_delta" && (blockType === void 0 || blockType === "text")) out.delta(delta.text);
+        else if (delta.type === "thinking_delta") out.reasoning(delta.thinking);
+        return;
+      }
+      case "message_delta":
+        if (frame.delta && frame.delta.stop_reason) ctx.stopReason = frame.delta.stop_reason;
+        return;
+      case "message_stop":
+        out.done();
+        return;
+      case "error": {
+        const err = frame.error || {};
+        out.error(err.message || "Claude error / Claude 出错", err.type || "error");
+        return;
+      }
+      case "completion":
+        out.delta(frame.completion);
+        if (frame.stop_reason) out.done();
+        return;
+      default:
+        if (frame.error && typeof frame.error === "object") {
+          out.error(frame.error.message || "Claude error / Claude 出错", frame.error.type || "error");
+        }
+    }
+  }
+  var trouble = makeTrouble();
+  var claude_default = {
+    name: "claude",
+    hosts,
+    matchRequest: endpointMatcher({
+      hosts,
+      paths: [
+        /^\/api\/organizations\/[^/]+\/chat_conversations\/[^/]+\/(completion|retry_completion)$/,
+        /^\/api\/append_message$/
+      ]
+    }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      if (!body) return null;
+      if (typeof body.prompt === "string") return body.prompt;
+      return typeof body.completion?.prompt === "string" ? body.completion.prompt : null;
+    },
+    createParser: sseParser({
+      onEvent,
+      trouble,
+      init: () => ({ blocks: /* @__PURE__ */ new Map(), stopReason: null }),
+      atEof: (out, ctx) => {
+        if (ctx.stopReason) out.done();
+      }
+    }),
+    input: {
+      selectors: [
+        'div.ProseMirror[contenteditable="true"]',
+        '[data-testid="chat-input"][contenteditable="true"]',
+        'div[contenteditable="true"][aria-label*="Claude"]'
+      ],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: ['button[aria-label="Send message"]', 'button[aria-label="Send Message"]', 'button[aria-label="发送消息"]'],
+      key: "Enter"
+    },
+    trouble
+  };
+
+  // src/adapters/lib/patch.js
+  function createPatchState(options = {}) {
+    const state = {
+      root: {},
+      cursor: { p: "", o: (options.initialOp || "set").toLowerCase() }
+    };
+    const appendStrings = options.appendStrings || (() => false);
+    function apply(event) {
+      if (event === null || typeof event !== "object" || Array.isArray(event)) return [];
+      if (typeof event.p === "string") state.cursor.p = event.p;
+      if (typeof event.o === "string") state.cursor.o = event.o.toLowerCase();
+      const applied = [];
+      applyOp(state.cursor.p, state.cursor.o, event.v, applied);
+      return applied;
+    }
+    function applyOp(path, op, value, applied) {
+      if (op === "patch" || op === "batch") {
+        if (!Array.isArray(value)) return;
+        for (const sub of value) {
+          if (sub === null || typeof sub !== "object") continue;
+          const subPath = joinPath(path, typeof sub.p === "string" ? sub.p : "");
+          applyOp(subPath, typeof sub.o === "string" ? sub.o.toLowerCase() : "set", sub.v, applied);
+        }
+        return;
+      }
+      const segments = splitPath(path);
+      let effective = op;
+      if (typeof value === "string" && (op === "set" || op === "replace") && appendStrings(path)) effective = "append";
+      const resolved = applyLeaf(segments, effective, value);
+      applied.push({ path: resolved, op: effective, value });
+    }
+    function applyLeaf(segments, op, value) {
+      if (segments.length === 0) {
+        if (op === "append" && isObject(state.root) && isObject(value)) Object.assign(state.root, value);
+        else if (op !== "remove" && op !== "delete") state.root = isObject(value) ? value : { value };
+        return [];
+      }
+      if (!isObject(state.root) && !Array.isArray(state.root)) state.root = {};
+      let parent = state.root;
+      const resolved = [];
+      for (let i = 0; i < segments.length - 1; i += 1) {
+        const key2 = resolveKey(parent, segments[i]);
+        resolved.push(key2);
+        if (parent[key2] === null || typeof parent[key2] !== "object") parent[key2] = /^\d+$/.test(segments[i + 1]) ? [] : {};
+        parent = parent[key2];
+      }
+      const last = segments[segments.length - 1];
+      const key = last === "-" && Array.isArray(parent) ? parent.length : resolveKey(parent, last);
+      resolved.push(key);
+      const current = parent[key];
+      switch (op) {
+        case "append":
+          if (typeof current === "string" && typeof value === "string") parent[key] = current + value;
+          else if (Array.isArray(current)) Array.isArray(value) ? current.push(...value) : current.push(value);
+          else if (isObject(current) && isObject(value)) Object.assign(current, value);
+          else parent[key] = value;
+          break;
+        case "remove":
+        case "delete":
+          if (Array.isArray(parent)) parent.splice(key, 1);
+          else delete parent[key];
+          break;
+        case "truncate":
+          if ((typeof current === "string" || Array.isArray(current)) && Number.isInteger(value)) {
+            parent[key] = current.slice(0, value);
+          }
+          break;
+        case "add":
+          if (Array.isArray(parent) && key >= parent.length) parent.push(value);
+          else parent[key] = value;
+          break;
+        default:
+          parent[key] = value;
+      }
+      return resolved;
+    }
+    return {
+      apply,
+      get root() {
+        return state.root;
+      },
+      set root(value) {
+        state.root = value;
+      },
+      get cursor() {
+        return { ...state.cursor };
+      }
+    };
+  }
+  function isObject(v) {
+    return v !== null && typeof v === "object" && !Array.isArray(v);
+  }
+  function resolveKey(container, segment) {
+    if (Array.isArray(container) && /^-?\d+$/.test(segment)) {
+      const n = Number(segment);
+      return n < 0 ? Math.max(0, container.length + n) : n;
+    }
+    return segment;
+  }
+  function splitPath(path) {
+    return String(path).split("/").filter((s) => s !== "").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+  }
+  function joinPath(parent, child) {
+    if (!child) return parent;
+    if (!parent) return child;
+    return `${parent.replace(/\/$/, "")}/${child.replace(/^\//, "")}`;
+  }
+
+  // src/adapters/lib/snapshot.js
+  function createSnapshotDiffer() {
+    let previous = "";
+    return {
+      next(full) {
+        if (typeof full !== "string") return "";
+        if (full.startsWith(previous)) {
+          const suffix = full.slice(previous.length);
+          previous = full;
+          return suffix;
+        }
+        if (!previous.startsWith(full)) previous = full;
+        return "";
+      },
+      /** The latest snapshot. */
+      get text() {
+        return previous;
+      }
+    };
+  }
+
   // src/adapters/deepseek.js
-  var hosts = ["chat.deepseek.com"];
+  var hosts2 = ["chat.deepseek.com"];
   function texts(response) {
     let answer = typeof response.content === "string" ? response.content : "";
     let reasoning = typeof response.thinking_content === "string" ? response.thinking_content : "";
@@ -436,7 +520,7 @@
     }
     return { answer, reasoning };
   }
-  function onEvent(record, out, ctx) {
+  function onEvent2(record, out, ctx) {
     if (record.event === "hint") {
       const hint = parseJson(record.data);
       if (hint && hint.type === "error") out.error(hint.content || "DeepSeek error / DeepSeek 出错", hint.finish_reason);
@@ -467,7 +551,7 @@
     if (response.status === "FINISHED" || response.status === "INCOMPLETE") out.done();
     else if (response.status === "CONTENT_FILTER") out.error("DeepSeek filtered the reply / 回复被内容过滤", "CONTENT_FILTER");
   }
-  var trouble = makeTrouble({
+  var trouble2 = makeTrouble({
     codes: {
       40003: REASONS.login,
       40002: REASONS.login
@@ -475,15 +559,15 @@
   });
   var deepseek_default = {
     name: "deepseek",
-    hosts,
-    matchRequest: endpointMatcher({ hosts, paths: [/^\/api\/v0\/chat\/(completion|regenerate|resume_stream|continue)$/] }),
+    hosts: hosts2,
+    matchRequest: endpointMatcher({ hosts: hosts2, paths: [/^\/api\/v0\/chat\/(completion|regenerate|resume_stream|continue)$/] }),
     promptFromRequest(bodyText2) {
       const body = parseJson(bodyText2);
       return body && typeof body.prompt === "string" ? body.prompt : null;
     },
     createParser: sseParser({
-      onEvent,
-      trouble,
+      onEvent: onEvent2,
+      trouble: trouble2,
       init: () => ({
         patch: createPatchState({ initialOp: "SET", appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p) }),
         answer: createSnapshotDiffer(),
@@ -503,11 +587,275 @@
       ],
       key: "Enter"
     },
-    trouble
+    trouble: trouble2
+  };
+
+  // src/adapters/lib/connect.js
+  var HEADER = 5;
+  function createConnectReader() {
+    let buffer = new Uint8Array(0);
+    const decoder = new TextDecoder("utf-8");
+    function append(bytes) {
+      if (buffer.length === 0) {
+        buffer = bytes.slice();
+        return;
+      }
+      const joined = new Uint8Array(buffer.length + bytes.length);
+      joined.set(buffer, 0);
+      joined.set(bytes, buffer.length);
+      buffer = joined;
+    }
+    function drain() {
+      const out = [];
+      let offset = 0;
+      while (buffer.length - offset >= HEADER) {
+        const flags = buffer[offset];
+        const view = new DataView(buffer.buffer, buffer.byteOffset + offset + 1, 4);
+        const length = view.getUint32(0, false);
+        if (buffer.length - offset - HEADER < length) break;
+        const payload = buffer.subarray(offset + HEADER, offset + HEADER + length);
+        offset += HEADER + length;
+        if (flags & 1) {
+          out.push({ flags, end: Boolean(flags & 2), json: null, compressed: true });
+          continue;
+        }
+        const text = decoder.decode(payload);
+        out.push({ flags, end: Boolean(flags & 2), json: text.trim() === "" ? {} : JSON.parse(text) });
+      }
+      buffer = buffer.slice(offset);
+      return out;
+    }
+    return {
+      push(bytes) {
+        append(bytes);
+        return drain();
+      },
+      /** Bytes left over at end of body (a truncated frame) — 0 for a well-formed stream. */
+      end() {
+        const out = drain();
+        const leftover = buffer.length;
+        buffer = new Uint8Array(0);
+        return { frames: out, leftover };
+      }
+    };
+  }
+
+  // src/adapters/kimi.js
+  var hosts3 = ["www.kimi.com", "kimi.com", "kimi.moonshot.cn"];
+  var trouble3 = makeTrouble({ codes: { 40100: REASONS.login, 40102: REASONS.login, 42900: REASONS.rateLimit } });
+  function onLegacyEvent(record, out, ctx) {
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object") return;
+    switch (frame.event) {
+      case "cmpl":
+        out.delta(frame.text);
+        return;
+      case "k1":
+        out.reasoning(frame.text);
+        return;
+      case "all_done":
+        out.done();
+        return;
+      case "done":
+        ctx.sawDone = true;
+        return;
+      case "error": {
+        const err = frame.error || {};
+        out.error(err.message || err.msg || "Kimi error / Kimi 出错", err.error_type || err.code || "error");
+        return;
+      }
+      default:
+    }
+  }
+  var createLegacyParser = sseParser({
+    onEvent: onLegacyEvent,
+    trouble: trouble3,
+    init: () => ({ sawDone: false }),
+    atEof: (out, ctx) => {
+      if (ctx.sawDone) out.done();
+    }
+  });
+  function onConnectFrame(frame, out, ctx) {
+    if (frame.error) {
+      out.error(frame.error.message || "Kimi error / Kimi 出错", frame.error.code || "error");
+      return;
+    }
+    if (frame.done !== void 0) {
+      out.done();
+      return;
+    }
+    const mask = typeof frame.mask === "string" ? frame.mask : "";
+    if (!frame.op || !mask) return;
+    const message = frame.message;
+    if (mask === "message" || mask.startsWith("message.")) {
+      if (dig(message, "role") === "user") return;
+      const status = dig(message, "status");
+      if (status === "MESSAGE_STATUS_COMPLETED") out.done();
+      else if (status === "MESSAGE_STATUS_FAILED") out.error("Kimi could not answer / Kimi 回答失败", status);
+      return;
+    }
+    if (!frame.block) return;
+    const kind = mask.startsWith("block.think") ? "think" : mask.startsWith("block.text") ? "text" : null;
+    if (!kind) return;
+    const piece = dig(frame.block, kind, "content");
+    if (typeof piece !== "string") return;
+    const key = `${frame.block.id}:${kind}`;
+    let differ = ctx.blocks.get(key);
+    if (!differ) {
+      differ = createSnapshotDiffer();
+      ctx.blocks.set(key, differ);
+    }
+    const emit = kind === "think" ? (t) => out.reasoning(t) : (t) => out.delta(t);
+    if (frame.op === "append") emit(differ.next(differ.text + piece));
+    else emit(differ.next(piece));
+  }
+  function createConnectParser() {
+    const reader = createConnectReader();
+    const out = createOutput();
+    const ctx = { blocks: /* @__PURE__ */ new Map() };
+    const handle = (frames) => {
+      for (const f of frames) {
+        if (out.finished) break;
+        if (f.compressed) out.error("compressed Connect frame not supported / 不支持压缩的 Connect 帧", "compressed");
+        else if (f.end) {
+          if (f.json && f.json.error) onConnectFrame({ error: f.json.error }, out, ctx);
+          else out.done();
+        } else {
+          try {
+            onConnectFrame(f.json, out, ctx);
+          } catch {
+          }
+        }
+      }
+    };
+    return {
+      push(bytes) {
+        handle(reader.push(bytes));
+        return out.take();
+      },
+      end() {
+        const { frames, leftover } = reader.end();
+        handle(frames);
+        if (!out.finished && leftover > 0) out.error(INCOMPLETE, "incomplete");
+        finishAtEof(out, { eofIsDone: false, trouble: null, sample: "" });
+        return out.take();
+      }
+    };
+  }
+  function createParser() {
+    let inner = null;
+    return {
+      push(chunk2) {
+        const bytes = toBytes(chunk2);
+        if (!inner) {
+          if (bytes.length === 0) return [];
+          inner = bytes[0] <= 3 ? createConnectParser() : createLegacyParser();
+        }
+        return inner.push(bytes);
+      },
+      end() {
+        if (!inner) inner = createLegacyParser();
+        return inner.end();
+      }
+    };
+  }
+  var kimi_default = {
+    name: "kimi",
+    hosts: hosts3,
+    matchRequest: endpointMatcher({
+      hosts: hosts3,
+      paths: [/^\/api\/chat\/[^/]+\/completion\/stream$/, /^\/apiv2\/kimi\.gateway\.chat\.v1\.ChatService\/Chat$/]
+    }),
+    promptFromRequest(bodyText2) {
+      if (typeof bodyText2 !== "string") return null;
+      const start2 = bodyText2.indexOf("{");
+      const end = bodyText2.lastIndexOf("}");
+      if (start2 < 0 || end < start2) return null;
+      const body = parseJson(bodyText2.slice(start2, end + 1));
+      if (!body) return null;
+      const legacy = dig(body, "messages", -1, "content");
+      if (typeof legacy === "string") return legacy;
+      const blocks = dig(body, "message", "blocks");
+      if (Array.isArray(blocks)) {
+        const text = blocks.map((b) => dig(b, "text", "content")).filter((t) => typeof t === "string");
+        if (text.length) return text.join("\n");
+      }
+      return null;
+    },
+    createParser,
+    input: {
+      selectors: [
+        '.chat-input-editor[contenteditable="true"]',
+        'div[data-lexical-editor="true"][contenteditable="true"]',
+        '#msh-chatinput-editor[contenteditable="true"]'
+      ],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: [".send-button-container:not(.disabled) .send-button", ".send-button", "#send-button", 'button[data-testid="msh-chatinput-send-button"]'],
+      key: "Enter"
+    },
+    trouble: trouble3
+  };
+
+  // src/adapters/yuanbao.js
+  var hosts4 = ["yuanbao.tencent.com"];
+  var MARKUP = /\[\]\(@[A-Za-z_]+=[^)\s]*\)/g;
+  function onEvent3(record, out) {
+    if (record.event === "speech_type") return;
+    const data = record.data.trim();
+    if (data === "[DONE]") {
+      out.done();
+      return;
+    }
+    if (!data.startsWith("{")) return;
+    const frame = parseJson(data);
+    if (!frame || typeof frame !== "object") return;
+    switch (frame.type) {
+      case "text":
+        if (typeof frame.msg === "string") out.delta(frame.msg.replace(MARKUP, ""));
+        return;
+      case "think":
+      case "reasoner":
+        out.reasoning(typeof frame.content === "string" ? frame.content : frame.msg);
+        return;
+      case "error":
+        out.error(frame.msg || "Yuanbao error / 元宝出错", frame.code || "error");
+        return;
+      default:
+        if (frame.error && frame.error.code) out.error(frame.error.message || "Yuanbao error / 元宝出错", frame.error.code);
+    }
+  }
+  var trouble4 = makeTrouble({
+    codes: {
+      23e3: REASONS.login,
+      21007: "Yuanbao could not fetch the answer / 元宝回答拉取失败"
+    }
+  });
+  var yuanbao_default = {
+    name: "yuanbao",
+    hosts: hosts4,
+    matchRequest: endpointMatcher({ hosts: hosts4, paths: [/^\/api\/chat\/[A-Za-z0-9_-]+$/] }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      if (!body) return null;
+      if (typeof body.prompt === "string") return body.prompt;
+      return typeof body.displayPrompt === "string" ? body.displayPrompt : null;
+    },
+    createParser: sseParser({ onEvent: onEvent3, trouble: trouble4 }),
+    input: {
+      selectors: ['.chat-input-editor .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"]', '#search-bar [contenteditable="true"]'],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: ["a#yuanbao-send-btn", "#yuanbao-send-btn", 'a[class*="send-btn"]', 'button[class*="send-btn"]'],
+      key: "Enter"
+    },
+    trouble: trouble4
   };
 
   // src/adapters/index.js
-  var adapters = [deepseek_default];
+  var adapters = [deepseek_default, yuanbao_default, claude_default, kimi_default];
 
   // src/core-test-site/sim-adapter.js
   function sseLines() {
@@ -1333,9 +1681,35 @@
   function isTextField(el) {
     return el.tagName === "TEXTAREA" || el.tagName === "INPUT";
   }
+  var BLOCK_TAGS = /^(P|DIV|LI|H[1-6]|PRE|BLOCKQUOTE|UL|OL)$/;
+  function editorText(el) {
+    const lines = [];
+    let inline = null;
+    const flush = () => {
+      if (inline !== null) {
+        lines.push(inline);
+        inline = null;
+      }
+    };
+    for (const node of el.childNodes) {
+      if (node.nodeType === 1 && BLOCK_TAGS.test(node.tagName)) {
+        flush();
+        lines.push(editorText(node));
+      } else if (node.nodeType === 1 && node.tagName === "BR") {
+        const last = node === el.lastChild;
+        if (!last) inline = `${inline ?? ""}
+`;
+        else if (inline === null && lines.length === 0) inline = "";
+      } else if (node.nodeType === 3 || node.nodeType === 1) {
+        inline = (inline ?? "") + (node.nodeType === 3 ? node.data : editorText(node));
+      }
+    }
+    flush();
+    return lines.join("\n");
+  }
   function readInput(el) {
     if (isTextField(el)) return el.value;
-    return el.innerText.replace(/\n$/, "");
+    return editorText(el);
   }
   function setNativeValue(el, value) {
     const win = el.ownerDocument.defaultView;
@@ -1356,7 +1730,23 @@
   function selectContents(el) {
     const doc = el.ownerDocument;
     const range = doc.createRange();
-    range.selectNodeContents(el);
+    const walker = doc.createTreeWalker(
+      el,
+      4
+      /* NodeFilter.SHOW_TEXT */
+    );
+    let first = null;
+    let last = null;
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      first = first || n;
+      last = n;
+    }
+    if (first) {
+      range.setStart(first, 0);
+      range.setEnd(last, last.data.length);
+    } else {
+      range.selectNodeContents(el);
+    }
     const sel = doc.getSelection();
     sel.removeAllRanges();
     sel.addRange(range);

@@ -47,10 +47,36 @@ function isTextField(el) {
   return el.tagName === 'TEXTAREA' || el.tagName === 'INPUT';
 }
 
+const BLOCK_TAGS = /^(P|DIV|LI|H[1-6]|PRE|BLOCKQUOTE|UL|OL)$/;
+
+/**
+ * An editor's text as the person typed it: one `\n` between paragraphs (innerText would put two
+ * between `<p>`s), `<br>` as a line break, the placeholder `<br>` of an empty paragraph as nothing.
+ */
+export function editorText(el) {
+  const lines = [];
+  let inline = null;
+  const flush = () => { if (inline !== null) { lines.push(inline); inline = null; } };
+  for (const node of el.childNodes) {
+    if (node.nodeType === 1 && BLOCK_TAGS.test(node.tagName)) {
+      flush();
+      lines.push(editorText(node));
+    } else if (node.nodeType === 1 && node.tagName === 'BR') {
+      const last = node === el.lastChild;
+      if (!last) inline = `${inline ?? ''}\n`;
+      else if (inline === null && lines.length === 0) inline = '';
+    } else if (node.nodeType === 3 || node.nodeType === 1) {
+      inline = (inline ?? '') + (node.nodeType === 3 ? node.data : editorText(node));
+    }
+  }
+  flush();
+  return lines.join('\n');
+}
+
 /** The text currently in the input box (the person's draft). */
 export function readInput(el) {
   if (isTextField(el)) return el.value;
-  return el.innerText.replace(/\n$/, '');
+  return editorText(el);
 }
 
 /** Sets a textarea's value through the prototype's setter so React's value tracker sees a change. */
@@ -73,10 +99,20 @@ function replaceTextField(el, value) {
   el.dispatchEvent(new el.ownerDocument.defaultView.Event('change', { bubbles: true }));
 }
 
+/** Selects everything in an editor, anchored in its text nodes (as a person's Ctrl+A would be). */
 function selectContents(el) {
   const doc = el.ownerDocument;
   const range = doc.createRange();
-  range.selectNodeContents(el);
+  const walker = doc.createTreeWalker(el, 4 /* NodeFilter.SHOW_TEXT */);
+  let first = null;
+  let last = null;
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) { first = first || n; last = n; }
+  if (first) {
+    range.setStart(first, 0);
+    range.setEnd(last, last.data.length);
+  } else {
+    range.selectNodeContents(el);
+  }
   const sel = doc.getSelection();
   sel.removeAllRanges();
   sel.addRange(range);

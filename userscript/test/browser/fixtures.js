@@ -31,3 +31,27 @@ export async function personTypesAndSends(page, adapter, text) {
   if (await send.count()) await send.click();
   else await page.keyboard.press(adapter.send.key || 'Enter');
 }
+
+/**
+ * In-page: the text of the box matching `sel` as a person reads it (textarea value, or an editor's
+ * paragraphs joined by one newline — innerText would double them).
+ */
+export function boxTextInPage(sel) {
+  const el = document.querySelector(sel);
+  if (!el) return null;
+  if (el.tagName === 'TEXTAREA' || el.tagName === 'INPUT') return el.value;
+  const blocks = /^(P|DIV|LI|H[1-6]|PRE|BLOCKQUOTE|UL|OL)$/;
+  const walk = (node) => {
+    const lines = [];
+    let inline = null;
+    for (const n of node.childNodes) {
+      if (n.nodeType === 1 && blocks.test(n.tagName)) { if (inline !== null) lines.push(inline); inline = null; lines.push(walk(n)); }
+      else if (n.nodeType === 1 && n.tagName === 'BR') { if (n !== node.lastChild) inline = `${inline ?? ''}\n`; }
+      else if (n.nodeType === 3) inline = (inline ?? '') + n.data;
+      else if (n.nodeType === 1) inline = (inline ?? '') + walk(n);
+    }
+    if (inline !== null) lines.push(inline);
+    return lines.join('\n');
+  };
+  return walk(el);
+}

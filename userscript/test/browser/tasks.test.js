@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { startMockServer, variantHost } from '../../mock/server.js';
 import { startStandInHub } from './stand-in-hub.js';
 import { launchBrowser, openTab } from './harness.js';
-import { answerFor, loadAdapters } from './fixtures.js';
+import { answerFor, boxTextInPage, loadAdapters } from './fixtures.js';
 
 let mock; let hub; let browser; let adapters;
 
@@ -28,11 +28,18 @@ const DRAFT = '我的草稿 my draft ✍️';
 const PROMPT = 'Review this 文档 please.\nSecond line: "quotes" & 🚀';
 
 function readBox(page, adapter) {
-  return page.evaluate((sel) => {
-    const el = document.querySelector(sel);
-    if (!el) return null;
-    return 'value' in el && el.tagName !== 'DIV' ? el.value : el.innerText.replace(/\n$/, '');
-  }, adapter.input.selectors.join(', '));
+  return page.evaluate(boxTextInPage, adapter.input.selectors.join(', '));
+}
+
+/** Waits (in the page, on every animation frame) until the box reads `want`. */
+async function waitBox(page, adapter, want, what) {
+  const sel = adapter.input.selectors.join(', ');
+  const expr = `(${boxTextInPage.toString()})(${JSON.stringify(sel)}) === ${JSON.stringify(want)}`;
+  try {
+    await page.waitForFunction(expr, null, { timeout: 5000 });
+  } catch {
+    assert.equal(await readBox(page, adapter), want, what);
+  }
 }
 
 async function typeDraft(page, adapter) {
@@ -78,21 +85,11 @@ test('tasks are typed and sent into every site; the draft survives', async (t) =
         if (adapter.promptFromRequest) assert.equal(adapter.promptFromRequest(requests[0].body), PROMPT, 'the site received exactly the prompt');
 
         // The draft comes back once the site has taken the prompt.
-        await page.waitForFunction(([sel, draft]) => {
-          const el = document.querySelector(sel);
-          const text = 'value' in el && el.tagName !== 'DIV' ? el.value : el.innerText.replace(/\n$/, '');
-          return text === draft;
-        }, [adapter.input.selectors.join(', '), DRAFT], { timeout: 5000 });
+        await waitBox(page, adapter, DRAFT, 'the draft is back in the box');
 
         // deliver without auto_send: the block goes in, the draft stays around it.
         hub.send(client.id, { type: 'deliver', text: 'Delivered 结果 block', auto_send: false });
-        await page.waitForFunction(([sel]) => {
-          const el = document.querySelector(sel);
-          const text = 'value' in el && el.tagName !== 'DIV' ? el.value : el.innerText;
-          return text.includes('Delivered 结果 block');
-        }, [adapter.input.selectors.join(', ')], { timeout: 5000 });
-        const box = await readBox(page, adapter);
-        assert.equal(box, `${DRAFT}\nDelivered 结果 block`);
+        await waitBox(page, adapter, `${DRAFT}\nDelivered 结果 block`, 'delivered block after the draft');
         assert.deepEqual(page.errors.map(String), [], 'the page threw no errors');
       } finally {
         await page.close();
