@@ -16,7 +16,7 @@ function makeWaiter(list, listeners) {
   });
 }
 
-export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000, blockWebSocket = false } = {}) {
+export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000, blockWebSocket = false, port = 0 } = {}) {
   const frames = [];            // {clientId, frame, via}
   const frameListeners = new Set();
   const clients = new Map();    // clientId → {site, role, label, hello, push(frame), via, connected}
@@ -106,7 +106,7 @@ export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000
     });
   });
 
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  await new Promise((r) => server.listen(port, '127.0.0.1', r));
   const url = `http://127.0.0.1:${server.address().port}`;
   return {
     url,
