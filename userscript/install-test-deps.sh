@@ -5,10 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-if [ ! -x /usr/bin/chromium ]; then
-  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; else SUDO=; fi
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; else SUDO=; fi
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+# A CJK font, so the panel's 中文 labels show in screenshots instead of empty boxes.
+fc-list :lang=zh 2>/dev/null | grep -q . || missing+=(fonts-wqy-zenhei)
+if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y chromium
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${missing[@]}"
 fi
 
 if ! command -v npm >/dev/null; then

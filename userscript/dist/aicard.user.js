@@ -1206,7 +1206,7 @@
   };
 
   // src/core/debug.js
-  function installDebugHelpers(win, { hub, runner, capture, adapter }) {
+  function installDebugHelpers(win, { hub, runner, capture, adapter, panel }) {
     const helpers = {
       /** Types `text` into the box and sends it, as a `deliver` with auto_send would. */
       mcpAutoSend: (text) => runner.handle({ type: "deliver", text: String(text), auto_send: true }),
@@ -1220,7 +1220,9 @@
         current: runner.current ? { kind: runner.current.kind, task_id: runner.current.task_id } : null,
         streaming: capture.busy,
         lastTurn: capture.lastTurn ? { id: capture.lastTurn.id, chars: capture.lastTurn.text.length } : null
-      })
+      }),
+      /** The panel's text, position and buttons. */
+      mcpPanel: () => panel.describe()
     };
     for (const [name, fn] of Object.entries(helpers)) win[name] = fn;
   }
@@ -2044,7 +2046,7 @@
   // src/core/panel.js
   var CSS = `
 :host { all: initial; }
-.box { position: fixed; z-index: 2147483646; width: 260px; font: 12px/1.45 system-ui, sans-serif;
+.box { width: 260px; font: 12px/1.45 system-ui, sans-serif;
   color: #1d2330; background: rgba(255,255,255,.97); border: 1px solid #c9d0dc; border-radius: 8px;
   box-shadow: 0 4px 16px rgba(0,0,0,.18); overflow: hidden; }
 .head { display: flex; align-items: center; gap: 6px; padding: 5px 8px; background: #24324a; color: #fff;
@@ -2085,9 +2087,12 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       <div class="head"><span class="dot"></span><b>AIcard</b><button class="fold" title="收起/展开 collapse">–</button></div>
       <div class="body"></div></div>`;
       this.box = this.root.querySelector(".box");
+      for (const [k, v] of Object.entries({ position: "fixed", "z-index": "2147483646", display: "block", width: "260px", margin: "0", padding: "0" })) {
+        host.style.setProperty(k, v, "important");
+      }
       this.body = this.root.querySelector(".body");
-      this.doc.documentElement.appendChild(host);
       this.host = host;
+      this.doc.documentElement.appendChild(host);
       this.root.querySelector(".fold").addEventListener("click", () => this.box.classList.toggle("collapsed"));
       this.body.addEventListener("click", (ev) => this.onClick(ev));
       this.enableDrag(this.root.querySelector(".head"));
@@ -2108,18 +2113,19 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         const overlaps = x < r.right && x + w > r.left && y < r.bottom && y + h > r.top;
         if (overlaps) y = r.top - h - 8 >= 0 ? r.top - h - 8 : Math.min(win.innerHeight - h, r.bottom + 8);
       }
+      this.moveTo(x, y);
+    }
+    moveTo(x, y) {
       this.pos = { x, y };
-      this.box.style.left = `${x}px`;
-      this.box.style.top = `${y}px`;
+      this.host.style.setProperty("left", `${x}px`, "important");
+      this.host.style.setProperty("top", `${y}px`, "important");
     }
     enableDrag(handle) {
       handle.addEventListener("pointerdown", (down) => {
         if (down.target.closest("button")) return;
         const start2 = { ...this.pos, px: down.clientX, py: down.clientY };
         const move = (ev) => {
-          this.pos = { x: start2.x + ev.clientX - start2.px, y: start2.y + ev.clientY - start2.py };
-          this.box.style.left = `${this.pos.x}px`;
-          this.box.style.top = `${this.pos.y}px`;
+          this.moveTo(start2.x + ev.clientX - start2.px, start2.y + ev.clientY - start2.py);
         };
         const up = () => {
           handle.removeEventListener("pointermove", move);
@@ -2138,6 +2144,19 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       if (["pause", "resume", "stop"].includes(act) && flow) {
         this.hub.send(userInput(`?<manager ${act} ${flow}>!`));
       }
+    }
+    /** What the panel shows, with its buttons' positions (debug helper and tests). */
+    describe() {
+      const rect = (el) => {
+        const r = el.getBoundingClientRect();
+        return { x: r.x, y: r.y, width: r.width, height: r.height };
+      };
+      return {
+        rect: rect(this.host),
+        collapsed: this.box.classList.contains("collapsed"),
+        text: this.box.innerText,
+        buttons: [...this.root.querySelectorAll("button")].map((b) => ({ act: b.dataset.act || "fold", flow: b.dataset.flow, rect: rect(b) }))
+      };
     }
     update(patch) {
       Object.assign(this.state, patch);
@@ -2547,7 +2566,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     const mount = () => panel.mount();
     if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", mount, { once: true });
     else mount();
-    if (debug) installDebugHelpers(win, { hub, runner, capture, adapter });
+    if (debug) installDebugHelpers(win, { hub, runner, capture, adapter, panel });
     return { hub, capture, runner, panel, adapter };
   }
   function describeJob(job, queued) {

@@ -4,7 +4,7 @@
  */
 import { userInput } from './protocol.js';
 
-export function installDebugHelpers(win, { hub, runner, capture, adapter }) {
+export function installDebugHelpers(win, { hub, runner, capture, adapter, panel }) {
   const helpers = {
     /** Types `text` into the box and sends it, as a `deliver` with auto_send would. */
     mcpAutoSend: (text) => runner.handle({ type: 'deliver', text: String(text), auto_send: true }),
@@ -19,6 +19,8 @@ export function installDebugHelpers(win, { hub, runner, capture, adapter }) {
       streaming: capture.busy,
       lastTurn: capture.lastTurn ? { id: capture.lastTurn.id, chars: capture.lastTurn.text.length } : null,
     }),
+    /** The panel's text, position and buttons. */
+    mcpPanel: () => panel.describe(),
   };
   for (const [name, fn] of Object.entries(helpers)) win[name] = fn;
 }

@@ -91,7 +91,7 @@ export function start(env) {
   const mount = () => panel.mount();
   if (doc.readyState === 'loading') doc.addEventListener('DOMContentLoaded', mount, { once: true });
   else mount();
-  if (debug) installDebugHelpers(win, { hub, runner, capture, adapter });
+  if (debug) installDebugHelpers(win, { hub, runner, capture, adapter, panel });
   return { hub, capture, runner, panel, adapter };
 }
 

@@ -8,7 +8,7 @@ import { userInput } from './protocol.js';
 
 const CSS = `
 :host { all: initial; }
-.box { position: fixed; z-index: 2147483646; width: 260px; font: 12px/1.45 system-ui, sans-serif;
+.box { width: 260px; font: 12px/1.45 system-ui, sans-serif;
   color: #1d2330; background: rgba(255,255,255,.97); border: 1px solid #c9d0dc; border-radius: 8px;
   box-shadow: 0 4px 16px rgba(0,0,0,.18); overflow: hidden; }
 .head { display: flex; align-items: center; gap: 6px; padding: 5px 8px; background: #24324a; color: #fff;
@@ -49,9 +49,13 @@ export class Panel {
       <div class="head"><span class="dot"></span><b>AIcard</b><button class="fold" title="收起/展开 collapse">–</button></div>
       <div class="body"></div></div>`;
     this.box = this.root.querySelector('.box');
+    // The host is the positioned element (inline !important: page CSS cannot move or hide it).
+    for (const [k, v] of Object.entries({ position: 'fixed', 'z-index': '2147483646', display: 'block', width: '260px', margin: '0', padding: '0' })) {
+      host.style.setProperty(k, v, 'important');
+    }
     this.body = this.root.querySelector('.body');
-    this.doc.documentElement.appendChild(host);
     this.host = host;
+    this.doc.documentElement.appendChild(host);
     this.root.querySelector('.fold').addEventListener('click', () => this.box.classList.toggle('collapsed'));
     this.body.addEventListener('click', (ev) => this.onClick(ev));
     this.enableDrag(this.root.querySelector('.head'));
@@ -73,9 +77,13 @@ export class Panel {
       const overlaps = x < r.right && x + w > r.left && y < r.bottom && y + h > r.top;
       if (overlaps) y = r.top - h - 8 >= 0 ? r.top - h - 8 : Math.min(win.innerHeight - h, r.bottom + 8);
     }
+    this.moveTo(x, y);
+  }
+
+  moveTo(x, y) {
     this.pos = { x, y };
-    this.box.style.left = `${x}px`;
-    this.box.style.top = `${y}px`;
+    this.host.style.setProperty('left', `${x}px`, 'important');
+    this.host.style.setProperty('top', `${y}px`, 'important');
   }
 
   enableDrag(handle) {
@@ -83,9 +91,7 @@ export class Panel {
       if (down.target.closest('button')) return;
       const start = { ...this.pos, px: down.clientX, py: down.clientY };
       const move = (ev) => {
-        this.pos = { x: start.x + ev.clientX - start.px, y: start.y + ev.clientY - start.py };
-        this.box.style.left = `${this.pos.x}px`;
-        this.box.style.top = `${this.pos.y}px`;
+        this.moveTo(start.x + ev.clientX - start.px, start.y + ev.clientY - start.py);
       };
       const up = () => {
         handle.removeEventListener('pointermove', move);
@@ -105,6 +111,17 @@ export class Panel {
     if (['pause', 'resume', 'stop'].includes(act) && flow) {
       this.hub.send(userInput(`?<manager ${act} ${flow}>!`));
     }
+  }
+
+  /** What the panel shows, with its buttons' positions (debug helper and tests). */
+  describe() {
+    const rect = (el) => { const r = el.getBoundingClientRect(); return { x: r.x, y: r.y, width: r.width, height: r.height }; };
+    return {
+      rect: rect(this.host),
+      collapsed: this.box.classList.contains('collapsed'),
+      text: this.box.innerText,
+      buttons: [...this.root.querySelectorAll('button')].map((b) => ({ act: b.dataset.act || 'fold', flow: b.dataset.flow, rect: rect(b) })),
+    };
   }
 
   update(patch) {
