@@ -8,10 +8,15 @@
 //   stream({answer, reasoning, variant, seed}) → Uint8Array[] with hostile chunking, contentType }.
 // Pages send their request to their own origin (relative URL), so one mock server per host suffices.
 
+import chatgpt from './chatgpt.js';
+import chatglm from './chatglm.js';
 import claude from './claude.js';
 import deepseek from './deepseek.js';
+import doubao from './doubao.js';
+import gemini from './gemini.js';
 import kimi from './kimi.js';
+import qianwen from './qianwen.js';
 import yuanbao from './yuanbao.js';
 
-export const sites = [deepseek, yuanbao, claude, kimi];
+export const sites = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, gemini, kimi, chatglm];
 export default sites;

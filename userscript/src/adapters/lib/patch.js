@@ -3,7 +3,8 @@
 // An event is `{p?, o?, v}`: `p` a slash path ("/message/content/parts/0" or "response/fragments/-1/content";
 // negative indexes count from the end), `o` the op. Omitted `p`/`o` inherit the previous event's, so
 // `{"v":"text"}` appends to the last path. `patch`/`BATCH` carry a list of sub-ops whose paths are relative to
-// the parent path and whose op defaults to set. Ops (case-insensitive): add, set/replace, append, remove/delete,
+// the parent path and whose op defaults to set; after a batch, the last sub-op is the one a bare `{"v":…}`
+// continues. Ops (case-insensitive): add, set/replace, append, remove/delete,
 // truncate, patch/batch.
 
 /**
@@ -24,6 +25,11 @@ export function createPatchState(options = {}) {
     if (typeof event.o === 'string') state.cursor.o = event.o.toLowerCase();
     const applied = [];
     applyOp(state.cursor.p, state.cursor.o, event.v, applied);
+    if ((state.cursor.o === 'patch' || state.cursor.o === 'batch') && applied.length > 0) {
+      // a later bare `{"v":…}` continues the last sub-op (its absolute path and op)
+      const last = applied[applied.length - 1];
+      state.cursor = { p: last.pathString, o: last.op };
+    }
     return applied;
   }
 
@@ -41,7 +47,7 @@ export function createPatchState(options = {}) {
     let effective = op;
     if (typeof value === 'string' && (op === 'set' || op === 'replace') && appendStrings(path)) effective = 'append';
     const resolved = applyLeaf(segments, effective, value);
-    applied.push({ path: resolved, op: effective, value });
+    applied.push({ path: resolved, pathString: path, op: effective, value });
   }
 
   function applyLeaf(segments, op, value) {
