@@ -20,6 +20,9 @@
 // @match             https://kimi.moonshot.cn/*
 // @match             https://www.kimi.com/*
 // @match             https://chatglm.cn/*
+// @match             https://doubao.com/*
+// @match             https://www.tongyi.com/*
+// @match             https://qianwen.com/*
 // @match             https://kimi.com/*
 // @run-at            document-start
 // @grant             GM_getValue
@@ -34,6 +37,139 @@
 // ==/UserScript==
 
 (() => {
+  // src/adapters/lib/patch.js
+  function createPatchState(options = {}) {
+    const state = {
+      root: {},
+      cursor: { p: "", o: (options.initialOp || "set").toLowerCase() }
+    };
+    const appendStrings = options.appendStrings || (() => false);
+    function apply(event) {
+      if (event === null || typeof event !== "object" || Array.isArray(event)) return [];
+      if (typeof event.p === "string") state.cursor.p = event.p;
+      if (typeof event.o === "string") state.cursor.o = event.o.toLowerCase();
+      const applied = [];
+      applyOp(state.cursor.p, state.cursor.o, event.v, applied);
+      if ((state.cursor.o === "patch" || state.cursor.o === "batch") && applied.length > 0) {
+        const last = applied[applied.length - 1];
+        state.cursor = { p: last.pathString, o: last.op };
+      }
+      return applied;
+    }
+    function applyOp(path, op, value, applied) {
+      if (op === "patch" || op === "batch") {
+        if (!Array.isArray(value)) return;
+        for (const sub of value) {
+          if (sub === null || typeof sub !== "object") continue;
+          const subPath = joinPath(path, typeof sub.p === "string" ? sub.p : "");
+          applyOp(subPath, typeof sub.o === "string" ? sub.o.toLowerCase() : "set", sub.v, applied);
+        }
+        return;
+      }
+      const segments = splitPath(path);
+      let effective = op;
+      if (typeof value === "string" && (op === "set" || op === "replace") && appendStrings(path)) effective = "append";
+      const resolved = applyLeaf(segments, effective, value);
+      applied.push({ path: resolved, pathString: path, op: effective, value });
+    }
+    function applyLeaf(segments, op, value) {
+      if (segments.length === 0) {
+        if (op === "append" && isObject(state.root) && isObject(value)) Object.assign(state.root, value);
+        else if (op !== "remove" && op !== "delete") state.root = isObject(value) ? value : { value };
+        return [];
+      }
+      if (!isObject(state.root) && !Array.isArray(state.root)) state.root = {};
+      let parent = state.root;
+      const resolved = [];
+      for (let i = 0; i < segments.length - 1; i += 1) {
+        const key2 = resolveKey(parent, segments[i]);
+        resolved.push(key2);
+        if (parent[key2] === null || typeof parent[key2] !== "object") parent[key2] = /^\d+$/.test(segments[i + 1]) ? [] : {};
+        parent = parent[key2];
+      }
+      const last = segments[segments.length - 1];
+      const key = last === "-" && Array.isArray(parent) ? parent.length : resolveKey(parent, last);
+      resolved.push(key);
+      const current = parent[key];
+      switch (op) {
+        case "append":
+          if (typeof current === "string" && typeof value === "string") parent[key] = current + value;
+          else if (Array.isArray(current)) Array.isArray(value) ? current.push(...value) : current.push(value);
+          else if (isObject(current) && isObject(value)) Object.assign(current, value);
+          else parent[key] = value;
+          break;
+        case "remove":
+        case "delete":
+          if (Array.isArray(parent)) parent.splice(key, 1);
+          else delete parent[key];
+          break;
+        case "truncate":
+          if ((typeof current === "string" || Array.isArray(current)) && Number.isInteger(value)) {
+            parent[key] = current.slice(0, value);
+          }
+          break;
+        case "add":
+          if (Array.isArray(parent) && key >= parent.length) parent.push(value);
+          else parent[key] = value;
+          break;
+        default:
+          parent[key] = value;
+      }
+      return resolved;
+    }
+    return {
+      apply,
+      get root() {
+        return state.root;
+      },
+      set root(value) {
+        state.root = value;
+      },
+      get cursor() {
+        return { ...state.cursor };
+      }
+    };
+  }
+  function isObject(v) {
+    return v !== null && typeof v === "object" && !Array.isArray(v);
+  }
+  function resolveKey(container, segment) {
+    if (Array.isArray(container) && /^-?\d+$/.test(segment)) {
+      const n = Number(segment);
+      return n < 0 ? Math.max(0, container.length + n) : n;
+    }
+    return segment;
+  }
+  function splitPath(path) {
+    return String(path).split("/").filter((s) => s !== "").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+  }
+  function joinPath(parent, child) {
+    if (!child) return parent;
+    if (!parent) return child;
+    return `${parent.replace(/\/$/, "")}/${child.replace(/^\//, "")}`;
+  }
+
+  // src/adapters/lib/snapshot.js
+  function createSnapshotDiffer() {
+    let previous = "";
+    return {
+      next(full) {
+        if (typeof full !== "string") return "";
+        if (full.startsWith(previous)) {
+          const suffix = full.slice(previous.length);
+          previous = full;
+          return suffix;
+        }
+        if (!previous.startsWith(full)) previous = full;
+        return "";
+      },
+      /** The latest snapshot. */
+      get text() {
+        return previous;
+      }
+    };
+  }
+
   // src/adapters/lib/utf8.js
   function createUtf8Decoder() {
     const decoder = new TextDecoder("utf-8");
@@ -169,25 +305,25 @@
       return void 0;
     }
   }
-  function finishAtEof(out, { eofIsDone, trouble: trouble5, sample }) {
+  function finishAtEof(out, { eofIsDone, trouble: trouble10, sample }) {
     if (out.finished) return;
-    const reason = trouble5 ? trouble5(200, sample) : null;
+    const reason = trouble10 ? trouble10(200, sample) : null;
     if (reason) out.error(reason, "trouble");
     else if (eofIsDone) out.done();
     else out.error(INCOMPLETE, "incomplete");
   }
-  function sseParser({ onEvent: onEvent4, eofIsDone = false, trouble: trouble5 = null, init = () => ({}), atEof = null }) {
-    return function createParser2() {
+  function sseParser({ onEvent: onEvent8, eofIsDone = false, trouble: trouble10 = null, init: init3 = () => ({}), atEof = null }) {
+    return function createParser3() {
       const decoder = createUtf8Decoder();
       const splitter = createSseSplitter();
       const out = createOutput();
-      const ctx = init();
+      const ctx = init3();
       let sample = "";
       const handle = (records) => {
         for (const record of records) {
           if (out.finished) break;
           try {
-            onEvent4(record, out, ctx);
+            onEvent8(record, out, ctx);
           } catch {
           }
         }
@@ -205,7 +341,7 @@
           feed(decoder.flush());
           handle(splitter.end());
           if (atEof && !out.finished) atEof(out, ctx);
-          finishAtEof(out, { eofIsDone, trouble: trouble5, sample });
+          finishAtEof(out, { eofIsDone, trouble: trouble10, sample });
           return out.take();
         }
       };
@@ -234,7 +370,7 @@
   var CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
   var LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
   function makeTrouble({ codes = {} } = {}) {
-    return function trouble5(status, bodySample) {
+    return function trouble10(status, bodySample) {
       const body = typeof bodySample === "string" ? bodySample : "";
       const head = body.slice(0, 4096);
       const code = findCode(head, codes);
@@ -285,8 +421,8 @@
     const host = parsed.host === "relative.invalid" ? "" : parsed.hostname.toLowerCase();
     return { host, path: parsed.pathname, search: parsed.search, params: parsed.searchParams };
   }
-  function endpointMatcher({ hosts: hosts5, paths, methods = ["POST"] }) {
-    const hostSet = new Set(hosts5.map((h) => h.toLowerCase()));
+  function endpointMatcher({ hosts: hosts10, paths, methods = ["POST"] }) {
+    const hostSet = new Set(hosts10.map((h) => h.toLowerCase()));
     return function matchRequest(url, method) {
       const m = String(method || "GET").toUpperCase();
       if (!methods.includes(m)) return false;
@@ -297,9 +433,202 @@
     };
   }
 
-  // src/adapters/claude.js
-  var hosts = ["claude.ai"];
+  // src/adapters/chatgpt.js
+  var hosts = ["chatgpt.com", "chat.openai.com"];
+  function isObject2(v) {
+    return v !== null && typeof v === "object" && !Array.isArray(v);
+  }
+  function differFor(ctx, id, kind) {
+    const key = `${id}:${kind}`;
+    let d = ctx.differs.get(key);
+    if (!d) {
+      d = createSnapshotDiffer();
+      ctx.differs.set(key, d);
+    }
+    return d;
+  }
+  function observe(out, ctx) {
+    const root = ctx.patch.root;
+    if (!isObject2(root)) return;
+    if (root.error) {
+      out.error(typeof root.error === "string" ? root.error : root.error.message || "ChatGPT error / ChatGPT 出错", dig(root.error, "code") || "error");
+      return;
+    }
+    const message = root.message;
+    if (!isObject2(message) || dig(message, "author", "role") !== "assistant") return;
+    if (message.recipient !== void 0 && message.recipient !== "all") return;
+    const id = message.id || "current";
+    const content = message.content || {};
+    if (content.content_type === "text" || content.content_type === "multimodal_text") {
+      const text = (Array.isArray(content.parts) ? content.parts : []).filter((p) => typeof p === "string").join("");
+      out.delta(differFor(ctx, id, "text").next(text));
+    } else if (content.content_type === "thoughts") {
+      const thoughts = Array.isArray(content.thoughts) ? content.thoughts : [];
+      const text = thoughts.map((t) => t && typeof t.content === "string" ? t.content : "").join("\n");
+      out.reasoning(differFor(ctx, id, "thoughts").next(text));
+    }
+    if (message.status === "finished_successfully" && message.end_turn === true) out.done();
+  }
   function onEvent(record, out, ctx) {
+    if (record.event === "delta_encoding") return;
+    const data = record.data.trim();
+    if (data === "[DONE]") {
+      out.done();
+      return;
+    }
+    const frame = parseJson(data);
+    if (!isObject2(frame)) return;
+    if (typeof frame.type === "string" && !("v" in frame) && !("message" in frame)) {
+      if (frame.type === "message_stream_complete") out.done();
+      else if (frame.type === "error" || frame.type === "moderation_error") {
+        out.error(frame.message || frame.error || "ChatGPT error / ChatGPT 出错", frame.code || frame.type);
+      }
+      return;
+    }
+    if (!("v" in frame) && ("message" in frame || "error" in frame)) {
+      ctx.patch.root = frame;
+    } else if (!("p" in frame) && isObject2(frame.v) && "message" in frame.v) {
+      ctx.patch.root = frame.v;
+    } else if ("v" in frame) {
+      ctx.patch.apply(frame);
+    } else {
+      return;
+    }
+    observe(out, ctx);
+  }
+  var trouble = makeTrouble();
+  var chatgpt_default = {
+    name: "chatgpt",
+    hosts,
+    matchRequest: endpointMatcher({ hosts, paths: [/^\/backend-(api|anon)\/(f\/)?conversation$/] }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      const messages = body && Array.isArray(body.messages) ? body.messages : [];
+      for (let i = messages.length - 1; i >= 0; i -= 1) {
+        const parts = dig(messages[i], "content", "parts");
+        if (Array.isArray(parts)) {
+          const text = parts.filter((p) => typeof p === "string");
+          if (text.length) return text.join("\n");
+        }
+      }
+      return null;
+    },
+    createParser: sseParser({
+      onEvent,
+      trouble,
+      init: () => ({ patch: createPatchState({ initialOp: "append" }), differs: /* @__PURE__ */ new Map() })
+    }),
+    input: {
+      selectors: ['#prompt-textarea[contenteditable="true"]', "div.ProseMirror#prompt-textarea", "textarea#prompt-textarea", 'div[contenteditable="true"].ProseMirror'],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: ['button[data-testid="send-button"]', "#composer-submit-button", 'button[aria-label="Send prompt"]', 'button[aria-label="发送提示"]'],
+      key: "Enter"
+    },
+    trouble
+  };
+
+  // src/adapters/chatglm.js
+  var hosts2 = ["chatglm.cn"];
+  var FIELDS = { text: "text", think: "think" };
+  function keyState(ctx, key) {
+    let s = ctx.keys.get(key);
+    if (!s) {
+      s = { text: "" };
+      ctx.keys.set(key, s);
+    }
+    return s;
+  }
+  function newText(ctx, state, piece, isFull) {
+    const acc = state.text;
+    if (isFull || ctx.mode === "cumulative") {
+      if (piece.startsWith(acc)) {
+        state.text = piece;
+        return piece.slice(acc.length);
+      }
+      if (!isFull && !acc.startsWith(piece)) state.text = piece;
+      return "";
+    }
+    if (ctx.mode === "incremental" || acc === "") {
+      state.text = acc + piece;
+      return piece;
+    }
+    if (piece.length > acc.length && piece.startsWith(acc)) {
+      ctx.mode = "cumulative";
+      state.text = piece;
+      return piece.slice(acc.length);
+    }
+    if (piece === acc) return "";
+    ctx.mode = "incremental";
+    state.text = acc + piece;
+    return piece;
+  }
+  function onEvent2(record, out, ctx) {
+    const data = record.data.trim();
+    if (data === "[DONE]") {
+      out.done();
+      return;
+    }
+    const frame = parseJson(data);
+    if (!frame || typeof frame !== "object" || Array.isArray(frame)) return;
+    if (typeof frame.status === "number" && frame.status !== 0) {
+      out.error(frame.message || frame.msg || "ChatGLM error / 智谱清言出错", frame.status);
+      return;
+    }
+    const lastError = frame.last_error;
+    if (frame.status === "intervene" || lastError && typeof lastError === "object" && (lastError.code || lastError.msg)) {
+      const reason = lastError && (lastError.intervene_text || lastError.msg) || "ChatGLM stopped the reply / 智谱清言中止了回复";
+      out.error(reason, lastError && lastError.code || frame.status);
+      return;
+    }
+    for (const part of Array.isArray(frame.parts) ? frame.parts : []) {
+      if (!part || typeof part !== "object" || part.role && part.role !== "assistant") continue;
+      const partKey = part.logic_id || part.id || "";
+      const isFull = part.status === "finish";
+      for (const item of Array.isArray(part.content) ? part.content : []) {
+        const field = item && FIELDS[item.type];
+        if (!field || typeof item[field] !== "string") continue;
+        const piece = newText(ctx, keyState(ctx, `${partKey}:${item.type}`), item[field], isFull);
+        if (item.type === "think") out.reasoning(piece);
+        else out.delta(piece);
+      }
+    }
+    if (frame.status === "finish") out.done();
+  }
+  var trouble2 = makeTrouble({ codes: { 40102: REASONS.login, 40103: REASONS.login } });
+  var chatglm_default = {
+    name: "chatglm",
+    hosts: hosts2,
+    matchRequest: endpointMatcher({
+      hosts: hosts2,
+      paths: [/^\/chatglm\/backend-api\/assistant\/stream$/, /^\/chatglm\/backend-api\/v1\/stream$/]
+    }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      const messages = body && Array.isArray(body.messages) ? body.messages : [];
+      const last = messages[messages.length - 1];
+      if (!last) return null;
+      if (typeof last.content === "string") return last.content;
+      const items = Array.isArray(last.content) ? last.content : [];
+      const text = items.filter((c) => c && c.type === "text" && typeof c.text === "string").map((c) => c.text);
+      return text.length ? text.join("\n") : null;
+    },
+    createParser: sseParser({ onEvent: onEvent2, trouble: trouble2, init: () => ({ keys: /* @__PURE__ */ new Map(), mode: null }) }),
+    input: {
+      selectors: [".input-box-inner textarea", "textarea.scroll-display-none", 'textarea[placeholder*="清言"]', "div.input-wrap textarea"],
+      kind: "textarea"
+    },
+    send: {
+      selectors: [".input-box-inner .enter", ".enter_icon", "div.enter", 'button[aria-label="发送"]'],
+      key: "Enter"
+    },
+    trouble: trouble2
+  };
+
+  // src/adapters/claude.js
+  var hosts3 = ["claude.ai"];
+  function onEvent3(record, out, ctx) {
     const frame = parseJson(record.data);
     if (!frame || typeof frame !== "object") return;
     const type = frame.type || record.event;
@@ -339,12 +668,12 @@
         }
     }
   }
-  var trouble = makeTrouble();
+  var trouble3 = makeTrouble();
   var claude_default = {
     name: "claude",
-    hosts,
+    hosts: hosts3,
     matchRequest: endpointMatcher({
-      hosts,
+      hosts: hosts3,
       paths: [
         /^\/api\/organizations\/[^/]+\/chat_conversations\/[^/]+\/(completion|retry_completion)$/,
         /^\/api\/append_message$/
@@ -357,8 +686,8 @@
       return typeof body.completion?.prompt === "string" ? body.completion.prompt : null;
     },
     createParser: sseParser({
-      onEvent,
-      trouble,
+      onEvent: onEvent3,
+      trouble: trouble3,
       init: () => ({ blocks: /* @__PURE__ */ new Map(), stopReason: null }),
       atEof: (out, ctx) => {
         if (ctx.stopReason) out.done();
@@ -376,140 +705,11 @@
       selectors: ['button[aria-label="Send message"]', 'button[aria-label="Send Message"]', 'button[aria-label="发送消息"]'],
       key: "Enter"
     },
-    trouble
+    trouble: trouble3
   };
 
-  // src/adapters/lib/patch.js
-  function createPatchState(options = {}) {
-    const state = {
-      root: {},
-      cursor: { p: "", o: (options.initialOp || "set").toLowerCase() }
-    };
-    const appendStrings = options.appendStrings || (() => false);
-    function apply(event) {
-      if (event === null || typeof event !== "object" || Array.isArray(event)) return [];
-      if (typeof event.p === "string") state.cursor.p = event.p;
-      if (typeof event.o === "string") state.cursor.o = event.o.toLowerCase();
-      const applied = [];
-      applyOp(state.cursor.p, state.cursor.o, event.v, applied);
-      return applied;
-    }
-    function applyOp(path, op, value, applied) {
-      if (op === "patch" || op === "batch") {
-        if (!Array.isArray(value)) return;
-        for (const sub of value) {
-          if (sub === null || typeof sub !== "object") continue;
-          const subPath = joinPath(path, typeof sub.p === "string" ? sub.p : "");
-          applyOp(subPath, typeof sub.o === "string" ? sub.o.toLowerCase() : "set", sub.v, applied);
-        }
-        return;
-      }
-      const segments = splitPath(path);
-      let effective = op;
-      if (typeof value === "string" && (op === "set" || op === "replace") && appendStrings(path)) effective = "append";
-      const resolved = applyLeaf(segments, effective, value);
-      applied.push({ path: resolved, op: effective, value });
-    }
-    function applyLeaf(segments, op, value) {
-      if (segments.length === 0) {
-        if (op === "append" && isObject(state.root) && isObject(value)) Object.assign(state.root, value);
-        else if (op !== "remove" && op !== "delete") state.root = isObject(value) ? value : { value };
-        return [];
-      }
-      if (!isObject(state.root) && !Array.isArray(state.root)) state.root = {};
-      let parent = state.root;
-      const resolved = [];
-      for (let i = 0; i < segments.length - 1; i += 1) {
-        const key2 = resolveKey(parent, segments[i]);
-        resolved.push(key2);
-        if (parent[key2] === null || typeof parent[key2] !== "object") parent[key2] = /^\d+$/.test(segments[i + 1]) ? [] : {};
-        parent = parent[key2];
-      }
-      const last = segments[segments.length - 1];
-      const key = last === "-" && Array.isArray(parent) ? parent.length : resolveKey(parent, last);
-      resolved.push(key);
-      const current = parent[key];
-      switch (op) {
-        case "append":
-          if (typeof current === "string" && typeof value === "string") parent[key] = current + value;
-          else if (Array.isArray(current)) Array.isArray(value) ? current.push(...value) : current.push(value);
-          else if (isObject(current) && isObject(value)) Object.assign(current, value);
-          else parent[key] = value;
-          break;
-        case "remove":
-        case "delete":
-          if (Array.isArray(parent)) parent.splice(key, 1);
-          else delete parent[key];
-          break;
-        case "truncate":
-          if ((typeof current === "string" || Array.isArray(current)) && Number.isInteger(value)) {
-            parent[key] = current.slice(0, value);
-          }
-          break;
-        case "add":
-          if (Array.isArray(parent) && key >= parent.length) parent.push(value);
-          else parent[key] = value;
-          break;
-        default:
-          parent[key] = value;
-      }
-      return resolved;
-    }
-    return {
-      apply,
-      get root() {
-        return state.root;
-      },
-      set root(value) {
-        state.root = value;
-      },
-      get cursor() {
-        return { ...state.cursor };
-      }
-    };
-  }
-  function isObject(v) {
-    return v !== null && typeof v === "object" && !Array.isArray(v);
-  }
-  function resolveKey(container, segment) {
-    if (Array.isArray(container) && /^-?\d+$/.test(segment)) {
-      const n = Number(segment);
-      return n < 0 ? Math.max(0, container.length + n) : n;
-    }
-    return segment;
-  }
-  function splitPath(path) {
-    return String(path).split("/").filter((s) => s !== "").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
-  }
-  function joinPath(parent, child) {
-    if (!child) return parent;
-    if (!parent) return child;
-    return `${parent.replace(/\/$/, "")}/${child.replace(/^\//, "")}`;
-  }
-
-  // src/adapters/lib/snapshot.js
-  function createSnapshotDiffer() {
-    let previous = "";
-    return {
-      next(full) {
-        if (typeof full !== "string") return "";
-        if (full.startsWith(previous)) {
-          const suffix = full.slice(previous.length);
-          previous = full;
-          return suffix;
-        }
-        if (!previous.startsWith(full)) previous = full;
-        return "";
-      },
-      /** The latest snapshot. */
-      get text() {
-        return previous;
-      }
-    };
-  }
-
   // src/adapters/deepseek.js
-  var hosts2 = ["chat.deepseek.com"];
+  var hosts4 = ["chat.deepseek.com"];
   function texts(response) {
     let answer = typeof response.content === "string" ? response.content : "";
     let reasoning = typeof response.thinking_content === "string" ? response.thinking_content : "";
@@ -520,7 +720,7 @@
     }
     return { answer, reasoning };
   }
-  function onEvent2(record, out, ctx) {
+  function onEvent4(record, out, ctx) {
     if (record.event === "hint") {
       const hint = parseJson(record.data);
       if (hint && hint.type === "error") out.error(hint.content || "DeepSeek error / DeepSeek 出错", hint.finish_reason);
@@ -551,7 +751,7 @@
     if (response.status === "FINISHED" || response.status === "INCOMPLETE") out.done();
     else if (response.status === "CONTENT_FILTER") out.error("DeepSeek filtered the reply / 回复被内容过滤", "CONTENT_FILTER");
   }
-  var trouble2 = makeTrouble({
+  var trouble4 = makeTrouble({
     codes: {
       40003: REASONS.login,
       40002: REASONS.login
@@ -559,15 +759,15 @@
   });
   var deepseek_default = {
     name: "deepseek",
-    hosts: hosts2,
-    matchRequest: endpointMatcher({ hosts: hosts2, paths: [/^\/api\/v0\/chat\/(completion|regenerate|resume_stream|continue)$/] }),
+    hosts: hosts4,
+    matchRequest: endpointMatcher({ hosts: hosts4, paths: [/^\/api\/v0\/chat\/(completion|regenerate|resume_stream|continue)$/] }),
     promptFromRequest(bodyText2) {
       const body = parseJson(bodyText2);
       return body && typeof body.prompt === "string" ? body.prompt : null;
     },
     createParser: sseParser({
-      onEvent: onEvent2,
-      trouble: trouble2,
+      onEvent: onEvent4,
+      trouble: trouble4,
       init: () => ({
         patch: createPatchState({ initialOp: "SET", appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p) }),
         answer: createSnapshotDiffer(),
@@ -587,7 +787,320 @@
       ],
       key: "Enter"
     },
-    trouble: trouble2
+    trouble: trouble4
+  };
+
+  // src/adapters/doubao.js
+  var hosts5 = ["www.doubao.com", "doubao.com"];
+  var TEXT_BLOCK = 1e4;
+  var THINKING_BLOCK = 10040;
+  function init() {
+    return { primary: "", mirror: "", answer: createSnapshotDiffer(), reasoning: "", reasoningOut: createSnapshotDiffer() };
+  }
+  function takeBlocks(blocks, ctx) {
+    if (!Array.isArray(blocks)) return;
+    for (const block of blocks) {
+      if (!block || typeof block !== "object") continue;
+      if (block.block_type === TEXT_BLOCK || block.block_type === void 0 && dig(block, "content", "text_block")) {
+        const text = dig(block, "content", "text_block", "text");
+        if (typeof text === "string") ctx.primary += text;
+      } else if (block.block_type === THINKING_BLOCK) {
+        const tb = dig(block, "content", "thinking_block") || {};
+        const text = typeof tb.text === "string" ? tb.text : tb.content;
+        if (typeof text === "string") ctx.reasoning += text;
+      }
+    }
+  }
+  function flush(out, ctx) {
+    out.reasoning(ctx.reasoningOut.next(ctx.reasoning));
+    const { primary, mirror } = ctx;
+    const best = mirror.length > primary.length && mirror.startsWith(primary) ? mirror : primary;
+    out.delta(ctx.answer.next(best));
+  }
+  function onCurrent(record, out, ctx) {
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object") return;
+    switch (record.event) {
+      case "STREAM_MSG_NOTIFY":
+        takeBlocks(dig(frame, "content", "content_block"), ctx);
+        if (typeof dig(frame, "content", "tts_content") === "string") ctx.mirror += frame.content.tts_content;
+        break;
+      case "STREAM_CHUNK":
+        for (const op of Array.isArray(frame.patch_op) ? frame.patch_op : []) {
+          if (!op || op.patch_type === 2) continue;
+          if (op.patch_object === 1) takeBlocks(dig(op, "patch_value", "content_block"), ctx);
+          else if (op.patch_object === 111 && typeof dig(op, "patch_value", "tts_content") === "string") {
+            ctx.mirror += op.patch_value.tts_content;
+          }
+        }
+        break;
+      case "CHUNK_DELTA":
+        if (typeof frame.text === "string") {
+          ctx.primary += frame.text;
+          ctx.mirror += frame.text;
+        }
+        break;
+      case "SSE_REPLY_END":
+        if (frame.end_type === 1) {
+          const brief = dig(frame, "msg_finish_attr", "brief");
+          flush(out, ctx);
+          if (typeof brief === "string") out.delta(ctx.answer.next(brief));
+          out.done();
+        } else if (frame.end_type === 3) {
+          flush(out, ctx);
+          out.done();
+        }
+        return;
+      case "STREAM_ERROR":
+        out.error(frame.error_msg || "Doubao error / 豆包出错", frame.error_code || "error");
+        return;
+      default:
+        return;
+    }
+    flush(out, ctx);
+  }
+  function onSamantha(frame, out) {
+    if (typeof frame.code === "number" && frame.code !== 0) {
+      out.error(frame.message || frame.msg || "Doubao error / 豆包出错", frame.code);
+      return;
+    }
+    if (frame.event_type === 2003) {
+      out.done();
+      return;
+    }
+    if (frame.event_type === 2005) {
+      const ed2 = parseJson(frame.event_data) || {};
+      out.error(ed2.message || ed2.error_msg || "Doubao error / 豆包出错", ed2.code || ed2.error_code || 2005);
+      return;
+    }
+    if (frame.event_type !== 2001) return;
+    const ed = parseJson(frame.event_data);
+    if (!ed || !ed.message) return;
+    const type = ed.message.content_type;
+    if (type === 2001 || type === 2008) {
+      const content = parseJson(ed.message.content);
+      if (content && typeof content.text === "string") out.delta(content.text);
+      if (ed.is_finish === true) out.done();
+    }
+  }
+  function onEvent5(record, out, ctx) {
+    if (record.event !== "message") {
+      onCurrent(record, out, ctx);
+      return;
+    }
+    const frame = parseJson(record.data);
+    if (frame && typeof frame === "object" && ("event_type" in frame || "code" in frame)) onSamantha(frame, out);
+  }
+  var trouble5 = makeTrouble({
+    codes: {
+      710022004: "Doubao rate limit, too many requests / 豆包限流，请求过于频繁",
+      710012002: REASONS.login
+    }
+  });
+  var doubao_default = {
+    name: "doubao",
+    hosts: hosts5,
+    matchRequest: endpointMatcher({ hosts: hosts5, paths: [/^\/chat\/completion$/, /^\/samantha\/chat\/completion$/] }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      if (!body || !Array.isArray(body.messages) || body.messages.length === 0) return null;
+      const message = body.messages[body.messages.length - 1];
+      const current = dig(message, "content_block", 0, "content", "text_block", "text");
+      if (typeof current === "string") return current;
+      const legacy = parseJson(message.content);
+      return legacy && typeof legacy.text === "string" ? legacy.text : null;
+    },
+    createParser: sseParser({ onEvent: onEvent5, trouble: trouble5, init }),
+    input: {
+      selectors: ['textarea[data-testid="chat_input_input"]', "textarea.semi-input-textarea", 'div[data-testid="chat_input"] textarea'],
+      kind: "textarea"
+    },
+    send: {
+      selectors: ['button[data-testid="chat_input_send_button"]', "#flow-end-msg-send", 'button[aria-label="发送"]'],
+      key: "Enter"
+    },
+    trouble: trouble5
+  };
+
+  // src/adapters/lib/frames.js
+  var XSSI_PREFIX = ")]}'";
+  function createLengthPrefixedReader() {
+    let buffer = "";
+    let prefixChecked = false;
+    function skipPrefix() {
+      if (prefixChecked) return true;
+      const trimmed = buffer.replace(/^\uFEFF/, "");
+      if (trimmed.length < XSSI_PREFIX.length && XSSI_PREFIX.startsWith(trimmed)) return false;
+      if (trimmed.startsWith(XSSI_PREFIX)) buffer = trimmed.slice(XSSI_PREFIX.length);
+      prefixChecked = true;
+      return true;
+    }
+    function next(final) {
+      let i = 0;
+      while (i < buffer.length && /\s/.test(buffer[i])) i += 1;
+      let digits = i;
+      while (digits < buffer.length && buffer.charCodeAt(digits) >= 48 && buffer.charCodeAt(digits) <= 57) digits += 1;
+      if (digits === buffer.length && !final) return void 0;
+      let j = digits;
+      while (j < buffer.length && /\s/.test(buffer[j])) j += 1;
+      if (j >= buffer.length) return void 0;
+      const end = scanJsonValue(buffer, j);
+      if (end < 0) {
+        if (final) throw new SyntaxError("truncated frame at end of body / 数据帧在结尾被截断");
+        return void 0;
+      }
+      const length = digits > i ? Number(buffer.slice(i, digits)) : null;
+      const text = buffer.slice(j, end);
+      buffer = buffer.slice(end);
+      return { length, value: JSON.parse(text) };
+    }
+    function drain(final) {
+      const out = [];
+      if (!skipPrefix()) return out;
+      for (; ; ) {
+        const frame = next(final);
+        if (frame === void 0) break;
+        out.push(frame.value);
+      }
+      if (final) buffer = "";
+      return out;
+    }
+    return {
+      push(text) {
+        buffer += text;
+        return drain(false);
+      },
+      end() {
+        return drain(true);
+      }
+    };
+  }
+  function scanJsonValue(text, start2) {
+    const first = text[start2];
+    if (first !== "[" && first !== "{") {
+      const m = /\s/.exec(text.slice(start2));
+      return m ? start2 + m.index : -1;
+    }
+    let depth = 0;
+    let inString = false;
+    for (let i = start2; i < text.length; i += 1) {
+      const c = text[i];
+      if (inString) {
+        if (c === "\\") i += 1;
+        else if (c === '"') inString = false;
+      } else if (c === '"') inString = true;
+      else if (c === "[" || c === "{") depth += 1;
+      else if (c === "]" || c === "}") {
+        depth -= 1;
+        if (depth === 0) return i + 1;
+      }
+    }
+    return -1;
+  }
+
+  // src/adapters/gemini.js
+  var hosts6 = ["gemini.google.com"];
+  var ERRORS = {
+    1037: "Gemini usage limit reached / Gemini 已达使用上限",
+    1060: "Gemini blocked this IP address / Gemini 屏蔽了此 IP 地址",
+    1013: "Gemini is temporarily unavailable / Gemini 暂时不可用",
+    1096: "Gemini session token is stale, reload the page / Gemini 会话令牌已过期，请刷新页面",
+    1157: "Gemini session token is stale, reload the page / Gemini 会话令牌已过期，请刷新页面"
+  };
+  function errorCode(entry) {
+    const info = dig(entry, 5, 2);
+    if (Array.isArray(info)) {
+      for (const item of info) {
+        const code = dig(item, 1, 0);
+        if (typeof code === "number") return code;
+      }
+    }
+    const status = dig(entry, 5, 0);
+    return typeof status === "number" ? status : null;
+  }
+  function onEntry(entry, out, ctx) {
+    if (!Array.isArray(entry) || entry[0] !== "wrb.fr") return;
+    if (typeof entry[2] !== "string") {
+      const code = errorCode(entry);
+      if (code !== null) out.error(ERRORS[code] || `Gemini error ${code} / Gemini 出错 ${code}`, code);
+      return;
+    }
+    const payload = parseJson(entry[2]);
+    if (!Array.isArray(payload)) return;
+    const candidate = dig(payload, 4, 0);
+    if (Array.isArray(candidate)) {
+      const reasoning = dig(candidate, 37, 0, 0);
+      if (typeof reasoning === "string") out.reasoning(ctx.reasoning.next(reasoning));
+      const text = dig(candidate, 1, 0);
+      if (typeof text === "string") out.delta(ctx.answer.next(text));
+      if (dig(candidate, 8, 0) === 2) out.done();
+    }
+    const tail = payload[2];
+    if (tail && typeof tail === "object" && !Array.isArray(tail) && tail["44"] === true) out.done();
+  }
+  function createParser() {
+    const decoder = createUtf8Decoder();
+    const reader = createLengthPrefixedReader();
+    const out = createOutput();
+    const ctx = { answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer() };
+    let sample = "";
+    let broken = false;
+    const handle = (frames) => {
+      for (const frame of frames) {
+        for (const entry of Array.isArray(frame) ? frame : []) {
+          if (out.finished) return;
+          onEntry(entry, out, ctx);
+        }
+      }
+    };
+    const feed = (text, final) => {
+      if (sample.length < 4096) sample += text.slice(0, 4096 - sample.length);
+      try {
+        handle(reader.push(text));
+        if (final) handle(reader.end());
+      } catch {
+        broken = true;
+      }
+    };
+    return {
+      push(bytes) {
+        if (!broken) feed(decoder.decode(toBytes(bytes)), false);
+        return out.take();
+      },
+      end() {
+        if (!broken) feed(decoder.flush(), true);
+        if (broken && !out.finished) out.error(INCOMPLETE, "incomplete");
+        finishAtEof(out, { eofIsDone: true, trouble: trouble6, sample });
+        return out.take();
+      }
+    };
+  }
+  var trouble6 = makeTrouble({ codes: { 1037: ERRORS[1037], 1060: ERRORS[1060] } });
+  var gemini_default = {
+    name: "gemini",
+    hosts: hosts6,
+    matchRequest: endpointMatcher({
+      hosts: hosts6,
+      paths: [/^(\/u\/\d+)?\/_\/BardChatUi\/data\/assistant\.lamda\.BardFrontendService\/StreamGenerate$/]
+    }),
+    promptFromRequest(bodyText2) {
+      if (typeof bodyText2 !== "string") return null;
+      const freq = new URLSearchParams(bodyText2).get("f.req");
+      const outer = parseJson(freq);
+      const inner = parseJson(dig(outer, 1));
+      const prompt = dig(inner, 0, 0);
+      return typeof prompt === "string" ? prompt : null;
+    },
+    createParser,
+    input: {
+      selectors: ['rich-textarea .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"][role="textbox"]', 'div[contenteditable="true"][aria-label*="prompt"]'],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: ["button.send-button", 'button[aria-label="Send message"]', 'button[aria-label="发送"]', 'button[mattooltip="Submit"]'],
+      key: "Enter"
+    },
+    trouble: trouble6
   };
 
   // src/adapters/lib/connect.js
@@ -641,8 +1154,8 @@
   }
 
   // src/adapters/kimi.js
-  var hosts3 = ["www.kimi.com", "kimi.com", "kimi.moonshot.cn"];
-  var trouble3 = makeTrouble({ codes: { 40100: REASONS.login, 40102: REASONS.login, 42900: REASONS.rateLimit } });
+  var hosts7 = ["www.kimi.com", "kimi.com", "kimi.moonshot.cn"];
+  var trouble7 = makeTrouble({ codes: { 40100: REASONS.login, 40102: REASONS.login, 42900: REASONS.rateLimit } });
   function onLegacyEvent(record, out, ctx) {
     const frame = parseJson(record.data);
     if (!frame || typeof frame !== "object") return;
@@ -669,7 +1182,7 @@
   }
   var createLegacyParser = sseParser({
     onEvent: onLegacyEvent,
-    trouble: trouble3,
+    trouble: trouble7,
     init: () => ({ sawDone: false }),
     atEof: (out, ctx) => {
       if (ctx.sawDone) out.done();
@@ -742,7 +1255,7 @@
       }
     };
   }
-  function createParser() {
+  function createParser2() {
     let inner = null;
     return {
       push(chunk2) {
@@ -761,9 +1274,9 @@
   }
   var kimi_default = {
     name: "kimi",
-    hosts: hosts3,
+    hosts: hosts7,
     matchRequest: endpointMatcher({
-      hosts: hosts3,
+      hosts: hosts7,
       paths: [/^\/api\/chat\/[^/]+\/completion\/stream$/, /^\/apiv2\/kimi\.gateway\.chat\.v1\.ChatService\/Chat$/]
     }),
     promptFromRequest(bodyText2) {
@@ -782,7 +1295,7 @@
       }
       return null;
     },
-    createParser,
+    createParser: createParser2,
     input: {
       selectors: [
         '.chat-input-editor[contenteditable="true"]',
@@ -795,13 +1308,134 @@
       selectors: [".send-button-container:not(.disabled) .send-button", ".send-button", "#send-button", 'button[data-testid="msh-chatinput-send-button"]'],
       key: "Enter"
     },
-    trouble: trouble3
+    trouble: trouble7
+  };
+
+  // src/adapters/qianwen.js
+  var hosts8 = ["tongyi.aliyun.com", "www.tongyi.com", "www.qianwen.com", "qianwen.com", "chat.qwen.ai"];
+  var endpointHosts = [...hosts8, "chat2.qianwen.com", "qianwen.biz.aliyun.com"];
+  var DEEP_THINK_MARK = /\[\(deep_think\)\]/g;
+  function init2() {
+    return { answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer(), summary: createSnapshotDiffer(), format: null };
+  }
+  function onCn(frame, out, ctx) {
+    if (frame.error_code && frame.error_code !== 0 || frame.success === false) {
+      out.error(frame.error_msg || "Qianwen error / 千问出错", frame.error_code || "error");
+      return;
+    }
+    const data = frame.data || {};
+    if (dig(data, "audit_info", "problem_code") === "blocked") {
+      out.error("Qianwen blocked the reply (moderation) / 千问拦截了回复（内容审核）", "blocked");
+      return;
+    }
+    const messages = Array.isArray(data.messages) ? data.messages : [];
+    let answer = null;
+    let reasoning = null;
+    for (const m of messages) {
+      if (!m || typeof m !== "object") continue;
+      if ((m.mime_type === "multi_load/iframe" || m.mime_type === "text/plain") && typeof m.content === "string") answer = m.content;
+      for (const item of Array.isArray(dig(m, "meta_data", "multi_load")) ? m.meta_data.multi_load : []) {
+        const think = dig(item, "content", "think_content");
+        if (item && item.type === "deep_think" && typeof think === "string") reasoning = think;
+      }
+    }
+    if (reasoning !== null) out.reasoning(ctx.reasoning.next(reasoning));
+    if (answer !== null) out.delta(ctx.answer.next(answer.replace(DEEP_THINK_MARK, "")));
+    if (data.status === "complete") out.done();
+  }
+  function onIntl(frame, out, ctx) {
+    const delta = dig(frame, "choices", 0, "delta");
+    if (!delta || typeof delta !== "object") return;
+    const phase = delta.phase;
+    if (phase === "thinking_summary") {
+      const list = dig(delta, "extra", "summary_thought", "content");
+      if (Array.isArray(list)) out.reasoning(ctx.summary.next(list.filter((s) => typeof s === "string").join("\n")));
+    } else if (phase === "think" || phase === "thinking" || phase === "reasoning") {
+      out.reasoning(delta.content);
+    } else if (phase === "answer" || phase === null || phase === void 0) {
+      out.delta(delta.content);
+    }
+    if (delta.status === "finished" && (phase === "answer" || phase === null || phase === void 0)) out.done();
+  }
+  function onLegacy(frame, out, ctx) {
+    if (frame.errorCode || frame.errorMsg) {
+      out.error(frame.errorMsg || "Tongyi error / 通义出错", frame.errorCode || "error");
+      return;
+    }
+    const contents = Array.isArray(frame.contents) ? frame.contents : [];
+    const text = contents.filter((c) => c && c.contentType === "text" && c.role !== "user" && typeof c.content === "string");
+    if (text.length) out.delta(ctx.answer.next(text[text.length - 1].content));
+    if (frame.msgStatus === "finished") out.done();
+  }
+  function onEvent6(record, out, ctx) {
+    const data = record.data.trim();
+    if (data === "[DONE]" || data === "true") {
+      if (record.event === "complete" || ctx.format !== "cn" || data === "[DONE]") out.done();
+      return;
+    }
+    const frame = parseJson(data);
+    if (!frame || typeof frame !== "object" || Array.isArray(frame)) return;
+    if (frame.error && typeof frame.error === "object") {
+      out.error(frame.error.details || frame.error.message || "Qwen error / 通义千问出错", frame.error.code || "error");
+      return;
+    }
+    if ("choices" in frame) {
+      ctx.format = "intl";
+      onIntl(frame, out, ctx);
+    } else if ("communication" in frame || dig(frame, "data", "messages") !== void 0 || "error_code" in frame) {
+      ctx.format = "cn";
+      onCn(frame, out, ctx);
+    } else if ("msgStatus" in frame || "contents" in frame) {
+      ctx.format = "legacy";
+      onLegacy(frame, out, ctx);
+    }
+  }
+  var trouble8 = makeTrouble({
+    codes: {
+      1004: REASONS.login,
+      20006: "Qianwen rate limit / 千问限流"
+    }
+  });
+  var qianwen_default = {
+    name: "qianwen",
+    hosts: hosts8,
+    matchRequest: endpointMatcher({
+      hosts: endpointHosts,
+      paths: [/^\/api\/v2\/chat$/, /^\/api\/v2\/chat\/completions$/, /^\/api\/chat\/completions$/, /^\/dialog\/conversation$/]
+    }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      if (!body) return null;
+      const messages = Array.isArray(body.messages) ? body.messages : [];
+      const last = messages[messages.length - 1];
+      if (last && typeof last.content === "string") return last.content;
+      const contents = Array.isArray(body.contents) ? body.contents : [];
+      const user = contents.filter((c) => c && c.role === "user" && typeof c.content === "string");
+      return user.length ? user[user.length - 1].content : null;
+    },
+    createParser: sseParser({
+      onEvent: onEvent6,
+      trouble: trouble8,
+      init: init2,
+      atEof: (out, ctx) => {
+        if (ctx.format === "intl") out.done();
+      }
+    }),
+    input: {
+      selectors: ["textarea#chat-input", 'textarea[placeholder*="千问"]', "textarea.ant-input", 'div[contenteditable="true"][role="textbox"]'],
+      kind: "textarea"
+    },
+    send: {
+      selectors: ["button#send-message-button", 'button[aria-label="发送"]', 'div[class*="operateBtn"]', 'button[class*="send"]'],
+      key: "Enter"
+    },
+    trouble: trouble8
   };
 
   // src/adapters/yuanbao.js
-  var hosts4 = ["yuanbao.tencent.com"];
+  var hosts9 = ["yuanbao.tencent.com"];
   var MARKUP = /\[\]\(@[A-Za-z_]+=[^)\s]*\)/g;
-  function onEvent3(record, out) {
+  function onEvent7(record, out) {
     if (record.event === "speech_type") return;
     const data = record.data.trim();
     if (data === "[DONE]") {
@@ -826,7 +1460,7 @@
         if (frame.error && frame.error.code) out.error(frame.error.message || "Yuanbao error / 元宝出错", frame.error.code);
     }
   }
-  var trouble4 = makeTrouble({
+  var trouble9 = makeTrouble({
     codes: {
       23e3: REASONS.login,
       21007: "Yuanbao could not fetch the answer / 元宝回答拉取失败"
@@ -834,15 +1468,15 @@
   });
   var yuanbao_default = {
     name: "yuanbao",
-    hosts: hosts4,
-    matchRequest: endpointMatcher({ hosts: hosts4, paths: [/^\/api\/chat\/[A-Za-z0-9_-]+$/] }),
+    hosts: hosts9,
+    matchRequest: endpointMatcher({ hosts: hosts9, paths: [/^\/api\/chat\/[A-Za-z0-9_-]+$/] }),
     promptFromRequest(bodyText2) {
       const body = parseJson(bodyText2);
       if (!body) return null;
       if (typeof body.prompt === "string") return body.prompt;
       return typeof body.displayPrompt === "string" ? body.displayPrompt : null;
     },
-    createParser: sseParser({ onEvent: onEvent3, trouble: trouble4 }),
+    createParser: sseParser({ onEvent: onEvent7, trouble: trouble9 }),
     input: {
       selectors: ['.chat-input-editor .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"]', '#search-bar [contenteditable="true"]'],
       kind: "contenteditable"
@@ -851,11 +1485,11 @@
       selectors: ["a#yuanbao-send-btn", "#yuanbao-send-btn", 'a[class*="send-btn"]', 'button[class*="send-btn"]'],
       key: "Enter"
     },
-    trouble: trouble4
+    trouble: trouble9
   };
 
   // src/adapters/index.js
-  var adapters = [deepseek_default, yuanbao_default, claude_default, kimi_default];
+  var adapters = [deepseek_default, doubao_default, yuanbao_default, qianwen_default, chatgpt_default, claude_default, gemini_default, kimi_default, chatglm_default];
 
   // src/core-test-site/sim-adapter.js
   function sseLines() {
@@ -1687,7 +2321,7 @@
   function editorText(el) {
     const lines = [];
     let inline = null;
-    const flush = () => {
+    const flush2 = () => {
       if (inline !== null) {
         lines.push(inline);
         inline = null;
@@ -1695,7 +2329,7 @@
     };
     for (const node of el.childNodes) {
       if (node.nodeType === 1 && BLOCK_TAGS.test(node.tagName)) {
-        flush();
+        flush2();
         lines.push(editorText(node));
       } else if (node.nodeType === 1 && node.tagName === "BR") {
         const last = node === el.lastChild;
@@ -1706,7 +2340,7 @@
         inline = (inline ?? "") + (node.nodeType === 3 ? node.data : editorText(node));
       }
     }
-    flush();
+    flush2();
     return lines.join("\n");
   }
   function readInput(el) {
@@ -1842,11 +2476,11 @@
   }
   function pressEnter(el, key = "Enter") {
     const win = el.ownerDocument.defaultView;
-    const init = { key, code: key, keyCode: 13, which: 13, bubbles: true, cancelable: true, composed: true };
+    const init3 = { key, code: key, keyCode: 13, which: 13, bubbles: true, cancelable: true, composed: true };
     el.focus();
-    el.dispatchEvent(new win.KeyboardEvent("keydown", init));
-    el.dispatchEvent(new win.KeyboardEvent("keypress", init));
-    el.dispatchEvent(new win.KeyboardEvent("keyup", init));
+    el.dispatchEvent(new win.KeyboardEvent("keydown", init3));
+    el.dispatchEvent(new win.KeyboardEvent("keypress", init3));
+    el.dispatchEvent(new win.KeyboardEvent("keyup", init3));
   }
   function waitFor(check, { timeoutMs = 3e3, everyMs = 50, timers = globalThis } = {}) {
     return new Promise((resolve) => {
@@ -1895,14 +2529,14 @@
       return String(url);
     }
   }
-  function requestInfo(win, input, init) {
+  function requestInfo(win, input, init3) {
     const isRequest = input && typeof input === "object" && "url" in input && typeof input.clone === "function";
     const url = absoluteUrl(win, isRequest ? input.url : input);
-    const method = String(init && init.method || isRequest && input.method || "GET").toUpperCase();
+    const method = String(init3 && init3.method || isRequest && input.method || "GET").toUpperCase();
     return { url, method, isRequest };
   }
-  async function bodyText(init, input, isRequest) {
-    const body = init && init.body;
+  async function bodyText(init3, input, isRequest) {
+    const body = init3 && init3.body;
     if (typeof body === "string") return body;
     if (body && typeof body === "object" && typeof body.toString === "function" && body.constructor?.name === "URLSearchParams") {
       return body.toString();
@@ -1926,17 +2560,17 @@
   function patchFetch(win, matches, onStream, log) {
     const original = win.fetch;
     if (typeof original !== "function") return;
-    const wrapped = function fetch(input, init) {
+    const wrapped = function fetch(input, init3) {
       let info;
       try {
-        info = requestInfo(win, input, init);
+        info = requestInfo(win, input, init3);
         if (!matches(info.url, info.method)) info = null;
       } catch (err) {
         log("warn", `fetch match failed: ${err.message}`);
         info = null;
       }
       if (!info) return original.apply(this, arguments);
-      const requestBody = bodyText(init, input, info.isRequest);
+      const requestBody = bodyText(init3, input, info.isRequest);
       return original.apply(this, arguments).then((res) => {
         let copy = null;
         try {

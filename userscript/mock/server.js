@@ -3,11 +3,16 @@
 // --host-resolver-rules) and answers each site's real stream endpoint with the stream from the
 // site's mock definition, one chunk per write with small delays.
 //
-// Run on its own: `node mock/server.js [--port 8100]` — prints the hosts it serves.
+// Served over https with a throwaway self-signed certificate (chatgpt.com is HSTS-preloaded), or
+// plain http with `tls: false` / `--http`.
+// Run on its own: `node mock/server.js [--port 8100] [--http]` — prints the hosts it serves.
 // Control routes (any host): POST /__mock/next {site, answer, reasoning?, variant?, status?, body?}
 // queues the next reply of `site`; GET /__mock/requests?site=S lists the bodies the site received.
 import { createServer } from 'node:http';
-import { existsSync } from 'node:fs';
+import { createServer as createTlsServer } from 'node:https';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -17,6 +22,22 @@ const SIM_MOCK = join(here, '..', 'src', 'core-test-site', 'sim-mock.js');
 const CHUNK_DELAY_MS = 4;
 
 export const DEFAULT_ANSWER = 'Hello from the mock site. 你好，我是模拟站点 🤖';
+
+/**
+ * A throwaway self-signed certificate (openssl), so the mock sites are served over https like the
+ * real ones (chatgpt.com is HSTS-preloaded: Chromium refuses it over http). The browser is started
+ * with --ignore-certificate-errors; nothing is trusted system-wide.
+ */
+export function selfSignedCert() {
+  const dir = mkdtempSync(join(tmpdir(), 'aicard-mock-tls-'));
+  try {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=aicard-mock-sites',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    return { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /** Loads every mock site definition (mock/sites/index.js's `sites` plus the core's own `sim`). */
 export async function loadSites({ includeSim = true } = {}) {
@@ -76,7 +97,7 @@ function corsHeaders(req) {
 /**
  * Starts the server. Returns `{port, url, sites, hosts, next(site, reply), requests(site), close()}`.
  */
-export async function startMockServer({ port = 0, sites } = {}) {
+export async function startMockServer({ port = 0, sites, tls = true } = {}) {
   const defs = sites || (await loadSites());
   const byHost = new Map();
   for (const def of defs) for (const h of siteHosts(def)) byHost.set(h.toLowerCase(), def);
@@ -129,11 +150,11 @@ export async function startMockServer({ port = 0, sites } = {}) {
     }
   }
 
-  const server = createServer(async (req, res) => {
+  const handler = async (req, res) => {
     try {
       req.socket.setNoDelay(true);
       const host = String(req.headers.host || '').replace(/:\d+$/, '').toLowerCase();
-      const url = new URL(req.url, `http://${host || 'localhost'}`);
+      const url = new URL(req.url, `https://${host || 'localhost'}`);
       if (url.pathname.startsWith('/__mock/')) return await control(req, res, url);
       const def = byHost.get(host);
       if (!def) { res.writeHead(404, { 'content-type': 'text/plain' }).end(`no mock site for host ${host}`); return; }
@@ -150,13 +171,15 @@ export async function startMockServer({ port = 0, sites } = {}) {
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
       res.end(String(err && err.stack));
     }
-  });
+  };
+  const server = tls ? createTlsServer(selfSignedCert(), handler) : createServer(handler);
   server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)); });
   await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
   const actual = server.address().port;
   return {
     port: actual,
-    url: `http://127.0.0.1:${actual}`,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${actual}`,
+    scheme: tls ? 'https' : 'http',
     sites: defs,
     hosts: [...byHost.keys()],
     next,
@@ -167,7 +190,7 @@ export async function startMockServer({ port = 0, sites } = {}) {
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const i = process.argv.indexOf('--port');
-  const m = await startMockServer({ port: i > 0 ? Number(process.argv[i + 1]) : 0 });
+  const m = await startMockServer({ port: i > 0 ? Number(process.argv[i + 1]) : 0, tls: !process.argv.includes('--http') });
   console.log(`mock sites listening on ${m.url}`);
   for (const def of m.sites) console.log(`  ${def.name}: ${siteHosts(def).join(', ')}`);
 }

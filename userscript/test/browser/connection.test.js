@@ -107,7 +107,7 @@ test('site trouble fails the task with a reason: HTTP 429, captcha page', async 
 test('nothing leaks to the page: no token, no globals, no helpers unless debug is on', async () => {
   const hub = await startStandInHub({ token: 'secret-token-7f3a' });
   const plain = await browser.context.newPage();
-  await plain.goto(`http://${HOST}/`);
+  await plain.goto(`https://${HOST}/`);
   const baseline = await plain.evaluate(() => Object.getOwnPropertyNames(window));
   await plain.close();
   const page = await openTab(browser.context, { host: HOST, hub });

@@ -70,27 +70,31 @@ export async function launchBrowser({ mock }) {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1100, height: 760 },
+    ignoreHTTPSErrors: true,
     args: [
       `--host-resolver-rules=${resolverRules(mock.hosts, mock.port)}`,
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      // The mock sites' certificate is self-signed (only the mapped hosts reach it).
+      '--ignore-certificate-errors',
     ],
   });
   return {
     context,
+    scheme: mock.scheme || 'http',
     close: async () => { await context.close(); rmSync(profile, { recursive: true, force: true }); },
   };
 }
 
 /**
- * Opens `http://host/` in a new page of `context` with the userscript injected at document-start.
+ * Opens `https://host/` in a new page of `context` with the userscript injected at document-start.
  * Page errors are collected on `page.errors` so tests can assert the page kept working.
  */
-export async function openTab(context, { host, hub, gmValues = {}, path = '/' }) {
+export async function openTab(context, { host, hub, gmValues = {}, path = '/', scheme = 'https' }) {
   const page = await context.newPage();
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(e));
   await page.addInitScript({ content: initScript(servedUserscript(hub.url, hub.token), gmValues) });
-  await page.goto(`http://${host}${path}`, { waitUntil: 'domcontentloaded' });
+  await page.goto(`${scheme}://${host}${path}`, { waitUntil: 'domcontentloaded' });
   return page;
 }
