@@ -1645,6 +1645,7 @@
 
   // src/core/capture.js
   var SAMPLE_BYTES = 4096;
+  var RECORD_LIMIT_BYTES = 8 * 1024 * 1024;
   function genericTrouble(status, sample = "", contentType = "") {
     if (status === 429) return "rate limited (HTTP 429) / 请求过于频繁";
     if (status === 401) return "login required (HTTP 401) / 需要登录";
@@ -1685,6 +1686,10 @@
       return this.meta.status >= 400 || /text\/html/i.test(this.meta.contentType || "");
     }
     push(bytes) {
+      if (this.raw && this.rawBytes + bytes.length <= RECORD_LIMIT_BYTES) {
+        this.raw.push(bytes.slice());
+        this.rawBytes += bytes.length;
+      }
       if (this.closed) return;
       if (this.suspicious && !this.troubleChecked) {
         this.held.push(bytes);
@@ -1777,7 +1782,8 @@
     }
   };
   var TurnCapture = class {
-    constructor({ adapter, hub, log, claimTask }) {
+    constructor({ adapter, hub, log, claimTask, record = false }) {
+      this.record = record;
       this.adapter = adapter;
       this.hub = hub;
       this.log = log;
@@ -1814,6 +1820,10 @@
     /** Called by the interceptor for each matching response; returns the byte sink. */
     begin(meta) {
       const turn = new Turn(this, meta);
+      if (this.record) {
+        turn.raw = [];
+        turn.rawBytes = 0;
+      }
       try {
         turn.parser = this.adapter.createParser();
       } catch (err) {
@@ -1855,6 +1865,34 @@
         streaming: capture.busy,
         lastTurn: capture.lastTurn ? { id: capture.lastTurn.id, chars: capture.lastTurn.text.length } : null
       }),
+      /**
+       * The last captured stream exactly as the site sent it, for recording an adapter fixture:
+       * `copy(mcpLastStream().text)` in the console, save as test/adapters/fixtures/<site>-<date>.sse.
+       */
+      mcpLastStream: () => {
+        const turn = capture.lastTurn;
+        if (!turn || !turn.raw) return null;
+        const bytes = new Uint8Array(turn.rawBytes);
+        let offset = 0;
+        for (const part of turn.raw) {
+          bytes.set(part, offset);
+          offset += part.length;
+        }
+        let binary = "";
+        for (const b of bytes) binary += String.fromCharCode(b);
+        return {
+          site: adapter.name,
+          url: turn.meta.url,
+          method: turn.meta.method,
+          status: turn.meta.status,
+          contentType: turn.meta.contentType,
+          requestBody: turn.meta.requestBody,
+          answer: turn.text,
+          text: new TextDecoder().decode(bytes),
+          base64: btoa(binary),
+          reads: turn.raw.map((r) => r.length)
+        };
+      },
       /** The panel's text, position and buttons. */
       mcpPanel: () => panel.describe()
     };
@@ -3149,7 +3187,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0) })
     });
     let runner = null;
-    const capture = new TurnCapture({ adapter, hub, log, claimTask: () => runner?.claimTask() });
+    const capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
     installInterceptors(win, {
       matches: (url, method) => capture.matches(url, method),
       onStream: (meta) => capture.begin(meta),

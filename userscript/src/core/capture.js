@@ -7,6 +7,7 @@
 import { chunk, flowReport, turnEnd } from './protocol.js';
 
 const SAMPLE_BYTES = 4096;
+const RECORD_LIMIT_BYTES = 8 * 1024 * 1024;
 
 /** Generic reading of an HTTP status and body sample, used when the adapter has no opinion. */
 export function genericTrouble(status, sample = '', contentType = '') {
@@ -54,6 +55,10 @@ class Turn {
   }
 
   push(bytes) {
+    if (this.raw && this.rawBytes + bytes.length <= RECORD_LIMIT_BYTES) {
+      this.raw.push(bytes.slice());
+      this.rawBytes += bytes.length;
+    }
     if (this.closed) return;
     if (this.suspicious && !this.troubleChecked) {
       this.held.push(bytes);
@@ -159,7 +164,8 @@ class Turn {
  * (the task runner hands out the id of a task that was just sent, once).
  */
 export class TurnCapture {
-  constructor({ adapter, hub, log, claimTask }) {
+  constructor({ adapter, hub, log, claimTask, record = false }) {
+    this.record = record; // debug: keep the raw bytes of each stream for fixtures
     this.adapter = adapter;
     this.hub = hub;
     this.log = log;
@@ -197,6 +203,7 @@ export class TurnCapture {
   /** Called by the interceptor for each matching response; returns the byte sink. */
   begin(meta) {
     const turn = new Turn(this, meta);
+    if (this.record) { turn.raw = []; turn.rawBytes = 0; }
     try {
       turn.parser = this.adapter.createParser();
     } catch (err) {

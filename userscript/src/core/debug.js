@@ -19,6 +19,24 @@ export function installDebugHelpers(win, { hub, runner, capture, adapter, panel 
       streaming: capture.busy,
       lastTurn: capture.lastTurn ? { id: capture.lastTurn.id, chars: capture.lastTurn.text.length } : null,
     }),
+    /**
+     * The last captured stream exactly as the site sent it, for recording an adapter fixture:
+     * `copy(mcpLastStream().text)` in the console, save as test/adapters/fixtures/<site>-<date>.sse.
+     */
+    mcpLastStream: () => {
+      const turn = capture.lastTurn;
+      if (!turn || !turn.raw) return null;
+      const bytes = new Uint8Array(turn.rawBytes);
+      let offset = 0;
+      for (const part of turn.raw) { bytes.set(part, offset); offset += part.length; }
+      let binary = '';
+      for (const b of bytes) binary += String.fromCharCode(b);
+      return {
+        site: adapter.name, url: turn.meta.url, method: turn.meta.method, status: turn.meta.status,
+        contentType: turn.meta.contentType, requestBody: turn.meta.requestBody, answer: turn.text,
+        text: new TextDecoder().decode(bytes), base64: btoa(binary), reads: turn.raw.map((r) => r.length),
+      };
+    },
     /** The panel's text, position and buttons. */
     mcpPanel: () => panel.describe(),
   };

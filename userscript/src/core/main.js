@@ -58,7 +58,7 @@ export function start(env) {
   });
 
   let runner = null;
-  const capture = new TurnCapture({ adapter, hub, log, claimTask: () => runner?.claimTask() });
+  const capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
   installInterceptors(win, {
     matches: (url, method) => capture.matches(url, method),
     onStream: (meta) => capture.begin(meta),

@@ -138,3 +138,26 @@ test('nothing leaks to the page: no token, no globals, no helpers unless debug i
     await hub.close();
   }
 });
+
+test('debug mcpLastStream() records the raw stream for a fixture', async () => {
+  const hub = await startStandInHub();
+  const page = await openTab(browser.context, { host: HOST, hub, gmValues: { debug: true } });
+  try {
+    const client = await hub.waitClient((c) => c.site === 'sim');
+    const answer = 'fixture 录制 ✅';
+    mock.next('sim', { answer, reasoning: 'hmm', variant: 'reasoning' });
+    hub.send(client.id, task('rec', 'record me'));
+    await hub.waitFrame((f) => f.frame.type === 'turn_end' && f.frame.task_id === 'rec');
+    const rec = await page.evaluate(() => window.mcpLastStream());
+    const sim = mock.sites.find((s) => s.name === 'sim');
+    const expected = Buffer.concat(sim.stream({ answer, reasoning: 'hmm', variant: 'reasoning' }).map((c) => Buffer.from(c)));
+    assert.equal(Buffer.from(rec.base64, 'base64').compare(expected), 0, 'raw bytes recorded exactly');
+    assert.equal(rec.text, expected.toString('utf8'));
+    assert.equal(rec.answer, answer);
+    assert.equal(JSON.parse(rec.requestBody).prompt, 'record me');
+    assert.match(rec.url, /\/api\/sim\/chat$/);
+  } finally {
+    await page.close();
+    await hub.close();
+  }
+});
