@@ -1843,6 +1843,13 @@
       this.emit("turn_start", turn);
       return turn;
     }
+    /** A reply read from the DOM by the fallback: reported as one chunk and a turn_end. */
+    domTurn(text, taskId) {
+      const turnId = newTurnId();
+      this.hub.send(chunk(turnId, 0, text));
+      this.hub.send(turnEnd(turnId, text, taskId, { source: "dom" }));
+      this.emit("dom_turn_end", { id: turnId, taskId, text });
+    }
     closeTurn(turn) {
       this.active.delete(turn);
       this.emit("idle_check", turn);
@@ -2967,10 +2974,82 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
   };
 
+  // src/core/dom-fallback.js
+  var REPLY_SELECTORS = [
+    '[data-message-author-role="assistant"]',
+    // ChatGPT
+    ".ds-markdown",
+    // DeepSeek
+    '[data-testid="receive_message"]',
+    // Doubao
+    ".font-claude-message",
+    "[data-is-streaming]",
+    // Claude
+    "model-response message-content",
+    // Gemini
+    ".hyc-content-md",
+    // Yuanbao
+    ".markdown-body",
+    ".markdown",
+    // Kimi, Qwen, ChatGLM, many others
+    '[data-role="assistant"]',
+    ".assistant",
+    '[class*="assistant-message"]'
+  ];
+  function candidates(doc, selectors) {
+    const seen = /* @__PURE__ */ new Set();
+    for (const sel of selectors) {
+      let nodes;
+      try {
+        nodes = doc.querySelectorAll(sel);
+      } catch {
+        continue;
+      }
+      for (const el of nodes) if (!el.closest("[data-aicard-panel]")) seen.add(el);
+    }
+    return [...seen].filter((el) => ![...seen].some((o) => o !== el && o.contains(el))).sort((a, b) => a.compareDocumentPosition(b) & 4 ? -1 : 1);
+  }
+  var DomReplyWatcher = class {
+    /**
+     * Takes the baseline (the reply elements already on the page) at construction: call it just
+     * before sending.
+     */
+    constructor({ doc, adapter, timers, stableChecks = 3, everyMs = 700 }) {
+      Object.assign(this, { doc, timers, stableChecks, everyMs });
+      this.selectors = [...adapter?.reply?.selectors || [], ...REPLY_SELECTORS];
+      this.baseline = new Set(candidates(doc, this.selectors));
+      this.timer = null;
+    }
+    /** Starts watching; `onReply(text)` is called once with the settled reply text. */
+    start(onReply) {
+      let last = null;
+      let stable = 0;
+      const tick = () => {
+        const fresh = candidates(this.doc, this.selectors).filter((el2) => !this.baseline.has(el2) && isVisible(el2));
+        const el = fresh[fresh.length - 1];
+        const text = el ? el.innerText.trim() : "";
+        if (text) this.sawSomething = true;
+        if (text && text === last && !siteShowsStop(this.doc)) stable += 1;
+        else stable = 0;
+        last = text;
+        if (stable >= this.stableChecks) {
+          onReply(text);
+          return;
+        }
+        this.timer = this.timers.setTimeout(tick, this.everyMs);
+      };
+      tick();
+    }
+    stop() {
+      if (this.timer) this.timers.clearTimeout(this.timer);
+    }
+  };
+
   // src/core/tasks.js
   var DEFAULT_TIMEOUT_MS = 12e4;
   var FIND_INPUT_MS = 1e4;
   var TURN_START_MS = 2e4;
+  var DOM_FALLBACK_AFTER_MS = 4e3;
   var TaskRunner = class {
     constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
       Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange });
@@ -3067,9 +3146,12 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.hub.send(taskUpdate(id, "accepted"));
       await this.waitIdle(timeoutMs);
       const outcome = this.waitOutcome(id, deadline, timeoutMs);
+      const watcher = new DomReplyWatcher({ doc: this.doc, adapter: this.adapter, timers: this.timers });
       await this.typeAndSend(task.prompt, { taskId: id });
       this.hub.send(taskUpdate(id, "sent"));
+      this.current.domWatcher = watcher;
       const result = await outcome;
+      watcher.stop();
       if (result.ok) this.hub.send(taskUpdate(id, "done"));
       else this.hub.send(taskUpdate(id, "failed", result.error));
     }
@@ -3091,11 +3173,25 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
           () => waiter.resolve({ ok: false, error: `no complete reply before the task timeout / 任务超时 (${timeoutMs} ms)` }),
           Math.max(0, deadline - Date.now())
         );
+        const fallbackTimer = this.timers.setTimeout(() => {
+          if (started || this.awaitingTurn !== id || !this.current?.domWatcher) return;
+          this.log("warn", "no stream captured, reading the reply from the page / 未捕获到网络流，改读页面");
+          this.current.domWatcher.start((text) => {
+            if (started) return;
+            this.capture.domTurn(text, id);
+            waiter.resolve({ ok: true });
+          });
+        }, DOM_FALLBACK_AFTER_MS);
         const startTimer = this.timers.setTimeout(() => {
-          if (!started && this.awaitingTurn === id) {
+          if (!started && this.awaitingTurn === id && !this.current?.domWatcher?.sawSomething) {
             waiter.resolve({ ok: false, error: "no reply started after sending / 发送后没有回复" });
           }
         }, Math.min(TURN_START_MS, Math.max(0, deadline - Date.now())));
+        const clear = waiter.resolve;
+        waiter.resolve = (r) => {
+          this.timers.clearTimeout(fallbackTimer);
+          clear(r);
+        };
       });
     }
     onCapture(kind, turn, detail) {

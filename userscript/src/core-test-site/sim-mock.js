@@ -50,7 +50,8 @@ textarea{flex:1;height:60px}</style></head><body>
     const stop = document.createElement('button'); stop.setAttribute('aria-label', 'Stop generating'); stop.textContent = '■';
     document.getElementById('composer').append(stop);
     try {
-      const res = await fetch('/api/sim/chat', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt }) });
+      const endpoint = new URLSearchParams(location.search).get('endpoint') || '/api/sim/chat';
+      const res = await fetch(endpoint, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt }) });
       const reader = res.body.getReader(); const dec = new TextDecoder(); let buf = '';
       for (;;) {
         const { done, value } = await reader.read(); if (done) break;
@@ -73,7 +74,9 @@ export default {
   name: 'sim',
   hosts: ['sim.aicard.test'],
   page: () => PAGE,
-  endpoint: { method: 'POST', path: '/api/sim/chat' },
+  // `/api/sim/unknown-stream` is the same stream at a path the adapter does not know (page opened
+  // with `?endpoint=/api/sim/unknown-stream`), for the DOM fallback test.
+  endpoint: { method: 'POST', path: /^\/api\/sim\/(chat|unknown-stream)$/ },
   variants: ['default', 'reasoning'],
   contentType: 'text/event-stream; charset=utf-8',
   stream({ answer, reasoning, variant = 'default' }) {

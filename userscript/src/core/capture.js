@@ -220,6 +220,14 @@ export class TurnCapture {
     return turn;
   }
 
+  /** A reply read from the DOM by the fallback: reported as one chunk and a turn_end. */
+  domTurn(text, taskId) {
+    const turnId = newTurnId();
+    this.hub.send(chunk(turnId, 0, text));
+    this.hub.send(turnEnd(turnId, text, taskId, { source: 'dom' }));
+    this.emit('dom_turn_end', { id: turnId, taskId, text });
+  }
+
   closeTurn(turn) {
     this.active.delete(turn);
     this.emit('idle_check', turn);

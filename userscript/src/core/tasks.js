@@ -5,11 +5,13 @@
  * put back after the prompt was sent.
  */
 import { taskUpdate, userInput } from './protocol.js';
+import { DomReplyWatcher } from './dom-fallback.js';
 import { findInput, insertBlock, pressSend, readInput, setInput, siteShowsStop, waitFor } from './input.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const FIND_INPUT_MS = 10_000;
 const TURN_START_MS = 20_000;
+const DOM_FALLBACK_AFTER_MS = 4_000;
 
 export class TaskRunner {
   constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
@@ -113,9 +115,12 @@ export class TaskRunner {
     this.hub.send(taskUpdate(id, 'accepted'));
     await this.waitIdle(timeoutMs);
     const outcome = this.waitOutcome(id, deadline, timeoutMs);
+    const watcher = new DomReplyWatcher({ doc: this.doc, adapter: this.adapter, timers: this.timers });
     await this.typeAndSend(task.prompt, { taskId: id });
     this.hub.send(taskUpdate(id, 'sent'));
+    this.current.domWatcher = watcher;
     const result = await outcome;
+    watcher.stop();
     if (result.ok) this.hub.send(taskUpdate(id, 'done'));
     else this.hub.send(taskUpdate(id, 'failed', result.error));
   }
@@ -131,11 +136,23 @@ export class TaskRunner {
         () => waiter.resolve({ ok: false, error: `no complete reply before the task timeout / 任务超时 (${timeoutMs} ms)` }),
         Math.max(0, deadline - Date.now()),
       );
+      // Network capture saw nothing: read the reply from the DOM (fallback), give up after a while.
+      const fallbackTimer = this.timers.setTimeout(() => {
+        if (started || this.awaitingTurn !== id || !this.current?.domWatcher) return;
+        this.log('warn', 'no stream captured, reading the reply from the page / 未捕获到网络流，改读页面');
+        this.current.domWatcher.start((text) => {
+          if (started) return;
+          this.capture.domTurn(text, id);
+          waiter.resolve({ ok: true });
+        });
+      }, DOM_FALLBACK_AFTER_MS);
       const startTimer = this.timers.setTimeout(() => {
-        if (!started && this.awaitingTurn === id) {
+        if (!started && this.awaitingTurn === id && !this.current?.domWatcher?.sawSomething) {
           waiter.resolve({ ok: false, error: 'no reply started after sending / 发送后没有回复' });
         }
       }, Math.min(TURN_START_MS, Math.max(0, deadline - Date.now())));
+      const clear = waiter.resolve;
+      waiter.resolve = (r) => { this.timers.clearTimeout(fallbackTimer); clear(r); };
     });
   }
 

@@ -161,3 +161,21 @@ test('debug mcpLastStream() records the raw stream for a fixture', async () => {
     await hub.close();
   }
 });
+
+test('no stream captured: the reply is read from the page (DOM fallback)', async () => {
+  const hub = await startStandInHub();
+  const page = await openTab(browser.context, { host: HOST, hub, path: '/?endpoint=/api/sim/unknown-stream' });
+  try {
+    const client = await hub.waitClient((c) => c.site === 'sim');
+    const answer = 'read from the page 从页面读取 📄';
+    mock.next('sim', { answer });
+    hub.send(client.id, task('dom1', 'no network capture'));
+    const end = await hub.waitFrame((f) => f.frame.type === 'turn_end' && f.frame.task_id === 'dom1', { timeoutMs: 15000 });
+    assert.equal(end.frame.text, answer);
+    assert.equal(end.frame.source, 'dom');
+    await hub.waitFrame((f) => f.frame.task_id === 'dom1' && f.frame.state === 'done');
+  } finally {
+    await page.close();
+    await hub.close();
+  }
+});
