@@ -78,3 +78,53 @@ test('a stream cut off before its end marker is an error, not a done', () => {
     if (!site.eofIsDone) assert.equal(s.errors[0] && s.errors[0].code, 'incomplete', `${site.name}: incomplete`);
   }
 });
+
+test('echoes of the prompt, titles and other meta events never reach the answer or the reasoning', () => {
+  const marker = 'ECHO-探针-7f3a';
+  for (const site of sites) {
+    const adapter = adapters.find((a) => a.name === site.name);
+    for (const variant of site.variants) {
+      if (site.errorVariants && site.errorVariants[variant]) continue;
+      const chunks = site.stream({ answer: 'OK', reasoning: 'R', variant, seed: 11, prompt: marker });
+      const wire = new TextDecoder().decode(joinChunks(chunks));
+      const s = summarize(runParser(adapter, chunks));
+      assert.equal(s.answer, 'OK', `${site.name}/${variant}`);
+      assert.ok(!s.reasoning.includes(marker), `${site.name}/${variant}: reasoning`);
+      if (['doubao', 'kimi', 'chatgpt'].includes(site.name) && variant !== 'samantha') {
+        assert.ok(wire.includes(marker), `${site.name}/${variant}: the mock really echoes the prompt`);
+      }
+    }
+  }
+});
+
+test('mock streams are hostile: cuts inside characters and JSON, several events per read, comments, CRLF', () => {
+  const dec = new TextDecoder();
+  for (const site of sites) {
+    for (const variant of site.variants) {
+      const sse = /event-stream/.test(site.variantMeta[variant].contentType);
+      const seen = { midChar: false, midJson: false, multi: false, comment: false, crlf: false, nonAscii: false };
+      for (let seed = 1; seed <= 8; seed += 1) {
+        const chunks = site.stream({ answer: ANSWERS[1] + ANSWERS[2], reasoning: REASONINGS[0], variant, seed });
+        for (const c of chunks) {
+          if ((c[0] & 0xc0) === 0x80) seen.midChar = true;
+          const text = dec.decode(c);
+          if (/^[^{[]*[}\]"]/.test(text) && /[{[]/.test(dec.decode(chunks[0]))) seen.midJson = true;
+          if ((text.match(/\r?\n\r?\n/g) || []).length >= 2) seen.multi = true;
+        }
+        const bytes = joinChunks(chunks);
+        if (bytes.some((b) => b >= 0x80)) seen.nonAscii = true;
+        const all = dec.decode(bytes);
+        if (/^: keep-alive/m.test(all)) seen.comment = true;
+        if (all.includes('\r\n')) seen.crlf = true;
+      }
+      const label = `${site.name}/${variant}`;
+      if (seen.nonAscii) assert.ok(seen.midChar, `${label}: a read starts inside a multi-byte character`);
+      assert.ok(seen.midJson, `${label}: a read starts inside JSON`);
+      if (sse) {
+        assert.ok(seen.multi, `${label}: a read holds several events`);
+        assert.ok(seen.comment, `${label}: keep-alive comments`);
+        assert.ok(seen.crlf, `${label}: CRLF line ends`);
+      }
+    }
+  }
+});
