@@ -92,7 +92,11 @@ function createParser() {
   };
 }
 
-const trouble = makeTrouble({ codes: { 1037: ERRORS[1037], 1060: ERRORS[1060] } });
+const trouble = makeTrouble({
+  codes: ERRORS,
+  // `[13,null,[["type.googleapis.com/…BardErrorInfo",[1037]]]]`
+  codePatterns: [/\[\s*\d+\s*,\s*null\s*,\s*\[\s*\[\s*"[^"]*"\s*,\s*\[\s*(\d+)\s*\]/],
+});
 
 export default {
   name: 'gemini',

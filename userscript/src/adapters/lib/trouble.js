@@ -17,13 +17,14 @@ const LOGIN = /please log ?in|sign in to continue|login required|not logged in|u
 
 /**
  * Build a site's `trouble(status, bodySample)`. `codes` maps site error codes (as strings) to reasons;
- * they are looked up in JSON bodies under `code`, `error_code`, `error.code`, `status` and in SSE error frames.
+ * they are looked up in JSON bodies under `code`, `error_code`, `error.code`, `status` and in SSE error frames,
+ * and with `codePatterns` (RegExps whose first group is the code) for bodies that are not keyed JSON.
  */
-export function makeTrouble({ codes = {} } = {}) {
+export function makeTrouble({ codes = {}, codePatterns = [] } = {}) {
   return function trouble(status, bodySample) {
     const body = typeof bodySample === 'string' ? bodySample : '';
     const head = body.slice(0, 4096);
-    const code = findCode(head, codes);
+    const code = findCode(head, codes, codePatterns);
     if (status === 429) return REASONS.rateLimit;
     if (code) return codes[code];
     if (status === 401) return REASONS.login;
@@ -49,9 +50,13 @@ export function makeTrouble({ codes = {} } = {}) {
   };
 }
 
-function findCode(text, codes) {
+function findCode(text, codes, patterns) {
   const keys = Object.keys(codes);
   if (keys.length === 0) return null;
+  for (const pattern of patterns) {
+    const m = pattern.exec(text);
+    if (m && Object.prototype.hasOwnProperty.call(codes, m[1])) return m[1];
+  }
   const re = /"(?:code|error_code|errorCode|status)"\s*:\s*"?(-?\d+)"?/g;
   let m;
   while ((m = re.exec(text)) !== null) {

@@ -1,0 +1,146 @@
+//! The `aicard` command line: `serve`, `demo`, `flow validate|show`, `token`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{ExecMode, HubConfig};
+use crate::hub::Hub;
+
+/// AIcard: one hub for many web AI chat tabs / 把多个网页 AI 聊天标签页变成一个团队。
+#[derive(Debug, Parser)]
+#[command(name = "aicard", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the hub; prints where to install the userscript / 运行集线器
+    Serve(ServeArgs),
+    /// Print the hub's token (creating it on first use) / 打印令牌
+    Token {
+        /// Data directory holding the token and the store.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+/// Options of `aicard serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; loopback unless you really mean it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Port (0 picks a free one).
+    #[arg(long, default_value_t = 8027)]
+    pub port: u16,
+    /// Data directory: token, SQLite store, exec workspace [default: ~/.local/share/aicard].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Where `manager run NAME` finds NAME.yaml.
+    #[arg(long, value_name = "DIR", default_value = "flows")]
+    pub flows: PathBuf,
+    /// Role cards directory.
+    #[arg(long, value_name = "DIR", default_value = "role-cards")]
+    pub role_cards: PathBuf,
+    /// Hub-side shell commands: off (default), allowlist (only --allow programs, no shell), on.
+    #[arg(long, value_enum, default_value_t = ExecMode::Off)]
+    pub exec: ExecMode,
+    /// A program allowed under --exec allowlist (repeatable).
+    #[arg(long = "allow", value_name = "PROGRAM")]
+    pub allow: Vec<String>,
+    /// Use this token instead of the stored one.
+    #[arg(long, env = "AICARD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Also accept this exact Origin (repeatable), e.g. a local mock site.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// Allow binding a non-loopback address (tabs on other machines could then connect).
+    #[arg(long)]
+    pub i_know_this_is_public: bool,
+}
+
+impl ServeArgs {
+    pub fn into_config(self) -> anyhow::Result<HubConfig> {
+        if !self.bind.is_loopback() && !self.i_know_this_is_public {
+            anyhow::bail!(
+                "拒绝监听非本机地址 {} / refusing to bind non-loopback {} without \
+                 --i-know-this-is-public",
+                self.bind,
+                self.bind
+            );
+        }
+        let data_dir = self.data_dir.unwrap_or_else(HubConfig::default_data_dir);
+        let mut c = HubConfig::new(data_dir);
+        c.bind = SocketAddr::new(self.bind, self.port);
+        c.flows_dir = self.flows;
+        c.role_cards_dir = self.role_cards;
+        c.exec_mode = self.exec;
+        c.exec_allow = self.allow;
+        c.token = self.token;
+        c.extra_origins = self.allow_origin;
+        Ok(c)
+    }
+}
+
+/// Runs the parsed command line; the process exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Token { data_dir } => {
+            let dir = data_dir.unwrap_or_else(HubConfig::default_data_dir);
+            let token = crate::hub::auth::load_or_create_token(&dir)
+                .with_context(|| format!("reading the token in {}", dir.display()))?;
+            println!("{token}");
+            Ok(0)
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
+    let config = args.into_config()?;
+    let data_dir = config.data_dir.clone();
+    let running = Hub::start(config).await?;
+    let url = running.url();
+    println!("AIcard hub listening on {url}");
+    println!("  安装用户脚本 / install the userscript: {url}/aicard.user.js");
+    println!(
+        "  令牌保存在 / token kept in: {}",
+        crate::hub::auth::token_path(&data_dir).display()
+    );
+    let hub = running.hub.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("signal received, shutting down");
+        hub.shutdown.cancel();
+    });
+    running.wait().await;
+    Ok(0)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
