@@ -369,11 +369,11 @@
   };
   var CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
   var LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
-  function makeTrouble({ codes = {} } = {}) {
+  function makeTrouble({ codes = {}, codePatterns = [] } = {}) {
     return function trouble10(status, bodySample) {
       const body = typeof bodySample === "string" ? bodySample : "";
       const head = body.slice(0, 4096);
-      const code = findCode(head, codes);
+      const code = findCode(head, codes, codePatterns);
       if (status === 429) return REASONS.rateLimit;
       if (code) return codes[code];
       if (status === 401) return REASONS.login;
@@ -397,9 +397,13 @@
       return null;
     };
   }
-  function findCode(text, codes) {
+  function findCode(text, codes, patterns) {
     const keys = Object.keys(codes);
     if (keys.length === 0) return null;
+    for (const pattern of patterns) {
+      const m2 = pattern.exec(text);
+      if (m2 && Object.prototype.hasOwnProperty.call(codes, m2[1])) return m2[1];
+    }
     const re = /"(?:code|error_code|errorCode|status)"\s*:\s*"?(-?\d+)"?/g;
     let m;
     while ((m = re.exec(text)) !== null) {
@@ -1075,7 +1079,11 @@
       }
     };
   }
-  var trouble6 = makeTrouble({ codes: { 1037: ERRORS[1037], 1060: ERRORS[1060] } });
+  var trouble6 = makeTrouble({
+    codes: ERRORS,
+    // `[13,null,[["type.googleapis.com/…BardErrorInfo",[1037]]]]`
+    codePatterns: [/\[\s*\d+\s*,\s*null\s*,\s*\[\s*\[\s*"[^"]*"\s*,\s*\[\s*(\d+)\s*\]/]
+  });
   var gemini_default = {
     name: "gemini",
     hosts: hosts6,

@@ -1,9 +1,9 @@
-// The real hub for the browser tests: the `aicard` binary (built with `cargo build --bin aicard`
-// when missing or older than the bundle it embeds), started on port 0 with a temp data dir, plus a
+// The real hub for the browser tests: the `aicard` binary (`cargo build --bin aicard` first, unless
+// AICARD_BIN names a binary), started on port 0 with a temp data dir, plus a
 // recording WebSocket proxy in front of it so a test sees exactly the frames the hub received
 // and sent while the real hub does the work.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +13,6 @@ import { ROOT } from './harness.js';
 const REPO = join(ROOT, '..');
 const TARGET = process.env.CARGO_TARGET_DIR || join(REPO, 'target');
 export const HUB_BIN = process.env.AICARD_BIN || join(TARGET, 'debug', 'aicard');
-const BUNDLE = join(ROOT, 'dist', 'aicard.user.js');
 
 /**
  * Makes sure the hub binary exists and embeds the current bundle. Returns null when it is ready,
@@ -21,8 +20,9 @@ const BUNDLE = join(ROOT, 'dist', 'aicard.user.js');
  */
 export function ensureHubBinary() {
   if (process.env.AICARD_BIN) return existsSync(HUB_BIN) ? null : `AICARD_BIN=${HUB_BIN} does not exist`;
-  const stale = !existsSync(HUB_BIN) || statSync(HUB_BIN).mtimeMs < statSync(BUNDLE).mtimeMs;
-  if (stale) {
+  // Always ask cargo (a no-op when fresh): with a target dir shared between checkouts, the binary
+  // there may embed another checkout's bundle.
+  {
     const built = spawnSync('cargo', ['build', '--bin', 'aicard'], { cwd: REPO, stdio: 'inherit', timeout: 20 * 60_000, env: { ...process.env, CARGO_TARGET_DIR: TARGET } });
     if (built.error) return `cargo not available: ${built.error.message}`;
     if (built.status !== 0) return `cargo build --bin aicard failed (exit ${built.status})`;
