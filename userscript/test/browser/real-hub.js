@@ -74,7 +74,45 @@ export async function startRecordingProxy(hubUrl) {
   const listeners = new Set();
   let conn = 0;
   const record = (item) => { frames.push(item); for (const l of [...listeners]) l(item); };
-  const server = createServer((req, res) => res.writeHead(404).end());
+  // HTTP (the SSE fallback's POST /send and GET /events) is forwarded too, recorded frame by frame.
+  const server = createServer(async (req, res) => {
+    let body = '';
+    for await (const c of req) body += c;
+    const headers = { ...req.headers };
+    delete headers.host;
+    delete headers.connection;
+    delete headers['content-length'];
+    const id = `http:${req.headers['x-aicard-client'] || 'new'}`;
+    if (req.method === 'POST' && body) {
+      try { record({ dir: 'up', path: req.url, conn: id, frame: JSON.parse(body) }); } catch { record({ dir: 'up', path: req.url, conn: id, raw: body }); }
+    }
+    let upstream;
+    try {
+      upstream = await fetch(hubUrl + req.url, { method: req.method, headers, body: req.method === 'POST' ? body : undefined });
+    } catch (err) {
+      res.writeHead(502).end(String(err));
+      return;
+    }
+    res.writeHead(upstream.status, Object.fromEntries(upstream.headers));
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for await (const chunk of upstream.body) {
+      res.write(chunk);
+      buffer += decoder.decode(chunk, { stream: true });
+      if (req.url === '/events') {
+        const events = buffer.split(/\r?\n\r?\n/);
+        buffer = events.pop();
+        for (const ev of events) {
+          const data = ev.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
+          if (data) { try { record({ dir: 'down', path: '/events', conn: id, frame: JSON.parse(data) }); } catch { /* not JSON */ } }
+        }
+      }
+    }
+    if (req.url !== '/events' && buffer) {
+      try { record({ dir: 'down', path: req.url, conn: id, frame: JSON.parse(buffer) }); } catch { /* not JSON */ }
+    }
+    res.end();
+  });
   const wss = new WebSocketServer({ noServer: true });
   const sockets = new Set();
   server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)); });

@@ -92,3 +92,33 @@ test('a reloaded tab resumes its client id with the real hub', opts, async () =>
     await page.close();
   }
 });
+
+test('WebSocket blocked: the tab falls back to the real hub\'s SSE + POST transport', opts, async () => {
+  const site = mock.sites.find((s) => s.name === 'chatgpt') || mock.sites[0];
+  const adapter = adapters.get(site.name);
+  const page = await browser.context.newPage();
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(e));
+  // As if the Local Network Access prompt had been denied: every WebSocket to the hub fails.
+  await page.routeWebSocket(/\/(realtime|heartbeat)$/, (ws) => ws.close({ code: 1006, reason: 'blocked' }));
+  const seen = proxy.frames.length;
+  await page.addInitScript({ content: (await import('./harness.js')).initScript(servedUserscript(proxy.url, hub.token)) });
+  try {
+    await page.goto(`https://${site.hosts[0]}/`, { waitUntil: 'domcontentloaded' });
+    const hello = await proxy.waitFrame((f) => proxy.frames.indexOf(f) >= seen && f.dir === 'up' && f.path === '/send' && f.frame?.type === 'hello',
+      { timeoutMs: 20000, what: 'hello over POST /send' });
+    assert.equal(hello.frame.site, site.name);
+    const welcome = await proxy.waitFrame((f) => proxy.frames.indexOf(f) > proxy.frames.indexOf(hello) && f.dir === 'down' && f.frame?.type === 'welcome');
+    const answer = answerFor(site.name, 'sse-fallback');
+    mock.next(site.name, { answer });
+    await personTypesAndSends(page, adapter, 'over the fallback');
+    const end = await proxy.waitFrame((f) => f.dir === 'up' && f.path === '/send' && f.conn === `http:${welcome.frame.client_id}` && f.frame?.type === 'turn_end',
+      { what: 'turn_end over POST /send' });
+    assert.equal(end.frame.text, answer);
+    const refused = proxy.frames.filter((f) => f.conn === `http:${welcome.frame.client_id}` && f.dir === 'down' && f.frame?.type === 'error');
+    assert.deepEqual(refused.map((f) => f.frame), [], 'the hub accepted every frame');
+    assert.deepEqual(page.errors.map(String), []);
+  } finally {
+    await page.close();
+  }
+});
