@@ -12,4 +12,5 @@ pub mod exec;
 pub mod flows;
 pub mod hub;
 pub mod protocol;
+pub mod sim;
 pub mod store;

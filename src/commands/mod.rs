@@ -7,6 +7,9 @@
 
 pub mod ast;
 pub mod help;
+pub mod interp;
 pub mod lex;
 pub mod parser;
+pub mod permissions;
 pub mod scanner;
+pub mod vars;

@@ -237,3 +237,9 @@ fn every_example_flow_validates() {
     }
     assert!(count >= 7, "expected the example flows, found {count}");
 }
+
+#[test]
+fn commands_refuse_jinja_templates() {
+    let errs = errors("name: x\nnodes:\n  - id: a\n    command: \"echo {{ x }}\"\n");
+    assert_has(&errs, "f.yaml:4:14: ", "commands take $variables");
+}

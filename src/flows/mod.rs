@@ -7,8 +7,10 @@
 //! - [`engine`]: [`engine::RunState`], folded from [`engine::JournalEvent`]s, asks for
 //!   [`engine::Action`]s.
 
+pub mod engine;
 pub mod graph;
 pub mod model;
+pub mod render;
 pub mod template;
 pub mod validate;
 pub mod yaml;

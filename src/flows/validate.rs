@@ -301,6 +301,17 @@ impl Validator<'_> {
             ),
             _ => {}
         }
+        if let Some(command) = &node.command {
+            if command.contains("{{") || command.contains("{%") {
+                self.report(
+                    self.at.field(i, "command"),
+                    format!(
+                        "命令不能用模板 / the command of node `{}` uses {{{{ }}}}; commands take $variables, which the executor passes as quoted arguments",
+                        node.id
+                    ),
+                );
+            }
+        }
         if node.command.is_some() && !node.to.is_empty() {
             self.report(
                 self.at.key(i, "to"),
