@@ -2331,7 +2331,7 @@
   // src/core/input.js
   var GENERIC_INPUTS = 'textarea, [contenteditable="true"], [contenteditable=""], [contenteditable="plaintext-only"], [role="textbox"]';
   var SEND_LABEL = /send|submit|发送|提交|送出/i;
-  var STOP_LABEL = /stop|停止|中止|取消生成/i;
+  var STOP_LABEL = /stop[ _-]?(generating|streaming|response|answer|button)|^stop$|停止(生成|输出|回答|响应)?$|中止|取消生成/i;
   function isVisible(el) {
     if (!el || !el.isConnected) return false;
     const rect = el.getBoundingClientRect();
@@ -2499,7 +2499,7 @@
     if (own) return own;
     const buttons = [...doc.querySelectorAll('button, [role="button"]')].filter((b) => isVisible(b) && !b.closest("[data-aicard-panel]"));
     const label = (b) => `${b.getAttribute("aria-label") || ""} ${b.getAttribute("title") || ""} ${b.getAttribute("data-testid") || ""} ${b.textContent || ""}`;
-    const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b)));
+    const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b).trim()));
     if (byLabel) return byLabel;
     const form = input?.closest("form");
     const submit = form && [...form.querySelectorAll('button[type="submit"], input[type="submit"]')].find(isVisible);
@@ -2522,8 +2522,8 @@
   }
   function siteShowsStop(doc) {
     for (const b of doc.querySelectorAll('button, [role="button"]')) {
-      const text = `${b.getAttribute("aria-label") || ""} ${b.getAttribute("data-testid") || ""} ${b.getAttribute("title") || ""}`;
-      if (STOP_LABEL.test(text) && isVisible(b) && !b.closest("[data-aicard-panel]")) return true;
+      const labels = [b.getAttribute("aria-label"), b.getAttribute("data-testid"), b.getAttribute("title")].filter(Boolean);
+      if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest("[data-aicard-panel]")) return true;
     }
     return false;
   }
@@ -2785,6 +2785,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.enableDrag(this.root.querySelector(".head"));
       this.place(this.doc.defaultView.innerWidth - 272, 12);
       this.doc.defaultView.addEventListener("resize", () => this.place(this.pos.x, this.pos.y));
+      this.doc.defaultView.setInterval(() => {
+        if (!host.isConnected) this.doc.documentElement.appendChild(host);
+      }, 2e3);
       this.render();
     }
     /** Moves the panel to (x, y), kept on screen and off the input box. */
