@@ -5,7 +5,6 @@
 // `[DONE]`.
 
 import { createPatchState } from './lib/patch.js';
-import { createSnapshotDiffer } from './lib/snapshot.js';
 import { dig, parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
@@ -16,38 +15,89 @@ function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-/** Per-message differs, so a new assistant message (after a tool call) continues the answer. */
-function differFor(ctx, id, kind) {
-  const key = `${id}:${kind}`;
-  let d = ctx.differs.get(key);
-  if (!d) {
-    d = createSnapshotDiffer();
-    ctx.differs.set(key, d);
-  }
-  return d;
+/** An assistant message addressed to everyone (not a tool call, not a system/user echo). */
+function visibleMessage(root) {
+  const message = isObject(root) ? root.message : null;
+  if (!isObject(message) || dig(message, 'author', 'role') !== 'assistant') return null;
+  if (message.recipient !== undefined && message.recipient !== 'all') return null;
+  return message;
 }
 
-function observe(out, ctx) {
+/** What has been streamed for one message: answer text and reasoning text. */
+function streamedFor(ctx, message) {
+  const id = message.id || 'current';
+  let s = ctx.streamed.get(id);
+  if (!s) {
+    s = { text: '', thoughts: '' };
+    ctx.streamed.set(id, s);
+  }
+  return s;
+}
+
+function fullText(message) {
+  const content = message.content || {};
+  if (content.content_type === 'text' || content.content_type === 'multimodal_text') {
+    return { kind: 'text', text: (Array.isArray(content.parts) ? content.parts : []).filter((p) => typeof p === 'string').join('') };
+  }
+  if (content.content_type === 'thoughts') {
+    const thoughts = Array.isArray(content.thoughts) ? content.thoughts : [];
+    return { kind: 'thoughts', text: thoughts.map((t) => (t && typeof t.content === 'string' ? t.content : '')).join('\n') };
+  }
+  return null;
+}
+
+/** Slow path (snapshots, new messages, replaces): diff the message's whole text against what was streamed. */
+function syncMessage(out, ctx) {
+  const message = visibleMessage(ctx.patch.root);
+  if (!message) return;
+  const full = fullText(message);
+  if (!full) return;
+  const streamed = streamedFor(ctx, message);
+  const before = streamed[full.kind];
+  if (full.text.length > before.length && full.text.startsWith(before)) {
+    const piece = full.text.slice(before.length);
+    if (full.kind === 'text') out.delta(piece);
+    else out.reasoning(piece);
+  }
+  if (!before.startsWith(full.text)) streamed[full.kind] = full.text;
+}
+
+/**
+ * Fast path: an append of a string to the last text part (or the last thought's content) of a visible
+ * message is streamed as is. Returns false when the op needs the slow path, null when it carries no text.
+ */
+function streamAppend(out, ctx, leaf) {
+  const path = leaf.path;
+  if (path.length === 0) return false; // a new root message
+  if (path[0] !== 'message' || path[1] !== 'content') return null; // status, end_turn, metadata, …
+  const message = visibleMessage(ctx.patch.root);
+  if (!message) return null;
+  if (leaf.op !== 'append' || typeof leaf.value !== 'string') return false;
+  const content = message.content || {};
+  const streamed = streamedFor(ctx, message);
+  if (path[2] === 'parts' && path.length === 4 && Array.isArray(content.parts) && path[3] === content.parts.length - 1
+    && (content.content_type === 'text' || content.content_type === 'multimodal_text')) {
+    out.delta(leaf.value);
+    streamed.text += leaf.value;
+    return true;
+  }
+  if (path[2] === 'thoughts' && path.length === 5 && path[4] === 'content' && content.content_type === 'thoughts'
+    && Array.isArray(content.thoughts) && path[3] === content.thoughts.length - 1) {
+    out.reasoning(leaf.value);
+    streamed.thoughts += leaf.value;
+    return true;
+  }
+  return false;
+}
+
+function checkEnd(out, ctx) {
   const root = ctx.patch.root;
-  if (!isObject(root)) return;
-  if (root.error) {
+  if (isObject(root) && root.error) {
     out.error(typeof root.error === 'string' ? root.error : root.error.message || 'ChatGPT error / ChatGPT 出错', dig(root.error, 'code') || 'error');
     return;
   }
-  const message = root.message;
-  if (!isObject(message) || dig(message, 'author', 'role') !== 'assistant') return;
-  if (message.recipient !== undefined && message.recipient !== 'all') return; // tool calls
-  const id = message.id || 'current';
-  const content = message.content || {};
-  if (content.content_type === 'text' || content.content_type === 'multimodal_text') {
-    const text = (Array.isArray(content.parts) ? content.parts : []).filter((p) => typeof p === 'string').join('');
-    out.delta(differFor(ctx, id, 'text').next(text));
-  } else if (content.content_type === 'thoughts') {
-    const thoughts = Array.isArray(content.thoughts) ? content.thoughts : [];
-    const text = thoughts.map((t) => (t && typeof t.content === 'string' ? t.content : '')).join('\n');
-    out.reasoning(differFor(ctx, id, 'thoughts').next(text));
-  }
-  if (message.status === 'finished_successfully' && message.end_turn === true) out.done();
+  const message = visibleMessage(root);
+  if (message && message.status === 'finished_successfully' && message.end_turn === true) out.done();
 }
 
 function onEvent(record, out, ctx) {
@@ -68,14 +118,18 @@ function onEvent(record, out, ctx) {
   }
   if (!('v' in frame) && ('message' in frame || 'error' in frame)) {
     ctx.patch.root = frame; // legacy: every event is a full snapshot
+    syncMessage(out, ctx);
   } else if (!('p' in frame) && isObject(frame.v) && 'message' in frame.v) {
     ctx.patch.root = frame.v; // `{"c":1,"v":{"message":…}}` – a new message without an explicit op
+    syncMessage(out, ctx);
   } else if ('v' in frame) {
-    ctx.patch.apply(frame);
+    let slow = false;
+    for (const leaf of ctx.patch.apply(frame)) if (streamAppend(out, ctx, leaf) === false) slow = true;
+    if (slow) syncMessage(out, ctx);
   } else {
     return;
   }
-  observe(out, ctx);
+  checkEnd(out, ctx);
 }
 
 const trouble = makeTrouble();
@@ -99,7 +153,7 @@ export default {
   createParser: sseParser({
     onEvent,
     trouble,
-    init: () => ({ patch: createPatchState({ initialOp: 'append' }), differs: new Map() }),
+    init: () => ({ patch: createPatchState({ initialOp: 'append' }), streamed: new Map() }),
   }),
   input: {
     selectors: ['#prompt-textarea[contenteditable="true"]', 'div.ProseMirror#prompt-textarea', 'textarea#prompt-textarea', 'div[contenteditable="true"].ProseMirror'],

@@ -2,23 +2,36 @@
 // RESPONSE fragments the answer; `response/status` FINISHED (or INCOMPLETE after a stop) ends the turn.
 
 import { createPatchState } from './lib/patch.js';
-import { createSnapshotDiffer } from './lib/snapshot.js';
 import { dig, parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
 
 const hosts = ['chat.deepseek.com'];
 
-/** Answer and reasoning text as the page would show them, from the patched `response` object. */
-function texts(response) {
-  let answer = typeof response.content === 'string' ? response.content : '';
-  let reasoning = typeof response.thinking_content === 'string' ? response.thinking_content : '';
-  for (const fragment of Array.isArray(response.fragments) ? response.fragments : []) {
-    if (!fragment || typeof fragment.content !== 'string') continue;
-    if (fragment.type === 'RESPONSE') answer += fragment.content;
-    else if (fragment.type === 'THINK') reasoning += fragment.content;
+/** Send a fragment's text to the answer (RESPONSE) or the reasoning (THINK); tool and tip fragments are UI. */
+function emitFragmentText(out, fragment, text) {
+  if (!fragment || typeof text !== 'string') return;
+  if (fragment.type === 'RESPONSE') out.delta(text);
+  else if (fragment.type === 'THINK') out.reasoning(text);
+}
+
+function emitFragments(out, fragments) {
+  for (const f of Array.isArray(fragments) ? fragments : []) emitFragmentText(out, f, f && f.content);
+}
+
+/** Text carried by one applied patch op (only appends carry text: content paths always append). */
+function emitApplied(out, root, leaf) {
+  const path = leaf.path;
+  if (path[0] !== 'response' || leaf.op !== 'append') return;
+  if (path.length === 4 && path[1] === 'fragments' && path[3] === 'content') {
+    emitFragmentText(out, dig(root, 'response', 'fragments', path[2]), leaf.value);
+  } else if (path.length === 2 && path[1] === 'fragments') {
+    emitFragments(out, Array.isArray(leaf.value) ? leaf.value : [leaf.value]);
+  } else if (path.length === 2 && path[1] === 'content' && typeof leaf.value === 'string') {
+    out.delta(leaf.value); // 2025-early shape: response/content
+  } else if (path.length === 2 && path[1] === 'thinking_content' && typeof leaf.value === 'string') {
+    out.reasoning(leaf.value);
   }
-  return { answer, reasoning };
 }
 
 function onEvent(record, out, ctx) {
@@ -39,18 +52,19 @@ function onEvent(record, out, ctx) {
     return;
   }
   if (!('p' in frame) && frame.v && typeof frame.v === 'object' && !Array.isArray(frame.v) && 'response' in frame.v) {
-    ctx.patch.root = frame.v; // initial snapshot
+    ctx.patch.root = frame.v; // initial snapshot: its fragments' text counts
+    const response = frame.v.response || {};
+    if (typeof response.thinking_content === 'string') out.reasoning(response.thinking_content);
+    if (typeof response.content === 'string') out.delta(response.content);
+    emitFragments(out, response.fragments);
   } else if ('v' in frame) {
-    ctx.patch.apply(frame);
+    for (const leaf of ctx.patch.apply(frame)) emitApplied(out, ctx.patch.root, leaf);
   } else {
     return;
   }
-  const response = dig(ctx.patch.root, 'response') || {};
-  const { answer, reasoning } = texts(response);
-  out.reasoning(ctx.reasoning.next(reasoning));
-  out.delta(ctx.answer.next(answer));
-  if (response.status === 'FINISHED' || response.status === 'INCOMPLETE') out.done();
-  else if (response.status === 'CONTENT_FILTER') out.error('DeepSeek filtered the reply / 回复被内容过滤', 'CONTENT_FILTER');
+  const status = dig(ctx.patch.root, 'response', 'status');
+  if (status === 'FINISHED' || status === 'INCOMPLETE') out.done();
+  else if (status === 'CONTENT_FILTER') out.error('DeepSeek filtered the reply / 回复被内容过滤', 'CONTENT_FILTER');
 }
 
 const trouble = makeTrouble({
@@ -73,8 +87,6 @@ export default {
     trouble,
     init: () => ({
       patch: createPatchState({ initialOp: 'SET', appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p) }),
-      answer: createSnapshotDiffer(),
-      reasoning: createSnapshotDiffer(),
     }),
   }),
   input: {

@@ -7,7 +7,6 @@
 // (patch_object 111), so both are collected and the longer one that extends the other is streamed — never both
 // added together. The final `brief` (end_type 1) completes the text when it extends what was streamed.
 
-import { createSnapshotDiffer } from './lib/snapshot.js';
 import { dig, parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
@@ -17,7 +16,16 @@ const TEXT_BLOCK = 10000;
 const THINKING_BLOCK = 10040;
 
 function init() {
-  return { primary: '', mirror: '', answer: createSnapshotDiffer(), reasoning: '', reasoningOut: createSnapshotDiffer() };
+  return {
+    primary: '', // STREAM_MSG_NOTIFY + patch_object 1 + CHUNK_DELTA
+    mirror: '', // tts_content (patch_object 111) + CHUNK_DELTA
+    mirrorExtendsAt: -1, // primary length at which the mirror was last checked to extend it
+    mirrorExtends: false,
+    source: 'primary', // what has been streamed so far
+    emitted: 0, // characters of `source` already streamed
+    reasoning: '',
+    reasoningEmitted: 0,
+  };
 }
 
 /** Collect text and thinking from a list of content blocks into the turn state. */
@@ -36,11 +44,41 @@ function takeBlocks(blocks, ctx) {
   }
 }
 
+/**
+ * Stream whatever is new. The text source is the primary one unless the tts mirror is longer and extends it
+ * (the tts-only shape). Both only ever grow, so a prefix check is needed only when the primary text changed
+ * or the source switches; otherwise the new text is a slice, keeping long replies linear.
+ */
 function flush(out, ctx) {
-  out.reasoning(ctx.reasoningOut.next(ctx.reasoning));
-  const { primary, mirror } = ctx;
-  const best = mirror.length > primary.length && mirror.startsWith(primary) ? mirror : primary;
-  out.delta(ctx.answer.next(best));
+  if (ctx.reasoning.length > ctx.reasoningEmitted) {
+    out.reasoning(ctx.reasoning.slice(ctx.reasoningEmitted));
+    ctx.reasoningEmitted = ctx.reasoning.length;
+  }
+  let source = 'primary';
+  if (ctx.mirror.length > ctx.primary.length) {
+    if (ctx.mirrorExtendsAt !== ctx.primary.length) {
+      ctx.mirrorExtends = ctx.mirror.startsWith(ctx.primary);
+      ctx.mirrorExtendsAt = ctx.primary.length;
+    }
+    if (ctx.mirrorExtends) source = 'mirror';
+  }
+  const text = ctx[source];
+  if (text.length <= ctx.emitted) return;
+  if (source !== ctx.source) {
+    if (!text.startsWith(ctx[ctx.source].slice(0, ctx.emitted))) return; // would contradict what was streamed
+    ctx.source = source;
+  }
+  out.delta(text.slice(ctx.emitted));
+  ctx.emitted = text.length;
+}
+
+/** The final `brief` completes the reply when it extends what was streamed. */
+function finishWithBrief(out, ctx, brief) {
+  if (typeof brief !== 'string' || brief.length <= ctx.emitted) return;
+  if (brief.startsWith(ctx[ctx.source].slice(0, ctx.emitted))) {
+    out.delta(brief.slice(ctx.emitted));
+    ctx.emitted = brief.length;
+  }
 }
 
 function onCurrent(record, out, ctx) {
@@ -70,7 +108,7 @@ function onCurrent(record, out, ctx) {
       if (frame.end_type === 1) {
         const brief = dig(frame, 'msg_finish_attr', 'brief');
         flush(out, ctx);
-        if (typeof brief === 'string') out.delta(ctx.answer.next(brief));
+        finishWithBrief(out, ctx, brief);
         out.done();
       } else if (frame.end_type === 3) {
         flush(out, ctx);

@@ -81,7 +81,7 @@ function onConnectFrame(frame, out, ctx) {
     ctx.blocks.set(key, differ);
   }
   const emit = kind === 'think' ? (t) => out.reasoning(t) : (t) => out.delta(t);
-  if (frame.op === 'append') emit(differ.next(differ.text + piece));
+  if (frame.op === 'append') emit(differ.append(piece));
   else emit(differ.next(piece));
 }
 

@@ -78,3 +78,21 @@ test('a stream cut off before its end marker is an error, not a done', () => {
     if (!site.eofIsDone) assert.equal(s.errors[0] && s.errors[0].code, 'incomplete', `${site.name}: incomplete`);
   }
 });
+
+test('echoes of the prompt, titles and other meta events never reach the answer or the reasoning', () => {
+  const marker = 'ECHO-探针-7f3a';
+  for (const site of sites) {
+    const adapter = adapters.find((a) => a.name === site.name);
+    for (const variant of site.variants) {
+      if (site.errorVariants && site.errorVariants[variant]) continue;
+      const chunks = site.stream({ answer: 'OK', reasoning: 'R', variant, seed: 11, prompt: marker });
+      const wire = new TextDecoder().decode(joinChunks(chunks));
+      const s = summarize(runParser(adapter, chunks));
+      assert.equal(s.answer, 'OK', `${site.name}/${variant}`);
+      assert.ok(!s.reasoning.includes(marker), `${site.name}/${variant}: reasoning`);
+      if (['doubao', 'kimi', 'chatgpt'].includes(site.name) && variant !== 'samantha') {
+        assert.ok(wire.includes(marker), `${site.name}/${variant}: the mock really echoes the prompt`);
+      }
+    }
+  }
+});

@@ -83,10 +83,16 @@ export function hostileChunks(bytes, rng) {
     pos += size;
     if (pos < bytes.length) cuts.add(pos);
   }
-  const continuation = [];
-  for (let i = 1; i < bytes.length; i += 1) if ((bytes[i] & 0xc0) === 0x80) continuation.push(i);
-  if (continuation.length > 0) {
-    for (let k = 0; k < 3; k += 1) cuts.add(continuation[rng.int(0, continuation.length - 1)]);
+  // up to three cuts inside multi-byte characters, found by probing (streams can be many megabytes)
+  let found = 0;
+  for (let probe = 0; probe < 64 && found < 3 && bytes.length > 1; probe += 1) {
+    let i = rng.int(1, bytes.length - 1);
+    const stop = Math.min(bytes.length, i + 4096);
+    while (i < stop && (bytes[i] & 0xc0) !== 0x80) i += 1;
+    if (i < stop) {
+      cuts.add(i);
+      found += 1;
+    }
   }
   const sorted = [...cuts].sort((a, b) => a - b);
   const chunks = [];

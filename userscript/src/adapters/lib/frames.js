@@ -11,6 +11,7 @@ const XSSI_PREFIX = ")]}'";
 export function createLengthPrefixedReader() {
   let buffer = '';
   let prefixChecked = false;
+  let scan = null; // resumable bracket scan of the frame being received: {start, pos, depth, inString}
 
   function skipPrefix() {
     if (prefixChecked) return true;
@@ -22,6 +23,7 @@ export function createLengthPrefixedReader() {
   }
 
   function next(final) {
+    if (scan) return finishFrame(scan, null, final);
     let i = 0;
     while (i < buffer.length && /\s/.test(buffer[i])) i += 1;
     let digits = i;
@@ -30,13 +32,19 @@ export function createLengthPrefixedReader() {
     let j = digits;
     while (j < buffer.length && /\s/.test(buffer[j])) j += 1;
     if (j >= buffer.length) return undefined;
-    const end = scanJsonValue(buffer, j);
+    const length = digits > i ? Number(buffer.slice(i, digits)) : null;
+    return finishFrame({ start: j, pos: j, depth: 0, inString: false }, length, final);
+  }
+
+  function finishFrame(state, length, final) {
+    const end = scanJsonValue(buffer, state.start, state);
     if (end < 0) {
+      scan = state; // resume here when more text arrives (frames can be large cumulative snapshots)
       if (final) throw new SyntaxError('truncated frame at end of body / 数据帧在结尾被截断');
       return undefined;
     }
-    const length = digits > i ? Number(buffer.slice(i, digits)) : null;
-    const text = buffer.slice(j, end);
+    scan = null;
+    const text = buffer.slice(state.start, end);
     buffer = buffer.slice(end);
     return { length, value: JSON.parse(text) };
   }
@@ -66,27 +74,33 @@ export function createLengthPrefixedReader() {
 
 /**
  * Index just past the JSON array/object/string/literal that starts at `start`, or -1 when it is not complete
- * yet. Only arrays and objects are expected at frame level; other values end at the next whitespace.
+ * yet. Only arrays and objects are expected at frame level; other values end at the next whitespace. `state`
+ * (`{pos, depth, inString}`) lets a caller resume an incomplete scan instead of starting over.
  */
-export function scanJsonValue(text, start) {
+export function scanJsonValue(text, start, state = { pos: start, depth: 0, inString: false }) {
   const first = text[start];
   if (first !== '[' && first !== '{') {
     const m = /\s/.exec(text.slice(start));
     return m ? start + m.index : -1;
   }
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < text.length; i += 1) {
-    const c = text[i];
+  let { depth, inString } = state;
+  let i = state.pos;
+  for (; i < text.length; i += 1) {
+    const c = text.charCodeAt(i);
     if (inString) {
-      if (c === '\\') i += 1;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === '[' || c === '{') depth += 1;
-    else if (c === ']' || c === '}') {
+      if (c === 92 /* \\ */) {
+        if (i + 1 >= text.length) break; // the escaped character has not arrived yet
+        i += 1;
+      } else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 || c === 123) depth += 1;
+    else if (c === 93 || c === 125) {
       depth -= 1;
       if (depth === 0) return i + 1;
     }
   }
+  state.pos = i;
+  state.depth = depth;
+  state.inString = inString;
   return -1;
 }

@@ -122,12 +122,22 @@ function resolveKey(container, segment) {
   return segment;
 }
 
-/** Split a slash path into segments, decoding JSON-pointer escapes (`~1` → `/`, `~0` → `~`). */
+const pathCache = new Map();
+
+/** Split a slash path into segments, decoding JSON-pointer escapes (`~1` → `/`, `~0` → `~`). Memoised: a
+ * stream repeats a handful of paths thousands of times. Callers must not mutate the result. */
 export function splitPath(path) {
-  return String(path)
-    .split('/')
-    .filter((s) => s !== '')
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const key = String(path);
+  let segments = pathCache.get(key);
+  if (!segments) {
+    segments = key
+      .split('/')
+      .filter((s) => s !== '')
+      .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+    if (pathCache.size > 512) pathCache.clear();
+    pathCache.set(key, segments);
+  }
+  return segments;
 }
 
 function joinPath(parent, child) {

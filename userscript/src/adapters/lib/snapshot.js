@@ -20,6 +20,12 @@ export function createSnapshotDiffer() {
       if (!previous.startsWith(full)) previous = full;
       return '';
     },
+    /** Extend the snapshot by an incremental piece (no diff needed); returns the piece. */
+    append(piece) {
+      if (typeof piece !== 'string') return '';
+      previous += piece;
+      return piece;
+    },
     /** The latest snapshot. */
     get text() {
       return previous;

@@ -8,6 +8,7 @@
 /** Create a splitter; `push(text)` returns the events completed by that text. */
 export function createSseSplitter() {
   let buffer = '';
+  let scanned = 0; // characters of `buffer` already searched for a line end
   let event = '';
   let data = [];
   let id = null;
@@ -45,7 +46,7 @@ export function createSseSplitter() {
   function drain(final) {
     const out = [];
     let start = 0;
-    for (let i = 0; i < buffer.length; i += 1) {
+    for (let i = scanned; i < buffer.length; i += 1) {
       const c = buffer.charCodeAt(i);
       if (c === 10) {
         line(buffer.slice(start, i), out);
@@ -58,9 +59,12 @@ export function createSseSplitter() {
       }
     }
     buffer = buffer.slice(start);
+    // the unterminated rest has been searched; a trailing CR is searched again with what follows it
+    scanned = buffer.length > 0 && buffer.charCodeAt(buffer.length - 1) === 13 ? buffer.length - 1 : buffer.length;
     if (final) {
       if (buffer.length > 0) line(buffer, out);
       buffer = '';
+      scanned = 0;
       dispatch(out);
     }
     return out;
