@@ -3004,7 +3004,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       ];
       if (result) rows.push(this.row("结果 Result", result));
       this.body.replaceChildren(...rows);
-      if (role === "master" && this.runs.size) this.body.append(this.renderFlows());
+      if (this.runs.size) this.body.append(this.renderFlows());
     }
     renderFlows() {
       const wrap = this.doc.createElement("div");

@@ -168,7 +168,8 @@ export class Panel {
     ];
     if (result) rows.push(this.row('结果 Result', result));
     this.body.replaceChildren(...rows);
-    if (role === 'master' && this.runs.size) this.body.append(this.renderFlows());
+    // The hub sends flow_event only to the master of a run, whatever role the tab had before.
+    if (this.runs.size) this.body.append(this.renderFlows());
   }
 
   renderFlows() {
