@@ -21,12 +21,42 @@ pub struct Cli {
 pub enum Command {
     /// Run the hub; prints where to install the userscript / 运行集线器
     Serve(ServeArgs),
+    /// Hub + simulated chat tabs + the demo flow, end to end / 演示
+    Demo(crate::demo::DemoArgs),
+    /// Check or draw flow files / 校验或绘制流程文件
+    #[command(subcommand)]
+    Flow(FlowCommand),
     /// Print the hub's token (creating it on first use) / 打印令牌
     Token {
         /// Data directory holding the token and the store.
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
+}
+
+/// `aicard flow …`
+#[derive(Debug, Subcommand)]
+pub enum FlowCommand {
+    /// Exit 0 if every file is valid; else print FILE:LINE:COL: message per problem, exit 1
+    Validate {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Draw a flow's DAG as text, Mermaid or DOT
+    Show {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
+        format: ShowFormat,
+    },
+}
+
+/// Output format of `flow show`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ShowFormat {
+    Text,
+    Mermaid,
+    Dot,
 }
 
 /// Options of `aicard serve`.
@@ -91,6 +121,26 @@ impl ServeArgs {
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
+        Command::Demo(args) => crate::demo::run(args).await,
+        Command::Flow(FlowCommand::Validate { files }) => Ok(validate(&files)),
+        Command::Flow(FlowCommand::Show { file, format }) => {
+            let flow = match crate::flows::load_file(&file) {
+                Ok(f) => f,
+                Err(diags) => {
+                    for d in diags {
+                        eprintln!("{d}");
+                    }
+                    return Ok(1);
+                }
+            };
+            let out = match format {
+                ShowFormat::Text => crate::flows::render::text(&flow),
+                ShowFormat::Mermaid => crate::flows::render::mermaid(&flow),
+                ShowFormat::Dot => crate::flows::render::dot(&flow),
+            };
+            print!("{out}");
+            Ok(0)
+        }
         Command::Token { data_dir } => {
             let dir = data_dir.unwrap_or_else(HubConfig::default_data_dir);
             let token = crate::hub::auth::load_or_create_token(&dir)
@@ -99,6 +149,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `flow validate`: every problem of every file, then the exit code.
+fn validate(files: &[PathBuf]) -> i32 {
+    let mut bad = 0;
+    for f in files {
+        match crate::flows::load_file(f) {
+            Ok(flow) => println!("{}: ok ({} nodes)", f.display(), flow.nodes.len()),
+            Err(diags) => {
+                bad += 1;
+                for d in diags {
+                    println!("{d}");
+                }
+            }
+        }
+    }
+    i32::from(bad > 0)
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<i32> {

@@ -8,9 +8,13 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod control;
+pub mod demo;
 pub mod exec;
 pub mod flows;
 pub mod hub;
 pub mod protocol;
+pub mod roles;
+pub mod runner;
 pub mod sim;
 pub mod store;

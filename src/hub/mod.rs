@@ -48,6 +48,10 @@ pub struct Hub {
     public_url: std::sync::OnceLock<String>,
     /// Connection life events, for the demo's display and for tests to wait on.
     pub events: tokio::sync::broadcast::Sender<HubEvent>,
+    /// Scanners, variables, exec policy and role cards.
+    pub commands: crate::control::Commands,
+    /// Flow runs in progress.
+    pub runner: crate::runner::Runner,
 }
 
 /// Something that happened to a tab's connection.
@@ -124,6 +128,8 @@ impl Hub {
             live: AtomicUsize::new(0),
             public_url: std::sync::OnceLock::new(),
             events: tokio::sync::broadcast::channel(1024).0,
+            commands: crate::control::Commands::new(&config),
+            runner: crate::runner::Runner::default(),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -131,6 +137,8 @@ impl Hub {
             .with_context(|| format!("binding {}", hub.config.bind))?;
         let addr = listener.local_addr()?;
         let _ = hub.public_url.set(format!("http://{addr}"));
+        hub.runner.resume_all(&hub);
+        hub.clone().watch_role_cards();
         let app = router(hub.clone());
         let token = hub.shutdown.clone();
         let hub2 = hub.clone();
@@ -158,6 +166,46 @@ impl Hub {
         for c in self.registry.all() {
             self.registry.persist(&c);
         }
+    }
+
+    /// Reloads role cards when their files change and re-applies them to connected tabs.
+    fn watch_role_cards(self: Arc<Self>) {
+        let hub = self.clone();
+        self.tracker.spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = hub.shutdown.cancelled() => return,
+                }
+                if hub.commands.roles.reload_if_changed() {
+                    for c in hub.registry.all() {
+                        if c.state() == ConnState::Connected && hub.apply_card(&c) {
+                            let _ = hub.registry.send(&c.id, &hub.welcome(&c));
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Gives a tab the role and group its role card says; true if that changed anything.
+    fn apply_card(&self, client: &Client) -> bool {
+        let Some((role, group)) = self.commands.card_role(client) else {
+            return false;
+        };
+        let before = client.info();
+        client.update_info(|i| {
+            i.role = role;
+            if group.is_some() {
+                i.group = group.clone();
+            }
+        });
+        let changed = client.info() != before;
+        if changed {
+            self.registry.persist(client);
+        }
+        changed
     }
 
     pub fn token(&self) -> &str {
@@ -241,6 +289,8 @@ impl Hub {
                 title: hello.title.clone(),
             }),
         };
+        // A matching role card wins over the role asked for in hello.
+        self.apply_card(&client);
         self.registry.persist(&client);
         tracing::info!(client = %client.id, site = %client.info().site, "tab identified");
         Ok(client)
@@ -291,24 +341,43 @@ impl Hub {
     }
 
     /// Handles one frame after `hello`; returns a direct answer for the sender, if any.
-    pub fn handle_frame(&self, client: &Arc<Client>, frame: ClientFrame) -> Option<ServerFrame> {
+    pub fn handle_frame(
+        self: &Arc<Self>,
+        client: &Arc<Client>,
+        frame: ClientFrame,
+    ) -> Option<ServerFrame> {
         client.touch();
         match frame {
             ClientFrame::Hello(_) => Some(ServerFrame::error(
                 ErrorCode::HelloRequired,
                 "hello 只能发送一次 / hello was already said on this connection",
             )),
-            ClientFrame::Chunk { .. } | ClientFrame::FlowReport { .. } => None,
-            ClientFrame::TurnEnd { task_id, text, .. } => {
-                self.tasks.on_turn_end(client, task_id.as_deref(), &text);
+            ClientFrame::Chunk { turn_id, text, .. } => {
+                client.streamed();
+                crate::control::on_chunk(self, client, &turn_id, &text);
                 None
             }
-            ClientFrame::UserInput { .. } => None,
+            ClientFrame::FlowReport { .. } => None,
+            ClientFrame::TurnEnd {
+                turn_id,
+                task_id,
+                text,
+            } => {
+                self.tasks.on_turn_end(client, task_id.as_deref(), &text);
+                // Commands in the reply run only if the tab's role lets its replies run them.
+                crate::control::on_turn_end(self, client, &turn_id, &text);
+                None
+            }
+            ClientFrame::UserInput { text } => {
+                crate::control::on_user_input(self, client, &text);
+                None
+            }
             ClientFrame::TaskUpdate {
                 task_id,
                 state,
                 error,
             } => {
+                client.streamed();
                 self.tasks
                     .on_update(client, &task_id, state, error.as_deref());
                 None

@@ -103,6 +103,8 @@ pub struct Client {
     pub tasks_started: AtomicU64,
     /// The page's last app heartbeat (flow step, counts), for status displays.
     heartbeat: Mutex<Option<AppHeartbeat>>,
+    /// Last streamed chunk or task progress (for the "no new tokens" timeout).
+    last_stream_ms: AtomicI64,
 }
 
 impl Client {
@@ -115,7 +117,17 @@ impl Client {
             offline: Mutex::new(VecDeque::new()),
             tasks_started: AtomicU64::new(0),
             heartbeat: Mutex::new(None),
+            last_stream_ms: AtomicI64::new(0),
         }
+    }
+
+    /// Records that the tab streamed something for its task.
+    pub fn streamed(&self) {
+        self.last_stream_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    pub fn last_stream_ms(&self) -> i64 {
+        self.last_stream_ms.load(Ordering::Relaxed)
     }
 
     pub fn set_heartbeat(&self, hb: AppHeartbeat) {
@@ -169,13 +181,17 @@ impl Client {
         }
         self.id == target
             || info.site.eq_ignore_ascii_case(target)
+            || self.display_of(&info) == target
             || info.label.as_deref() == Some(target)
     }
 
     /// The tab's display name: its label, else `site#short-id`.
     pub fn display(&self) -> String {
-        let info = self.info();
-        info.label.unwrap_or_else(|| {
+        self.display_of(&self.info())
+    }
+
+    fn display_of(&self, info: &ClientInfo) -> String {
+        info.label.clone().unwrap_or_else(|| {
             let short: String = self.id.chars().take(6).collect();
             format!("{}#{short}", info.site)
         })

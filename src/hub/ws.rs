@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::registry::{close, Client, ConnHandle, Killer, Outbound};
 use super::Hub;
@@ -123,7 +124,7 @@ async fn run(hub: Arc<Hub>, socket: WebSocket, ch: Channel) {
 }
 
 async fn realtime_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, stream: Stream) {
-    let (tx, mut rx) = mpsc::channel(hub.config.limits.outbound_queue);
+    let (tx, rx) = mpsc::channel(hub.config.limits.outbound_queue);
     let kill = Killer::default();
     let conn_id = hub.registry.next_conn_id();
     let handle = ConnHandle {
@@ -143,7 +144,27 @@ async fn realtime_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, stream: S
     let pending = hub.registry.attach(&client, handle);
     let welcome = hub.welcome(&client);
     let span = tracing::info_span!("tab", client = %client.id, site = %client.info().site);
-    let _enter = span.enter();
+    session(
+        hub, client, conn_id, tx, rx, kill, welcome, pending, sink, stream,
+    )
+    .instrument(span)
+    .await;
+}
+
+/// The tab's session after `hello`, inside its tracing span.
+#[allow(clippy::too_many_arguments)]
+async fn session(
+    hub: Arc<Hub>,
+    client: Arc<Client>,
+    conn_id: u64,
+    tx: mpsc::Sender<Outbound>,
+    mut rx: mpsc::Receiver<Outbound>,
+    kill: Killer,
+    welcome: ServerFrame,
+    pending: Vec<String>,
+    mut sink: Sink,
+    stream: Stream,
+) {
     let mut ok = sink
         .send(Message::Text(encode(&welcome).into()))
         .await
@@ -177,7 +198,7 @@ async fn realtime_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, stream: S
 
 /// Reads frames until the socket ends; returns a close code the writer should send.
 async fn read_loop(
-    hub: &Hub,
+    hub: &Arc<Hub>,
     client: &Arc<Client>,
     mut stream: Stream,
     tx: &mpsc::Sender<Outbound>,
