@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; else SUDO
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 # A CJK font, so the panel's 中文 labels show in screenshots instead of empty boxes.
-fc-list :lang=zh 2>/dev/null | grep -q . || missing+=(fonts-wqy-zenhei)
+dpkg -s fonts-wqy-zenhei >/dev/null 2>&1 || missing+=(fonts-wqy-zenhei)
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${missing[@]}"

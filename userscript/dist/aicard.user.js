@@ -140,34 +140,21 @@
     }
     return segment;
   }
+  var pathCache = /* @__PURE__ */ new Map();
   function splitPath(path) {
-    return String(path).split("/").filter((s) => s !== "").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+    const key = String(path);
+    let segments = pathCache.get(key);
+    if (!segments) {
+      segments = key.split("/").filter((s) => s !== "").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+      if (pathCache.size > 512) pathCache.clear();
+      pathCache.set(key, segments);
+    }
+    return segments;
   }
   function joinPath(parent, child) {
     if (!child) return parent;
     if (!parent) return child;
     return `${parent.replace(/\/$/, "")}/${child.replace(/^\//, "")}`;
-  }
-
-  // src/adapters/lib/snapshot.js
-  function createSnapshotDiffer() {
-    let previous = "";
-    return {
-      next(full) {
-        if (typeof full !== "string") return "";
-        if (full.startsWith(previous)) {
-          const suffix = full.slice(previous.length);
-          previous = full;
-          return suffix;
-        }
-        if (!previous.startsWith(full)) previous = full;
-        return "";
-      },
-      /** The latest snapshot. */
-      get text() {
-        return previous;
-      }
-    };
   }
 
   // src/adapters/lib/utf8.js
@@ -196,6 +183,7 @@
   // src/adapters/lib/sse.js
   function createSseSplitter() {
     let buffer = "";
+    let scanned = 0;
     let event = "";
     let data = [];
     let id = null;
@@ -230,7 +218,7 @@
     function drain(final) {
       const out = [];
       let start2 = 0;
-      for (let i = 0; i < buffer.length; i += 1) {
+      for (let i = scanned; i < buffer.length; i += 1) {
         const c = buffer.charCodeAt(i);
         if (c === 10) {
           line(buffer.slice(start2, i), out);
@@ -243,9 +231,11 @@
         }
       }
       buffer = buffer.slice(start2);
+      scanned = buffer.length > 0 && buffer.charCodeAt(buffer.length - 1) === 13 ? buffer.length - 1 : buffer.length;
       if (final) {
         if (buffer.length > 0) line(buffer, out);
         buffer = "";
+        scanned = 0;
         dispatch(out);
       }
       return out;
@@ -369,11 +359,11 @@
   };
   var CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
   var LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
-  function makeTrouble({ codes = {} } = {}) {
+  function makeTrouble({ codes = {}, codePatterns = [] } = {}) {
     return function trouble10(status, bodySample) {
       const body = typeof bodySample === "string" ? bodySample : "";
       const head = body.slice(0, 4096);
-      const code = findCode(head, codes);
+      const code = findCode(head, codes, codePatterns);
       if (status === 429) return REASONS.rateLimit;
       if (code) return codes[code];
       if (status === 401) return REASONS.login;
@@ -397,9 +387,13 @@
       return null;
     };
   }
-  function findCode(text, codes) {
+  function findCode(text, codes, patterns) {
     const keys = Object.keys(codes);
     if (keys.length === 0) return null;
+    for (const pattern of patterns) {
+      const m2 = pattern.exec(text);
+      if (m2 && Object.prototype.hasOwnProperty.call(codes, m2[1])) return m2[1];
+    }
     const re = /"(?:code|error_code|errorCode|status)"\s*:\s*"?(-?\d+)"?/g;
     let m;
     while ((m = re.exec(text)) !== null) {
@@ -438,36 +432,75 @@
   function isObject2(v) {
     return v !== null && typeof v === "object" && !Array.isArray(v);
   }
-  function differFor(ctx, id, kind) {
-    const key = `${id}:${kind}`;
-    let d = ctx.differs.get(key);
-    if (!d) {
-      d = createSnapshotDiffer();
-      ctx.differs.set(key, d);
-    }
-    return d;
+  function visibleMessage(root) {
+    const message = isObject2(root) ? root.message : null;
+    if (!isObject2(message) || dig(message, "author", "role") !== "assistant") return null;
+    if (message.recipient !== void 0 && message.recipient !== "all") return null;
+    return message;
   }
-  function observe(out, ctx) {
+  function streamedFor(ctx, message) {
+    const id = message.id || "current";
+    let s = ctx.streamed.get(id);
+    if (!s) {
+      s = { text: "", thoughts: "" };
+      ctx.streamed.set(id, s);
+    }
+    return s;
+  }
+  function fullText(message) {
+    const content = message.content || {};
+    if (content.content_type === "text" || content.content_type === "multimodal_text") {
+      return { kind: "text", text: (Array.isArray(content.parts) ? content.parts : []).filter((p) => typeof p === "string").join("") };
+    }
+    if (content.content_type === "thoughts") {
+      const thoughts = Array.isArray(content.thoughts) ? content.thoughts : [];
+      return { kind: "thoughts", text: thoughts.map((t) => t && typeof t.content === "string" ? t.content : "").join("\n") };
+    }
+    return null;
+  }
+  function syncMessage(out, ctx) {
+    const message = visibleMessage(ctx.patch.root);
+    if (!message) return;
+    const full = fullText(message);
+    if (!full) return;
+    const streamed = streamedFor(ctx, message);
+    const before = streamed[full.kind];
+    if (full.text.length > before.length && full.text.startsWith(before)) {
+      const piece = full.text.slice(before.length);
+      if (full.kind === "text") out.delta(piece);
+      else out.reasoning(piece);
+    }
+    if (!before.startsWith(full.text)) streamed[full.kind] = full.text;
+  }
+  function streamAppend(out, ctx, leaf) {
+    const path = leaf.path;
+    if (path.length === 0) return false;
+    if (path[0] !== "message" || path[1] !== "content") return null;
+    const message = visibleMessage(ctx.patch.root);
+    if (!message) return null;
+    if (leaf.op !== "append" || typeof leaf.value !== "string") return false;
+    const content = message.content || {};
+    const streamed = streamedFor(ctx, message);
+    if (path[2] === "parts" && path.length === 4 && Array.isArray(content.parts) && path[3] === content.parts.length - 1 && (content.content_type === "text" || content.content_type === "multimodal_text")) {
+      out.delta(leaf.value);
+      streamed.text += leaf.value;
+      return true;
+    }
+    if (path[2] === "thoughts" && path.length === 5 && path[4] === "content" && content.content_type === "thoughts" && Array.isArray(content.thoughts) && path[3] === content.thoughts.length - 1) {
+      out.reasoning(leaf.value);
+      streamed.thoughts += leaf.value;
+      return true;
+    }
+    return false;
+  }
+  function checkEnd(out, ctx) {
     const root = ctx.patch.root;
-    if (!isObject2(root)) return;
-    if (root.error) {
+    if (isObject2(root) && root.error) {
       out.error(typeof root.error === "string" ? root.error : root.error.message || "ChatGPT error / ChatGPT 出错", dig(root.error, "code") || "error");
       return;
     }
-    const message = root.message;
-    if (!isObject2(message) || dig(message, "author", "role") !== "assistant") return;
-    if (message.recipient !== void 0 && message.recipient !== "all") return;
-    const id = message.id || "current";
-    const content = message.content || {};
-    if (content.content_type === "text" || content.content_type === "multimodal_text") {
-      const text = (Array.isArray(content.parts) ? content.parts : []).filter((p) => typeof p === "string").join("");
-      out.delta(differFor(ctx, id, "text").next(text));
-    } else if (content.content_type === "thoughts") {
-      const thoughts = Array.isArray(content.thoughts) ? content.thoughts : [];
-      const text = thoughts.map((t) => t && typeof t.content === "string" ? t.content : "").join("\n");
-      out.reasoning(differFor(ctx, id, "thoughts").next(text));
-    }
-    if (message.status === "finished_successfully" && message.end_turn === true) out.done();
+    const message = visibleMessage(root);
+    if (message && message.status === "finished_successfully" && message.end_turn === true) out.done();
   }
   function onEvent(record, out, ctx) {
     if (record.event === "delta_encoding") return;
@@ -487,14 +520,18 @@
     }
     if (!("v" in frame) && ("message" in frame || "error" in frame)) {
       ctx.patch.root = frame;
+      syncMessage(out, ctx);
     } else if (!("p" in frame) && isObject2(frame.v) && "message" in frame.v) {
       ctx.patch.root = frame.v;
+      syncMessage(out, ctx);
     } else if ("v" in frame) {
-      ctx.patch.apply(frame);
+      let slow = false;
+      for (const leaf of ctx.patch.apply(frame)) if (streamAppend(out, ctx, leaf) === false) slow = true;
+      if (slow) syncMessage(out, ctx);
     } else {
       return;
     }
-    observe(out, ctx);
+    checkEnd(out, ctx);
   }
   var trouble = makeTrouble();
   var chatgpt_default = {
@@ -516,7 +553,7 @@
     createParser: sseParser({
       onEvent,
       trouble,
-      init: () => ({ patch: createPatchState({ initialOp: "append" }), differs: /* @__PURE__ */ new Map() })
+      init: () => ({ patch: createPatchState({ initialOp: "append" }), streamed: /* @__PURE__ */ new Map() })
     }),
     input: {
       selectors: ['#prompt-textarea[contenteditable="true"]', "div.ProseMirror#prompt-textarea", "textarea#prompt-textarea", 'div[contenteditable="true"].ProseMirror'],
@@ -710,15 +747,26 @@
 
   // src/adapters/deepseek.js
   var hosts4 = ["chat.deepseek.com"];
-  function texts(response) {
-    let answer = typeof response.content === "string" ? response.content : "";
-    let reasoning = typeof response.thinking_content === "string" ? response.thinking_content : "";
-    for (const fragment of Array.isArray(response.fragments) ? response.fragments : []) {
-      if (!fragment || typeof fragment.content !== "string") continue;
-      if (fragment.type === "RESPONSE") answer += fragment.content;
-      else if (fragment.type === "THINK") reasoning += fragment.content;
+  function emitFragmentText(out, fragment, text) {
+    if (!fragment || typeof text !== "string") return;
+    if (fragment.type === "RESPONSE") out.delta(text);
+    else if (fragment.type === "THINK") out.reasoning(text);
+  }
+  function emitFragments(out, fragments) {
+    for (const f of Array.isArray(fragments) ? fragments : []) emitFragmentText(out, f, f && f.content);
+  }
+  function emitApplied(out, root, leaf) {
+    const path = leaf.path;
+    if (path[0] !== "response" || leaf.op !== "append") return;
+    if (path.length === 4 && path[1] === "fragments" && path[3] === "content") {
+      emitFragmentText(out, dig(root, "response", "fragments", path[2]), leaf.value);
+    } else if (path.length === 2 && path[1] === "fragments") {
+      emitFragments(out, Array.isArray(leaf.value) ? leaf.value : [leaf.value]);
+    } else if (path.length === 2 && path[1] === "content" && typeof leaf.value === "string") {
+      out.delta(leaf.value);
+    } else if (path.length === 2 && path[1] === "thinking_content" && typeof leaf.value === "string") {
+      out.reasoning(leaf.value);
     }
-    return { answer, reasoning };
   }
   function onEvent4(record, out, ctx) {
     if (record.event === "hint") {
@@ -739,17 +787,18 @@
     }
     if (!("p" in frame) && frame.v && typeof frame.v === "object" && !Array.isArray(frame.v) && "response" in frame.v) {
       ctx.patch.root = frame.v;
+      const response = frame.v.response || {};
+      if (typeof response.thinking_content === "string") out.reasoning(response.thinking_content);
+      if (typeof response.content === "string") out.delta(response.content);
+      emitFragments(out, response.fragments);
     } else if ("v" in frame) {
-      ctx.patch.apply(frame);
+      for (const leaf of ctx.patch.apply(frame)) emitApplied(out, ctx.patch.root, leaf);
     } else {
       return;
     }
-    const response = dig(ctx.patch.root, "response") || {};
-    const { answer, reasoning } = texts(response);
-    out.reasoning(ctx.reasoning.next(reasoning));
-    out.delta(ctx.answer.next(answer));
-    if (response.status === "FINISHED" || response.status === "INCOMPLETE") out.done();
-    else if (response.status === "CONTENT_FILTER") out.error("DeepSeek filtered the reply / 回复被内容过滤", "CONTENT_FILTER");
+    const status = dig(ctx.patch.root, "response", "status");
+    if (status === "FINISHED" || status === "INCOMPLETE") out.done();
+    else if (status === "CONTENT_FILTER") out.error("DeepSeek filtered the reply / 回复被内容过滤", "CONTENT_FILTER");
   }
   var trouble4 = makeTrouble({
     codes: {
@@ -769,9 +818,7 @@
       onEvent: onEvent4,
       trouble: trouble4,
       init: () => ({
-        patch: createPatchState({ initialOp: "SET", appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p) }),
-        answer: createSnapshotDiffer(),
-        reasoning: createSnapshotDiffer()
+        patch: createPatchState({ initialOp: "SET", appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p) })
       })
     }),
     input: {
@@ -795,7 +842,21 @@
   var TEXT_BLOCK = 1e4;
   var THINKING_BLOCK = 10040;
   function init() {
-    return { primary: "", mirror: "", answer: createSnapshotDiffer(), reasoning: "", reasoningOut: createSnapshotDiffer() };
+    return {
+      primary: "",
+      // STREAM_MSG_NOTIFY + patch_object 1 + CHUNK_DELTA
+      mirror: "",
+      // tts_content (patch_object 111) + CHUNK_DELTA
+      mirrorExtendsAt: -1,
+      // primary length at which the mirror was last checked to extend it
+      mirrorExtends: false,
+      source: "primary",
+      // what has been streamed so far
+      emitted: 0,
+      // characters of `source` already streamed
+      reasoning: "",
+      reasoningEmitted: 0
+    };
   }
   function takeBlocks(blocks, ctx) {
     if (!Array.isArray(blocks)) return;
@@ -812,10 +873,33 @@
     }
   }
   function flush(out, ctx) {
-    out.reasoning(ctx.reasoningOut.next(ctx.reasoning));
-    const { primary, mirror } = ctx;
-    const best = mirror.length > primary.length && mirror.startsWith(primary) ? mirror : primary;
-    out.delta(ctx.answer.next(best));
+    if (ctx.reasoning.length > ctx.reasoningEmitted) {
+      out.reasoning(ctx.reasoning.slice(ctx.reasoningEmitted));
+      ctx.reasoningEmitted = ctx.reasoning.length;
+    }
+    let source = "primary";
+    if (ctx.mirror.length > ctx.primary.length) {
+      if (ctx.mirrorExtendsAt !== ctx.primary.length) {
+        ctx.mirrorExtends = ctx.mirror.startsWith(ctx.primary);
+        ctx.mirrorExtendsAt = ctx.primary.length;
+      }
+      if (ctx.mirrorExtends) source = "mirror";
+    }
+    const text = ctx[source];
+    if (text.length <= ctx.emitted) return;
+    if (source !== ctx.source) {
+      if (!text.startsWith(ctx[ctx.source].slice(0, ctx.emitted))) return;
+      ctx.source = source;
+    }
+    out.delta(text.slice(ctx.emitted));
+    ctx.emitted = text.length;
+  }
+  function finishWithBrief(out, ctx, brief) {
+    if (typeof brief !== "string" || brief.length <= ctx.emitted) return;
+    if (brief.startsWith(ctx[ctx.source].slice(0, ctx.emitted))) {
+      out.delta(brief.slice(ctx.emitted));
+      ctx.emitted = brief.length;
+    }
   }
   function onCurrent(record, out, ctx) {
     const frame = parseJson(record.data);
@@ -844,7 +928,7 @@
         if (frame.end_type === 1) {
           const brief = dig(frame, "msg_finish_attr", "brief");
           flush(out, ctx);
-          if (typeof brief === "string") out.delta(ctx.answer.next(brief));
+          finishWithBrief(out, ctx, brief);
           out.done();
         } else if (frame.end_type === 3) {
           flush(out, ctx);
@@ -927,6 +1011,7 @@
   function createLengthPrefixedReader() {
     let buffer = "";
     let prefixChecked = false;
+    let scan = null;
     function skipPrefix() {
       if (prefixChecked) return true;
       const trimmed = buffer.replace(/^\uFEFF/, "");
@@ -936,6 +1021,7 @@
       return true;
     }
     function next(final) {
+      if (scan) return finishFrame(scan, null, final);
       let i = 0;
       while (i < buffer.length && /\s/.test(buffer[i])) i += 1;
       let digits = i;
@@ -944,13 +1030,18 @@
       let j = digits;
       while (j < buffer.length && /\s/.test(buffer[j])) j += 1;
       if (j >= buffer.length) return void 0;
-      const end = scanJsonValue(buffer, j);
+      const length = digits > i ? Number(buffer.slice(i, digits)) : null;
+      return finishFrame({ start: j, pos: j, depth: 0, inString: false }, length, final);
+    }
+    function finishFrame(state, length, final) {
+      const end = scanJsonValue(buffer, state.start, state);
       if (end < 0) {
+        scan = state;
         if (final) throw new SyntaxError("truncated frame at end of body / 数据帧在结尾被截断");
         return void 0;
       }
-      const length = digits > i ? Number(buffer.slice(i, digits)) : null;
-      const text = buffer.slice(j, end);
+      scan = null;
+      const text = buffer.slice(state.start, end);
       buffer = buffer.slice(end);
       return { length, value: JSON.parse(text) };
     }
@@ -975,27 +1066,59 @@
       }
     };
   }
-  function scanJsonValue(text, start2) {
+  function scanJsonValue(text, start2, state = { pos: start2, depth: 0, inString: false }) {
     const first = text[start2];
     if (first !== "[" && first !== "{") {
       const m = /\s/.exec(text.slice(start2));
       return m ? start2 + m.index : -1;
     }
-    let depth = 0;
-    let inString = false;
-    for (let i = start2; i < text.length; i += 1) {
-      const c = text[i];
+    let { depth, inString } = state;
+    let i = state.pos;
+    for (; i < text.length; i += 1) {
+      const c = text.charCodeAt(i);
       if (inString) {
-        if (c === "\\") i += 1;
-        else if (c === '"') inString = false;
-      } else if (c === '"') inString = true;
-      else if (c === "[" || c === "{") depth += 1;
-      else if (c === "]" || c === "}") {
+        if (c === 92) {
+          if (i + 1 >= text.length) break;
+          i += 1;
+        } else if (c === 34) inString = false;
+      } else if (c === 34) inString = true;
+      else if (c === 91 || c === 123) depth += 1;
+      else if (c === 93 || c === 125) {
         depth -= 1;
         if (depth === 0) return i + 1;
       }
     }
+    state.pos = i;
+    state.depth = depth;
+    state.inString = inString;
     return -1;
+  }
+
+  // src/adapters/lib/snapshot.js
+  function createSnapshotDiffer() {
+    let previous = "";
+    return {
+      next(full) {
+        if (typeof full !== "string") return "";
+        if (full.startsWith(previous)) {
+          const suffix = full.slice(previous.length);
+          previous = full;
+          return suffix;
+        }
+        if (!previous.startsWith(full)) previous = full;
+        return "";
+      },
+      /** Extend the snapshot by an incremental piece (no diff needed); returns the piece. */
+      append(piece) {
+        if (typeof piece !== "string") return "";
+        previous += piece;
+        return piece;
+      },
+      /** The latest snapshot. */
+      get text() {
+        return previous;
+      }
+    };
   }
 
   // src/adapters/gemini.js
@@ -1075,7 +1198,11 @@
       }
     };
   }
-  var trouble6 = makeTrouble({ codes: { 1037: ERRORS[1037], 1060: ERRORS[1060] } });
+  var trouble6 = makeTrouble({
+    codes: ERRORS,
+    // `[13,null,[["type.googleapis.com/…BardErrorInfo",[1037]]]]`
+    codePatterns: [/\[\s*\d+\s*,\s*null\s*,\s*\[\s*\[\s*"[^"]*"\s*,\s*\[\s*(\d+)\s*\]/]
+  });
   var gemini_default = {
     name: "gemini",
     hosts: hosts6,
@@ -1219,7 +1346,7 @@
       ctx.blocks.set(key, differ);
     }
     const emit = kind === "think" ? (t) => out.reasoning(t) : (t) => out.delta(t);
-    if (frame.op === "append") emit(differ.next(differ.text + piece));
+    if (frame.op === "append") emit(differ.append(piece));
     else emit(differ.next(piece));
   }
   function createConnectParser() {
@@ -2323,7 +2450,7 @@
   // src/core/input.js
   var GENERIC_INPUTS = 'textarea, [contenteditable="true"], [contenteditable=""], [contenteditable="plaintext-only"], [role="textbox"]';
   var SEND_LABEL = /send|submit|发送|提交|送出/i;
-  var STOP_LABEL = /stop|停止|中止|取消生成/i;
+  var STOP_LABEL = /stop[ _-]?(generating|streaming|response|answer|button)|^stop$|停止(生成|输出|回答|响应)?$|中止|取消生成/i;
   function isVisible(el) {
     if (!el || !el.isConnected) return false;
     const rect = el.getBoundingClientRect();
@@ -2491,7 +2618,7 @@
     if (own) return own;
     const buttons = [...doc.querySelectorAll('button, [role="button"]')].filter((b) => isVisible(b) && !b.closest("[data-aicard-panel]"));
     const label = (b) => `${b.getAttribute("aria-label") || ""} ${b.getAttribute("title") || ""} ${b.getAttribute("data-testid") || ""} ${b.textContent || ""}`;
-    const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b)));
+    const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b).trim()));
     if (byLabel) return byLabel;
     const form = input?.closest("form");
     const submit = form && [...form.querySelectorAll('button[type="submit"], input[type="submit"]')].find(isVisible);
@@ -2514,8 +2641,8 @@
   }
   function siteShowsStop(doc) {
     for (const b of doc.querySelectorAll('button, [role="button"]')) {
-      const text = `${b.getAttribute("aria-label") || ""} ${b.getAttribute("data-testid") || ""} ${b.getAttribute("title") || ""}`;
-      if (STOP_LABEL.test(text) && isVisible(b) && !b.closest("[data-aicard-panel]")) return true;
+      const labels = [b.getAttribute("aria-label"), b.getAttribute("data-testid"), b.getAttribute("title")].filter(Boolean);
+      if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest("[data-aicard-panel]")) return true;
     }
     return false;
   }
@@ -2777,6 +2904,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.enableDrag(this.root.querySelector(".head"));
       this.place(this.doc.defaultView.innerWidth - 272, 12);
       this.doc.defaultView.addEventListener("resize", () => this.place(this.pos.x, this.pos.y));
+      this.doc.defaultView.setInterval(() => {
+        if (!host.isConnected) this.doc.documentElement.appendChild(host);
+      }, 2e3);
       this.render();
     }
     /** Moves the panel to (x, y), kept on screen and off the input box. */
@@ -2874,7 +3004,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       ];
       if (result) rows.push(this.row("结果 Result", result));
       this.body.replaceChildren(...rows);
-      if (role === "master" && this.runs.size) this.body.append(this.renderFlows());
+      if (this.runs.size) this.body.append(this.renderFlows());
     }
     renderFlows() {
       const wrap = this.doc.createElement("div");
@@ -3049,7 +3179,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   var DEFAULT_TIMEOUT_MS = 12e4;
   var FIND_INPUT_MS = 1e4;
   var TURN_START_MS = 2e4;
-  var DOM_FALLBACK_AFTER_MS = 4e3;
+  var DOM_FALLBACK_AFTER_MS = 8e3;
   var TaskRunner = class {
     constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
       Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange });
@@ -3145,66 +3275,28 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       const deadline = Date.now() + timeoutMs;
       this.hub.send(taskUpdate(id, "accepted"));
       await this.waitIdle(timeoutMs);
-      const outcome = this.waitOutcome(id, deadline, timeoutMs);
-      const watcher = new DomReplyWatcher({ doc: this.doc, adapter: this.adapter, timers: this.timers });
-      await this.typeAndSend(task.prompt, { taskId: id });
-      this.hub.send(taskUpdate(id, "sent"));
-      this.current.domWatcher = watcher;
-      const result = await outcome;
-      watcher.stop();
-      if (result.ok) this.hub.send(taskUpdate(id, "done"));
-      else this.hub.send(taskUpdate(id, "failed", result.error));
-    }
-    /** Resolves when the turn answering task `id` ends, fails, or the deadline passes. */
-    waitOutcome(id, deadline, timeoutMs) {
-      return new Promise((resolve) => {
-        let started = false;
-        const waiter = { id, resolve: (r) => {
-          this.waiters.delete(waiter);
-          this.timers.clearTimeout(timer);
-          this.timers.clearTimeout(startTimer);
-          resolve(r);
-        } };
-        waiter.started = () => {
-          started = true;
-        };
-        this.waiters.add(waiter);
-        const timer = this.timers.setTimeout(
-          () => waiter.resolve({ ok: false, error: `no complete reply before the task timeout / 任务超时 (${timeoutMs} ms)` }),
-          Math.max(0, deadline - Date.now())
-        );
-        const fallbackTimer = this.timers.setTimeout(() => {
-          if (started || this.awaitingTurn !== id || !this.current?.domWatcher) return;
-          this.log("warn", "no stream captured, reading the reply from the page / 未捕获到网络流，改读页面");
-          this.current.domWatcher.start((text) => {
-            if (started) return;
-            this.capture.domTurn(text, id);
-            waiter.resolve({ ok: true });
-          });
-        }, DOM_FALLBACK_AFTER_MS);
-        const startTimer = this.timers.setTimeout(() => {
-          if (!started && this.awaitingTurn === id && !this.current?.domWatcher?.sawSomething) {
-            waiter.resolve({ ok: false, error: "no reply started after sending / 发送后没有回复" });
-          }
-        }, Math.min(TURN_START_MS, Math.max(0, deadline - Date.now())));
-        const clear = waiter.resolve;
-        waiter.resolve = (r) => {
-          this.timers.clearTimeout(fallbackTimer);
-          clear(r);
-        };
-      });
+      const wait = new TaskWait(this, id, timeoutMs);
+      try {
+        await this.typeAndSend(task.prompt, { taskId: id });
+        this.hub.send(taskUpdate(id, "sent"));
+        const result = await wait.arm(deadline);
+        if (result.ok) this.hub.send(taskUpdate(id, "done"));
+        else this.hub.send(taskUpdate(id, "failed", result.error));
+      } finally {
+        wait.finish({ ok: false, error: "abandoned" });
+      }
     }
     onCapture(kind, turn, detail) {
       if (kind === "turn_start" && !turn.taskId && !this.sending) {
         this.reportUserInput(turn);
       }
       if (!turn.taskId) return;
-      for (const waiter of this.waiters) {
-        if (waiter.id !== turn.taskId) continue;
-        if (kind === "turn_start") waiter.started();
+      for (const wait of this.waiters) {
+        if (wait.id !== turn.taskId) continue;
+        if (kind === "turn_start") wait.started = true;
         if (kind === "streaming") this.hub.send(taskUpdate(turn.taskId, "streaming"));
-        if (kind === "turn_end") waiter.resolve({ ok: true });
-        if (kind === "trouble") waiter.resolve({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
+        if (kind === "turn_end") wait.finish({ ok: true });
+        if (kind === "trouble") wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
       }
     }
     /** A turn nobody asked the tab for: the person sent something by hand. */
@@ -3239,6 +3331,54 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       } else {
         insertBlock(await this.locateInput(), text);
       }
+    }
+  };
+  var TaskWait = class {
+    constructor(runner, id, timeoutMs) {
+      this.runner = runner;
+      this.id = id;
+      this.timeoutMs = timeoutMs;
+      this.started = false;
+      this.done = false;
+      this.timers = [];
+      this.dom = new DomReplyWatcher({ doc: runner.doc, adapter: runner.adapter, timers: runner.timers });
+      this.promise = new Promise((resolve) => {
+        this.resolve = resolve;
+      });
+      runner.waiters.add(this);
+    }
+    /** Starts the clocks (after sending); resolves with `{ok, error?}`. */
+    arm(deadline) {
+      const { timers } = this.runner;
+      const left = () => Math.max(0, deadline - Date.now());
+      this.timers.push(timers.setTimeout(() => this.finish({
+        ok: false,
+        error: `no complete reply before the task timeout / 任务超时 (${this.timeoutMs} ms)`
+      }), left()));
+      this.timers.push(timers.setTimeout(() => this.domFallback(), Math.min(DOM_FALLBACK_AFTER_MS, left())));
+      this.timers.push(timers.setTimeout(() => {
+        if (!this.started && !this.dom.sawSomething) this.finish({ ok: false, error: "no reply started after sending / 发送后没有回复" });
+      }, Math.min(TURN_START_MS, left())));
+      return this.promise;
+    }
+    /** Network capture saw nothing: read the reply from the page instead. */
+    domFallback() {
+      if (this.started || this.done) return;
+      this.runner.log("warn", "no stream captured, reading the reply from the page / 未捕获到网络流，改读页面");
+      this.dom.start((text) => {
+        if (this.started || this.done) return;
+        this.runner.claimTask();
+        this.runner.capture.domTurn(text, this.id);
+        this.finish({ ok: true });
+      });
+    }
+    finish(result) {
+      if (this.done) return;
+      this.done = true;
+      this.dom.stop();
+      for (const t of this.timers) this.runner.timers.clearTimeout(t);
+      this.runner.waiters.delete(this);
+      this.resolve(result);
     }
   };
 

@@ -8,7 +8,8 @@
 
 const GENERIC_INPUTS = 'textarea, [contenteditable="true"], [contenteditable=""], [contenteditable="plaintext-only"], [role="textbox"]';
 const SEND_LABEL = /send|submit|发送|提交|送出/i;
-const STOP_LABEL = /stop|停止|中止|取消生成/i;
+// A stop-generating control (not e.g. "Stop recording" of a voice button).
+const STOP_LABEL = /stop[ _-]?(generating|streaming|response|answer|button)|^stop$|停止(生成|输出|回答|响应)?$|中止|取消生成/i;
 
 export function isVisible(el) {
   if (!el || !el.isConnected) return false;
@@ -185,7 +186,7 @@ export function findSendButton(doc, adapter, input) {
   if (own) return own;
   const buttons = [...doc.querySelectorAll('button, [role="button"]')].filter((b) => isVisible(b) && !b.closest('[data-aicard-panel]'));
   const label = (b) => `${b.getAttribute('aria-label') || ''} ${b.getAttribute('title') || ''} ${b.getAttribute('data-testid') || ''} ${b.textContent || ''}`;
-  const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b)));
+  const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b).trim()));
   if (byLabel) return byLabel;
   const form = input?.closest('form');
   const submit = form && [...form.querySelectorAll('button[type="submit"], input[type="submit"]')].find(isVisible);
@@ -208,8 +209,8 @@ export function findSendButton(doc, adapter, input) {
 /** True when the site shows a stop-generating button (it is still streaming). */
 export function siteShowsStop(doc) {
   for (const b of doc.querySelectorAll('button, [role="button"]')) {
-    const text = `${b.getAttribute('aria-label') || ''} ${b.getAttribute('data-testid') || ''} ${b.getAttribute('title') || ''}`;
-    if (STOP_LABEL.test(text) && isVisible(b) && !b.closest('[data-aicard-panel]')) return true;
+    const labels = [b.getAttribute('aria-label'), b.getAttribute('data-testid'), b.getAttribute('title')].filter(Boolean);
+    if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest('[data-aicard-panel]')) return true;
   }
   return false;
 }

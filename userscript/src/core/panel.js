@@ -61,6 +61,10 @@ export class Panel {
     this.enableDrag(this.root.querySelector('.head'));
     this.place(this.doc.defaultView.innerWidth - 272, 12);
     this.doc.defaultView.addEventListener('resize', () => this.place(this.pos.x, this.pos.y));
+    // Frameworks that hydrate the whole document may drop unknown nodes: put the panel back.
+    this.doc.defaultView.setInterval(() => {
+      if (!host.isConnected) this.doc.documentElement.appendChild(host);
+    }, 2000);
     this.render();
   }
 
@@ -164,7 +168,8 @@ export class Panel {
     ];
     if (result) rows.push(this.row('结果 Result', result));
     this.body.replaceChildren(...rows);
-    if (role === 'master' && this.runs.size) this.body.append(this.renderFlows());
+    // The hub sends flow_event only to the master of a run, whatever role the tab had before.
+    if (this.runs.size) this.body.append(this.renderFlows());
   }
 
   renderFlows() {

@@ -11,7 +11,7 @@ import { findInput, insertBlock, pressSend, readInput, setInput, siteShowsStop, 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const FIND_INPUT_MS = 10_000;
 const TURN_START_MS = 20_000;
-const DOM_FALLBACK_AFTER_MS = 4_000;
+const DOM_FALLBACK_AFTER_MS = 8_000;
 
 export class TaskRunner {
   constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
@@ -114,46 +114,16 @@ export class TaskRunner {
     const deadline = Date.now() + timeoutMs;
     this.hub.send(taskUpdate(id, 'accepted'));
     await this.waitIdle(timeoutMs);
-    const outcome = this.waitOutcome(id, deadline, timeoutMs);
-    const watcher = new DomReplyWatcher({ doc: this.doc, adapter: this.adapter, timers: this.timers });
-    await this.typeAndSend(task.prompt, { taskId: id });
-    this.hub.send(taskUpdate(id, 'sent'));
-    this.current.domWatcher = watcher;
-    const result = await outcome;
-    watcher.stop();
-    if (result.ok) this.hub.send(taskUpdate(id, 'done'));
-    else this.hub.send(taskUpdate(id, 'failed', result.error));
-  }
-
-  /** Resolves when the turn answering task `id` ends, fails, or the deadline passes. */
-  waitOutcome(id, deadline, timeoutMs) {
-    return new Promise((resolve) => {
-      let started = false;
-      const waiter = { id, resolve: (r) => { this.waiters.delete(waiter); this.timers.clearTimeout(timer); this.timers.clearTimeout(startTimer); resolve(r); } };
-      waiter.started = () => { started = true; };
-      this.waiters.add(waiter);
-      const timer = this.timers.setTimeout(
-        () => waiter.resolve({ ok: false, error: `no complete reply before the task timeout / 任务超时 (${timeoutMs} ms)` }),
-        Math.max(0, deadline - Date.now()),
-      );
-      // Network capture saw nothing: read the reply from the DOM (fallback), give up after a while.
-      const fallbackTimer = this.timers.setTimeout(() => {
-        if (started || this.awaitingTurn !== id || !this.current?.domWatcher) return;
-        this.log('warn', 'no stream captured, reading the reply from the page / 未捕获到网络流，改读页面');
-        this.current.domWatcher.start((text) => {
-          if (started) return;
-          this.capture.domTurn(text, id);
-          waiter.resolve({ ok: true });
-        });
-      }, DOM_FALLBACK_AFTER_MS);
-      const startTimer = this.timers.setTimeout(() => {
-        if (!started && this.awaitingTurn === id && !this.current?.domWatcher?.sawSomething) {
-          waiter.resolve({ ok: false, error: 'no reply started after sending / 发送后没有回复' });
-        }
-      }, Math.min(TURN_START_MS, Math.max(0, deadline - Date.now())));
-      const clear = waiter.resolve;
-      waiter.resolve = (r) => { this.timers.clearTimeout(fallbackTimer); clear(r); };
-    });
+    const wait = new TaskWait(this, id, timeoutMs);
+    try {
+      await this.typeAndSend(task.prompt, { taskId: id });
+      this.hub.send(taskUpdate(id, 'sent'));
+      const result = await wait.arm(deadline);
+      if (result.ok) this.hub.send(taskUpdate(id, 'done'));
+      else this.hub.send(taskUpdate(id, 'failed', result.error));
+    } finally {
+      wait.finish({ ok: false, error: 'abandoned' });
+    }
   }
 
   onCapture(kind, turn, detail) {
@@ -161,12 +131,12 @@ export class TaskRunner {
       this.reportUserInput(turn);
     }
     if (!turn.taskId) return;
-    for (const waiter of this.waiters) {
-      if (waiter.id !== turn.taskId) continue;
-      if (kind === 'turn_start') waiter.started();
+    for (const wait of this.waiters) {
+      if (wait.id !== turn.taskId) continue;
+      if (kind === 'turn_start') wait.started = true;
       if (kind === 'streaming') this.hub.send(taskUpdate(turn.taskId, 'streaming'));
-      if (kind === 'turn_end') waiter.resolve({ ok: true });
-      if (kind === 'trouble') waiter.resolve({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
+      if (kind === 'turn_end') wait.finish({ ok: true });
+      if (kind === 'trouble') wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
     }
   }
 
@@ -205,5 +175,59 @@ export class TaskRunner {
     } else {
       insertBlock(await this.locateInput(), text);
     }
+  }
+}
+
+/**
+ * What the runner waits for once a task was sent: the end of the turn that answers it, site
+ * trouble, the DOM fallback's reply when no stream was captured, or the task's timeout.
+ */
+class TaskWait {
+  constructor(runner, id, timeoutMs) {
+    this.runner = runner;
+    this.id = id;
+    this.timeoutMs = timeoutMs;
+    this.started = false;
+    this.done = false;
+    this.timers = [];
+    // Baseline of reply elements, taken before sending.
+    this.dom = new DomReplyWatcher({ doc: runner.doc, adapter: runner.adapter, timers: runner.timers });
+    this.promise = new Promise((resolve) => { this.resolve = resolve; });
+    runner.waiters.add(this);
+  }
+
+  /** Starts the clocks (after sending); resolves with `{ok, error?}`. */
+  arm(deadline) {
+    const { timers } = this.runner;
+    const left = () => Math.max(0, deadline - Date.now());
+    this.timers.push(timers.setTimeout(() => this.finish({
+      ok: false, error: `no complete reply before the task timeout / 任务超时 (${this.timeoutMs} ms)`,
+    }), left()));
+    this.timers.push(timers.setTimeout(() => this.domFallback(), Math.min(DOM_FALLBACK_AFTER_MS, left())));
+    this.timers.push(timers.setTimeout(() => {
+      if (!this.started && !this.dom.sawSomething) this.finish({ ok: false, error: 'no reply started after sending / 发送后没有回复' });
+    }, Math.min(TURN_START_MS, left())));
+    return this.promise;
+  }
+
+  /** Network capture saw nothing: read the reply from the page instead. */
+  domFallback() {
+    if (this.started || this.done) return;
+    this.runner.log('warn', 'no stream captured, reading the reply from the page / 未捕获到网络流，改读页面');
+    this.dom.start((text) => {
+      if (this.started || this.done) return;
+      this.runner.claimTask(); // a late stream must not answer this task a second time
+      this.runner.capture.domTurn(text, this.id);
+      this.finish({ ok: true });
+    });
+  }
+
+  finish(result) {
+    if (this.done) return;
+    this.done = true;
+    this.dom.stop();
+    for (const t of this.timers) this.runner.timers.clearTimeout(t);
+    this.runner.waiters.delete(this);
+    this.resolve(result);
   }
 }

@@ -19,42 +19,77 @@ export function servedUserscript(hubUrl, token) {
 }
 
 /**
- * GM_* shim around the script: values in memory (seeded per test), GM_xmlhttpRequest through the
- * page's original fetch with the response text growing as it streams. Everything is inside one
- * closure, as in a userscript manager, so nothing reaches the page's globals.
+ * GM_* shim around the script: values in memory (seeded per test); GM_xmlhttpRequest performed
+ * outside the page, in node, as a userscript manager does it from its extension (no CORS, no
+ * Origin header, not subject to the page's Local Network Access). The page side pulls the response
+ * through a Playwright binding in pieces, so streams (GET /events) arrive as they grow. Everything
+ * else is inside one closure, as in a userscript manager, so nothing reaches the page's globals.
  */
 export function initScript(userscript, gmValues = {}) {
   return `(() => {
   if (window.top !== window) return;
+  const gm = window.__aicardGm;
+  try { delete window.__aicardGm; } catch (e) { /* binding not deletable */ }
   const store = new Map(Object.entries(${JSON.stringify(gmValues)}));
   const GM_getValue = (k, d) => (store.has(k) ? store.get(k) : d);
   const GM_setValue = (k, v) => { store.set(k, v); };
-  const pageFetch = window.fetch.bind(window);
   const GM_xmlhttpRequest = (d) => {
-    const ctl = new AbortController();
+    let id = null; let aborted = false;
     const res = { readyState: 1, status: 0, responseText: '', finalUrl: d.url };
+    const fire = (name) => { try { d[name] && d[name](res); } catch (e) { console.error(e); } };
     (async () => {
       try {
-        const r = await pageFetch(d.url, { method: d.method || 'GET', headers: d.headers || {}, body: d.data, signal: ctl.signal, cache: 'no-store' });
-        res.status = r.status; res.readyState = 2; d.onreadystatechange && d.onreadystatechange(res);
-        const reader = r.body.getReader(); const dec = new TextDecoder();
+        const head = await gm({ op: 'open', method: d.method || 'GET', url: d.url, headers: d.headers || {}, data: d.data ?? null, timeout: d.timeout || 0 });
+        if (head.error) { fire(head.error === 'timeout' ? 'ontimeout' : 'onerror'); return; }
+        id = head.id; res.status = head.status; res.readyState = 2; fire('onreadystatechange');
+        if (aborted) { gm({ op: 'abort', id }); return; }
         for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          res.responseText += dec.decode(value, { stream: true }); res.readyState = 3;
-          d.onprogress && d.onprogress(res); d.onreadystatechange && d.onreadystatechange(res);
+          const part = await gm({ op: 'read', id });
+          if (aborted) return;
+          if (part.error) { fire('onerror'); return; }
+          if (part.chunk === null) break;
+          res.responseText += part.chunk; res.readyState = 3; fire('onprogress'); fire('onreadystatechange');
         }
-        res.readyState = 4; d.onreadystatechange && d.onreadystatechange(res); d.onload && d.onload(res);
-      } catch (e) {
-        if (e && e.name === 'AbortError') { d.onabort && d.onabort(res); return; }
-        d.onerror && d.onerror(res);
-      }
+        res.readyState = 4; fire('onreadystatechange'); fire('onload');
+      } catch (e) { if (!aborted) fire('onerror'); }
     })();
-    return { abort: () => ctl.abort() };
+    return { abort: () => { aborted = true; if (id !== null) gm({ op: 'abort', id }); fire('onabort'); } };
   };
   const unsafeWindow = window;
 ${userscript}
 })();`;
+}
+
+/** The node side of GM_xmlhttpRequest: one fetch per request, read by the page in pieces. */
+function gmRequestBinding() {
+  const open = new Map();
+  let next = 0;
+  return async (_source, msg) => {
+    if (msg.op === 'open') {
+      const ctl = new AbortController();
+      const timer = msg.timeout ? setTimeout(() => ctl.abort(), msg.timeout) : null;
+      try {
+        const res = await fetch(msg.url, { method: msg.method, headers: msg.headers, body: msg.data ?? undefined, signal: ctl.signal });
+        const id = ++next;
+        open.set(id, { reader: res.body.getReader(), decoder: new TextDecoder(), ctl, timer });
+        return { id, status: res.status };
+      } catch (err) {
+        if (timer) clearTimeout(timer);
+        return { error: ctl.signal.aborted ? 'timeout' : String(err && err.message) };
+      }
+    }
+    const req = open.get(msg.id);
+    if (!req) return { chunk: null };
+    if (msg.op === 'abort') { req.ctl.abort(); open.delete(msg.id); return {}; }
+    try {
+      const { done, value } = await req.reader.read();
+      if (done) { if (req.timer) clearTimeout(req.timer); open.delete(msg.id); return { chunk: null }; }
+      return { chunk: req.decoder.decode(value, { stream: true }) };
+    } catch (err) {
+      open.delete(msg.id);
+      return { error: String(err && err.message) };
+    }
+  };
 }
 
 /** `MAP host 127.0.0.1:port` for every mock host. */
@@ -79,6 +114,7 @@ export async function launchBrowser({ mock }) {
       '--ignore-certificate-errors',
     ],
   });
+  await context.exposeBinding('__aicardGm', gmRequestBinding());
   return {
     context,
     scheme: mock.scheme || 'http',

@@ -39,12 +39,8 @@ export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000
   const welcome = (c) => ({ type: 'welcome', client_id: c.id, role: c.role, label: c.label, heartbeat_ms: heartbeatMs });
 
   const server = createServer(async (req, res) => {
-    const cors = {
-      'access-control-allow-origin': req.headers.origin || '*',
-      'access-control-allow-headers': 'authorization, content-type, x-aicard-client',
-      'access-control-allow-methods': 'GET, POST, OPTIONS',
-    };
-    if (req.method === 'OPTIONS') { res.writeHead(204, cors).end(); return; }
+    // No CORS headers, like the real hub: GM_xmlhttpRequest is made outside the page.
+    const cors = {};
     const auth = req.headers.authorization === `Bearer ${token}`;
     if (req.url === '/send' && req.method === 'POST') {
       let body = '';
