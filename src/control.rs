@@ -173,8 +173,22 @@ fn answer(hub: &Hub, client: &Client, command: &str, result: CmdOutcome) {
 
 /// Runs one command body for a caller.
 pub async fn run_command(hub: &Arc<Hub>, caller: &Caller, body: &str) -> CmdOutcome {
+    run_command_for(hub, caller, body, None).await
+}
+
+/// Runs one command body; tasks it sends carry `parent` as their `parent_id` (the foreman's
+/// task), so the tree of work can be followed.
+pub async fn run_command_for(
+    hub: &Arc<Hub>,
+    caller: &Caller,
+    body: &str,
+    parent: Option<&str>,
+) -> CmdOutcome {
     let interp = Interpreter::new(
-        HubHost { hub: hub.clone() },
+        HubHost {
+            hub: hub.clone(),
+            parent: parent.map(str::to_string),
+        },
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
     );
@@ -221,6 +235,8 @@ pub async fn run_flow_command(
 /// The interpreter's view of the hub.
 struct HubHost {
     hub: Arc<Hub>,
+    /// The task on whose behalf commands run (a foreman's), for subtasks' `parent_id`.
+    parent: Option<String>,
 }
 
 impl HubHost {
@@ -269,20 +285,43 @@ impl Host for HubHost {
             // A site name can match the asking tab too; ask one of the others.
             tabs.retain(|c| c.id != caller.client_id);
         }
-        let Some(tab) = tabs
-            .iter()
-            .min_by_key(|c| self.hub.tasks.load(&c.id))
-            .cloned()
-        else {
-            return Err(HostError::NotConnected(target.to_string()));
-        };
-        let mut req = TaskRequest::new(prompt, self.hub.config.timing.task_timeout);
-        req.parent_id = Some(caller.client_id.clone());
-        self.hub
-            .tasks
-            .ask(&tab, req)
-            .await
-            .map_err(|e| task_error(e, target))
+        let mut tried: Vec<String> = Vec::new();
+        loop {
+            let Some(tab) = tabs
+                .iter()
+                .filter(|c| !tried.contains(&c.id))
+                .min_by_key(|c| self.hub.tasks.load(&c.id))
+                .cloned()
+            else {
+                return Err(HostError::NotConnected(target.to_string()));
+            };
+            let mut req = TaskRequest::new(prompt.clone(), self.hub.config.timing.task_timeout);
+            req.parent_id = Some(
+                self.parent
+                    .clone()
+                    .unwrap_or_else(|| caller.client_id.clone()),
+            );
+            match self.hub.tasks.ask(&tab, req).await {
+                Ok(text) => return Ok(text),
+                // A foreman's worker was lost or failed: give the subtask to another worker
+                // of the same group.
+                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
+                    if caller.role == CmdRole::Foreman && caller.group.is_some() =>
+                {
+                    tracing::info!(tab = %tab.display(), "subtask failed ({e}); trying another worker of the group");
+                    tried.push(tab.id.clone());
+                    let group = caller.group.clone().unwrap_or_default();
+                    tabs = self
+                        .hub
+                        .registry
+                        .resolve(&format!("group:{group}"))
+                        .into_iter()
+                        .filter(|c| c.info().role == Role::Worker && c.id != caller.client_id)
+                        .collect();
+                }
+                Err(e) => return Err(task_error(e, target)),
+            }
+        }
     }
 
     async fn last_reply(&self, target: &str) -> Result<String, HostError> {

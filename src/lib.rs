@@ -12,6 +12,7 @@ pub mod control;
 pub mod demo;
 pub mod exec;
 pub mod flows;
+pub mod foreman;
 pub mod hub;
 pub mod protocol;
 pub mod roles;

@@ -406,6 +406,40 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_cards_load_and_match() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("role-cards");
+        let set = CardSet::load(&dir);
+        assert!(set.errors.is_empty(), "{:?}", set.errors);
+        assert_eq!(set.cards.len(), 4);
+        let fm = set
+            .card_for(&facts("deepseek", Some("foreman-g1")))
+            .unwrap();
+        assert_eq!((fm.role, fm.group.as_deref()), (Role::Foreman, Some("g1")));
+        let split = fm.split_template.as_deref().unwrap();
+        let env = minijinja::Environment::new();
+        let text = env
+            .render_str(
+                split,
+                minijinja::context! {task => "T", workers => "g1-a, g1-b", example => "g1-a: …",
+                instructions => fm.instructions.clone()},
+            )
+            .unwrap();
+        assert!(
+            text.contains("g1-a, g1-b") && text.contains("?<parallel"),
+            "{text}"
+        );
+        assert_eq!(
+            set.card_for(&facts("qianwen", Some("g1-7"))).unwrap().role,
+            Role::Worker
+        );
+        assert!(set.card_for(&facts("qianwen", Some("测试角色"))).is_some());
+        assert_eq!(
+            set.card_for(&facts("x", Some("master"))).unwrap().role,
+            Role::Master
+        );
+    }
+
+    #[test]
     fn wildcards() {
         assert!(wildcard("fm-*", "FM-12"));
         assert!(wildcard("*", ""));

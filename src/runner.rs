@@ -720,9 +720,13 @@ async fn dispatch(
     req.node_id = Some(d.node.clone());
     req.retry = d.attempt.saturating_sub(1);
     let idle = d.timeout.idle_ms.map(Duration::from_millis);
-    let result = match idle {
-        Some(idle) => ask_with_idle(&hub, &client, req, idle).await,
-        None => hub.tasks.ask(&client, req).await,
+    let result = if client.info().role == crate::protocol::Role::Foreman {
+        crate::foreman::cycle(&hub, &client, req).await
+    } else {
+        match idle {
+            Some(idle) => ask_with_idle(&hub, &client, req, idle).await,
+            None => hub.tasks.ask(&client, req).await,
+        }
     };
     let ev = match result {
         Ok(text) => JournalEvent::ItemOutput {

@@ -354,7 +354,10 @@ impl Hub {
             )),
             ClientFrame::Chunk { turn_id, text, .. } => {
                 client.streamed();
-                crate::control::on_chunk(self, client, &turn_id, &text);
+                // A task's reply belongs to whoever asked; only free turns are scanned.
+                if self.tasks.current(&client.id).is_none() {
+                    crate::control::on_chunk(self, client, &turn_id, &text);
+                }
                 None
             }
             ClientFrame::FlowReport { .. } => None,
@@ -363,9 +366,12 @@ impl Hub {
                 task_id,
                 text,
             } => {
-                self.tasks.on_turn_end(client, task_id.as_deref(), &text);
-                // Commands in the reply run only if the tab's role lets its replies run them.
-                crate::control::on_turn_end(self, client, &turn_id, &text);
+                let answered_task = self.tasks.on_turn_end(client, task_id.as_deref(), &text);
+                // Commands in a free reply run if the tab's role lets its replies run them; a
+                // task's reply is data for whoever asked (the foreman cycle reads its own).
+                if !answered_task {
+                    crate::control::on_turn_end(self, client, &turn_id, &text);
+                }
                 None
             }
             ClientFrame::UserInput { text } => {
