@@ -18,7 +18,7 @@ function stream(args = {}) {
   if (variant === 'intervene') {
     events.push(data(frame('init', [part('init', [{ type: 'text', text: tokens[0] || '' }])])));
     events.push(data({ ...frame('intervene', []), last_error: { intervene_text: '这个问题我暂时无法回答，换个话题吧', code: 'intervene' } }));
-    return hostileSse(events, rng, { comments: false });
+    return hostileSse(events, rng);
   }
   if (variant === 'cumulative' || variant === 'cumulative-done') {
     const texts = cumulative(tokens);
@@ -28,7 +28,7 @@ function stream(args = {}) {
     });
     events.push(data(frame('finish', [part('finish', [{ type: 'text', text: answer }])])));
     if (variant === 'cumulative-done') events.push('data: [DONE]\n\n');
-    return hostileSse(events, rng, { comments: false });
+    return hostileSse(events, rng);
   }
   if (variant === 'thinking') {
     for (const t of thinkTokens) events.push(data(frame('init', [part('init', [{ type: 'think', think: t }])])));
@@ -38,7 +38,7 @@ function stream(args = {}) {
   events.push(data(frame('init', [part('finish', full)])));
   events.push(data(frame('init', [part('finish', full)])));
   events.push(data(frame('finish', [part('finish', full)])));
-  return hostileSse(events, rng, { comments: false });
+  return hostileSse(events, rng);
 }
 
 function page() {

@@ -31,7 +31,7 @@ function stream(args = {}) {
       events.push(data({ message: m, conversation_id: CONV, error: null }));
     });
     events.push('data: [DONE]\n\n');
-    return hostileSse(events, rng, { comments: false });
+    return hostileSse(events, rng);
   }
   events.push(sseEvent({ event: 'delta_encoding', data: '"v1"' }));
   events.push(data({ type: 'resume_conversation_token', kind: 'topic', token: 'eyJhbGciOiJSUzI1NiJ9.e30.sig', conversation_id: CONV }));
@@ -43,7 +43,7 @@ function stream(args = {}) {
   if (variant === 'error') {
     events.push(delta({ p: '', o: 'add', v: { message: message('a1', 'assistant', { content_type: 'text', parts: [''] }), conversation_id: CONV, error: null }, c: c++ }));
     events.push(data({ message: null, conversation_id: CONV, error: 'Something went wrong while generating the response. 生成回复时出错。' }));
-    return hostileSse(events, rng, { comments: false });
+    return hostileSse(events, rng);
   }
   const streamText = (path, list) => {
     let i = 0;
@@ -80,7 +80,7 @@ function stream(args = {}) {
   events.push(data({ type: 'message_stream_complete', conversation_id: CONV }));
   events.push(data({ type: 'conversation_detail_metadata', banner_info: null, blocked_features: [], model_limits: [], conversation_id: CONV }));
   events.push('data: [DONE]\n\n');
-  return hostileSse(events, rng, { comments: false });
+  return hostileSse(events, rng);
 }
 
 function page() {

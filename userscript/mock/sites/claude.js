@@ -29,6 +29,7 @@ function textBlock(index, tokens, events, rng) {
   for (const t of tokens) {
     events.push(ev('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'text_delta', text: t } }));
     if (rng.chance(0.1)) events.push(': ping - 2026-04-29 08:23:26.497349\n\n');
+    if (rng.chance(0.05)) events.push(ev('ping', { type: 'ping' }));
   }
   events.push(ev('content_block_stop', { type: 'content_block_stop', index, stop_timestamp: '2026-04-29T08:23:28.531755Z' }));
 }
@@ -48,6 +49,7 @@ function stream(args = {}) {
     if (tokens.length === 0) events.push(ev('completion', { type: 'completion', completion: '', stop_reason: 'stop_sequence', model: 'claude-2.1', log_id: 'log_1' }));
     return hostileSse(events, rng);
   }
+  events.push(ev('conversation_ready', { type: 'conversation_ready' }));
   events.push(messageStart());
   if (variant === 'error-overloaded') {
     events.push(ev('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));

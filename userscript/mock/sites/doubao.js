@@ -38,7 +38,7 @@ function currentStream(rng, variant, tokens, thinkTokens, prompt, answer) {
   }));
   if (variant === 'stream-error') {
     events.push(ev('STREAM_ERROR', { error_code: 710022004, error_msg: '请求过于频繁，请稍后再试' }));
-    return hostileSse(events, rng, { comments: false });
+    return hostileSse(events, rng);
   }
   const meta = { message_id: MSG, conversation_id: CONV, section_id: '30303300814870274', sender_id: '7338286299411103781', user_type: 2, create_time: 1763774457, index_in_conv: 27, bot_reply_message_id: '30310952846766850', local_conversation_id: '' };
   const notify = (blocks, tts) => ev('STREAM_MSG_NOTIFY', {
@@ -76,7 +76,7 @@ function currentStream(rng, variant, tokens, thinkTokens, prompt, answer) {
   events.push(chunk([{ patch_object: 50, patch_type: 1, patch_value: { ext: { suggest: '你还想聊点什么？' } } }]));
   events.push(ev('SSE_REPLY_END', { end_type: 2, answer_finish_attr: { has_suggest: true } }));
   events.push(ev('SSE_REPLY_END', { end_type: 3 }));
-  return hostileSse(events, rng, { comments: false });
+  return hostileSse(events, rng);
 }
 
 function samanthaStream(rng, tokens, answer) {
@@ -93,7 +93,7 @@ function samanthaStream(rng, tokens, answer) {
   events.push(ev(2001, msg({}, { status: 1, is_finish: true, has_suggest: true, message_action_bar: {}, tts_content: answer })));
   events.push(ev(2001, { ...msg({}), message: { content_type: 2002, content: JSON.stringify({ suggest: 'How are you today?', suggestions: ['How are you today?'] }), id: '889d19e2' }, status: 1 }));
   events.push(sseEvent({ data: JSON.stringify({ event_data: '{}', event_id: String(eventId++), event_type: 2003 }) }));
-  return hostileSse(events, rng, { comments: false });
+  return hostileSse(events, rng);
 }
 
 function stream(args = {}) {

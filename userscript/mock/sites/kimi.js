@@ -50,14 +50,16 @@ function legacyStream(rng, variant, tokens, thinkTokens, prompt) {
   ];
   if (variant === 'legacy-error') {
     events.push(data({ event: 'error', error: { error_type: 'chat.too_many_requests', message: '当前使用人数过多，请稍后再试' } }));
-    return hostileSse(events, rng, { comments: false });
+    return hostileSse(events, rng);
   }
+  events.push(data({ event: 'search_plus', msg: { type: 'start' } }));
+  events.push(data({ event: 'search_plus', msg: { type: 'get_res', title: '搜索结果标题 not the answer', url: 'https://example.invalid/a', snippet: '摘要' } }));
   if (variant === 'legacy-k1') for (const t of thinkTokens) events.push(data({ event: 'k1', text: t, view: 'cot' }));
   for (const t of tokens) events.push(data({ event: 'cmpl', text: t, view: 'cmpl' }));
   events.push(data({ event: 'rename', text: '1+1 计算' }));
   events.push(data({ event: 'done' }));
   events.push(data({ event: 'all_done' }));
-  return hostileSse(events, rng, { comments: false });
+  return hostileSse(events, rng);
 }
 
 function stream(args = {}) {

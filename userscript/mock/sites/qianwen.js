@@ -20,7 +20,7 @@ function cnStream(rng, variant, tokens, thinkTokens) {
   const events = [msg(envelope(0, [SIGNAL, bar('processing')], 'processing'))];
   if (variant === 'cn-error') {
     events.push(msg({ communication: { ...COMM, resid: 1 }, data: { messages: [], status: 'failed' }, error_code: 20006, error_msg: '当前提问人数过多，请稍后再试', success: false, traceId: '0b2f' }));
-    return hostileSse(events, rng, { comments: false });
+    return hostileSse(events, rng);
   }
   let resid = 1;
   const thinks = cumulative(thinkTokens);
@@ -42,7 +42,7 @@ function cnStream(rng, variant, tokens, thinkTokens) {
   });
   if (texts.length === 0) events.push(msg(envelope(resid++, [SIGNAL, bar('complete')], 'complete')));
   events.push(sseEvent({ event: 'complete', data: 'true' }, { space: false }));
-  return hostileSse(events, rng, { comments: false });
+  return hostileSse(events, rng);
 }
 
 function intlStream(rng, variant, tokens, thinkTokens) {

@@ -6,7 +6,7 @@
 // it proves "cumulative". `finish` parts always carry the full text and only their missing tail is emitted.
 // The turn ends on top-level `status:"finish"` or `[DONE]`.
 
-import { dig, parseJson, sseParser } from './lib/stream.js';
+import { parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
 

@@ -93,6 +93,7 @@ test('reference error frames → one error with the site code', () => {
   expectError('claude', utf8('event: error\ndata: {"type":"error","error":{"type":"rate_limit_error","message":"Rate limited"}}\n\n'), 'rate_limit_error', 'claude error');
   expectError('chatglm', utf8('data: {"status":40102,"message":"token expired"}\n\n'), '40102', 'chatglm auth');
   expectError('qianwen', utf8('event:message\ndata:{"data":{"messages":[],"status":"failed"},"error_code":20006,"error_msg":"busy","success":false}\n\n'), '20006', 'qianwen error_code');
+  expectError('qianwen', utf8('event:message\ndata:{"data":{"messages":[],"status":"processing","audit_info":{"problem_code":"blocked"}},"error_code":0,"success":true}\n\n'), 'blocked', 'qianwen moderation');
   expectError('qianwen', utf8('data: {"error":{"code":"Bad_Request","details":"The chat is in progress!"}}\n\n'), 'Bad_Request', 'qwen intl error');
   expectError('kimi', utf8('data: {"event":"error","error":{"error_type":"auth.token.invalid","message":"您的授权已过期"}}\n\n'), 'auth.token.invalid', 'kimi legacy error');
   expectError('doubao', utf8('data: {"code":710022004,"message":"rate limited","event_data":"{}","event_type":2001}\n\n'), '710022004', 'doubao samantha code');

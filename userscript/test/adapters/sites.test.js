@@ -96,3 +96,35 @@ test('echoes of the prompt, titles and other meta events never reach the answer 
     }
   }
 });
+
+test('mock streams are hostile: cuts inside characters and JSON, several events per read, comments, CRLF', () => {
+  const dec = new TextDecoder();
+  for (const site of sites) {
+    for (const variant of site.variants) {
+      const sse = /event-stream/.test(site.variantMeta[variant].contentType);
+      const seen = { midChar: false, midJson: false, multi: false, comment: false, crlf: false, nonAscii: false };
+      for (let seed = 1; seed <= 8; seed += 1) {
+        const chunks = site.stream({ answer: ANSWERS[1] + ANSWERS[2], reasoning: REASONINGS[0], variant, seed });
+        for (const c of chunks) {
+          if ((c[0] & 0xc0) === 0x80) seen.midChar = true;
+          const text = dec.decode(c);
+          if (/^[^{[]*[}\]"]/.test(text) && /[{[]/.test(dec.decode(chunks[0]))) seen.midJson = true;
+          if ((text.match(/\r?\n\r?\n/g) || []).length >= 2) seen.multi = true;
+        }
+        const bytes = joinChunks(chunks);
+        if (bytes.some((b) => b >= 0x80)) seen.nonAscii = true;
+        const all = dec.decode(bytes);
+        if (/^: keep-alive/m.test(all)) seen.comment = true;
+        if (all.includes('\r\n')) seen.crlf = true;
+      }
+      const label = `${site.name}/${variant}`;
+      if (seen.nonAscii) assert.ok(seen.midChar, `${label}: a read starts inside a multi-byte character`);
+      assert.ok(seen.midJson, `${label}: a read starts inside JSON`);
+      if (sse) {
+        assert.ok(seen.multi, `${label}: a read holds several events`);
+        assert.ok(seen.comment, `${label}: keep-alive comments`);
+        assert.ok(seen.crlf, `${label}: CRLF line ends`);
+      }
+    }
+  }
+});
