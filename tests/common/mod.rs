@@ -184,3 +184,160 @@ pub async fn wait_event(
     .await
     .expect("event in time")
 }
+
+/// How a scripted tab answers a prompt.
+pub enum Reply {
+    /// Stream this text after the delay (the model "thinking"; not synchronisation).
+    Text(Duration, String),
+    /// Report the task failed with this reason.
+    Fail(String),
+    /// Never answer (a stuck tab).
+    Silent,
+}
+
+/// A scripted tab: answers every task with `script(prompt)`, records the prompts it got, and
+/// forwards every other frame to `frames`.
+pub struct ScriptedTab {
+    pub client_id: String,
+    pub prompts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub frames: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    out: tokio::sync::mpsc::UnboundedSender<Value>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl ScriptedTab {
+    pub async fn connect(
+        ws_url: &str,
+        hello: Value,
+        script: impl Fn(&str) -> Reply + Send + Sync + 'static,
+    ) -> ScriptedTab {
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(ws_url))
+            .await
+            .expect("connect in time")
+            .expect("connect");
+        let (mut sink, mut stream) = ws.split();
+        sink.send(Message::Text(hello.to_string().into()))
+            .await
+            .unwrap();
+        let welcome: Value = loop {
+            match tokio::time::timeout(WAIT, stream.next())
+                .await
+                .expect("welcome in time")
+            {
+                Some(Ok(Message::Text(t))) => break serde_json::from_str(&t).unwrap(),
+                Some(Ok(_)) => continue,
+                other => panic!("no welcome: {other:?}"),
+            }
+        };
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        let client_id = welcome["client_id"].as_str().unwrap().to_string();
+        let (out_tx, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        tokio::spawn(async move {
+            while let Some(v) = out_rx.recv().await {
+                if sink
+                    .send(Message::Text(v.to_string().into()))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let prompts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (frames_tx, frames) = tokio::sync::mpsc::unbounded_channel();
+        let out = out_tx.clone();
+        let seen = prompts.clone();
+        let script = std::sync::Arc::new(script);
+        let reader = tokio::spawn(async move {
+            while let Some(Ok(msg)) = stream.next().await {
+                let Message::Text(t) = msg else { continue };
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] != "task" {
+                    let _ = frames_tx.send(v);
+                    continue;
+                }
+                let id = v["task_id"].as_str().unwrap().to_string();
+                let prompt = v["prompt"].as_str().unwrap().to_string();
+                seen.lock().unwrap().push(prompt.clone());
+                let out = out.clone();
+                let script = script.clone();
+                tokio::spawn(async move {
+                    let _ = out.send(json!({"type":"task_update","task_id":id,"state":"accepted"}));
+                    match script(&prompt) {
+                        Reply::Text(delay, text) => {
+                            tokio::time::sleep(delay).await;
+                            let turn = format!("turn-{id}");
+                            let _ = out
+                                .send(json!({"type":"chunk","turn_id":turn,"seq":0,"text":text}));
+                            let _ = out.send(
+                                json!({"type":"turn_end","turn_id":turn,"text":text,"task_id":id}),
+                            );
+                        }
+                        Reply::Fail(reason) => {
+                            let _ = out.send(json!({"type":"task_update","task_id":id,"state":"failed","error":reason}));
+                        }
+                        Reply::Silent => {}
+                    }
+                });
+            }
+        });
+        ScriptedTab {
+            client_id,
+            prompts,
+            frames,
+            out: out_tx,
+            reader,
+        }
+    }
+
+    pub fn send(&self, v: Value) {
+        let _ = self.out.send(v);
+    }
+
+    /// Next frame of type `ty` (others skipped).
+    pub async fn next(&mut self, ty: &str) -> Value {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let v = self.frames.recv().await.expect("tab open");
+                if v["type"] == ty {
+                    return v;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no `{ty}` frame in time"))
+    }
+
+    /// Types a command as the person would; returns its cmd_result.
+    pub async fn command(&mut self, text: &str) -> Value {
+        self.send(json!({"type":"user_input","text":text}));
+        self.next("cmd_result").await
+    }
+
+    pub fn prompts(&self) -> Vec<String> {
+        self.prompts.lock().unwrap().clone()
+    }
+
+    /// Drops the connection abruptly.
+    pub fn kill(self) {
+        self.reader.abort();
+    }
+}
+
+pub fn hello(label: &str, site: &str, role: &str) -> Value {
+    json!({"type":"hello","token":TOKEN,"site":site,"label":label,"role":role})
+}
+
+/// Waits until a run-level flow_event with one of `states` arrives; returns it.
+pub async fn run_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let v = tab.next("flow_event").await;
+            if v["node_id"].is_null() && states.contains(&v["state"].as_str().unwrap_or("")) {
+                return v;
+            }
+        }
+    })
+    .await
+    .expect("run event in time")
+}
