@@ -38,6 +38,7 @@ class Turn {
     this.meta = meta;
     this.id = newTurnId();
     this.text = '';
+    this.pending = ''; // answer text parsed but not yet sent as a chunk
     this.seq = 0;
     this.reasoningChars = 0;
     this.parser = null;
@@ -106,6 +107,17 @@ class Turn {
       if (this.closed) return;
       this.event(ev);
     }
+    this.flush();
+  }
+
+  /** One `chunk` per network read at most: the deltas parsed from it, joined. */
+  flush() {
+    if (!this.pending) return;
+    const text = this.pending;
+    this.pending = '';
+    this.capture.hub.send(chunk(this.id, this.seq, text));
+    this.seq += 1;
+    if (this.seq === 1) this.capture.emit('streaming', this);
   }
 
   event(ev) {
@@ -113,9 +125,7 @@ class Turn {
       case 'delta':
         if (!ev.text) return;
         this.text += ev.text;
-        this.capture.hub.send(chunk(this.id, this.seq, ev.text));
-        this.seq += 1;
-        if (this.seq === 1) this.capture.emit('streaming', this);
+        this.pending += ev.text;
         return;
       case 'reasoning':
         this.reasoningChars += (ev.text || '').length;
@@ -143,6 +153,7 @@ class Turn {
 
   fail(reason, code) {
     if (this.closed) return;
+    this.flush();
     this.closed = true;
     this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'failed', fragmentCount: this.seq }));
     this.capture.emit('trouble', this, { reason, code });
@@ -151,6 +162,7 @@ class Turn {
 
   finish() {
     if (this.closed) return;
+    this.flush();
     this.closed = true;
     this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'finished', fragmentCount: this.seq }));
     this.capture.hub.send(turnEnd(this.id, this.text, this.taskId));

@@ -78,9 +78,9 @@ test('every site: hello → welcome from the real hub, turn_end reaches it exact
 
 test('a reloaded tab resumes its client id with the real hub', opts, async () => {
   const site = mock.sites[0];
+  const seen = proxy.frames.length;
   const page = await openTab(browser.context, { host: site.hosts[0], hub: tabHub() });
   try {
-    const seen = proxy.frames.length;
     const first = await proxy.waitFrame((f) => proxy.frames.indexOf(f) >= seen && f.dir === 'down' && f.path === '/realtime' && f.frame?.type === 'welcome');
     const mark = proxy.frames.length;
     await page.reload({ waitUntil: 'domcontentloaded' });
