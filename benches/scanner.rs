@@ -1,7 +1,8 @@
-//! Scanner throughput on ~1 MiB of realistic chat text fed in 64-byte chunks, as a tab's
+//! Scanner (and parser) throughput on ~1 MiB of realistic chat text fed in 64-byte chunks, as a tab's
 //! reply streams in. Run: `cargo bench --bench scanner` (throughput is printed as `thrpt`).
 //! Target: ≥ 1 GiB/s on the no-command path.
 
+use aicard::commands::parser::parse;
 use aicard::commands::scanner::{Scanner, TurnScanner};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
@@ -118,5 +119,22 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// Parsing cost: a typical command, and a 64 KiB chain (must stay linear in its length).
+fn bench_parser(c: &mut Criterion) {
+    let mut group = c.benchmark_group("parser");
+    let typical =
+        "parallel to=[deepseek: analyze $d, qianwen: summarize $d] -> to kimi: merge $RESULT";
+    group.throughput(Throughput::Bytes(typical.len() as u64));
+    group.bench_function("typical_command", |b| {
+        b.iter(|| black_box(parse(black_box(typical)).is_ok()))
+    });
+    let long = vec!["to kimi: x"; 64 * 1024 / 14].join(" -> ");
+    group.throughput(Throughput::Bytes(long.len() as u64));
+    group.bench_function("chain_64KiB", |b| {
+        b.iter(|| black_box(parse(black_box(&long)).is_ok()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_parser);
 criterion_main!(benches);

@@ -222,8 +222,12 @@ impl<'a> Parser<'a> {
         out
     }
 
+    /// The leading run of non-whitespace bytes (enough to recognise a keyword); O(word).
     fn first_word(&self, span: Span) -> &'a str {
-        self.words(span).first().map_or("", |w| self.text(*w))
+        let text = self.text(self.trim(span));
+        text.split(|c: char| c.is_ascii_whitespace())
+            .next()
+            .unwrap_or("")
     }
 
     /// Index of the first top-level `->` in `span`.

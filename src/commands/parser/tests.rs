@@ -533,3 +533,13 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     let e = parse(&deep).expect_err("too deep");
     assert!(e.message.contains("nested too deeply"), "{e}");
 }
+
+#[test]
+fn long_chains_parse() {
+    // The speed of this (linear, not quadratic) is measured in benches/scanner.rs.
+    let body = vec!["to kimi: x"; 6000].join(" -> ");
+    let C::Chain(steps) = ok(&body) else {
+        panic!("not a chain")
+    };
+    assert_eq!(steps.len(), 6000);
+}
