@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::commands::ast::Command as C;
+use crate::commands::ast::{FlowAction, FlowSource, Job, ManagerCmd, Role, SetValue, Target};
 
 fn t(s: &str) -> Template {
     parse_template(s)
