@@ -42,7 +42,7 @@ pub enum ExecMode {
     /// Refuse every shell command (the default).
     #[default]
     Off,
-    /// Run argv directly, only these programs (matched against argv[0] exactly).
+    /// Run argv directly, only these programs (matched against `argv[0]` exactly).
     Allowlist(Vec<String>),
     /// Run through `sh -c` (variables passed through the environment).
     On,
@@ -160,7 +160,7 @@ pub enum ExecError {
     /// The program is not on the allowlist.
     #[error("程序不在允许列表 / program not on the allowlist: `{program}` (allowed: {allowed})")]
     NotAllowed {
-        /// argv[0] as given.
+        /// `argv[0]` as given.
         program: String,
         /// The list, for the person to see.
         allowed: String,
@@ -196,7 +196,7 @@ pub enum ExecError {
     /// The program could not be started.
     #[error("无法启动 / cannot start `{program}`: {source}")]
     Spawn {
-        /// argv[0].
+        /// `argv[0]`.
         program: String,
         /// Why.
         source: std::io::Error,

@@ -1,4 +1,4 @@
-//! Hand-written recursive-descent parser from a command body to an [`ast::Command`].
+//! Hand-written recursive-descent parser from a command body to an [`super::ast::Command`].
 //!
 //! Why hand-written: most of a command is free text (prompts, shell lines) around a few
 //! keywords, and the separators (`->`, `then`, `else`, `do`, `,`, `]`) only count at *top
