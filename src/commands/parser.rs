@@ -405,13 +405,26 @@ impl<'a> Parser<'a> {
     fn cond(&mut self, span: Span) -> Result<Cond, ParseError> {
         let span = self.trim(span);
         let words = self.words(span);
-        if words.first().map(|w| self.text(*w)) == Some("not") {
-            let rest = Span::new(words[0].e, span.e);
+        // `not not … x`: only the parity matters (and no recursion on long runs).
+        let nots = words.iter().take_while(|w| self.text(**w) == "not").count();
+        if nots > 0 {
+            let rest = Span::new(words[nots - 1].e, span.e);
             if self.trim(rest).is_empty() {
-                return Err(self.err(words[0].e, "if", "expected a condition after `not`"));
+                return Err(self.err(words[nots - 1].e, "if", "expected a condition after `not`"));
             }
-            return Ok(Cond::Not(Box::new(self.cond(rest)?)));
+            let inner = self.compare(rest, &words[nots..])?;
+            return Ok(if nots % 2 == 1 {
+                Cond::Not(Box::new(inner))
+            } else {
+                inner
+            });
         }
+        self.compare(span, &words)
+    }
+
+    /// operand [ op operand ], given the span's top-level words.
+    fn compare(&mut self, span: Span, words: &[Span]) -> Result<Cond, ParseError> {
+        let span = self.trim(span);
         let op = words.iter().enumerate().skip(1).find_map(|(k, w)| {
             let op = match self.text(*w) {
                 "==" | "=" => CmpOp::Eq,

@@ -544,3 +544,20 @@ fn long_chains_parse() {
     };
     assert_eq!(steps.len(), 6000);
 }
+
+#[test]
+fn long_not_runs_collapse_by_parity() {
+    let odd = format!("if {}x then echo y", "not ".repeat(20_001));
+    let C::If { cond, .. } = ok(&odd) else {
+        panic!("not an if")
+    };
+    assert_eq!(
+        cond,
+        Cond::Not(Box::new(Cond::Truthy(Operand::Text(t("x")))))
+    );
+    let even = format!("if {}x then echo y", "not ".repeat(20_000));
+    let C::If { cond, .. } = ok(&even) else {
+        panic!("not an if")
+    };
+    assert_eq!(cond, Cond::Truthy(Operand::Text(t("x"))));
+}
