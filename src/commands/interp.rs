@@ -12,6 +12,7 @@ use super::ast::{
 use super::help;
 use super::parser::{self, parse_template};
 use super::permissions::{self, Action, Caller, Denied};
+use super::scanner::ScanItem;
 use super::vars::{VarError, Variables};
 use crate::exec::{self, ExecChunk, ExecError, ExecPolicy, ExecRequest};
 use serde::Serialize;
@@ -207,6 +208,19 @@ impl<H: Host> Interpreter<H> {
         match parser::parse(body) {
             Ok(cmd) => self.run(caller, &cmd).await,
             Err(e) => CommandOutcome::failed(e.to_string()),
+        }
+    }
+
+    /// Answer one scanner item: returns the `command` field (the trimmed body, empty for a
+    /// scan error) and the outcome, i.e. exactly what a `cmd_result` frame carries.
+    pub async fn run_found(&self, caller: &Caller, item: &ScanItem) -> (String, CommandOutcome) {
+        match item {
+            Ok(found) => {
+                let command = found.body.trim().to_string();
+                let outcome = self.run_text(caller, &found.body).await;
+                (command, outcome)
+            }
+            Err(e) => (String::new(), CommandOutcome::failed(e.to_string())),
         }
     }
 

@@ -35,7 +35,7 @@ pub enum Quote {
 /// Byte-at-a-time quote and nesting tracker for the inside of a command.
 ///
 /// Used by the scanner (over a stream) and by the parser (over a whole body). `depth` counts
-/// nested `?<…>!`; `paren` counts `$(`…`)` (parser only, see [`Nesting::step_parser`]).
+/// nested `?<…>!`; the parser tracks `$(…)` on top of it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Nesting {
     /// Current quote state.

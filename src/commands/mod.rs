@@ -6,6 +6,7 @@
 //! answering with a [`interp::CommandOutcome`] for the `cmd_result` frame.
 
 pub mod ast;
+pub mod fuzz;
 pub mod help;
 pub mod interp;
 pub mod lex;

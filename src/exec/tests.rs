@@ -1,5 +1,6 @@
 //! Exec policy tests: modes, the injection corpus with a marker file, timeout, caps, streams.
 
+use super::plan::{env_name, lex, Seg};
 use super::*;
 use std::path::Path;
 

@@ -488,3 +488,24 @@ fn comparisons() {
         vec![(i64::MAX - 1).to_string()]
     );
 }
+
+#[tokio::test]
+async fn run_found_gives_the_cmd_result_fields() {
+    use crate::commands::scanner::{scan_text, ScanError};
+    let (i, _d) = interp();
+    let items = scan_text("please ?< to kimi: hi >! thanks");
+    let (command, outcome) = i.run_found(&person(), &items[0]).await;
+    assert_eq!(command, "to kimi: hi");
+    assert_eq!(
+        outcome,
+        CommandOutcome {
+            success: true,
+            output: "kimi says: hi".into()
+        }
+    );
+    let err: ScanItem = Err(ScanError::TooLong { start: 0, limit: 8 });
+    let (command, outcome) = i.run_found(&person(), &err).await;
+    assert!(command.is_empty() && !outcome.success && outcome.output.contains("command too long"));
+    let json = serde_json::to_value(&outcome).expect("serialize");
+    assert_eq!(json["success"], false);
+}

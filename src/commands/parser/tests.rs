@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::commands::ast::Command as C;
+use crate::commands::ast::{FlowAction, FlowSource, Job, ManagerCmd, Role, SetValue, Target};
 
 fn t(s: &str) -> Template {
     parse_template(s)
@@ -532,4 +533,31 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     );
     let e = parse(&deep).expect_err("too deep");
     assert!(e.message.contains("nested too deeply"), "{e}");
+}
+
+#[test]
+fn long_chains_parse() {
+    // The speed of this (linear, not quadratic) is measured in benches/scanner.rs.
+    let body = vec!["to kimi: x"; 6000].join(" -> ");
+    let C::Chain(steps) = ok(&body) else {
+        panic!("not a chain")
+    };
+    assert_eq!(steps.len(), 6000);
+}
+
+#[test]
+fn long_not_runs_collapse_by_parity() {
+    let odd = format!("if {}x then echo y", "not ".repeat(20_001));
+    let C::If { cond, .. } = ok(&odd) else {
+        panic!("not an if")
+    };
+    assert_eq!(
+        cond,
+        Cond::Not(Box::new(Cond::Truthy(Operand::Text(t("x")))))
+    );
+    let even = format!("if {}x then echo y", "not ".repeat(20_000));
+    let C::If { cond, .. } = ok(&even) else {
+        panic!("not an if")
+    };
+    assert_eq!(cond, Cond::Truthy(Operand::Text(t("x"))));
 }

@@ -1,0 +1,477 @@
+//! The simple command forms (`set`, `parallel`, `to`, `from`, `manager`, `flow`, `role`)
+//! and their pieces (targets, target lists, flow sources, `key=value` parameters).
+
+use super::{is_flow_name, is_name, ParseError, Parser, Span};
+use crate::commands::ast::{
+    Command, FlowAction, FlowSource, Job, ManagerCmd, Role, SetValue, Target,
+};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+impl<'a> Parser<'a> {
+    /// set := "set" ["global"] NAME "=" ( "$(" chain ")" | text )
+    pub(super) fn parse_set(&mut self, rest: Span) -> Result<Command, ParseError> {
+        let (mut name, mut at) = self.name_at(rest.s, rest.e);
+        let mut global = false;
+        if name == "global" && self.skip_ws(at, rest.e).1 != Some(b'=') {
+            global = true;
+            (name, at) = self.name_at(at, rest.e);
+        }
+        if !is_name(name) {
+            return Err(self.err(at, "set", "expected a variable name after `set`"));
+        }
+        let (eq, next) = self.skip_ws(at, rest.e);
+        if next != Some(b'=') {
+            return Err(self.err(eq, "set", "expected `=` after the variable name"));
+        }
+        let value_span = self.trim(Span::new(eq + 1, rest.e));
+        let value = match self.capture(value_span) {
+            Some(inner) => SetValue::Capture(Box::new(self.chain(inner)?)),
+            None => SetValue::Literal(self.free_text(value_span)),
+        };
+        Ok(Command::Set {
+            name: name.to_string(),
+            global,
+            value,
+        })
+    }
+
+    /// Skip ASCII whitespace from `at`; the position reached and the byte there.
+    fn skip_ws(&self, mut at: usize, end: usize) -> (usize, Option<u8>) {
+        while at < end && self.b[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        (at, (at < end).then(|| self.b[at]))
+    }
+
+    /// The `[A-Za-z0-9_]*` run after whitespace from `at`, and the index after it.
+    fn name_at(&self, at: usize, end: usize) -> (&'a str, usize) {
+        let (s, _) = self.skip_ws(at, end);
+        let mut e = s;
+        while e < end && (self.b[e].is_ascii_alphanumeric() || self.b[e] == b'_') {
+            e += 1;
+        }
+        (self.text(Span::new(s, e)), e)
+    }
+
+    /// A target at `at` (after whitespace): quoted, `role:R`, `group:G` or a bare name.
+    fn target_at(
+        &self,
+        at: usize,
+        end: usize,
+        topic: &'static str,
+    ) -> Result<(Target, usize), ParseError> {
+        let (s, first) = self.skip_ws(at, end);
+        if let Some(q @ (b'"' | b'\'')) = first {
+            let close = memchr::memchr(q, &self.b[s + 1..end])
+                .map(|n| s + 1 + n)
+                .ok_or_else(|| {
+                    self.err(s, topic, "expected the closing quote of the target name")
+                })?;
+            let name = self.text(Span::new(s + 1, close));
+            if name.trim().is_empty() {
+                return Err(self.err(
+                    s,
+                    topic,
+                    "expected a target (site name, label or client id)",
+                ));
+            }
+            return Ok((Target::Name(name.to_string()), close + 1));
+        }
+        let token_end = |from: usize| {
+            (from..end)
+                .find(|&i| {
+                    let c = self.b[i];
+                    c.is_ascii_whitespace()
+                        || matches!(c, b',' | b'[' | b']' | b':' | b'"' | b'\'' | b'=')
+                })
+                .unwrap_or(end)
+        };
+        let e = token_end(s);
+        let word = self.text(Span::new(s, e));
+        if word.is_empty() {
+            return Err(self.err(
+                s,
+                topic,
+                "expected a target (site name, label or client id)",
+            ));
+        }
+        let selector = (word == "role" || word == "group")
+            && self.b.get(e) == Some(&b':')
+            && e + 1 < end
+            && !self.b[e + 1].is_ascii_whitespace();
+        if !selector {
+            return Ok((Target::Name(word.to_string()), e));
+        }
+        let ve = token_end(e + 1);
+        let value = self.text(Span::new(e + 1, ve));
+        if word == "group" {
+            return Ok((Target::Group(value.to_string()), ve));
+        }
+        let role = Role::parse(value).ok_or_else(|| {
+            self.err(
+                e + 1,
+                topic,
+                "expected role:master, role:foreman or role:worker",
+            )
+        })?;
+        Ok((Target::Role(role), ve))
+    }
+
+    /// `TARGET: TEXT` (for `to`).
+    pub(super) fn job(&self, rest: Span, topic: &'static str) -> Result<Job, ParseError> {
+        let (target, after) = self.target_at(rest.s, rest.e, topic)?;
+        let (colon, c) = self.skip_ws(after, rest.e);
+        if c != Some(b':') {
+            return Err(self.err(colon, topic, "expected `:` after the target"));
+        }
+        let prompt = self.trim(Span::new(colon + 1, rest.e));
+        if prompt.is_empty() {
+            return Err(self.err(colon + 1, topic, "expected the prompt text after `:`"));
+        }
+        Ok(Job {
+            target,
+            prompt: self.free_text(prompt),
+        })
+    }
+
+    pub(super) fn parse_from(&mut self, rest: Span) -> Result<Command, ParseError> {
+        let (target, after) = self.target_at(rest.s, rest.e, "from")?;
+        let (colon, c) = self.skip_ws(after, rest.e);
+        if c != Some(b':') {
+            return Err(self.err(colon, "from", "expected `:` after the target"));
+        }
+        let cmd = self.trim(Span::new(colon + 1, rest.e));
+        let then = if cmd.is_empty() {
+            None
+        } else {
+            Some(Box::new(self.chain(cmd)?))
+        };
+        Ok(Command::From { target, then })
+    }
+
+    /// parallel := "parallel" "to" "=" "[" targets "]" TEXT | "parallel" "to" "=" "[" T ":" P ("," T ":" P)* "]"
+    pub(super) fn parse_parallel(&self, rest: Span) -> Result<Command, ParseError> {
+        let expect_open = || self.err(rest.s, "parallel", "expected `to=[` after `parallel`");
+        if !self.text(rest).starts_with("to") {
+            return Err(expect_open());
+        }
+        let (eq, c) = self.skip_ws(rest.s + 2, rest.e);
+        if c != Some(b'=') {
+            return Err(expect_open());
+        }
+        let (open, c) = self.skip_ws(eq + 1, rest.e);
+        if c != Some(b'[') {
+            return Err(expect_open());
+        }
+        let close = self
+            .closing_bracket(Span::new(open + 1, rest.e))
+            .ok_or_else(|| self.err(rest.e, "parallel", "expected `]` to close the target list"))?;
+        let list = Span::new(open + 1, close);
+        let tail = self.trim(Span::new(close + 1, rest.e));
+        let (first, after_first) =
+            self.target_at(list.s, list.e, "parallel")
+                .map_err(|mut e| {
+                    e.message = "expected at least one target in `to=[…]`".into();
+                    e
+                })?;
+        let per_target = self.skip_ws(after_first, list.e).1 == Some(b':');
+        let jobs = if per_target {
+            if !tail.is_empty() {
+                return Err(self.err(
+                    tail.s,
+                    "parallel",
+                    "nothing may follow `]` when each target has its own prompt",
+                ));
+            }
+            self.per_target_jobs(list)?
+        } else {
+            if tail.is_empty() {
+                return Err(self.err(close + 1, "parallel", "expected the prompt text after `]`"));
+            }
+            let prompt = self.free_text(tail);
+            self.target_list(list, first, after_first)?
+                .into_iter()
+                .map(|target| Job {
+                    target,
+                    prompt: prompt.clone(),
+                })
+                .collect()
+        };
+        Ok(Command::Parallel { jobs })
+    }
+
+    /// Index of the top-level `]` matching an already-consumed `[`.
+    fn closing_bracket(&self, span: Span) -> Option<usize> {
+        let mut depth = 0u32;
+        self.walk(span, |i, b, top| {
+            match (top, b) {
+                (true, b'[') => depth += 1,
+                (true, b']') if depth == 0 => return ControlFlow::Break(i),
+                (true, b']') => depth -= 1,
+                _ => {}
+            }
+            ControlFlow::Continue(())
+        })
+    }
+
+    /// `a, b, c` → targets (the first already parsed).
+    fn target_list(
+        &self,
+        list: Span,
+        first: Target,
+        mut at: usize,
+    ) -> Result<Vec<Target>, ParseError> {
+        let mut targets = vec![first];
+        loop {
+            let (p, c) = self.skip_ws(at, list.e);
+            match c {
+                None => return Ok(targets),
+                Some(b',') => {
+                    let (t, next) = self.target_at(p + 1, list.e, "parallel")?;
+                    targets.push(t);
+                    at = next;
+                }
+                Some(_) => {
+                    return Err(self.err(p, "parallel", "expected `,` or `]` in the target list"));
+                }
+            }
+        }
+    }
+
+    /// `a: p1, b: p2` → jobs; a new item starts at a top-level `, NAME:`.
+    fn per_target_jobs(&self, list: Span) -> Result<Vec<Job>, ParseError> {
+        let mut starts = vec![list.s];
+        self.walk::<()>(list, |i, b, top| {
+            if top && b == b',' {
+                if let Ok((_, after)) = self.target_at(i + 1, list.e, "parallel") {
+                    if self.skip_ws(after, list.e).1 == Some(b':') {
+                        starts.push(i + 1);
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        let mut jobs = Vec::with_capacity(starts.len());
+        for (k, &s) in starts.iter().enumerate() {
+            let e = starts.get(k + 1).map_or(list.e, |&n| n - 1);
+            let (target, after) = self.target_at(s, e, "parallel")?;
+            let (colon, _) = self.skip_ws(after, e);
+            let prompt = self.trim(Span::new(colon + 1, e));
+            if prompt.is_empty() {
+                return Err(self.err(
+                    colon + 1,
+                    "parallel",
+                    format!("expected a prompt for {target} after `:`"),
+                ));
+            }
+            jobs.push(Job {
+                target,
+                prompt: self.free_text(prompt),
+            });
+        }
+        Ok(jobs)
+    }
+
+    pub(super) fn parse_manager(&self, rest: Span) -> Result<ManagerCmd, ParseError> {
+        let words = self.words(rest);
+        let verb = words.first().map(|w| self.text(*w));
+        let name = |k: usize| -> Result<String, ParseError> {
+            let w = words
+                .get(k)
+                .ok_or_else(|| self.err(rest.e, "manager", "expected a flow name"))?;
+            let n = self.text(*w);
+            if is_flow_name(n) {
+                Ok(n.to_string())
+            } else {
+                Err(self.err(
+                    w.s,
+                    "manager",
+                    format!("`{n}` is not a flow name (letters, digits, _ . -)"),
+                ))
+            }
+        };
+        let exactly = |n: usize, cmd: ManagerCmd| match words.get(n) {
+            Some(w) => Err(self.err(w.s, "manager", format!("unexpected `{}`", self.text(*w)))),
+            None => Ok(cmd),
+        };
+        match verb {
+            Some("create") => {
+                let name = name(1)?;
+                if words.get(2).map(|w| self.text(*w)) != Some("from") {
+                    let at = words.get(2).map_or(rest.e, |w| w.s);
+                    return Err(self.err(at, "manager", "expected `from` after the flow name"));
+                }
+                let src = self.trim(Span::new(words[2].e, rest.e));
+                let source = self.flow_source(src)?;
+                Ok(ManagerCmd::Create { name, source })
+            }
+            Some("run") => self.manager_run(name(1)?, &words[2..]),
+            Some("pause") => exactly(2, ManagerCmd::Pause(name(1)?)),
+            Some("resume") => exactly(2, ManagerCmd::Resume(name(1)?)),
+            Some("stop") => exactly(2, ManagerCmd::Stop(name(1)?)),
+            Some("status") => exactly(2, ManagerCmd::Status(name(1)?)),
+            Some("show") => exactly(2, ManagerCmd::Show(name(1)?)),
+            Some("delete") => exactly(2, ManagerCmd::Delete(name(1)?)),
+            Some("list") => exactly(1, ManagerCmd::List),
+            Some("export") => {
+                let name = name(1)?;
+                if words.get(2).map(|w| self.text(*w)) != Some("to") {
+                    let at = words.get(2).map_or(rest.e, |w| w.s);
+                    return Err(self.err(at, "manager", "expected `to file:PATH` after the flow name"));
+                }
+                let dest = self.trim(Span::new(words[2].e, rest.e));
+                if !self.text(dest).starts_with("file:") {
+                    return Err(self.err(dest.s, "manager", "expected `file:PATH` after `to`"));
+                }
+                match self.flow_source(dest)? {
+                    FlowSource::File(path) => Ok(ManagerCmd::Export { name, path }),
+                    FlowSource::Inline(_) => {
+                        Err(self.err(dest.s, "manager", "expected `file:PATH` after `to`"))
+                    }
+                }
+            }
+            _ => Err(self.err(
+                words.first().map_or(rest.s, |w| w.s),
+                "manager",
+                "expected a verb: create, run, pause, resume, stop, status, show, delete, list or export",
+            )),
+        }
+    }
+
+    /// `"a -> b"` or `file:PATH` (the path may be quoted).
+    fn flow_source(&self, src: Span) -> Result<FlowSource, ParseError> {
+        let text = self.text(src);
+        if let Some(path) = text.strip_prefix("file:") {
+            let path_span = Span::new(src.s + 5, src.e);
+            let path = match self.quoted(path_span) {
+                Some((inner, _)) => self.text(inner),
+                None => path,
+            };
+            let unquoted_space =
+                self.quoted(path_span).is_none() && path.chars().any(char::is_whitespace);
+            if path.is_empty() || unquoted_space {
+                return Err(self.err(
+                    src.s + 5,
+                    "manager",
+                    "expected a path after `file:` (quote it if it has spaces)",
+                ));
+            }
+            return Ok(FlowSource::File(PathBuf::from(path)));
+        }
+        match self.quoted(src) {
+            Some((inner, _)) if !inner.is_empty() => {
+                Ok(FlowSource::Inline(self.text(inner).to_string()))
+            }
+            _ => Err(self.err(
+                src.s,
+                "manager",
+                "expected a quoted definition (\"a -> b\") or file:PATH",
+            )),
+        }
+    }
+
+    fn manager_run(&self, name: String, args: &[Span]) -> Result<ManagerCmd, ParseError> {
+        let mut from_node = None;
+        let mut params = Vec::new();
+        let mut k = 0;
+        while k < args.len() {
+            let w = self.text(args[k]);
+            if w == "--from-node" {
+                let id = args
+                    .get(k + 1)
+                    .map(|a| self.text(*a))
+                    .filter(|id| is_flow_name(id))
+                    .ok_or_else(|| {
+                        self.err(args[k].e, "manager", "expected a node id after --from-node")
+                    })?;
+                from_node = Some(id.to_string());
+                k += 2;
+                continue;
+            }
+            if let Some(id) = w.strip_prefix("--from-node=") {
+                if !is_flow_name(id) {
+                    return Err(self.err(
+                        args[k].s,
+                        "manager",
+                        "expected a node id after --from-node=",
+                    ));
+                }
+                from_node = Some(id.to_string());
+            } else {
+                params.push(self.param(args[k])?);
+            }
+            k += 1;
+        }
+        Ok(ManagerCmd::Run {
+            name,
+            from_node,
+            params,
+        })
+    }
+
+    /// `key=value` (value may be quoted; its `$var`s are expanded when the command runs).
+    fn param(&self, w: Span) -> Result<(String, String), ParseError> {
+        let text = self.text(w);
+        let bad = || {
+            self.err(
+                w.s,
+                "manager",
+                format!("expected key=value or --from-node ID, found `{text}`"),
+            )
+        };
+        let eq = text.find('=').ok_or_else(bad)?;
+        let key = &text[..eq];
+        if !is_name(key) {
+            return Err(bad());
+        }
+        let value_span = Span::new(w.s + eq + 1, w.e);
+        let value = match self.quoted(value_span) {
+            Some((inner, b'"')) => self.text(inner).replace("\\\"", "\""),
+            Some((inner, _)) => self.text(inner).replace('$', "\\$"),
+            None => self.text(value_span).to_string(),
+        };
+        Ok((key.to_string(), value))
+    }
+
+    pub(super) fn parse_flow(&self, rest: Span) -> Result<Command, ParseError> {
+        let words = self.words(rest);
+        let action = match words.first().map(|w| self.text(*w)) {
+            Some("start") => FlowAction::Start,
+            Some("pause") => FlowAction::Pause,
+            Some("resume") => FlowAction::Resume,
+            Some("stop") => FlowAction::Stop,
+            Some("status") => FlowAction::Status,
+            _ => {
+                return Err(self.err(
+                    rest.s,
+                    "flow",
+                    "expected start, pause, resume, stop or status",
+                ));
+            }
+        };
+        if let Some(w) = words.get(1) {
+            return Err(self.err(w.s, "flow", format!("unexpected `{}`", self.text(*w))));
+        }
+        Ok(Command::Flow(action))
+    }
+
+    pub(super) fn parse_role(&self, rest: Span) -> Result<Command, ParseError> {
+        let words = self.words(rest);
+        let role = words
+            .first()
+            .and_then(|w| Role::parse(self.text(*w)))
+            .ok_or_else(|| self.err(rest.s, "role", "expected master, foreman or worker"))?;
+        let group = match words.get(1) {
+            None => None,
+            Some(w) => match self.text(*w).strip_prefix("group=") {
+                Some(g) if is_flow_name(g) => Some(g.to_string()),
+                _ => return Err(self.err(w.s, "role", "expected group=NAME")),
+            },
+        };
+        if let Some(w) = words.get(2) {
+            return Err(self.err(w.s, "role", format!("unexpected `{}`", self.text(*w))));
+        }
+        Ok(Command::Role { role, group })
+    }
+}
