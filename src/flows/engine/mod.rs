@@ -187,6 +187,9 @@ struct NodeRun {
     error: Option<String>,
     queued_at: Option<u64>,
     queue_error: Option<String>,
+    /// Transient: items built by `decide`, taken by the `NodeQueued` fold (same result as
+    /// building them again, which a replay does).
+    prepared: Option<Vec<ItemRun>>,
 }
 
 impl NodeRun {
@@ -199,6 +202,7 @@ impl NodeRun {
             error: None,
             queued_at: None,
             queue_error: None,
+            prepared: None,
         }
     }
 }
@@ -233,6 +237,8 @@ pub struct NodeSnapshot {
     pub output: Option<String>,
     /// Error or skip reason.
     pub error: Option<String>,
+    /// When the node was queued (ms since the epoch), if it was.
+    pub queued_at_ms: Option<u64>,
     /// Items in order.
     pub items: Vec<ItemSnapshot>,
 }
@@ -466,6 +472,7 @@ impl RunState {
                         state: self.shown_state(i),
                         output: run.output.clone(),
                         error: run.error.clone(),
+                        queued_at_ms: run.queued_at,
                         items: run
                             .items
                             .iter()
@@ -639,7 +646,11 @@ impl RunState {
         let run = &mut self.nodes[i];
         run.state = NodeState::Running;
         run.queued_at = Some(at_ms);
-        match self.build_items(i) {
+        let built = match self.nodes[i].prepared.take() {
+            Some(items) => Ok(items),
+            None => self.build_items(i),
+        };
+        match built {
             Ok(items) => {
                 let run = &mut self.nodes[i];
                 run.candidates = items.len();
@@ -884,12 +895,12 @@ impl RunState {
         if let Some(v) = self.inputs.get(name) {
             return Some(v.clone());
         }
-        let provider = self.plan.index.get(name).copied().or_else(|| {
-            self.flow
-                .nodes
-                .iter()
-                .position(|n| n.output_var.as_deref() == Some(name))
-        })?;
+        let provider = self
+            .plan
+            .index
+            .get(name)
+            .or_else(|| self.plan.output_vars.get(name))
+            .copied()?;
         Some(self.nodes[provider].output.clone().unwrap_or_default())
     }
 
@@ -1089,7 +1100,11 @@ impl RunState {
             }
         }
         let labels = match self.build_items(i) {
-            Ok(items) => items.into_iter().map(|it| it.label).collect(),
+            Ok(items) => {
+                let labels = items.iter().map(|it| it.label.clone()).collect();
+                self.nodes[i].prepared = Some(items);
+                labels
+            }
             Err(_) => Vec::new(),
         };
         self.emit(
