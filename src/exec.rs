@@ -1,1 +1,722 @@
 //! The only module that spawns processes: the shell/exec policy (off, allowlist, on).
+//!
+//! SPEC §6: shell execution is off by default. `Allowlist` splits the command line with a
+//! real shell-words splitter (`shlex`) and runs argv directly — no shell ever sees the text —
+//! allowing only plain commands and pipelines whose every program is on the list. `On` runs
+//! `sh -c`, but AIcard variables reach the shell only through the environment
+//! (`"${AICARD_VAR_name}"`), never spliced into the script. In every mode: the working
+//! directory is the workspace, the environment is reduced to a few harmless variables (the
+//! hub token never leaks), stdin is empty, the whole process group is killed at the timeout,
+//! stdout and stderr are captured apart and capped, and one audit line is logged.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Default time a command may run before its process group is killed.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default cap on each of stdout and stderr.
+pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
+/// Environment variables a command inherits from the hub (everything else is dropped).
+const KEPT_ENV: &[&str] = &[
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "TMPDIR",
+];
+/// PATH used when the hub has none.
+const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Prefix of the environment variables that carry AIcard variables in `On` mode.
+pub const VAR_ENV_PREFIX: &str = "AICARD_VAR_";
+/// How long readers may drain pipes after the process group was killed.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Which shell commands may run (`--exec off|allowlist|on`, `--allow PROGRAM`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ExecMode {
+    /// Refuse every shell command (the default).
+    #[default]
+    Off,
+    /// Run argv directly, only these programs (matched against argv[0] exactly).
+    Allowlist(Vec<String>),
+    /// Run through `sh -c` (variables passed through the environment).
+    On,
+}
+
+/// The exec policy the hub was started with.
+///
+/// Exists so the decision "may this run, and how" lives in one value that tests can build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecPolicy {
+    /// Off, allowlist or on.
+    pub mode: ExecMode,
+    /// Working directory of every command (created when missing), under the data dir.
+    pub workspace: PathBuf,
+    /// Kill the process group after this long.
+    pub timeout: Duration,
+    /// Keep at most this many bytes of stdout, and of stderr.
+    pub output_cap: usize,
+}
+
+impl ExecPolicy {
+    /// A policy with the default timeout (30 s) and output cap (64 KiB).
+    pub fn new(mode: ExecMode, workspace: impl Into<PathBuf>) -> Self {
+        Self {
+            mode,
+            workspace: workspace.into(),
+            timeout: DEFAULT_TIMEOUT,
+            output_cap: DEFAULT_OUTPUT_CAP,
+        }
+    }
+}
+
+/// One command to run.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecRequest<'a> {
+    /// The command line as written, `$var` references unexpanded.
+    pub command: &'a str,
+    /// AIcard variables visible to the caller (values are data, never parsed as shell).
+    pub vars: &'a BTreeMap<String, String>,
+    /// Who asked (client id / label), for the audit line.
+    pub caller: &'a str,
+}
+
+/// Which stream a chunk of live output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// A piece of output streamed while the command runs (best effort; the final
+/// [`ExecOutput`] is authoritative).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecChunk {
+    /// Which stream.
+    pub stream: Stream,
+    /// The text (whole UTF-8 characters).
+    pub text: String,
+}
+
+/// What a finished (or killed) command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Captured stdout (of the last pipeline stage), capped, with a note when truncated.
+    pub stdout: String,
+    /// Captured stderr (all stages), capped, with a note when truncated.
+    pub stderr: String,
+    /// Exit code of the last stage; `None` when killed by a signal or the timeout.
+    pub exit_code: Option<i32>,
+    /// The timeout fired and the process group was killed.
+    pub timed_out: bool,
+}
+
+impl ExecOutput {
+    /// Exit code 0 and no timeout.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// The text for a `cmd_result`: stdout, then stderr and the exit status when notable.
+    pub fn render(&self, timeout: Duration) -> String {
+        let mut out = self.stdout.trim_end_matches('\n').to_string();
+        let mut section = |s: &str| {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(s);
+        };
+        if !self.stderr.is_empty() {
+            section(&format!("[stderr]\n{}", self.stderr.trim_end_matches('\n')));
+        }
+        if self.timed_out {
+            section(&format!(
+                "[超时 / timed out after {:.1} s; process group killed]",
+                timeout.as_secs_f64()
+            ));
+        } else if self.exit_code != Some(0) {
+            match self.exit_code {
+                Some(code) => section(&format!("[退出码 / exit code {code}]")),
+                None => section("[被信号终止 / killed by a signal]"),
+            }
+        }
+        out
+    }
+}
+
+/// Why a command did not run.
+#[derive(Debug, Error)]
+pub enum ExecError {
+    /// `--exec off`.
+    #[error("shell 执行已关闭 / shell execution is off; start the hub with `--exec allowlist --allow PROGRAM` or `--exec on` to enable it")]
+    Disabled,
+    /// The program is not on the allowlist.
+    #[error("程序不在允许列表 / program not on the allowlist: `{program}` (allowed: {allowed})")]
+    NotAllowed {
+        /// argv[0] as given.
+        program: String,
+        /// The list, for the person to see.
+        allowed: String,
+    },
+    /// Shell syntax that allowlist mode does not interpret.
+    #[error("不允许的 shell 语法 / not allowed in allowlist mode: {what} at byte {pos}; only plain commands and pipelines `a | b` run")]
+    Forbidden {
+        /// What was found.
+        what: &'static str,
+        /// Byte offset in the command.
+        pos: usize,
+    },
+    /// The command line could not be split into words (unbalanced quotes, trailing `\`).
+    #[error("命令行无法拆分 / could not split the command line: {0}")]
+    Syntax(String),
+    /// A `$var` that is not defined.
+    #[error("变量未定义 / undefined variable: ${0}")]
+    UndefinedVar(String),
+    /// Nothing to run.
+    #[error("空命令 / empty command")]
+    Empty,
+    /// A value holds a NUL byte, which no argv or environment can carry.
+    #[error("值含有 NUL 字节 / a value contains a NUL byte")]
+    Nul,
+    /// The workspace directory could not be created.
+    #[error("无法创建工作目录 / cannot create the workspace {path}: {source}")]
+    Workspace {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The program could not be started.
+    #[error("无法启动 / cannot start `{program}`: {source}")]
+    Spawn {
+        /// argv[0].
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Run one command under `policy`, streaming output to `live` if given.
+pub async fn run(
+    policy: &ExecPolicy,
+    req: ExecRequest<'_>,
+    live: Option<mpsc::Sender<ExecChunk>>,
+) -> Result<ExecOutput, ExecError> {
+    let plan = match plan(policy, req) {
+        Ok(plan) => plan,
+        Err(e) => {
+            audit(req, &policy.mode, &[], &format!("refused: {e}"), None);
+            return Err(e);
+        }
+    };
+    if let Err(source) = tokio::fs::create_dir_all(&policy.workspace).await {
+        let e = ExecError::Workspace {
+            path: policy.workspace.clone(),
+            source,
+        };
+        audit(
+            req,
+            &policy.mode,
+            &plan.argvs(),
+            &format!("refused: {e}"),
+            None,
+        );
+        return Err(e);
+    }
+    let result = execute(policy, &plan, live).await;
+    match &result {
+        Ok(out) => audit(req, &policy.mode, &plan.argvs(), "allowed", Some(out)),
+        Err(e) => audit(
+            req,
+            &policy.mode,
+            &plan.argvs(),
+            &format!("failed: {e}"),
+            None,
+        ),
+    }
+    result
+}
+
+/// One audit line per execution attempt.
+fn audit(
+    req: ExecRequest<'_>,
+    mode: &ExecMode,
+    argv: &[Vec<String>],
+    decision: &str,
+    out: Option<&ExecOutput>,
+) {
+    let mode = match mode {
+        ExecMode::Off => "off",
+        ExecMode::Allowlist(_) => "allowlist",
+        ExecMode::On => "on",
+    };
+    tracing::info!(
+        target: "aicard::audit",
+        caller = req.caller,
+        mode,
+        command = req.command,
+        argv = ?argv,
+        decision,
+        exit_code = ?out.and_then(|o| o.exit_code),
+        timed_out = out.is_some_and(|o| o.timed_out),
+        "exec"
+    );
+}
+
+/// What will be spawned: pipeline stages (argv each) plus extra environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plan {
+    stages: Vec<Vec<String>>,
+    env: Vec<(String, String)>,
+}
+
+impl Plan {
+    fn argvs(&self) -> Vec<Vec<String>> {
+        self.stages.clone()
+    }
+}
+
+/// Decide what to run, or why not.
+fn plan(policy: &ExecPolicy, req: ExecRequest<'_>) -> Result<Plan, ExecError> {
+    if req.command.trim().is_empty() {
+        return Err(ExecError::Empty);
+    }
+    match &policy.mode {
+        ExecMode::Off => Err(ExecError::Disabled),
+        ExecMode::Allowlist(allowed) => plan_allowlist(allowed, req),
+        ExecMode::On => plan_shell(req),
+    }
+}
+
+/// A piece of the lexed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg<'a> {
+    /// Shell text, passed on as written.
+    Raw(&'a str),
+    /// A `$name` / `${name}` reference, and whether it sits inside double quotes.
+    Var { name: &'a str, in_double: bool },
+    /// A top-level `|` (pipeline separator).
+    Pipe,
+}
+
+/// Lex a command line by POSIX quoting rules: variable references outside single quotes,
+/// top-level pipes, and the first construct allowlist mode refuses (if any).
+fn lex(cmd: &str) -> (Vec<Seg<'_>>, Option<(&'static str, usize)>) {
+    let b = cmd.as_bytes();
+    let mut segs = Vec::new();
+    let mut forbidden = None;
+    let mut forbid = |what, pos| {
+        forbidden.get_or_insert((what, pos));
+    };
+    let (mut raw_start, mut i) = (0, 0);
+    let (mut single, mut double) = (false, false);
+    while i < b.len() {
+        let c = b[i];
+        if single {
+            single = c != b'\'';
+            i += 1;
+            continue;
+        }
+        match c {
+            b'\\' => {
+                i += 2;
+                continue;
+            }
+            b'\'' if !double => single = true,
+            b'"' => double = !double,
+            b'`' => forbid("backtick `…`", i),
+            b'$' => {
+                if let Some(((s, e), next)) = crate::commands::parser::var_ref_at(b, i) {
+                    segs.push(Seg::Raw(&cmd[raw_start..i]));
+                    segs.push(Seg::Var {
+                        name: &cmd[s..e],
+                        in_double: double,
+                    });
+                    raw_start = next;
+                    i = next;
+                    continue;
+                }
+                if b.get(i + 1) == Some(&b'(') {
+                    forbid("command substitution $(…)", i);
+                }
+            }
+            _ if double => {}
+            b';' => forbid("`;`", i),
+            b'&' if b.get(i + 1) == Some(&b'&') => forbid("`&&`", i),
+            b'&' => forbid("`&`", i),
+            b'|' if b.get(i + 1) == Some(&b'|') => forbid("`||`", i),
+            b'|' => {
+                segs.push(Seg::Raw(&cmd[raw_start..i]));
+                segs.push(Seg::Pipe);
+                raw_start = i + 1;
+            }
+            b'>' | b'<' => forbid("redirection `<`/`>`", i),
+            b'\n' | b'\r' => forbid("newline", i),
+            _ => {}
+        }
+        i += 1;
+    }
+    segs.push(Seg::Raw(&cmd[raw_start.min(b.len())..]));
+    segs.retain(|s| !matches!(s, Seg::Raw("")));
+    (segs, forbidden)
+}
+
+fn lookup<'v>(vars: &'v BTreeMap<String, String>, name: &str) -> Result<&'v str, ExecError> {
+    vars.get(name)
+        .map(String::as_str)
+        .ok_or_else(|| ExecError::UndefinedVar(name.to_string()))
+}
+
+/// Allowlist mode: refuse shell syntax, quote values into the words, split with shlex,
+/// check every stage's program.
+fn plan_allowlist(allowed: &[String], req: ExecRequest<'_>) -> Result<Plan, ExecError> {
+    let (segs, forbidden) = lex(req.command);
+    if let Some((what, pos)) = forbidden {
+        return Err(ExecError::Forbidden { what, pos });
+    }
+    let mut stages = Vec::new();
+    let mut text = String::new();
+    for seg in segs.iter().chain(std::iter::once(&Seg::Pipe)) {
+        match seg {
+            Seg::Raw(r) => text.push_str(r),
+            Seg::Var { name, in_double } => {
+                let value = lookup(req.vars, name)?;
+                let quoted = shlex::try_quote(value).map_err(|_| ExecError::Nul)?;
+                if *in_double {
+                    text.push('"');
+                    text.push_str(&quoted);
+                    text.push('"');
+                } else {
+                    text.push_str(&quoted);
+                }
+            }
+            Seg::Pipe => {
+                let argv = shlex::split(&text).ok_or_else(|| {
+                    ExecError::Syntax(
+                        "引号不配对或结尾是反斜杠 / unbalanced quotes or a trailing backslash"
+                            .into(),
+                    )
+                })?;
+                let program = argv.first().ok_or(ExecError::Empty)?;
+                if !allowed.iter().any(|a| a == program) {
+                    return Err(ExecError::NotAllowed {
+                        program: program.clone(),
+                        allowed: if allowed.is_empty() {
+                            "(none)".into()
+                        } else {
+                            allowed.join(", ")
+                        },
+                    });
+                }
+                stages.push(argv);
+                text.clear();
+            }
+        }
+    }
+    Ok(Plan {
+        stages,
+        env: Vec::new(),
+    })
+}
+
+/// On mode: `sh -c` with each AIcard variable replaced by a quoted environment reference.
+/// Names that are not AIcard variables are left for the shell (its own loop variables etc.).
+fn plan_shell(req: ExecRequest<'_>) -> Result<Plan, ExecError> {
+    let (segs, _) = lex(req.command);
+    let mut script = String::new();
+    // (AIcard name, environment key, value)
+    let mut mapped: Vec<(&str, String, &str)> = Vec::new();
+    for seg in &segs {
+        match seg {
+            Seg::Raw(r) => script.push_str(r),
+            Seg::Pipe => script.push('|'),
+            Seg::Var { name, in_double } => {
+                let Some(value) = req.vars.get(*name) else {
+                    script.push_str(&format!("${{{name}}}"));
+                    continue;
+                };
+                if value.contains('\0') {
+                    return Err(ExecError::Nul);
+                }
+                let key = match mapped.iter().find(|(n, _, _)| n == name) {
+                    Some((_, key, _)) => key.clone(),
+                    None => {
+                        let key = env_name(name, mapped.iter().map(|(_, k, _)| k.as_str()));
+                        mapped.push((name, key.clone(), value));
+                        key
+                    }
+                };
+                if *in_double {
+                    script.push_str(&format!("${{{key}}}"));
+                } else {
+                    script.push_str(&format!("\"${{{key}}}\""));
+                }
+            }
+        }
+    }
+    Ok(Plan {
+        stages: vec![vec!["sh".into(), "-c".into(), script]],
+        env: mapped
+            .into_iter()
+            .map(|(_, k, v)| (k, v.to_string()))
+            .collect(),
+    })
+}
+
+/// `AICARD_VAR_<name>` with non-alphanumerics as `_`, suffixed to differ from `taken`
+/// (`a.b` and `a_b` must not share a variable).
+fn env_name<'t>(name: &str, taken: impl Iterator<Item = &'t str> + Clone) -> String {
+    let sanitised: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let base = format!("{VAR_ENV_PREFIX}{sanitised}");
+    let mut key = base.clone();
+    let mut k = 1;
+    while taken.clone().any(|t| t == key) {
+        key = format!("{base}_{k}");
+        k += 1;
+    }
+    key
+}
+
+/// A command with the sandboxing every mode shares.
+fn base_command(argv: &[String], policy: &ExecPolicy, env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(&policy.workspace)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for key in KEPT_ENV {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    if std::env::var_os("PATH").is_none() {
+        cmd.env("PATH", FALLBACK_PATH);
+    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
+/// Spawned pipeline: children, their process group, and the reader tasks.
+struct Running {
+    children: Vec<Child>,
+    pgid: Option<i32>,
+    stdout: Option<JoinHandle<Captured>>,
+    stderr: Vec<JoinHandle<Captured>>,
+}
+
+impl Running {
+    /// SIGKILL the whole process group (stragglers, background jobs, the timed-out).
+    fn kill_group(&self) {
+        if let Some(pgid) = self.pgid {
+            // SAFETY: killpg only sends a signal; a stale or invalid pgid yields ESRCH.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Spawn every stage into one process group and start the readers.
+fn spawn(
+    policy: &ExecPolicy,
+    plan: &Plan,
+    live: Option<mpsc::Sender<ExecChunk>>,
+) -> Result<Running, ExecError> {
+    let mut running = Running {
+        children: Vec::new(),
+        pgid: None,
+        stdout: None,
+        stderr: Vec::new(),
+    };
+    let mut prev_stdout: Option<Stdio> = None;
+    let last = plan.stages.len() - 1;
+    for (k, argv) in plan.stages.iter().enumerate() {
+        let mut cmd = base_command(argv, policy, &plan.env);
+        cmd.process_group(running.pgid.unwrap_or(0));
+        if let Some(stdin) = prev_stdout.take() {
+            cmd.stdin(stdin);
+        }
+        let mut child = cmd.spawn().map_err(|source| {
+            running.kill_group();
+            ExecError::Spawn {
+                program: argv[0].clone(),
+                source,
+            }
+        })?;
+        if running.pgid.is_none() {
+            running.pgid = child.id().and_then(|id| i32::try_from(id).ok());
+        }
+        if let Some(err) = child.stderr.take() {
+            running.stderr.push(tokio::spawn(capture(
+                err,
+                policy.output_cap,
+                Stream::Stderr,
+                live.clone(),
+            )));
+        }
+        if let Some(out) = child.stdout.take() {
+            if k == last {
+                running.stdout = Some(tokio::spawn(capture(
+                    out,
+                    policy.output_cap,
+                    Stream::Stdout,
+                    live.clone(),
+                )));
+            } else {
+                prev_stdout = Some(out.try_into().map_err(|source| ExecError::Spawn {
+                    program: argv[0].clone(),
+                    source,
+                })?);
+            }
+        }
+        running.children.push(child);
+    }
+    Ok(running)
+}
+
+/// Spawn, wait with the timeout, kill the group, collect the output.
+async fn execute(
+    policy: &ExecPolicy,
+    plan: &Plan,
+    live: Option<mpsc::Sender<ExecChunk>>,
+) -> Result<ExecOutput, ExecError> {
+    let started = Instant::now();
+    let mut running = spawn(policy, plan, live)?;
+    let waited = tokio::time::timeout(policy.timeout, wait_all(&mut running.children)).await;
+    // Always kill the group: after a timeout it stops the command; after a normal exit it
+    // removes background processes that would otherwise keep our pipes open.
+    running.kill_group();
+    let (timed_out, status) = match waited {
+        Ok(status) => (false, status),
+        Err(_) => {
+            let _ = wait_all(&mut running.children).await;
+            (true, None)
+        }
+    };
+    let stdout = finish_reader(running.stdout.take()).await;
+    let mut stderr = Captured::default();
+    for handle in running.stderr.drain(..) {
+        stderr.append(finish_reader(Some(handle)).await, policy.output_cap);
+    }
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "exec finished"
+    );
+    Ok(ExecOutput {
+        stdout: stdout.into_text(),
+        stderr: stderr.into_text(),
+        exit_code: if timed_out {
+            None
+        } else {
+            status.and_then(|s| s.code())
+        },
+        timed_out,
+    })
+}
+
+/// Wait for every stage; the last stage's status is the pipeline's (as in sh).
+async fn wait_all(children: &mut [Child]) -> Option<ExitStatus> {
+    let mut last = None;
+    for child in children.iter_mut() {
+        last = child.wait().await.ok();
+    }
+    last
+}
+
+/// Join a reader, giving it a short grace period to drain after the kill.
+async fn finish_reader(handle: Option<JoinHandle<Captured>>) -> Captured {
+    let Some(mut handle) = handle else {
+        return Captured::default();
+    };
+    match tokio::time::timeout(DRAIN_GRACE, &mut handle).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(_)) => Captured::default(),
+        Err(_) => {
+            handle.abort();
+            Captured::default()
+        }
+    }
+}
+
+/// A capped capture of one stream: the kept bytes and how many arrived in total.
+#[derive(Debug, Default)]
+struct Captured {
+    kept: Vec<u8>,
+    total: usize,
+}
+
+impl Captured {
+    fn append(&mut self, other: Captured, cap: usize) {
+        let room = cap.saturating_sub(self.kept.len());
+        self.kept
+            .extend_from_slice(&other.kept[..other.kept.len().min(room)]);
+        self.total += other.total;
+    }
+
+    /// The text, cut at a character boundary, with a note when bytes were dropped.
+    fn into_text(self) -> String {
+        let valid = utf8_prefix(&self.kept);
+        let mut text = String::from_utf8_lossy(&self.kept[..valid]).into_owned();
+        let omitted = self.total - valid;
+        if omitted > 0 {
+            text.push_str(&format!(
+                "\n…[输出已截断 / output truncated: {omitted} more bytes]"
+            ));
+        }
+        text
+    }
+}
+
+/// Length of the longest prefix that does not end inside a multi-byte character.
+fn utf8_prefix(data: &[u8]) -> usize {
+    match std::str::from_utf8(data) {
+        Ok(_) => data.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => data.len(),
+    }
+}
+
+/// Read a stream to EOF, keeping at most `cap` bytes and streaming what is kept.
+async fn capture(
+    mut reader: impl AsyncRead + Unpin,
+    cap: usize,
+    stream: Stream,
+    live: Option<mpsc::Sender<ExecChunk>>,
+) -> Captured {
+    let mut out = Captured::default();
+    let mut buf = vec![0u8; 8192];
+    let mut sent = 0;
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        out.total += n;
+        let room = cap.saturating_sub(out.kept.len());
+        out.kept.extend_from_slice(&buf[..n.min(room)]);
+        if let Some(tx) = &live {
+            let upto = sent + utf8_prefix(&out.kept[sent..]);
+            if upto > sent {
+                let text = String::from_utf8_lossy(&out.kept[sent..upto]).into_owned();
+                // Best effort: a slow consumer loses live chunks, never the final output.
+                let _ = tx.try_send(ExecChunk { stream, text });
+                sent = upto;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

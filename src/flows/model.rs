@@ -186,7 +186,10 @@ fn default_item_var() -> String {
 }
 
 /// The items of a `for_each`: literal, or computed from variables at run time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Deserialized by hand: serde's untagged buffering rejects plain (unquoted) YAML scalars
+/// such as `items: [x, y]`, which people write all the time.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ForEachItems {
     /// A literal YAML list.
@@ -558,6 +561,60 @@ impl<'de> Deserialize<'de> for StringList {
                     out.push(v);
                 }
                 Ok(StringList(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for ForEachItems {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ForEachItems;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of items or an expression string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ForEachItems, E> {
+                Ok(ForEachItems::Expr(v.to_string()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ForEachItems, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = seq.next_element::<ScalarText>()? {
+                    out.push(v.0);
+                }
+                Ok(ForEachItems::List(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Any YAML scalar (string, number, bool) as its text: list items like `[1, 2, x]`.
+struct ScalarText(String);
+
+impl<'de> Deserialize<'de> for ScalarText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ScalarText;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a scalar item")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
             }
         }
         d.deserialize_any(V)

@@ -1,0 +1,362 @@
+//! The typed syntax tree of one command (the text between `?<` and `>!`).
+//!
+//! Closed enums: the interpreter matches exhaustively, so a new form cannot be added without
+//! deciding how it runs and who may run it.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// One parsed command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Anything that does not start with a keyword: a shell command line, handed to
+    /// [`crate::exec`] verbatim (variables are expanded there, safely for the exec mode).
+    Shell {
+        /// The command line as written.
+        text: String,
+    },
+    /// `set NAME = VALUE` / `set global NAME = VALUE`.
+    Set {
+        /// Variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+        name: String,
+        /// Write to the global scope instead of the caller's.
+        global: bool,
+        /// Where the value comes from.
+        value: SetValue,
+    },
+    /// `parallel to=[a,b] TEXT` or `parallel to=[a: p1, b: p2]`: prompts to several tabs at once.
+    Parallel {
+        /// One prompt per target, in the written order.
+        jobs: Vec<Job>,
+    },
+    /// `to TARGET: TEXT`: one prompt to one tab; the answer is the result.
+    To(Job),
+    /// `from TARGET: [CMD]`: take the tab's latest answer as `$RESULT` (and run CMD with it).
+    From {
+        /// The tab whose answer is taken.
+        target: Target,
+        /// The command to run with `$RESULT` bound; `None` returns the answer itself.
+        then: Option<Box<Command>>,
+    },
+    /// `send_to_all TEXT`: the prompt to every worker the caller may reach.
+    SendToAll {
+        /// The prompt.
+        prompt: Template,
+    },
+    /// `a -> b -> c`: each step runs with the previous step's output as `$RESULT`.
+    Chain(Vec<Command>),
+    /// `if COND then CMD [else CMD]`.
+    If {
+        /// The condition.
+        cond: Cond,
+        /// Runs when the condition holds.
+        then: Box<Command>,
+        /// Runs otherwise (if present).
+        otherwise: Option<Box<Command>>,
+    },
+    /// `for VAR in ITEMS do CMD`.
+    For {
+        /// Loop variable name.
+        var: String,
+        /// What it iterates over.
+        items: ForItems,
+        /// The body, run once per item.
+        body: Box<Command>,
+    },
+    /// `manager …`: define and drive flows (answered by the flow engine through the host).
+    Manager(ManagerCmd),
+    /// `flow start|pause|resume|stop|status`: seed aliases acting on the caller's current flow.
+    Flow(FlowAction),
+    /// `role master|foreman|worker [group=G]`: set the calling tab's role.
+    Role {
+        /// The new role.
+        role: Role,
+        /// The group (for a foreman: the workers it manages; for a worker: its foreman's).
+        group: Option<String>,
+    },
+    /// `help [TOPIC]`.
+    Help {
+        /// The command asked about; `None` lists every command.
+        topic: Option<String>,
+    },
+}
+
+/// The right-hand side of `set`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetValue {
+    /// `$(COMMAND)`: the command's output (any command form, not only a shell command).
+    Capture(Box<Command>),
+    /// Literal text with `$var` references expanded when `set` runs.
+    Literal(Template),
+}
+
+/// One prompt for one tab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Which tab.
+    pub target: Target,
+    /// What to send it.
+    pub prompt: Template,
+}
+
+/// A tab reference: a site name (`deepseek`), a label, a client id, or a selector.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A site name, label or client id; the host resolves it.
+    Name(String),
+    /// `role:NAME` — every tab with that role (the host resolves it).
+    Role(Role),
+    /// `group:NAME` — every tab in that group.
+    Group(String),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Name(n) => f.write_str(n),
+            Target::Role(r) => write!(f, "role:{r}"),
+            Target::Group(g) => write!(f, "group:{g}"),
+        }
+    }
+}
+
+/// A tab's role (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// 总指挥: where the person works; may run everything.
+    Master,
+    /// 包工头: manages a group of workers.
+    Foreman,
+    /// 工人: answers tasks; its replies are data, not orders.
+    Worker,
+}
+
+impl Role {
+    /// Parse `master`, `foreman`, `worker` (case-insensitive).
+    pub fn parse(s: &str) -> Option<Role> {
+        match s.to_ascii_lowercase().as_str() {
+            "master" => Some(Role::Master),
+            "foreman" => Some(Role::Foreman),
+            "worker" => Some(Role::Worker),
+            _ => None,
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Master => "master",
+            Role::Foreman => "foreman",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Text with variable references; expanded at run time, and the values are never re-parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Template {
+    /// Literal pieces and references, in order.
+    pub parts: Vec<Part>,
+}
+
+/// One piece of a [`Template`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    /// Literal text.
+    Lit(String),
+    /// `$name`, `${name}` or `${node.output}`.
+    Var(String),
+}
+
+impl Template {
+    /// A template holding only literal text.
+    pub fn literal(text: impl Into<String>) -> Self {
+        let text = text.into();
+        if text.is_empty() {
+            return Self::default();
+        }
+        Self {
+            parts: vec![Part::Lit(text)],
+        }
+    }
+
+    /// The variable names referenced, in order.
+    pub fn vars(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Var(v) => Some(v.as_str()),
+            Part::Lit(_) => None,
+        })
+    }
+}
+
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for p in &self.parts {
+            match p {
+                Part::Lit(s) => f.write_str(&s.replace('$', "\\$"))?,
+                Part::Var(v) => write!(f, "${{{v}}}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An `if` condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cond {
+    /// A single operand: true unless empty (after trimming), `0` or `false`.
+    Truthy(Operand),
+    /// `not COND`.
+    Not(Box<Cond>),
+    /// `LEFT OP RIGHT`.
+    Compare {
+        /// Left operand.
+        left: Operand,
+        /// The comparison.
+        op: CmpOp,
+        /// Right operand.
+        right: Operand,
+    },
+}
+
+/// A value in a condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operand {
+    /// Text with variables.
+    Text(Template),
+    /// `$(COMMAND)`: the command's output; a failed command makes the condition an error.
+    Capture(Box<Command>),
+}
+
+/// Comparison operators; numbers compare numerically when both sides parse as numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `==` or `=`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `contains` (substring)
+    Contains,
+}
+
+/// What a `for` loop iterates over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForItems {
+    /// `{FROM..TO}` or `{FROM..TO..STEP}`, inclusive, counting down when FROM > TO.
+    Range {
+        /// First value.
+        from: i64,
+        /// Last value (inclusive).
+        to: i64,
+        /// Positive step.
+        step: i64,
+    },
+    /// `a b c` or `[a, b, c]`: one iteration per item (a `$var` item is one item).
+    List(Vec<Template>),
+}
+
+/// `manager …` verbs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ManagerCmd {
+    /// `manager create NAME from "a -> b"` / `from file:flows/x.yaml`.
+    Create {
+        /// Flow name.
+        name: String,
+        /// Its definition.
+        source: FlowSource,
+    },
+    /// `manager run NAME [--from-node ID] [key=value…]`.
+    Run {
+        /// Flow name.
+        name: String,
+        /// Resume from this node (earlier nodes' stored outputs are reused).
+        from_node: Option<String>,
+        /// Inputs; values have `$var` expanded by the interpreter before the host sees them.
+        params: Vec<(String, String)>,
+    },
+    /// `manager pause NAME`.
+    Pause(String),
+    /// `manager resume NAME`.
+    Resume(String),
+    /// `manager stop NAME`.
+    Stop(String),
+    /// `manager status NAME`.
+    Status(String),
+    /// `manager show NAME`.
+    Show(String),
+    /// `manager delete NAME`.
+    Delete(String),
+    /// `manager list`.
+    List,
+    /// `manager export NAME to file:PATH`.
+    Export {
+        /// Flow name.
+        name: String,
+        /// Destination (relative to the hub's data/flows directory; the host decides).
+        path: PathBuf,
+    },
+}
+
+impl ManagerCmd {
+    /// Whether the verb changes state (create, run, pause, …) rather than only reading it.
+    pub fn mutates(&self) -> bool {
+        !matches!(
+            self,
+            ManagerCmd::Status(_) | ManagerCmd::Show(_) | ManagerCmd::List
+        )
+    }
+}
+
+/// Where a flow definition comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowSource {
+    /// A quoted inline definition, e.g. `"a -> b"`.
+    Inline(String),
+    /// `file:PATH`.
+    File(PathBuf),
+}
+
+/// `flow …` seed aliases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowAction {
+    /// `flow start`
+    Start,
+    /// `flow pause`
+    Pause,
+    /// `flow resume`
+    Resume,
+    /// `flow stop`
+    Stop,
+    /// `flow status`
+    Status,
+}
+
+impl FlowAction {
+    /// Whether the action changes state.
+    pub fn mutates(self) -> bool {
+        self != FlowAction::Status
+    }
+}
+
+/// Either a `manager` verb or a `flow` alias: what the host's flow engine receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowRequest {
+    /// A `manager …` command (params already expanded).
+    Manager(ManagerCmd),
+    /// A `flow …` alias.
+    Flow(FlowAction),
+}

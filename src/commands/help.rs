@@ -1,0 +1,222 @@
+//! Help texts: one-line usage per command (for `help` and for parse errors) and the full
+//! usage with an example (for `help TOPIC`). Bilingual, because the people using AIcard read
+//! Chinese and the models read both.
+
+/// One command's help entry.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    /// Topic name as typed after `help`.
+    pub topic: &'static str,
+    /// One-line usage.
+    pub usage: &'static str,
+    /// One-line summary, 中文.
+    pub zh: &'static str,
+    /// One-line summary, English.
+    pub en: &'static str,
+    /// Longer explanation and an example (with the answer it produces).
+    pub details: &'static str,
+}
+
+/// Every command, in the order `help` lists them.
+pub const ENTRIES: &[Entry] = &[
+    Entry {
+        topic: "shell",
+        usage: "?<PROGRAM ARGS…>!",
+        zh: "运行 shell 命令（需 --exec allowlist/on）",
+        en: "run a shell command (needs --exec allowlist or on)",
+        details: "Any command that does not start with a keyword is a shell command. It runs in the \
+workspace directory with a timeout and an output cap. --exec off (default) refuses it; \
+--exec allowlist runs argv directly (pipelines allowed, no ; && || ` $( ) > <); --exec on uses sh -c \
+with $variables passed through the environment.\nExample: ?<echo hello>!  →  hello",
+    },
+    Entry {
+        topic: "set",
+        usage: "?<set [global] NAME = VALUE | $(COMMAND)>!",
+        zh: "设置变量：字面值或命令输出",
+        en: "set a variable to a literal or to a command's output",
+        details: "VALUE is literal text ($var expanded once, never re-parsed) or $(COMMAND), the output \
+of any command form. Variables belong to the calling master tab; `global` writes the scope shared \
+with flows.\nExample: ?<set n = 5>!  →  n = 5\nExample: ?<set d = $(to deepseek: name a colour)>!  →  d = blue",
+    },
+    Entry {
+        topic: "vars",
+        usage: "$name  ${name}  ${node.output}",
+        zh: "变量引用，使用前展开",
+        en: "variable references, expanded before use",
+        details: "$name and ${name} read a variable (the caller's scope first, then the global scope); \
+${node.output} reads a flow node's output. \\$ is a literal dollar. An undefined variable is an \
+error. Values are data: a value holding `; rm -rf /` is text, never a command.\nExample: ?<to kimi: translate $text>!",
+    },
+    Entry {
+        topic: "parallel",
+        usage: "?<parallel to=[T1,T2,…] TEXT>!  |  ?<parallel to=[T1: P1, T2: P2]>!",
+        zh: "同时发给多个标签页并汇总回答",
+        en: "send prompts to several tabs at once and collect the answers",
+        details: "Targets are site names, labels, client ids, role:worker or group:NAME. The first form \
+sends the same TEXT to every target; the second sends each target its own prompt (a new item \
+starts at `, NAME:`). All prompts run concurrently (each tab still handles one task at a time); \
+the answers come back labelled by tab. If some targets fail, the others' answers are kept and \
+the result is marked failed.\nExample: ?<parallel to=[deepseek,qianwen] 用一句话介绍 Rust>!\n  →  [deepseek] Rust 是……\n\n     [qianwen] Rust 是……",
+    },
+    Entry {
+        topic: "to",
+        usage: "?<to TARGET: TEXT>!",
+        zh: "发给一个标签页，返回它的回答",
+        en: "send a prompt to one tab and return its answer",
+        details: "Example: ?<to yuanbao: 写一首关于秋天的短诗>!  →  the poem yuanbao wrote",
+    },
+    Entry {
+        topic: "from",
+        usage: "?<from TARGET: [COMMAND]>!",
+        zh: "取某标签页最近的回答作为 $RESULT",
+        en: "take a tab's latest answer as $RESULT (and run COMMAND with it)",
+        details: "Without COMMAND the answer itself is the result.\nExample: ?<from doubao: to kimi: 检查这段代码 $RESULT>!",
+    },
+    Entry {
+        topic: "send_to_all",
+        usage: "?<send_to_all TEXT>!",
+        zh: "发给所有工人标签页",
+        en: "send a prompt to every worker tab",
+        details: "A foreman reaches the workers of its group. Answers come back labelled like parallel.\nExample: ?<send_to_all 准备好了吗？>!",
+    },
+    Entry {
+        topic: "chain",
+        usage: "?<A -> B -> C>!",
+        zh: "链式执行，上一步结果为 $RESULT",
+        en: "chain: each step gets the previous result as $RESULT",
+        details: "`->` binds loosest: it splits the whole command, except inside quotes, $( ) and nested \
+?< >!. An `if` or `for` step takes the rest of the chain as its branch/body. Quote text that \
+contains a literal ->. The chain stops at the first failing step.\nExample: ?<to deepseek: 列出三个要点 -> to qianwen: 把这些翻译成英文：$RESULT>!",
+    },
+    Entry {
+        topic: "if",
+        usage: "?<if COND then COMMAND [else COMMAND]>!",
+        zh: "条件执行",
+        en: "run a command when a condition holds",
+        details: "COND is VALUE, `not COND`, or VALUE OP VALUE with OP one of == = != < <= > >= contains \
+(numbers compare as numbers). A VALUE is text, \"quoted text\", $var or $(COMMAND). A lone value is \
+true unless empty, 0 or false. `else` pairs with the nearest `if`.\nExample: ?<if $n > 3 then to kimi: 多 else to kimi: 少>!",
+    },
+    Entry {
+        topic: "for",
+        usage: "?<for VAR in {A..B[..STEP]} | ITEM… | [ITEM, …] do COMMAND>!",
+        zh: "循环（最多 1000 次）",
+        en: "loop (at most 1000 iterations)",
+        details: "The body sees the loop variable as $VAR; the results are joined line by line.\nExample: ?<for i in {1..3} do echo $i>!  →  1\\n2\\n3 (with exec enabled)",
+    },
+    Entry {
+        topic: "manager",
+        usage: "?<manager create NAME from \"A -> B\"|file:PATH | run NAME [--from-node ID] [key=value…] | pause|resume|stop|status|show|delete NAME | list | export NAME to file:PATH>!",
+        zh: "定义、运行和管理流程",
+        en: "define, run and manage flows",
+        details: "The tab that runs `manager run` is the master of that run. Only the master (or the \
+person) may create, run, pause, resume, stop, delete or export flows.\nExample: ?<manager run cross-review document=$doc>!  →  run started: …",
+    },
+    Entry {
+        topic: "flow",
+        usage: "?<flow start|pause|resume|stop|status>!",
+        zh: "控制当前流程（旧命令别名）",
+        en: "control the current flow (seed aliases)",
+        details: "Example: ?<flow status>!  →  the current run's node states",
+    },
+    Entry {
+        topic: "role",
+        usage: "?<role master|foreman|worker [group=G]>!",
+        zh: "设置本标签页的角色",
+        en: "set this tab's role",
+        details: "A reply can change roles only from a master tab; what the person types always can.\nExample: ?<role foreman group=review>!  →  role set: foreman (group review)",
+    },
+    Entry {
+        topic: "help",
+        usage: "?<help [COMMAND]>!",
+        zh: "命令列表或某个命令的用法",
+        en: "the command list, or one command's usage",
+        details: "Example: ?<help parallel>!",
+    },
+];
+
+/// Topic aliases accepted after `help`.
+fn canonical(topic: &str) -> &str {
+    match topic {
+        "exec" | "sh" | "echo" => "shell",
+        "var" | "variables" | "$" => "vars",
+        "->" | "chains" => "chain",
+        "else" | "then" => "if",
+        "loop" => "for",
+        "flows" => "flow",
+        other => other,
+    }
+}
+
+/// The entry for a topic (aliases accepted, case-insensitive).
+pub fn entry(topic: &str) -> Option<&'static Entry> {
+    let t = topic.trim().to_ascii_lowercase();
+    let t = canonical(t.as_str());
+    ENTRIES.iter().find(|e| e.topic == t)
+}
+
+/// One-line usage for a topic (empty string if unknown).
+pub fn usage(topic: &str) -> &'static str {
+    entry(topic).map_or("", |e| e.usage)
+}
+
+/// The answer to `help` (no topic): every command with one-line usage.
+pub fn overview() -> String {
+    let mut out = String::from("AIcard 命令 / commands (?<…>!):\n");
+    for e in ENTRIES {
+        out.push_str(&format!("  {}\n      {} / {}\n", e.usage, e.zh, e.en));
+    }
+    out.push_str("?<help COMMAND>! 查看详细用法 / shows full usage and an example.");
+    out
+}
+
+/// The answer to `help TOPIC`: full usage and an example, or an error naming the topics.
+pub fn topic(topic: &str) -> Result<String, String> {
+    match entry(topic) {
+        Some(e) => Ok(format!("{}\n{} / {}\n\n{}", e.usage, e.zh, e.en, e.details)),
+        None => Err(format!(
+            "没有这个命令 / no such command: {topic}. 可用 / available: {}",
+            ENTRIES
+                .iter()
+                .map(|e| e.topic)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overview_lists_every_command_in_both_languages() {
+        let o = overview();
+        for e in ENTRIES {
+            assert!(o.contains(e.usage), "{}", e.topic);
+            assert!(o.contains(e.zh) && o.contains(e.en), "{}", e.topic);
+        }
+    }
+
+    #[test]
+    fn parallel_help_has_usage_and_example() {
+        let t = topic("parallel").expect("parallel is a topic");
+        assert!(t.starts_with("?<parallel to=[T1,T2,…] TEXT>!"));
+        assert!(t.contains("Example: ?<parallel to=[deepseek,qianwen]"));
+    }
+
+    #[test]
+    fn aliases_and_unknown_topics() {
+        assert_eq!(entry("->").map(|e| e.topic), Some("chain"));
+        assert_eq!(entry("PARALLEL").map(|e| e.topic), Some("parallel"));
+        let err = topic("nope").expect_err("unknown topic");
+        assert!(err.contains("no such command: nope") && err.contains("parallel"));
+    }
+
+    #[test]
+    fn every_entry_has_an_example() {
+        for e in ENTRIES {
+            assert!(e.details.contains("Example:"), "{}", e.topic);
+        }
+    }
+}

@@ -1,0 +1,624 @@
+//! The interpreter: runs a parsed [`Command`] for a [`Caller`] against a [`Host`].
+//!
+//! It knows nothing about sockets: the hub implements [`Host`] (send a prompt to a tab and
+//! wait for its reply, list workers, groups, roles, the flow engine) and turns the
+//! [`CommandOutcome`] into a `cmd_result` frame. Every action passes the single permission
+//! check in [`super::permissions`]; shell commands go through [`crate::exec`] only.
+
+use super::ast::{
+    CmpOp, Command, Cond, FlowRequest, ForItems, Job, ManagerCmd, Operand, Part, Role, SetValue,
+    Target, Template,
+};
+use super::help;
+use super::parser::{self, parse_template};
+use super::permissions::{self, Action, Caller, Denied};
+use super::vars::{VarError, Variables};
+use crate::exec::{self, ExecChunk, ExecError, ExecPolicy, ExecRequest};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use thiserror::Error;
+use tokio::sync::mpsc;
+
+/// Most steps (commands evaluated, prompts sent) one top-level command may take.
+pub const MAX_STEPS: usize = 10_000;
+
+/// The result of one command, ready for `cmd_result {command, result: {success, output}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandOutcome {
+    /// Whether the command did what it was asked.
+    pub success: bool,
+    /// The answer (or the error, in Chinese and English).
+    pub output: String,
+}
+
+impl CommandOutcome {
+    fn ok(output: String) -> Self {
+        Self {
+            success: true,
+            output,
+        }
+    }
+
+    fn failed(output: String) -> Self {
+        Self {
+            success: false,
+            output,
+        }
+    }
+}
+
+/// Errors the host reports (a missing tab, a tab that failed, no flow engine, …).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum HostError {
+    /// No tab matches the name.
+    #[error("没有这个标签页 / no such tab: {0}")]
+    UnknownTarget(String),
+    /// The tab exists but is not connected.
+    #[error("标签页未连接 / tab not connected: {0}")]
+    NotConnected(String),
+    /// The tab did not answer in time.
+    #[error("等待超时 / no answer from {target} within {secs} s")]
+    Timeout {
+        /// The tab.
+        target: String,
+        /// The timeout.
+        secs: u64,
+    },
+    /// The tab reported a failure (429, captcha, login page, …).
+    #[error("{target} 失败 / {target} failed: {message}")]
+    Failed {
+        /// The tab.
+        target: String,
+        /// What it said.
+        message: String,
+    },
+    /// `manager` / `flow` before the flow engine exists.
+    #[error("流程引擎尚未启用 / no flow engine is available yet; `manager` and `flow` commands cannot run")]
+    NoFlowEngine,
+    /// Anything else, already worded for a person.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What the interpreter needs from the hub. Implemented by the hub; a fake in tests.
+///
+/// Async methods return `Send` futures so the interpreter can run inside `tokio::spawn`.
+pub trait Host: Send + Sync {
+    /// Send `prompt` to one tab (site name, label or client id) through its queue and wait
+    /// for its reply. A missing or disconnected tab is an error naming it.
+    fn ask(
+        &self,
+        caller: &Caller,
+        target: &str,
+        prompt: String,
+    ) -> impl Future<Output = Result<String, HostError>> + Send;
+
+    /// The latest complete reply of a tab (for `from X:`).
+    fn last_reply(&self, target: &str) -> impl Future<Output = Result<String, HostError>> + Send;
+
+    /// Tabs matching a selector (`role:worker`, `group:g`), as names `ask` accepts.
+    fn select(&self, selector: &Target) -> Vec<String>;
+
+    /// Every connected worker tab, as names `ask` accepts.
+    fn all_workers(&self) -> Vec<String>;
+
+    /// Whether tab `target` belongs to group `group`.
+    fn in_group(&self, target: &str, group: &str) -> bool;
+
+    /// Set the calling tab's role; returns the confirmation to show.
+    fn set_role(
+        &self,
+        caller: &Caller,
+        role: Role,
+        group: Option<String>,
+    ) -> impl Future<Output = Result<String, HostError>> + Send;
+
+    /// A `manager` or `flow` command, for the flow engine. Default: no engine yet.
+    fn flows(
+        &self,
+        caller: &Caller,
+        request: FlowRequest,
+    ) -> impl Future<Output = Result<String, HostError>> + Send {
+        let _ = (caller, request);
+        async { Err(HostError::NoFlowEngine) }
+    }
+
+    /// Where live shell output for this caller goes while a command runs (None: nowhere).
+    fn exec_output(&self, caller: &Caller) -> Option<mpsc::Sender<ExecChunk>> {
+        let _ = caller;
+        None
+    }
+}
+
+/// Why a command failed; rendered into [`CommandOutcome::output`].
+#[derive(Debug, Error)]
+enum CmdError {
+    #[error(transparent)]
+    Parse(#[from] parser::ParseError),
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Var(#[from] VarError),
+    #[error("变量未定义 / undefined variable: ${0}")]
+    UndefinedVar(String),
+    #[error("没有可用的工人 / no worker tabs are available")]
+    NoWorkers,
+    #[error("没有匹配的标签页 / no tab matches {0}")]
+    NoMatch(String),
+    #[error("步骤过多 / too many steps: one command may take at most {MAX_STEPS}")]
+    TooManySteps,
+    /// The command ran and failed; the text is its output (a non-zero exit, a partial fan-out).
+    #[error("{0}")]
+    Failed(String),
+}
+
+type Res = Result<String, CmdError>;
+type BoxFut<'a> = Pin<Box<dyn Future<Output = Res> + Send + 'a>>;
+
+/// Variables bound by the evaluation itself (`$RESULT`, loop variables); they shadow scopes.
+type Frame = BTreeMap<String, String>;
+
+/// Runs commands for callers.
+///
+/// Exists to keep the command semantics in one place, independent of the hub: the hub gives
+/// it a [`Host`], the exec policy and the shared [`Variables`].
+#[derive(Debug)]
+pub struct Interpreter<H> {
+    host: H,
+    exec: ExecPolicy,
+    vars: Arc<Variables>,
+}
+
+/// Per top-level command state: the caller and the step budget.
+struct Ctx<'a> {
+    caller: &'a Caller,
+    steps: AtomicUsize,
+}
+
+impl<H: Host> Interpreter<H> {
+    /// An interpreter over `host` with `exec` policy and shared `vars`.
+    pub fn new(host: H, exec: ExecPolicy, vars: Arc<Variables>) -> Self {
+        Self { host, exec, vars }
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// The shared variables.
+    pub fn variables(&self) -> &Arc<Variables> {
+        &self.vars
+    }
+
+    /// Parse and run one command body (the text between `?<` and `>!`).
+    pub async fn run_text(&self, caller: &Caller, body: &str) -> CommandOutcome {
+        if let Err(denied) = self.check(caller, Action::Run) {
+            return CommandOutcome::failed(denied.to_string());
+        }
+        match parser::parse(body) {
+            Ok(cmd) => self.run(caller, &cmd).await,
+            Err(e) => CommandOutcome::failed(e.to_string()),
+        }
+    }
+
+    /// Run a parsed command.
+    pub async fn run(&self, caller: &Caller, cmd: &Command) -> CommandOutcome {
+        let ctx = Ctx {
+            caller,
+            steps: AtomicUsize::new(0),
+        };
+        let result = match self.check(caller, Action::Run) {
+            Ok(()) => self.eval(&ctx, cmd, &Frame::new()).await,
+            Err(e) => Err(e.into()),
+        };
+        match result {
+            Ok(out) => CommandOutcome::ok(out),
+            Err(e) => CommandOutcome::failed(e.to_string()),
+        }
+    }
+
+    fn check(&self, caller: &Caller, action: Action<'_>) -> Result<(), Denied> {
+        permissions::check(caller, action, |tab, group| self.host.in_group(tab, group))
+    }
+
+    fn step(&self, ctx: &Ctx<'_>) -> Result<(), CmdError> {
+        if ctx.steps.fetch_add(1, Ordering::Relaxed) >= MAX_STEPS {
+            return Err(CmdError::TooManySteps);
+        }
+        Ok(())
+    }
+
+    fn eval<'a>(&'a self, ctx: &'a Ctx<'a>, cmd: &'a Command, frame: &'a Frame) -> BoxFut<'a> {
+        Box::pin(async move {
+            self.step(ctx)?;
+            match cmd {
+                Command::Shell { text } => self.shell(ctx, text, frame).await,
+                Command::Set {
+                    name,
+                    global,
+                    value,
+                } => self.set(ctx, name, *global, value, frame).await,
+                Command::Parallel { jobs } => self.parallel(ctx, jobs, frame).await,
+                Command::To(job) => self.to(ctx, job, frame).await,
+                Command::From { target, then } => {
+                    self.from(ctx, target, then.as_deref(), frame).await
+                }
+                Command::SendToAll { prompt } => self.send_to_all(ctx, prompt, frame).await,
+                Command::Chain(steps) => self.chain(ctx, steps, frame).await,
+                Command::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => self.if_(ctx, cond, then, otherwise.as_deref(), frame).await,
+                Command::For { var, items, body } => self.for_(ctx, var, items, body, frame).await,
+                Command::Manager(m) => self.manager(ctx, m, frame).await,
+                Command::Flow(action) => {
+                    self.check(
+                        ctx.caller,
+                        Action::Flow {
+                            mutates: action.mutates(),
+                        },
+                    )?;
+                    Ok(self
+                        .host
+                        .flows(ctx.caller, FlowRequest::Flow(*action))
+                        .await?)
+                }
+                Command::Role { role, group } => {
+                    self.check(ctx.caller, Action::SetRole)?;
+                    Ok(self.host.set_role(ctx.caller, *role, group.clone()).await?)
+                }
+                Command::Help { topic } => match topic {
+                    None => Ok(help::overview()),
+                    Some(t) => help::topic(t).map_err(CmdError::Failed),
+                },
+            }
+        })
+    }
+
+    /// Expand `$var`s: frame, then the caller's scope, then global. Values are inserted as
+    /// text and never parsed again.
+    fn expand(&self, ctx: &Ctx<'_>, t: &Template, frame: &Frame) -> Res {
+        let mut out = String::new();
+        for part in &t.parts {
+            match part {
+                Part::Lit(s) => out.push_str(s),
+                Part::Var(name) => match frame.get(name) {
+                    Some(v) => out.push_str(v),
+                    None => {
+                        let v = self
+                            .vars
+                            .get(&ctx.caller.client_id, name)
+                            .ok_or_else(|| CmdError::UndefinedVar(name.clone()))?;
+                        out.push_str(&v);
+                    }
+                },
+            }
+        }
+        Ok(out)
+    }
+
+    async fn shell(&self, ctx: &Ctx<'_>, text: &str, frame: &Frame) -> Res {
+        self.check(ctx.caller, Action::Shell)?;
+        let mut vars = self.vars.snapshot(&ctx.caller.client_id);
+        vars.extend(frame.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let req = ExecRequest {
+            command: text,
+            vars: &vars,
+            caller: &ctx.caller.client_id,
+        };
+        let out = exec::run(&self.exec, req, self.host.exec_output(ctx.caller)).await?;
+        let rendered = out.render(self.exec.timeout);
+        if out.success() {
+            Ok(rendered)
+        } else {
+            Err(CmdError::Failed(rendered))
+        }
+    }
+
+    async fn set(
+        &self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        global: bool,
+        value: &SetValue,
+        frame: &Frame,
+    ) -> Res {
+        let value = match value {
+            SetValue::Capture(cmd) => trim_capture(self.eval(ctx, cmd, frame).await?),
+            SetValue::Literal(t) => self.expand(ctx, t, frame)?,
+        };
+        let shown = preview(&value);
+        if global {
+            self.vars.set_global(name, value)?;
+        } else {
+            self.vars.set(&ctx.caller.client_id, name, value)?;
+        }
+        Ok(format!("{name} = {shown}"))
+    }
+
+    /// Resolve a target to tab names, checking dispatch permission for each.
+    fn resolve(
+        &self,
+        ctx: &Ctx<'_>,
+        target: &Target,
+        frame: &Frame,
+    ) -> Result<Vec<String>, CmdError> {
+        let names = match target {
+            Target::Name(n) => vec![self.expand(ctx, &parse_template(n), frame)?],
+            selector => self.host.select(selector),
+        };
+        if names.is_empty() {
+            return Err(CmdError::NoMatch(target.to_string()));
+        }
+        for n in &names {
+            self.check(ctx.caller, Action::Dispatch(n))?;
+        }
+        Ok(names)
+    }
+
+    async fn to(&self, ctx: &Ctx<'_>, job: &Job, frame: &Frame) -> Res {
+        let names = self.resolve(ctx, &job.target, frame)?;
+        let prompt = self.expand(ctx, &job.prompt, frame)?;
+        if let [one] = names.as_slice() {
+            self.step(ctx)?;
+            return Ok(self.host.ask(ctx.caller, one, prompt).await?);
+        }
+        self.fan_out(
+            ctx,
+            names.into_iter().map(|n| (n, prompt.clone())).collect(),
+        )
+        .await
+    }
+
+    async fn parallel(&self, ctx: &Ctx<'_>, jobs: &[Job], frame: &Frame) -> Res {
+        let mut work = Vec::new();
+        for job in jobs {
+            let prompt = self.expand(ctx, &job.prompt, frame)?;
+            for name in self.resolve(ctx, &job.target, frame)? {
+                work.push((name, prompt.clone()));
+            }
+        }
+        self.fan_out(ctx, work).await
+    }
+
+    async fn send_to_all(&self, ctx: &Ctx<'_>, prompt: &Template, frame: &Frame) -> Res {
+        let prompt = self.expand(ctx, prompt, frame)?;
+        let work: Vec<_> = self
+            .host
+            .all_workers()
+            .into_iter()
+            .filter(|w| self.check(ctx.caller, Action::Dispatch(w)).is_ok())
+            .map(|w| (w, prompt.clone()))
+            .collect();
+        if work.is_empty() {
+            return Err(CmdError::NoWorkers);
+        }
+        self.fan_out(ctx, work).await
+    }
+
+    /// Ask every (tab, prompt) concurrently; answers labelled `[tab] …`, in the given order.
+    async fn fan_out(&self, ctx: &Ctx<'_>, work: Vec<(String, String)>) -> Res {
+        for _ in &work {
+            self.step(ctx)?;
+        }
+        let asks = work
+            .iter()
+            .map(|(tab, prompt)| self.host.ask(ctx.caller, tab, prompt.clone()));
+        let answers = futures_util::future::join_all(asks).await;
+        let mut all_ok = true;
+        let sections: Vec<String> = work
+            .iter()
+            .zip(answers)
+            .map(|((tab, _), answer)| match answer {
+                Ok(text) => format!("[{tab}] {}", text.trim()),
+                Err(e) => {
+                    all_ok = false;
+                    format!("[{tab}] 错误 / error: {e}")
+                }
+            })
+            .collect();
+        let text = sections.join("\n\n");
+        if all_ok {
+            Ok(text)
+        } else {
+            Err(CmdError::Failed(text))
+        }
+    }
+
+    async fn from(
+        &self,
+        ctx: &Ctx<'_>,
+        target: &Target,
+        then: Option<&Command>,
+        frame: &Frame,
+    ) -> Res {
+        let names = self.resolve(ctx, target, frame)?;
+        let [name] = names.as_slice() else {
+            return Err(CmdError::Failed(format!(
+                "from 只能指定一个标签页 / `from` takes one tab, but {target} matches {}",
+                names.join(", ")
+            )));
+        };
+        let answer = self.host.last_reply(name).await?;
+        let Some(then) = then else {
+            return Ok(answer);
+        };
+        let mut inner = frame.clone();
+        inner.insert("RESULT".into(), answer);
+        self.eval(ctx, then, &inner).await
+    }
+
+    async fn chain(&self, ctx: &Ctx<'_>, steps: &[Command], frame: &Frame) -> Res {
+        let mut inner = frame.clone();
+        let mut last = String::new();
+        for step in steps {
+            last = self.eval(ctx, step, &inner).await?;
+            inner.insert("RESULT".into(), last.clone());
+        }
+        Ok(last)
+    }
+
+    async fn if_(
+        &self,
+        ctx: &Ctx<'_>,
+        cond: &Cond,
+        then: &Command,
+        otherwise: Option<&Command>,
+        frame: &Frame,
+    ) -> Res {
+        if self.cond(ctx, cond, frame).await? {
+            self.eval(ctx, then, frame).await
+        } else if let Some(o) = otherwise {
+            self.eval(ctx, o, frame).await
+        } else {
+            Ok("（条件不成立，未执行 / condition false, nothing ran）".into())
+        }
+    }
+
+    fn cond<'a>(
+        &'a self,
+        ctx: &'a Ctx<'a>,
+        cond: &'a Cond,
+        frame: &'a Frame,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, CmdError>> + Send + 'a>> {
+        Box::pin(async move {
+            match cond {
+                Cond::Not(c) => Ok(!self.cond(ctx, c, frame).await?),
+                Cond::Truthy(o) => Ok(truthy(&self.operand(ctx, o, frame).await?)),
+                Cond::Compare { left, op, right } => {
+                    let l = self.operand(ctx, left, frame).await?;
+                    let r = self.operand(ctx, right, frame).await?;
+                    Ok(compare(&l, *op, &r))
+                }
+            }
+        })
+    }
+
+    async fn operand(&self, ctx: &Ctx<'_>, o: &Operand, frame: &Frame) -> Res {
+        match o {
+            Operand::Text(t) => self.expand(ctx, t, frame),
+            Operand::Capture(cmd) => Ok(trim_capture(self.eval(ctx, cmd, frame).await?)),
+        }
+    }
+
+    async fn for_(
+        &self,
+        ctx: &Ctx<'_>,
+        var: &str,
+        items: &ForItems,
+        body: &Command,
+        frame: &Frame,
+    ) -> Res {
+        let values: Vec<String> = match items {
+            ForItems::Range { from, to, step } => range(*from, *to, *step),
+            ForItems::List(list) => list
+                .iter()
+                .map(|t| self.expand(ctx, t, frame))
+                .collect::<Result<_, _>>()?,
+        };
+        let mut outputs = Vec::with_capacity(values.len());
+        let mut inner = frame.clone();
+        for value in values {
+            inner.insert(var.to_string(), value);
+            outputs.push(self.eval(ctx, body, &inner).await?);
+        }
+        Ok(outputs.join("\n"))
+    }
+
+    async fn manager(&self, ctx: &Ctx<'_>, m: &ManagerCmd, frame: &Frame) -> Res {
+        self.check(
+            ctx.caller,
+            Action::Flow {
+                mutates: m.mutates(),
+            },
+        )?;
+        let m = match m {
+            ManagerCmd::Run {
+                name,
+                from_node,
+                params,
+            } => ManagerCmd::Run {
+                name: name.clone(),
+                from_node: from_node.clone(),
+                params: params
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), self.expand(ctx, &parse_template(v), frame)?)))
+                    .collect::<Result<_, CmdError>>()?,
+            },
+            other => other.clone(),
+        };
+        Ok(self.host.flows(ctx.caller, FlowRequest::Manager(m)).await?)
+    }
+}
+
+/// `$(…)` drops trailing newlines, as in a shell.
+fn trim_capture(s: String) -> String {
+    s.trim_end_matches(['\n', '\r']).to_string()
+}
+
+/// A short view of a value for the `set` confirmation.
+fn preview(value: &str) -> String {
+    const MAX: usize = 200;
+    if value.len() <= MAX {
+        return value.to_string();
+    }
+    let mut cut = MAX;
+    while !value.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…({} bytes)", &value[..cut], value.len())
+}
+
+/// True unless empty, `0` or `false` (after trimming).
+fn truthy(s: &str) -> bool {
+    let s = s.trim();
+    !(s.is_empty() || s == "0" || s.eq_ignore_ascii_case("false"))
+}
+
+/// Numbers compare numerically when both sides parse; otherwise as trimmed strings.
+fn compare(l: &str, op: CmpOp, r: &str) -> bool {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let (l, r) = (l.trim(), r.trim());
+    let ord = || match (l.parse::<f64>(), r.parse::<f64>()) {
+        (Ok(a), Ok(b)) => a.partial_cmp(&b),
+        _ => Some(l.cmp(r)),
+    };
+    match op {
+        CmpOp::Contains => l.contains(r),
+        CmpOp::Eq => ord() == Some(Equal),
+        CmpOp::Ne => ord() != Some(Equal),
+        CmpOp::Lt => ord() == Some(Less),
+        CmpOp::Le => matches!(ord(), Some(Less | Equal)),
+        CmpOp::Gt => ord() == Some(Greater),
+        CmpOp::Ge => matches!(ord(), Some(Greater | Equal)),
+    }
+}
+
+/// The values of `{from..to..step}`, counting down when from > to (length bounded by the
+/// parser; bounded again here).
+fn range(from: i64, to: i64, step: i64) -> Vec<String> {
+    let (from, to, step) = (i128::from(from), i128::from(to), i128::from(step.max(1)));
+    let step = if from <= to { step } else { -step };
+    let mut out = Vec::new();
+    let mut i = from;
+    while out.len() < parser::MAX_LOOP_ITERATIONS as usize
+        && (if step > 0 { i <= to } else { i >= to })
+    {
+        out.push(i.to_string());
+        i += step;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

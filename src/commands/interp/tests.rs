@@ -1,0 +1,490 @@
+//! Interpreter tests against a deterministic fake host (no sleeps, no sockets).
+
+use super::*;
+use crate::commands::permissions::Source;
+use crate::exec::ExecMode;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::Barrier;
+
+/// A fake hub: tabs answer `<tab> says: <prompt>`; `group-*` tabs are in group `g1`.
+#[derive(Default)]
+struct FakeHost {
+    tabs: Vec<&'static str>,
+    /// Every ask, in the order they started.
+    asked: Mutex<Vec<(String, String)>>,
+    last: HashMap<&'static str, &'static str>,
+    /// When set, every ask waits here (proves concurrency).
+    barrier: Option<Barrier>,
+    roles: Mutex<Vec<(Role, Option<String>)>>,
+    flows: Mutex<Vec<FlowRequest>>,
+    has_flow_engine: bool,
+}
+
+impl FakeHost {
+    fn new() -> Self {
+        Self {
+            tabs: vec!["deepseek", "qianwen", "kimi", "group-a", "group-b"],
+            last: HashMap::from([("doubao", "doubao's last answer")]),
+            ..Self::default()
+        }
+    }
+
+    fn asked(&self) -> Vec<(String, String)> {
+        self.asked.lock().expect("lock").clone()
+    }
+}
+
+impl Host for FakeHost {
+    async fn ask(
+        &self,
+        _caller: &Caller,
+        target: &str,
+        prompt: String,
+    ) -> Result<String, HostError> {
+        if !self.tabs.contains(&target) {
+            return Err(HostError::UnknownTarget(target.to_string()));
+        }
+        self.asked
+            .lock()
+            .expect("lock")
+            .push((target.to_string(), prompt.clone()));
+        if let Some(b) = &self.barrier {
+            b.wait().await;
+        }
+        Ok(format!("{target} says: {prompt}"))
+    }
+
+    async fn last_reply(&self, target: &str) -> Result<String, HostError> {
+        self.last
+            .get(target)
+            .map(|s| s.to_string())
+            .ok_or_else(|| HostError::NotConnected(target.to_string()))
+    }
+
+    fn select(&self, selector: &Target) -> Vec<String> {
+        match selector {
+            Target::Group(g) if g == "g1" => vec!["group-a".into(), "group-b".into()],
+            Target::Role(Role::Worker) => self.all_workers(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn all_workers(&self) -> Vec<String> {
+        self.tabs.iter().map(|t| t.to_string()).collect()
+    }
+
+    fn in_group(&self, target: &str, group: &str) -> bool {
+        group == "g1" && target.starts_with("group-")
+    }
+
+    async fn set_role(
+        &self,
+        _caller: &Caller,
+        role: Role,
+        group: Option<String>,
+    ) -> Result<String, HostError> {
+        self.roles.lock().expect("lock").push((role, group));
+        Ok(format!("role set: {role}"))
+    }
+
+    async fn flows(&self, _caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
+        if !self.has_flow_engine {
+            return Err(HostError::NoFlowEngine);
+        }
+        self.flows.lock().expect("lock").push(request.clone());
+        Ok(format!("flow engine got {request:?}"))
+    }
+}
+
+fn interp_with(host: FakeHost, mode: ExecMode) -> (Interpreter<FakeHost>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = ExecPolicy::new(mode, dir.path().join("ws"));
+    (
+        Interpreter::new(host, policy, Arc::new(Variables::new())),
+        dir,
+    )
+}
+
+fn interp() -> (Interpreter<FakeHost>, tempfile::TempDir) {
+    interp_with(FakeHost::new(), ExecMode::Off)
+}
+
+fn person() -> Caller {
+    Caller::new("master-1", Role::Master, None, Source::UserInput)
+}
+
+fn reply(role: Role, group: Option<&str>) -> Caller {
+    Caller::new("tab-9", role, group.map(str::to_string), Source::Reply)
+}
+
+async fn ok(i: &Interpreter<FakeHost>, c: &Caller, body: &str) -> String {
+    let out = i.run_text(c, body).await;
+    assert!(out.success, "{body}: {}", out.output);
+    out.output
+}
+
+async fn fails(i: &Interpreter<FakeHost>, c: &Caller, body: &str) -> String {
+    let out = i.run_text(c, body).await;
+    assert!(
+        !out.success,
+        "{body} unexpectedly succeeded: {}",
+        out.output
+    );
+    out.output
+}
+
+#[tokio::test]
+async fn help_and_parse_errors_answer_with_usage() {
+    let (i, _d) = interp();
+    assert!(ok(&i, &person(), "help")
+        .await
+        .contains("?<parallel to=[T1,T2,…] TEXT>!"));
+    assert!(ok(&i, &person(), "help parallel")
+        .await
+        .contains("Example:"));
+    assert!(fails(&i, &person(), "help nope")
+        .await
+        .contains("no such command"));
+    let e = fails(&i, &person(), "parallel deepseek hi").await;
+    assert!(
+        e.contains("command could not be parsed") && e.contains("用法 / usage: ?<parallel"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn to_expands_variables_as_data() {
+    let (i, _d) = interp();
+    let c = person();
+    ok(&i, &c, "set evil = ; rm -rf / ?<echo pwned>! $(touch x)").await;
+    let out = ok(&i, &c, "to deepseek: look at $evil").await;
+    assert_eq!(
+        out,
+        "deepseek says: look at ; rm -rf / ?<echo pwned>! $(touch x)"
+    );
+    assert_eq!(i.host().asked().len(), 1);
+    let e = fails(&i, &c, "to deepseek: $missing").await;
+    assert!(e.contains("undefined variable: $missing"), "{e}");
+}
+
+#[tokio::test]
+async fn unknown_target_is_an_error_naming_it() {
+    let (i, _d) = interp();
+    let e = fails(&i, &person(), "to nowhere: hi").await;
+    assert_eq!(e, "没有这个标签页 / no such tab: nowhere");
+}
+
+#[tokio::test]
+async fn parallel_aggregates_labelled_answers_in_order() {
+    let (i, _d) = interp();
+    let out = ok(&i, &person(), "parallel to=[deepseek,qianwen] 你好").await;
+    assert_eq!(
+        out,
+        "[deepseek] deepseek says: 你好\n\n[qianwen] qianwen says: 你好"
+    );
+    let out = ok(
+        &i,
+        &person(),
+        "set d = doc -> parallel to=[deepseek: analyze $d, kimi: summarize $d]",
+    )
+    .await;
+    assert_eq!(
+        out,
+        "[deepseek] deepseek says: analyze doc\n\n[kimi] kimi says: summarize doc"
+    );
+}
+
+#[tokio::test]
+async fn parallel_keeps_answers_when_one_target_fails() {
+    let (i, _d) = interp();
+    let e = fails(&i, &person(), "parallel to=[deepseek,ghost] hi").await;
+    assert_eq!(
+        e,
+        "[deepseek] deepseek says: hi\n\n[ghost] 错误 / error: 没有这个标签页 / no such tab: ghost"
+    );
+}
+
+#[tokio::test]
+async fn parallel_really_runs_concurrently() {
+    let host = FakeHost {
+        barrier: Some(Barrier::new(3)),
+        ..FakeHost::new()
+    };
+    let (i, _d) = interp_with(host, ExecMode::Off);
+    // Each ask waits until all three have started: sequential asks would never finish.
+    let caller = person();
+    let run = i.run_text(&caller, "parallel to=[deepseek,qianwen,kimi] go");
+    let out = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("concurrent");
+    assert!(out.success, "{}", out.output);
+}
+
+#[tokio::test]
+async fn chain_passes_result_and_stops_on_failure() {
+    let (i, _d) = interp();
+    let out = ok(&i, &person(), "to deepseek: a -> to kimi: got $RESULT").await;
+    assert_eq!(out, "kimi says: got deepseek says: a");
+    let e = fails(&i, &person(), "to ghost: a -> to kimi: never").await;
+    assert!(e.contains("ghost"));
+    // Only the first chain's two asks happened: the failed step stopped the second chain.
+    assert_eq!(i.host().asked().len(), 2);
+}
+
+#[tokio::test]
+async fn set_capture_if_and_for() {
+    let (i, _d) = interp();
+    let c = person();
+    assert_eq!(ok(&i, &c, "set n = 5").await, "n = 5");
+    assert_eq!(
+        ok(
+            &i,
+            &c,
+            "if $n > 3 then set size = big else set size = small"
+        )
+        .await,
+        "size = big"
+    );
+    assert_eq!(
+        ok(&i, &c, "if $n >= 10 then to kimi: x else to kimi: small").await,
+        "kimi says: small"
+    );
+    assert_eq!(
+        ok(&i, &c, "if $n == 4 then to kimi: x").await,
+        "（条件不成立，未执行 / condition false, nothing ran）"
+    );
+    assert_eq!(
+        ok(&i, &c, "set a = $(to deepseek: pick)").await,
+        "a = deepseek says: pick"
+    );
+    assert_eq!(
+        ok(&i, &c, "if $a contains pick then to kimi: yes").await,
+        "kimi says: yes"
+    );
+    assert_eq!(
+        ok(
+            &i,
+            &c,
+            "if not $(to deepseek: x) then to kimi: no else to kimi: yes"
+        )
+        .await,
+        "kimi says: yes"
+    );
+    let out = ok(&i, &c, "for i in {3..1} do to kimi: item $i").await;
+    assert_eq!(
+        out,
+        "kimi says: item 3\nkimi says: item 2\nkimi says: item 1"
+    );
+    let out = ok(&i, &c, "for t in [deepseek, qianwen] do to $t: hi").await;
+    assert_eq!(out, "deepseek says: hi\nqianwen says: hi");
+}
+
+#[tokio::test]
+async fn scopes_per_master_and_global() {
+    let (i, _d) = interp();
+    let m1 = person();
+    let m2 = Caller::new("master-2", Role::Master, None, Source::UserInput);
+    ok(&i, &m1, "set x = mine").await;
+    ok(&i, &m1, "set global shared = everyone").await;
+    assert!(fails(&i, &m2, "to kimi: $x")
+        .await
+        .contains("undefined variable: $x"));
+    assert_eq!(ok(&i, &m2, "to kimi: $shared").await, "kimi says: everyone");
+    i.variables()
+        .set_global("review.output", "LGTM".into())
+        .expect("set");
+    assert_eq!(
+        ok(&i, &m2, "to kimi: ${review.output}").await,
+        "kimi says: LGTM"
+    );
+}
+
+#[tokio::test]
+async fn from_takes_the_last_answer() {
+    let (i, _d) = interp();
+    assert_eq!(
+        ok(&i, &person(), "from doubao:").await,
+        "doubao's last answer"
+    );
+    assert_eq!(
+        ok(&i, &person(), "from doubao: to kimi: check $RESULT").await,
+        "kimi says: check doubao's last answer"
+    );
+    assert!(fails(&i, &person(), "from kimi:")
+        .await
+        .contains("not connected: kimi"));
+}
+
+#[tokio::test]
+async fn worker_replies_run_nothing() {
+    let (i, _d) = interp_with(FakeHost::new(), ExecMode::On);
+    let w = reply(Role::Worker, Some("g1"));
+    for body in [
+        "echo hi",
+        "to deepseek: hi",
+        "help",
+        "set x = 1",
+        "manager run x",
+        "role master",
+    ] {
+        let e = fails(&i, &w, body).await;
+        assert!(e.starts_with("未执行 / not executed"), "{body}: {e}");
+    }
+    assert!(i.host().asked().is_empty());
+    assert!(i.host().roles.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn foreman_dispatches_only_to_its_group() {
+    let (i, _d) = interp();
+    let f = reply(Role::Foreman, Some("g1"));
+    assert_eq!(
+        ok(&i, &f, "parallel to=[group-a: p1, group-b: p2]").await,
+        "[group-a] group-a says: p1\n\n[group-b] group-b says: p2"
+    );
+    let e = fails(&i, &f, "parallel to=[group-a, deepseek] hi").await;
+    assert!(e.contains("`deepseek` is not in group `g1`"), "{e}");
+    // Nothing was sent when the permission check failed.
+    assert_eq!(i.host().asked().len(), 2);
+    let out = ok(&i, &f, "send_to_all 准备").await;
+    assert_eq!(
+        out,
+        "[group-a] group-a says: 准备\n\n[group-b] group-b says: 准备"
+    );
+    assert!(ok(&i, &f, "to group:g1: x").await.starts_with("[group-a]"));
+    assert!(fails(&i, &f, "echo hi")
+        .await
+        .contains("may not run shell commands"));
+    assert!(fails(&i, &f, "manager run x")
+        .await
+        .contains("only the master or the person"));
+    assert!(fails(&i, &f, "role master")
+        .await
+        .contains("may change roles"));
+    let e = fails(&i, &reply(Role::Foreman, None), "to group-a: x").await;
+    assert!(e.contains("has no group"), "{e}");
+}
+
+#[tokio::test]
+async fn master_send_to_all_reaches_every_worker() {
+    let (i, _d) = interp();
+    let out = ok(&i, &reply(Role::Master, None), "send_to_all ping").await;
+    assert_eq!(out.matches("says: ping").count(), 5);
+}
+
+#[tokio::test]
+async fn flows_without_an_engine_say_so() {
+    let (i, _d) = interp();
+    let e = fails(&i, &person(), "manager run cross-review").await;
+    assert!(e.contains("no flow engine"), "{e}");
+    assert!(fails(&i, &person(), "flow status")
+        .await
+        .contains("no flow engine"));
+}
+
+#[tokio::test]
+async fn manager_requests_reach_the_engine_with_params_expanded() {
+    let host = FakeHost {
+        has_flow_engine: true,
+        ..FakeHost::new()
+    };
+    let (i, _d) = interp_with(host, ExecMode::Off);
+    ok(&i, &person(), "set doc = 'the; text'").await;
+    ok(
+        &i,
+        &person(),
+        "manager run review --from-node synth document=$doc n=2",
+    )
+    .await;
+    ok(
+        &i,
+        &reply(Role::Foreman, Some("g1")),
+        "manager status review",
+    )
+    .await;
+    ok(&i, &person(), "flow pause").await;
+    let got = i.host().flows.lock().expect("lock").clone();
+    assert_eq!(
+        got,
+        vec![
+            FlowRequest::Manager(ManagerCmd::Run {
+                name: "review".into(),
+                from_node: Some("synth".into()),
+                params: vec![
+                    ("document".into(), "the; text".into()),
+                    ("n".into(), "2".into())
+                ],
+            }),
+            FlowRequest::Manager(ManagerCmd::Status("review".into())),
+            FlowRequest::Flow(crate::commands::ast::FlowAction::Pause),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn role_changes_go_to_the_host() {
+    let (i, _d) = interp();
+    assert_eq!(
+        ok(&i, &person(), "role foreman group=g1").await,
+        "role set: foreman"
+    );
+    assert_eq!(
+        *i.host().roles.lock().expect("lock"),
+        vec![(Role::Foreman, Some("g1".to_string()))]
+    );
+}
+
+#[tokio::test]
+async fn shell_follows_the_exec_policy() {
+    let (off, _d) = interp();
+    assert!(fails(&off, &person(), "echo hi")
+        .await
+        .contains("shell execution is off"));
+    let (on, _d2) = interp_with(FakeHost::new(), ExecMode::Allowlist(vec!["echo".into()]));
+    let c = person();
+    assert_eq!(ok(&on, &c, "echo hello").await, "hello");
+    ok(&on, &c, "set v = a; b").await;
+    assert_eq!(ok(&on, &c, "echo $v").await, "a; b");
+    assert_eq!(
+        ok(&on, &c, "to kimi: x -> echo $RESULT").await,
+        "kimi says: x"
+    );
+    assert_eq!(ok(&on, &c, "for i in {1..3} do echo $i").await, "1\n2\n3");
+    assert_eq!(
+        ok(&on, &c, "set r = $(echo captured)").await,
+        "r = captured"
+    );
+    assert!(fails(&on, &c, "echo a; echo b")
+        .await
+        .contains("not allowed in allowlist mode: `;`"));
+}
+
+#[tokio::test]
+async fn step_budget_stops_runaway_loops() {
+    let (i, _d) = interp();
+    let e = fails(
+        &i,
+        &person(),
+        "for i in {1..1000} do for j in {1..1000} do to kimi: $i.$j",
+    )
+    .await;
+    assert!(e.contains("too many steps"), "{e}");
+}
+
+#[test]
+fn comparisons() {
+    assert!(compare("10", CmpOp::Gt, "9"));
+    assert!(compare("abc", CmpOp::Lt, "abd"));
+    assert!(compare(" 1.0 ", CmpOp::Eq, "1"));
+    assert!(compare("x", CmpOp::Ne, "y"));
+    assert!(compare("hello world", CmpOp::Contains, "lo w"));
+    assert!(!truthy(" 0 ") && !truthy("FALSE") && !truthy("") && truthy("no"));
+    assert_eq!(range(1, 3, 1), vec!["1", "2", "3"]);
+    assert_eq!(range(5, 0, 2), vec!["5", "3", "1"]);
+    assert_eq!(
+        range(i64::MAX - 1, i64::MAX, 5),
+        vec![(i64::MAX - 1).to_string()]
+    );
+}

@@ -1,0 +1,1065 @@
+//! Hand-written recursive-descent parser from a command body to an [`ast::Command`].
+//!
+//! Why hand-written: most of a command is free text (prompts, shell lines) around a few
+//! keywords, and the separators (`->`, `then`, `else`, `do`, `,`, `]`) only count at *top
+//! level* — outside quotes, `$(…)` and nested `?<…>!`, by the same quote rules as the
+//! streaming scanner ([`super::lex`]). A token grammar (pest, nom, chumsky) would need a
+//! custom lexer for exactly that anyway; walking byte spans keeps prompts verbatim, gives
+//! byte-accurate error positions and needs no dependency.
+//!
+//! Precedence, loosest first: `->` chain; `if … then … else …` and `for … do …` (each takes
+//! the rest of the chain as its branch/body, `else` pairs with the nearest `if`); simple
+//! commands selected by their first word. A first word that is not a keyword makes the whole
+//! step a shell command.
+
+use super::ast::{
+    CmpOp, Command, Cond, FlowAction, FlowSource, ForItems, Job, ManagerCmd, Operand, Part, Role,
+    SetValue, Target, Template,
+};
+use super::help;
+use super::lex::{Nesting, Quote};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Most iterations one `for` may declare.
+pub const MAX_LOOP_ITERATIONS: u64 = 1000;
+/// Deepest nesting of chains, branches and captures.
+pub const MAX_NESTING: usize = 32;
+
+/// A command that does not parse: where, what was expected, and the command's usage line.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "命令无法解析 / command could not be parsed: {message} (at byte {pos})\n用法 / usage: {usage}"
+)]
+pub struct ParseError {
+    /// Byte offset in the command body.
+    pub pos: usize,
+    /// What was expected there.
+    pub message: String,
+    /// The help topic of the command being parsed.
+    pub topic: &'static str,
+    /// That command's one-line usage.
+    pub usage: &'static str,
+}
+
+/// Parse one command body (the text between `?<` and `>!`).
+pub fn parse(body: &str) -> Result<Command, ParseError> {
+    let mut p = Parser {
+        src: body,
+        b: body.as_bytes(),
+        nesting: 0,
+    };
+    p.chain(Span::new(0, body.len()))
+}
+
+/// Split text into literal pieces and `$name` / `${name}` references. `\$` is a literal `$`;
+/// a `$` not followed by a name (or `$(`) stays literal.
+pub fn parse_template(text: &str) -> Template {
+    let b = text.as_bytes();
+    let mut parts = Vec::new();
+    let mut lit = String::new();
+    let mut i = 0;
+    while let Some(off) = memchr::memchr2(b'$', b'\\', &b[i..]) {
+        let at = i + off;
+        lit.push_str(&text[i..at]);
+        i = at + 1;
+        if b[at] == b'\\' {
+            if b.get(at + 1) == Some(&b'$') {
+                lit.push('$');
+                i = at + 2;
+            } else {
+                lit.push('\\');
+            }
+            continue;
+        }
+        match var_ref(b, at) {
+            Some((name, next)) => {
+                if !lit.is_empty() {
+                    parts.push(Part::Lit(std::mem::take(&mut lit)));
+                }
+                parts.push(Part::Var(text[name.s..name.e].to_string()));
+                i = next;
+            }
+            None => lit.push('$'),
+        }
+    }
+    lit.push_str(&text[i..]);
+    if !lit.is_empty() {
+        parts.push(Part::Lit(lit));
+    }
+    Template { parts }
+}
+
+/// For the exec module: the name's byte range and the index after a reference at `at`.
+pub(crate) fn var_ref_at(b: &[u8], at: usize) -> Option<((usize, usize), usize)> {
+    var_ref(b, at).map(|(name, next)| ((name.s, name.e), next))
+}
+
+/// The name span and the index after a reference starting with the `$` at `at`.
+fn var_ref(b: &[u8], at: usize) -> Option<(Span, usize)> {
+    let start = at + 1;
+    if b.get(start) == Some(&b'{') {
+        let close = start + 1 + memchr::memchr(b'}', &b[start + 1..])?;
+        let name = Span::new(start + 1, close);
+        let ok = name.e > name.s
+            && (b[name.s].is_ascii_alphabetic() || b[name.s] == b'_')
+            && b[name.s..name.e]
+                .iter()
+                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'));
+        return ok.then_some((name, close + 1));
+    }
+    let first = *b.get(start)?;
+    if !(first.is_ascii_alphabetic() || first == b'_') {
+        return None;
+    }
+    let end = b[start..]
+        .iter()
+        .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+        .map_or(b.len(), |n| start + n);
+    Some((Span::new(start, end), end))
+}
+
+/// A byte range of the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    s: usize,
+    e: usize,
+}
+
+impl Span {
+    fn new(s: usize, e: usize) -> Self {
+        Self { s, e: e.max(s) }
+    }
+
+    fn is_empty(self) -> bool {
+        self.s >= self.e
+    }
+}
+
+/// Parser state: the body and the current nesting depth (bounded, for fuzzed input).
+struct Parser<'a> {
+    src: &'a str,
+    b: &'a [u8],
+    nesting: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, pos: usize, topic: &'static str, message: impl Into<String>) -> ParseError {
+        ParseError {
+            pos,
+            message: message.into(),
+            topic,
+            usage: help::usage(topic),
+        }
+    }
+
+    fn text(&self, span: Span) -> &'a str {
+        &self.src[span.s..span.e]
+    }
+
+    /// `span` without surrounding whitespace.
+    fn trim(&self, span: Span) -> Span {
+        let t = self.text(span);
+        let start = span.s + (t.len() - t.trim_start().len());
+        let end = span.s + t.trim_end().len();
+        Span::new(start, end)
+    }
+
+    /// Walk `span`, calling `f(index, byte, top_level)`; stops early when `f` breaks.
+    ///
+    /// Top level = outside quotes, nested `?<…>!` and `$(…)`.
+    fn walk<T>(
+        &self,
+        span: Span,
+        mut f: impl FnMut(usize, u8, bool) -> ControlFlow<T>,
+    ) -> Option<T> {
+        let mut nest = Nesting::default();
+        let mut paren = 0u32;
+        for i in span.s..span.e {
+            let b = self.b[i];
+            let was_top = nest.top_level();
+            nest.step(b);
+            let mut top = was_top && nest.top_level() && paren == 0;
+            if nest.quote == Quote::None && nest.depth == 0 {
+                if paren > 0 {
+                    match b {
+                        b'(' => paren += 1,
+                        b')' => paren -= 1,
+                        _ => {}
+                    }
+                } else if b == b'(' && i > span.s && self.b[i - 1] == b'$' && was_top {
+                    paren = 1;
+                    top = false;
+                }
+            }
+            if let ControlFlow::Break(t) = f(i, b, top) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Whitespace-separated words at top level (a quoted part keeps its spaces).
+    fn words(&self, span: Span) -> Vec<Span> {
+        let mut out = Vec::new();
+        let mut start: Option<usize> = None;
+        self.walk::<()>(span, |i, b, top| {
+            let ws = top && b.is_ascii_whitespace();
+            match (ws, start) {
+                (true, Some(s)) => {
+                    out.push(Span::new(s, i));
+                    start = None;
+                }
+                (false, None) => start = Some(i),
+                _ => {}
+            }
+            ControlFlow::Continue(())
+        });
+        if let Some(s) = start {
+            out.push(Span::new(s, span.e));
+        }
+        out
+    }
+
+    fn first_word(&self, span: Span) -> &'a str {
+        self.words(span).first().map_or("", |w| self.text(*w))
+    }
+
+    /// Index of the first top-level `->` in `span`.
+    fn find_arrow(&self, span: Span) -> Option<usize> {
+        self.walk(span, |i, b, top| {
+            if top && b == b'-' && i + 1 < span.e && self.b[i + 1] == b'>' {
+                ControlFlow::Break(i)
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+    }
+
+    /// If `span` is exactly one quoted string, its content span and quote kind.
+    fn quoted(&self, span: Span) -> Option<(Span, u8)> {
+        if span.is_empty() || !matches!(self.b[span.s], b'"' | b'\'') {
+            return None;
+        }
+        let mut nest = Nesting::default();
+        for i in span.s..span.e {
+            nest.step(self.b[i]);
+            if i > span.s && nest.quote == Quote::None {
+                return (i + 1 == span.e).then_some((Span::new(span.s + 1, i), self.b[span.s]));
+            }
+        }
+        None
+    }
+
+    /// A quoted string's value: `'…'` literally, `"…"` with `\"` unescaped and `$var`s.
+    fn quoted_template(&self, inner: Span, q: u8) -> Template {
+        let text = self.text(inner);
+        if q == b'\'' {
+            Template::literal(text)
+        } else {
+            parse_template(&text.replace("\\\"", "\""))
+        }
+    }
+
+    /// Free text (a prompt, a literal): one quoted string is unquoted, anything else verbatim.
+    fn free_text(&self, span: Span) -> Template {
+        let span = self.trim(span);
+        match self.quoted(span) {
+            Some((inner, q)) => self.quoted_template(inner, q),
+            None => parse_template(self.text(span)),
+        }
+    }
+
+    /// If `span` is exactly `$(…)`, the span inside the parentheses.
+    fn capture(&self, span: Span) -> Option<Span> {
+        let span = self.trim(span);
+        if !self.text(span).starts_with("$(") {
+            return None;
+        }
+        let inner = Span::new(span.s + 2, span.e);
+        let mut paren = 1u32;
+        let close = self.walk(inner, |i, b, top| {
+            if top {
+                match b {
+                    b'(' => paren += 1,
+                    b')' => {
+                        paren -= 1;
+                        if paren == 0 {
+                            return ControlFlow::Break(i);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            ControlFlow::Continue(())
+        })?;
+        (close + 1 == span.e).then_some(Span::new(inner.s, close))
+    }
+
+    // ---- grammar -------------------------------------------------------------------------
+
+    /// chain := step ( "->" step )* ; an `if`/`for` step takes the rest.
+    fn chain(&mut self, span: Span) -> Result<Command, ParseError> {
+        self.nesting += 1;
+        if self.nesting > MAX_NESTING {
+            return Err(self.err(
+                span.s,
+                "help",
+                "command nested too deeply (more than 32 levels)",
+            ));
+        }
+        let result = self.chain_inner(span);
+        self.nesting -= 1;
+        result
+    }
+
+    fn chain_inner(&mut self, span: Span) -> Result<Command, ParseError> {
+        let mut rest = self.trim(span);
+        if rest.is_empty() {
+            return Err(self.err(rest.s, "help", "expected a command"));
+        }
+        let mut steps = Vec::new();
+        loop {
+            match self.first_word(rest) {
+                "if" => {
+                    steps.push(self.parse_if(rest)?);
+                    break;
+                }
+                "for" => {
+                    steps.push(self.parse_for(rest)?);
+                    break;
+                }
+                _ => {}
+            }
+            let Some(arrow) = self.find_arrow(rest) else {
+                steps.push(self.simple(rest)?);
+                break;
+            };
+            let left = self.trim(Span::new(rest.s, arrow));
+            if left.is_empty() {
+                return Err(self.err(arrow, "chain", "expected a command before `->`"));
+            }
+            steps.push(self.simple(left)?);
+            rest = self.trim(Span::new(arrow + 2, rest.e));
+            if rest.is_empty() {
+                return Err(self.err(arrow + 2, "chain", "expected a command after `->`"));
+            }
+        }
+        Ok(if steps.len() == 1 {
+            steps.remove(0)
+        } else {
+            Command::Chain(steps)
+        })
+    }
+
+    /// if := "if" cond "then" chain [ "else" chain ]
+    fn parse_if(&mut self, span: Span) -> Result<Command, ParseError> {
+        let words = self.words(span);
+        let then_at = words
+            .iter()
+            .position(|w| self.text(*w) == "then")
+            .ok_or_else(|| self.err(span.e, "if", "expected `then` after the condition"))?;
+        let cond_span = Span::new(words[0].e, words[then_at].s);
+        if self.trim(cond_span).is_empty() {
+            return Err(self.err(words[0].e, "if", "expected a condition after `if`"));
+        }
+        let mut depth = 0usize;
+        let mut else_at = None;
+        for (k, w) in words.iter().enumerate().skip(then_at + 1) {
+            match self.text(*w) {
+                "if" => depth += 1,
+                "else" if depth == 0 => {
+                    else_at = Some(k);
+                    break;
+                }
+                "else" => depth -= 1,
+                _ => {}
+            }
+        }
+        let then_end = else_at.map_or(span.e, |k| words[k].s);
+        let then_span = Span::new(words[then_at].e, then_end);
+        if self.trim(then_span).is_empty() {
+            return Err(self.err(words[then_at].e, "if", "expected a command after `then`"));
+        }
+        let cond = self.cond(cond_span)?;
+        let then = Box::new(self.chain(then_span)?);
+        let otherwise = match else_at {
+            Some(k) => {
+                let else_span = Span::new(words[k].e, span.e);
+                if self.trim(else_span).is_empty() {
+                    return Err(self.err(words[k].e, "if", "expected a command after `else`"));
+                }
+                Some(Box::new(self.chain(else_span)?))
+            }
+            None => None,
+        };
+        Ok(Command::If {
+            cond,
+            then,
+            otherwise,
+        })
+    }
+
+    /// cond := "not" cond | operand [ op operand ]
+    fn cond(&mut self, span: Span) -> Result<Cond, ParseError> {
+        let span = self.trim(span);
+        let words = self.words(span);
+        if words.first().map(|w| self.text(*w)) == Some("not") {
+            let rest = Span::new(words[0].e, span.e);
+            if self.trim(rest).is_empty() {
+                return Err(self.err(words[0].e, "if", "expected a condition after `not`"));
+            }
+            return Ok(Cond::Not(Box::new(self.cond(rest)?)));
+        }
+        let op = words.iter().enumerate().skip(1).find_map(|(k, w)| {
+            let op = match self.text(*w) {
+                "==" | "=" => CmpOp::Eq,
+                "!=" => CmpOp::Ne,
+                "<" => CmpOp::Lt,
+                "<=" => CmpOp::Le,
+                ">" => CmpOp::Gt,
+                ">=" => CmpOp::Ge,
+                "contains" => CmpOp::Contains,
+                _ => return None,
+            };
+            Some((k, op))
+        });
+        let Some((k, op)) = op else {
+            return Ok(Cond::Truthy(self.operand(span)?));
+        };
+        let right = Span::new(words[k].e, span.e);
+        if self.trim(right).is_empty() {
+            return Err(self.err(words[k].e, "if", "expected a value after the comparison"));
+        }
+        Ok(Cond::Compare {
+            left: self.operand(Span::new(span.s, words[k].s))?,
+            op,
+            right: self.operand(right)?,
+        })
+    }
+
+    fn operand(&mut self, span: Span) -> Result<Operand, ParseError> {
+        match self.capture(span) {
+            Some(inner) => Ok(Operand::Capture(Box::new(self.chain(inner)?))),
+            None => Ok(Operand::Text(self.free_text(span))),
+        }
+    }
+
+    /// for := "for" NAME "in" items "do" chain
+    fn parse_for(&mut self, span: Span) -> Result<Command, ParseError> {
+        let words = self.words(span);
+        let var = words
+            .get(1)
+            .map(|w| self.text(*w))
+            .filter(|v| is_name(v))
+            .ok_or_else(|| {
+                self.err(
+                    words[0].e,
+                    "for",
+                    "expected a loop variable name after `for`",
+                )
+            })?;
+        if words.get(2).map(|w| self.text(*w)) != Some("in") {
+            return Err(self.err(words[1].e, "for", "expected `in` after the loop variable"));
+        }
+        let do_at = words
+            .iter()
+            .skip(3)
+            .position(|w| self.text(*w) == "do")
+            .map(|k| k + 3)
+            .ok_or_else(|| self.err(span.e, "for", "expected `do` after the items"))?;
+        let items_span = self.trim(Span::new(words[2].e, words[do_at].s));
+        if items_span.is_empty() {
+            return Err(self.err(words[2].e, "for", "expected items after `in`"));
+        }
+        let items = self.for_items(items_span)?;
+        let body_span = Span::new(words[do_at].e, span.e);
+        if self.trim(body_span).is_empty() {
+            return Err(self.err(words[do_at].e, "for", "expected a command after `do`"));
+        }
+        Ok(Command::For {
+            var: var.to_string(),
+            items,
+            body: Box::new(self.chain(body_span)?),
+        })
+    }
+
+    fn for_items(&self, span: Span) -> Result<ForItems, ParseError> {
+        let text = self.text(span);
+        if let Some(inner) = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+            return self.range(span.s, inner);
+        }
+        if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            let items = self.split_commas(Span::new(span.s + 1, span.s + 1 + inner.len()));
+            return Ok(ForItems::List(
+                items.into_iter().map(|s| self.free_text(s)).collect(),
+            ));
+        }
+        Ok(ForItems::List(
+            self.words(span)
+                .into_iter()
+                .map(|w| self.free_text(w))
+                .collect(),
+        ))
+    }
+
+    fn range(&self, pos: usize, inner: &str) -> Result<ForItems, ParseError> {
+        let bad = || self.err(pos, "for", "expected a range like {1..5} or {10..0..2}");
+        let nums: Vec<&str> = inner.split("..").collect();
+        if !(2..=3).contains(&nums.len()) {
+            return Err(bad());
+        }
+        let parse = |s: &str| s.trim().parse::<i64>().map_err(|_| bad());
+        let (from, to) = (parse(nums[0])?, parse(nums[1])?);
+        let step = if nums.len() == 3 { parse(nums[2])? } else { 1 };
+        if step <= 0 {
+            return Err(self.err(pos, "for", "the range step must be a positive number"));
+        }
+        let count = from.abs_diff(to) / step.unsigned_abs() + 1;
+        if count > MAX_LOOP_ITERATIONS {
+            return Err(self.err(
+                pos,
+                "for",
+                format!("the range has {count} items; at most {MAX_LOOP_ITERATIONS} are allowed"),
+            ));
+        }
+        Ok(ForItems::Range { from, to, step })
+    }
+
+    /// Top-level comma-separated, trimmed, non-empty pieces of `span`.
+    fn split_commas(&self, span: Span) -> Vec<Span> {
+        let mut out = Vec::new();
+        let mut start = span.s;
+        self.walk::<()>(span, |i, b, top| {
+            if top && b == b',' {
+                out.push(Span::new(start, i));
+                start = i + 1;
+            }
+            ControlFlow::Continue(())
+        });
+        out.push(Span::new(start, span.e));
+        out.into_iter()
+            .map(|s| self.trim(s))
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// A simple (non-chain, non-if/for) command, chosen by its first word.
+    fn simple(&mut self, span: Span) -> Result<Command, ParseError> {
+        let words = self.words(span);
+        let head = self.text(words[0]);
+        let rest = self.trim(Span::new(words[0].e, span.e));
+        match head {
+            "set" => self.parse_set(rest),
+            "parallel" => self.parse_parallel(rest),
+            "to" => Ok(Command::To(self.job(rest, "to")?)),
+            "from" => self.parse_from(rest),
+            "send_to_all" => {
+                if rest.is_empty() {
+                    return Err(self.err(rest.s, "send_to_all", "expected the prompt text"));
+                }
+                Ok(Command::SendToAll {
+                    prompt: self.free_text(rest),
+                })
+            }
+            "manager" => self.parse_manager(rest).map(Command::Manager),
+            "flow" => self.parse_flow(rest),
+            "role" => self.parse_role(rest),
+            "help" => Ok(Command::Help {
+                topic: (!rest.is_empty()).then(|| self.text(rest).to_string()),
+            }),
+            "then" | "else" | "do" => Err(self.err(
+                words[0].s,
+                if head == "do" { "for" } else { "if" },
+                format!("`{head}` without a matching `if`/`for` before it"),
+            )),
+            _ => Ok(Command::Shell {
+                text: self.text(span).to_string(),
+            }),
+        }
+    }
+
+    /// set := "set" ["global"] NAME "=" ( "$(" chain ")" | text )
+    fn parse_set(&mut self, rest: Span) -> Result<Command, ParseError> {
+        let (mut name, mut at) = self.name_at(rest.s, rest.e);
+        let mut global = false;
+        if name == "global" && self.skip_ws(at, rest.e).1 != Some(b'=') {
+            global = true;
+            (name, at) = self.name_at(at, rest.e);
+        }
+        if !is_name(name) {
+            return Err(self.err(at, "set", "expected a variable name after `set`"));
+        }
+        let (eq, next) = self.skip_ws(at, rest.e);
+        if next != Some(b'=') {
+            return Err(self.err(eq, "set", "expected `=` after the variable name"));
+        }
+        let value_span = self.trim(Span::new(eq + 1, rest.e));
+        let value = match self.capture(value_span) {
+            Some(inner) => SetValue::Capture(Box::new(self.chain(inner)?)),
+            None => SetValue::Literal(self.free_text(value_span)),
+        };
+        Ok(Command::Set {
+            name: name.to_string(),
+            global,
+            value,
+        })
+    }
+
+    /// Skip ASCII whitespace from `at`; the position reached and the byte there.
+    fn skip_ws(&self, mut at: usize, end: usize) -> (usize, Option<u8>) {
+        while at < end && self.b[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        (at, (at < end).then(|| self.b[at]))
+    }
+
+    /// The `[A-Za-z0-9_]*` run after whitespace from `at`, and the index after it.
+    fn name_at(&self, at: usize, end: usize) -> (&'a str, usize) {
+        let (s, _) = self.skip_ws(at, end);
+        let mut e = s;
+        while e < end && (self.b[e].is_ascii_alphanumeric() || self.b[e] == b'_') {
+            e += 1;
+        }
+        (self.text(Span::new(s, e)), e)
+    }
+
+    /// A target at `at` (after whitespace): quoted, `role:R`, `group:G` or a bare name.
+    fn target_at(
+        &self,
+        at: usize,
+        end: usize,
+        topic: &'static str,
+    ) -> Result<(Target, usize), ParseError> {
+        let (s, first) = self.skip_ws(at, end);
+        if let Some(q @ (b'"' | b'\'')) = first {
+            let close = memchr::memchr(q, &self.b[s + 1..end])
+                .map(|n| s + 1 + n)
+                .ok_or_else(|| {
+                    self.err(s, topic, "expected the closing quote of the target name")
+                })?;
+            let name = self.text(Span::new(s + 1, close));
+            if name.trim().is_empty() {
+                return Err(self.err(
+                    s,
+                    topic,
+                    "expected a target (site name, label or client id)",
+                ));
+            }
+            return Ok((Target::Name(name.to_string()), close + 1));
+        }
+        let token_end = |from: usize| {
+            (from..end)
+                .find(|&i| {
+                    let c = self.b[i];
+                    c.is_ascii_whitespace()
+                        || matches!(c, b',' | b'[' | b']' | b':' | b'"' | b'\'' | b'=')
+                })
+                .unwrap_or(end)
+        };
+        let e = token_end(s);
+        let word = self.text(Span::new(s, e));
+        if word.is_empty() {
+            return Err(self.err(
+                s,
+                topic,
+                "expected a target (site name, label or client id)",
+            ));
+        }
+        let selector = (word == "role" || word == "group")
+            && self.b.get(e) == Some(&b':')
+            && e + 1 < end
+            && !self.b[e + 1].is_ascii_whitespace();
+        if !selector {
+            return Ok((Target::Name(word.to_string()), e));
+        }
+        let ve = token_end(e + 1);
+        let value = self.text(Span::new(e + 1, ve));
+        if word == "group" {
+            return Ok((Target::Group(value.to_string()), ve));
+        }
+        let role = Role::parse(value).ok_or_else(|| {
+            self.err(
+                e + 1,
+                topic,
+                "expected role:master, role:foreman or role:worker",
+            )
+        })?;
+        Ok((Target::Role(role), ve))
+    }
+
+    /// `TARGET: TEXT` (for `to`).
+    fn job(&self, rest: Span, topic: &'static str) -> Result<Job, ParseError> {
+        let (target, after) = self.target_at(rest.s, rest.e, topic)?;
+        let (colon, c) = self.skip_ws(after, rest.e);
+        if c != Some(b':') {
+            return Err(self.err(colon, topic, "expected `:` after the target"));
+        }
+        let prompt = self.trim(Span::new(colon + 1, rest.e));
+        if prompt.is_empty() {
+            return Err(self.err(colon + 1, topic, "expected the prompt text after `:`"));
+        }
+        Ok(Job {
+            target,
+            prompt: self.free_text(prompt),
+        })
+    }
+
+    fn parse_from(&mut self, rest: Span) -> Result<Command, ParseError> {
+        let (target, after) = self.target_at(rest.s, rest.e, "from")?;
+        let (colon, c) = self.skip_ws(after, rest.e);
+        if c != Some(b':') {
+            return Err(self.err(colon, "from", "expected `:` after the target"));
+        }
+        let cmd = self.trim(Span::new(colon + 1, rest.e));
+        let then = if cmd.is_empty() {
+            None
+        } else {
+            Some(Box::new(self.chain(cmd)?))
+        };
+        Ok(Command::From { target, then })
+    }
+
+    /// parallel := "parallel" "to" "=" "[" targets "]" TEXT | "parallel" "to" "=" "[" T ":" P ("," T ":" P)* "]"
+    fn parse_parallel(&self, rest: Span) -> Result<Command, ParseError> {
+        let expect_open = || self.err(rest.s, "parallel", "expected `to=[` after `parallel`");
+        if !self.text(rest).starts_with("to") {
+            return Err(expect_open());
+        }
+        let (eq, c) = self.skip_ws(rest.s + 2, rest.e);
+        if c != Some(b'=') {
+            return Err(expect_open());
+        }
+        let (open, c) = self.skip_ws(eq + 1, rest.e);
+        if c != Some(b'[') {
+            return Err(expect_open());
+        }
+        let close = self
+            .closing_bracket(Span::new(open + 1, rest.e))
+            .ok_or_else(|| self.err(rest.e, "parallel", "expected `]` to close the target list"))?;
+        let list = Span::new(open + 1, close);
+        let tail = self.trim(Span::new(close + 1, rest.e));
+        let (first, after_first) =
+            self.target_at(list.s, list.e, "parallel")
+                .map_err(|mut e| {
+                    e.message = "expected at least one target in `to=[…]`".into();
+                    e
+                })?;
+        let per_target = self.skip_ws(after_first, list.e).1 == Some(b':');
+        let jobs = if per_target {
+            if !tail.is_empty() {
+                return Err(self.err(
+                    tail.s,
+                    "parallel",
+                    "nothing may follow `]` when each target has its own prompt",
+                ));
+            }
+            self.per_target_jobs(list)?
+        } else {
+            if tail.is_empty() {
+                return Err(self.err(close + 1, "parallel", "expected the prompt text after `]`"));
+            }
+            let prompt = self.free_text(tail);
+            self.target_list(list, first, after_first)?
+                .into_iter()
+                .map(|target| Job {
+                    target,
+                    prompt: prompt.clone(),
+                })
+                .collect()
+        };
+        Ok(Command::Parallel { jobs })
+    }
+
+    /// Index of the top-level `]` matching an already-consumed `[`.
+    fn closing_bracket(&self, span: Span) -> Option<usize> {
+        let mut depth = 0u32;
+        self.walk(span, |i, b, top| {
+            match (top, b) {
+                (true, b'[') => depth += 1,
+                (true, b']') if depth == 0 => return ControlFlow::Break(i),
+                (true, b']') => depth -= 1,
+                _ => {}
+            }
+            ControlFlow::Continue(())
+        })
+    }
+
+    /// `a, b, c` → targets (the first already parsed).
+    fn target_list(
+        &self,
+        list: Span,
+        first: Target,
+        mut at: usize,
+    ) -> Result<Vec<Target>, ParseError> {
+        let mut targets = vec![first];
+        loop {
+            let (p, c) = self.skip_ws(at, list.e);
+            match c {
+                None => return Ok(targets),
+                Some(b',') => {
+                    let (t, next) = self.target_at(p + 1, list.e, "parallel")?;
+                    targets.push(t);
+                    at = next;
+                }
+                Some(_) => {
+                    return Err(self.err(p, "parallel", "expected `,` or `]` in the target list"));
+                }
+            }
+        }
+    }
+
+    /// `a: p1, b: p2` → jobs; a new item starts at a top-level `, NAME:`.
+    fn per_target_jobs(&self, list: Span) -> Result<Vec<Job>, ParseError> {
+        let mut starts = vec![list.s];
+        self.walk::<()>(list, |i, b, top| {
+            if top && b == b',' {
+                if let Ok((_, after)) = self.target_at(i + 1, list.e, "parallel") {
+                    if self.skip_ws(after, list.e).1 == Some(b':') {
+                        starts.push(i + 1);
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        let mut jobs = Vec::with_capacity(starts.len());
+        for (k, &s) in starts.iter().enumerate() {
+            let e = starts.get(k + 1).map_or(list.e, |&n| n - 1);
+            let (target, after) = self.target_at(s, e, "parallel")?;
+            let (colon, _) = self.skip_ws(after, e);
+            let prompt = self.trim(Span::new(colon + 1, e));
+            if prompt.is_empty() {
+                return Err(self.err(
+                    colon + 1,
+                    "parallel",
+                    format!("expected a prompt for {target} after `:`"),
+                ));
+            }
+            jobs.push(Job {
+                target,
+                prompt: self.free_text(prompt),
+            });
+        }
+        Ok(jobs)
+    }
+
+    fn parse_manager(&self, rest: Span) -> Result<ManagerCmd, ParseError> {
+        let words = self.words(rest);
+        let verb = words.first().map(|w| self.text(*w));
+        let name = |k: usize| -> Result<String, ParseError> {
+            let w = words
+                .get(k)
+                .ok_or_else(|| self.err(rest.e, "manager", "expected a flow name"))?;
+            let n = self.text(*w);
+            if is_flow_name(n) {
+                Ok(n.to_string())
+            } else {
+                Err(self.err(
+                    w.s,
+                    "manager",
+                    format!("`{n}` is not a flow name (letters, digits, _ . -)"),
+                ))
+            }
+        };
+        let exactly = |n: usize, cmd: ManagerCmd| match words.get(n) {
+            Some(w) => Err(self.err(w.s, "manager", format!("unexpected `{}`", self.text(*w)))),
+            None => Ok(cmd),
+        };
+        match verb {
+            Some("create") => {
+                let name = name(1)?;
+                if words.get(2).map(|w| self.text(*w)) != Some("from") {
+                    let at = words.get(2).map_or(rest.e, |w| w.s);
+                    return Err(self.err(at, "manager", "expected `from` after the flow name"));
+                }
+                let src = self.trim(Span::new(words[2].e, rest.e));
+                let source = self.flow_source(src)?;
+                Ok(ManagerCmd::Create { name, source })
+            }
+            Some("run") => self.manager_run(name(1)?, &words[2..]),
+            Some("pause") => exactly(2, ManagerCmd::Pause(name(1)?)),
+            Some("resume") => exactly(2, ManagerCmd::Resume(name(1)?)),
+            Some("stop") => exactly(2, ManagerCmd::Stop(name(1)?)),
+            Some("status") => exactly(2, ManagerCmd::Status(name(1)?)),
+            Some("show") => exactly(2, ManagerCmd::Show(name(1)?)),
+            Some("delete") => exactly(2, ManagerCmd::Delete(name(1)?)),
+            Some("list") => exactly(1, ManagerCmd::List),
+            Some("export") => {
+                let name = name(1)?;
+                if words.get(2).map(|w| self.text(*w)) != Some("to") {
+                    let at = words.get(2).map_or(rest.e, |w| w.s);
+                    return Err(self.err(at, "manager", "expected `to file:PATH` after the flow name"));
+                }
+                let dest = self.trim(Span::new(words[2].e, rest.e));
+                if !self.text(dest).starts_with("file:") {
+                    return Err(self.err(dest.s, "manager", "expected `file:PATH` after `to`"));
+                }
+                match self.flow_source(dest)? {
+                    FlowSource::File(path) => Ok(ManagerCmd::Export { name, path }),
+                    FlowSource::Inline(_) => {
+                        Err(self.err(dest.s, "manager", "expected `file:PATH` after `to`"))
+                    }
+                }
+            }
+            _ => Err(self.err(
+                words.first().map_or(rest.s, |w| w.s),
+                "manager",
+                "expected a verb: create, run, pause, resume, stop, status, show, delete, list or export",
+            )),
+        }
+    }
+
+    /// `"a -> b"` or `file:PATH` (the path may be quoted).
+    fn flow_source(&self, src: Span) -> Result<FlowSource, ParseError> {
+        let text = self.text(src);
+        if let Some(path) = text.strip_prefix("file:") {
+            let path_span = Span::new(src.s + 5, src.e);
+            let path = match self.quoted(path_span) {
+                Some((inner, _)) => self.text(inner),
+                None => path,
+            };
+            let unquoted_space =
+                self.quoted(path_span).is_none() && path.chars().any(char::is_whitespace);
+            if path.is_empty() || unquoted_space {
+                return Err(self.err(
+                    src.s + 5,
+                    "manager",
+                    "expected a path after `file:` (quote it if it has spaces)",
+                ));
+            }
+            return Ok(FlowSource::File(PathBuf::from(path)));
+        }
+        match self.quoted(src) {
+            Some((inner, _)) if !inner.is_empty() => {
+                Ok(FlowSource::Inline(self.text(inner).to_string()))
+            }
+            _ => Err(self.err(
+                src.s,
+                "manager",
+                "expected a quoted definition (\"a -> b\") or file:PATH",
+            )),
+        }
+    }
+
+    fn manager_run(&self, name: String, args: &[Span]) -> Result<ManagerCmd, ParseError> {
+        let mut from_node = None;
+        let mut params = Vec::new();
+        let mut k = 0;
+        while k < args.len() {
+            let w = self.text(args[k]);
+            if w == "--from-node" {
+                let id = args
+                    .get(k + 1)
+                    .map(|a| self.text(*a))
+                    .filter(|id| is_flow_name(id))
+                    .ok_or_else(|| {
+                        self.err(args[k].e, "manager", "expected a node id after --from-node")
+                    })?;
+                from_node = Some(id.to_string());
+                k += 2;
+                continue;
+            }
+            if let Some(id) = w.strip_prefix("--from-node=") {
+                if !is_flow_name(id) {
+                    return Err(self.err(
+                        args[k].s,
+                        "manager",
+                        "expected a node id after --from-node=",
+                    ));
+                }
+                from_node = Some(id.to_string());
+            } else {
+                params.push(self.param(args[k])?);
+            }
+            k += 1;
+        }
+        Ok(ManagerCmd::Run {
+            name,
+            from_node,
+            params,
+        })
+    }
+
+    /// `key=value` (value may be quoted; its `$var`s are expanded when the command runs).
+    fn param(&self, w: Span) -> Result<(String, String), ParseError> {
+        let text = self.text(w);
+        let bad = || {
+            self.err(
+                w.s,
+                "manager",
+                format!("expected key=value or --from-node ID, found `{text}`"),
+            )
+        };
+        let eq = text.find('=').ok_or_else(bad)?;
+        let key = &text[..eq];
+        if !is_name(key) {
+            return Err(bad());
+        }
+        let value_span = Span::new(w.s + eq + 1, w.e);
+        let value = match self.quoted(value_span) {
+            Some((inner, b'"')) => self.text(inner).replace("\\\"", "\""),
+            Some((inner, _)) => self.text(inner).replace('$', "\\$"),
+            None => self.text(value_span).to_string(),
+        };
+        Ok((key.to_string(), value))
+    }
+
+    fn parse_flow(&self, rest: Span) -> Result<Command, ParseError> {
+        let words = self.words(rest);
+        let action = match words.first().map(|w| self.text(*w)) {
+            Some("start") => FlowAction::Start,
+            Some("pause") => FlowAction::Pause,
+            Some("resume") => FlowAction::Resume,
+            Some("stop") => FlowAction::Stop,
+            Some("status") => FlowAction::Status,
+            _ => {
+                return Err(self.err(
+                    rest.s,
+                    "flow",
+                    "expected start, pause, resume, stop or status",
+                ));
+            }
+        };
+        if let Some(w) = words.get(1) {
+            return Err(self.err(w.s, "flow", format!("unexpected `{}`", self.text(*w))));
+        }
+        Ok(Command::Flow(action))
+    }
+
+    fn parse_role(&self, rest: Span) -> Result<Command, ParseError> {
+        let words = self.words(rest);
+        let role = words
+            .first()
+            .and_then(|w| Role::parse(self.text(*w)))
+            .ok_or_else(|| self.err(rest.s, "role", "expected master, foreman or worker"))?;
+        let group = match words.get(1) {
+            None => None,
+            Some(w) => match self.text(*w).strip_prefix("group=") {
+                Some(g) if is_flow_name(g) => Some(g.to_string()),
+                _ => return Err(self.err(w.s, "role", "expected group=NAME")),
+            },
+        };
+        if let Some(w) = words.get(2) {
+            return Err(self.err(w.s, "role", format!("unexpected `{}`", self.text(*w))));
+        }
+        Ok(Command::Role { role, group })
+    }
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`
+fn is_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// Flow, node and group names: letters (any script), digits, `_`, `.`, `-`.
+fn is_flow_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,535 @@
+//! Data-driven tests for the parser: every SPEC §3 form, precedence, and error positions.
+
+use super::*;
+use crate::commands::ast::Command as C;
+
+fn t(s: &str) -> Template {
+    parse_template(s)
+}
+
+fn name(s: &str) -> Target {
+    Target::Name(s.into())
+}
+
+fn job(target: &str, prompt: &str) -> Job {
+    Job {
+        target: name(target),
+        prompt: t(prompt),
+    }
+}
+
+fn shell(s: &str) -> Command {
+    C::Shell { text: s.into() }
+}
+
+fn ok(src: &str) -> Command {
+    parse(src).unwrap_or_else(|e| panic!("{src:?} failed: {e}"))
+}
+
+#[test]
+fn shell_and_bare_words() {
+    assert_eq!(ok("echo hello"), shell("echo hello"));
+    assert_eq!(ok("  ls -la | wc -l  "), shell("ls -la | wc -l"));
+    assert_eq!(ok("./help me"), shell("./help me"));
+}
+
+#[test]
+fn templates() {
+    assert_eq!(
+        t("a $x ${y} ${node.output} \\$z $ 5$ $(no)").parts,
+        vec![
+            Part::Lit("a ".into()),
+            Part::Var("x".into()),
+            Part::Lit(" ".into()),
+            Part::Var("y".into()),
+            Part::Lit(" ".into()),
+            Part::Var("node.output".into()),
+            Part::Lit(" $z $ 5$ $(no)".into()),
+        ]
+    );
+    assert_eq!(t("${unclosed").parts, vec![Part::Lit("${unclosed".into())]);
+    assert_eq!(
+        t("$a.b").parts,
+        vec![Part::Var("a".into()), Part::Lit(".b".into())]
+    );
+    assert!(t("").parts.is_empty());
+}
+
+#[test]
+fn set_forms() {
+    assert_eq!(
+        ok("set n = 5"),
+        C::Set {
+            name: "n".into(),
+            global: false,
+            value: SetValue::Literal(t("5"))
+        }
+    );
+    assert_eq!(
+        ok("set result = $(python analyze.py data.csv)"),
+        C::Set {
+            name: "result".into(),
+            global: false,
+            value: SetValue::Capture(Box::new(shell("python analyze.py data.csv")))
+        }
+    );
+    assert_eq!(
+        ok("set global greeting=\"hi $who\""),
+        C::Set {
+            name: "greeting".into(),
+            global: true,
+            value: SetValue::Literal(t("hi $who"))
+        }
+    );
+    assert_eq!(
+        ok("set global = 'x'"),
+        C::Set {
+            name: "global".into(),
+            global: false,
+            value: SetValue::Literal(Template::literal("x"))
+        }
+    );
+    assert_eq!(
+        ok("set a = $(to deepseek: pick -> to kimi: $RESULT)"),
+        C::Set {
+            name: "a".into(),
+            global: false,
+            value: SetValue::Capture(Box::new(C::Chain(vec![
+                C::To(job("deepseek", "pick")),
+                C::To(job("kimi", "$RESULT")),
+            ])))
+        }
+    );
+}
+
+#[test]
+fn parallel_forms() {
+    assert_eq!(
+        ok("parallel to=[deepseek,qianwen] 总结 $doc"),
+        C::Parallel {
+            jobs: vec![job("deepseek", "总结 $doc"), job("qianwen", "总结 $doc")]
+        }
+    );
+    assert_eq!(
+        ok("parallel to=[deepseek: analyze $d, qianwen: summarize, briefly, $d]"),
+        C::Parallel {
+            jobs: vec![
+                job("deepseek", "analyze $d"),
+                job("qianwen", "summarize, briefly, $d")
+            ]
+        }
+    );
+    assert_eq!(
+        ok("parallel to = [ role:worker , \"my tab\" , group:g1 ] hi"),
+        C::Parallel {
+            jobs: vec![
+                Job {
+                    target: Target::Role(Role::Worker),
+                    prompt: t("hi")
+                },
+                job("my tab", "hi"),
+                Job {
+                    target: Target::Group("g1".into()),
+                    prompt: t("hi")
+                },
+            ]
+        }
+    );
+}
+
+#[test]
+fn to_from_send_to_all() {
+    assert_eq!(
+        ok("to yuanbao: 写一首诗"),
+        C::To(job("yuanbao", "写一首诗"))
+    );
+    assert_eq!(
+        ok("to kimi: \"quoted, with -> arrow\""),
+        C::To(job("kimi", "quoted, with -> arrow"))
+    );
+    assert_eq!(
+        ok("from doubao: to kimi: check $RESULT"),
+        C::From {
+            target: name("doubao"),
+            then: Some(Box::new(C::To(job("kimi", "check $RESULT"))))
+        }
+    );
+    assert_eq!(
+        ok("from doubao:"),
+        C::From {
+            target: name("doubao"),
+            then: None
+        }
+    );
+    assert_eq!(
+        ok("send_to_all 准备好了吗？"),
+        C::SendToAll {
+            prompt: t("准备好了吗？")
+        }
+    );
+}
+
+#[test]
+fn chains() {
+    assert_eq!(
+        ok("echo a -> to x: $RESULT -> echo done"),
+        C::Chain(vec![
+            shell("echo a"),
+            C::To(job("x", "$RESULT")),
+            shell("echo done")
+        ])
+    );
+    // Quotes, $( ) and nested commands hide the arrow.
+    assert_eq!(ok("echo 'a -> b'"), shell("echo 'a -> b'"));
+    assert_eq!(ok("echo $(a -> b)"), shell("echo $(a -> b)"));
+    assert_eq!(ok("echo ?<a -> b>!"), shell("echo ?<a -> b>!"));
+}
+
+#[test]
+fn if_precedence_and_dangling_else() {
+    let cond = |l: &str, op, r: &str| Cond::Compare {
+        left: Operand::Text(t(l)),
+        op,
+        right: Operand::Text(t(r)),
+    };
+    assert_eq!(
+        ok("if $n > 3 then echo big -> echo more else echo small"),
+        C::If {
+            cond: cond("$n", CmpOp::Gt, "3"),
+            then: Box::new(C::Chain(vec![shell("echo big"), shell("echo more")])),
+            otherwise: Some(Box::new(shell("echo small"))),
+        }
+    );
+    assert_eq!(
+        ok("echo x -> if $RESULT contains x then echo yes"),
+        C::Chain(vec![
+            shell("echo x"),
+            C::If {
+                cond: cond("$RESULT", CmpOp::Contains, "x"),
+                then: Box::new(shell("echo yes")),
+                otherwise: None,
+            }
+        ])
+    );
+    // else pairs with the nearest if
+    let C::If {
+        then, otherwise, ..
+    } = ok("if a then if b then x else y else z")
+    else {
+        panic!("not an if")
+    };
+    assert!(matches!(
+        *then,
+        C::If {
+            otherwise: Some(_),
+            ..
+        }
+    ));
+    assert_eq!(otherwise, Some(Box::new(shell("z"))));
+    assert_eq!(
+        ok("if not $(test -f x) then echo missing"),
+        C::If {
+            cond: Cond::Not(Box::new(Cond::Truthy(Operand::Capture(Box::new(shell(
+                "test -f x"
+            )))))),
+            then: Box::new(shell("echo missing")),
+            otherwise: None,
+        }
+    );
+    assert_eq!(
+        ok("if \"a b\" == 'a b' then echo eq"),
+        C::If {
+            cond: Cond::Compare {
+                left: Operand::Text(t("a b")),
+                op: CmpOp::Eq,
+                right: Operand::Text(Template::literal("a b")),
+            },
+            then: Box::new(shell("echo eq")),
+            otherwise: None,
+        }
+    );
+}
+
+#[test]
+fn for_loops() {
+    assert_eq!(
+        ok("for i in {1..5} do echo $i"),
+        C::For {
+            var: "i".into(),
+            items: ForItems::Range {
+                from: 1,
+                to: 5,
+                step: 1
+            },
+            body: Box::new(shell("echo $i")),
+        }
+    );
+    assert_eq!(
+        ok("for t in [deepseek, qianwen] do to $t: hi -> echo $RESULT"),
+        C::For {
+            var: "t".into(),
+            items: ForItems::List(vec![t("deepseek"), t("qianwen")]),
+            body: Box::new(C::Chain(vec![
+                C::To(job("$t", "hi")),
+                shell("echo $RESULT")
+            ])),
+        }
+    );
+    assert_eq!(
+        ok("for w in a 'b c' $x do echo $w"),
+        C::For {
+            var: "w".into(),
+            items: ForItems::List(vec![t("a"), Template::literal("b c"), t("$x")]),
+            body: Box::new(shell("echo $w")),
+        }
+    );
+    assert!(matches!(
+        ok("for i in {10..0..5} do echo"),
+        C::For {
+            items: ForItems::Range {
+                from: 10,
+                to: 0,
+                step: 5
+            },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn manager_forms() {
+    let m = |s: &str| match ok(s) {
+        C::Manager(m) => m,
+        other => panic!("{s}: {other:?}"),
+    };
+    assert_eq!(
+        m("manager create review from \"a -> b\""),
+        ManagerCmd::Create {
+            name: "review".into(),
+            source: FlowSource::Inline("a -> b".into())
+        }
+    );
+    assert_eq!(
+        m("manager create x from file:flows/x.yaml"),
+        ManagerCmd::Create {
+            name: "x".into(),
+            source: FlowSource::File("flows/x.yaml".into())
+        }
+    );
+    assert_eq!(
+        m("manager run cross-review --from-node synth document=$doc lang=\"zh cn\""),
+        ManagerCmd::Run {
+            name: "cross-review".into(),
+            from_node: Some("synth".into()),
+            params: vec![
+                ("document".into(), "$doc".into()),
+                ("lang".into(), "zh cn".into())
+            ],
+        }
+    );
+    assert_eq!(
+        m("manager run r --from-node=a"),
+        ManagerCmd::Run {
+            name: "r".into(),
+            from_node: Some("a".into()),
+            params: vec![]
+        }
+    );
+    assert_eq!(m("manager pause r"), ManagerCmd::Pause("r".into()));
+    assert_eq!(m("manager resume r"), ManagerCmd::Resume("r".into()));
+    assert_eq!(m("manager stop r"), ManagerCmd::Stop("r".into()));
+    assert_eq!(m("manager status r"), ManagerCmd::Status("r".into()));
+    assert_eq!(m("manager show r"), ManagerCmd::Show("r".into()));
+    assert_eq!(m("manager delete r"), ManagerCmd::Delete("r".into()));
+    assert_eq!(m("manager list"), ManagerCmd::List);
+    assert_eq!(
+        m("manager export r to file:x.json"),
+        ManagerCmd::Export {
+            name: "r".into(),
+            path: "x.json".into()
+        }
+    );
+}
+
+#[test]
+fn flow_role_help() {
+    assert_eq!(ok("flow start"), C::Flow(FlowAction::Start));
+    assert_eq!(ok("flow pause"), C::Flow(FlowAction::Pause));
+    assert_eq!(ok("flow resume"), C::Flow(FlowAction::Resume));
+    assert_eq!(ok("flow stop"), C::Flow(FlowAction::Stop));
+    assert_eq!(ok("flow status"), C::Flow(FlowAction::Status));
+    assert_eq!(
+        ok("role foreman group=review"),
+        C::Role {
+            role: Role::Foreman,
+            group: Some("review".into())
+        }
+    );
+    assert_eq!(
+        ok("role master"),
+        C::Role {
+            role: Role::Master,
+            group: None
+        }
+    );
+    assert_eq!(ok("help"), C::Help { topic: None });
+    assert_eq!(
+        ok("help parallel"),
+        C::Help {
+            topic: Some("parallel".into())
+        }
+    );
+}
+
+/// (input, byte position, message fragment, usage topic)
+const ERRORS: &[(&str, usize, &str, &str)] = &[
+    ("", 0, "expected a command", "help"),
+    ("   ", 3, "expected a command", "help"),
+    ("set = 5", 4, "expected a variable name", "set"),
+    ("set x 5", 6, "expected `=`", "set"),
+    ("parallel deepseek hi", 9, "expected `to=[`", "parallel"),
+    ("parallel to=[a,b hi", 19, "expected `]`", "parallel"),
+    (
+        "parallel to=[a,b]",
+        17,
+        "expected the prompt text after `]`",
+        "parallel",
+    ),
+    (
+        "parallel to=[] hi",
+        13,
+        "expected at least one target",
+        "parallel",
+    ),
+    (
+        "parallel to=[a b] hi",
+        15,
+        "expected `,` or `]`",
+        "parallel",
+    ),
+    (
+        "parallel to=[a: x, b:] ",
+        21,
+        "expected a prompt for b",
+        "parallel",
+    ),
+    (
+        "parallel to=[a: x] extra",
+        19,
+        "nothing may follow",
+        "parallel",
+    ),
+    ("to deepseek hi", 12, "expected `:`", "to"),
+    ("to deepseek:", 12, "expected the prompt text", "to"),
+    ("to : hi", 3, "expected a target", "to"),
+    ("to role:boss: hi", 8, "expected role:master", "to"),
+    ("from x hi", 7, "expected `:`", "from"),
+    ("send_to_all", 11, "expected the prompt text", "send_to_all"),
+    ("echo a ->", 9, "expected a command after `->`", "chain"),
+    ("-> echo a", 0, "expected a command before `->`", "chain"),
+    ("if x echo", 9, "expected `then`", "if"),
+    ("if then echo", 2, "expected a condition", "if"),
+    ("if x then", 9, "expected a command after `then`", "if"),
+    (
+        "if x then a else",
+        16,
+        "expected a command after `else`",
+        "if",
+    ),
+    (
+        "if x == then a",
+        7,
+        "expected a value after the comparison",
+        "if",
+    ),
+    ("else echo", 0, "without a matching", "if"),
+    ("for 1 in {1..2} do x", 3, "expected a loop variable", "for"),
+    ("for i {1..2} do x", 5, "expected `in`", "for"),
+    ("for i in {1..2} x", 17, "expected `do`", "for"),
+    ("for i in {1..x} do y", 9, "expected a range", "for"),
+    (
+        "for i in {1..5..0} do y",
+        9,
+        "step must be a positive",
+        "for",
+    ),
+    ("for i in {1..100000} do y", 9, "at most 1000", "for"),
+    (
+        "for i in {1..2} do",
+        18,
+        "expected a command after `do`",
+        "for",
+    ),
+    ("manager", 7, "expected a verb", "manager"),
+    ("manager fly x", 8, "expected a verb", "manager"),
+    ("manager run", 11, "expected a flow name", "manager"),
+    ("manager run a/b", 12, "is not a flow name", "manager"),
+    ("manager run a b", 14, "expected key=value", "manager"),
+    (
+        "manager run a --from-node",
+        25,
+        "expected a node id",
+        "manager",
+    ),
+    ("manager pause a b", 16, "unexpected `b`", "manager"),
+    ("manager create a b", 17, "expected `from`", "manager"),
+    (
+        "manager create a from a -> b",
+        22,
+        "expected a quoted definition",
+        "manager",
+    ),
+    (
+        "manager create a from file:",
+        27,
+        "expected a path",
+        "manager",
+    ),
+    (
+        "manager export a to x.json",
+        20,
+        "expected `file:PATH`",
+        "manager",
+    ),
+    ("manager list all", 13, "unexpected `all`", "manager"),
+    ("flow go", 5, "expected start", "flow"),
+    ("flow start now", 11, "unexpected `now`", "flow"),
+    ("role boss", 5, "expected master", "role"),
+    ("role worker team", 12, "expected group=NAME", "role"),
+];
+
+#[test]
+fn errors_carry_position_message_and_usage() {
+    let mut wrong = Vec::new();
+    for &(src, pos, fragment, topic) in ERRORS {
+        match parse(src) {
+            Err(e) if e.message.contains(fragment) && (e.pos, e.topic) == (pos, topic) => {}
+            other => wrong.push(format!(
+                "{src:?} (want {pos} {topic} {fragment:?}): {other:?}"
+            )),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    for &(src, _, _, topic) in ERRORS {
+        let e = parse(src).expect_err(src);
+        assert_eq!(e.usage, help::usage(topic), "{src:?}");
+        assert!(!e.usage.is_empty(), "{src:?} has no usage line");
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("命令无法解析 / command could not be parsed: "),
+            "{shown}"
+        );
+        assert!(shown.contains("用法 / usage: "), "{shown}");
+    }
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let deep = format!(
+        "set x = {}echo{}",
+        "$(set y = ".repeat(100),
+        ")".repeat(100)
+    );
+    let e = parse(&deep).expect_err("too deep");
+    assert!(e.message.contains("nested too deeply"), "{e}");
+}

@@ -1,0 +1,272 @@
+//! Who may run what (SPEC §4): the caller model and the ONE permission check.
+//!
+//! Every command the interpreter runs passes through [`check`] with the action it is about to
+//! take; there is no other place that decides. What a person typed (`user_input`) is trusted
+//! like the person; what a model wrote in a reply is limited by its tab's role and role card.
+
+use super::ast::Role;
+use thiserror::Error;
+
+/// Where the command text came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Typed by the person in the tab (`user_input`): the person's own authority.
+    UserInput,
+    /// Written by the model in its reply (`chunk` / `turn_end`): limited by role and card.
+    Reply,
+}
+
+/// What a tab's replies may do; from its role card, defaulting by role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permissions {
+    /// Commands in this tab's replies run at all (false: they are data).
+    pub reply_commands: bool,
+    /// May run shell commands (still subject to the exec policy).
+    pub shell: bool,
+    /// May send prompts to other tabs (`to`, `parallel`, `send_to_all`, `from`).
+    pub dispatch: bool,
+    /// May dispatch to any tab; otherwise only to tabs of its own group.
+    pub any_target: bool,
+    /// May create, run, pause, resume, stop, delete or export flows.
+    pub flows: bool,
+    /// May change roles.
+    pub set_role: bool,
+}
+
+impl Permissions {
+    /// The defaults for a role without a role card.
+    pub fn for_role(role: Role) -> Self {
+        match role {
+            Role::Master => Self {
+                reply_commands: true,
+                shell: true,
+                dispatch: true,
+                any_target: true,
+                flows: true,
+                set_role: true,
+            },
+            Role::Foreman => Self {
+                reply_commands: true,
+                dispatch: true,
+                ..Self::none()
+            },
+            Role::Worker => Self::none(),
+        }
+    }
+
+    /// Nothing allowed.
+    pub fn none() -> Self {
+        Self {
+            reply_commands: false,
+            shell: false,
+            dispatch: false,
+            any_target: false,
+            flows: false,
+            set_role: false,
+        }
+    }
+}
+
+/// The tab (and text source) a command came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The hub's client id of the tab; also the key of its variable scope.
+    pub client_id: String,
+    /// The tab's role.
+    pub role: Role,
+    /// The tab's group (a foreman manages it; a worker belongs to it).
+    pub group: Option<String>,
+    /// Typed by the person or written by the model.
+    pub source: Source,
+    /// What its replies may do.
+    pub permissions: Permissions,
+}
+
+impl Caller {
+    /// A caller with the role's default permissions.
+    pub fn new(
+        client_id: impl Into<String>,
+        role: Role,
+        group: Option<String>,
+        source: Source,
+    ) -> Self {
+        Self {
+            client_id: client_id.into(),
+            role,
+            group,
+            source,
+            permissions: Permissions::for_role(role),
+        }
+    }
+
+    /// Whether the person's own authority applies.
+    pub fn is_person(&self) -> bool {
+        self.source == Source::UserInput
+    }
+}
+
+/// What the interpreter is about to do, for [`check`].
+#[derive(Debug, Clone, Copy)]
+pub enum Action<'a> {
+    /// Run anything at all (the entry gate; also covers `set`, `help`, `if`, `for`, chains).
+    Run,
+    /// Run a shell command.
+    Shell,
+    /// Send a prompt to, or read the answer of, this tab.
+    Dispatch(&'a str),
+    /// A flow verb; `mutates` = changes state (reading status is always allowed).
+    Flow {
+        /// Whether it changes state.
+        mutates: bool,
+    },
+    /// Change the caller's role.
+    SetRole,
+}
+
+/// Why [`check`] said no.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Denied {
+    /// Replies of this tab are data.
+    #[error("未执行 / not executed: commands in a {0}'s reply are data, not orders (its role card does not allow them)")]
+    ReplyCommands(Role),
+    /// No shell for this tab's replies.
+    #[error("无权执行 shell / not allowed: a {0}'s reply may not run shell commands")]
+    Shell(Role),
+    /// No dispatch for this tab's replies.
+    #[error("无权派发 / not allowed: a {0}'s reply may not send prompts to other tabs")]
+    Dispatch(Role),
+    /// A foreman reaching outside its group.
+    #[error("不在本组 / not allowed: `{target}` is not in group `{group}`")]
+    OutsideGroup {
+        /// The tab asked for.
+        target: String,
+        /// The caller's group.
+        group: String,
+    },
+    /// A group-limited dispatcher without a group.
+    #[error("没有组 / not allowed: this tab has no group; the person can set one with ?<role foreman group=NAME>!")]
+    NoGroup,
+    /// Flow control by someone other than the master or the person.
+    #[error("无权控制流程 / not allowed: only the master or the person may create, run, pause, resume, stop, delete or export flows")]
+    Flows,
+    /// Role change by someone other than the master or the person.
+    #[error("无权改变角色 / not allowed: only the master or the person may change roles")]
+    SetRole,
+}
+
+/// THE permission check. `in_group(tab, group)` tells whether a tab is in a group (the host
+/// knows). The exec policy (off/allowlist/on) applies after this, in [`crate::exec`].
+pub fn check(
+    caller: &Caller,
+    action: Action<'_>,
+    in_group: impl Fn(&str, &str) -> bool,
+) -> Result<(), Denied> {
+    if caller.is_person() {
+        return Ok(());
+    }
+    let p = &caller.permissions;
+    if !p.reply_commands {
+        return Err(Denied::ReplyCommands(caller.role));
+    }
+    match action {
+        Action::Run => Ok(()),
+        Action::Shell if p.shell => Ok(()),
+        Action::Shell => Err(Denied::Shell(caller.role)),
+        Action::Dispatch(_) if !p.dispatch => Err(Denied::Dispatch(caller.role)),
+        Action::Dispatch(_) if p.any_target => Ok(()),
+        Action::Dispatch(target) => match &caller.group {
+            None => Err(Denied::NoGroup),
+            Some(g) if in_group(target, g) => Ok(()),
+            Some(g) => Err(Denied::OutsideGroup {
+                target: target.to_string(),
+                group: g.clone(),
+            }),
+        },
+        Action::Flow { mutates: false } => Ok(()),
+        Action::Flow { mutates: true } if p.flows => Ok(()),
+        Action::Flow { .. } => Err(Denied::Flows),
+        Action::SetRole if p.set_role => Ok(()),
+        Action::SetRole => Err(Denied::SetRole),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(role: Role, group: Option<&str>) -> Caller {
+        Caller::new("c1", role, group.map(str::to_string), Source::Reply)
+    }
+
+    fn in_g1(tab: &str, group: &str) -> bool {
+        group == "g1" && tab.starts_with("g1-")
+    }
+
+    /// (caller, action, expected)
+    #[test]
+    fn the_table() {
+        let master = reply(Role::Master, None);
+        let foreman = reply(Role::Foreman, Some("g1"));
+        let lone_foreman = reply(Role::Foreman, None);
+        let worker = reply(Role::Worker, Some("g1"));
+        let person_in_worker_tab = Caller::new("c2", Role::Worker, None, Source::UserInput);
+        let cases: Vec<(&Caller, Action<'_>, Result<(), Denied>)> = vec![
+            (&master, Action::Shell, Ok(())),
+            (&master, Action::Dispatch("anyone"), Ok(())),
+            (&master, Action::Flow { mutates: true }, Ok(())),
+            (&master, Action::SetRole, Ok(())),
+            (&foreman, Action::Run, Ok(())),
+            (&foreman, Action::Dispatch("g1-deepseek"), Ok(())),
+            (
+                &foreman,
+                Action::Dispatch("kimi"),
+                Err(Denied::OutsideGroup {
+                    target: "kimi".into(),
+                    group: "g1".into(),
+                }),
+            ),
+            (
+                &lone_foreman,
+                Action::Dispatch("g1-x"),
+                Err(Denied::NoGroup),
+            ),
+            (&foreman, Action::Shell, Err(Denied::Shell(Role::Foreman))),
+            (&foreman, Action::Flow { mutates: false }, Ok(())),
+            (&foreman, Action::Flow { mutates: true }, Err(Denied::Flows)),
+            (&foreman, Action::SetRole, Err(Denied::SetRole)),
+            (
+                &worker,
+                Action::Run,
+                Err(Denied::ReplyCommands(Role::Worker)),
+            ),
+            (
+                &worker,
+                Action::Dispatch("g1-x"),
+                Err(Denied::ReplyCommands(Role::Worker)),
+            ),
+            (&person_in_worker_tab, Action::Shell, Ok(())),
+            (
+                &person_in_worker_tab,
+                Action::Flow { mutates: true },
+                Ok(()),
+            ),
+            (&person_in_worker_tab, Action::Dispatch("kimi"), Ok(())),
+        ];
+        for (caller, action, want) in cases {
+            assert_eq!(check(caller, action, in_g1), want, "{caller:?} {action:?}");
+        }
+    }
+
+    #[test]
+    fn a_role_card_can_open_a_worker() {
+        let mut w = reply(Role::Worker, Some("g1"));
+        w.permissions.reply_commands = true;
+        assert_eq!(check(&w, Action::Run, in_g1), Ok(()));
+        assert_eq!(
+            check(&w, Action::Shell, in_g1),
+            Err(Denied::Shell(Role::Worker))
+        );
+        w.permissions.dispatch = true;
+        assert_eq!(check(&w, Action::Dispatch("g1-a"), in_g1), Ok(()));
+    }
+}
