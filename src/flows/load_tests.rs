@@ -269,3 +269,12 @@ fn commands_refuse_jinja_templates() {
     let errs = errors("name: x\nnodes:\n  - id: a\n    command: \"echo {{ x }}\"\n");
     assert_has(&errs, "f.yaml:4:14: ", "commands take $variables");
 }
+
+#[test]
+fn plain_scalars_load_as_text() {
+    let text = "name: x\ninputs: {n: {default: 5}, flag: {default: true}}\nnodes:\n  - id: a\n    prompt: 42\n    for_each: {items: [1, two, 3.5]}\n    to: [deepseek]\n";
+    let flow = load_str("f.yaml", text).expect("valid");
+    assert_eq!(flow.inputs["n"].default.as_deref(), Some("5"));
+    assert_eq!(flow.inputs["flag"].default.as_deref(), Some("true"));
+    assert_eq!(flow.nodes[0].prompt.as_deref(), Some("42"));
+}

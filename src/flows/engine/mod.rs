@@ -287,6 +287,9 @@ pub struct RunState {
     error: Option<String>,
     /// Transient: `Action::Fail` was returned in this process.
     fail_reported: bool,
+    /// Attempts abandoned by a stop or a run failure, still to be announced as `Cancel`s
+    /// (filled by the fold, so a replay announces them again).
+    pending_cancels: Vec<(String, usize, String)>,
 }
 
 impl RunState {
@@ -332,6 +335,7 @@ impl RunState {
             output: None,
             error: None,
             fail_reported: false,
+            pending_cancels: Vec::new(),
         })
     }
 
@@ -732,10 +736,19 @@ impl RunState {
         if self.nodes[i].state.is_terminal() {
             return;
         }
-        for it in &mut self.nodes[i].items {
-            if it.status == ItemStatus::InFlight && state != NodeState::Cancelled {
+        let node = &self.flow.nodes[i].id;
+        for (k, it) in self.nodes[i].items.iter_mut().enumerate() {
+            if it.status == ItemStatus::InFlight {
                 it.status = ItemStatus::Cancelled;
                 self.in_flight -= 1;
+                if state == NodeState::Cancelled {
+                    // The run stopped or failed: the runner must abandon this attempt.
+                    self.pending_cancels.push((
+                        node.clone(),
+                        k,
+                        idempotency_key(&self.run_id, node, k, it.attempt),
+                    ));
+                }
             }
         }
         self.nodes[i].state = state;
@@ -1050,24 +1063,12 @@ impl RunState {
     }
 
     fn cancel_in_flight(&mut self, out: &mut Vec<Action>) {
-        for i in 0..self.nodes.len() {
-            for k in 0..self.nodes[i].items.len() {
-                let it = &mut self.nodes[i].items[k];
-                if it.status == ItemStatus::InFlight {
-                    it.status = ItemStatus::Cancelled;
-                    self.in_flight -= 1;
-                    out.push(Action::Cancel {
-                        node: self.flow.nodes[i].id.clone(),
-                        item: k,
-                        idempotency_key: idempotency_key(
-                            &self.run_id,
-                            &self.flow.nodes[i].id,
-                            k,
-                            it.attempt,
-                        ),
-                    });
-                }
-            }
+        for (node, item, idempotency_key) in self.pending_cancels.drain(..) {
+            out.push(Action::Cancel {
+                node,
+                item,
+                idempotency_key,
+            });
         }
     }
 
