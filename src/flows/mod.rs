@@ -117,7 +117,8 @@ pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
             })
             .collect());
     }
-    let flow: Flow = serde_saphyr::from_str(text).map_err(|e| vec![serde_diagnostic(name, &e)])?;
+    let flow: Flow =
+        serde_saphyr::from_str(text).map_err(|e| vec![serde_diagnostic(name, &e, &tree)])?;
     let problems = validate::validate(&flow, &tree);
     if problems.is_empty() {
         Ok(flow)
@@ -129,22 +130,29 @@ pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
     }
 }
 
-fn serde_diagnostic(name: &str, err: &serde_saphyr::Error) -> Diagnostic {
-    let (line, col) = err
+/// A serde-saphyr error as a diagnostic, naming the field and the value it refused.
+fn serde_diagnostic(name: &str, err: &serde_saphyr::Error, tree: &yaml::Located) -> Diagnostic {
+    let pos = err
         .location()
-        .map_or((1, 1), |l| (l.line() as usize, l.column() as usize));
-    let message = err.without_snippet().to_string();
-    let message = message
-        .split(" at line ")
-        .next()
-        .unwrap_or(&message)
-        .to_string();
-    Diagnostic {
-        file: name.to_string(),
-        line: line.max(1),
-        col: col.max(1),
-        message: format!("字段值无效 / {message}"),
+        .map_or(yaml::Pos { line: 1, col: 1 }, |l| yaml::Pos {
+            line: (l.line() as usize).max(1),
+            col: (l.column() as usize).max(1),
+        });
+    let text = err.without_snippet().to_string();
+    let mut message = text.split(" at line ").next().unwrap_or(&text).to_string();
+    if ["invalid u", "invalid i"]
+        .iter()
+        .any(|p| message.starts_with(p))
+    {
+        message = "expected a whole number".into();
     }
+    if let Some((key, value)) = yaml::key_at(tree, pos) {
+        message = match value.as_str() {
+            Some(v) => format!("`{key}`: {message} (got `{v}`)"),
+            None => format!("`{key}`: {message}"),
+        };
+    }
+    Diagnostic::at(name, pos, format!("字段值无效 / invalid value: {message}"))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! Variables are data: values are inserted by minijinja and never rendered or parsed again, so a
 //! reply containing `{{ }}` or `?<…>!` stays literal text.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use minijinja::Environment;
 
@@ -189,7 +189,13 @@ pub fn references<'s>(
             .map_err(|e| describe(&e))?
             .undeclared_variables(true),
     };
-    let mut refs: BTreeSet<Ref> = converted.refs.iter().cloned().collect();
+    Ok(classify(&converted.refs, names))
+}
+
+/// Merges seed references with the dotted names minijinja reports (`x`, `nodes.x.outputs`,
+/// `vars.x`) into one set of [`Ref`]s.
+pub fn classify(seed_refs: &[Ref], names: HashSet<String>) -> BTreeSet<Ref> {
+    let mut refs: BTreeSet<Ref> = seed_refs.iter().cloned().collect();
     for name in names {
         let mut parts = name.split('.');
         let head = parts.next().unwrap_or_default();
@@ -211,7 +217,7 @@ pub fn references<'s>(
             }
         }
     }
-    Ok(refs)
+    refs
 }
 
 /// A short one-line description of a minijinja error.

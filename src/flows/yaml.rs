@@ -82,6 +82,21 @@ impl Located {
     }
 }
 
+/// The mapping key whose value starts at `pos`, and that value (for error messages).
+pub fn key_at(node: &Located, pos: Pos) -> Option<(&str, &Located)> {
+    match &node.kind {
+        Kind::Map(entries) => entries.iter().find_map(|(k, v)| {
+            if v.pos == pos {
+                k.as_str().map(|key| (key, v))
+            } else {
+                key_at(v, pos)
+            }
+        }),
+        Kind::Seq(items) => items.iter().find_map(|item| key_at(item, pos)),
+        Kind::Scalar(..) => None,
+    }
+}
+
 /// A YAML syntax error with its position.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntaxError {

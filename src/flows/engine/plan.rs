@@ -1,7 +1,7 @@
 //! A flow compiled for running: the DAG, each node's templates registered in one minijinja
 //! environment with the variables they read, targets parsed, policies resolved.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use minijinja::Environment;
 
@@ -102,6 +102,8 @@ pub struct Plan {
     pub max_parallel: Option<u32>,
     /// Node id → index.
     pub index: HashMap<String, usize>,
+    /// `output_var` → index of the node that publishes it.
+    pub output_vars: HashMap<String, usize>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -130,6 +132,12 @@ impl Plan {
                 .as_ref()
                 .and_then(|e| e.fallback.clone()),
             max_parallel: flow.limits.as_ref().and_then(|l| l.max_parallel),
+            output_vars: flow
+                .nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| n.output_var.clone().map(|v| (v, i)))
+                .collect(),
         };
         for node in &flow.nodes {
             let compiled = plan.node(flow, node)?;
@@ -141,11 +149,15 @@ impl Plan {
     fn template(&mut self, node: &str, field: &str, text: &str) -> Result<String, EngineError> {
         let name = format!("{node}#{field}#{}", self.templates.len());
         let converted = template::convert(text, Mode::Template);
-        let refs = template::references(&self.env, &converted, Mode::Template)
-            .map_err(|message| template_error(node, field, message))?;
         self.env
             .add_template_owned(name.clone(), converted.source)
             .map_err(|e| template_error(node, field, template::describe(&e)))?;
+        let names = self
+            .env
+            .get_template(&name)
+            .map_err(|e| template_error(node, field, template::describe(&e)))?
+            .undeclared_variables(true);
+        let refs = template::classify(&converted.refs, names);
         self.templates.insert(
             name.clone(),
             Compiled {
@@ -303,15 +315,6 @@ fn timeouts(flow: &Flow, node: &Node) -> Timeouts {
         idle_ms: pick(own.idle, def.idle),
         deadline_ms: pick(own.deadline, def.deadline),
     }
-}
-
-/// The variables a plan's nodes publish, for building contexts.
-pub fn output_vars(flow: &Flow) -> BTreeMap<String, usize> {
-    flow.nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| n.output_var.clone().map(|v| (v, i)))
-        .collect()
 }
 
 #[cfg(test)]
