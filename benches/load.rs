@@ -154,7 +154,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if !args.bench {
+        // Run by `cargo test --all-targets`: a small smoke run that proves the tool works.
+        args.tabs = args.tabs.min(50);
+        args.fanout = args.fanout.min(20);
+        args.rounds = args.rounds.min(2);
+    }
     let data = tempfile::tempdir().expect("tempdir");
     let (child, url) = match &args.url {
         Some(u) => (None, u.clone()),
