@@ -56,7 +56,19 @@ impl Commands {
         }
     }
 
-    /// The caller a tab's text speaks for.
+    /// The role card that applies to a tab now, if any.
+    pub fn card_for(&self, client: &Client) -> Option<crate::roles::RoleCard> {
+        let info = client.info();
+        let facts = TabFacts {
+            site: &info.site,
+            label: info.label.as_deref(),
+            client_id: &client.id,
+            url: info.url.as_deref(),
+        };
+        self.roles.get().card_for(&facts).cloned()
+    }
+
+    /// The caller a tab's text speaks for: its role's permissions, or its card's.
     pub fn caller(&self, client: &Client, source: Source) -> Caller {
         let info = client.info();
         let mut caller = Caller::new(
@@ -65,32 +77,15 @@ impl Commands {
             info.group.clone(),
             source,
         );
-        let cards = self.roles.get();
-        let facts = TabFacts {
-            site: &info.site,
-            label: info.label.as_deref(),
-            client_id: &client.id,
-            url: info.url.as_deref(),
-        };
-        if let Some(card) = cards.card_for(&facts) {
-            if card.role == info.role {
-                caller.permissions = card.permissions();
-            }
+        if let Some(card) = self.card_for(client).filter(|c| c.role == info.role) {
+            caller.permissions = card.permissions();
         }
         caller
     }
 
-    /// The role a card gives this tab, if any.
+    /// The role and group a card gives this tab, if any.
     pub fn card_role(&self, client: &Client) -> Option<(Role, Option<String>)> {
-        let info = client.info();
-        let cards = self.roles.get();
-        let facts = TabFacts {
-            site: &info.site,
-            label: info.label.as_deref(),
-            client_id: &client.id,
-            url: info.url.as_deref(),
-        };
-        cards.card_for(&facts).map(|c| (c.role, c.group.clone()))
+        self.card_for(client).map(|c| (c.role, c.group))
     }
 }
 

@@ -12,7 +12,6 @@ use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
 use crate::hub::{Hub, HubEvent};
 use crate::protocol::Role;
-use crate::roles::TabFacts;
 
 /// Used when the foreman's card has no `split_template`.
 pub const DEFAULT_SPLIT: &str = "{% if instructions %}{{ instructions }}\n\n{% endif %}\
@@ -52,13 +51,8 @@ pub async fn cycle(
 
 async fn run(hub: &Arc<Hub>, foreman: &Arc<Client>, req: TaskRequest) -> Result<String, TaskError> {
     let info = foreman.info();
-    let cards = hub.commands.roles.get();
-    let card = cards.card_for(&TabFacts {
-        site: &info.site,
-        label: info.label.as_deref(),
-        client_id: &foreman.id,
-        url: info.url.as_deref(),
-    });
+    let card = hub.commands.card_for(foreman);
+    let card = card.as_ref();
     let workers: Vec<String> = match &info.group {
         Some(g) => hub
             .registry
