@@ -15,7 +15,7 @@ use crate::commands::interp::{Host, HostError, Interpreter};
 use crate::commands::permissions::{Caller, Source};
 use crate::commands::scanner::{scan_text, ScanItem, TurnScanner};
 use crate::commands::vars::Variables;
-use crate::exec::{ExecMode, ExecPolicy};
+use crate::exec::{ExecChunk, ExecMode, ExecPolicy};
 use crate::flows::engine::CommandCall;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::{TaskError, TaskRequest};
@@ -150,6 +150,7 @@ fn run_items(hub: &Arc<Hub>, client: &Arc<Client>, source: Source, items: Vec<Sc
                 CmdOutcome {
                     success: false,
                     output: e.to_string(),
+                    partial: false,
                 },
             ),
         }
@@ -191,6 +192,7 @@ pub async fn run_command_for(
     CmdOutcome {
         success: out.success,
         output: out.output,
+        partial: false,
     }
 }
 
@@ -395,6 +397,31 @@ impl Host for HubHost {
             .map(|g| format!(", group {g}"))
             .unwrap_or_default();
         Ok(format!("角色已设为 / role set to {}{g}", role.as_str()))
+    }
+
+    /// Live output of a shell command goes to the tab that ran it as partial `cmd_result`s.
+    fn exec_output(&self, caller: &Caller) -> Option<tokio::sync::mpsc::Sender<ExecChunk>> {
+        let client = self.hub.registry.get(&caller.client_id)?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecChunk>(64);
+        let hub = self.hub.clone();
+        self.hub.tracker.spawn(async move {
+            while let Some(chunk) = rx.recv().await {
+                let output = match chunk.stream {
+                    crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
+                    _ => chunk.text,
+                };
+                let frame = ServerFrame::CmdResult {
+                    command: String::new(),
+                    result: CmdOutcome {
+                        success: true,
+                        output,
+                        partial: true,
+                    },
+                };
+                let _ = hub.registry.send(&client.id, &frame);
+            }
+        });
+        Some(tx)
     }
 
     async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {

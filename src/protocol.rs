@@ -188,6 +188,9 @@ pub enum ServerFrame {
 pub struct CmdOutcome {
     pub success: bool,
     pub output: String,
+    /// True on the live output of a running shell command; the last `cmd_result` has none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// The `task` frame's fields.

@@ -274,3 +274,27 @@ async fn manager_verbs_answer_clearly() {
     let r = tab.command("?<manager stop twostep>!").await;
     assert_eq!(r["result"]["success"], false);
 }
+
+#[tokio::test]
+async fn long_command_output_streams_before_the_final_answer() {
+    let h = TestHub::start_with(|c| c.exec_mode = ExecMode::On).await;
+    let mut tab = ScriptedTab::connect(
+        &h.ws_url("/realtime"),
+        hello("m", "kimi", "master"),
+        echo_back,
+    )
+    .await;
+    tab.send(json!({"type":"user_input","text":"?<echo one; sleep 0.3; echo two>!"}));
+    let first = tab.next("cmd_result").await;
+    assert_eq!(first["result"]["partial"], true, "{first}");
+    assert!(first["result"]["output"].as_str().unwrap().contains("one"));
+    let last = loop {
+        let v = tab.next("cmd_result").await;
+        if v["result"]["partial"] != true {
+            break v;
+        }
+    };
+    assert_eq!(last["result"]["success"], true, "{last}");
+    let out = last["result"]["output"].as_str().unwrap();
+    assert!(out.contains("one") && out.contains("two"), "{out}");
+}
