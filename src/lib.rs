@@ -1,5 +1,21 @@
 //! AIcard hub library: everything the `aicard` binary does, as modules a test can drive.
+//!
+//! Code map (see docs/ARCHITECTURE.md): `protocol` (wire frames, the only module that knows
+//! JSON shapes), `hub` (server, auth, registry/routing, task queues, transports), `commands`
+//! (the `?<…>!` language), `exec` (the only module that spawns processes), `flows` (flow files
+//! and the pure run engine), `store` (SQLite), `config`, `cli`.
 
+pub mod cli;
 pub mod commands;
+pub mod config;
+pub mod control;
+pub mod demo;
 pub mod exec;
 pub mod flows;
+pub mod foreman;
+pub mod hub;
+pub mod protocol;
+pub mod roles;
+pub mod runner;
+pub mod sim;
+pub mod store;

@@ -1,1 +1,27 @@
-fn main() {}
+//! The `aicard` binary: parses the command line and hands over to `aicard::cli`.
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() {
+    let cli = aicard::cli::Cli::parse();
+    // The demo prints its own progress; the hub's info logs would drown it.
+    let default = match cli.command {
+        aicard::cli::Command::Demo(_) => "aicard=warn",
+        _ => "aicard=info",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match aicard::cli::run(cli).await {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("aicard: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,1 +1,159 @@
-//! Flow files: the YAML model, validation with line/column errors, the DAG and its scheduling state.
+//! Flow files: the YAML model, validation with line/column errors, the DAG, its rendering, and
+//! the sans-IO run engine (a pure state machine the hub's runner drives with journal events).
+//!
+//! - [`model`]: serde types of `flows/*.yaml` and their JSON Schema ([`schema_json`]).
+//! - [`load_file`] / [`load_str`]: parse + validate, every problem as a [`Diagnostic`].
+//! - [`render`]: the DAG as text, Mermaid or DOT.
+//! - [`engine`]: [`engine::RunState`], folded from [`engine::JournalEvent`]s, asks for
+//!   [`engine::Action`]s.
+
+pub mod engine;
+pub mod graph;
+pub mod model;
+pub mod render;
+pub mod template;
+pub mod validate;
+pub mod yaml;
+
+use std::fmt;
+use std::path::Path;
+
+pub use model::Flow;
+
+/// One problem in a flow file, shown as `FILE:LINE:COL: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file (as given to the loader).
+    pub file: String,
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1.
+    pub col: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )
+    }
+}
+
+impl Diagnostic {
+    fn at(file: &str, pos: yaml::Pos, message: String) -> Diagnostic {
+        Diagnostic {
+            file: file.to_string(),
+            line: pos.line,
+            col: pos.col,
+            message,
+        }
+    }
+}
+
+/// The JSON Schema of flow files, generated from [`model::Flow`] (committed as
+/// `flows/schema.json`; a test keeps the two equal).
+pub fn schema_json() -> String {
+    let schema = schema();
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+fn schema() -> schemars::Schema {
+    let mut schema = schemars::schema_for!(Flow);
+    model::add_needs_alias(&mut schema);
+    schema
+}
+
+fn schema_value() -> serde_json::Value {
+    serde_json::to_value(schema()).unwrap_or_default()
+}
+
+/// Reads and validates a flow file. Every problem is returned, each with its position.
+pub fn load_file(path: impl AsRef<Path>) -> Result<Flow, Vec<Diagnostic>> {
+    let path = path.as_ref();
+    let file = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => load_str(&file, &text),
+        Err(e) => Err(vec![Diagnostic {
+            file,
+            line: 1,
+            col: 1,
+            message: format!("无法读取文件 / cannot read the file: {e}"),
+        }]),
+    }
+}
+
+/// Parses and validates flow text; `name` is the file name used in diagnostics.
+///
+/// Order: YAML syntax (stop on error) → unknown fields anywhere (all of them, stop if any) →
+/// typed deserialization by serde-saphyr (its first error) → semantic checks (all of them).
+pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
+    let tree = yaml::parse(text).map_err(|e| {
+        vec![Diagnostic::at(
+            name,
+            e.pos,
+            format!("YAML 语法错误 / invalid YAML: {}", e.message),
+        )]
+    })?;
+    let unknown = yaml::unknown_fields(&tree, &schema_value());
+    if !unknown.is_empty() {
+        return Err(unknown
+            .into_iter()
+            .map(|u| {
+                let hint = match &u.suggestion {
+                    Some(s) => format!(", did you mean `{s}`?"),
+                    None => format!("; expected one of: {}", u.expected.join(", ")),
+                };
+                Diagnostic::at(
+                    name,
+                    u.pos,
+                    format!("未知字段 / unknown field `{}`{hint}", u.field),
+                )
+            })
+            .collect());
+    }
+    let flow: Flow =
+        serde_saphyr::from_str(text).map_err(|e| vec![serde_diagnostic(name, &e, &tree)])?;
+    let problems = validate::validate(&flow, &tree);
+    if problems.is_empty() {
+        Ok(flow)
+    } else {
+        Err(problems
+            .into_iter()
+            .map(|p| Diagnostic::at(name, p.pos, p.message))
+            .collect())
+    }
+}
+
+/// A serde-saphyr error as a diagnostic, naming the field and the value it refused.
+fn serde_diagnostic(name: &str, err: &serde_saphyr::Error, tree: &yaml::Located) -> Diagnostic {
+    let pos = err
+        .location()
+        .map_or(yaml::Pos { line: 1, col: 1 }, |l| yaml::Pos {
+            line: (l.line() as usize).max(1),
+            col: (l.column() as usize).max(1),
+        });
+    let text = err.without_snippet().to_string();
+    let mut message = text.split(" at line ").next().unwrap_or(&text).to_string();
+    if ["invalid u", "invalid i"]
+        .iter()
+        .any(|p| message.starts_with(p))
+    {
+        message = "expected a whole number".into();
+    }
+    if let Some((key, value)) = yaml::key_at(tree, pos) {
+        message = match value.as_str() {
+            Some(v) => format!("`{key}`: {message} (got `{v}`)"),
+            None => format!("`{key}`: {message}"),
+        };
+    }
+    Diagnostic::at(name, pos, format!("字段值无效 / invalid value: {message}"))
+}
+
+#[cfg(test)]
+mod load_tests;

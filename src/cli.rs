@@ -1,0 +1,213 @@
+//! The `aicard` command line: `serve`, `demo`, `flow validate|show`, `token`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{ExecMode, HubConfig};
+use crate::hub::Hub;
+
+/// AIcard: one hub for many web AI chat tabs / 把多个网页 AI 聊天标签页变成一个团队。
+#[derive(Debug, Parser)]
+#[command(name = "aicard", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the hub; prints where to install the userscript / 运行集线器
+    Serve(ServeArgs),
+    /// Hub + simulated chat tabs + the demo flow, end to end / 演示
+    Demo(crate::demo::DemoArgs),
+    /// Check or draw flow files / 校验或绘制流程文件
+    #[command(subcommand)]
+    Flow(FlowCommand),
+    /// Print the hub's token (creating it on first use) / 打印令牌
+    Token {
+        /// Data directory holding the token and the store.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+/// `aicard flow …`
+#[derive(Debug, Subcommand)]
+pub enum FlowCommand {
+    /// Exit 0 if every file is valid; else print FILE:LINE:COL: message per problem, exit 1
+    Validate {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Draw a flow's DAG as text, Mermaid or DOT
+    Show {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
+        format: ShowFormat,
+    },
+}
+
+/// Output format of `flow show`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ShowFormat {
+    Text,
+    Mermaid,
+    Dot,
+}
+
+/// Options of `aicard serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; loopback unless you really mean it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Port (0 picks a free one).
+    #[arg(long, default_value_t = 8027)]
+    pub port: u16,
+    /// Data directory: token, SQLite store, exec workspace [default: ~/.local/share/aicard].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Where `manager run NAME` finds NAME.yaml.
+    #[arg(long, value_name = "DIR", default_value = "flows")]
+    pub flows: PathBuf,
+    /// Role cards directory.
+    #[arg(long, value_name = "DIR", default_value = "role-cards")]
+    pub role_cards: PathBuf,
+    /// Hub-side shell commands: off (default), allowlist (only --allow programs, no shell), on.
+    #[arg(long, value_enum, default_value_t = ExecMode::Off)]
+    pub exec: ExecMode,
+    /// A program allowed under --exec allowlist (repeatable).
+    #[arg(long = "allow", value_name = "PROGRAM")]
+    pub allow: Vec<String>,
+    /// Use this token instead of the stored one.
+    #[arg(long, env = "AICARD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Also accept this exact Origin (repeatable), e.g. a local mock site.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// Allow binding a non-loopback address (tabs on other machines could then connect).
+    #[arg(long)]
+    pub i_know_this_is_public: bool,
+}
+
+impl ServeArgs {
+    pub fn into_config(self) -> anyhow::Result<HubConfig> {
+        if !self.bind.is_loopback() && !self.i_know_this_is_public {
+            anyhow::bail!(
+                "拒绝监听非本机地址 {} / refusing to bind non-loopback {} without \
+                 --i-know-this-is-public",
+                self.bind,
+                self.bind
+            );
+        }
+        let data_dir = self.data_dir.unwrap_or_else(HubConfig::default_data_dir);
+        let mut c = HubConfig::new(data_dir);
+        c.bind = SocketAddr::new(self.bind, self.port);
+        c.flows_dir = self.flows;
+        c.role_cards_dir = self.role_cards;
+        c.exec_mode = self.exec;
+        c.exec_allow = self.allow;
+        c.token = self.token;
+        c.extra_origins = self.allow_origin;
+        Ok(c)
+    }
+}
+
+/// Runs the parsed command line; the process exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Demo(args) => crate::demo::run(args).await,
+        Command::Flow(FlowCommand::Validate { files }) => Ok(validate(&files)),
+        Command::Flow(FlowCommand::Show { file, format }) => {
+            let flow = match crate::flows::load_file(&file) {
+                Ok(f) => f,
+                Err(diags) => {
+                    for d in diags {
+                        eprintln!("{d}");
+                    }
+                    return Ok(1);
+                }
+            };
+            let out = match format {
+                ShowFormat::Text => crate::flows::render::text(&flow),
+                ShowFormat::Mermaid => crate::flows::render::mermaid(&flow),
+                ShowFormat::Dot => crate::flows::render::dot(&flow),
+            };
+            print!("{out}");
+            Ok(0)
+        }
+        Command::Token { data_dir } => {
+            let dir = data_dir.unwrap_or_else(HubConfig::default_data_dir);
+            let token = crate::hub::auth::load_or_create_token(&dir)
+                .with_context(|| format!("reading the token in {}", dir.display()))?;
+            println!("{token}");
+            Ok(0)
+        }
+    }
+}
+
+/// `flow validate`: every problem of every file, then the exit code.
+fn validate(files: &[PathBuf]) -> i32 {
+    let mut bad = 0;
+    for f in files {
+        match crate::flows::load_file(f) {
+            Ok(flow) => println!("{}: ok ({} nodes)", f.display(), flow.nodes.len()),
+            Err(diags) => {
+                bad += 1;
+                for d in diags {
+                    println!("{d}");
+                }
+            }
+        }
+    }
+    i32::from(bad > 0)
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
+    let config = args.into_config()?;
+    let data_dir = config.data_dir.clone();
+    let running = Hub::start(config).await?;
+    let url = running.url();
+    println!("AIcard hub listening on {url}");
+    println!("  安装用户脚本 / install the userscript: {url}/aicard.user.js");
+    println!(
+        "  令牌保存在 / token kept in: {}",
+        crate::hub::auth::token_path(&data_dir).display()
+    );
+    let hub = running.hub.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("signal received, shutting down");
+        hub.shutdown.cancel();
+    });
+    running.wait().await;
+    Ok(0)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

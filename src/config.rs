@@ -1,0 +1,140 @@
+//! Hub configuration: addresses, directories, limits and timings, with defaults justified in
+//! docs/ARCHITECTURE.md (anchors: Centrifugo, Socket.IO, uWebSockets — see shared reference).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `--exec`: whether hub-side shell commands may run at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ExecMode {
+    /// Every shell command is refused with a reason (the default).
+    #[default]
+    Off,
+    /// Only `--allow`ed programs, run from argv without a shell.
+    Allowlist,
+    /// Any command through `sh -c`; variables only through the environment.
+    On,
+}
+
+/// Everything `aicard serve` can be told; `HubConfig::for_tests` gives a fast-timing variant.
+#[derive(Debug, Clone)]
+pub struct HubConfig {
+    /// Where to listen; loopback unless the person says otherwise.
+    pub bind: SocketAddr,
+    /// SQLite store, token file and exec workspace live here.
+    pub data_dir: PathBuf,
+    /// `manager run NAME` loads `flows_dir/NAME.yaml`.
+    pub flows_dir: PathBuf,
+    /// Role cards (YAML / seed JSON).
+    pub role_cards_dir: PathBuf,
+    /// Overrides the stored token (`--token` / `AICARD_TOKEN`).
+    pub token: Option<String>,
+    /// Origins allowed on top of the nine chat sites and the hub itself.
+    pub extra_origins: Vec<String>,
+    /// Shell execution policy; off by default.
+    pub exec_mode: ExecMode,
+    pub exec_allow: Vec<String>,
+    pub limits: Limits,
+    pub timing: Timing,
+}
+
+/// Bounds that keep one bad tab from growing the hub's memory.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest inbound WebSocket message (bytes); larger → close 1009.
+    pub max_frame_bytes: usize,
+    /// Frames waiting to be written to one tab; full → the tab is closed as a slow consumer.
+    pub outbound_queue: usize,
+    /// Connected tabs at once.
+    pub max_clients: usize,
+    /// Flow runs in progress at once.
+    pub max_runs: usize,
+    /// Undelivered frames kept for an offline tab.
+    pub offline_frames: usize,
+    /// Tasks waiting for one tab.
+    pub task_queue: usize,
+}
+
+/// Heartbeat and timeout periods.
+#[derive(Debug, Clone)]
+pub struct Timing {
+    /// How long a socket may stay silent before saying `hello`.
+    pub hello_timeout: Duration,
+    /// WebSocket ping period (also advertised as `heartbeat_ms`).
+    pub ping_interval: Duration,
+    /// No frame and no pong for this long → the tab is lost.
+    pub dead_after: Duration,
+    /// A lost tab's in-flight task goes back to the queue after this grace.
+    pub lost_grace: Duration,
+    /// Default time a tab has to answer a task.
+    pub task_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            // Centrifugo caps at 64 KB; a whole chat reply in one `turn_end` can be larger.
+            max_frame_bytes: 1024 * 1024,
+            outbound_queue: 256,
+            max_clients: 20_000,
+            max_runs: 64,
+            offline_frames: 256,
+            task_queue: 64,
+        }
+    }
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            hello_timeout: Duration::from_secs(5),
+            // Socket.IO and Centrifugo ping every 25 s; browsers answer WS pings from
+            // throttled background tabs, so 20 s is cheap and catches loss within a minute.
+            ping_interval: Duration::from_secs(20),
+            dead_after: Duration::from_secs(60),
+            lost_grace: Duration::from_secs(30),
+            task_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl HubConfig {
+    /// Defaults for a data dir: loopback:8027, exec off, flows and role cards from the cwd.
+    pub fn new(data_dir: PathBuf) -> HubConfig {
+        HubConfig {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8027)),
+            data_dir,
+            flows_dir: PathBuf::from("flows"),
+            role_cards_dir: PathBuf::from("role-cards"),
+            token: None,
+            extra_origins: Vec::new(),
+            exec_mode: ExecMode::Off,
+            exec_allow: Vec::new(),
+            limits: Limits::default(),
+            timing: Timing::default(),
+        }
+    }
+
+    /// Port 0 and short timings, for tests that must not wait a minute for a loss.
+    pub fn for_tests(data_dir: PathBuf) -> HubConfig {
+        let mut c = HubConfig::new(data_dir);
+        c.bind = SocketAddr::from(([127, 0, 0, 1], 0));
+        c.token = Some("test-token".into());
+        c.timing = Timing {
+            hello_timeout: Duration::from_millis(500),
+            ping_interval: Duration::from_millis(200),
+            dead_after: Duration::from_millis(800),
+            lost_grace: Duration::from_millis(300),
+            task_timeout: Duration::from_secs(30),
+        };
+        c
+    }
+
+    /// The user's data directory (`~/.local/share/aicard` on Linux).
+    pub fn default_data_dir() -> PathBuf {
+        dirs::data_dir()
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join("aicard")
+    }
+}

@@ -1,0 +1,597 @@
+//! Commands on the hub: finds `?<…>!` in each tab's text streams, decides who is asking
+//! (role, role card, typed or replied), runs the command through the interpreter and answers
+//! the tab with `cmd_result`. Implements the interpreter's `Host` over the registry, the task
+//! queues and the flow runner.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+
+use crate::commands::ast::{
+    FlowAction, FlowRequest, FlowSource, ManagerCmd, Role as CmdRole, Target,
+};
+use crate::commands::interp::{Host, HostError, Interpreter};
+use crate::commands::permissions::{Caller, Source};
+use crate::commands::scanner::{scan_text, ScanItem, TurnScanner};
+use crate::commands::vars::Variables;
+use crate::exec::{ExecMode, ExecPolicy};
+use crate::flows::engine::CommandCall;
+use crate::hub::registry::{Client, ConnState};
+use crate::hub::tasks::{TaskError, TaskRequest};
+use crate::hub::Hub;
+use crate::protocol::{CmdOutcome, Role, ServerFrame};
+use crate::roles::{to_cmd_role, RoleCards, TabFacts};
+use crate::runner::{Control as RunControl, Runner};
+
+/// A tab's reply in progress: its turn id and scanner state.
+struct Turn {
+    id: String,
+    scanner: TurnScanner,
+}
+
+/// Command state of a hub: scanners per tab, variables, exec policy, role cards.
+pub struct Commands {
+    turns: DashMap<String, Turn>,
+    /// The last full reply of each tab, for `from X:`.
+    last_reply: DashMap<String, String>,
+    vars: Arc<Variables>,
+    exec: ExecPolicy,
+    pub roles: RoleCards,
+}
+
+impl Commands {
+    pub fn new(config: &crate::config::HubConfig) -> Commands {
+        let mode = match config.exec_mode {
+            crate::config::ExecMode::Off => ExecMode::Off,
+            crate::config::ExecMode::Allowlist => ExecMode::Allowlist(config.exec_allow.clone()),
+            crate::config::ExecMode::On => ExecMode::On,
+        };
+        Commands {
+            turns: DashMap::new(),
+            last_reply: DashMap::new(),
+            vars: Arc::new(Variables::new()),
+            exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
+            roles: RoleCards::load(&config.role_cards_dir),
+        }
+    }
+
+    /// The caller a tab's text speaks for.
+    pub fn caller(&self, client: &Client, source: Source) -> Caller {
+        let info = client.info();
+        let mut caller = Caller::new(
+            client.id.clone(),
+            to_cmd_role(info.role),
+            info.group.clone(),
+            source,
+        );
+        let cards = self.roles.get();
+        let facts = TabFacts {
+            site: &info.site,
+            label: info.label.as_deref(),
+            client_id: &client.id,
+            url: info.url.as_deref(),
+        };
+        if let Some(card) = cards.card_for(&facts) {
+            if card.role == info.role {
+                caller.permissions = card.permissions();
+            }
+        }
+        caller
+    }
+
+    /// The role a card gives this tab, if any.
+    pub fn card_role(&self, client: &Client) -> Option<(Role, Option<String>)> {
+        let info = client.info();
+        let cards = self.roles.get();
+        let facts = TabFacts {
+            site: &info.site,
+            label: info.label.as_deref(),
+            client_id: &client.id,
+            url: info.url.as_deref(),
+        };
+        cards.card_for(&facts).map(|c| (c.role, c.group.clone()))
+    }
+}
+
+/// A streamed delta of a tab's reply: commands complete in it run now.
+pub fn on_chunk(hub: &Arc<Hub>, client: &Arc<Client>, turn_id: &str, text: &str) {
+    let items = {
+        let mut turn = hub
+            .commands
+            .turns
+            .entry(client.id.clone())
+            .or_insert_with(|| Turn {
+                id: turn_id.to_string(),
+                scanner: TurnScanner::new(),
+            });
+        if turn.id != turn_id {
+            turn.id = turn_id.to_string();
+            turn.scanner = TurnScanner::new();
+        }
+        turn.scanner.push_chunk(text)
+    };
+    run_items(hub, client, Source::Reply, items);
+}
+
+/// The reply is complete: commands not already seen in its chunks run now.
+pub fn on_turn_end(hub: &Arc<Hub>, client: &Arc<Client>, turn_id: &str, text: &str) {
+    let items = match hub.commands.turns.remove(&client.id) {
+        Some((_, mut turn)) if turn.id == turn_id => turn.scanner.turn_end(text),
+        _ => TurnScanner::new().turn_end(text),
+    };
+    hub.commands
+        .last_reply
+        .insert(client.id.clone(), text.to_string());
+    run_items(hub, client, Source::Reply, items);
+}
+
+/// What the person typed: every command in it runs with the person's authority.
+pub fn on_user_input(hub: &Arc<Hub>, client: &Arc<Client>, text: &str) {
+    run_items(hub, client, Source::UserInput, scan_text(text));
+}
+
+fn run_items(hub: &Arc<Hub>, client: &Arc<Client>, source: Source, items: Vec<ScanItem>) {
+    for item in items {
+        match item {
+            Ok(found) => {
+                let caller = hub.commands.caller(client, source);
+                if source == Source::Reply && !caller.permissions.reply_commands {
+                    // A worker's reply: commands are data. Say so once, quietly, in the log.
+                    tracing::debug!(client = %client.id, "command in a reply not run (role)");
+                    continue;
+                }
+                let hub = hub.clone();
+                let client = client.clone();
+                hub.tracker.clone().spawn(async move {
+                    let outcome = run_command(&hub, &caller, &found.body).await;
+                    answer(&hub, &client, found.body.trim(), outcome);
+                });
+            }
+            Err(e) => answer(
+                hub,
+                client,
+                "",
+                CmdOutcome {
+                    success: false,
+                    output: e.to_string(),
+                },
+            ),
+        }
+    }
+}
+
+fn answer(hub: &Hub, client: &Client, command: &str, result: CmdOutcome) {
+    let frame = ServerFrame::CmdResult {
+        command: command.to_string(),
+        result,
+    };
+    if let Err(e) = hub.registry.send(&client.id, &frame) {
+        tracing::warn!("cannot answer a command: {e}");
+    }
+}
+
+/// Runs one command body for a caller.
+pub async fn run_command(hub: &Arc<Hub>, caller: &Caller, body: &str) -> CmdOutcome {
+    run_command_for(hub, caller, body, None).await
+}
+
+/// Runs one command body; tasks it sends carry `parent` as their `parent_id` (the foreman's
+/// task), so the tree of work can be followed.
+pub async fn run_command_for(
+    hub: &Arc<Hub>,
+    caller: &Caller,
+    body: &str,
+    parent: Option<&str>,
+) -> CmdOutcome {
+    let interp = Interpreter::new(
+        HubHost {
+            hub: hub.clone(),
+            parent: parent.map(str::to_string),
+        },
+        hub.commands.exec.clone(),
+        hub.commands.vars.clone(),
+    );
+    let out = interp.run_text(caller, body).await;
+    CmdOutcome {
+        success: out.success,
+        output: out.output,
+    }
+}
+
+/// A flow's `command:` node: runs with the master's authority (the person wrote the flow),
+/// its variables in a scope of their own, still under the exec policy.
+pub async fn run_flow_command(
+    hub: &Arc<Hub>,
+    master: Option<&str>,
+    call: &CommandCall,
+) -> Result<String, String> {
+    let scope = format!("flow:{}", call.idempotency_key);
+    for (k, v) in &call.vars {
+        hub.commands
+            .vars
+            .set(&scope, k, v.clone())
+            .map_err(|e| e.to_string())?;
+    }
+    let mut caller = Caller::new(scope.clone(), CmdRole::Master, None, Source::UserInput);
+    if let Some(m) = master.and_then(|m| hub.registry.get(m)) {
+        caller.group = m.info().group;
+    }
+    let body = call
+        .command
+        .trim()
+        .strip_prefix("?<")
+        .and_then(|b| b.strip_suffix(">!"))
+        .unwrap_or(call.command.trim());
+    let out = run_command(hub, &caller, body).await;
+    hub.commands.vars.drop_scope(&scope);
+    if out.success {
+        Ok(out.output)
+    } else {
+        Err(out.output)
+    }
+}
+
+/// The interpreter's view of the hub.
+struct HubHost {
+    hub: Arc<Hub>,
+    /// The task on whose behalf commands run (a foreman's), for subtasks' `parent_id`.
+    parent: Option<String>,
+}
+
+impl HubHost {
+    /// Connected tabs a name resolves to; an error names the target when there are none.
+    fn resolve(&self, target: &str) -> Result<Vec<Arc<Client>>, HostError> {
+        let found = self.hub.registry.resolve(target);
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let known = self
+            .hub
+            .registry
+            .all()
+            .into_iter()
+            .any(|c| c.matches(target));
+        Err(if known {
+            HostError::NotConnected(target.to_string())
+        } else {
+            HostError::UnknownTarget(target.to_string())
+        })
+    }
+}
+
+fn task_error(e: TaskError, target: &str) -> HostError {
+    match e {
+        TaskError::Timeout(_) => HostError::Timeout {
+            target: target.to_string(),
+            secs: 0,
+        },
+        other => HostError::Failed {
+            target: target.to_string(),
+            message: other.to_string(),
+        },
+    }
+}
+
+impl Host for HubHost {
+    async fn ask(
+        &self,
+        caller: &Caller,
+        target: &str,
+        prompt: String,
+    ) -> Result<String, HostError> {
+        let mut tabs = self.resolve(target)?;
+        if tabs.len() > 1 {
+            // A site name can match the asking tab too; ask one of the others.
+            tabs.retain(|c| c.id != caller.client_id);
+        }
+        let mut tried: Vec<String> = Vec::new();
+        loop {
+            let Some(tab) = tabs
+                .iter()
+                .filter(|c| !tried.contains(&c.id))
+                .min_by_key(|c| self.hub.tasks.load(&c.id))
+                .cloned()
+            else {
+                return Err(HostError::NotConnected(target.to_string()));
+            };
+            let mut req = TaskRequest::new(prompt.clone(), self.hub.config.timing.task_timeout);
+            req.parent_id = Some(
+                self.parent
+                    .clone()
+                    .unwrap_or_else(|| caller.client_id.clone()),
+            );
+            match self.hub.tasks.ask(&tab, req).await {
+                Ok(text) => return Ok(text),
+                // A foreman's worker was lost or failed: give the subtask to another worker
+                // of the same group.
+                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
+                    if caller.role == CmdRole::Foreman && caller.group.is_some() =>
+                {
+                    tracing::info!(tab = %tab.display(), "subtask failed ({e}); trying another worker of the group");
+                    tried.push(tab.id.clone());
+                    let group = caller.group.clone().unwrap_or_default();
+                    tabs = self
+                        .hub
+                        .registry
+                        .resolve(&format!("group:{group}"))
+                        .into_iter()
+                        .filter(|c| c.info().role == Role::Worker && c.id != caller.client_id)
+                        .collect();
+                }
+                Err(e) => return Err(task_error(e, target)),
+            }
+        }
+    }
+
+    async fn last_reply(&self, target: &str) -> Result<String, HostError> {
+        let tabs = self.resolve(target)?;
+        tabs.iter()
+            .find_map(|c| self.hub.commands.last_reply.get(&c.id).map(|r| r.clone()))
+            .ok_or_else(|| HostError::Failed {
+                target: target.to_string(),
+                message: "还没有回复 / no reply yet".into(),
+            })
+    }
+
+    fn select(&self, selector: &Target) -> Vec<String> {
+        let key = selector.to_string();
+        self.hub
+            .registry
+            .resolve(&key)
+            .into_iter()
+            .map(|c| c.display())
+            .collect()
+    }
+
+    fn all_workers(&self) -> Vec<String> {
+        self.hub
+            .registry
+            .resolve("role:worker")
+            .into_iter()
+            .map(|c| c.display())
+            .collect()
+    }
+
+    fn in_group(&self, target: &str, group: &str) -> bool {
+        let tabs = self.hub.registry.resolve(target);
+        !tabs.is_empty()
+            && tabs
+                .iter()
+                .all(|c| c.info().group.as_deref() == Some(group))
+    }
+
+    async fn set_role(
+        &self,
+        caller: &Caller,
+        role: CmdRole,
+        group: Option<String>,
+    ) -> Result<String, HostError> {
+        let client = self
+            .hub
+            .registry
+            .get(&caller.client_id)
+            .ok_or_else(|| HostError::UnknownTarget(caller.client_id.clone()))?;
+        if let Some((card_role, _)) = self.hub.commands.card_role(&client) {
+            let wanted = role_from_cmd(role);
+            if card_role != wanted {
+                return Err(HostError::Other(format!(
+                    "角色卡规定此标签页为 {} / a role card makes this tab {}; edit the card to change it",
+                    card_role.as_str(),
+                    card_role.as_str()
+                )));
+            }
+        }
+        let role = role_from_cmd(role);
+        client.update_info(|i| {
+            i.role = role;
+            if group.is_some() {
+                i.group = group.clone();
+            }
+        });
+        self.hub.registry.persist(&client);
+        let _ = self
+            .hub
+            .registry
+            .send(&client.id, &self.hub.welcome(&client));
+        let g = client
+            .info()
+            .group
+            .map(|g| format!(", group {g}"))
+            .unwrap_or_default();
+        Ok(format!("角色已设为 / role set to {}{g}", role.as_str()))
+    }
+
+    async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
+        manager(&self.hub, caller, request).map_err(|e| HostError::Other(e.to_string()))
+    }
+}
+
+fn role_from_cmd(r: CmdRole) -> Role {
+    match r {
+        CmdRole::Master => Role::Master,
+        CmdRole::Foreman => Role::Foreman,
+        CmdRole::Worker => Role::Worker,
+    }
+}
+
+/// `manager …` and `flow …` verbs.
+fn manager(
+    hub: &Arc<Hub>,
+    caller: &Caller,
+    request: FlowRequest,
+) -> Result<String, crate::runner::RunError> {
+    use crate::runner::RunError;
+    let runner: &Runner = &hub.runner;
+    let master = hub
+        .registry
+        .get(&caller.client_id)
+        .filter(|c| c.state() == ConnState::Connected)
+        .map(|c| c.id.clone());
+    let m = match request {
+        FlowRequest::Manager(m) => m,
+        FlowRequest::Flow(action) => {
+            // Seed aliases act on this tab's latest run.
+            let latest = runner
+                .list()
+                .into_iter()
+                .rev()
+                .find(|(id, _, _)| {
+                    runner.master_of(id).as_deref() == Some(caller.client_id.as_str())
+                })
+                .map(|(id, _, _)| id);
+            return match (action, latest) {
+                (FlowAction::Start, _) => Err(RunError::Other(
+                    "用 ?<manager run NAME>! 启动流程 / start a flow with ?<manager run NAME>!"
+                        .into(),
+                )),
+                (FlowAction::Status, Some(id)) => runner.status(hub, &id),
+                (_, None) => Err(RunError::NotRunning("(this tab)".into())),
+                (FlowAction::Pause, Some(id)) => runner.control(&id, RunControl::Pause),
+                (FlowAction::Resume, Some(id)) => runner.control(&id, RunControl::Resume),
+                (FlowAction::Stop, Some(id)) => {
+                    runner.control(&id, RunControl::Stop("stopped by the master".into()))
+                }
+            };
+        }
+    };
+    match m {
+        ManagerCmd::Run {
+            name,
+            from_node,
+            params,
+        } => {
+            let inputs: BTreeMap<String, String> = params.into_iter().collect();
+            let id = runner.start(hub, &name, master, inputs, from_node)?;
+            Ok(format!("已启动 / started {id}"))
+        }
+        ManagerCmd::Pause(n) => runner.control(&n, RunControl::Pause),
+        ManagerCmd::Resume(n) => runner.control(&n, RunControl::Resume),
+        ManagerCmd::Stop(n) => runner.control(&n, RunControl::Stop("stopped by the master".into())),
+        ManagerCmd::Status(n) => runner.status(hub, &n),
+        ManagerCmd::Show(n) => {
+            let (flow, _) = Runner::load_flow(hub, &n)?;
+            Ok(crate::flows::render::text(&flow))
+        }
+        ManagerCmd::List => {
+            let mut out = String::from("流程 / flows:\n");
+            let mut names = hub.store.saved_flows()?;
+            if let Ok(entries) = std::fs::read_dir(&hub.config.flows_dir) {
+                for e in entries.flatten() {
+                    let p = e.path();
+                    if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml")) {
+                        if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
+                            names.push(stem.to_string());
+                        }
+                    }
+                }
+            }
+            names.sort();
+            names.dedup();
+            for n in names {
+                out.push_str(&format!("  {n}\n"));
+            }
+            let runs = runner.list();
+            if !runs.is_empty() {
+                out.push_str("运行中 / runs in progress:\n");
+                for (id, flow, st) in runs {
+                    out.push_str(&format!("  {id} ({flow}): {st}\n"));
+                }
+            }
+            Ok(out)
+        }
+        ManagerCmd::Delete(n) => {
+            if hub.store.delete_flow(&n)? {
+                Ok(format!("已删除 / deleted saved flow {n}"))
+            } else {
+                Err(RunError::Other(format!(
+                    "只能删除用 manager create 保存的流程 / only flows saved with `manager create` can be deleted; `{n}` is not one"
+                )))
+            }
+        }
+        ManagerCmd::Create { name, source } => {
+            let text = match source {
+                FlowSource::Inline(chain) => chain_to_yaml(&name, &chain),
+                FlowSource::File(path) => read_flow_file(hub, &path)?,
+            };
+            crate::flows::load_str(&name, &text).map_err(|d| {
+                RunError::Invalid(
+                    d.iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                )
+            })?;
+            hub.store.save_flow(&name, &text, crate::store::now_ms())?;
+            Ok(format!("已保存流程 / saved flow {name}"))
+        }
+        ManagerCmd::Export { name, path } => {
+            let (flow, _) = Runner::load_flow(hub, &name)?;
+            let file = export_path(hub, &path)?;
+            let json =
+                serde_json::to_string_pretty(&flow).map_err(|e| RunError::Other(e.to_string()))?;
+            std::fs::create_dir_all(file.parent().unwrap_or(&hub.config.data_dir))
+                .and_then(|_| std::fs::write(&file, json))
+                .map_err(|e| RunError::Other(format!("cannot write {}: {e}", file.display())))?;
+            Ok(format!("已导出 / exported {name} to {}", file.display()))
+        }
+    }
+}
+
+/// `manager create NAME from "a -> b -> c"`: one command node per step, in series.
+fn chain_to_yaml(name: &str, chain: &str) -> String {
+    let mut out = format!("name: {name}\ndescription: created with manager create\nnodes:\n");
+    for (i, step) in chain
+        .split("->")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .enumerate()
+    {
+        out.push_str(&format!("  - id: step{}\n", i + 1));
+        if i > 0 {
+            out.push_str(&format!("    depends_on: step{i}\n"));
+        }
+        out.push_str(&format!(
+            "    command: {}\n",
+            serde_json::Value::String(step.to_string())
+        ));
+    }
+    out
+}
+
+/// Reads a flow file named in a command: relative, inside the working directory.
+fn read_flow_file(hub: &Hub, path: &std::path::Path) -> Result<String, crate::runner::RunError> {
+    use crate::runner::RunError;
+    if path.is_absolute()
+        || path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(RunError::Other(
+            "只接受当前目录下的相对路径 / only a relative path inside the working directory is accepted".into(),
+        ));
+    }
+    let candidates = [path.to_path_buf(), hub.config.flows_dir.join(path)];
+    for p in candidates {
+        if let Ok(text) = std::fs::read_to_string(&p) {
+            return Ok(text);
+        }
+    }
+    Err(RunError::Other(format!(
+        "找不到文件 / no file {}",
+        path.display()
+    )))
+}
+
+/// Exports go under `data_dir/exports`, whatever path was asked for (file name kept).
+fn export_path(
+    hub: &Hub,
+    path: &std::path::Path,
+) -> Result<std::path::PathBuf, crate::runner::RunError> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.starts_with('.'))
+        .ok_or_else(|| crate::runner::RunError::Other("无效文件名 / bad file name".into()))?;
+    Ok(hub.config.data_dir.join("exports").join(name))
+}

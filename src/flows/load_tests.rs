@@ -1,0 +1,280 @@
+//! Tests of loading and validation: each error kind with its exact line and column.
+
+use super::*;
+
+fn errors(text: &str) -> Vec<String> {
+    match load_str("f.yaml", text) {
+        Ok(flow) => panic!("expected errors, got a valid flow: {flow:?}"),
+        Err(diags) => diags.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn assert_has(errs: &[String], prefix: &str, fragment: &str) {
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with(prefix) && e.contains(fragment)),
+        "no error at `{prefix}` containing `{fragment}` in {errs:#?}"
+    );
+}
+
+#[test]
+fn the_spec_example_loads() {
+    let text = r#"# yaml-language-server: $schema=./schema.json
+name: cross-review
+description: three reviews, one synthesis
+inputs: {document: {default: "…"}}
+defaults: {timeout: 120s, retry: {max: 2, backoff: 2s}}
+nodes:
+  - id: review
+    name: 评审
+    to: [deepseek, qianwen, doubao]
+    prompt: "Review this document: $document"
+    output_var: reviews
+  - id: synth
+    depends_on: review
+    to: chatgpt
+    prompt: "Merge these reviews into one report:\n${review.outputs}"
+  - id: save
+    depends_on: synth
+    command: "?<echo saved>!"
+  - id: report
+    needs: [synth]
+    to: master
+    when: "synth != ''"
+    prompt: "$synth"
+error_handling: {max_retries: 3, retry_delay: 1000, fallback: "…"}
+"#;
+    let flow = load_str("f.yaml", text).expect("valid");
+    assert_eq!(flow.nodes.len(), 4);
+    assert_eq!(flow.nodes[3].depends_on.0, vec!["synth"]);
+    assert_eq!(
+        flow.defaults.timeout.as_ref().and_then(|t| t.attempt),
+        Some(model::Duration(120_000))
+    );
+    assert_eq!(
+        flow.error_handling.as_ref().and_then(|e| e.retry_delay),
+        Some(model::Duration(1000))
+    );
+}
+
+#[test]
+fn bad_yaml_is_reported_with_its_position() {
+    let errs = errors("name: x\nnodes:\n  - id: a\n    prompt: [oops\n");
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].starts_with("f.yaml:4:13: "), "{errs:?}");
+    assert!(errs[0].contains("invalid YAML"), "{errs:?}");
+}
+
+#[test]
+fn every_unknown_field_is_reported_with_a_suggestion() {
+    let text = "name: x\nnodes:\n  - id: a\n    promt: hi\n  - id: b\n    prompt: hi\n    depnds_on: a\nlimits: {max_paralel: 2}\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_eq!(
+        errs[0],
+        "f.yaml:4:5: 未知字段 / unknown field `promt`, did you mean `prompt`?"
+    );
+    assert_has(
+        &errs,
+        "f.yaml:7:5: ",
+        "`depnds_on`, did you mean `depends_on`?",
+    );
+    assert_has(
+        &errs,
+        "f.yaml:8:10: ",
+        "`max_paralel`, did you mean `max_parallel`?",
+    );
+}
+
+#[test]
+fn unknown_field_without_a_close_match_lists_the_fields() {
+    let errs = errors("name: x\nfoo: 1\nnodes:\n  - id: a\n    prompt: hi\n");
+    assert_has(
+        &errs,
+        "f.yaml:2:1: ",
+        "unknown field `foo`; expected one of:",
+    );
+}
+
+#[test]
+fn type_errors_come_from_serde_saphyr_with_a_position() {
+    let errs = errors("name: x\nnodes:\n  - id: a\n    prompt: hi\n    workers: many\n");
+    assert_eq!(
+        errs,
+        vec!["f.yaml:5:14: 字段值无效 / invalid value: `workers`: expected a whole number (got `many`)"]
+    );
+    let errs = errors("name: x\nnodes:\n  - id: a\n    prompt: hi\n    timeout: {attempt: soon}\n");
+    assert_has(&errs, "f.yaml:5:24: ", "`attempt`: invalid duration `soon`");
+    let errs = errors("name: x\nnodes:\n  - id: a\n    prompt: hi\n    aggregate: average\n");
+    assert_has(
+        &errs,
+        "f.yaml:5:16: ",
+        "unknown variant `average`, expected one of concat",
+    );
+    let errs = errors("nodes:\n  - id: a\n    prompt: hi\n");
+    assert_eq!(
+        errs,
+        vec!["f.yaml:1:1: 字段值无效 / invalid value: missing field `name`"]
+    );
+}
+
+#[test]
+fn serde_saphyr_itself_locates_unknown_fields() {
+    // The loader reports unknown fields from its own schema walk (all of them); serde-saphyr
+    // also catches them, with the key's position, as a second line of defence.
+    let err = serde_saphyr::from_str::<Flow>("name: x\nnodes:\n  - id: a\n    promt: hi\n")
+        .expect_err("unknown field");
+    let loc = err.location().expect("located");
+    assert_eq!((loc.line(), loc.column()), (4, 5));
+    assert!(err.to_string().contains("unknown field `promt`"), "{err}");
+}
+
+#[test]
+fn duplicate_ids_point_at_the_second() {
+    let errs = errors("name: x\nnodes:\n  - id: a\n    prompt: hi\n  - id: a\n    prompt: ho\n");
+    assert_eq!(
+        errs,
+        vec!["f.yaml:5:9: 重复的节点 id / duplicate node id `a` (first defined on line 3)"]
+    );
+}
+
+#[test]
+fn invalid_id_characters() {
+    let errs = errors("name: x\nnodes:\n  - id: a b\n    prompt: hi\n");
+    assert_has(&errs, "f.yaml:3:9: ", "invalid node id `a b`");
+}
+
+#[test]
+fn missing_dependency_points_at_the_list_item() {
+    let errs = errors(
+        "name: x\nnodes:\n  - id: alpha\n    prompt: hi\n  - id: b\n    prompt: ho\n    depends_on: [alpha, alpah2]\n",
+    );
+    assert_eq!(
+        errs,
+        vec!["f.yaml:7:25: 未知依赖 / node `b` depends on unknown node `alpah2`, did you mean `alpha`?"]
+    );
+}
+
+#[test]
+fn cycles_are_named_by_their_nodes() {
+    let text = "name: x\nnodes:\n  - id: a\n    needs: c\n    prompt: hi\n  - id: b\n    needs: a\n    prompt: hi\n  - id: c\n    needs: b\n    prompt: hi\n";
+    let errs = errors(text);
+    assert_eq!(errs, vec!["f.yaml:4:5: 循环依赖 / cycle: a -> b -> c -> a"]);
+}
+
+#[test]
+fn self_dependency_is_a_cycle() {
+    let errs = errors("name: x\nnodes:\n  - id: a\n    depends_on: a\n    prompt: hi\n");
+    assert_eq!(
+        errs,
+        vec!["f.yaml:4:17: 循环依赖 / cycle: a -> a (a node cannot depend on itself)"]
+    );
+}
+
+#[test]
+fn unknown_variables_are_reported_at_the_field() {
+    let text = "name: x\ninputs: {doc: {default: d}}\nnodes:\n  - id: a\n    prompt: \"$doc ${missing} {{ other }}\"\n  - id: b\n    prompt: \"${a.output} $a\"\n    depends_on: a\n  - id: c\n    prompt: \"${b.output}\"\n    when: \"$a == 'x'\"\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    assert_has(&errs, "f.yaml:5:13: ", "variable `missing` in node `a`");
+    assert_has(&errs, "f.yaml:5:13: ", "variable `other` in node `a`");
+    assert_has(
+        &errs,
+        "f.yaml:10:13: ",
+        "reads `b` from node `b`, which is not upstream",
+    );
+    assert_has(
+        &errs,
+        "f.yaml:11:11: ",
+        "reads `a` from node `a`, which is not upstream",
+    );
+}
+
+#[test]
+fn output_vars_and_loop_vars_are_known() {
+    let text = "name: x\nnodes:\n  - id: a\n    prompt: hi\n    output_var: plan\n  - id: b\n    depends_on: a\n    for_each: {items: \"$plan\", as: part}\n    prompt: \"do {{ part }} of $plan; prev $RESULT\"\n";
+    load_str("f.yaml", text).expect("valid");
+}
+
+#[test]
+fn node_without_prompt_or_command() {
+    let errs = errors("name: x\nnodes:\n  - id: a\n    to: deepseek\n");
+    assert_eq!(
+        errs,
+        vec!["f.yaml:3:5: 节点无内容 / node `a` has neither `prompt` nor `command`"]
+    );
+}
+
+#[test]
+fn targets_that_can_never_match() {
+    let text = "name: x\nnodes:\n  - id: a\n    to: role:boss\n    prompt: hi\n  - id: b\n    to: role:worker\n    workers: 0\n    prompt: hi\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(&errs, "f.yaml:4:9: ", "unknown role `boss`");
+    assert_has(&errs, "f.yaml:8:14: ", "`workers: 0`");
+}
+
+#[test]
+fn bad_template_syntax_is_reported() {
+    let errs = errors("name: x\nnodes:\n  - id: a\n    prompt: \"{{ oops \"\n");
+    assert_has(&errs, "f.yaml:4:13: ", "does not compile");
+}
+
+#[test]
+fn several_semantic_problems_are_all_reported() {
+    let text = "name: x\nnodes:\n  - id: a\n  - id: a\n    prompt: hi\n    needs: zzz\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+}
+
+#[test]
+fn committed_schema_matches_the_types() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/flows/schema.json");
+    let generated = schema_json();
+    if std::env::var_os("AICARD_WRITE_SCHEMA").is_some() {
+        std::fs::write(path, &generated).expect("write schema");
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "flows/schema.json is stale; run `AICARD_WRITE_SCHEMA=1 cargo test --lib flows::load_tests`"
+    );
+}
+
+#[test]
+fn schema_accepts_needs_as_an_alias() {
+    let schema: serde_json::Value = serde_json::from_str(&schema_json()).expect("json");
+    assert!(schema["$defs"]["Node"]["properties"]["needs"].is_object());
+}
+
+#[test]
+fn every_example_flow_validates() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/flows");
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).expect("flows dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            if let Err(diags) = load_file(&path) {
+                let lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
+                panic!("{} is invalid:\n{}", path.display(), lines.join("\n"));
+            }
+            count += 1;
+        }
+    }
+    assert!(count >= 7, "expected the example flows, found {count}");
+}
+
+#[test]
+fn commands_refuse_jinja_templates() {
+    let errs = errors("name: x\nnodes:\n  - id: a\n    command: \"echo {{ x }}\"\n");
+    assert_has(&errs, "f.yaml:4:14: ", "commands take $variables");
+}
+
+#[test]
+fn plain_scalars_load_as_text() {
+    let text = "name: x\ninputs: {n: {default: 5}, flag: {default: true}}\nnodes:\n  - id: a\n    prompt: 42\n    for_each: {items: [1, two, 3.5]}\n    to: [deepseek]\n";
+    let flow = load_str("f.yaml", text).expect("valid");
+    assert_eq!(flow.inputs["n"].default.as_deref(), Some("5"));
+    assert_eq!(flow.inputs["flag"].default.as_deref(), Some("true"));
+    assert_eq!(flow.nodes[0].prompt.as_deref(), Some("42"));
+}

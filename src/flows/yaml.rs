@@ -1,0 +1,360 @@
+//! A located YAML tree (every node keeps its line and column) built from the parser's event
+//! stream, and a schema-driven check that reports every unknown field with a suggestion.
+//!
+//! serde reports only the first error and forgets positions once a value is deserialized;
+//! validation needs the position of every node id, dependency and field, so the loader walks
+//! this tree for positions while serde-saphyr does the typed deserialization.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span};
+
+/// A 1-based line and column in the source text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
+pub struct Pos {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1.
+    pub col: usize,
+}
+
+impl Pos {
+    fn from_span(span: &Span) -> Pos {
+        Pos {
+            line: span.start.line(),
+            col: span.start.col() + 1,
+        }
+    }
+}
+
+/// One YAML node with its position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located {
+    /// Where the node starts.
+    pub pos: Pos,
+    /// What the node holds.
+    pub kind: Kind,
+}
+
+/// The shape of a [`Located`] node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    /// A scalar and whether it was written plain (unquoted).
+    Scalar(String, bool),
+    /// A sequence.
+    Seq(Vec<Located>),
+    /// A mapping, entries in file order.
+    Map(Vec<(Located, Located)>),
+}
+
+impl Located {
+    /// The scalar text, if this is a scalar.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Scalar(s, _) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The entry `key` of a mapping: (key node, value node).
+    pub fn entry(&self, key: &str) -> Option<(&Located, &Located)> {
+        match &self.kind {
+            Kind::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| k.as_str() == Some(key))
+                .map(|(k, v)| (k, v)),
+            _ => None,
+        }
+    }
+
+    /// The value of `key` in a mapping.
+    pub fn get(&self, key: &str) -> Option<&Located> {
+        self.entry(key).map(|(_, v)| v)
+    }
+
+    /// The items of a sequence (empty for other kinds).
+    pub fn items(&self) -> &[Located] {
+        match &self.kind {
+            Kind::Seq(items) => items,
+            _ => &[],
+        }
+    }
+}
+
+/// The mapping key whose value starts at `pos`, and that value (for error messages).
+pub fn key_at(node: &Located, pos: Pos) -> Option<(&str, &Located)> {
+    match &node.kind {
+        Kind::Map(entries) => entries.iter().find_map(|(k, v)| {
+            if v.pos == pos {
+                k.as_str().map(|key| (key, v))
+            } else {
+                key_at(v, pos)
+            }
+        }),
+        Kind::Seq(items) => items.iter().find_map(|item| key_at(item, pos)),
+        Kind::Scalar(..) => None,
+    }
+}
+
+/// A YAML syntax error with its position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntaxError {
+    /// Where the parser stopped.
+    pub pos: Pos,
+    /// The parser's explanation.
+    pub message: String,
+}
+
+/// Parses `text` into a located tree. An empty document gives an empty mapping.
+pub fn parse(text: &str) -> Result<Located, SyntaxError> {
+    let mut builder = Builder::default();
+    for item in Parser::new_from_str(text) {
+        let (event, span) = item.map_err(|e| SyntaxError {
+            pos: Pos {
+                line: e.marker().line(),
+                col: e.marker().col() + 1,
+            },
+            message: e.info(),
+        })?;
+        builder.event(event, &span)?;
+    }
+    Ok(builder.root.unwrap_or(Located {
+        pos: Pos { line: 1, col: 1 },
+        kind: Kind::Map(Vec::new()),
+    }))
+}
+
+/// Builds the tree from events; keeps anchors so aliases expand to a copy.
+#[derive(Default)]
+struct Builder {
+    stack: Vec<(Located, Option<usize>, Option<Located>)>,
+    anchors: HashMap<usize, Located>,
+    root: Option<Located>,
+    documents: usize,
+}
+
+impl Builder {
+    fn event(&mut self, event: Event<'_>, span: &Span) -> Result<(), SyntaxError> {
+        let pos = Pos::from_span(span);
+        match event {
+            Event::DocumentStart(..) => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    return Err(SyntaxError {
+                        pos,
+                        message: "a flow file holds one YAML document".into(),
+                    });
+                }
+            }
+            Event::Scalar(value, style, anchor, _) => {
+                let plain = matches!(style, ScalarStyle::Plain);
+                let node = Located {
+                    pos,
+                    kind: Kind::Scalar(value.into_owned(), plain),
+                };
+                self.finish(node, anchor);
+            }
+            Event::SequenceStart(_, anchor, _) => self.stack.push((
+                Located {
+                    pos,
+                    kind: Kind::Seq(Vec::new()),
+                },
+                Some(anchor),
+                None,
+            )),
+            Event::MappingStart(_, anchor, _) => self.stack.push((
+                Located {
+                    pos,
+                    kind: Kind::Map(Vec::new()),
+                },
+                Some(anchor),
+                None,
+            )),
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some((node, anchor, _)) = self.stack.pop() {
+                    self.finish(node, anchor.unwrap_or(0));
+                }
+            }
+            Event::Alias(id) => {
+                let node = self.anchors.get(&id).cloned().ok_or(SyntaxError {
+                    pos,
+                    message: "alias to an unknown anchor".into(),
+                })?;
+                let node = Located { pos, ..node };
+                self.finish(node, 0);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, node: Located, anchor: usize) {
+        if anchor != 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+        let Some((parent, _, pending_key)) = self.stack.last_mut() else {
+            self.root = Some(node);
+            return;
+        };
+        match &mut parent.kind {
+            Kind::Seq(items) => items.push(node),
+            Kind::Map(entries) => match pending_key.take() {
+                Some(key) => entries.push((key, node)),
+                None => *pending_key = Some(node),
+            },
+            Kind::Scalar(..) => {}
+        }
+    }
+}
+
+/// An unknown field found by [`unknown_fields`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnknownField {
+    /// Position of the key.
+    pub pos: Pos,
+    /// The key as written.
+    pub field: String,
+    /// The closest known field, if one is close enough to be a typo.
+    pub suggestion: Option<String>,
+    /// Every field allowed at that place.
+    pub expected: Vec<String>,
+}
+
+/// Walks `node` against a JSON Schema (as generated by schemars) and reports every mapping key
+/// that the schema does not allow, with a "did you mean" suggestion.
+pub fn unknown_fields(node: &Located, schema: &Value) -> Vec<UnknownField> {
+    let mut out = Vec::new();
+    walk(node, schema, schema, &mut out);
+    out
+}
+
+fn walk(node: &Located, schema: &Value, root: &Value, out: &mut Vec<UnknownField>) {
+    let Some(schema) = pick(schema, root, &node.kind) else {
+        return;
+    };
+    match &node.kind {
+        Kind::Map(entries) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let extra = schema.get("additionalProperties");
+            for (key, value) in entries {
+                let name = key.as_str().unwrap_or_default();
+                if let Some(sub) = props.and_then(|p| p.get(name)) {
+                    walk(value, sub, root, out);
+                } else if let Some(extra) = extra.filter(|e| e.is_object()) {
+                    walk(value, extra, root, out);
+                } else if props.is_some() && extra == Some(&Value::Bool(false)) {
+                    let expected: Vec<String> = props
+                        .map(|p| p.keys().cloned().collect())
+                        .unwrap_or_default();
+                    out.push(UnknownField {
+                        pos: key.pos,
+                        field: name.to_string(),
+                        suggestion: closest(name, &expected),
+                        expected,
+                    });
+                }
+            }
+        }
+        Kind::Seq(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    walk(item, item_schema, root, out);
+                }
+            }
+        }
+        Kind::Scalar(..) => {}
+    }
+}
+
+/// Resolves `$ref`s and picks the `anyOf`/`oneOf` branch that fits the node's shape.
+fn pick<'a>(schema: &'a Value, root: &'a Value, kind: &Kind) -> Option<&'a Value> {
+    let schema = resolve(schema, root)?;
+    let alternatives = schema
+        .get("anyOf")
+        .or_else(|| schema.get("oneOf"))
+        .and_then(Value::as_array);
+    let Some(alternatives) = alternatives else {
+        return Some(schema);
+    };
+    alternatives.iter().find_map(|alt| {
+        let alt = resolve(alt, root)?;
+        let fits = match kind {
+            Kind::Map(_) => alt.get("properties").is_some() || has_type(alt, "object"),
+            Kind::Seq(_) => alt.get("items").is_some() || has_type(alt, "array"),
+            Kind::Scalar(..) => false,
+        };
+        fits.then_some(alt).or_else(|| {
+            alt.get("anyOf")
+                .is_some()
+                .then(|| pick(alt, root, kind))
+                .flatten()
+        })
+    })
+}
+
+fn resolve<'a>(schema: &'a Value, root: &'a Value) -> Option<&'a Value> {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(reference) => {
+            let path = reference.strip_prefix("#/")?;
+            path.split('/')
+                .try_fold(root, |value, part| value.get(part))
+                .and_then(|target| resolve(target, root))
+        }
+        None => Some(schema),
+    }
+}
+
+fn has_type(schema: &Value, ty: &str) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == ty,
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == ty),
+        _ => false,
+    }
+}
+
+/// The closest candidate to `word`, if it is near enough to be a typo.
+pub fn closest(word: &str, candidates: &[String]) -> Option<String> {
+    candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), c))
+        .filter(|(distance, c)| *distance <= (c.len().max(word.len()) / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, c)| c.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based_and_point_at_the_node() {
+        let tree = parse("name: x\nnodes:\n  - id: a\n    prompt: hi\n").expect("parses");
+        let (key, value) = tree.entry("name").expect("name");
+        assert_eq!(key.pos, Pos { line: 1, col: 1 });
+        assert_eq!(value.pos, Pos { line: 1, col: 7 });
+        let node = &tree.get("nodes").expect("nodes").items()[0];
+        let (key, value) = node.entry("prompt").expect("prompt");
+        assert_eq!(key.pos, Pos { line: 4, col: 5 });
+        assert_eq!(value.as_str(), Some("hi"));
+    }
+
+    #[test]
+    fn syntax_errors_carry_a_position() {
+        let err = parse("name: x\nnodes: [a, b\n").expect_err("unclosed flow sequence");
+        assert!(err.pos.line >= 2, "{err:?}");
+    }
+
+    #[test]
+    fn aliases_expand_to_the_anchored_value() {
+        let tree = parse("a: &x [1, 2]\nb: *x\n").expect("parses");
+        assert_eq!(tree.get("b").expect("b").items().len(), 2);
+    }
+
+    #[test]
+    fn typos_get_a_suggestion() {
+        let known = vec!["prompt".to_string(), "command".to_string()];
+        assert_eq!(closest("promt", &known).as_deref(), Some("prompt"));
+        assert_eq!(closest("zzz", &known), None);
+    }
+}

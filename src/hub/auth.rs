@@ -1,0 +1,190 @@
+//! Who may talk to the hub: the token, the `Host` check (DNS rebinding) and the `Origin`
+//! allowlist (cross-site WebSocket hijacking). All checks run before a socket is upgraded.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rand::RngCore;
+use subtle::ConstantTimeEq;
+
+/// Hostnames of the nine chat sites the userscript runs on; their https origins are allowed.
+pub const CHAT_SITE_HOSTS: &[&str] = &[
+    "chat.deepseek.com",
+    "www.doubao.com",
+    "yuanbao.tencent.com",
+    "tongyi.aliyun.com",
+    "www.qianwen.com",
+    "chat.qwen.ai",
+    "chatgpt.com",
+    "chat.openai.com",
+    "claude.ai",
+    "gemini.google.com",
+    "kimi.moonshot.cn",
+    "www.kimi.com",
+    "chatglm.cn",
+];
+
+const TOKEN_FILE: &str = "token";
+
+/// Path of the token file inside a data dir.
+pub fn token_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(TOKEN_FILE)
+}
+
+/// Reads the token kept in `data_dir`, creating a new 256-bit one (mode 0600) on first start.
+pub fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
+    let path = token_path(data_dir);
+    match fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    fs::create_dir_all(data_dir)?;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut opts = fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&path)?;
+    f.write_all(token.as_bytes())?;
+    f.sync_all()?;
+    Ok(token)
+}
+
+/// Compares a presented token with the hub's in constant time.
+pub fn token_matches(expected: &str, presented: &str) -> bool {
+    expected.len() == presented.len() && bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
+}
+
+/// True when `host` (a `Host` header value, maybe with a port) names this machine's loopback.
+pub fn host_is_loopback(host: &str) -> bool {
+    let name = strip_port(host.trim()).to_ascii_lowercase();
+    if name == "localhost" || name.ends_with(".localhost") {
+        return true;
+    }
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => false,
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        // [::1]:8027
+        return match rest.find(']') {
+            Some(i) => &host[..i + 2],
+            None => host,
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) && !name.contains(':') => {
+            name
+        }
+        _ => host,
+    }
+}
+
+/// Decides which `Origin` headers may open a socket.
+#[derive(Debug, Clone)]
+pub struct OriginPolicy {
+    extra: Vec<String>,
+}
+
+impl OriginPolicy {
+    pub fn new(extra: &[String]) -> OriginPolicy {
+        OriginPolicy {
+            extra: extra
+                .iter()
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
+        }
+    }
+
+    /// `None` (no Origin: a non-browser client with the token) is allowed; so are the chat
+    /// sites over https, the hub's own loopback origin, and the configured extras.
+    pub fn allows(&self, origin: Option<&str>) -> bool {
+        let Some(origin) = origin else { return true };
+        let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+        if self.extra.contains(&origin) {
+            return true;
+        }
+        if let Some(host) = origin.strip_prefix("https://") {
+            return CHAT_SITE_HOSTS.contains(&host);
+        }
+        if let Some(host) = origin.strip_prefix("http://") {
+            return host_is_loopback(host);
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for ok in [
+            "127.0.0.1:8027",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:8027",
+            "127.1.2.3",
+            "x.localhost:80",
+        ] {
+            assert!(host_is_loopback(ok), "{ok}");
+        }
+        for bad in [
+            "evil.com",
+            "127.0.0.1.evil.com",
+            "10.0.0.1:8027",
+            "[::2]:1",
+            "",
+            "localhost.evil.com",
+        ] {
+            assert!(!host_is_loopback(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn origins() {
+        let p = OriginPolicy::new(&["http://chat.deepseek.com".into()]);
+        assert!(p.allows(None));
+        assert!(p.allows(Some("https://chat.deepseek.com")));
+        assert!(p.allows(Some("https://claude.ai")));
+        assert!(p.allows(Some("http://127.0.0.1:8027")));
+        assert!(p.allows(Some("http://chat.deepseek.com")));
+        assert!(!p.allows(Some("https://evil.example")));
+        assert!(!p.allows(Some("http://claude.ai")));
+        assert!(!p.allows(Some("https://claude.ai.evil.example")));
+        assert!(!p.allows(Some("null")));
+    }
+
+    #[test]
+    fn token_is_created_once_with_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create_token(dir.path()).unwrap();
+        let b = load_or_create_token(dir.path()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 64);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(token_path(dir.path()))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(token_matches(&a, &b));
+        assert!(!token_matches(&a, "short"));
+    }
+}

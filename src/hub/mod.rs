@@ -1,0 +1,433 @@
+//! The hub: shared state (registry, task queues, store, policy) and the HTTP/WebSocket server
+//! that tabs connect to. `Hub::start` binds, serves and returns a handle tests can drive.
+
+pub mod auth;
+pub mod registry;
+mod sse;
+pub mod tasks;
+mod ws;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::HubConfig;
+use crate::protocol::{ClientFrame, ErrorCode, Hello, Role, ServerFrame, PROTOCOL_VERSION};
+use crate::store::Store;
+use auth::OriginPolicy;
+use registry::{Client, ClientInfo, ConnState, Registry};
+use tasks::Tasks;
+
+/// The userscript bundle, embedded so the binary serves it from anywhere.
+const USERSCRIPT: &str = include_str!("../../userscript/dist/aicard.user.js");
+
+/// Everything a connection handler needs; one per running hub, shared behind an `Arc`.
+pub struct Hub {
+    pub config: HubConfig,
+    token: String,
+    origins: OriginPolicy,
+    pub store: Store,
+    pub registry: Arc<Registry>,
+    pub tasks: Arc<Tasks>,
+    /// Cancelled once on SIGINT/SIGTERM or `RunningHub::shutdown`.
+    pub shutdown: CancellationToken,
+    /// Owns every socket task (axum's `on_upgrade` tasks escape its graceful shutdown).
+    pub tracker: TaskTracker,
+    /// Live connections on all channels, checked against `limits.max_clients`.
+    live: AtomicUsize,
+    /// Filled in once the listener is bound.
+    public_url: std::sync::OnceLock<String>,
+    /// Connection life events, for the demo's display and for tests to wait on.
+    pub events: tokio::sync::broadcast::Sender<HubEvent>,
+    /// Scanners, variables, exec policy and role cards.
+    pub commands: crate::control::Commands,
+    /// Flow runs in progress.
+    pub runner: crate::runner::Runner,
+}
+
+/// Something that happened to a tab's connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubEvent {
+    Connected(String),
+    Disconnected(String),
+    /// Still gone after the grace period; its fail-over tasks were handed back.
+    Lost(String),
+}
+
+/// Why a `hello` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HelloError {
+    #[error("令牌错误 / bad token")]
+    BadToken,
+    #[error("未知的客户端 / unknown client id `{0}`")]
+    UnknownClient(String),
+}
+
+impl HelloError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            HelloError::BadToken => ErrorCode::BadToken,
+            HelloError::UnknownClient(_) => ErrorCode::UnknownClient,
+        }
+    }
+}
+
+/// A running hub: its address and the way to stop it.
+pub struct RunningHub {
+    pub addr: SocketAddr,
+    pub hub: Arc<Hub>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl RunningHub {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, closes every socket with 1001 and waits for their tasks.
+    pub async fn shutdown(self) {
+        self.hub.shutdown.cancel();
+        let _ = self.server.await;
+    }
+
+    /// Resolves when the hub has stopped (after a signal or `shutdown`).
+    pub async fn wait(self) {
+        let _ = self.server.await;
+    }
+}
+
+impl Hub {
+    /// Opens the store, loads or makes the token and binds the listener.
+    pub async fn start(config: HubConfig) -> anyhow::Result<RunningHub> {
+        let store = Store::open(&config.data_dir)
+            .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
+        let token = match &config.token {
+            Some(t) if !t.is_empty() => t.clone(),
+            _ => auth::load_or_create_token(&config.data_dir)
+                .with_context(|| format!("reading the token in {}", config.data_dir.display()))?,
+        };
+        let registry = Arc::new(Registry::new(store.clone(), config.limits.offline_frames));
+        let tasks = Arc::new(Tasks::new(registry.clone(), config.limits.task_queue));
+        let hub = Arc::new(Hub {
+            origins: OriginPolicy::new(&config.extra_origins),
+            token,
+            store,
+            registry,
+            tasks,
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            live: AtomicUsize::new(0),
+            public_url: std::sync::OnceLock::new(),
+            events: tokio::sync::broadcast::channel(1024).0,
+            commands: crate::control::Commands::new(&config),
+            runner: crate::runner::Runner::default(),
+            config,
+        });
+        let listener = tokio::net::TcpListener::bind(hub.config.bind)
+            .await
+            .with_context(|| format!("binding {}", hub.config.bind))?;
+        let addr = listener.local_addr()?;
+        let _ = hub.public_url.set(format!("http://{addr}"));
+        hub.runner.resume_all(&hub);
+        hub.clone().watch_role_cards();
+        let app = router(hub.clone());
+        let token = hub.shutdown.clone();
+        let hub2 = hub.clone();
+        let server = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
+            if let Err(e) = serve.await {
+                tracing::error!("server stopped: {e}");
+            }
+            hub2.finish().await;
+        });
+        Ok(RunningHub { addr, hub, server })
+    }
+
+    async fn finish(&self) {
+        self.shutdown.cancel();
+        self.registry
+            .close_all(registry::close::GOING_AWAY, "hub shutting down");
+        self.tracker.close();
+        if tokio::time::timeout(std::time::Duration::from_secs(5), self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some connections did not close within 5 s");
+        }
+        for c in self.registry.all() {
+            self.registry.persist(&c);
+        }
+    }
+
+    /// Reloads role cards when their files change and re-applies them to connected tabs.
+    fn watch_role_cards(self: Arc<Self>) {
+        let hub = self.clone();
+        self.tracker.spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = hub.shutdown.cancelled() => return,
+                }
+                if hub.commands.roles.reload_if_changed() {
+                    for c in hub.registry.all() {
+                        if c.state() == ConnState::Connected && hub.apply_card(&c) {
+                            let _ = hub.registry.send(&c.id, &hub.welcome(&c));
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Gives a tab the role and group its role card says; true if that changed anything.
+    fn apply_card(&self, client: &Client) -> bool {
+        let Some((role, group)) = self.commands.card_role(client) else {
+            return false;
+        };
+        let before = client.info();
+        client.update_info(|i| {
+            i.role = role;
+            if group.is_some() {
+                i.group = group.clone();
+            }
+        });
+        let changed = client.info() != before;
+        if changed {
+            self.registry.persist(client);
+        }
+        changed
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub fn public_url(&self) -> String {
+        self.public_url.get().cloned().unwrap_or_default()
+    }
+
+    /// Host and Origin checks shared by every endpoint that a tab uses.
+    fn check_headers(&self, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !auth::host_is_loopback(host) {
+            return Err((
+                StatusCode::FORBIDDEN,
+                "Host 不是本机 / Host is not loopback",
+            ));
+        }
+        let origin = match headers.get(header::ORIGIN) {
+            None => None,
+            Some(o) => Some(
+                o.to_str()
+                    .map_err(|_| (StatusCode::FORBIDDEN, "bad Origin"))?,
+            ),
+        };
+        if !self.origins.allows(origin) {
+            return Err((
+                StatusCode::FORBIDDEN,
+                "Origin 不被允许 / Origin not allowed",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts a new live connection unless the hub is full.
+    fn admit_connection(&self) -> Option<LiveGuard<'_>> {
+        let n = self.live.fetch_add(1, Ordering::AcqRel);
+        if n >= self.config.limits.max_clients {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(LiveGuard(&self.live))
+    }
+
+    /// Checks a `hello`'s token and finds its tab: resumes a known id (same role, label,
+    /// group), else registers a new tab.
+    pub fn identify(&self, hello: Hello) -> Result<Arc<Client>, HelloError> {
+        if !auth::token_matches(&self.token, &hello.token) {
+            return Err(HelloError::BadToken);
+        }
+        let resumed = hello
+            .client_id
+            .as_deref()
+            .filter(|id| !id.is_empty())
+            .and_then(|id| self.registry.resume(id));
+        let client = match resumed {
+            Some(c) => {
+                c.update_info(|i| {
+                    i.url = hello.url.clone().or(i.url.take());
+                    i.title = hello.title.clone().or(i.title.take());
+                    if i.label.is_none() {
+                        i.label = hello.label.clone();
+                    }
+                });
+                c
+            }
+            None => self.registry.create(ClientInfo {
+                site: if hello.site.is_empty() {
+                    "unknown".into()
+                } else {
+                    hello.site.clone()
+                },
+                label: hello.label.clone(),
+                role: hello.role.unwrap_or(Role::Worker),
+                group: None,
+                url: hello.url.clone(),
+                title: hello.title.clone(),
+            }),
+        };
+        // A matching role card wins over the role asked for in hello.
+        self.apply_card(&client);
+        self.registry.persist(&client);
+        tracing::info!(client = %client.id, site = %client.info().site, "tab identified");
+        Ok(client)
+    }
+
+    /// The `welcome` frame for a tab.
+    pub fn welcome(&self, client: &Client) -> ServerFrame {
+        let info = client.info();
+        ServerFrame::Welcome {
+            client_id: client.id.clone(),
+            role: info.role,
+            label: info.label,
+            group: info.group,
+            heartbeat_ms: self.config.timing.ping_interval.as_millis() as u64,
+            protocol: PROTOCOL_VERSION,
+        }
+    }
+
+    /// After the welcome and waiting frames went out: re-deliver or start tasks.
+    pub fn after_welcome(&self, client: &Client) {
+        let _ = self.events.send(HubEvent::Connected(client.id.clone()));
+        self.tasks.on_connected(client);
+    }
+
+    /// The connection ended; after the grace period a still-absent tab's tasks fail over.
+    /// Returns false when a newer connection of the same tab had already taken over.
+    pub fn connection_closed(self: &Arc<Self>, client: &Arc<Client>, conn_id: u64) -> bool {
+        if !self.registry.detach(client, conn_id) {
+            return false;
+        }
+        tracing::info!(client = %client.id, "tab disconnected");
+        let _ = self.events.send(HubEvent::Disconnected(client.id.clone()));
+        let hub = self.clone();
+        let client = client.clone();
+        let grace = self.config.timing.lost_grace;
+        self.tracker.spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(grace) => {}
+                _ = hub.shutdown.cancelled() => return,
+            }
+            if client.state() == ConnState::Lost {
+                tracing::info!(client = %client.id, "tab lost; failing over its tasks");
+                hub.tasks.on_lost(&client);
+                let _ = hub.events.send(HubEvent::Lost(client.id.clone()));
+            }
+        });
+        true
+    }
+
+    /// Handles one frame after `hello`; returns a direct answer for the sender, if any.
+    pub fn handle_frame(
+        self: &Arc<Self>,
+        client: &Arc<Client>,
+        frame: ClientFrame,
+    ) -> Option<ServerFrame> {
+        client.touch();
+        match frame {
+            ClientFrame::Hello(_) => Some(ServerFrame::error(
+                ErrorCode::HelloRequired,
+                "hello 只能发送一次 / hello was already said on this connection",
+            )),
+            ClientFrame::Chunk { turn_id, text, .. } => {
+                client.streamed();
+                // A task's reply belongs to whoever asked; only free turns are scanned.
+                if self.tasks.current(&client.id).is_none() {
+                    crate::control::on_chunk(self, client, &turn_id, &text);
+                }
+                None
+            }
+            ClientFrame::FlowReport { .. } => None,
+            ClientFrame::TurnEnd {
+                turn_id,
+                task_id,
+                text,
+            } => {
+                let answered_task = self.tasks.on_turn_end(client, task_id.as_deref(), &text);
+                // Commands in a free reply run if the tab's role lets its replies run them; a
+                // task's reply is data for whoever asked (the foreman cycle reads its own).
+                if !answered_task {
+                    crate::control::on_turn_end(self, client, &turn_id, &text);
+                }
+                None
+            }
+            ClientFrame::UserInput { text } => {
+                crate::control::on_user_input(self, client, &text);
+                None
+            }
+            ClientFrame::TaskUpdate {
+                task_id,
+                state,
+                error,
+            } => {
+                client.streamed();
+                self.tasks
+                    .on_update(client, &task_id, state, error.as_deref());
+                None
+            }
+            ClientFrame::Heartbeat(_) => Some(ServerFrame::Heartbeat {
+                time: crate::store::now_ms() as u64,
+            }),
+        }
+    }
+}
+
+/// Decrements the live-connection count when a connection ends.
+struct LiveGuard<'a>(&'a AtomicUsize);
+
+impl Drop for LiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn router(hub: Arc<Hub>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/aicard.user.js", get(userscript))
+        .route("/realtime", get(ws::realtime))
+        .route("/heartbeat", get(ws::heartbeat))
+        .route("/events", get(sse::events))
+        .route("/send", post(sse::send))
+        .with_state(hub)
+}
+
+async fn userscript(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    if let Err(e) = hub.check_headers(&headers) {
+        return e.into_response();
+    }
+    let body = USERSCRIPT
+        .replace("__AICARD_HUB_URL__", &hub.public_url())
+        .replace("__AICARD_TOKEN__", hub.token());
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}

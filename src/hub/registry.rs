@@ -1,0 +1,423 @@
+//! The registry of tabs and the routing seam: which tab is connected where, and delivering a
+//! frame to a tab. A multi-node engine (Redis, NATS) would replace this module, not the hub.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use dashmap::DashMap;
+use tokio::sync::mpsc;
+
+use crate::protocol::{encode, AppHeartbeat, Role, ServerFrame};
+use crate::store::{now_ms, ClientRecord, Store};
+
+/// What the writer half of a tab's connection is asked to do.
+#[derive(Debug)]
+pub enum Outbound {
+    /// One encoded JSON frame.
+    Frame(String),
+    /// Close the socket with this code and reason.
+    Close(u16, String),
+}
+
+/// Close codes the hub uses besides the standard ones.
+pub mod close {
+    /// Going away: hub shutdown.
+    pub const GOING_AWAY: u16 = 1001;
+    /// Policy violation: bad token, no hello in time.
+    pub const POLICY: u16 = 1008;
+    /// Message too big.
+    pub const TOO_BIG: u16 = 1009;
+    /// No frame or pong within the heartbeat timeout.
+    pub const HEARTBEAT_TIMEOUT: u16 = 4000;
+    /// The tab's outbound queue overflowed.
+    pub const SLOW_CONSUMER: u16 = 4008;
+    /// Another connection resumed this client id.
+    pub const REPLACED: u16 = 4009;
+}
+
+/// The sending side of one live connection.
+#[derive(Debug, Clone)]
+pub struct ConnHandle {
+    /// Distinguishes a resumed connection from the one it replaced.
+    pub conn_id: u64,
+    pub tx: mpsc::Sender<Outbound>,
+    /// Ends the connection at once, bypassing a full queue.
+    pub kill: Killer,
+}
+
+/// A way to end a connection even when its outbound queue is full.
+#[derive(Debug, Clone, Default)]
+pub struct Killer {
+    token: tokio_util::sync::CancellationToken,
+    code: Arc<std::sync::atomic::AtomicU16>,
+}
+
+impl Killer {
+    /// Ends the connection with `code`; the first call's code wins.
+    pub fn kill(&self, code: u16) {
+        if !self.token.is_cancelled() {
+            let _ = self
+                .code
+                .compare_exchange(0, code, Ordering::AcqRel, Ordering::Relaxed);
+            self.token.cancel();
+        }
+    }
+
+    /// Resolves with the close code once `kill` was called.
+    pub async fn killed(&self) -> u16 {
+        self.token.cancelled().await;
+        self.code.load(Ordering::Relaxed)
+    }
+}
+
+/// What the hub knows about a tab apart from its connection.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClientInfo {
+    pub site: String,
+    pub label: Option<String>,
+    pub role: Role,
+    pub group: Option<String>,
+    pub url: Option<String>,
+    pub title: Option<String>,
+}
+
+/// Connection state as shown in `status` and used for loss handling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnState {
+    Connected,
+    /// Disconnected or silent past the heartbeat timeout; may come back with its id.
+    Lost,
+}
+
+/// One tab, connected or not. Shared by the connection task, the task queue and commands.
+pub struct Client {
+    pub id: String,
+    info: RwLock<ClientInfo>,
+    conn: Mutex<Option<ConnHandle>>,
+    /// Last frame or pong, in ms since the epoch.
+    last_seen_ms: AtomicI64,
+    /// Frames for this tab while it is offline, oldest first (bounded).
+    offline: Mutex<VecDeque<String>>,
+    /// Counts tasks given to this tab (for least-loaded scheduling).
+    pub tasks_started: AtomicU64,
+    /// The page's last app heartbeat (flow step, counts), for status displays.
+    heartbeat: Mutex<Option<AppHeartbeat>>,
+    /// Last streamed chunk or task progress (for the "no new tokens" timeout).
+    last_stream_ms: AtomicI64,
+}
+
+impl Client {
+    fn new(id: String, info: ClientInfo) -> Client {
+        Client {
+            id,
+            info: RwLock::new(info),
+            conn: Mutex::new(None),
+            last_seen_ms: AtomicI64::new(now_ms()),
+            offline: Mutex::new(VecDeque::new()),
+            tasks_started: AtomicU64::new(0),
+            heartbeat: Mutex::new(None),
+            last_stream_ms: AtomicI64::new(0),
+        }
+    }
+
+    /// Records that the tab streamed something for its task.
+    pub fn streamed(&self) {
+        self.last_stream_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    pub fn last_stream_ms(&self) -> i64 {
+        self.last_stream_ms.load(Ordering::Relaxed)
+    }
+
+    pub fn set_heartbeat(&self, hb: AppHeartbeat) {
+        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(hb);
+    }
+
+    pub fn heartbeat(&self) -> Option<AppHeartbeat> {
+        self.heartbeat
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn info(&self) -> ClientInfo {
+        self.info.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn update_info(&self, f: impl FnOnce(&mut ClientInfo)) {
+        f(&mut self.info.write().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    pub fn state(&self) -> ConnState {
+        if self
+            .conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            ConnState::Connected
+        } else {
+            ConnState::Lost
+        }
+    }
+
+    pub fn touch(&self) {
+        self.last_seen_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    pub fn last_seen_ms(&self) -> i64 {
+        self.last_seen_ms.load(Ordering::Relaxed)
+    }
+
+    /// Does `target` (site, label, client id, `role:R`, `group:G`) name this tab?
+    pub fn matches(&self, target: &str) -> bool {
+        let info = self.info.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(role) = target.strip_prefix("role:") {
+            return Role::parse(role) == Some(info.role);
+        }
+        if let Some(group) = target.strip_prefix("group:") {
+            return info.group.as_deref() == Some(group);
+        }
+        self.id == target
+            || info.site.eq_ignore_ascii_case(target)
+            || self.display_of(&info) == target
+            || info.label.as_deref() == Some(target)
+    }
+
+    /// The tab's display name: its label, else `site#short-id`.
+    pub fn display(&self) -> String {
+        self.display_of(&self.info())
+    }
+
+    fn display_of(&self, info: &ClientInfo) -> String {
+        info.label.clone().unwrap_or_else(|| {
+            let short: String = self.id.chars().take(6).collect();
+            format!("{}#{short}", info.site)
+        })
+    }
+}
+
+/// Why a frame did not reach a tab right now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("没有这个标签页 / no tab `{0}`")]
+    NoSuchClient(String),
+}
+
+/// How a send went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// Queued on the live connection.
+    Live,
+    /// Kept for delivery when the tab comes back.
+    Stored,
+    /// The tab could not keep up and was disconnected; the frame was kept for it.
+    SlowConsumerClosed,
+}
+
+/// All tabs by client id; lock-free reads on the hot path (dashmap shards).
+pub struct Registry {
+    clients: DashMap<String, Arc<Client>>,
+    store: Store,
+    offline_cap: usize,
+    next_conn: AtomicU64,
+}
+
+impl Registry {
+    pub fn new(store: Store, offline_cap: usize) -> Registry {
+        Registry {
+            clients: DashMap::new(),
+            store,
+            offline_cap,
+            next_conn: AtomicU64::new(1),
+        }
+    }
+
+    pub fn next_conn_id(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Client>> {
+        self.clients.get(id).map(|c| c.clone())
+    }
+
+    /// Finds a client id in memory, else in the store (after a hub restart).
+    pub fn resume(&self, id: &str) -> Option<Arc<Client>> {
+        if let Some(c) = self.get(id) {
+            return Some(c);
+        }
+        let rec = self.store.client(id).ok().flatten()?;
+        let info = ClientInfo {
+            site: rec.site,
+            label: rec.label,
+            role: Role::parse(&rec.role).unwrap_or_default(),
+            group: rec.group,
+            url: rec.url,
+            title: None,
+        };
+        let client = Arc::new(Client::new(rec.client_id, info));
+        if let Ok(frames) = self.store.take_pending(id) {
+            client
+                .offline
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(frames);
+        }
+        Some(self.clients.entry(id.to_string()).or_insert(client).clone())
+    }
+
+    /// Registers a brand-new tab.
+    pub fn create(&self, info: ClientInfo) -> Arc<Client> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let client = Arc::new(Client::new(id.clone(), info));
+        self.clients.insert(id, client.clone());
+        client
+    }
+
+    /// Records a tab's identity in the store (role, label, group survive restarts).
+    pub fn persist(&self, client: &Client) {
+        let info = client.info();
+        let rec = ClientRecord {
+            client_id: client.id.clone(),
+            site: info.site,
+            label: info.label,
+            role: info.role.as_str().to_string(),
+            group: info.group,
+            url: info.url,
+            last_seen_ms: client.last_seen_ms(),
+        };
+        if let Err(e) = self.store.upsert_client(&rec) {
+            tracing::warn!(client = %client.id, "could not persist identity: {e}");
+        }
+    }
+
+    /// Attaches a live connection; any previous connection of this id is told to close.
+    /// Returns the frames that waited while the tab was away.
+    pub fn attach(&self, client: &Client, handle: ConnHandle) -> Vec<String> {
+        let old = client
+            .conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(handle);
+        if let Some(old) = old {
+            old.kill.kill(close::REPLACED);
+        }
+        client.touch();
+        let mut waiting: Vec<String> = client
+            .offline
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        if let Ok(stored) = self.store.take_pending(&client.id) {
+            for f in stored {
+                if !waiting.contains(&f) {
+                    waiting.push(f);
+                }
+            }
+        }
+        waiting
+    }
+
+    /// Detaches connection `conn_id` if it is still the current one; true if it was.
+    pub fn detach(&self, client: &Client, conn_id: u64) -> bool {
+        let mut conn = client.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.as_ref().map(|h| h.conn_id) == Some(conn_id) {
+            *conn = None;
+            drop(conn);
+            self.persist(client);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sends one frame to a tab: live if connected, else kept for its return.
+    pub fn send(&self, client_id: &str, frame: &ServerFrame) -> Result<Sent, RouteError> {
+        let client = self
+            .get(client_id)
+            .ok_or_else(|| RouteError::NoSuchClient(client_id.to_string()))?;
+        Ok(self.send_text(&client, encode(frame)))
+    }
+
+    /// Sends an already encoded frame.
+    pub fn send_text(&self, client: &Client, text: String) -> Sent {
+        let conn = client.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(handle) = conn.as_ref() else {
+            drop(conn);
+            self.keep_offline(client, text);
+            return Sent::Stored;
+        };
+        match handle.tx.try_send(Outbound::Frame(text)) {
+            Ok(()) => Sent::Live,
+            Err(mpsc::error::TrySendError::Full(Outbound::Frame(text)))
+            | Err(mpsc::error::TrySendError::Closed(Outbound::Frame(text))) => {
+                // The writer cannot keep up (or is gone): drop the connection, keep the frame.
+                tracing::warn!(client = %client.id, "slow consumer: closing its connection");
+                // The connection task detaches itself and saves what was still queued.
+                handle.kill.kill(close::SLOW_CONSUMER);
+                drop(conn);
+                self.keep_offline(client, text);
+                Sent::SlowConsumerClosed
+            }
+            Err(_) => Sent::Stored,
+        }
+    }
+
+    /// Keeps a frame for a tab that is away (also used for frames left in a dead queue).
+    pub fn keep_offline(&self, client: &Client, text: String) {
+        if let Err(e) = self.store.push_pending(&client.id, &text) {
+            tracing::warn!(client = %client.id, "could not store frame: {e}");
+        }
+        let mut q = client.offline.lock().unwrap_or_else(|p| p.into_inner());
+        q.push_back(text);
+        while q.len() > self.offline_cap {
+            q.pop_front();
+        }
+    }
+
+    /// Every tab, connected or not.
+    pub fn all(&self) -> Vec<Arc<Client>> {
+        self.clients.iter().map(|e| e.value().clone()).collect()
+    }
+
+    /// Connected tabs matching a target (site, label, client id, `role:R`, `group:G`).
+    pub fn resolve(&self, target: &str) -> Vec<Arc<Client>> {
+        let mut found: Vec<_> = self
+            .clients
+            .iter()
+            .filter(|e| e.value().state() == ConnState::Connected && e.value().matches(target))
+            .map(|e| e.value().clone())
+            .collect();
+        found.sort_by(|a, b| a.id.cmp(&b.id));
+        found
+    }
+
+    pub fn connected_count(&self) -> usize {
+        self.clients
+            .iter()
+            .filter(|e| e.value().state() == ConnState::Connected)
+            .count()
+    }
+
+    /// Asks every live connection to close (shutdown).
+    pub fn close_all(&self, code: u16, reason: &str) {
+        for e in self.clients.iter() {
+            if let Some(h) = e
+                .value()
+                .conn
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                if h.tx
+                    .try_send(Outbound::Close(code, reason.to_string()))
+                    .is_err()
+                {
+                    h.kill.kill(code);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! WebSocket endpoints: `/realtime` (the business channel) and `/heartbeat` (liveness).
+//! Checks run before the upgrade; each socket runs as one tracked task whose read and write
+//! halves are joined by `select!`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use super::registry::{close, Client, ConnHandle, Killer, Outbound};
+use super::Hub;
+use crate::protocol::{decode, encode, ClientFrame, ErrorCode, Hello, ServerFrame};
+
+/// Which endpoint a socket came in on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    Realtime,
+    Heartbeat,
+}
+
+pub async fn realtime(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    upgrade(hub, headers, ws, Channel::Realtime)
+}
+
+pub async fn heartbeat(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    upgrade(hub, headers, ws, Channel::Heartbeat)
+}
+
+fn upgrade(hub: Arc<Hub>, headers: HeaderMap, ws: WebSocketUpgrade, ch: Channel) -> Response {
+    if let Err(refusal) = hub.check_headers(&headers) {
+        tracing::warn!(reason = refusal.1, "refused a WebSocket upgrade");
+        return refusal.into_response();
+    }
+    if hub.shutdown.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    let max = hub.config.limits.max_frame_bytes;
+    // tungstenite ≥0.25 allocates a 128 KiB read buffer per socket by default; tabs send
+    // small frames, so a 4 KiB buffer that grows on demand keeps idle tabs cheap.
+    ws.read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(4 * 1024 * 1024)
+        .max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| {
+            let tracker = hub.tracker.clone();
+            tracker.track_future(async move {
+                let Some(_live) = hub.admit_connection() else {
+                    let mut socket = socket;
+                    let _ = socket
+                        .send(close_msg(close::POLICY, "too many tabs / 标签页过多"))
+                        .await;
+                    return;
+                };
+                run(hub.clone(), socket, ch).await;
+            })
+        })
+}
+
+fn close_msg(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}
+
+type Sink = SplitSink<WebSocket, Message>;
+type Stream = SplitStream<WebSocket>;
+
+/// Waits for `hello`; refuses the socket on anything else.
+async fn read_hello(hub: &Hub, sink: &mut Sink, stream: &mut Stream) -> Option<Hello> {
+    let first = tokio::time::timeout(hub.config.timing.hello_timeout, stream.next()).await;
+    let text = match first {
+        Ok(Some(Ok(Message::Text(t)))) => t,
+        Ok(Some(Ok(_))) | Ok(Some(Err(_))) | Ok(None) => {
+            let _ = sink.send(close_msg(close::POLICY, "hello required")).await;
+            return None;
+        }
+        Err(_) => {
+            let _ = sink
+                .send(close_msg(close::POLICY, "no hello in time"))
+                .await;
+            return None;
+        }
+    };
+    match decode(&text) {
+        Ok(ClientFrame::Hello(h)) => Some(h),
+        _ => {
+            let err = ServerFrame::error(
+                ErrorCode::HelloRequired,
+                "第一帧必须是 hello / the first frame must be hello",
+            );
+            let _ = sink.send(Message::Text(encode(&err).into())).await;
+            let _ = sink.send(close_msg(close::POLICY, "hello required")).await;
+            None
+        }
+    }
+}
+
+async fn run(hub: Arc<Hub>, socket: WebSocket, ch: Channel) {
+    let (mut sink, mut stream) = socket.split();
+    let Some(hello) = read_hello(&hub, &mut sink, &mut stream).await else {
+        return;
+    };
+    match ch {
+        Channel::Realtime => realtime_session(hub, hello, sink, stream).await,
+        Channel::Heartbeat => heartbeat_session(hub, hello, sink, stream).await,
+    }
+}
+
+async fn realtime_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, stream: Stream) {
+    let (tx, rx) = mpsc::channel(hub.config.limits.outbound_queue);
+    let kill = Killer::default();
+    let conn_id = hub.registry.next_conn_id();
+    let handle = ConnHandle {
+        conn_id,
+        tx: tx.clone(),
+        kill: kill.clone(),
+    };
+    let client = match hub.identify(hello) {
+        Ok(c) => c,
+        Err(e) => {
+            let err = ServerFrame::error(e.code(), e.to_string());
+            let _ = sink.send(Message::Text(encode(&err).into())).await;
+            let _ = sink.send(close_msg(close::POLICY, "bad token")).await;
+            return;
+        }
+    };
+    let pending = hub.registry.attach(&client, handle);
+    let welcome = hub.welcome(&client);
+    let span = tracing::info_span!("tab", client = %client.id, site = %client.info().site);
+    session(
+        hub, client, conn_id, tx, rx, kill, welcome, pending, sink, stream,
+    )
+    .instrument(span)
+    .await;
+}
+
+/// The tab's session after `hello`, inside its tracing span.
+#[allow(clippy::too_many_arguments)]
+async fn session(
+    hub: Arc<Hub>,
+    client: Arc<Client>,
+    conn_id: u64,
+    tx: mpsc::Sender<Outbound>,
+    mut rx: mpsc::Receiver<Outbound>,
+    kill: Killer,
+    welcome: ServerFrame,
+    pending: Vec<String>,
+    mut sink: Sink,
+    stream: Stream,
+) {
+    let mut ok = sink
+        .send(Message::Text(encode(&welcome).into()))
+        .await
+        .is_ok();
+    for frame in pending {
+        ok = ok && sink.send(Message::Text(frame.into())).await.is_ok();
+    }
+    if ok {
+        hub.after_welcome(&client);
+        // Either half ending ends the other through `kill` (the writer owns the sink, so
+        // it sends the close frame with the reader's reason).
+        let reader = async {
+            let code = read_loop(&hub, &client, stream, &tx, &kill).await;
+            kill.kill(code.unwrap_or(1000));
+        };
+        let writer = async {
+            write_loop(&hub, sink, &mut rx, &kill).await;
+            kill.kill(1000);
+        };
+        tokio::join!(reader, writer);
+    }
+    let detached = hub.connection_closed(&client, conn_id);
+    // Nothing queued for the tab is lost: it waits for the tab's return.
+    rx.close();
+    while let Ok(out) = rx.try_recv() {
+        if let (Outbound::Frame(text), true) = (out, detached) {
+            hub.registry.keep_offline(&client, text);
+        }
+    }
+}
+
+/// Reads frames until the socket ends; returns a close code the writer should send.
+async fn read_loop(
+    hub: &Arc<Hub>,
+    client: &Arc<Client>,
+    mut stream: Stream,
+    tx: &mpsc::Sender<Outbound>,
+    kill: &Killer,
+) -> Option<u16> {
+    let dead_after = hub.config.timing.dead_after;
+    loop {
+        let next = tokio::select! {
+            n = tokio::time::timeout(dead_after, stream.next()) => n,
+            _ = kill.killed() => return None,
+        };
+        let msg = match next {
+            Err(_) => {
+                tracing::info!("heartbeat timeout: tab marked lost");
+                return Some(close::HEARTBEAT_TIMEOUT);
+            }
+            Ok(None) => return None,
+            Ok(Some(Err(e))) => return Some(error_close_code(&e)),
+            Ok(Some(Ok(m))) => m,
+        };
+        client.touch();
+        let text = match msg {
+            Message::Text(t) => t,
+            Message::Close(_) => return None,
+            _ => continue, // pings are answered by the library; pongs only prove liveness
+        };
+        let reply = match decode(&text) {
+            Ok(frame) => hub.handle_frame(client, frame),
+            Err(e) => Some(ServerFrame::error(e.code(), e.to_string())),
+        };
+        if let Some(reply) = reply {
+            if tx.try_send(Outbound::Frame(encode(&reply))).is_err() {
+                return Some(close::SLOW_CONSUMER);
+            }
+        }
+    }
+}
+
+fn error_close_code(e: &axum::Error) -> u16 {
+    let text = e.to_string();
+    if text.contains("Space limit exceeded") || text.contains("too long") || text.contains("size") {
+        close::TOO_BIG
+    } else {
+        1002
+    }
+}
+
+/// Writes queued frames and periodic pings; ends on kill, shutdown or a write error.
+async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>, kill: &Killer) {
+    let mut ping = tokio::time::interval(hub.config.timing.ping_interval);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ping.tick().await;
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Some(Outbound::Frame(text)) => {
+                    if send_with_deadline(&mut sink, Message::Text(text.into()), kill).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Outbound::Close(code, reason)) => {
+                    let _ = sink.send(close_msg(code, &reason)).await;
+                    return;
+                }
+                None => return,
+            },
+            _ = ping.tick() => {
+                if send_with_deadline(&mut sink, Message::Ping(Vec::new().into()), kill).await.is_err() {
+                    return;
+                }
+            }
+            code = kill.killed() => {
+                let reason = match code {
+                    close::SLOW_CONSUMER => "slow consumer / 接收过慢",
+                    close::HEARTBEAT_TIMEOUT => "heartbeat timeout / 心跳超时",
+                    close::TOO_BIG => "frame too big / 帧过大",
+                    close::REPLACED => "resumed elsewhere / 已在别处恢复",
+                    _ => "closed",
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close_msg(code, reason))).await;
+                return;
+            }
+            _ = hub.shutdown.cancelled() => {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    sink.send(close_msg(close::GOING_AWAY, "hub shutting down / 集线器关闭")),
+                ).await;
+                return;
+            }
+        }
+    }
+}
+
+/// A tab that does not take a frame within 10 s is treated as gone; a kill interrupts a
+/// write that is stuck behind a full socket buffer.
+async fn send_with_deadline(sink: &mut Sink, msg: Message, kill: &Killer) -> Result<(), ()> {
+    tokio::select! {
+        r = tokio::time::timeout(Duration::from_secs(10), sink.send(msg)) => match r {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(()),
+        },
+        _ = kill.killed() => Err(()),
+    }
+}
+
+/// `/heartbeat`: app heartbeats from a known tab; answers each with the hub's time.
+async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stream: Stream) {
+    if !super::auth::token_matches(hub.token(), &hello.token) {
+        let err = ServerFrame::error(ErrorCode::BadToken, super::HelloError::BadToken.to_string());
+        let _ = sink.send(Message::Text(encode(&err).into())).await;
+        let _ = sink.send(close_msg(close::POLICY, "bad token")).await;
+        return;
+    }
+    let client = hello
+        .client_id
+        .as_deref()
+        .and_then(|id| hub.registry.resume(id));
+    let Some(client) = client else {
+        let e = super::HelloError::UnknownClient(hello.client_id.unwrap_or_default());
+        let err = ServerFrame::error(e.code(), e.to_string());
+        let _ = sink.send(Message::Text(encode(&err).into())).await;
+        let _ = sink.send(close_msg(close::POLICY, "unknown client")).await;
+        return;
+    };
+    let dead_after = hub.config.timing.dead_after;
+    loop {
+        let next = tokio::select! {
+            n = tokio::time::timeout(dead_after, stream.next()) => n,
+            _ = hub.shutdown.cancelled() => {
+                let _ = sink.send(close_msg(close::GOING_AWAY, "hub shutting down")).await;
+                return;
+            }
+        };
+        let text = match next {
+            Ok(Some(Ok(Message::Text(t)))) => t,
+            Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => return,
+            Ok(Some(Ok(_))) => continue,
+            Err(_) => {
+                let _ = sink
+                    .send(close_msg(close::HEARTBEAT_TIMEOUT, "heartbeat timeout"))
+                    .await;
+                return;
+            }
+        };
+        let reply = match decode(&text) {
+            Ok(ClientFrame::Heartbeat(hb)) => {
+                client.touch();
+                client.set_heartbeat(hb);
+                ServerFrame::Heartbeat {
+                    time: crate::store::now_ms() as u64,
+                }
+            }
+            Ok(other) => ServerFrame::error(
+                ErrorCode::UnknownType,
+                format!(
+                    "/heartbeat 只接受 heartbeat / /heartbeat takes heartbeat frames, not `{}`",
+                    other.type_name()
+                ),
+            ),
+            Err(e) => ServerFrame::error(e.code(), e.to_string()),
+        };
+        if sink
+            .send(Message::Text(encode(&reply).into()))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}

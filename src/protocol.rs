@@ -1,0 +1,401 @@
+//! Wire protocol v1: every frame a tab and the hub exchange, as closed serde enums.
+//!
+//! Only this module knows the JSON shape of frames. `docs/protocol.md` documents the same
+//! frames; `tests/protocol_doc.rs` fails when the two drift apart.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Protocol version the hub speaks; sent back in `welcome`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A frame a tab sends to the hub (on `/realtime`, `/heartbeat` or `POST /send`).
+///
+/// Unknown fields are ignored so newer userscripts keep working with an older hub.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientFrame {
+    /// Must be the first frame on every channel: proves the token and names the tab.
+    Hello(Hello),
+    /// A delta of the assistant's reply as it streams.
+    Chunk {
+        turn_id: String,
+        #[serde(default)]
+        seq: u64,
+        text: String,
+    },
+    /// The seed's flow-state report from the page.
+    FlowReport {
+        turn_id: String,
+        event: String,
+        #[serde(default)]
+        quasi_status: Option<String>,
+        #[serde(default)]
+        status: Option<String>,
+        #[serde(default)]
+        fragment_count: Option<u64>,
+    },
+    /// The reply is complete; `text` is the whole reply.
+    TurnEnd {
+        turn_id: String,
+        text: String,
+        #[serde(default)]
+        task_id: Option<String>,
+    },
+    /// What the person submitted in this tab.
+    UserInput { text: String },
+    /// Progress of a task the hub gave this tab.
+    TaskUpdate {
+        task_id: String,
+        state: TaskState,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// Application heartbeat (the seed's FlowHeartbeat), on `/heartbeat`.
+    Heartbeat(AppHeartbeat),
+}
+
+/// The `hello` frame's fields.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct Hello {
+    pub token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    #[serde(default)]
+    pub site: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// The seed's FlowHeartbeat: what the page says about itself every few seconds.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct AppHeartbeat {
+    #[serde(default)]
+    pub time: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<u64>,
+}
+
+/// Where a tab stands in the team.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// 总指挥: where the person works; runs flows, receives results.
+    Master,
+    /// 包工头: splits a task among its group's workers and merges their answers.
+    Foreman,
+    /// 工人: answers tasks; commands in its replies are data.
+    #[default]
+    Worker,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Master => "master",
+            Role::Foreman => "foreman",
+            Role::Worker => "worker",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "master" | "总指挥" => Some(Role::Master),
+            "foreman" | "包工头" => Some(Role::Foreman),
+            "worker" | "工人" => Some(Role::Worker),
+            _ => None,
+        }
+    }
+}
+
+/// The life of a task inside a tab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Accepted,
+    Sent,
+    Streaming,
+    Done,
+    Failed,
+}
+
+/// A frame the hub sends to a tab.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    /// Answer to a valid `hello`: the tab's identity.
+    Welcome {
+        client_id: String,
+        role: Role,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+        heartbeat_ms: u64,
+        protocol: u32,
+    },
+    /// The answer to a command found in this tab's text.
+    CmdResult { command: String, result: CmdOutcome },
+    /// The minimal info card: type `prompt` into the tab and send it.
+    Task(TaskFrame),
+    /// Put text into the input box (aggregated results for the master).
+    Deliver {
+        text: String,
+        auto_send: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<String>,
+    },
+    /// Ask the tab to change its sending behaviour.
+    FlowControl { action: String, reason: String },
+    /// Progress of a flow run, for the master's panel.
+    FlowEvent {
+        run_id: String,
+        flow: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node_id: Option<String>,
+        state: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<Value>,
+    },
+    /// Acknowledges a frame that has no other answer (SSE transport's POST /send).
+    Ack { received: String },
+    /// Something the tab sent was refused; the connection stays open.
+    Error { code: ErrorCode, message: String },
+    /// Answer to an app heartbeat.
+    Heartbeat { time: u64 },
+}
+
+/// `cmd_result.result`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct CmdOutcome {
+    pub success: bool,
+    pub output: String,
+}
+
+/// The `task` frame's fields.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct TaskFrame {
+    pub task_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    pub role: Role,
+    pub priority: i32,
+    pub prompt: String,
+    pub timeout_ms: u64,
+    pub retry: u32,
+    pub auto_send: bool,
+}
+
+/// Machine-readable reasons in `error` frames; documented in docs/protocol.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The frame is not valid JSON or lacks a required field.
+    BadJson,
+    /// The `type` is not one this hub knows.
+    UnknownType,
+    /// The first frame was not `hello`, or a second `hello` arrived.
+    HelloRequired,
+    /// The token in `hello` is wrong.
+    BadToken,
+    /// The frame refers to a task this tab does not hold.
+    UnknownTask,
+    /// A command was refused (parse error, permission, policy).
+    CommandRefused,
+    /// The hub is at a configured limit (clients, runs, queue).
+    Limit,
+    /// The client id in `X-AIcard-Client` is unknown (SSE transport).
+    UnknownClient,
+}
+
+/// Why a text frame could not be turned into a `ClientFrame`.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum DecodeError {
+    #[error("帧不是合法 JSON / frame is not valid JSON: {0}")]
+    BadJson(String),
+    #[error("未知帧类型 / unknown frame type `{0}`")]
+    UnknownType(String),
+    #[error("帧缺少 `type` 字段 / frame has no `type` field")]
+    NoType,
+}
+
+impl DecodeError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            DecodeError::UnknownType(_) => ErrorCode::UnknownType,
+            DecodeError::BadJson(_) | DecodeError::NoType => ErrorCode::BadJson,
+        }
+    }
+}
+
+/// Every client frame `type` this hub understands (kept in step with `ClientFrame`).
+pub const CLIENT_TYPES: &[&str] = &[
+    "hello",
+    "chunk",
+    "flow_report",
+    "turn_end",
+    "user_input",
+    "task_update",
+    "heartbeat",
+];
+
+/// Every server frame `type` (kept in step with `ServerFrame`).
+pub const SERVER_TYPES: &[&str] = &[
+    "welcome",
+    "cmd_result",
+    "task",
+    "deliver",
+    "flow_control",
+    "flow_event",
+    "ack",
+    "error",
+    "heartbeat",
+];
+
+/// Parses one text frame, telling malformed JSON apart from an unknown `type`.
+pub fn decode(text: &str) -> Result<ClientFrame, DecodeError> {
+    match serde_json::from_str::<ClientFrame>(text) {
+        Ok(frame) => Ok(frame),
+        Err(err) => {
+            let value: Value =
+                serde_json::from_str(text).map_err(|e| DecodeError::BadJson(e.to_string()))?;
+            match value.get("type").and_then(Value::as_str) {
+                None => Err(DecodeError::NoType),
+                Some(t) if !CLIENT_TYPES.contains(&t) => Err(DecodeError::UnknownType(t.into())),
+                Some(_) => Err(DecodeError::BadJson(err.to_string())),
+            }
+        }
+    }
+}
+
+/// Serialises a server frame; infallible for these types.
+pub fn encode(frame: &ServerFrame) -> String {
+    serde_json::to_string(frame).unwrap_or_else(|e| {
+        // Only reachable if a Value inside `detail` holds a non-string map key.
+        format!(r#"{{"type":"error","code":"bad_json","message":"encode: {e}"}}"#)
+    })
+}
+
+impl ServerFrame {
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> ServerFrame {
+        ServerFrame::Error {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The frame's `type` tag, for logs and tests.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ServerFrame::Welcome { .. } => "welcome",
+            ServerFrame::CmdResult { .. } => "cmd_result",
+            ServerFrame::Task(_) => "task",
+            ServerFrame::Deliver { .. } => "deliver",
+            ServerFrame::FlowControl { .. } => "flow_control",
+            ServerFrame::FlowEvent { .. } => "flow_event",
+            ServerFrame::Ack { .. } => "ack",
+            ServerFrame::Error { .. } => "error",
+            ServerFrame::Heartbeat { .. } => "heartbeat",
+        }
+    }
+}
+
+impl ClientFrame {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ClientFrame::Hello(_) => "hello",
+            ClientFrame::Chunk { .. } => "chunk",
+            ClientFrame::FlowReport { .. } => "flow_report",
+            ClientFrame::TurnEnd { .. } => "turn_end",
+            ClientFrame::UserInput { .. } => "user_input",
+            ClientFrame::TaskUpdate { .. } => "task_update",
+            ClientFrame::Heartbeat(_) => "heartbeat",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_hello_and_ignores_unknown_fields() {
+        let f = decode(r#"{"type":"hello","token":"t","site":"deepseek","extra":1}"#).unwrap();
+        match f {
+            ClientFrame::Hello(h) => {
+                assert_eq!(h.token, "t");
+                assert_eq!(h.site, "deepseek");
+                assert_eq!(h.client_id, None);
+            }
+            other => panic!("expected hello, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tells_bad_json_from_unknown_type() {
+        assert!(matches!(decode("{nope"), Err(DecodeError::BadJson(_))));
+        assert_eq!(
+            decode(r#"{"type":"launch_missiles"}"#),
+            Err(DecodeError::UnknownType("launch_missiles".into()))
+        );
+        assert_eq!(decode(r#"{"text":"x"}"#), Err(DecodeError::NoType));
+        // Known type, missing required field: bad_json, not unknown_type.
+        assert!(matches!(
+            decode(r#"{"type":"chunk","seq":1}"#),
+            Err(DecodeError::BadJson(_))
+        ));
+    }
+
+    #[test]
+    fn server_frames_carry_their_type_tag() {
+        let f = ServerFrame::Deliver {
+            text: "hi".into(),
+            auto_send: false,
+            run_id: None,
+        };
+        let v: Value = serde_json::from_str(&encode(&f)).unwrap();
+        assert_eq!(v["type"], "deliver");
+        assert_eq!(v["type"], f.type_name());
+    }
+
+    #[test]
+    fn type_lists_match_the_enums() {
+        // Every listed client type decodes to a variant with the same name.
+        let samples = [
+            r#"{"type":"hello","token":"t"}"#,
+            r#"{"type":"chunk","turn_id":"a","text":"x"}"#,
+            r#"{"type":"flow_report","turn_id":"a","event":"flow_start"}"#,
+            r#"{"type":"turn_end","turn_id":"a","text":"x"}"#,
+            r#"{"type":"user_input","text":"x"}"#,
+            r#"{"type":"task_update","task_id":"t","state":"done"}"#,
+            r#"{"type":"heartbeat","time":1}"#,
+        ];
+        let names: Vec<_> = samples
+            .iter()
+            .map(|s| decode(s).unwrap().type_name())
+            .collect();
+        assert_eq!(names, CLIENT_TYPES);
+    }
+}

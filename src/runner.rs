@@ -1,0 +1,815 @@
+//! Flow runs on the hub: drives the pure engine (`flows::engine::RunState`), performs its
+//! actions against real tabs, journals every event in the store before acting on it, and
+//! resumes runs that were in progress when the hub stopped.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::flows::engine::{
+    Action, CommandCall, Dispatch, JournalEvent, RunSnapshot, RunState, RunStatus, Target,
+};
+use crate::flows::Flow;
+use crate::hub::registry::Client;
+use crate::hub::tasks::{TaskError, TaskRequest};
+use crate::hub::{Hub, HubEvent};
+use crate::protocol::ServerFrame;
+use crate::store::{now_ms, RunRecord};
+
+/// Why a run could not be started or controlled; shown to the person.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("找不到流程 / no flow named `{0}` (looked in the flows directory and saved flows)")]
+    NoSuchFlow(String),
+    #[error("流程无效 / the flow is not valid:\n{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Engine(#[from] crate::flows::engine::EngineError),
+    #[error("没有正在运行的 `{0}` / no run of `{0}` is in progress")]
+    NotRunning(String),
+    #[error("运行数已达上限 {0} / too many runs in progress (limit {0})")]
+    TooManyRuns(usize),
+    #[error("存储错误 / store error: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A person's instruction to a run in progress.
+#[derive(Debug, Clone)]
+pub enum Control {
+    Pause,
+    Resume,
+    Stop(String),
+}
+
+/// What the hub keeps about a run in progress.
+struct RunHandle {
+    flow: String,
+    master: Option<String>,
+    ctl: mpsc::UnboundedSender<Control>,
+    view: Arc<Mutex<RunView>>,
+}
+
+/// What `status` shows of a run in progress; the driver refreshes it after every event.
+struct RunView {
+    snapshot: RunSnapshot,
+    /// Node id → (started ms, finished ms).
+    timings: HashMap<String, (u64, Option<u64>)>,
+    /// Node id → tabs that took its items.
+    tabs: HashMap<String, Vec<String>>,
+}
+
+/// All runs of a hub.
+#[derive(Default)]
+pub struct Runner {
+    runs: DashMap<String, RunHandle>,
+    /// Flow name → its latest run id.
+    latest: DashMap<String, String>,
+}
+
+/// Default waits when a flow does not set them.
+const QUEUE_WAIT: Duration = Duration::from_secs(60);
+
+impl Runner {
+    /// Loads flow `name`: a flow saved with `manager create` first, else `flows_dir/NAME.yaml`.
+    pub fn load_flow(hub: &Hub, name: &str) -> Result<(Flow, String), RunError> {
+        if !name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
+            || name.contains("..")
+        {
+            return Err(RunError::NoSuchFlow(name.to_string()));
+        }
+        if let Some(source) = hub.store.flow_source(name)? {
+            let flow = crate::flows::load_str(&format!("{name} (saved)"), &source)
+                .map_err(|d| RunError::Invalid(join_diags(&d)))?;
+            return Ok((flow, source));
+        }
+        for ext in ["yaml", "yml"] {
+            let path = hub.config.flows_dir.join(format!("{name}.{ext}"));
+            if let Ok(source) = std::fs::read_to_string(&path) {
+                let flow = crate::flows::load_str(&path.display().to_string(), &source)
+                    .map_err(|d| RunError::Invalid(join_diags(&d)))?;
+                return Ok((flow, source));
+            }
+        }
+        Err(RunError::NoSuchFlow(name.to_string()))
+    }
+
+    /// Starts flow `name` for `master` (the tab that asked); returns the run id.
+    pub fn start(
+        &self,
+        hub: &Arc<Hub>,
+        name: &str,
+        master: Option<String>,
+        inputs: BTreeMap<String, String>,
+        from_node: Option<String>,
+    ) -> Result<String, RunError> {
+        if self.runs.len() >= hub.config.limits.max_runs {
+            return Err(RunError::TooManyRuns(hub.config.limits.max_runs));
+        }
+        let (flow, source) = Self::load_flow(hub, name)?;
+        let run_id = format!(
+            "{}-{}",
+            flow.name,
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let flow = Arc::new(flow);
+        let mut state = RunState::new(flow.clone(), run_id.clone(), inputs)?;
+        if let Some(node) = &from_node {
+            let prior = self.prior_outputs(hub, &flow.name);
+            state = state.from_node(node, prior)?;
+        }
+        let now = now_ms();
+        hub.store.insert_run(&RunRecord {
+            run_id: run_id.clone(),
+            flow: flow.name.clone(),
+            flow_hash: crate::flows::engine::flow_hash(&flow),
+            flow_source: source,
+            master: master.clone(),
+            state: "running".into(),
+            started_ms: now,
+            updated_ms: now,
+        })?;
+        self.spawn(hub, state, master);
+        Ok(run_id)
+    }
+
+    /// Outputs of the latest finished run of a flow (for `--from-node`).
+    fn prior_outputs(&self, hub: &Hub, flow: &str) -> BTreeMap<String, String> {
+        let runs = hub
+            .store
+            .runs_in(&["completed", "failed", "stopped"])
+            .unwrap_or_default();
+        let Some(last) = runs.into_iter().rev().find(|r| r.flow == flow) else {
+            return BTreeMap::new();
+        };
+        let mut out = BTreeMap::new();
+        for ev in hub.store.events(&last.run_id).unwrap_or_default() {
+            if let Ok(JournalEvent::NodeCompleted { node, output }) = serde_json::from_str(&ev) {
+                out.insert(node, output);
+            }
+        }
+        out
+    }
+
+    fn spawn(&self, hub: &Arc<Hub>, state: RunState, master: Option<String>) {
+        let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+        let view = Arc::new(Mutex::new(RunView {
+            snapshot: state.snapshot(),
+            timings: HashMap::new(),
+            tabs: HashMap::new(),
+        }));
+        let handle = RunHandle {
+            flow: state.flow().name.clone(),
+            master: master.clone(),
+            ctl: ctl_tx,
+            view: view.clone(),
+        };
+        let drive = Drive {
+            hub: hub.clone(),
+            run_id: state.run_id().to_string(),
+            flow: state.flow().name.clone(),
+            master,
+            view,
+        };
+        self.latest
+            .insert(handle.flow.clone(), state.run_id().to_string());
+        self.runs.insert(state.run_id().to_string(), handle);
+        hub.tracker.spawn(drive.run(state, ctl_rx));
+    }
+
+    /// Continues every run the store says was running or paused (after a restart).
+    pub fn resume_all(&self, hub: &Arc<Hub>) {
+        let runs = match hub.store.runs_in(&["running", "paused"]) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("cannot list runs to resume: {e}");
+                return;
+            }
+        };
+        for rec in runs {
+            match Self::rebuild(hub, &rec) {
+                Ok(state) => {
+                    tracing::info!(run = %rec.run_id, "resuming run after restart");
+                    self.spawn(hub, state, rec.master.clone());
+                }
+                Err(e) => {
+                    tracing::error!(run = %rec.run_id, "cannot resume: {e}");
+                    let _ = hub
+                        .store
+                        .set_run_state(&rec.run_id, "interrupted", now_ms());
+                }
+            }
+        }
+    }
+
+    /// Rebuilds a run's state from its journal and the flow source it started with.
+    fn rebuild(hub: &Hub, rec: &RunRecord) -> Result<RunState, RunError> {
+        let flow = crate::flows::load_str(&rec.flow, &rec.flow_source)
+            .map_err(|d| RunError::Invalid(join_diags(&d)))?;
+        if let Ok((current, _)) = Self::load_flow(hub, &rec.flow) {
+            if crate::flows::engine::flow_hash(&current) != rec.flow_hash {
+                tracing::warn!(
+                    run = %rec.run_id,
+                    "流程文件已更改 / the flow file changed since this run started; the run \
+                     continues with the version it started with"
+                );
+            }
+        }
+        let mut events = Vec::new();
+        for text in hub.store.events(&rec.run_id)? {
+            let ev: JournalEvent = serde_json::from_str(&text)
+                .map_err(|e| RunError::Other(format!("journal of {}: {e}", rec.run_id)))?;
+            events.push(ev);
+        }
+        Ok(RunState::replay(Arc::new(flow), &events, false)?)
+    }
+
+    /// Finds the run a person means: a run id, or a flow name (its latest run).
+    fn find(&self, name_or_id: &str) -> Option<String> {
+        if self.runs.contains_key(name_or_id) {
+            return Some(name_or_id.to_string());
+        }
+        self.latest
+            .get(name_or_id)
+            .map(|r| r.value().clone())
+            .filter(|id| self.runs.contains_key(id))
+    }
+
+    /// Pause, resume or stop a run in progress.
+    pub fn control(&self, name_or_id: &str, c: Control) -> Result<String, RunError> {
+        let id = self
+            .find(name_or_id)
+            .ok_or_else(|| RunError::NotRunning(name_or_id.to_string()))?;
+        let run = self
+            .runs
+            .get(&id)
+            .ok_or_else(|| RunError::NotRunning(name_or_id.to_string()))?;
+        let word = match &c {
+            Control::Pause => "暂停 / pausing",
+            Control::Resume => "继续 / resuming",
+            Control::Stop(_) => "停止 / stopping",
+        };
+        run.ctl
+            .send(c)
+            .map_err(|_| RunError::NotRunning(name_or_id.to_string()))?;
+        Ok(format!("{word} {id}"))
+    }
+
+    /// The master tab of a run (to check who may control it).
+    pub fn master_of(&self, name_or_id: &str) -> Option<String> {
+        let id = self.find(name_or_id)?;
+        self.runs.get(&id).and_then(|r| r.master.clone())
+    }
+
+    /// Per-node state, tabs and durations of a run (in progress, or the latest finished).
+    pub fn status(&self, hub: &Hub, name_or_id: &str) -> Result<String, RunError> {
+        if let Some(id) = self.find(name_or_id) {
+            if let Some(run) = self.runs.get(&id) {
+                let v = run.view.lock().unwrap_or_else(|p| p.into_inner());
+                return Ok(render_status(&v.snapshot, &v.timings, &v.tabs));
+            }
+        }
+        // A finished run: rebuild it from the journal.
+        let recs = hub
+            .store
+            .runs_in(&["completed", "failed", "stopped", "interrupted"])?;
+        let rec = recs
+            .into_iter()
+            .rev()
+            .find(|r| r.run_id == name_or_id || r.flow == name_or_id)
+            .ok_or_else(|| RunError::NotRunning(name_or_id.to_string()))?;
+        let state = Self::rebuild(hub, &rec)?;
+        Ok(render_status(
+            &state.snapshot(),
+            &HashMap::new(),
+            &HashMap::new(),
+        ))
+    }
+
+    /// Runs in progress: (run id, flow, status).
+    pub fn list(&self) -> Vec<(String, String, String)> {
+        let mut out: Vec<_> = self
+            .runs
+            .iter()
+            .map(|r| {
+                let status = r
+                    .view
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .snapshot
+                    .status;
+                (
+                    r.key().clone(),
+                    r.flow.clone(),
+                    format!("{status:?}").to_lowercase(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn finished(&self, run_id: &str) {
+        self.runs.remove(run_id);
+    }
+}
+
+fn join_diags(d: &[crate::flows::Diagnostic]) -> String {
+    d.iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn render_status(
+    snap: &RunSnapshot,
+    timings: &HashMap<String, (u64, Option<u64>)>,
+    tabs: &HashMap<String, Vec<String>>,
+) -> String {
+    let mut out = format!(
+        "运行 / run {} ({}): {:?}\n",
+        snap.run_id, snap.flow, snap.status
+    );
+    let now = now_ms() as u64;
+    for n in &snap.nodes {
+        let dur = timings
+            .get(&n.id)
+            .map(|(s, e)| {
+                let ms = e.unwrap_or(now).saturating_sub(*s);
+                format!(" {:.1}s", ms as f64 / 1000.0)
+            })
+            .unwrap_or_default();
+        let who = tabs
+            .get(&n.id)
+            .filter(|t| !t.is_empty())
+            .map(|t| format!(" [{}]", t.join(", ")))
+            .unwrap_or_default();
+        out.push_str(&format!("  {:<10} {}{}{}", n.state.name(), n.id, who, dur));
+        if let Some(e) = &n.error {
+            out.push_str(&format!(" — {e}"));
+        }
+        out.push('\n');
+    }
+    if let Some(e) = &snap.error {
+        out.push_str(&format!("错误 / error: {e}\n"));
+    }
+    out
+}
+
+/// One run's driver task: the only place that mutates its `RunState`.
+struct Drive {
+    hub: Arc<Hub>,
+    run_id: String,
+    flow: String,
+    master: Option<String>,
+    view: Arc<Mutex<RunView>>,
+}
+
+impl Drive {
+    fn view(&self) -> std::sync::MutexGuard<'_, RunView> {
+        self.view.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn run(self, mut state: RunState, mut ctl: mpsc::UnboundedReceiver<Control>) {
+        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<JournalEvent>();
+        let mut attempts: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+        loop {
+            let mut wake: Option<u64> = None;
+            for action in state.next_actions(now_ms() as u64) {
+                match action {
+                    Action::Record(ev) => self.record(&ev),
+                    Action::Dispatch(d) => {
+                        let key = d.idempotency_key.clone();
+                        let task = tokio::spawn(dispatch(
+                            self.hub.clone(),
+                            self.run_id.clone(),
+                            self.master.clone(),
+                            d,
+                            ev_tx.clone(),
+                        ));
+                        attempts.insert(key, task.abort_handle());
+                    }
+                    Action::RunCommand(c) => {
+                        let key = c.idempotency_key.clone();
+                        let task = tokio::spawn(run_command(
+                            self.hub.clone(),
+                            self.master.clone(),
+                            c,
+                            ev_tx.clone(),
+                        ));
+                        attempts.insert(key, task.abort_handle());
+                    }
+                    Action::Deliver { node, text } => self.deliver(node.as_deref(), &text),
+                    Action::Cancel {
+                        idempotency_key, ..
+                    } => {
+                        if let Some(t) = attempts.remove(&idempotency_key) {
+                            t.abort();
+                        }
+                        for c in self.hub.registry.all() {
+                            self.hub.tasks.cancel(&c.id, &idempotency_key);
+                        }
+                    }
+                    Action::Wait { until_ms } => {
+                        wake = Some(wake.map_or(until_ms, |w| w.min(until_ms)));
+                    }
+                    Action::Complete { output } => {
+                        self.finish("completed", Some(&output), None);
+                    }
+                    Action::Fail { error } => self.finish("failed", None, Some(&error)),
+                }
+            }
+            self.refresh(&state);
+            if state.is_finished() {
+                if state.status() == RunStatus::Stopped {
+                    self.finish("stopped", None, state.error());
+                }
+                for (_, t) in attempts.drain() {
+                    t.abort();
+                }
+                self.hub.runner.finished(&self.run_id);
+                return;
+            }
+            let sleep = match wake {
+                Some(at) => Duration::from_millis(at.saturating_sub(now_ms() as u64)),
+                None => Duration::from_secs(3600),
+            };
+            tokio::select! {
+                Some(ev) = ev_rx.recv() => {
+                    state.apply(&ev);
+                    self.record(&ev);
+                }
+                Some(c) = ctl.recv() => {
+                    let ev = match c {
+                        Control::Pause => JournalEvent::RunPaused { at_ms: now_ms() as u64 },
+                        Control::Resume => JournalEvent::RunResumed { at_ms: now_ms() as u64 },
+                        Control::Stop(reason) => JournalEvent::RunStopped { reason },
+                    };
+                    state.apply(&ev);
+                    self.record(&ev);
+                    let st = match state.status() {
+                        RunStatus::Paused => "paused",
+                        RunStatus::Stopped => "stopped",
+                        _ => "running",
+                    };
+                    let _ = self.hub.store.set_run_state(&self.run_id, st, now_ms());
+                }
+                _ = tokio::time::sleep(sleep) => {}
+                _ = self.hub.shutdown.cancelled() => {
+                    // The run stays `running` in the store and resumes at the next start.
+                    for (_, t) in attempts.drain() { t.abort(); }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Journals an event (before anything acts on it) and tells the master.
+    fn record(&self, ev: &JournalEvent) {
+        let text = match serde_json::to_string(ev) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!("cannot encode journal event: {e}");
+                return;
+            }
+        };
+        if let Err(e) = self.hub.store.append_event(&self.run_id, &text, now_ms()) {
+            tracing::error!(run = %self.run_id, "journal write failed: {e}");
+        }
+        self.progress(ev);
+    }
+
+    fn progress(&self, ev: &JournalEvent) {
+        let now = now_ms() as u64;
+        let (node, state, detail) = match ev {
+            JournalEvent::NodeQueued { node, items, .. } => {
+                self.view().timings.insert(node.clone(), (now, None));
+                (Some(node), "running", json!({"items": items}))
+            }
+            JournalEvent::PromptSent {
+                node, item, client, ..
+            } => {
+                self.view()
+                    .tabs
+                    .entry(node.clone())
+                    .or_default()
+                    .push(client.clone());
+                (Some(node), "sent", json!({"item": item, "tab": client}))
+            }
+            JournalEvent::ItemOutput {
+                node,
+                item,
+                client,
+                text,
+                ..
+            } => (
+                Some(node),
+                "item_done",
+                json!({"item": item, "tab": client, "chars": text.chars().count()}),
+            ),
+            JournalEvent::ItemFailed {
+                node,
+                item,
+                error,
+                attempt,
+                ..
+            } => (
+                Some(node),
+                "item_failed",
+                json!({"item": item, "error": error, "attempt": attempt}),
+            ),
+            JournalEvent::NodeCompleted { node, .. } => {
+                self.end_timing(node, now);
+                (Some(node), "completed", json!({}))
+            }
+            JournalEvent::NodeFailed { node, error } => {
+                self.end_timing(node, now);
+                (Some(node), "failed", json!({"error": error}))
+            }
+            JournalEvent::NodeSkipped { node, reason } => {
+                (Some(node), "skipped", json!({"reason": reason}))
+            }
+            JournalEvent::RunStarted { .. } => (None, "running", json!({})),
+            JournalEvent::RunPaused { .. } => (None, "paused", json!({})),
+            JournalEvent::RunResumed { .. } => (None, "running", json!({})),
+            JournalEvent::RunStopped { reason } => (None, "stopped", json!({"reason": reason})),
+            JournalEvent::RunCompleted { .. } => (None, "completed", json!({})),
+            JournalEvent::RunFailed { error } => (None, "failed", json!({"error": error})),
+            JournalEvent::AttemptStarted { .. } => return,
+        };
+        let frame = ServerFrame::FlowEvent {
+            run_id: self.run_id.clone(),
+            flow: self.flow.clone(),
+            node_id: node.cloned(),
+            state: state.to_string(),
+            detail: Some(detail),
+        };
+        if let Some(m) = &self.master {
+            let _ = self.hub.registry.send(m, &frame);
+        }
+    }
+
+    fn end_timing(&self, node: &str, now: u64) {
+        if let Some(t) = self.view().timings.get_mut(node) {
+            t.1 = Some(now);
+        }
+    }
+
+    fn refresh(&self, state: &RunState) {
+        self.view().snapshot = state.snapshot();
+    }
+
+    fn deliver(&self, node: Option<&str>, text: &str) {
+        let Some(master) = &self.master else {
+            tracing::info!(run = %self.run_id, "result (no master tab): {text}");
+            return;
+        };
+        let frame = ServerFrame::Deliver {
+            text: text.to_string(),
+            auto_send: false,
+            run_id: Some(self.run_id.clone()),
+        };
+        if let Err(e) = self.hub.registry.send(master, &frame) {
+            tracing::warn!(run = %self.run_id, node = ?node, "cannot deliver: {e}");
+        }
+    }
+
+    fn finish(&self, st: &str, output: Option<&str>, error: Option<&str>) {
+        let _ = self.hub.store.set_run_state(&self.run_id, st, now_ms());
+        tracing::info!(run = %self.run_id, state = st, error = ?error, output_chars = output.map(|o| o.chars().count()), "run finished");
+    }
+}
+
+/// Picks a connected tab for a dispatch: matching the target, not the run's master (unless
+/// named exactly), not in `avoid`, not already busy with another item of the same node,
+/// least loaded first. Waits up to the queue timeout for one to connect.
+async fn pick_tab(hub: &Arc<Hub>, d: &Dispatch, master: Option<&str>) -> Option<Arc<Client>> {
+    let wait = d
+        .timeout
+        .queue_ms
+        .map(Duration::from_millis)
+        .unwrap_or(QUEUE_WAIT);
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut events = hub.events.subscribe();
+    loop {
+        if let Some(c) = choose(hub, d, master) {
+            return Some(c);
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        // Wake on any tab connecting, or re-check periodically (tabs free up).
+        tokio::select! {
+            _ = events.recv() => {}
+            _ = tokio::time::sleep(left.min(Duration::from_millis(250))) => {}
+        }
+    }
+}
+
+fn choose(hub: &Hub, d: &Dispatch, master: Option<&str>) -> Option<Arc<Client>> {
+    let target = match &d.target {
+        Target::Role(r) => format!("role:{r}"),
+        Target::Name(n) => n.clone(),
+    };
+    let mut candidates: Vec<Arc<Client>> = hub
+        .registry
+        .resolve(&target)
+        .into_iter()
+        .filter(|c| {
+            Some(c.id.as_str()) != master
+                || c.id == target
+                || c.info().label.as_deref() == Some(target.as_str())
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    let avoid = |c: &Client| d.avoid.contains(&c.id) || d.avoid.contains(&c.display());
+    if candidates.iter().any(|c| !avoid(c)) {
+        candidates.retain(|c| !avoid(c));
+    }
+    // Items of one node go to distinct tabs when there are enough: skip busy tabs that
+    // already hold a task of this run's node.
+    let prefix = d
+        .idempotency_key
+        .rsplitn(3, '/')
+        .nth(2)
+        .unwrap_or_default()
+        .to_string();
+    let busy_with_node = |c: &Client| {
+        hub.tasks
+            .current(&c.id)
+            .is_some_and(|(task, _)| task.starts_with(&prefix) && !prefix.is_empty())
+    };
+    let spread: Vec<Arc<Client>> = candidates
+        .iter()
+        .filter(|c| !busy_with_node(c))
+        .cloned()
+        .collect();
+    let mut pool = if spread.is_empty() {
+        candidates
+    } else {
+        spread
+    };
+    // Least loaded first; tie → fewest tasks ever, then item index rotation for spread.
+    pool.sort_by_key(|c| {
+        (
+            hub.tasks.load(&c.id),
+            c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    });
+    let least = hub.tasks.load(&pool[0].id);
+    let ties: Vec<_> = pool
+        .iter()
+        .filter(|c| hub.tasks.load(&c.id) == least)
+        .cloned()
+        .collect();
+    Some(ties[d.item % ties.len()].clone())
+}
+
+async fn dispatch(
+    hub: Arc<Hub>,
+    run_id: String,
+    master: Option<String>,
+    d: Dispatch,
+    events: mpsc::UnboundedSender<JournalEvent>,
+) {
+    let failed = |error: String, retryable: bool| JournalEvent::ItemFailed {
+        node: d.node.clone(),
+        item: d.item,
+        attempt: d.attempt,
+        error,
+        retryable,
+        at_ms: now_ms() as u64,
+    };
+    let Some(client) = pick_tab(&hub, &d, master.as_deref()).await else {
+        let _ = events.send(failed(
+            format!(
+                "没有可用的标签页 / no connected tab matches `{}`",
+                match &d.target {
+                    Target::Role(r) => format!("role:{r}"),
+                    Target::Name(n) => n.clone(),
+                }
+            ),
+            true,
+        ));
+        return;
+    };
+    let _ = events.send(JournalEvent::PromptSent {
+        node: d.node.clone(),
+        item: d.item,
+        attempt: d.attempt,
+        client: client.display(),
+    });
+    let attempt = d
+        .timeout
+        .attempt_ms
+        .map(Duration::from_millis)
+        .unwrap_or(hub.config.timing.task_timeout);
+    let mut req = TaskRequest::new(d.prompt.clone(), attempt);
+    req.task_id = Some(d.idempotency_key.clone());
+    req.run_id = Some(run_id);
+    req.node_id = Some(d.node.clone());
+    req.retry = d.attempt.saturating_sub(1);
+    let idle = d.timeout.idle_ms.map(Duration::from_millis);
+    let result = if client.info().role == crate::protocol::Role::Foreman {
+        crate::foreman::cycle(&hub, &client, req).await
+    } else {
+        match idle {
+            Some(idle) => ask_with_idle(&hub, &client, req, idle).await,
+            None => hub.tasks.ask(&client, req).await,
+        }
+    };
+    let ev = match result {
+        Ok(text) => JournalEvent::ItemOutput {
+            node: d.node.clone(),
+            item: d.item,
+            attempt: d.attempt,
+            client: client.display(),
+            text,
+        },
+        Err(e) => failed(e.to_string(), e.retryable()),
+    };
+    let _ = events.send(ev);
+}
+
+/// `ask`, failing when the tab streams nothing for `idle` (a stuck generation).
+async fn ask_with_idle(
+    hub: &Arc<Hub>,
+    client: &Arc<Client>,
+    req: TaskRequest,
+    idle: Duration,
+) -> Result<String, TaskError> {
+    let key = req.task_id.clone().unwrap_or_default();
+    let ask = hub.tasks.ask(client, req);
+    tokio::pin!(ask);
+    let started = now_ms();
+    loop {
+        tokio::select! {
+            r = &mut ask => return r,
+            _ = tokio::time::sleep(idle / 4) => {
+                let last = client.last_stream_ms().max(started);
+                if now_ms() - last > idle.as_millis() as i64 {
+                    hub.tasks.cancel(&client.id, &key);
+                    return Err(TaskError::Timeout(format!("{} (idle)", client.display())));
+                }
+            }
+        }
+    }
+}
+
+async fn run_command(
+    hub: Arc<Hub>,
+    master: Option<String>,
+    c: CommandCall,
+    events: mpsc::UnboundedSender<JournalEvent>,
+) {
+    let result = crate::control::run_flow_command(&hub, master.as_deref(), &c).await;
+    let ev = match result {
+        Ok(text) => JournalEvent::ItemOutput {
+            node: c.node.clone(),
+            item: c.item,
+            attempt: c.attempt,
+            client: String::new(),
+            text,
+        },
+        Err(e) => JournalEvent::ItemFailed {
+            node: c.node.clone(),
+            item: c.item,
+            attempt: c.attempt,
+            error: e,
+            retryable: false,
+            at_ms: now_ms() as u64,
+        },
+    };
+    let _ = events.send(ev);
+}
+
+/// Waits until no run is in progress (tests, demo).
+pub async fn wait_idle(hub: &Hub, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !hub.runner.runs.is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+impl HubEvent {
+    /// The client id the event is about.
+    pub fn client_id(&self) -> &str {
+        match self {
+            HubEvent::Connected(id) | HubEvent::Disconnected(id) | HubEvent::Lost(id) => id,
+        }
+    }
+}

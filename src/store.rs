@@ -1,0 +1,399 @@
+//! The durable store: one SQLite file (WAL) in the data dir holding identities, undelivered
+//! frames, saved flows and the append-only run journal. Schema changes are numbered migrations.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// Numbered schema migrations; `PRAGMA user_version` records how many have run.
+const MIGRATIONS: &[&str] = &[
+    // 1: identities and undelivered frames (hub foundation).
+    "CREATE TABLE clients (
+        client_id TEXT PRIMARY KEY,
+        site TEXT NOT NULL,
+        label TEXT,
+        role TEXT NOT NULL,
+        grp TEXT,
+        url TEXT,
+        last_seen_ms INTEGER NOT NULL
+    );
+    CREATE TABLE pending_frames (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        client_id TEXT NOT NULL,
+        frame TEXT NOT NULL
+    );
+    CREATE INDEX pending_frames_client ON pending_frames(client_id, id);",
+    // 2: flows saved with `manager create`, runs and their journal.
+    "CREATE TABLE flows (
+        name TEXT PRIMARY KEY,
+        source TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        flow TEXT NOT NULL,
+        flow_hash TEXT NOT NULL,
+        flow_source TEXT NOT NULL,
+        master TEXT,
+        state TEXT NOT NULL,
+        started_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );
+    CREATE TABLE journal (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );",
+];
+
+/// Errors from the store; they reach logs, not tabs.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("store: cannot create data dir: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A tab's persisted identity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientRecord {
+    pub client_id: String,
+    pub site: String,
+    pub label: Option<String>,
+    pub role: String,
+    pub group: Option<String>,
+    pub url: Option<String>,
+    pub last_seen_ms: i64,
+}
+
+/// A run's header row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub flow: String,
+    pub flow_hash: String,
+    pub flow_source: String,
+    pub master: Option<String>,
+    pub state: String,
+    pub started_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// Handle to the SQLite file; cheap to clone, one connection behind a mutex (SQLite
+/// serialises writers anyway, and every statement here is short).
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) `data_dir/aicard.db` and runs pending migrations.
+    pub fn open(data_dir: &Path) -> StoreResult<Store> {
+        std::fs::create_dir_all(data_dir)?;
+        let conn = Connection::open(data_dir.join("aicard.db"))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&conn)?;
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite consistent (statements are atomic).
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn upsert_client(&self, c: &ClientRecord) -> StoreResult<()> {
+        self.conn().execute(
+            "INSERT INTO clients (client_id, site, label, role, grp, url, last_seen_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT(client_id) DO UPDATE SET site=?2, label=?3, role=?4, grp=?5, url=?6,
+               last_seen_ms=?7",
+            params![
+                c.client_id,
+                c.site,
+                c.label,
+                c.role,
+                c.group,
+                c.url,
+                c.last_seen_ms
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn client(&self, client_id: &str) -> StoreResult<Option<ClientRecord>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT client_id, site, label, role, grp, url, last_seen_ms FROM clients
+                 WHERE client_id = ?1",
+                params![client_id],
+                |r| {
+                    Ok(ClientRecord {
+                        client_id: r.get(0)?,
+                        site: r.get(1)?,
+                        label: r.get(2)?,
+                        role: r.get(3)?,
+                        group: r.get(4)?,
+                        url: r.get(5)?,
+                        last_seen_ms: r.get(6)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Keeps a frame for a tab that is not connected.
+    pub fn push_pending(&self, client_id: &str, frame: &str) -> StoreResult<()> {
+        self.conn().execute(
+            "INSERT INTO pending_frames (client_id, frame) VALUES (?1, ?2)",
+            params![client_id, frame],
+        )?;
+        Ok(())
+    }
+
+    /// Removes and returns a tab's undelivered frames, oldest first.
+    pub fn take_pending(&self, client_id: &str) -> StoreResult<Vec<String>> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let frames = {
+            let mut stmt =
+                tx.prepare("SELECT frame FROM pending_frames WHERE client_id = ?1 ORDER BY id")?;
+            let rows = stmt.query_map(params![client_id], |r| r.get::<_, String>(0))?;
+            rows.collect::<Result<Vec<_>, _>>()?
+        };
+        tx.execute(
+            "DELETE FROM pending_frames WHERE client_id = ?1",
+            params![client_id],
+        )?;
+        tx.commit()?;
+        Ok(frames)
+    }
+
+    pub fn pending_count(&self, client_id: &str) -> StoreResult<usize> {
+        let n: i64 = self.conn().query_row(
+            "SELECT COUNT(*) FROM pending_frames WHERE client_id = ?1",
+            params![client_id],
+            |r| r.get(0),
+        )?;
+        Ok(n as usize)
+    }
+
+    pub fn save_flow(&self, name: &str, source: &str, now_ms: i64) -> StoreResult<()> {
+        self.conn().execute(
+            "INSERT INTO flows (name, source, created_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT(name) DO UPDATE SET source=?2, created_ms=?3",
+            params![name, source, now_ms],
+        )?;
+        Ok(())
+    }
+
+    pub fn flow_source(&self, name: &str) -> StoreResult<Option<String>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT source FROM flows WHERE name = ?1",
+                params![name],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    pub fn saved_flows(&self) -> StoreResult<Vec<String>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT name FROM flows ORDER BY name")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    pub fn delete_flow(&self, name: &str) -> StoreResult<bool> {
+        Ok(self
+            .conn()
+            .execute("DELETE FROM flows WHERE name = ?1", params![name])?
+            > 0)
+    }
+
+    pub fn insert_run(&self, r: &RunRecord) -> StoreResult<()> {
+        self.conn().execute(
+            "INSERT INTO runs (run_id, flow, flow_hash, flow_source, master, state, started_ms,
+               updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                r.run_id,
+                r.flow,
+                r.flow_hash,
+                r.flow_source,
+                r.master,
+                r.state,
+                r.started_ms,
+                r.updated_ms
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_run_state(&self, run_id: &str, state: &str, now_ms: i64) -> StoreResult<()> {
+        self.conn().execute(
+            "UPDATE runs SET state = ?2, updated_ms = ?3 WHERE run_id = ?1",
+            params![run_id, state, now_ms],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_run_master(&self, run_id: &str, master: &str) -> StoreResult<()> {
+        self.conn().execute(
+            "UPDATE runs SET master = ?2 WHERE run_id = ?1",
+            params![run_id, master],
+        )?;
+        Ok(())
+    }
+
+    /// Runs whose state is one of `states` (e.g. running, paused), oldest first.
+    pub fn runs_in(&self, states: &[&str]) -> StoreResult<Vec<RunRecord>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT run_id, flow, flow_hash, flow_source, master, state, started_ms, updated_ms
+             FROM runs ORDER BY started_ms",
+        )?;
+        let rows = stmt.query_map([], run_from_row)?;
+        let all = rows.collect::<Result<Vec<_>, _>>()?;
+        Ok(all
+            .into_iter()
+            .filter(|r| states.contains(&r.state.as_str()))
+            .collect())
+    }
+
+    pub fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT run_id, flow, flow_hash, flow_source, master, state, started_ms,
+                   updated_ms FROM runs WHERE run_id = ?1",
+                params![run_id],
+                run_from_row,
+            )
+            .optional()?)
+    }
+
+    /// Appends one journal event; `seq` is assigned here, dense per run.
+    pub fn append_event(&self, run_id: &str, event_json: &str, now_ms: i64) -> StoreResult<i64> {
+        let conn = self.conn();
+        let seq: i64 = conn.query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE run_id = ?1",
+            params![run_id],
+            |r| r.get(0),
+        )?;
+        conn.execute(
+            "INSERT INTO journal (run_id, seq, at_ms, event) VALUES (?1, ?2, ?3, ?4)",
+            params![run_id, seq, now_ms, event_json],
+        )?;
+        Ok(seq)
+    }
+
+    /// A run's journal in order.
+    pub fn events(&self, run_id: &str) -> StoreResult<Vec<String>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT event FROM journal WHERE run_id = ?1 ORDER BY seq")?;
+        let rows = stmt.query_map(params![run_id], |r| r.get(0))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+}
+
+fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+    Ok(RunRecord {
+        run_id: r.get(0)?,
+        flow: r.get(1)?,
+        flow_hash: r.get(2)?,
+        flow_source: r.get(3)?,
+        master: r.get(4)?,
+        state: r.get(5)?,
+        started_ms: r.get(6)?,
+        updated_ms: r.get(7)?,
+    })
+}
+
+fn migrate(conn: &Connection) -> StoreResult<()> {
+    let done: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(done.max(0) as usize) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql}; PRAGMA user_version = {}; COMMIT;",
+            i + 1
+        ))?;
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_and_pending_frames_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = Store::open(dir.path()).unwrap();
+            s.upsert_client(&ClientRecord {
+                client_id: "c1".into(),
+                site: "deepseek".into(),
+                label: Some("ds".into()),
+                role: "worker".into(),
+                group: None,
+                url: None,
+                last_seen_ms: 1,
+            })
+            .unwrap();
+            s.push_pending("c1", "{\"a\":1}").unwrap();
+            s.push_pending("c1", "{\"a\":2}").unwrap();
+        }
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            s.client("c1").unwrap().unwrap().label.as_deref(),
+            Some("ds")
+        );
+        assert_eq!(s.pending_count("c1").unwrap(), 2);
+        assert_eq!(
+            s.take_pending("c1").unwrap(),
+            vec!["{\"a\":1}", "{\"a\":2}"]
+        );
+        assert!(s.take_pending("c1").unwrap().is_empty());
+    }
+
+    #[test]
+    fn journal_is_ordered_per_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(s.append_event("r1", "e1", 1).unwrap(), 1);
+        assert_eq!(s.append_event("r2", "x1", 1).unwrap(), 1);
+        assert_eq!(s.append_event("r1", "e2", 2).unwrap(), 2);
+        assert_eq!(s.events("r1").unwrap(), vec!["e1", "e2"]);
+    }
+
+    #[test]
+    fn migrations_are_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        Store::open(dir.path()).unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let v: i64 = s
+            .conn()
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v as usize, MIGRATIONS.len());
+    }
+}

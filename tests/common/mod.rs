@@ -1,0 +1,343 @@
+//! Shared test helpers: start a real hub on an ephemeral port and talk to it with real
+//! WebSocket clients. Every wait has a timeout; nothing sleeps to synchronise.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use aicard::config::HubConfig;
+use aicard::hub::{Hub, RunningHub};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub const TOKEN: &str = "test-token";
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A hub on port 0 with short timings and its temp data dir (kept alive with it).
+pub struct TestHub {
+    pub running: RunningHub,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestHub {
+    pub async fn start() -> TestHub {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut HubConfig)) -> TestHub {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = HubConfig::for_tests(dir.path().to_path_buf());
+        tweak(&mut config);
+        let running = Hub::start(config).await.expect("hub starts");
+        TestHub { running, dir }
+    }
+
+    pub fn ws_url(&self, path: &str) -> String {
+        format!("ws://{}{}", self.running.addr, path)
+    }
+
+    pub fn http_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.running.addr, path)
+    }
+
+    pub fn hub(&self) -> &std::sync::Arc<Hub> {
+        &self.running.hub
+    }
+
+    /// Connects to `/realtime` and says hello; returns the socket and the welcome frame.
+    pub async fn tab(&self, site: &str, label: Option<&str>) -> (Ws, Value) {
+        let mut ws = self.connect("/realtime").await;
+        let mut hello = json!({"type": "hello", "token": TOKEN, "site": site});
+        if let Some(l) = label {
+            hello["label"] = json!(l);
+        }
+        send(&mut ws, &hello).await;
+        let welcome = recv(&mut ws).await;
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        (ws, welcome)
+    }
+
+    pub async fn connect(&self, path: &str) -> Ws {
+        let (ws, _) =
+            tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(self.ws_url(path)))
+                .await
+                .expect("connect in time")
+                .expect("connect");
+        ws
+    }
+
+    /// Connects with extra request headers (Origin, Host); returns the HTTP error if refused.
+    pub async fn connect_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
+        let mut req = self.ws_url(path).into_client_request().unwrap();
+        for (k, v) in headers {
+            let name: tokio_tungstenite::tungstenite::http::HeaderName =
+                k.parse().expect("header name");
+            req.headers_mut()
+                .insert(name, v.parse().expect("header value"));
+        }
+        tokio_tungstenite::connect_async(req)
+            .await
+            .map(|(ws, _)| ws)
+    }
+}
+
+pub async fn send(ws: &mut Ws, v: &Value) {
+    ws.send(Message::Text(v.to_string().into()))
+        .await
+        .expect("send");
+}
+
+pub async fn send_raw(ws: &mut Ws, text: &str) {
+    ws.send(Message::Text(text.to_string().into()))
+        .await
+        .expect("send");
+}
+
+/// Next JSON frame (skipping pings/pongs); panics on timeout or close.
+pub async fn recv(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("frame in time")
+            .expect("socket open")
+            .expect("frame ok");
+        match msg {
+            Message::Text(t) => return serde_json::from_str(&t).expect("json frame"),
+            Message::Close(c) => panic!("closed: {c:?}"),
+            _ => continue,
+        }
+    }
+}
+
+/// Next frame of a given type, skipping others.
+pub async fn recv_type(ws: &mut Ws, ty: &str) -> Value {
+    loop {
+        let v = recv(ws).await;
+        if v["type"] == ty {
+            return v;
+        }
+    }
+}
+
+/// Reads until the hub closes the socket; returns the close code.
+pub async fn close_code(ws: &mut Ws) -> Option<CloseCode> {
+    loop {
+        let msg = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("close in time");
+        match msg {
+            Some(Ok(Message::Close(c))) => return c.map(|c| c.code),
+            Some(Ok(_)) => continue,
+            Some(Err(_)) | None => return None,
+        }
+    }
+}
+
+/// Answers the next task with `reply(prompt)`; returns the task frame.
+pub async fn answer_task(ws: &mut Ws, reply: impl FnOnce(&str) -> String) -> Value {
+    let task = recv_type(ws, "task").await;
+    let id = task["task_id"].as_str().unwrap().to_string();
+    let text = reply(task["prompt"].as_str().unwrap());
+    send(
+        ws,
+        &json!({"type":"task_update","task_id":id,"state":"accepted"}),
+    )
+    .await;
+    send(
+        ws,
+        &json!({"type":"chunk","turn_id":format!("t-{id}"),"seq":0,"text":text}),
+    )
+    .await;
+    send(
+        ws,
+        &json!({"type":"turn_end","turn_id":format!("t-{id}"),"text":text,"task_id":id}),
+    )
+    .await;
+    task
+}
+
+/// Waits for a hub event matching `pred`.
+pub async fn wait_event(
+    rx: &mut tokio::sync::broadcast::Receiver<aicard::hub::HubEvent>,
+    pred: impl Fn(&aicard::hub::HubEvent) -> bool,
+) -> aicard::hub::HubEvent {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match rx.recv().await {
+                Ok(e) if pred(&e) => return e,
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(e) => panic!("event channel: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("event in time")
+}
+
+/// How a scripted tab answers a prompt.
+pub enum Reply {
+    /// Stream this text after the delay (the model "thinking"; not synchronisation).
+    Text(Duration, String),
+    /// Report the task failed with this reason.
+    Fail(String),
+    /// Never answer (a stuck tab).
+    Silent,
+}
+
+/// A scripted tab: answers every task with `script(prompt)`, records the prompts it got, and
+/// forwards every other frame to `frames`.
+pub struct ScriptedTab {
+    pub client_id: String,
+    pub prompts: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub frames: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    out: tokio::sync::mpsc::UnboundedSender<Value>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl ScriptedTab {
+    pub async fn connect(
+        ws_url: &str,
+        hello: Value,
+        script: impl Fn(&str) -> Reply + Send + Sync + 'static,
+    ) -> ScriptedTab {
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(ws_url))
+            .await
+            .expect("connect in time")
+            .expect("connect");
+        let (mut sink, mut stream) = ws.split();
+        sink.send(Message::Text(hello.to_string().into()))
+            .await
+            .unwrap();
+        let welcome: Value = loop {
+            match tokio::time::timeout(WAIT, stream.next())
+                .await
+                .expect("welcome in time")
+            {
+                Some(Ok(Message::Text(t))) => break serde_json::from_str(&t).unwrap(),
+                Some(Ok(_)) => continue,
+                other => panic!("no welcome: {other:?}"),
+            }
+        };
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        let client_id = welcome["client_id"].as_str().unwrap().to_string();
+        let (out_tx, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        tokio::spawn(async move {
+            while let Some(v) = out_rx.recv().await {
+                if sink
+                    .send(Message::Text(v.to_string().into()))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let prompts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (frames_tx, frames) = tokio::sync::mpsc::unbounded_channel();
+        let out = out_tx.clone();
+        let seen = prompts.clone();
+        let script = std::sync::Arc::new(script);
+        let reader = tokio::spawn(async move {
+            while let Some(Ok(msg)) = stream.next().await {
+                let Message::Text(t) = msg else { continue };
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] != "task" {
+                    let _ = frames_tx.send(v);
+                    continue;
+                }
+                let id = v["task_id"].as_str().unwrap().to_string();
+                let prompt = v["prompt"].as_str().unwrap().to_string();
+                seen.lock().unwrap().push(prompt.clone());
+                let out = out.clone();
+                let script = script.clone();
+                tokio::spawn(async move {
+                    let _ = out.send(json!({"type":"task_update","task_id":id,"state":"accepted"}));
+                    match script(&prompt) {
+                        Reply::Text(delay, text) => {
+                            tokio::time::sleep(delay).await;
+                            let turn = format!("turn-{id}");
+                            let _ = out
+                                .send(json!({"type":"chunk","turn_id":turn,"seq":0,"text":text}));
+                            let _ = out.send(
+                                json!({"type":"turn_end","turn_id":turn,"text":text,"task_id":id}),
+                            );
+                        }
+                        Reply::Fail(reason) => {
+                            let _ = out.send(json!({"type":"task_update","task_id":id,"state":"failed","error":reason}));
+                        }
+                        Reply::Silent => {}
+                    }
+                });
+            }
+        });
+        ScriptedTab {
+            client_id,
+            prompts,
+            frames,
+            out: out_tx,
+            reader,
+        }
+    }
+
+    pub fn send(&self, v: Value) {
+        let _ = self.out.send(v);
+    }
+
+    /// Next frame of type `ty` (others skipped).
+    pub async fn next(&mut self, ty: &str) -> Value {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let v = self.frames.recv().await.expect("tab open");
+                if v["type"] == ty {
+                    return v;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no `{ty}` frame in time"))
+    }
+
+    /// Types a command as the person would; returns its cmd_result.
+    pub async fn command(&mut self, text: &str) -> Value {
+        self.send(json!({"type":"user_input","text":text}));
+        self.next("cmd_result").await
+    }
+
+    pub fn prompts(&self) -> Vec<String> {
+        self.prompts.lock().unwrap().clone()
+    }
+
+    /// Drops the connection abruptly.
+    pub fn kill(self) {
+        self.reader.abort();
+    }
+}
+
+pub fn hello(label: &str, site: &str, role: &str) -> Value {
+    json!({"type":"hello","token":TOKEN,"site":site,"label":label,"role":role})
+}
+
+/// Waits until a run-level flow_event with one of `states` arrives; returns it.
+pub async fn run_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let v = tab.next("flow_event").await;
+            if v["node_id"].is_null() && states.contains(&v["state"].as_str().unwrap_or("")) {
+                return v;
+            }
+        }
+    })
+    .await
+    .expect("run event in time")
+}

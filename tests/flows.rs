@@ -1,0 +1,468 @@
+//! Flows on the real hub with scripted tabs: parallel fan-out, chains, aggregation, `when`,
+//! `for_each`, retries with failover, pause/resume/stop, and durability across a SIGKILL.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+fn write_flow(dir: &Path, name: &str, yaml: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.yaml")), yaml).unwrap();
+}
+
+async fn hub_with_flows(flows: &[(&str, &str)]) -> TestHub {
+    let h = TestHub::start_with(|c| c.flows_dir = c.data_dir.join("flows")).await;
+    for (name, yaml) in flows {
+        write_flow(&h.hub().config.flows_dir, name, yaml);
+    }
+    h
+}
+
+fn slow(label: &'static str, ms: u64) -> impl Fn(&str) -> Reply + Send + Sync + 'static {
+    move |p: &str| Reply::Text(Duration::from_millis(ms), format!("{label}: {p}"))
+}
+
+/// Runs `cmd` from the master and waits for the run to finish; returns (final state, the
+/// text delivered to the master).
+async fn run_flow(master: &mut ScriptedTab, cmd: &str) -> (String, Option<String>) {
+    master.send(json!({"type":"user_input","text":cmd}));
+    let mut delivered = None;
+    let state = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let v = master.frames.recv().await.expect("master open");
+            match v["type"].as_str() {
+                Some("deliver") => {
+                    delivered.get_or_insert(v["text"].as_str().unwrap().to_string());
+                }
+                Some("cmd_result") if v["result"]["success"] == false => {
+                    panic!("run refused: {v}")
+                }
+                Some("flow_event") if v["node_id"].is_null() => {
+                    let s = v["state"].as_str().unwrap().to_string();
+                    if matches!(s.as_str(), "completed" | "failed" | "stopped") {
+                        return s;
+                    }
+                }
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("run finished in time");
+    (state, delivered)
+}
+
+const PARALLEL: &str = r#"
+name: par
+nodes:
+  - id: fan
+    to: [w1, w2, w3]
+    prompt: "think about it"
+    aggregate: list
+  - id: out
+    needs: fan
+    to: master
+    prompt: "${fan.output}"
+"#;
+
+#[tokio::test]
+async fn three_one_second_workers_take_about_one_second_not_three() {
+    let h = hub_with_flows(&[("par", PARALLEL)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master =
+        ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), slow("m", 1)).await;
+    let mut tabs = Vec::new();
+    for l in ["w1", "w2", "w3"] {
+        tabs.push(ScriptedTab::connect(&url, hello(l, "sim", "worker"), slow(l, 1000)).await);
+    }
+    let t0 = Instant::now();
+    let (state, out) = run_flow(&mut master, "?<manager run par>!").await;
+    let took = t0.elapsed();
+    assert_eq!(state, "completed");
+    assert!(
+        took < Duration::from_millis(2500),
+        "took {took:?}: not parallel"
+    );
+    let list: Vec<String> = serde_json::from_str(&out.unwrap()).unwrap();
+    assert_eq!(
+        list,
+        vec![
+            "w1: think about it",
+            "w2: think about it",
+            "w3: think about it"
+        ]
+    );
+}
+
+const CHAIN: &str = r#"
+name: chain
+inputs: {topic: {default: tea}}
+nodes:
+  - id: a
+    to: up
+    prompt: "start $topic"
+  - id: b
+    needs: a
+    to: up
+    prompt: "next ${a.output}"
+  - id: skipme
+    needs: b
+    to: up
+    when: "false"
+    prompt: "never"
+  - id: each
+    needs: b
+    to: up
+    for_each: {items: [apple, pear], as: it}
+    prompt: "item {{ it }}"
+    aggregate: list
+  - id: vote
+    needs: b
+    to: [v1, v2, v3]
+    prompt: "pick"
+    aggregate: vote
+  - id: out
+    needs: [each, vote]
+    to: master
+    prompt: "${b.output} | ${each.output} | ${vote.output}"
+"#;
+
+#[tokio::test]
+async fn chains_when_for_each_and_vote() {
+    let h = hub_with_flows(&[("chain", CHAIN)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master =
+        ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), slow("m", 1)).await;
+    let up = ScriptedTab::connect(&url, hello("up", "deepseek", "worker"), |p: &str| {
+        Reply::Text(Duration::from_millis(5), p.to_uppercase())
+    })
+    .await;
+    let _v1 = ScriptedTab::connect(&url, hello("v1", "sim", "worker"), |_: &str| {
+        Reply::Text(Duration::ZERO, "Blue".into())
+    })
+    .await;
+    let _v2 = ScriptedTab::connect(&url, hello("v2", "sim", "worker"), |_: &str| {
+        Reply::Text(Duration::ZERO, "blue ".into())
+    })
+    .await;
+    let _v3 = ScriptedTab::connect(&url, hello("v3", "sim", "worker"), |_: &str| {
+        Reply::Text(Duration::ZERO, "red".into())
+    })
+    .await;
+    let (state, out) = run_flow(&mut master, "?<manager run chain topic=tea>!").await;
+    assert_eq!(state, "completed");
+    let out = out.unwrap();
+    assert!(out.starts_with("NEXT START TEA | "), "{out}");
+    assert!(out.contains(r#"["ITEM APPLE","ITEM PEAR"]"#), "{out}");
+    assert!(out.to_lowercase().ends_with("blue"), "{out}");
+    assert!(
+        !up.prompts().iter().any(|p| p == "never"),
+        "when: false still ran"
+    );
+}
+
+const RETRY: &str = r#"
+name: retry
+nodes:
+  - id: ask
+    to: role:worker
+    prompt: "hello"
+    retry: {max: 2, backoff: {initial: 10ms, factor: 2, max: 50ms}}
+  - id: out
+    needs: ask
+    to: master
+    prompt: "${ask.output}"
+"#;
+
+#[tokio::test]
+async fn a_failing_tab_is_retried_on_another_tab() {
+    let h = hub_with_flows(&[("retry", RETRY)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master =
+        ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), slow("m", 1)).await;
+    let bad = ScriptedTab::connect(&url, hello("bad", "doubao", "worker"), |_: &str| {
+        Reply::Fail("429 rate limited".into())
+    })
+    .await;
+    let good = ScriptedTab::connect(&url, hello("good", "kimi", "worker"), slow("good", 5)).await;
+    let (state, out) = run_flow(&mut master, "?<manager run retry>!").await;
+    assert_eq!(state, "completed");
+    assert_eq!(out.unwrap(), "good: hello");
+    assert_eq!(good.prompts().len(), 1);
+    assert!(
+        bad.prompts().len() <= 1,
+        "the failing tab was not avoided: {:?}",
+        bad.prompts()
+    );
+}
+
+#[tokio::test]
+async fn a_flow_that_cannot_succeed_fails_with_the_reason() {
+    let h = hub_with_flows(&[("retry", RETRY)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master =
+        ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), slow("m", 1)).await;
+    let _bad = ScriptedTab::connect(&url, hello("bad", "doubao", "worker"), |_: &str| {
+        Reply::Fail("captcha".into())
+    })
+    .await;
+    let (state, _) = run_flow(&mut master, "?<manager run retry>!").await;
+    assert_eq!(state, "failed");
+    let status = master.command("?<manager status retry>!").await;
+    assert!(
+        status["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("captcha"),
+        "{status}"
+    );
+}
+
+const TWO_STEP: &str = r#"
+name: twostep
+nodes:
+  - id: first
+    to: w
+    prompt: "one"
+  - id: second
+    needs: first
+    to: w
+    prompt: "two"
+  - id: out
+    needs: second
+    to: master
+    prompt: "${second.output}"
+"#;
+
+#[tokio::test]
+async fn pause_resume_and_stop() {
+    let h = hub_with_flows(&[("twostep", TWO_STEP)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master =
+        ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), slow("m", 1)).await;
+    let w = ScriptedTab::connect(&url, hello("w", "claude", "worker"), slow("w", 300)).await;
+    master.send(json!({"type":"user_input","text":"?<manager run twostep>!"}));
+    // Pause while `first` is in flight: `second` must not start until resumed.
+    loop {
+        let v = master.next("flow_event").await;
+        if v["node_id"] == "first" && v["state"] == "sent" {
+            break;
+        }
+    }
+    let r = master.command("?<manager pause twostep>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    loop {
+        let v = master.next("flow_event").await;
+        if v["node_id"] == "first" && v["state"] == "completed" {
+            break;
+        }
+    }
+    let status = master.command("?<manager status twostep>!").await;
+    let text = status["result"]["output"].as_str().unwrap().to_string();
+    assert!(text.contains("Paused"), "{text}");
+    assert_eq!(w.prompts(), vec!["one"], "second started while paused");
+    master.command("?<manager resume twostep>!").await;
+    let (state, out) = {
+        let mut delivered = None;
+        let state = loop {
+            let v = master.frames.recv().await.unwrap();
+            if v["type"] == "deliver" {
+                delivered = v["text"].as_str().map(String::from);
+            }
+            if v["type"] == "flow_event" && v["node_id"].is_null() && v["state"] != "running" {
+                break v["state"].as_str().unwrap().to_string();
+            }
+        };
+        (state, delivered)
+    };
+    assert_eq!(state, "completed");
+    assert_eq!(out.unwrap(), "w: two");
+
+    // Stop: a run stopped mid-way ends as stopped.
+    master.send(json!({"type":"user_input","text":"?<manager run twostep>!"}));
+    loop {
+        let v = master.next("flow_event").await;
+        if v["node_id"] == "first" && v["state"] == "sent" {
+            break;
+        }
+    }
+    master.command("?<manager stop twostep>!").await;
+    let end = run_event(&mut master, &["stopped", "completed", "failed"]).await;
+    assert_eq!(end["state"], "stopped");
+}
+
+const DURABLE: &str = r#"
+name: durable
+nodes:
+  - id: a
+    to: wa
+    prompt: "alpha"
+  - id: b
+    needs: a
+    to: wb
+    prompt: "beta after ${a.output}"
+  - id: out
+    needs: b
+    to: master
+    prompt: "${b.output}"
+"#;
+
+/// The real binary, killed with SIGKILL mid-run and restarted on the same data dir.
+struct HubProcess {
+    child: std::process::Child,
+}
+
+impl HubProcess {
+    fn start(data: &Path, flows: &Path, port: u16) -> HubProcess {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_aicard"))
+            .args([
+                "serve",
+                "--port",
+                &port.to_string(),
+                "--token",
+                TOKEN,
+                "--data-dir",
+            ])
+            .arg(data)
+            .arg("--flows")
+            .arg(flows)
+            .arg("--role-cards")
+            .arg(data.join("no-cards"))
+            .env("RUST_LOG", "aicard=warn")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start aicard serve");
+        HubProcess { child }
+    }
+
+    fn kill9(mut self) {
+        let _ = self.child.kill(); // SIGKILL on Unix
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn wait_healthy(port: u16) {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("hub up in time");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn resume_hello(label: &str, site: &str, role: &str, id: &str) -> Value {
+    let mut h = hello(label, site, role);
+    h["client_id"] = json!(id);
+    h
+}
+
+#[tokio::test]
+async fn a_run_survives_sigkill_and_completed_nodes_are_not_sent_again() {
+    let data = tempfile::tempdir().unwrap();
+    let flows = data.path().join("flows");
+    write_flow(&flows, "durable", DURABLE);
+    let port = free_port();
+    let hub = HubProcess::start(data.path(), &flows, port);
+    wait_healthy(port).await;
+    let url = format!("ws://127.0.0.1:{port}/realtime");
+    let mut master =
+        ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), slow("m", 1)).await;
+    let wa = ScriptedTab::connect(&url, hello("wa", "deepseek", "worker"), slow("wa", 5)).await;
+    // wb never answers before the crash: its task is in flight when the hub dies.
+    let wb = ScriptedTab::connect(&url, hello("wb", "qianwen", "worker"), |_: &str| {
+        Reply::Silent
+    })
+    .await;
+    master.send(json!({"type":"user_input","text":"?<manager run durable>!"}));
+    loop {
+        let v = master.next("flow_event").await;
+        if v["node_id"] == "b" && v["state"] == "sent" {
+            break;
+        }
+    }
+    // b's task reached wb (its prompt is recorded by the scripted tab).
+    tokio::time::timeout(WAIT, async {
+        while wb.prompts().is_empty() {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("b reached wb");
+    let (master_id, wa_id, wb_id) = (
+        master.client_id.clone(),
+        wa.client_id.clone(),
+        wb.client_id.clone(),
+    );
+    let wa_prompts_before = wa.prompts();
+    hub.kill9();
+    master.kill();
+    wa.kill();
+    wb.kill();
+
+    let hub = HubProcess::start(data.path(), &flows, port);
+    wait_healthy(port).await;
+    let mut master = ScriptedTab::connect(
+        &url,
+        resume_hello("boss", "chatgpt", "master", &master_id),
+        slow("m", 1),
+    )
+    .await;
+    let wa = ScriptedTab::connect(
+        &url,
+        resume_hello("wa", "deepseek", "worker", &wa_id),
+        slow("wa", 5),
+    )
+    .await;
+    let wb = ScriptedTab::connect(
+        &url,
+        resume_hello("wb", "qianwen", "worker", &wb_id),
+        slow("wb", 5),
+    )
+    .await;
+    assert_eq!(master.client_id, master_id);
+    let delivered = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let v = master.frames.recv().await.unwrap();
+            if v["type"] == "deliver" {
+                return v["text"].as_str().unwrap().to_string();
+            }
+        }
+    })
+    .await
+    .expect("the resumed run delivered");
+    assert_eq!(delivered, "wb: beta after wa: alpha");
+    assert_eq!(wa_prompts_before, vec!["alpha"]);
+    assert!(
+        wa.prompts().is_empty(),
+        "completed node a was sent again: {:?}",
+        wa.prompts()
+    );
+    assert_eq!(wb.prompts(), vec!["beta after wa: alpha"]);
+    drop(hub);
+}

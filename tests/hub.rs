@@ -1,0 +1,534 @@
+//! Hub foundation, over real sockets: refusals, identity and resume, bad frames, limits,
+//! heartbeats, slow consumers, the SSE+POST transport, task queues, 1,000 tabs, shutdown.
+
+mod common;
+
+use std::time::Duration;
+
+use aicard::hub::tasks::TaskRequest;
+use aicard::hub::HubEvent;
+use aicard::protocol::ServerFrame;
+use common::*;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message;
+
+fn http_status(err: tokio_tungstenite::tungstenite::Error) -> StatusCode {
+    match err {
+        tokio_tungstenite::tungstenite::Error::Http(resp) => resp.status(),
+        other => panic!("expected an HTTP refusal, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn welcome_gives_id_role_and_heartbeat() {
+    let h = TestHub::start().await;
+    let (_ws, welcome) = h.tab("deepseek", Some("ds-1")).await;
+    assert_eq!(welcome["role"], "worker");
+    assert_eq!(welcome["label"], "ds-1");
+    assert_eq!(welcome["heartbeat_ms"], 200);
+    assert_eq!(welcome["client_id"].as_str().unwrap().len(), 36);
+}
+
+#[tokio::test]
+async fn refuses_bad_token() {
+    let h = TestHub::start().await;
+    let mut ws = h.connect("/realtime").await;
+    send(&mut ws, &json!({"type":"hello","token":"wrong","site":"x"})).await;
+    let err = recv(&mut ws).await;
+    assert_eq!(err["type"], "error");
+    assert_eq!(err["code"], "bad_token");
+    assert_eq!(close_code(&mut ws).await, Some(CloseCode::Policy));
+}
+
+#[tokio::test]
+async fn refuses_foreign_host_and_origin_before_upgrade() {
+    let h = TestHub::start().await;
+    let e = h
+        .connect_with("/realtime", &[("Host", "evil.example:8027")])
+        .await
+        .expect_err("bad host refused");
+    assert_eq!(http_status(e), StatusCode::FORBIDDEN);
+    let e = h
+        .connect_with("/realtime", &[("Origin", "https://evil.example")])
+        .await
+        .expect_err("bad origin refused");
+    assert_eq!(http_status(e), StatusCode::FORBIDDEN);
+    let e = h
+        .connect_with("/heartbeat", &[("Origin", "http://claude.ai")])
+        .await
+        .expect_err("plain-http chat origin refused");
+    assert_eq!(http_status(e), StatusCode::FORBIDDEN);
+    // A real chat site's origin and the hub's own are fine.
+    h.connect_with("/realtime", &[("Origin", "https://chat.deepseek.com")])
+        .await
+        .expect("chat origin allowed");
+    let own = h.http_url("");
+    h.connect_with("/realtime", &[("Origin", own.as_str())])
+        .await
+        .expect("hub origin allowed");
+}
+
+#[tokio::test]
+async fn closes_a_socket_that_never_says_hello() {
+    let h = TestHub::start().await;
+    let mut ws = h.connect("/realtime").await;
+    assert_eq!(close_code(&mut ws).await, Some(CloseCode::Policy));
+}
+
+#[tokio::test]
+async fn first_frame_must_be_hello() {
+    let h = TestHub::start().await;
+    let mut ws = h.connect("/realtime").await;
+    send(&mut ws, &json!({"type":"chunk","turn_id":"a","text":"x"})).await;
+    let err = recv(&mut ws).await;
+    assert_eq!(err["code"], "hello_required");
+    assert_eq!(close_code(&mut ws).await, Some(CloseCode::Policy));
+}
+
+#[tokio::test]
+async fn bad_json_and_unknown_types_get_errors_and_the_connection_lives() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("deepseek", None).await;
+    send_raw(&mut ws, "{not json").await;
+    let e = recv(&mut ws).await;
+    assert_eq!(e["type"], "error");
+    assert_eq!(e["code"], "bad_json");
+    send(&mut ws, &json!({"type":"self_destruct"})).await;
+    let e = recv(&mut ws).await;
+    assert_eq!(e["code"], "unknown_type");
+    assert!(e["message"].as_str().unwrap().contains("self_destruct"));
+    send(&mut ws, &json!({"type":"hello","token":TOKEN})).await;
+    assert_eq!(recv(&mut ws).await["code"], "hello_required");
+    // Still alive: a heartbeat gets its answer.
+    send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut ws).await["type"], "heartbeat");
+}
+
+#[tokio::test]
+async fn oversized_frame_closes_1009_and_the_hub_keeps_running() {
+    let h = TestHub::start_with(|c| c.limits.max_frame_bytes = 16 * 1024).await;
+    let (mut ws, _) = h.tab("deepseek", None).await;
+    let big = "x".repeat(64 * 1024);
+    let _ = ws
+        .send(Message::Text(
+            json!({"type":"chunk","turn_id":"a","text":big})
+                .to_string()
+                .into(),
+        ))
+        .await;
+    assert_eq!(close_code(&mut ws).await, Some(CloseCode::Size));
+    let (_ws2, welcome) = h.tab("deepseek", None).await;
+    assert_eq!(welcome["type"], "welcome");
+}
+
+#[tokio::test]
+async fn resume_keeps_identity_and_delivers_what_waited() {
+    let h = TestHub::start().await;
+    let mut events = h.hub().events.subscribe();
+    let (ws, welcome) = h.tab("qianwen", Some("qw")).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    drop(ws);
+    wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
+    // Sent while the tab is away: kept for it.
+    let frame = ServerFrame::Deliver {
+        text: "while you were away".into(),
+        auto_send: false,
+        run_id: None,
+    };
+    h.hub().registry.send(&id, &frame).unwrap();
+    let mut ws = h.connect("/realtime").await;
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"qianwen"}),
+    )
+    .await;
+    let w = recv(&mut ws).await;
+    assert_eq!(w["client_id"], id.as_str());
+    assert_eq!(w["label"], "qw");
+    let d = recv(&mut ws).await;
+    assert_eq!(d["type"], "deliver");
+    assert_eq!(d["text"], "while you were away");
+}
+
+#[tokio::test]
+async fn resume_after_hub_restart_uses_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mk = || {
+        let mut c = aicard::config::HubConfig::for_tests(dir.path().to_path_buf());
+        c.token = Some(TOKEN.into());
+        c
+    };
+    let running = aicard::hub::Hub::start(mk()).await.unwrap();
+    let url = format!("ws://{}/realtime", running.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"site":"kimi","label":"k1"}),
+    )
+    .await;
+    let id = recv(&mut ws).await["client_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    running.shutdown().await;
+    assert_eq!(close_code(&mut ws).await, Some(CloseCode::Away));
+
+    let running = aicard::hub::Hub::start(mk()).await.unwrap();
+    let url = format!("ws://{}/realtime", running.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"}),
+    )
+    .await;
+    let w = recv(&mut ws).await;
+    assert_eq!(w["client_id"], id.as_str());
+    assert_eq!(w["label"], "k1");
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_silent_tab_is_marked_lost_and_its_task_fails_over() {
+    let h = TestHub::start().await;
+    let mut events = h.hub().events.subscribe();
+    let (mut ws, welcome) = h.tab("doubao", None).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    let client = h.hub().registry.get(&id).unwrap();
+    let tasks = h.hub().tasks.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(&client, TaskRequest::new("hello?", Duration::from_secs(10)))
+            .await
+    });
+    let task = recv_type(&mut ws, "task").await;
+    assert_eq!(task["prompt"], "hello?");
+    // Stop reading: pings go unanswered, the hub times the tab out.
+    wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
+    wait_event(&mut events, |e| *e == HubEvent::Lost(id.clone())).await;
+    let result = tokio::time::timeout(WAIT, ask).await.unwrap().unwrap();
+    assert!(
+        matches!(result, Err(aicard::hub::tasks::TaskError::TabLost(_))),
+        "{result:?}"
+    );
+    drop(ws);
+}
+
+#[tokio::test]
+async fn a_slow_consumer_is_closed_not_buffered() {
+    let h = TestHub::start_with(|c| {
+        c.limits.outbound_queue = 4;
+        c.timing.dead_after = Duration::from_secs(30);
+    })
+    .await;
+    let mut events = h.hub().events.subscribe();
+    let (mut ws, welcome) = h.tab("chatgpt", None).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    let big = "y".repeat(256 * 1024);
+    let frame = ServerFrame::Deliver {
+        text: big,
+        auto_send: false,
+        run_id: None,
+    };
+    // The tab does not read; the socket buffers fill, then the bounded queue does.
+    let mut closed = false;
+    for _ in 0..2000 {
+        if h.hub().registry.send(&id, &frame).unwrap()
+            == aicard::hub::registry::Sent::SlowConsumerClosed
+        {
+            closed = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(closed, "the hub never gave up on the slow tab");
+    wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
+    // The close frame is queued behind the data; the tab sees 4008 once it reads on.
+    let code = close_code(&mut ws).await;
+    assert!(
+        matches!(code, Some(CloseCode::Library(4008)) | None),
+        "{code:?}"
+    );
+}
+
+#[tokio::test]
+async fn tasks_queue_per_tab_one_at_a_time() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("claude", Some("cl")).await;
+    let client = h
+        .hub()
+        .registry
+        .get(welcome["client_id"].as_str().unwrap())
+        .unwrap();
+    let mut asks = Vec::new();
+    for i in 0..3 {
+        let tasks = h.hub().tasks.clone();
+        let client = client.clone();
+        asks.push(tokio::spawn(async move {
+            tasks
+                .ask(
+                    &client,
+                    TaskRequest::new(format!("q{i}"), Duration::from_secs(10)),
+                )
+                .await
+        }));
+        // Make the queue order deterministic.
+        tokio::task::yield_now().await;
+    }
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let task = answer_task(&mut ws, |p| format!("answer to {p}")).await;
+        seen.push(task["prompt"].as_str().unwrap().to_string());
+        // The next task is only sent after this one's turn_end.
+    }
+    seen.sort();
+    assert_eq!(seen, vec!["q0", "q1", "q2"]);
+    for a in asks {
+        let r = a.await.unwrap().unwrap();
+        assert!(r.starts_with("answer to q"), "{r}");
+    }
+}
+
+#[tokio::test]
+async fn a_task_the_tab_reports_failed_returns_its_reason() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("gemini", None).await;
+    let client = h
+        .hub()
+        .registry
+        .get(welcome["client_id"].as_str().unwrap())
+        .unwrap();
+    let tasks = h.hub().tasks.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(&client, TaskRequest::new("hi", Duration::from_secs(10)))
+            .await
+    });
+    let task = recv_type(&mut ws, "task").await;
+    send(
+        &mut ws,
+        &json!({"type":"task_update","task_id":task["task_id"],"state":"failed","error":"429 rate limited"}),
+    )
+    .await;
+    let err = ask.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("429 rate limited"), "{err}");
+}
+
+#[tokio::test]
+async fn heartbeat_channel_answers_app_heartbeats() {
+    let h = TestHub::start().await;
+    let (_rt, welcome) = h.tab("kimi", None).await;
+    let id = welcome["client_id"].as_str().unwrap();
+    let mut hb = h.connect("/heartbeat").await;
+    send(
+        &mut hb,
+        &json!({"type":"hello","token":TOKEN,"client_id":id}),
+    )
+    .await;
+    send(
+        &mut hb,
+        &json!({"type":"heartbeat","time":5,"flow_id":"f1","step":3,"pending":2}),
+    )
+    .await;
+    let answer = recv(&mut hb).await;
+    assert_eq!(answer["type"], "heartbeat");
+    assert!(answer["time"].as_u64().unwrap() > 0);
+    let client = h.hub().registry.get(id).unwrap();
+    let seen = client.heartbeat().unwrap();
+    assert_eq!(seen.flow_id.as_deref(), Some("f1"));
+    assert_eq!(seen.step, Some(3));
+    // An unknown id on /heartbeat is refused.
+    let mut hb2 = h.connect("/heartbeat").await;
+    send(
+        &mut hb2,
+        &json!({"type":"hello","token":TOKEN,"client_id":"nope"}),
+    )
+    .await;
+    assert_eq!(recv(&mut hb2).await["code"], "unknown_client");
+}
+
+#[tokio::test]
+async fn sse_and_post_transport_carries_the_same_frames() {
+    let h = TestHub::start().await;
+    let http = reqwest::Client::new();
+    let welcome: Value = serde_json::from_str(
+        &http
+            .post(h.http_url("/send"))
+            .bearer_auth(TOKEN)
+            .body(json!({"type":"hello","token":TOKEN,"site":"yuanbao","label":"yb"}).to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(welcome["type"], "welcome");
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+
+    // No token → 401; unknown client → 404.
+    let r = http.get(h.http_url("/events")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http
+        .get(h.http_url("/events"))
+        .bearer_auth(TOKEN)
+        .header("X-AIcard-Client", "nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    let resp = http
+        .get(h.http_url("/events"))
+        .bearer_auth(TOKEN)
+        .header("X-AIcard-Client", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let client = h.hub().registry.get(&id).unwrap();
+    let tasks = h.hub().tasks.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(
+                &client,
+                TaskRequest::new("via sse", Duration::from_secs(10)),
+            )
+            .await
+    });
+    // Read SSE events until the task arrives.
+    let mut buf = String::new();
+    let task: Value = tokio::time::timeout(WAIT, async {
+        loop {
+            let chunk = body.next().await.unwrap().unwrap();
+            buf.push_str(std::str::from_utf8(&chunk).unwrap());
+            while let Some(end) = buf.find("\n\n") {
+                let event: String = buf.drain(..end + 2).collect();
+                for line in event.lines() {
+                    if let Some(data) = line.strip_prefix("data: ") {
+                        let v: Value = serde_json::from_str(data).unwrap();
+                        if v["type"] == "task" {
+                            return v;
+                        }
+                    }
+                }
+            }
+        }
+    })
+    .await
+    .expect("task over SSE");
+    assert_eq!(task["prompt"], "via sse");
+    let ack: Value = serde_json::from_str(
+        &http
+            .post(h.http_url("/send"))
+            .bearer_auth(TOKEN)
+            .header("X-AIcard-Client", &id)
+            .body(
+                json!({"type":"turn_end","turn_id":"t","text":"sse answer","task_id":task["task_id"]})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ack["type"], "ack");
+    assert_eq!(ask.await.unwrap().unwrap(), "sse answer");
+    // Bad JSON over POST gets the same error frame.
+    let e: Value = serde_json::from_str(
+        &http
+            .post(h.http_url("/send"))
+            .bearer_auth(TOKEN)
+            .header("X-AIcard-Client", &id)
+            .body("{oops")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(e["code"], "bad_json");
+}
+
+#[tokio::test]
+async fn healthz_and_userscript_with_token_filled_in() {
+    let h = TestHub::start().await;
+    let ok = reqwest::get(h.http_url("/healthz")).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.text().await.unwrap(), "ok");
+    let script = reqwest::get(h.http_url("/aicard.user.js"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(script.contains("==UserScript=="));
+    assert!(!script.contains("__AICARD_HUB_URL__"));
+    assert!(script.contains(&h.http_url("")));
+}
+
+#[tokio::test]
+async fn a_thousand_tabs_connect_and_all_get_a_task() {
+    let h = TestHub::start_with(|c| c.timing.dead_after = Duration::from_secs(60)).await;
+    let mut tabs = Vec::new();
+    for chunk in 0..10 {
+        let mut joins = Vec::new();
+        for i in 0..100 {
+            let url = h.ws_url("/realtime");
+            joins.push(tokio::spawn(async move {
+                let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+                let label = format!("tab-{}", chunk * 100 + i);
+                send(
+                    &mut ws,
+                    &json!({"type":"hello","token":TOKEN,"site":"sim","label":label}),
+                )
+                .await;
+                let w = recv(&mut ws).await;
+                (ws, w["client_id"].as_str().unwrap().to_string())
+            }));
+        }
+        for j in joins {
+            tabs.push(j.await.unwrap());
+        }
+    }
+    assert_eq!(h.hub().registry.connected_count(), 1000);
+    let mut replies = Vec::new();
+    for (ws, id) in tabs {
+        let client = h.hub().registry.get(&id).unwrap();
+        let tasks = h.hub().tasks.clone();
+        let mut ws = ws;
+        replies.push(tokio::spawn(async move {
+            let ask = tasks.ask(&client, TaskRequest::new("ping", Duration::from_secs(30)));
+            let answer = async { answer_task(&mut ws, |_| format!("pong {id}")).await };
+            let (r, _) = tokio::join!(ask, answer);
+            r.unwrap()
+        }));
+    }
+    let mut n = 0;
+    for r in replies {
+        assert!(r.await.unwrap().starts_with("pong "));
+        n += 1;
+    }
+    assert_eq!(n, 1000);
+}
+
+#[tokio::test]
+async fn shutdown_closes_every_socket_with_1001() {
+    let h = TestHub::start().await;
+    let (mut a, _) = h.tab("deepseek", None).await;
+    let (mut b, _) = h.tab("doubao", None).await;
+    let TestHub { running, dir } = h;
+    running.shutdown().await;
+    assert_eq!(close_code(&mut a).await, Some(CloseCode::Away));
+    assert_eq!(close_code(&mut b).await, Some(CloseCode::Away));
+    drop(dir);
+}

@@ -1,0 +1,3535 @@
+// ==UserScript==
+// @name              AIcard
+// @name:zh-CN        AIcard 多模型协作
+// @namespace         https://github.com/aicard/aicard
+// @version           0.1.0
+// @description       Turns your web AI chat tabs into one team: streams replies to the local AIcard hub, types its tasks, shows flow progress. / 把网页 AI 对话标签页组成一个团队：回复实时发往本地 AIcard hub，自动输入任务，显示流程进度。
+// @description:zh-CN 把网页 AI 对话标签页组成一个团队：回复实时发往本地 AIcard hub，自动输入任务，显示流程进度。
+// @author            AIcard
+// @license           MIT
+// @match             https://chat.deepseek.com/*
+// @match             https://www.doubao.com/*
+// @match             https://yuanbao.tencent.com/*
+// @match             https://tongyi.aliyun.com/*
+// @match             https://www.qianwen.com/*
+// @match             https://chat.qwen.ai/*
+// @match             https://chatgpt.com/*
+// @match             https://chat.openai.com/*
+// @match             https://claude.ai/*
+// @match             https://gemini.google.com/*
+// @match             https://kimi.moonshot.cn/*
+// @match             https://www.kimi.com/*
+// @match             https://chatglm.cn/*
+// @match             https://doubao.com/*
+// @match             https://www.tongyi.com/*
+// @match             https://qianwen.com/*
+// @match             https://kimi.com/*
+// @run-at            document-start
+// @grant             GM_getValue
+// @grant             GM_setValue
+// @grant             GM_xmlhttpRequest
+// @grant             unsafeWindow
+// @connect           127.0.0.1
+// @connect           localhost
+// @noframes
+// @updateURL         __AICARD_HUB_URL__/aicard.user.js
+// @downloadURL       __AICARD_HUB_URL__/aicard.user.js
+// ==/UserScript==
+
+(() => {
+  // src/adapters/lib/patch.js
+  function createPatchState(options = {}) {
+    const state = {
+      root: {},
+      cursor: { p: "", o: (options.initialOp || "set").toLowerCase() }
+    };
+    const appendStrings = options.appendStrings || (() => false);
+    function apply(event) {
+      if (event === null || typeof event !== "object" || Array.isArray(event)) return [];
+      if (typeof event.p === "string") state.cursor.p = event.p;
+      if (typeof event.o === "string") state.cursor.o = event.o.toLowerCase();
+      const applied = [];
+      applyOp(state.cursor.p, state.cursor.o, event.v, applied);
+      if ((state.cursor.o === "patch" || state.cursor.o === "batch") && applied.length > 0) {
+        const last = applied[applied.length - 1];
+        state.cursor = { p: last.pathString, o: last.op };
+      }
+      return applied;
+    }
+    function applyOp(path, op, value, applied) {
+      if (op === "patch" || op === "batch") {
+        if (!Array.isArray(value)) return;
+        for (const sub of value) {
+          if (sub === null || typeof sub !== "object") continue;
+          const subPath = joinPath(path, typeof sub.p === "string" ? sub.p : "");
+          applyOp(subPath, typeof sub.o === "string" ? sub.o.toLowerCase() : "set", sub.v, applied);
+        }
+        return;
+      }
+      const segments = splitPath(path);
+      let effective = op;
+      if (typeof value === "string" && (op === "set" || op === "replace") && appendStrings(path)) effective = "append";
+      const resolved = applyLeaf(segments, effective, value);
+      applied.push({ path: resolved, pathString: path, op: effective, value });
+    }
+    function applyLeaf(segments, op, value) {
+      if (segments.length === 0) {
+        if (op === "append" && isObject(state.root) && isObject(value)) Object.assign(state.root, value);
+        else if (op !== "remove" && op !== "delete") state.root = isObject(value) ? value : { value };
+        return [];
+      }
+      if (!isObject(state.root) && !Array.isArray(state.root)) state.root = {};
+      let parent = state.root;
+      const resolved = [];
+      for (let i = 0; i < segments.length - 1; i += 1) {
+        const key2 = resolveKey(parent, segments[i]);
+        resolved.push(key2);
+        if (parent[key2] === null || typeof parent[key2] !== "object") parent[key2] = /^\d+$/.test(segments[i + 1]) ? [] : {};
+        parent = parent[key2];
+      }
+      const last = segments[segments.length - 1];
+      const key = last === "-" && Array.isArray(parent) ? parent.length : resolveKey(parent, last);
+      resolved.push(key);
+      const current = parent[key];
+      switch (op) {
+        case "append":
+          if (typeof current === "string" && typeof value === "string") parent[key] = current + value;
+          else if (Array.isArray(current)) Array.isArray(value) ? current.push(...value) : current.push(value);
+          else if (isObject(current) && isObject(value)) Object.assign(current, value);
+          else parent[key] = value;
+          break;
+        case "remove":
+        case "delete":
+          if (Array.isArray(parent)) parent.splice(key, 1);
+          else delete parent[key];
+          break;
+        case "truncate":
+          if ((typeof current === "string" || Array.isArray(current)) && Number.isInteger(value)) {
+            parent[key] = current.slice(0, value);
+          }
+          break;
+        case "add":
+          if (Array.isArray(parent) && key >= parent.length) parent.push(value);
+          else parent[key] = value;
+          break;
+        default:
+          parent[key] = value;
+      }
+      return resolved;
+    }
+    return {
+      apply,
+      get root() {
+        return state.root;
+      },
+      set root(value) {
+        state.root = value;
+      },
+      get cursor() {
+        return { ...state.cursor };
+      }
+    };
+  }
+  function isObject(v) {
+    return v !== null && typeof v === "object" && !Array.isArray(v);
+  }
+  function resolveKey(container, segment) {
+    if (Array.isArray(container) && /^-?\d+$/.test(segment)) {
+      const n = Number(segment);
+      return n < 0 ? Math.max(0, container.length + n) : n;
+    }
+    return segment;
+  }
+  var pathCache = /* @__PURE__ */ new Map();
+  function splitPath(path) {
+    const key = String(path);
+    let segments = pathCache.get(key);
+    if (!segments) {
+      segments = key.split("/").filter((s) => s !== "").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+      if (pathCache.size > 512) pathCache.clear();
+      pathCache.set(key, segments);
+    }
+    return segments;
+  }
+  function joinPath(parent, child) {
+    if (!child) return parent;
+    if (!parent) return child;
+    return `${parent.replace(/\/$/, "")}/${child.replace(/^\//, "")}`;
+  }
+
+  // src/adapters/lib/utf8.js
+  function createUtf8Decoder() {
+    const decoder = new TextDecoder("utf-8");
+    return {
+      /** Decode one read; returns the complete characters it finishes. */
+      decode(bytes) {
+        if (!bytes || bytes.length === 0) return "";
+        return decoder.decode(bytes, { stream: true });
+      },
+      /** Flush at end of body; a dangling partial character becomes U+FFFD. */
+      flush() {
+        return decoder.decode();
+      }
+    };
+  }
+  function toBytes(chunk2) {
+    if (chunk2 instanceof Uint8Array) return chunk2;
+    if (typeof chunk2 === "string") return new TextEncoder().encode(chunk2);
+    if (chunk2 instanceof ArrayBuffer) return new Uint8Array(chunk2);
+    if (ArrayBuffer.isView(chunk2)) return new Uint8Array(chunk2.buffer, chunk2.byteOffset, chunk2.byteLength);
+    throw new TypeError("stream chunk must be bytes / 数据块必须是字节");
+  }
+
+  // src/adapters/lib/sse.js
+  function createSseSplitter() {
+    let buffer = "";
+    let scanned = 0;
+    let event = "";
+    let data = [];
+    let id = null;
+    let hasField = false;
+    function dispatch(out) {
+      if (hasField && data.length > 0) {
+        out.push({ event: event || "message", data: data.join("\n"), id });
+      }
+      event = "";
+      data = [];
+      hasField = false;
+    }
+    function line(text, out) {
+      if (text === "") {
+        dispatch(out);
+        return;
+      }
+      if (text.charCodeAt(0) === 58) return;
+      const colon = text.indexOf(":");
+      let field = text;
+      let value = "";
+      if (colon >= 0) {
+        field = text.slice(0, colon);
+        value = text.slice(colon + 1);
+        if (value.charCodeAt(0) === 32) value = value.slice(1);
+      }
+      hasField = true;
+      if (field === "data") data.push(value);
+      else if (field === "event") event = value;
+      else if (field === "id") id = value;
+    }
+    function drain(final) {
+      const out = [];
+      let start2 = 0;
+      for (let i = scanned; i < buffer.length; i += 1) {
+        const c = buffer.charCodeAt(i);
+        if (c === 10) {
+          line(buffer.slice(start2, i), out);
+          start2 = i + 1;
+        } else if (c === 13) {
+          if (i + 1 >= buffer.length && !final) break;
+          line(buffer.slice(start2, i), out);
+          if (buffer.charCodeAt(i + 1) === 10) i += 1;
+          start2 = i + 1;
+        }
+      }
+      buffer = buffer.slice(start2);
+      scanned = buffer.length > 0 && buffer.charCodeAt(buffer.length - 1) === 13 ? buffer.length - 1 : buffer.length;
+      if (final) {
+        if (buffer.length > 0) line(buffer, out);
+        buffer = "";
+        scanned = 0;
+        dispatch(out);
+      }
+      return out;
+    }
+    return {
+      push(text) {
+        buffer += text;
+        return drain(false);
+      },
+      end() {
+        return drain(true);
+      }
+    };
+  }
+
+  // src/adapters/lib/stream.js
+  var INCOMPLETE = "the reply stream ended before the site marked it finished / 回复流在站点标记完成之前就结束了";
+  function createOutput() {
+    const events = [];
+    let finished = false;
+    return {
+      delta(text) {
+        if (!finished && typeof text === "string" && text !== "") events.push({ type: "delta", text });
+      },
+      reasoning(text) {
+        if (!finished && typeof text === "string" && text !== "") events.push({ type: "reasoning", text });
+      },
+      done() {
+        if (finished) return;
+        finished = true;
+        events.push({ type: "done" });
+      },
+      error(reason, code) {
+        if (finished) return;
+        finished = true;
+        const event = { type: "error", reason: String(reason) };
+        if (code !== void 0 && code !== null && code !== "") event.code = String(code);
+        events.push(event);
+      },
+      get finished() {
+        return finished;
+      },
+      take() {
+        return events.splice(0, events.length);
+      }
+    };
+  }
+  function parseJson(text) {
+    if (typeof text !== "string") return void 0;
+    const t = text.trim();
+    if (t === "") return void 0;
+    const c = t[0];
+    if (c !== "{" && c !== "[" && c !== '"' && t !== "true" && t !== "false" && !/^-?\d/.test(t)) return void 0;
+    try {
+      return JSON.parse(t);
+    } catch {
+      return void 0;
+    }
+  }
+  function finishAtEof(out, { eofIsDone, trouble: trouble10, sample }) {
+    if (out.finished) return;
+    const reason = trouble10 ? trouble10(200, sample) : null;
+    if (reason) out.error(reason, "trouble");
+    else if (eofIsDone) out.done();
+    else out.error(INCOMPLETE, "incomplete");
+  }
+  function sseParser({ onEvent: onEvent8, eofIsDone = false, trouble: trouble10 = null, init: init3 = () => ({}), atEof = null }) {
+    return function createParser3() {
+      const decoder = createUtf8Decoder();
+      const splitter = createSseSplitter();
+      const out = createOutput();
+      const ctx = init3();
+      let sample = "";
+      const handle = (records) => {
+        for (const record of records) {
+          if (out.finished) break;
+          try {
+            onEvent8(record, out, ctx);
+          } catch {
+          }
+        }
+      };
+      const feed = (text) => {
+        if (sample.length < 4096) sample += text.slice(0, 4096 - sample.length);
+        handle(splitter.push(text));
+      };
+      return {
+        push(bytes) {
+          feed(decoder.decode(toBytes(bytes)));
+          return out.take();
+        },
+        end() {
+          feed(decoder.flush());
+          handle(splitter.end());
+          if (atEof && !out.finished) atEof(out, ctx);
+          finishAtEof(out, { eofIsDone, trouble: trouble10, sample });
+          return out.take();
+        }
+      };
+    };
+  }
+  function dig(value, ...keys) {
+    let v = value;
+    for (const k of keys) {
+      if (v === null || v === void 0) return void 0;
+      if (typeof k === "number" && Array.isArray(v) && k < 0) v = v[v.length + k];
+      else v = v[k];
+    }
+    return v;
+  }
+
+  // src/adapters/lib/trouble.js
+  var REASONS = {
+    rateLimit: "rate limited by the site (HTTP 429) / 站点限流（HTTP 429）",
+    login: "not logged in to the site, please log in in this tab / 站点未登录，请在此标签页登录",
+    captcha: "the site asks for a captcha or human check / 站点要求人机验证",
+    forbidden: "the site refused the request (HTTP 403) / 站点拒绝了请求（HTTP 403）",
+    server: (status) => `the site failed (HTTP ${status}) / 站点出错（HTTP ${status}）`,
+    client: (status) => `the site rejected the request (HTTP ${status}) / 站点拒绝了请求（HTTP ${status}）`,
+    htmlPage: "the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）"
+  };
+  var CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
+  var LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
+  function makeTrouble({ codes = {}, codePatterns = [] } = {}) {
+    return function trouble10(status, bodySample) {
+      const body = typeof bodySample === "string" ? bodySample : "";
+      const head = body.slice(0, 4096);
+      const code = findCode(head, codes, codePatterns);
+      if (status === 429) return REASONS.rateLimit;
+      if (code) return codes[code];
+      if (status === 401) return REASONS.login;
+      if (status === 403) return CAPTCHA.test(head) ? REASONS.captcha : REASONS.forbidden;
+      if (status >= 500) return REASONS.server(status);
+      if (status >= 400) {
+        if (CAPTCHA.test(head)) return REASONS.captcha;
+        if (LOGIN.test(head)) return REASONS.login;
+        return REASONS.client(status);
+      }
+      const trimmed = head.replace(/^\uFEFF/, "").trimStart();
+      if (/^<(!doctype|html|head|body)/i.test(trimmed)) {
+        if (CAPTCHA.test(head)) return REASONS.captcha;
+        if (LOGIN.test(head)) return REASONS.login;
+        return REASONS.htmlPage;
+      }
+      if (trimmed.startsWith("{") && !/^\{\s*"(event_data|choices|communication|v|p|message|type)"/.test(trimmed)) {
+        if (CAPTCHA.test(head)) return REASONS.captcha;
+        if (LOGIN.test(head)) return REASONS.login;
+      }
+      return null;
+    };
+  }
+  function findCode(text, codes, patterns) {
+    const keys = Object.keys(codes);
+    if (keys.length === 0) return null;
+    for (const pattern of patterns) {
+      const m2 = pattern.exec(text);
+      if (m2 && Object.prototype.hasOwnProperty.call(codes, m2[1])) return m2[1];
+    }
+    const re = /"(?:code|error_code|errorCode|status)"\s*:\s*"?(-?\d+)"?/g;
+    let m;
+    while ((m = re.exec(text)) !== null) {
+      if (Object.prototype.hasOwnProperty.call(codes, m[1])) return m[1];
+    }
+    return null;
+  }
+
+  // src/adapters/lib/url.js
+  var BASE = "https://relative.invalid/";
+  function parseRequestUrl(url) {
+    const raw = url && typeof url === "object" && "url" in url ? url.url : String(url);
+    let parsed;
+    try {
+      parsed = new URL(raw, BASE);
+    } catch {
+      return null;
+    }
+    const host = parsed.host === "relative.invalid" ? "" : parsed.hostname.toLowerCase();
+    return { host, path: parsed.pathname, search: parsed.search, params: parsed.searchParams };
+  }
+  function endpointMatcher({ hosts: hosts10, paths, methods = ["POST"] }) {
+    const hostSet = new Set(hosts10.map((h) => h.toLowerCase()));
+    return function matchRequest(url, method) {
+      const m = String(method || "GET").toUpperCase();
+      if (!methods.includes(m)) return false;
+      const u = parseRequestUrl(url);
+      if (!u) return false;
+      if (u.host !== "" && !hostSet.has(u.host)) return false;
+      return paths.some((re) => re.test(u.path));
+    };
+  }
+
+  // src/adapters/chatgpt.js
+  var hosts = ["chatgpt.com", "chat.openai.com"];
+  function isObject2(v) {
+    return v !== null && typeof v === "object" && !Array.isArray(v);
+  }
+  function visibleMessage(root) {
+    const message = isObject2(root) ? root.message : null;
+    if (!isObject2(message) || dig(message, "author", "role") !== "assistant") return null;
+    if (message.recipient !== void 0 && message.recipient !== "all") return null;
+    return message;
+  }
+  function streamedFor(ctx, message) {
+    const id = message.id || "current";
+    let s = ctx.streamed.get(id);
+    if (!s) {
+      s = { text: "", thoughts: "" };
+      ctx.streamed.set(id, s);
+    }
+    return s;
+  }
+  function fullText(message) {
+    const content = message.content || {};
+    if (content.content_type === "text" || content.content_type === "multimodal_text") {
+      return { kind: "text", text: (Array.isArray(content.parts) ? content.parts : []).filter((p) => typeof p === "string").join("") };
+    }
+    if (content.content_type === "thoughts") {
+      const thoughts = Array.isArray(content.thoughts) ? content.thoughts : [];
+      return { kind: "thoughts", text: thoughts.map((t) => t && typeof t.content === "string" ? t.content : "").join("\n") };
+    }
+    return null;
+  }
+  function syncMessage(out, ctx) {
+    const message = visibleMessage(ctx.patch.root);
+    if (!message) return;
+    const full = fullText(message);
+    if (!full) return;
+    const streamed = streamedFor(ctx, message);
+    const before = streamed[full.kind];
+    if (full.text.length > before.length && full.text.startsWith(before)) {
+      const piece = full.text.slice(before.length);
+      if (full.kind === "text") out.delta(piece);
+      else out.reasoning(piece);
+    }
+    if (!before.startsWith(full.text)) streamed[full.kind] = full.text;
+  }
+  function streamAppend(out, ctx, leaf) {
+    const path = leaf.path;
+    if (path.length === 0) return false;
+    if (path[0] !== "message" || path[1] !== "content") return null;
+    const message = visibleMessage(ctx.patch.root);
+    if (!message) return null;
+    if (leaf.op !== "append" || typeof leaf.value !== "string") return false;
+    const content = message.content || {};
+    const streamed = streamedFor(ctx, message);
+    if (path[2] === "parts" && path.length === 4 && Array.isArray(content.parts) && path[3] === content.parts.length - 1 && (content.content_type === "text" || content.content_type === "multimodal_text")) {
+      out.delta(leaf.value);
+      streamed.text += leaf.value;
+      return true;
+    }
+    if (path[2] === "thoughts" && path.length === 5 && path[4] === "content" && content.content_type === "thoughts" && Array.isArray(content.thoughts) && path[3] === content.thoughts.length - 1) {
+      out.reasoning(leaf.value);
+      streamed.thoughts += leaf.value;
+      return true;
+    }
+    return false;
+  }
+  function checkEnd(out, ctx) {
+    const root = ctx.patch.root;
+    if (isObject2(root) && root.error) {
+      out.error(typeof root.error === "string" ? root.error : root.error.message || "ChatGPT error / ChatGPT 出错", dig(root.error, "code") || "error");
+      return;
+    }
+    const message = visibleMessage(root);
+    if (message && message.status === "finished_successfully" && message.end_turn === true) out.done();
+  }
+  function onEvent(record, out, ctx) {
+    if (record.event === "delta_encoding") return;
+    const data = record.data.trim();
+    if (data === "[DONE]") {
+      out.done();
+      return;
+    }
+    const frame = parseJson(data);
+    if (!isObject2(frame)) return;
+    if (typeof frame.type === "string" && !("v" in frame) && !("message" in frame)) {
+      if (frame.type === "message_stream_complete") out.done();
+      else if (frame.type === "error" || frame.type === "moderation_error") {
+        out.error(frame.message || frame.error || "ChatGPT error / ChatGPT 出错", frame.code || frame.type);
+      }
+      return;
+    }
+    if (!("v" in frame) && ("message" in frame || "error" in frame)) {
+      ctx.patch.root = frame;
+      syncMessage(out, ctx);
+    } else if (!("p" in frame) && isObject2(frame.v) && "message" in frame.v) {
+      ctx.patch.root = frame.v;
+      syncMessage(out, ctx);
+    } else if ("v" in frame) {
+      let slow = false;
+      for (const leaf of ctx.patch.apply(frame)) if (streamAppend(out, ctx, leaf) === false) slow = true;
+      if (slow) syncMessage(out, ctx);
+    } else {
+      return;
+    }
+    checkEnd(out, ctx);
+  }
+  var trouble = makeTrouble();
+  var chatgpt_default = {
+    name: "chatgpt",
+    hosts,
+    matchRequest: endpointMatcher({ hosts, paths: [/^\/backend-(api|anon)\/(f\/)?conversation$/] }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      const messages = body && Array.isArray(body.messages) ? body.messages : [];
+      for (let i = messages.length - 1; i >= 0; i -= 1) {
+        const parts = dig(messages[i], "content", "parts");
+        if (Array.isArray(parts)) {
+          const text = parts.filter((p) => typeof p === "string");
+          if (text.length) return text.join("\n");
+        }
+      }
+      return null;
+    },
+    createParser: sseParser({
+      onEvent,
+      trouble,
+      init: () => ({ patch: createPatchState({ initialOp: "append" }), streamed: /* @__PURE__ */ new Map() })
+    }),
+    input: {
+      selectors: ['#prompt-textarea[contenteditable="true"]', "div.ProseMirror#prompt-textarea", "textarea#prompt-textarea", 'div[contenteditable="true"].ProseMirror'],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: ['button[data-testid="send-button"]', "#composer-submit-button", 'button[aria-label="Send prompt"]', 'button[aria-label="发送提示"]'],
+      key: "Enter"
+    },
+    trouble
+  };
+
+  // src/adapters/chatglm.js
+  var hosts2 = ["chatglm.cn"];
+  var FIELDS = { text: "text", think: "think" };
+  function keyState(ctx, key) {
+    let s = ctx.keys.get(key);
+    if (!s) {
+      s = { text: "" };
+      ctx.keys.set(key, s);
+    }
+    return s;
+  }
+  function newText(ctx, state, piece, isFull) {
+    const acc = state.text;
+    if (isFull || ctx.mode === "cumulative") {
+      if (piece.startsWith(acc)) {
+        state.text = piece;
+        return piece.slice(acc.length);
+      }
+      if (!isFull && !acc.startsWith(piece)) state.text = piece;
+      return "";
+    }
+    if (ctx.mode === "incremental" || acc === "") {
+      state.text = acc + piece;
+      return piece;
+    }
+    if (piece.length > acc.length && piece.startsWith(acc)) {
+      ctx.mode = "cumulative";
+      state.text = piece;
+      return piece.slice(acc.length);
+    }
+    if (piece === acc) return "";
+    ctx.mode = "incremental";
+    state.text = acc + piece;
+    return piece;
+  }
+  function onEvent2(record, out, ctx) {
+    const data = record.data.trim();
+    if (data === "[DONE]") {
+      out.done();
+      return;
+    }
+    const frame = parseJson(data);
+    if (!frame || typeof frame !== "object" || Array.isArray(frame)) return;
+    if (typeof frame.status === "number" && frame.status !== 0) {
+      out.error(frame.message || frame.msg || "ChatGLM error / 智谱清言出错", frame.status);
+      return;
+    }
+    const lastError = frame.last_error;
+    if (frame.status === "intervene" || lastError && typeof lastError === "object" && (lastError.code || lastError.msg)) {
+      const reason = lastError && (lastError.intervene_text || lastError.msg) || "ChatGLM stopped the reply / 智谱清言中止了回复";
+      out.error(reason, lastError && lastError.code || frame.status);
+      return;
+    }
+    for (const part of Array.isArray(frame.parts) ? frame.parts : []) {
+      if (!part || typeof part !== "object" || part.role && part.role !== "assistant") continue;
+      const partKey = part.logic_id || part.id || "";
+      const isFull = part.status === "finish";
+      for (const item of Array.isArray(part.content) ? part.content : []) {
+        const field = item && FIELDS[item.type];
+        if (!field || typeof item[field] !== "string") continue;
+        const piece = newText(ctx, keyState(ctx, `${partKey}:${item.type}`), item[field], isFull);
+        if (item.type === "think") out.reasoning(piece);
+        else out.delta(piece);
+      }
+    }
+    if (frame.status === "finish") out.done();
+  }
+  var trouble2 = makeTrouble({ codes: { 40102: REASONS.login, 40103: REASONS.login } });
+  var chatglm_default = {
+    name: "chatglm",
+    hosts: hosts2,
+    matchRequest: endpointMatcher({
+      hosts: hosts2,
+      paths: [/^\/chatglm\/backend-api\/assistant\/stream$/, /^\/chatglm\/backend-api\/v1\/stream$/]
+    }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      const messages = body && Array.isArray(body.messages) ? body.messages : [];
+      const last = messages[messages.length - 1];
+      if (!last) return null;
+      if (typeof last.content === "string") return last.content;
+      const items = Array.isArray(last.content) ? last.content : [];
+      const text = items.filter((c) => c && c.type === "text" && typeof c.text === "string").map((c) => c.text);
+      return text.length ? text.join("\n") : null;
+    },
+    createParser: sseParser({ onEvent: onEvent2, trouble: trouble2, init: () => ({ keys: /* @__PURE__ */ new Map(), mode: null }) }),
+    input: {
+      selectors: [".input-box-inner textarea", "textarea.scroll-display-none", 'textarea[placeholder*="清言"]', "div.input-wrap textarea"],
+      kind: "textarea"
+    },
+    send: {
+      selectors: [".input-box-inner .enter", ".enter_icon", "div.enter", 'button[aria-label="发送"]'],
+      key: "Enter"
+    },
+    trouble: trouble2
+  };
+
+  // src/adapters/claude.js
+  var hosts3 = ["claude.ai"];
+  function onEvent3(record, out, ctx) {
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object") return;
+    const type = frame.type || record.event;
+    switch (type) {
+      case "content_block_start": {
+        const block = frame.content_block || {};
+        ctx.blocks.set(frame.index, block.type);
+        if (block.type === "text") out.delta(block.text);
+        else if (block.type === "thinking") out.reasoning(block.thinking);
+        return;
+      }
+      case "content_block_delta": {
+        const delta = frame.delta || {};
+        const blockType = ctx.blocks.get(frame.index);
+        if (delta.type === "text_delta" && (blockType === void 0 || blockType === "text")) out.delta(delta.text);
+        else if (delta.type === "thinking_delta") out.reasoning(delta.thinking);
+        return;
+      }
+      case "message_delta":
+        if (frame.delta && frame.delta.stop_reason) ctx.stopReason = frame.delta.stop_reason;
+        return;
+      case "message_stop":
+        out.done();
+        return;
+      case "error": {
+        const err = frame.error || {};
+        out.error(err.message || "Claude error / Claude 出错", err.type || "error");
+        return;
+      }
+      case "completion":
+        out.delta(frame.completion);
+        if (frame.stop_reason) out.done();
+        return;
+      default:
+        if (frame.error && typeof frame.error === "object") {
+          out.error(frame.error.message || "Claude error / Claude 出错", frame.error.type || "error");
+        }
+    }
+  }
+  var trouble3 = makeTrouble();
+  var claude_default = {
+    name: "claude",
+    hosts: hosts3,
+    matchRequest: endpointMatcher({
+      hosts: hosts3,
+      paths: [
+        /^\/api\/organizations\/[^/]+\/chat_conversations\/[^/]+\/(completion|retry_completion)$/,
+        /^\/api\/append_message$/
+      ]
+    }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      if (!body) return null;
+      if (typeof body.prompt === "string") return body.prompt;
+      return typeof body.completion?.prompt === "string" ? body.completion.prompt : null;
+    },
+    createParser: sseParser({
+      onEvent: onEvent3,
+      trouble: trouble3,
+      init: () => ({ blocks: /* @__PURE__ */ new Map(), stopReason: null }),
+      atEof: (out, ctx) => {
+        if (ctx.stopReason) out.done();
+      }
+    }),
+    input: {
+      selectors: [
+        'div.ProseMirror[contenteditable="true"]',
+        '[data-testid="chat-input"][contenteditable="true"]',
+        'div[contenteditable="true"][aria-label*="Claude"]'
+      ],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: ['button[aria-label="Send message"]', 'button[aria-label="Send Message"]', 'button[aria-label="发送消息"]'],
+      key: "Enter"
+    },
+    trouble: trouble3
+  };
+
+  // src/adapters/deepseek.js
+  var hosts4 = ["chat.deepseek.com"];
+  function emitFragmentText(out, fragment, text) {
+    if (!fragment || typeof text !== "string") return;
+    if (fragment.type === "RESPONSE") out.delta(text);
+    else if (fragment.type === "THINK") out.reasoning(text);
+  }
+  function emitFragments(out, fragments) {
+    for (const f of Array.isArray(fragments) ? fragments : []) emitFragmentText(out, f, f && f.content);
+  }
+  function emitApplied(out, root, leaf) {
+    const path = leaf.path;
+    if (path[0] !== "response" || leaf.op !== "append") return;
+    if (path.length === 4 && path[1] === "fragments" && path[3] === "content") {
+      emitFragmentText(out, dig(root, "response", "fragments", path[2]), leaf.value);
+    } else if (path.length === 2 && path[1] === "fragments") {
+      emitFragments(out, Array.isArray(leaf.value) ? leaf.value : [leaf.value]);
+    } else if (path.length === 2 && path[1] === "content" && typeof leaf.value === "string") {
+      out.delta(leaf.value);
+    } else if (path.length === 2 && path[1] === "thinking_content" && typeof leaf.value === "string") {
+      out.reasoning(leaf.value);
+    }
+  }
+  function onEvent4(record, out, ctx) {
+    if (record.event === "hint") {
+      const hint = parseJson(record.data);
+      if (hint && hint.type === "error") out.error(hint.content || "DeepSeek error / DeepSeek 出错", hint.finish_reason);
+      return;
+    }
+    if (record.event === "close") {
+      out.done();
+      return;
+    }
+    if (record.event !== "message") return;
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object" || Array.isArray(frame)) return;
+    if (frame.code !== void 0 && frame.code !== 0 && frame.msg !== void 0 && !("v" in frame)) {
+      out.error(frame.msg, frame.code);
+      return;
+    }
+    if (!("p" in frame) && frame.v && typeof frame.v === "object" && !Array.isArray(frame.v) && "response" in frame.v) {
+      ctx.patch.root = frame.v;
+      const response = frame.v.response || {};
+      if (typeof response.thinking_content === "string") out.reasoning(response.thinking_content);
+      if (typeof response.content === "string") out.delta(response.content);
+      emitFragments(out, response.fragments);
+    } else if ("v" in frame) {
+      for (const leaf of ctx.patch.apply(frame)) emitApplied(out, ctx.patch.root, leaf);
+    } else {
+      return;
+    }
+    const status = dig(ctx.patch.root, "response", "status");
+    if (status === "FINISHED" || status === "INCOMPLETE") out.done();
+    else if (status === "CONTENT_FILTER") out.error("DeepSeek filtered the reply / 回复被内容过滤", "CONTENT_FILTER");
+  }
+  var trouble4 = makeTrouble({
+    codes: {
+      40003: REASONS.login,
+      40002: REASONS.login
+    }
+  });
+  var deepseek_default = {
+    name: "deepseek",
+    hosts: hosts4,
+    matchRequest: endpointMatcher({ hosts: hosts4, paths: [/^\/api\/v0\/chat\/(completion|regenerate|resume_stream|continue)$/] }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      return body && typeof body.prompt === "string" ? body.prompt : null;
+    },
+    createParser: sseParser({
+      onEvent: onEvent4,
+      trouble: trouble4,
+      init: () => ({
+        patch: createPatchState({ initialOp: "SET", appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p) })
+      })
+    }),
+    input: {
+      selectors: ["textarea#chat-input", 'textarea[placeholder*="DeepSeek"]', 'textarea[placeholder*="发送消息"]'],
+      kind: "textarea"
+    },
+    send: {
+      selectors: [
+        'div[role="button"]._7436101',
+        'div.ds-button--primary[role="button"]',
+        'button[aria-label="发送"]',
+        'button[aria-label="Send"]'
+      ],
+      key: "Enter"
+    },
+    trouble: trouble4
+  };
+
+  // src/adapters/doubao.js
+  var hosts5 = ["www.doubao.com", "doubao.com"];
+  var TEXT_BLOCK = 1e4;
+  var THINKING_BLOCK = 10040;
+  function init() {
+    return {
+      primary: "",
+      // STREAM_MSG_NOTIFY + patch_object 1 + CHUNK_DELTA
+      mirror: "",
+      // tts_content (patch_object 111) + CHUNK_DELTA
+      mirrorExtendsAt: -1,
+      // primary length at which the mirror was last checked to extend it
+      mirrorExtends: false,
+      source: "primary",
+      // what has been streamed so far
+      emitted: 0,
+      // characters of `source` already streamed
+      reasoning: "",
+      reasoningEmitted: 0
+    };
+  }
+  function takeBlocks(blocks, ctx) {
+    if (!Array.isArray(blocks)) return;
+    for (const block of blocks) {
+      if (!block || typeof block !== "object") continue;
+      if (block.block_type === TEXT_BLOCK || block.block_type === void 0 && dig(block, "content", "text_block")) {
+        const text = dig(block, "content", "text_block", "text");
+        if (typeof text === "string") ctx.primary += text;
+      } else if (block.block_type === THINKING_BLOCK) {
+        const tb = dig(block, "content", "thinking_block") || {};
+        const text = typeof tb.text === "string" ? tb.text : tb.content;
+        if (typeof text === "string") ctx.reasoning += text;
+      }
+    }
+  }
+  function flush(out, ctx) {
+    if (ctx.reasoning.length > ctx.reasoningEmitted) {
+      out.reasoning(ctx.reasoning.slice(ctx.reasoningEmitted));
+      ctx.reasoningEmitted = ctx.reasoning.length;
+    }
+    let source = "primary";
+    if (ctx.mirror.length > ctx.primary.length) {
+      if (ctx.mirrorExtendsAt !== ctx.primary.length) {
+        ctx.mirrorExtends = ctx.mirror.startsWith(ctx.primary);
+        ctx.mirrorExtendsAt = ctx.primary.length;
+      }
+      if (ctx.mirrorExtends) source = "mirror";
+    }
+    const text = ctx[source];
+    if (text.length <= ctx.emitted) return;
+    if (source !== ctx.source) {
+      if (!text.startsWith(ctx[ctx.source].slice(0, ctx.emitted))) return;
+      ctx.source = source;
+    }
+    out.delta(text.slice(ctx.emitted));
+    ctx.emitted = text.length;
+  }
+  function finishWithBrief(out, ctx, brief) {
+    if (typeof brief !== "string" || brief.length <= ctx.emitted) return;
+    if (brief.startsWith(ctx[ctx.source].slice(0, ctx.emitted))) {
+      out.delta(brief.slice(ctx.emitted));
+      ctx.emitted = brief.length;
+    }
+  }
+  function onCurrent(record, out, ctx) {
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object") return;
+    switch (record.event) {
+      case "STREAM_MSG_NOTIFY":
+        takeBlocks(dig(frame, "content", "content_block"), ctx);
+        if (typeof dig(frame, "content", "tts_content") === "string") ctx.mirror += frame.content.tts_content;
+        break;
+      case "STREAM_CHUNK":
+        for (const op of Array.isArray(frame.patch_op) ? frame.patch_op : []) {
+          if (!op || op.patch_type === 2) continue;
+          if (op.patch_object === 1) takeBlocks(dig(op, "patch_value", "content_block"), ctx);
+          else if (op.patch_object === 111 && typeof dig(op, "patch_value", "tts_content") === "string") {
+            ctx.mirror += op.patch_value.tts_content;
+          }
+        }
+        break;
+      case "CHUNK_DELTA":
+        if (typeof frame.text === "string") {
+          ctx.primary += frame.text;
+          ctx.mirror += frame.text;
+        }
+        break;
+      case "SSE_REPLY_END":
+        if (frame.end_type === 1) {
+          const brief = dig(frame, "msg_finish_attr", "brief");
+          flush(out, ctx);
+          finishWithBrief(out, ctx, brief);
+          out.done();
+        } else if (frame.end_type === 3) {
+          flush(out, ctx);
+          out.done();
+        }
+        return;
+      case "STREAM_ERROR":
+        out.error(frame.error_msg || "Doubao error / 豆包出错", frame.error_code || "error");
+        return;
+      default:
+        return;
+    }
+    flush(out, ctx);
+  }
+  function onSamantha(frame, out) {
+    if (typeof frame.code === "number" && frame.code !== 0) {
+      out.error(frame.message || frame.msg || "Doubao error / 豆包出错", frame.code);
+      return;
+    }
+    if (frame.event_type === 2003) {
+      out.done();
+      return;
+    }
+    if (frame.event_type === 2005) {
+      const ed2 = parseJson(frame.event_data) || {};
+      out.error(ed2.message || ed2.error_msg || "Doubao error / 豆包出错", ed2.code || ed2.error_code || 2005);
+      return;
+    }
+    if (frame.event_type !== 2001) return;
+    const ed = parseJson(frame.event_data);
+    if (!ed || !ed.message) return;
+    const type = ed.message.content_type;
+    if (type === 2001 || type === 2008) {
+      const content = parseJson(ed.message.content);
+      if (content && typeof content.text === "string") out.delta(content.text);
+      if (ed.is_finish === true) out.done();
+    }
+  }
+  function onEvent5(record, out, ctx) {
+    if (record.event !== "message") {
+      onCurrent(record, out, ctx);
+      return;
+    }
+    const frame = parseJson(record.data);
+    if (frame && typeof frame === "object" && ("event_type" in frame || "code" in frame)) onSamantha(frame, out);
+  }
+  var trouble5 = makeTrouble({
+    codes: {
+      710022004: "Doubao rate limit, too many requests / 豆包限流，请求过于频繁",
+      710012002: REASONS.login
+    }
+  });
+  var doubao_default = {
+    name: "doubao",
+    hosts: hosts5,
+    matchRequest: endpointMatcher({ hosts: hosts5, paths: [/^\/chat\/completion$/, /^\/samantha\/chat\/completion$/] }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      if (!body || !Array.isArray(body.messages) || body.messages.length === 0) return null;
+      const message = body.messages[body.messages.length - 1];
+      const current = dig(message, "content_block", 0, "content", "text_block", "text");
+      if (typeof current === "string") return current;
+      const legacy = parseJson(message.content);
+      return legacy && typeof legacy.text === "string" ? legacy.text : null;
+    },
+    createParser: sseParser({ onEvent: onEvent5, trouble: trouble5, init }),
+    input: {
+      selectors: ['textarea[data-testid="chat_input_input"]', "textarea.semi-input-textarea", 'div[data-testid="chat_input"] textarea'],
+      kind: "textarea"
+    },
+    send: {
+      selectors: ['button[data-testid="chat_input_send_button"]', "#flow-end-msg-send", 'button[aria-label="发送"]'],
+      key: "Enter"
+    },
+    trouble: trouble5
+  };
+
+  // src/adapters/lib/frames.js
+  var XSSI_PREFIX = ")]}'";
+  function createLengthPrefixedReader() {
+    let buffer = "";
+    let prefixChecked = false;
+    let scan = null;
+    function skipPrefix() {
+      if (prefixChecked) return true;
+      const trimmed = buffer.replace(/^\uFEFF/, "");
+      if (trimmed.length < XSSI_PREFIX.length && XSSI_PREFIX.startsWith(trimmed)) return false;
+      if (trimmed.startsWith(XSSI_PREFIX)) buffer = trimmed.slice(XSSI_PREFIX.length);
+      prefixChecked = true;
+      return true;
+    }
+    function next(final) {
+      if (scan) return finishFrame(scan, null, final);
+      let i = 0;
+      while (i < buffer.length && /\s/.test(buffer[i])) i += 1;
+      let digits = i;
+      while (digits < buffer.length && buffer.charCodeAt(digits) >= 48 && buffer.charCodeAt(digits) <= 57) digits += 1;
+      if (digits === buffer.length && !final) return void 0;
+      let j = digits;
+      while (j < buffer.length && /\s/.test(buffer[j])) j += 1;
+      if (j >= buffer.length) return void 0;
+      const length = digits > i ? Number(buffer.slice(i, digits)) : null;
+      return finishFrame({ start: j, pos: j, depth: 0, inString: false }, length, final);
+    }
+    function finishFrame(state, length, final) {
+      const end = scanJsonValue(buffer, state.start, state);
+      if (end < 0) {
+        scan = state;
+        if (final) throw new SyntaxError("truncated frame at end of body / 数据帧在结尾被截断");
+        return void 0;
+      }
+      scan = null;
+      const text = buffer.slice(state.start, end);
+      buffer = buffer.slice(end);
+      return { length, value: JSON.parse(text) };
+    }
+    function drain(final) {
+      const out = [];
+      if (!skipPrefix()) return out;
+      for (; ; ) {
+        const frame = next(final);
+        if (frame === void 0) break;
+        out.push(frame.value);
+      }
+      if (final) buffer = "";
+      return out;
+    }
+    return {
+      push(text) {
+        buffer += text;
+        return drain(false);
+      },
+      end() {
+        return drain(true);
+      }
+    };
+  }
+  function scanJsonValue(text, start2, state = { pos: start2, depth: 0, inString: false }) {
+    const first = text[start2];
+    if (first !== "[" && first !== "{") {
+      const m = /\s/.exec(text.slice(start2));
+      return m ? start2 + m.index : -1;
+    }
+    let { depth, inString } = state;
+    let i = state.pos;
+    for (; i < text.length; i += 1) {
+      const c = text.charCodeAt(i);
+      if (inString) {
+        if (c === 92) {
+          if (i + 1 >= text.length) break;
+          i += 1;
+        } else if (c === 34) inString = false;
+      } else if (c === 34) inString = true;
+      else if (c === 91 || c === 123) depth += 1;
+      else if (c === 93 || c === 125) {
+        depth -= 1;
+        if (depth === 0) return i + 1;
+      }
+    }
+    state.pos = i;
+    state.depth = depth;
+    state.inString = inString;
+    return -1;
+  }
+
+  // src/adapters/lib/snapshot.js
+  function createSnapshotDiffer() {
+    let previous = "";
+    return {
+      next(full) {
+        if (typeof full !== "string") return "";
+        if (full.startsWith(previous)) {
+          const suffix = full.slice(previous.length);
+          previous = full;
+          return suffix;
+        }
+        if (!previous.startsWith(full)) previous = full;
+        return "";
+      },
+      /** Extend the snapshot by an incremental piece (no diff needed); returns the piece. */
+      append(piece) {
+        if (typeof piece !== "string") return "";
+        previous += piece;
+        return piece;
+      },
+      /** The latest snapshot. */
+      get text() {
+        return previous;
+      }
+    };
+  }
+
+  // src/adapters/gemini.js
+  var hosts6 = ["gemini.google.com"];
+  var ERRORS = {
+    1037: "Gemini usage limit reached / Gemini 已达使用上限",
+    1060: "Gemini blocked this IP address / Gemini 屏蔽了此 IP 地址",
+    1013: "Gemini is temporarily unavailable / Gemini 暂时不可用",
+    1096: "Gemini session token is stale, reload the page / Gemini 会话令牌已过期，请刷新页面",
+    1157: "Gemini session token is stale, reload the page / Gemini 会话令牌已过期，请刷新页面"
+  };
+  function errorCode(entry) {
+    const info = dig(entry, 5, 2);
+    if (Array.isArray(info)) {
+      for (const item of info) {
+        const code = dig(item, 1, 0);
+        if (typeof code === "number") return code;
+      }
+    }
+    const status = dig(entry, 5, 0);
+    return typeof status === "number" ? status : null;
+  }
+  function onEntry(entry, out, ctx) {
+    if (!Array.isArray(entry) || entry[0] !== "wrb.fr") return;
+    if (typeof entry[2] !== "string") {
+      const code = errorCode(entry);
+      if (code !== null) out.error(ERRORS[code] || `Gemini error ${code} / Gemini 出错 ${code}`, code);
+      return;
+    }
+    const payload = parseJson(entry[2]);
+    if (!Array.isArray(payload)) return;
+    const candidate = dig(payload, 4, 0);
+    if (Array.isArray(candidate)) {
+      const reasoning = dig(candidate, 37, 0, 0);
+      if (typeof reasoning === "string") out.reasoning(ctx.reasoning.next(reasoning));
+      const text = dig(candidate, 1, 0);
+      if (typeof text === "string") out.delta(ctx.answer.next(text));
+      if (dig(candidate, 8, 0) === 2) out.done();
+    }
+    const tail = payload[2];
+    if (tail && typeof tail === "object" && !Array.isArray(tail) && tail["44"] === true) out.done();
+  }
+  function createParser() {
+    const decoder = createUtf8Decoder();
+    const reader = createLengthPrefixedReader();
+    const out = createOutput();
+    const ctx = { answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer() };
+    let sample = "";
+    let broken = false;
+    const handle = (frames) => {
+      for (const frame of frames) {
+        for (const entry of Array.isArray(frame) ? frame : []) {
+          if (out.finished) return;
+          onEntry(entry, out, ctx);
+        }
+      }
+    };
+    const feed = (text, final) => {
+      if (sample.length < 4096) sample += text.slice(0, 4096 - sample.length);
+      try {
+        handle(reader.push(text));
+        if (final) handle(reader.end());
+      } catch {
+        broken = true;
+      }
+    };
+    return {
+      push(bytes) {
+        if (!broken) feed(decoder.decode(toBytes(bytes)), false);
+        return out.take();
+      },
+      end() {
+        if (!broken) feed(decoder.flush(), true);
+        if (broken && !out.finished) out.error(INCOMPLETE, "incomplete");
+        finishAtEof(out, { eofIsDone: true, trouble: trouble6, sample });
+        return out.take();
+      }
+    };
+  }
+  var trouble6 = makeTrouble({
+    codes: ERRORS,
+    // `[13,null,[["type.googleapis.com/…BardErrorInfo",[1037]]]]`
+    codePatterns: [/\[\s*\d+\s*,\s*null\s*,\s*\[\s*\[\s*"[^"]*"\s*,\s*\[\s*(\d+)\s*\]/]
+  });
+  var gemini_default = {
+    name: "gemini",
+    hosts: hosts6,
+    matchRequest: endpointMatcher({
+      hosts: hosts6,
+      paths: [/^(\/u\/\d+)?\/_\/BardChatUi\/data\/assistant\.lamda\.BardFrontendService\/StreamGenerate$/]
+    }),
+    promptFromRequest(bodyText2) {
+      if (typeof bodyText2 !== "string") return null;
+      const freq = new URLSearchParams(bodyText2).get("f.req");
+      const outer = parseJson(freq);
+      const inner = parseJson(dig(outer, 1));
+      const prompt = dig(inner, 0, 0);
+      return typeof prompt === "string" ? prompt : null;
+    },
+    createParser,
+    input: {
+      selectors: ['rich-textarea .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"][role="textbox"]', 'div[contenteditable="true"][aria-label*="prompt"]'],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: ["button.send-button", 'button[aria-label="Send message"]', 'button[aria-label="发送"]', 'button[mattooltip="Submit"]'],
+      key: "Enter"
+    },
+    trouble: trouble6
+  };
+
+  // src/adapters/lib/connect.js
+  var HEADER = 5;
+  function createConnectReader() {
+    let buffer = new Uint8Array(0);
+    const decoder = new TextDecoder("utf-8");
+    function append(bytes) {
+      if (buffer.length === 0) {
+        buffer = bytes.slice();
+        return;
+      }
+      const joined = new Uint8Array(buffer.length + bytes.length);
+      joined.set(buffer, 0);
+      joined.set(bytes, buffer.length);
+      buffer = joined;
+    }
+    function drain() {
+      const out = [];
+      let offset = 0;
+      while (buffer.length - offset >= HEADER) {
+        const flags = buffer[offset];
+        const view = new DataView(buffer.buffer, buffer.byteOffset + offset + 1, 4);
+        const length = view.getUint32(0, false);
+        if (buffer.length - offset - HEADER < length) break;
+        const payload = buffer.subarray(offset + HEADER, offset + HEADER + length);
+        offset += HEADER + length;
+        if (flags & 1) {
+          out.push({ flags, end: Boolean(flags & 2), json: null, compressed: true });
+          continue;
+        }
+        const text = decoder.decode(payload);
+        out.push({ flags, end: Boolean(flags & 2), json: text.trim() === "" ? {} : JSON.parse(text) });
+      }
+      buffer = buffer.slice(offset);
+      return out;
+    }
+    return {
+      push(bytes) {
+        append(bytes);
+        return drain();
+      },
+      /** Bytes left over at end of body (a truncated frame) — 0 for a well-formed stream. */
+      end() {
+        const out = drain();
+        const leftover = buffer.length;
+        buffer = new Uint8Array(0);
+        return { frames: out, leftover };
+      }
+    };
+  }
+
+  // src/adapters/kimi.js
+  var hosts7 = ["www.kimi.com", "kimi.com", "kimi.moonshot.cn"];
+  var trouble7 = makeTrouble({ codes: { 40100: REASONS.login, 40102: REASONS.login, 42900: REASONS.rateLimit } });
+  function onLegacyEvent(record, out, ctx) {
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object") return;
+    switch (frame.event) {
+      case "cmpl":
+        out.delta(frame.text);
+        return;
+      case "k1":
+        out.reasoning(frame.text);
+        return;
+      case "all_done":
+        out.done();
+        return;
+      case "done":
+        ctx.sawDone = true;
+        return;
+      case "error": {
+        const err = frame.error || {};
+        out.error(err.message || err.msg || "Kimi error / Kimi 出错", err.error_type || err.code || "error");
+        return;
+      }
+      default:
+    }
+  }
+  var createLegacyParser = sseParser({
+    onEvent: onLegacyEvent,
+    trouble: trouble7,
+    init: () => ({ sawDone: false }),
+    atEof: (out, ctx) => {
+      if (ctx.sawDone) out.done();
+    }
+  });
+  function onConnectFrame(frame, out, ctx) {
+    if (frame.error) {
+      out.error(frame.error.message || "Kimi error / Kimi 出错", frame.error.code || "error");
+      return;
+    }
+    if (frame.done !== void 0) {
+      out.done();
+      return;
+    }
+    const mask = typeof frame.mask === "string" ? frame.mask : "";
+    if (!frame.op || !mask) return;
+    const message = frame.message;
+    if (mask === "message" || mask.startsWith("message.")) {
+      if (dig(message, "role") === "user") return;
+      const status = dig(message, "status");
+      if (status === "MESSAGE_STATUS_COMPLETED") out.done();
+      else if (status === "MESSAGE_STATUS_FAILED") out.error("Kimi could not answer / Kimi 回答失败", status);
+      return;
+    }
+    if (!frame.block) return;
+    const kind = mask.startsWith("block.think") ? "think" : mask.startsWith("block.text") ? "text" : null;
+    if (!kind) return;
+    const piece = dig(frame.block, kind, "content");
+    if (typeof piece !== "string") return;
+    const key = `${frame.block.id}:${kind}`;
+    let differ = ctx.blocks.get(key);
+    if (!differ) {
+      differ = createSnapshotDiffer();
+      ctx.blocks.set(key, differ);
+    }
+    const emit = kind === "think" ? (t) => out.reasoning(t) : (t) => out.delta(t);
+    if (frame.op === "append") emit(differ.append(piece));
+    else emit(differ.next(piece));
+  }
+  function createConnectParser() {
+    const reader = createConnectReader();
+    const out = createOutput();
+    const ctx = { blocks: /* @__PURE__ */ new Map() };
+    const handle = (frames) => {
+      for (const f of frames) {
+        if (out.finished) break;
+        if (f.compressed) out.error("compressed Connect frame not supported / 不支持压缩的 Connect 帧", "compressed");
+        else if (f.end) {
+          if (f.json && f.json.error) onConnectFrame({ error: f.json.error }, out, ctx);
+          else out.done();
+        } else {
+          try {
+            onConnectFrame(f.json, out, ctx);
+          } catch {
+          }
+        }
+      }
+    };
+    return {
+      push(bytes) {
+        handle(reader.push(bytes));
+        return out.take();
+      },
+      end() {
+        const { frames, leftover } = reader.end();
+        handle(frames);
+        if (!out.finished && leftover > 0) out.error(INCOMPLETE, "incomplete");
+        finishAtEof(out, { eofIsDone: false, trouble: null, sample: "" });
+        return out.take();
+      }
+    };
+  }
+  function createParser2() {
+    let inner = null;
+    return {
+      push(chunk2) {
+        const bytes = toBytes(chunk2);
+        if (!inner) {
+          if (bytes.length === 0) return [];
+          inner = bytes[0] <= 3 ? createConnectParser() : createLegacyParser();
+        }
+        return inner.push(bytes);
+      },
+      end() {
+        if (!inner) inner = createLegacyParser();
+        return inner.end();
+      }
+    };
+  }
+  var kimi_default = {
+    name: "kimi",
+    hosts: hosts7,
+    matchRequest: endpointMatcher({
+      hosts: hosts7,
+      paths: [/^\/api\/chat\/[^/]+\/completion\/stream$/, /^\/apiv2\/kimi\.gateway\.chat\.v1\.ChatService\/Chat$/]
+    }),
+    promptFromRequest(bodyText2) {
+      if (typeof bodyText2 !== "string") return null;
+      const start2 = bodyText2.indexOf("{");
+      const end = bodyText2.lastIndexOf("}");
+      if (start2 < 0 || end < start2) return null;
+      const body = parseJson(bodyText2.slice(start2, end + 1));
+      if (!body) return null;
+      const legacy = dig(body, "messages", -1, "content");
+      if (typeof legacy === "string") return legacy;
+      const blocks = dig(body, "message", "blocks");
+      if (Array.isArray(blocks)) {
+        const text = blocks.map((b) => dig(b, "text", "content")).filter((t) => typeof t === "string");
+        if (text.length) return text.join("\n");
+      }
+      return null;
+    },
+    createParser: createParser2,
+    input: {
+      selectors: [
+        '.chat-input-editor[contenteditable="true"]',
+        'div[data-lexical-editor="true"][contenteditable="true"]',
+        '#msh-chatinput-editor[contenteditable="true"]'
+      ],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: [".send-button-container:not(.disabled) .send-button", ".send-button", "#send-button", 'button[data-testid="msh-chatinput-send-button"]'],
+      key: "Enter"
+    },
+    trouble: trouble7
+  };
+
+  // src/adapters/qianwen.js
+  var hosts8 = ["tongyi.aliyun.com", "www.tongyi.com", "www.qianwen.com", "qianwen.com", "chat.qwen.ai"];
+  var endpointHosts = [...hosts8, "chat2.qianwen.com", "qianwen.biz.aliyun.com"];
+  var DEEP_THINK_MARK = /\[\(deep_think\)\]/g;
+  function init2() {
+    return { answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer(), summary: createSnapshotDiffer(), format: null };
+  }
+  function onCn(frame, out, ctx) {
+    if (frame.error_code && frame.error_code !== 0 || frame.success === false) {
+      out.error(frame.error_msg || "Qianwen error / 千问出错", frame.error_code || "error");
+      return;
+    }
+    const data = frame.data || {};
+    if (dig(data, "audit_info", "problem_code") === "blocked") {
+      out.error("Qianwen blocked the reply (moderation) / 千问拦截了回复（内容审核）", "blocked");
+      return;
+    }
+    const messages = Array.isArray(data.messages) ? data.messages : [];
+    let answer = null;
+    let reasoning = null;
+    for (const m of messages) {
+      if (!m || typeof m !== "object") continue;
+      if ((m.mime_type === "multi_load/iframe" || m.mime_type === "text/plain") && typeof m.content === "string") answer = m.content;
+      for (const item of Array.isArray(dig(m, "meta_data", "multi_load")) ? m.meta_data.multi_load : []) {
+        const think = dig(item, "content", "think_content");
+        if (item && item.type === "deep_think" && typeof think === "string") reasoning = think;
+      }
+    }
+    if (reasoning !== null) out.reasoning(ctx.reasoning.next(reasoning));
+    if (answer !== null) out.delta(ctx.answer.next(answer.replace(DEEP_THINK_MARK, "")));
+    if (data.status === "complete") out.done();
+  }
+  function onIntl(frame, out, ctx) {
+    const delta = dig(frame, "choices", 0, "delta");
+    if (!delta || typeof delta !== "object") return;
+    const phase = delta.phase;
+    if (phase === "thinking_summary") {
+      const list = dig(delta, "extra", "summary_thought", "content");
+      if (Array.isArray(list)) out.reasoning(ctx.summary.next(list.filter((s) => typeof s === "string").join("\n")));
+    } else if (phase === "think" || phase === "thinking" || phase === "reasoning") {
+      out.reasoning(delta.content);
+    } else if (phase === "answer" || phase === null || phase === void 0) {
+      out.delta(delta.content);
+    }
+    if (delta.status === "finished" && (phase === "answer" || phase === null || phase === void 0)) out.done();
+  }
+  function onLegacy(frame, out, ctx) {
+    if (frame.errorCode || frame.errorMsg) {
+      out.error(frame.errorMsg || "Tongyi error / 通义出错", frame.errorCode || "error");
+      return;
+    }
+    const contents = Array.isArray(frame.contents) ? frame.contents : [];
+    const text = contents.filter((c) => c && c.contentType === "text" && c.role !== "user" && typeof c.content === "string");
+    if (text.length) out.delta(ctx.answer.next(text[text.length - 1].content));
+    if (frame.msgStatus === "finished") out.done();
+  }
+  function onEvent6(record, out, ctx) {
+    const data = record.data.trim();
+    if (data === "[DONE]" || data === "true") {
+      if (record.event === "complete" || ctx.format !== "cn" || data === "[DONE]") out.done();
+      return;
+    }
+    const frame = parseJson(data);
+    if (!frame || typeof frame !== "object" || Array.isArray(frame)) return;
+    if (frame.error && typeof frame.error === "object") {
+      out.error(frame.error.details || frame.error.message || "Qwen error / 通义千问出错", frame.error.code || "error");
+      return;
+    }
+    if ("choices" in frame) {
+      ctx.format = "intl";
+      onIntl(frame, out, ctx);
+    } else if ("communication" in frame || dig(frame, "data", "messages") !== void 0 || "error_code" in frame) {
+      ctx.format = "cn";
+      onCn(frame, out, ctx);
+    } else if ("msgStatus" in frame || "contents" in frame) {
+      ctx.format = "legacy";
+      onLegacy(frame, out, ctx);
+    }
+  }
+  var trouble8 = makeTrouble({
+    codes: {
+      1004: REASONS.login,
+      20006: "Qianwen rate limit / 千问限流"
+    }
+  });
+  var qianwen_default = {
+    name: "qianwen",
+    hosts: hosts8,
+    matchRequest: endpointMatcher({
+      hosts: endpointHosts,
+      paths: [/^\/api\/v2\/chat$/, /^\/api\/v2\/chat\/completions$/, /^\/api\/chat\/completions$/, /^\/dialog\/conversation$/]
+    }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      if (!body) return null;
+      const messages = Array.isArray(body.messages) ? body.messages : [];
+      const last = messages[messages.length - 1];
+      if (last && typeof last.content === "string") return last.content;
+      const contents = Array.isArray(body.contents) ? body.contents : [];
+      const user = contents.filter((c) => c && c.role === "user" && typeof c.content === "string");
+      return user.length ? user[user.length - 1].content : null;
+    },
+    createParser: sseParser({
+      onEvent: onEvent6,
+      trouble: trouble8,
+      init: init2,
+      atEof: (out, ctx) => {
+        if (ctx.format === "intl") out.done();
+      }
+    }),
+    input: {
+      selectors: ["textarea#chat-input", 'textarea[placeholder*="千问"]', "textarea.ant-input", 'div[contenteditable="true"][role="textbox"]'],
+      kind: "textarea"
+    },
+    send: {
+      selectors: ["button#send-message-button", 'button[aria-label="发送"]', 'div[class*="operateBtn"]', 'button[class*="send"]'],
+      key: "Enter"
+    },
+    trouble: trouble8
+  };
+
+  // src/adapters/yuanbao.js
+  var hosts9 = ["yuanbao.tencent.com"];
+  var MARKUP = /\[\]\(@[A-Za-z_]+=[^)\s]*\)/g;
+  function onEvent7(record, out) {
+    if (record.event === "speech_type") return;
+    const data = record.data.trim();
+    if (data === "[DONE]") {
+      out.done();
+      return;
+    }
+    if (!data.startsWith("{")) return;
+    const frame = parseJson(data);
+    if (!frame || typeof frame !== "object") return;
+    switch (frame.type) {
+      case "text":
+        if (typeof frame.msg === "string") out.delta(frame.msg.replace(MARKUP, ""));
+        return;
+      case "think":
+      case "reasoner":
+        out.reasoning(typeof frame.content === "string" ? frame.content : frame.msg);
+        return;
+      case "error":
+        out.error(frame.msg || "Yuanbao error / 元宝出错", frame.code || "error");
+        return;
+      default:
+        if (frame.error && frame.error.code) out.error(frame.error.message || "Yuanbao error / 元宝出错", frame.error.code);
+    }
+  }
+  var trouble9 = makeTrouble({
+    codes: {
+      23e3: REASONS.login,
+      21007: "Yuanbao could not fetch the answer / 元宝回答拉取失败"
+    }
+  });
+  var yuanbao_default = {
+    name: "yuanbao",
+    hosts: hosts9,
+    matchRequest: endpointMatcher({ hosts: hosts9, paths: [/^\/api\/chat\/[A-Za-z0-9_-]+$/] }),
+    promptFromRequest(bodyText2) {
+      const body = parseJson(bodyText2);
+      if (!body) return null;
+      if (typeof body.prompt === "string") return body.prompt;
+      return typeof body.displayPrompt === "string" ? body.displayPrompt : null;
+    },
+    createParser: sseParser({ onEvent: onEvent7, trouble: trouble9 }),
+    input: {
+      selectors: ['.chat-input-editor .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"]', '#search-bar [contenteditable="true"]'],
+      kind: "contenteditable"
+    },
+    send: {
+      selectors: ["a#yuanbao-send-btn", "#yuanbao-send-btn", 'a[class*="send-btn"]', 'button[class*="send-btn"]'],
+      key: "Enter"
+    },
+    trouble: trouble9
+  };
+
+  // src/adapters/index.js
+  var adapters = [deepseek_default, doubao_default, yuanbao_default, qianwen_default, chatgpt_default, claude_default, gemini_default, kimi_default, chatglm_default];
+
+  // src/core-test-site/sim-adapter.js
+  function sseLines() {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    return {
+      push(bytes, final = false) {
+        buffer += decoder.decode(bytes, { stream: !final });
+        const lines = buffer.split(/\r\n|\n|\r/);
+        buffer = final ? "" : lines.pop();
+        return lines;
+      }
+    };
+  }
+  var sim_adapter_default = {
+    name: "sim",
+    hosts: ["sim.aicard.test"],
+    matchRequest(url, method) {
+      return method === "POST" && new URL(url).pathname === "/api/sim/chat";
+    },
+    promptFromRequest(bodyText2) {
+      try {
+        return JSON.parse(bodyText2).prompt ?? null;
+      } catch {
+        return null;
+      }
+    },
+    createParser() {
+      const lines = sseLines();
+      const read = (list) => {
+        const events = [];
+        for (const line of list) {
+          if (!line.startsWith("data:")) continue;
+          const data = line.slice(5).trim();
+          if (data === "[DONE]") {
+            events.push({ type: "done" });
+            continue;
+          }
+          let obj;
+          try {
+            obj = JSON.parse(data);
+          } catch {
+            continue;
+          }
+          if (typeof obj.delta === "string") events.push({ type: "delta", text: obj.delta });
+          if (typeof obj.reasoning === "string") events.push({ type: "reasoning", text: obj.reasoning });
+          if (obj.error) events.push({ type: "error", reason: String(obj.error), code: obj.code });
+        }
+        return events;
+      };
+      return {
+        push: (bytes) => read(lines.push(bytes)),
+        end: () => read(lines.push(new Uint8Array(0), true))
+      };
+    },
+    input: { selectors: ["textarea#sim-input"], kind: "textarea" },
+    send: { selectors: ["button#sim-send"], key: "Enter" },
+    trouble(status, sample) {
+      if (status === 429) return "rate limited (HTTP 429) / 请求过于频繁";
+      if (/"code":\s*"?rate_limit/.test(sample)) return "rate limited by the site / 站点限流";
+      return null;
+    }
+  };
+
+  // src/core/adapters.js
+  function pickAdapter(adapters2, hostname) {
+    const host = String(hostname).toLowerCase();
+    for (const adapter of adapters2) {
+      for (const h of adapter.hosts || []) {
+        const want = h.toLowerCase();
+        if (host === want || host.endsWith(`.${want}`)) return adapter;
+      }
+    }
+    return null;
+  }
+
+  // src/core/protocol.js
+  var TASK_STATES = Object.freeze(["accepted", "sent", "streaming", "done", "failed"]);
+  var HUB_FRAME_TYPES = Object.freeze([
+    "welcome",
+    "cmd_result",
+    "task",
+    "deliver",
+    "flow_control",
+    "flow_event",
+    "ack",
+    "error",
+    "heartbeat"
+  ]);
+  function withOptional(frame, optional) {
+    for (const [key, value] of Object.entries(optional)) {
+      if (value !== void 0 && value !== null && value !== "") frame[key] = value;
+    }
+    return frame;
+  }
+  function hello({ token, clientId, site, url, title, label, role, version }) {
+    if (!token) throw new Error("hello needs the hub token / 缺少令牌");
+    if (!site) throw new Error("hello needs the site name / 缺少站点名");
+    return withOptional({ type: "hello", token, site }, {
+      client_id: clientId,
+      url,
+      title,
+      label,
+      role,
+      version
+    });
+  }
+  function chunk(turnId, seq, text) {
+    return { type: "chunk", turn_id: turnId, seq, text };
+  }
+  function turnEnd(turnId, text, taskId, extra = {}) {
+    return withOptional({ type: "turn_end", turn_id: turnId, text }, { task_id: taskId, ...extra });
+  }
+  function flowReport(turnId, event, { status, fragmentCount } = {}) {
+    if (!["flow_start", "status_update", "flow_end"].includes(event)) {
+      throw new Error(`unknown flow_report event: ${event}`);
+    }
+    return withOptional({ type: "flow_report", turn_id: turnId, event }, {
+      status,
+      fragment_count: fragmentCount
+    });
+  }
+  function userInput(text) {
+    return { type: "user_input", text };
+  }
+  function taskUpdate(taskId, state, error) {
+    if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
+    return withOptional({ type: "task_update", task_id: taskId, state }, { error });
+  }
+  function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending } = {}) {
+    return withOptional({ type: "heartbeat", time }, {
+      flow_id: flowId,
+      flow_role: flowRole,
+      step,
+      cmd_count: cmdCount,
+      result_count: resultCount,
+      pending
+    });
+  }
+  function readHubFrame(text) {
+    let frame;
+    try {
+      frame = JSON.parse(text);
+    } catch (err) {
+      return { error: `malformed JSON from hub: ${err.message}` };
+    }
+    if (!frame || typeof frame !== "object" || Array.isArray(frame) || typeof frame.type !== "string") {
+      return { error: "hub frame is not an object with a type" };
+    }
+    if (!HUB_FRAME_TYPES.includes(frame.type)) return { ignored: frame.type };
+    return { frame };
+  }
+
+  // src/core/capture.js
+  var SAMPLE_BYTES = 4096;
+  var RECORD_LIMIT_BYTES = 8 * 1024 * 1024;
+  function genericTrouble(status, sample = "", contentType = "") {
+    if (status === 429) return "rate limited (HTTP 429) / 请求过于频繁";
+    if (status === 401) return "login required (HTTP 401) / 需要登录";
+    if (/captcha|challenge|cf-please-wait|verify you are human|人机验证|验证码|滑块/i.test(sample)) {
+      return `captcha or challenge page (HTTP ${status}) / 需要人机验证`;
+    }
+    if (status === 403) return "forbidden: login expired or blocked (HTTP 403) / 登录失效或被拒绝";
+    if (status >= 400) return `site error (HTTP ${status}) / 站点返回错误`;
+    if (status >= 200 && status < 300 && /text\/html/i.test(contentType) && /<form|login|sign in|登录/i.test(sample)) {
+      return "login page instead of a reply / 返回了登录页";
+    }
+    return null;
+  }
+  var turnCounter = 0;
+  function newTurnId() {
+    turnCounter += 1;
+    const rand = Math.random().toString(36).slice(2, 8);
+    return `t-${Date.now().toString(36)}-${turnCounter}-${rand}`;
+  }
+  var Turn = class {
+    constructor(capture, meta) {
+      this.capture = capture;
+      this.meta = meta;
+      this.id = newTurnId();
+      this.text = "";
+      this.pending = "";
+      this.seq = 0;
+      this.reasoningChars = 0;
+      this.parser = null;
+      this.closed = false;
+      this.decoder = new TextDecoder();
+      this.sample = "";
+      this.held = [];
+      this.troubleChecked = false;
+      this.taskId = capture.claimTask();
+    }
+    /** Error statuses and HTML bodies are held back until a sample is judged for trouble. */
+    get suspicious() {
+      return this.meta.status >= 400 || /text\/html/i.test(this.meta.contentType || "");
+    }
+    push(bytes) {
+      if (this.raw && this.rawBytes + bytes.length <= RECORD_LIMIT_BYTES) {
+        this.raw.push(bytes.slice());
+        this.rawBytes += bytes.length;
+      }
+      if (this.closed) return;
+      if (this.suspicious && !this.troubleChecked) {
+        this.held.push(bytes);
+        this.sample += this.decoder.decode(bytes, { stream: true });
+        if (this.sample.length >= SAMPLE_BYTES) this.releaseHeld();
+        return;
+      }
+      if (this.sample.length < SAMPLE_BYTES) this.sample += this.decoder.decode(bytes, { stream: true });
+      this.feed(() => this.parser.push(bytes));
+    }
+    /** Judges the held sample; feeds the held bytes to the parser when it is not trouble. */
+    releaseHeld() {
+      this.checkTrouble();
+      if (this.closed) return false;
+      const held = this.held;
+      this.held = [];
+      for (const bytes of held) this.feed(() => this.parser.push(bytes));
+      return !this.closed;
+    }
+    checkTrouble() {
+      this.troubleChecked = true;
+      const { adapter } = this.capture;
+      let reason = null;
+      try {
+        reason = adapter.trouble ? adapter.trouble(this.meta.status, this.sample) : null;
+      } catch (err) {
+        this.capture.log("warn", `adapter.trouble failed: ${err.message}`);
+      }
+      reason = reason || genericTrouble(this.meta.status, this.sample, this.meta.contentType);
+      if (reason) this.fail(reason);
+    }
+    feed(call) {
+      let events;
+      try {
+        events = call() || [];
+      } catch (err) {
+        this.capture.log("error", `${this.capture.adapter.name} parser failed: ${err.message}`);
+        this.fail(`parser error: ${err.message}`);
+        return;
+      }
+      for (const ev of events) {
+        if (this.closed) return;
+        this.event(ev);
+      }
+      this.flush();
+    }
+    /** One `chunk` per network read at most: the deltas parsed from it, joined. */
+    flush() {
+      if (!this.pending) return;
+      const text = this.pending;
+      this.pending = "";
+      this.capture.hub.send(chunk(this.id, this.seq, text));
+      this.seq += 1;
+      if (this.seq === 1) this.capture.emit("streaming", this);
+    }
+    event(ev) {
+      switch (ev.type) {
+        case "delta":
+          if (!ev.text) return;
+          this.text += ev.text;
+          this.pending += ev.text;
+          return;
+        case "reasoning":
+          this.reasoningChars += (ev.text || "").length;
+          this.capture.emit("reasoning", this);
+          return;
+        case "done":
+          this.finish();
+          return;
+        case "error":
+          this.fail(ev.reason || `site error${ev.code ? ` ${ev.code}` : ""}`, ev.code);
+          return;
+        default:
+          this.capture.log("warn", `unknown parser event ${ev.type}`);
+      }
+    }
+    end() {
+      if (this.closed) return;
+      if (this.suspicious && !this.troubleChecked && !this.releaseHeld()) return;
+      this.feed(() => this.parser.end());
+      if (!this.closed && this.text === "" && !this.troubleChecked) this.checkTrouble();
+      if (!this.closed) this.finish();
+    }
+    fail(reason, code) {
+      if (this.closed) return;
+      this.flush();
+      this.closed = true;
+      this.capture.hub.send(flowReport(this.id, "flow_end", { status: "failed", fragmentCount: this.seq }));
+      this.capture.emit("trouble", this, { reason, code });
+      this.capture.closeTurn(this);
+    }
+    finish() {
+      if (this.closed) return;
+      this.flush();
+      this.closed = true;
+      this.capture.hub.send(flowReport(this.id, "flow_end", { status: "finished", fragmentCount: this.seq }));
+      this.capture.hub.send(turnEnd(this.id, this.text, this.taskId));
+      this.capture.emit("turn_end", this);
+      this.capture.closeTurn(this);
+    }
+  };
+  var TurnCapture = class {
+    constructor({ adapter, hub, log, claimTask, record = false }) {
+      this.record = record;
+      this.adapter = adapter;
+      this.hub = hub;
+      this.log = log;
+      this.claimTask = claimTask || (() => void 0);
+      this.active = /* @__PURE__ */ new Set();
+      this.listeners = /* @__PURE__ */ new Set();
+      this.lastTurn = null;
+    }
+    on(fn) {
+      this.listeners.add(fn);
+      return () => this.listeners.delete(fn);
+    }
+    emit(kind, turn, detail) {
+      for (const fn of this.listeners) {
+        try {
+          fn(kind, turn, detail);
+        } catch (err) {
+          this.log("error", `capture listener: ${err.message}`);
+        }
+      }
+    }
+    /** True while a reply is streaming in this tab. */
+    get busy() {
+      return this.active.size > 0;
+    }
+    matches(url, method) {
+      try {
+        return Boolean(this.adapter.matchRequest(url, method));
+      } catch (err) {
+        this.log("warn", `${this.adapter.name}.matchRequest failed: ${err.message}`);
+        return false;
+      }
+    }
+    /** Called by the interceptor for each matching response; returns the byte sink. */
+    begin(meta) {
+      const turn = new Turn(this, meta);
+      if (this.record) {
+        turn.raw = [];
+        turn.rawBytes = 0;
+      }
+      try {
+        turn.parser = this.adapter.createParser();
+      } catch (err) {
+        this.log("error", `${this.adapter.name}.createParser failed: ${err.message}`);
+        return null;
+      }
+      if (meta.requestBody && this.adapter.promptFromRequest) {
+        try {
+          turn.prompt = this.adapter.promptFromRequest(meta.requestBody);
+        } catch {
+          turn.prompt = null;
+        }
+      }
+      this.active.add(turn);
+      this.lastTurn = turn;
+      this.hub.send(flowReport(turn.id, "flow_start", { status: "streaming" }));
+      this.emit("turn_start", turn);
+      return turn;
+    }
+    /** A reply read from the DOM by the fallback: reported as one chunk and a turn_end. */
+    domTurn(text, taskId) {
+      const turnId = newTurnId();
+      this.hub.send(chunk(turnId, 0, text));
+      this.hub.send(turnEnd(turnId, text, taskId, { source: "dom" }));
+      this.emit("dom_turn_end", { id: turnId, taskId, text });
+    }
+    closeTurn(turn) {
+      this.active.delete(turn);
+      this.emit("idle_check", turn);
+    }
+  };
+
+  // src/core/debug.js
+  function installDebugHelpers(win, { hub, runner, capture, adapter, panel }) {
+    const helpers = {
+      /** Types `text` into the box and sends it, as a `deliver` with auto_send would. */
+      mcpAutoSend: (text) => runner.handle({ type: "deliver", text: String(text), auto_send: true }),
+      /** Sends a command to the hub as if the person had typed it. */
+      mcpSendCmd: (cmd) => hub.send(userInput(String(cmd))),
+      /** Connection, queue and capture state, for the console. */
+      mcpStatus: () => ({
+        site: adapter.name,
+        hub: { ...hub.status },
+        queued: runner.queue.length,
+        current: runner.current ? { kind: runner.current.kind, task_id: runner.current.task_id } : null,
+        streaming: capture.busy,
+        lastTurn: capture.lastTurn ? { id: capture.lastTurn.id, chars: capture.lastTurn.text.length } : null
+      }),
+      /**
+       * The last captured stream exactly as the site sent it, for recording an adapter fixture:
+       * `copy(mcpLastStream().text)` in the console, save as test/adapters/fixtures/<site>-<date>.sse.
+       */
+      mcpLastStream: () => {
+        const turn = capture.lastTurn;
+        if (!turn || !turn.raw) return null;
+        const bytes = new Uint8Array(turn.rawBytes);
+        let offset = 0;
+        for (const part of turn.raw) {
+          bytes.set(part, offset);
+          offset += part.length;
+        }
+        let binary = "";
+        for (const b of bytes) binary += String.fromCharCode(b);
+        return {
+          site: adapter.name,
+          url: turn.meta.url,
+          method: turn.meta.method,
+          status: turn.meta.status,
+          contentType: turn.meta.contentType,
+          requestBody: turn.meta.requestBody,
+          answer: turn.text,
+          text: new TextDecoder().decode(bytes),
+          base64: btoa(binary),
+          reads: turn.raw.map((r) => r.length)
+        };
+      },
+      /** The panel's text, position and buttons. */
+      mcpPanel: () => panel.describe()
+    };
+    for (const [name, fn] of Object.entries(helpers)) win[name] = fn;
+  }
+
+  // src/core/backoff.js
+  var DEFAULT_POLICY = Object.freeze({
+    baseMs: 500,
+    // first retry waits about this long
+    factor: 2,
+    // each failed attempt multiplies the wait
+    maxMs: 3e4,
+    // never wait longer than this
+    jitter: 0.5,
+    // fraction of the delay that is randomised (0 = none, 1 = full jitter)
+    switchAfter: 2
+    // consecutive never-opened failures of one transport before trying the other
+  });
+  function backoffDelay(attempt, policy = DEFAULT_POLICY, random = Math.random) {
+    const { baseMs, factor, maxMs, jitter } = { ...DEFAULT_POLICY, ...policy };
+    const exp = Math.max(0, attempt);
+    const capped = Math.min(maxMs, baseMs * Math.pow(factor, exp));
+    const j = Math.min(1, Math.max(0, jitter));
+    return Math.round(capped * (1 - j) + capped * j * random());
+  }
+  var ReconnectMachine = class {
+    constructor(policy = DEFAULT_POLICY, random = Math.random) {
+      this.policy = { ...DEFAULT_POLICY, ...policy };
+      this.random = random;
+      this.state = "idle";
+      this.transport = "ws";
+      this.attempt = 0;
+      this.failuresWithoutOpen = 0;
+      this.opened = { ws: false, sse: false };
+    }
+    /** Begin (or retry) a connection. Returns the transport to use. */
+    connect() {
+      if (this.state === "stopped") return null;
+      this.state = "connecting";
+      return this.transport;
+    }
+    /** The current transport said hello and got a welcome. */
+    open() {
+      if (this.state === "stopped") return;
+      this.state = "open";
+      this.attempt = 0;
+      this.failuresWithoutOpen = 0;
+      this.opened[this.transport] = true;
+    }
+    /**
+     * The connection failed or was lost. Returns `{delayMs, transport}` for the next try,
+     * or null when stopped.
+     */
+    lost() {
+      if (this.state === "stopped") return null;
+      const wasOpen = this.state === "open";
+      if (!wasOpen && !this.opened[this.transport]) {
+        this.failuresWithoutOpen += 1;
+        if (this.failuresWithoutOpen >= this.policy.switchAfter) {
+          this.transport = this.transport === "ws" ? "sse" : "ws";
+          this.failuresWithoutOpen = 0;
+        }
+      }
+      const delayMs = backoffDelay(this.attempt, this.policy, this.random);
+      this.attempt += 1;
+      this.state = "waiting";
+      return { delayMs, transport: this.transport };
+    }
+    stop() {
+      this.state = "stopped";
+    }
+  };
+
+  // src/core/event-stream.js
+  var EventStreamReader = class {
+    constructor() {
+      this.buffer = "";
+      this.data = [];
+    }
+    /** Feeds more text; returns the data strings of the events completed by it. */
+    push(text) {
+      this.buffer += text;
+      const events = [];
+      let newline;
+      while ((newline = this.buffer.search(/\r\n|\r|\n/)) !== -1) {
+        const line = this.buffer.slice(0, newline);
+        const sepLen = this.buffer.startsWith("\r\n", newline) ? 2 : 1;
+        if (sepLen === 1 && this.buffer[newline] === "\r" && newline === this.buffer.length - 1) break;
+        this.buffer = this.buffer.slice(newline + sepLen);
+        this.line(line, events);
+      }
+      return events;
+    }
+    line(line, events) {
+      if (line === "") {
+        if (this.data.length) events.push(this.data.join("\n"));
+        this.data = [];
+        return;
+      }
+      if (line.startsWith(":")) return;
+      const colon = line.indexOf(":");
+      const field = colon === -1 ? line : line.slice(0, colon);
+      let value = colon === -1 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "data") this.data.push(value);
+    }
+  };
+
+  // src/core/transports.js
+  var WELCOME_TIMEOUT_MS = 8e3;
+  function wsUrl(hubUrl, path) {
+    return hubUrl.replace(/^http/, "ws") + path;
+  }
+  var WebSocketTransport = class {
+    constructor({ hubUrl, WebSocketImpl, timers, onFrame, onClose, log }) {
+      Object.assign(this, { hubUrl, WebSocketImpl, timers, onFrame, onClose, log });
+      this.name = "ws";
+      this.realtime = null;
+      this.heart = null;
+      this.closed = false;
+      this.wsSend = WebSocketImpl.prototype.send;
+    }
+    /** Opens `/realtime`, says hello; resolves with the welcome frame. */
+    open(helloFields) {
+      return new Promise((resolve, reject) => {
+        let ws;
+        try {
+          ws = new this.WebSocketImpl(wsUrl(this.hubUrl, "/realtime"));
+        } catch (err) {
+          reject(err);
+          return;
+        }
+        this.realtime = ws;
+        let welcomed = false;
+        const timer = this.timers.setTimeout(() => {
+          if (!welcomed) {
+            reject(new Error("no welcome from hub"));
+            this.close();
+          }
+        }, WELCOME_TIMEOUT_MS);
+        ws.onopen = () => this.wsSend.call(ws, JSON.stringify(hello(helloFields)));
+        ws.onmessage = (ev) => {
+          const { frame, error } = readHubFrame(String(ev.data));
+          if (error) {
+            this.log("warn", error);
+            return;
+          }
+          if (!frame) return;
+          if (!welcomed && frame.type === "welcome") {
+            welcomed = true;
+            this.timers.clearTimeout(timer);
+            this.openHeartbeat({ ...helloFields, clientId: frame.client_id }, frame.heartbeat_ms);
+            resolve(frame);
+            return;
+          }
+          if (!welcomed && frame.type === "error") {
+            this.timers.clearTimeout(timer);
+            reject(new Error(`hub refused hello: ${frame.message || frame.code}`));
+            return;
+          }
+          this.onFrame(frame);
+        };
+        ws.onerror = () => {
+        };
+        ws.onclose = () => {
+          this.timers.clearTimeout(timer);
+          if (!welcomed) reject(new Error("WebSocket to hub closed before welcome"));
+          else this.lost();
+        };
+      });
+    }
+    /** `/heartbeat` socket: hello, then an app heartbeat every `intervalMs`; lost answers close both. */
+    openHeartbeat(helloFields, intervalMs) {
+      const every = Math.max(1e3, Number(intervalMs) || 15e3);
+      let lastAnswer = Date.now();
+      const ws = new this.WebSocketImpl(wsUrl(this.hubUrl, "/heartbeat"));
+      this.heart = ws;
+      ws.onopen = () => this.wsSend.call(ws, JSON.stringify(hello(helloFields)));
+      ws.onmessage = () => {
+        lastAnswer = Date.now();
+      };
+      ws.onerror = () => {
+      };
+      this.heartTimer = this.timers.setInterval(() => {
+        if (Date.now() - lastAnswer > every * 3) {
+          this.log("warn", "hub heartbeat lost");
+          this.lost();
+          return;
+        }
+        if (ws.readyState === 1) this.wsSend.call(ws, JSON.stringify(heartbeat(this.heartbeatState?.() || {})));
+      }, every);
+    }
+    send(frame) {
+      if (!this.realtime || this.realtime.readyState !== 1) return false;
+      this.wsSend.call(this.realtime, JSON.stringify(frame));
+      return true;
+    }
+    lost() {
+      if (this.closed) return;
+      this.close();
+      this.onClose();
+    }
+    close() {
+      this.closed = true;
+      if (this.heartTimer) this.timers.clearInterval(this.heartTimer);
+      for (const ws of [this.realtime, this.heart]) {
+        if (ws) {
+          ws.onclose = null;
+          ws.onmessage = null;
+          try {
+            ws.close();
+          } catch {
+          }
+        }
+      }
+    }
+  };
+  var SseTransport = class {
+    constructor({ hubUrl, gmRequest, onFrame, onClose, log }) {
+      Object.assign(this, { hubUrl, gmRequest, onFrame, onClose, log });
+      this.name = "sse";
+      this.closed = false;
+      this.clientId = null;
+      this.token = null;
+      this.events = null;
+    }
+    headers() {
+      const h = { "Content-Type": "application/json", Authorization: `Bearer ${this.token}` };
+      if (this.clientId) h["X-AIcard-Client"] = this.clientId;
+      return h;
+    }
+    post(frame) {
+      return new Promise((resolve, reject) => {
+        this.gmRequest({
+          method: "POST",
+          url: `${this.hubUrl}/send`,
+          headers: this.headers(),
+          data: JSON.stringify(frame),
+          timeout: WELCOME_TIMEOUT_MS,
+          onload: (res) => {
+            const { frame: reply, error } = readHubFrame(res.responseText || "");
+            if (res.status >= 400 || error) reject(new Error(`hub answered ${res.status}: ${error || reply?.message || ""}`));
+            else resolve(reply);
+          },
+          onerror: () => reject(new Error("hub unreachable (POST /send)")),
+          ontimeout: () => reject(new Error("hub timed out (POST /send)"))
+        });
+      });
+    }
+    async open(helloFields) {
+      this.token = helloFields.token;
+      const welcome = await this.post(hello(helloFields));
+      if (!welcome || welcome.type !== "welcome") {
+        throw new Error(`hub refused hello: ${welcome?.message || welcome?.type}`);
+      }
+      this.clientId = welcome.client_id;
+      this.listen();
+      return welcome;
+    }
+    /** `GET /events`: reads the stream as it grows (onprogress) and hands each frame on. */
+    listen() {
+      const reader = new EventStreamReader();
+      let seen = 0;
+      const consume = (res) => {
+        const text = res.responseText || "";
+        if (text.length <= seen) return;
+        const fresh = text.slice(seen);
+        seen = text.length;
+        for (const data of reader.push(fresh)) {
+          const { frame, error } = readHubFrame(data);
+          if (error) this.log("warn", error);
+          else if (frame) this.onFrame(frame);
+        }
+      };
+      const ended = () => {
+        if (!this.closed) {
+          this.closed = true;
+          this.onClose();
+        }
+      };
+      this.events = this.gmRequest({
+        method: "GET",
+        url: `${this.hubUrl}/events`,
+        headers: { ...this.headers(), Accept: "text/event-stream" },
+        onprogress: consume,
+        onreadystatechange: (res) => {
+          if (res.readyState >= 3) consume(res);
+        },
+        onload: (res) => {
+          consume(res);
+          ended();
+        },
+        onerror: ended,
+        onabort: ended
+      });
+    }
+    send(frame) {
+      if (this.closed || !this.clientId) return false;
+      this.chain = (this.chain || Promise.resolve()).then(() => this.post(frame)).then((reply) => {
+        if (reply && reply.type === "error") this.log("warn", `hub error: ${reply.message}`);
+      }, (err) => this.log("warn", err.message));
+      return true;
+    }
+    close() {
+      this.closed = true;
+      try {
+        this.events?.abort?.();
+      } catch {
+      }
+    }
+  };
+
+  // src/core/hub-client.js
+  var MAX_QUEUED_FRAMES = 2e3;
+  var HubClient = class {
+    /**
+     * @param {object} o
+     * @param {string} o.hubUrl           e.g. http://127.0.0.1:8027
+     * @param {() => object} o.helloFields token, site, url, title, label, role, version
+     * @param {TabIdentity} o.identity    keeps client_id across reloads
+     * @param {Function} o.WebSocketImpl  captured at document-start
+     * @param {Function} o.gmRequest      GM_xmlhttpRequest, for the SSE fallback
+     */
+    constructor(o) {
+      this.o = o;
+      this.machine = new ReconnectMachine(o.policy, o.random);
+      this.transport = null;
+      this.queue = [];
+      this.welcome = null;
+      this.listeners = { frame: /* @__PURE__ */ new Set(), state: /* @__PURE__ */ new Set() };
+      this.status = { state: "idle", transport: null, error: null };
+      this.timers = o.timers;
+    }
+    on(kind, fn) {
+      this.listeners[kind].add(fn);
+      return () => this.listeners[kind].delete(fn);
+    }
+    emitState(patch) {
+      this.status = { ...this.status, ...patch };
+      for (const fn of this.listeners.state) fn(this.status);
+    }
+    start() {
+      this.attempt();
+    }
+    stop() {
+      this.machine.stop();
+      this.transport?.close();
+      this.emitState({ state: "stopped" });
+    }
+    async attempt() {
+      const kind = this.machine.connect();
+      if (!kind) return;
+      this.emitState({ state: "connecting", transport: kind });
+      const common = {
+        hubUrl: this.o.hubUrl,
+        timers: this.timers,
+        log: this.o.log,
+        onFrame: (frame) => this.dispatch(frame),
+        onClose: () => this.lost(transport, "connection closed")
+      };
+      const transport = kind === "ws" ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl }) : new SseTransport({ ...common, gmRequest: this.o.gmRequest });
+      transport.heartbeatState = this.o.heartbeatState;
+      this.transport = transport;
+      try {
+        const fields = { ...this.o.helloFields(), clientId: this.o.identity.clientId };
+        const welcome = await transport.open(fields);
+        if (this.transport !== transport) {
+          transport.close();
+          return;
+        }
+        this.welcome = welcome;
+        this.o.identity.clientId = welcome.client_id;
+        this.machine.open();
+        this.emitState({ state: "open", transport: kind, error: null, clientId: welcome.client_id, role: welcome.role });
+        this.dispatch(welcome);
+        this.flush();
+      } catch (err) {
+        this.lost(transport, err.message);
+      }
+    }
+    lost(transport, reason) {
+      if (transport !== this.transport) return;
+      transport.close();
+      this.transport = null;
+      const next = this.machine.lost();
+      if (!next) return;
+      this.emitState({ state: "waiting", error: reason, retryInMs: next.delayMs, transport: next.transport });
+      this.timers.setTimeout(() => this.attempt(), next.delayMs);
+    }
+    dispatch(frame) {
+      for (const fn of this.listeners.frame) {
+        try {
+          fn(frame);
+        } catch (err) {
+          this.o.log("error", `frame handler failed: ${err.message}`);
+        }
+      }
+    }
+    get connected() {
+      return this.status.state === "open";
+    }
+    /** Sends now when connected, else queues (bounded: the oldest `chunk` frames go first). */
+    send(frame) {
+      if (this.connected && this.queue.length === 0 && this.transport?.send(frame)) return;
+      this.queue.push(frame);
+      if (this.queue.length > MAX_QUEUED_FRAMES) {
+        const i = this.queue.findIndex((f) => f.type === "chunk");
+        this.queue.splice(i === -1 ? 0 : i, 1);
+      }
+      if (this.connected) this.flush();
+    }
+    flush() {
+      while (this.queue.length && this.connected) {
+        if (!this.transport.send(this.queue[0])) return;
+        this.queue.shift();
+      }
+    }
+  };
+
+  // src/core/input.js
+  var GENERIC_INPUTS = 'textarea, [contenteditable="true"], [contenteditable=""], [contenteditable="plaintext-only"], [role="textbox"]';
+  var SEND_LABEL = /send|submit|发送|提交|送出/i;
+  var STOP_LABEL = /stop[ _-]?(generating|streaming|response|answer|button)|^stop$|停止(生成|输出|回答|响应)?$|中止|取消生成/i;
+  function isVisible(el) {
+    if (!el || !el.isConnected) return false;
+    const rect = el.getBoundingClientRect();
+    if (rect.width < 2 || rect.height < 2) return false;
+    const style = el.ownerDocument.defaultView.getComputedStyle(el);
+    return style.visibility !== "hidden" && style.display !== "none" && Number(style.opacity) > 0.05;
+  }
+  function firstVisible(doc, selectors = []) {
+    for (const sel of selectors) {
+      let nodes;
+      try {
+        nodes = doc.querySelectorAll(sel);
+      } catch {
+        continue;
+      }
+      for (const el of nodes) if (isVisible(el)) return el;
+    }
+    return null;
+  }
+  function findInput(doc, adapter) {
+    const own = firstVisible(doc, adapter?.input?.selectors);
+    if (own) return own;
+    let best = null;
+    let bestBottom = -Infinity;
+    for (const el of doc.querySelectorAll(GENERIC_INPUTS)) {
+      if (!isVisible(el) || el.closest("[data-aicard-panel]") || el.readOnly || el.disabled) continue;
+      if (el.parentElement?.closest('[contenteditable="true"], [contenteditable=""]')) continue;
+      const bottom = el.getBoundingClientRect().bottom;
+      if (bottom > bestBottom) {
+        best = el;
+        bestBottom = bottom;
+      }
+    }
+    return best;
+  }
+  function isTextField(el) {
+    return el.tagName === "TEXTAREA" || el.tagName === "INPUT";
+  }
+  var BLOCK_TAGS = /^(P|DIV|LI|H[1-6]|PRE|BLOCKQUOTE|UL|OL)$/;
+  function editorText(el) {
+    const lines = [];
+    let inline = null;
+    const flush2 = () => {
+      if (inline !== null) {
+        lines.push(inline);
+        inline = null;
+      }
+    };
+    for (const node of el.childNodes) {
+      if (node.nodeType === 1 && BLOCK_TAGS.test(node.tagName)) {
+        flush2();
+        lines.push(editorText(node));
+      } else if (node.nodeType === 1 && node.tagName === "BR") {
+        const last = node === el.lastChild;
+        if (!last) inline = `${inline ?? ""}
+`;
+        else if (inline === null && lines.length === 0) inline = "";
+      } else if (node.nodeType === 3 || node.nodeType === 1) {
+        inline = (inline ?? "") + (node.nodeType === 3 ? node.data : editorText(node));
+      }
+    }
+    flush2();
+    return lines.join("\n");
+  }
+  function readInput(el) {
+    if (isTextField(el)) return el.value;
+    return editorText(el);
+  }
+  function setNativeValue(el, value) {
+    const win = el.ownerDocument.defaultView;
+    const proto = el.tagName === "TEXTAREA" ? win.HTMLTextAreaElement.prototype : win.HTMLInputElement.prototype;
+    const setter = Object.getOwnPropertyDescriptor(proto, "value").set;
+    setter.call(el, value);
+  }
+  function fireInput(el, data, inputType = "insertText") {
+    const win = el.ownerDocument.defaultView;
+    el.dispatchEvent(new win.InputEvent("input", { bubbles: true, composed: true, inputType, data }));
+  }
+  function replaceTextField(el, value) {
+    el.focus();
+    setNativeValue(el, value);
+    fireInput(el, value);
+    el.dispatchEvent(new el.ownerDocument.defaultView.Event("change", { bubbles: true }));
+  }
+  function selectContents(el) {
+    const doc = el.ownerDocument;
+    const range = doc.createRange();
+    const walker = doc.createTreeWalker(
+      el,
+      4
+      /* NodeFilter.SHOW_TEXT */
+    );
+    let first = null;
+    let last = null;
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      first = first || n;
+      last = n;
+    }
+    if (first) {
+      range.setStart(first, 0);
+      range.setEnd(last, last.data.length);
+    } else {
+      range.selectNodeContents(el);
+    }
+    const sel = doc.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+  }
+  function replaceEditable(el, value) {
+    const doc = el.ownerDocument;
+    const win = doc.defaultView;
+    el.focus();
+    selectContents(el);
+    if (value === "") {
+      doc.execCommand("delete", false);
+      if (readInput(el) !== "") {
+        el.textContent = "";
+        fireInput(el, null, "deleteContentBackward");
+      }
+      return;
+    }
+    const before = new win.InputEvent("beforeinput", {
+      bubbles: true,
+      cancelable: true,
+      composed: true,
+      inputType: "insertText",
+      data: value
+    });
+    const handled = !el.dispatchEvent(before);
+    if (handled && readInput(el) === value) return;
+    if (handled) selectContents(el);
+    if (doc.execCommand("insertText", false, value) && readInput(el) === value) return;
+    el.replaceChildren(...value.split("\n").map((line) => {
+      const p = doc.createElement("p");
+      p.textContent = line;
+      if (!line) p.appendChild(doc.createElement("br"));
+      return p;
+    }));
+    fireInput(el, value);
+  }
+  function setInput(el, value) {
+    if (isTextField(el)) replaceTextField(el, value);
+    else replaceEditable(el, value);
+  }
+  function composeWithDraft(draft, block, caret = draft.length) {
+    const before = draft.slice(0, caret);
+    const after = draft.slice(caret);
+    const sepBefore = before && !before.endsWith("\n") ? "\n" : "";
+    const sepAfter = after && !after.startsWith("\n") ? "\n" : "";
+    return `${before}${sepBefore}${block}${sepAfter}${after}`;
+  }
+  function caretIn(el) {
+    if (isTextField(el)) return el.ownerDocument.activeElement === el ? el.selectionStart : void 0;
+    return void 0;
+  }
+  function insertBlock(el, block) {
+    const draft = readInput(el);
+    setInput(el, composeWithDraft(draft, block, caretIn(el)));
+  }
+  function isEnabled(btn) {
+    return !btn.disabled && btn.getAttribute("aria-disabled") !== "true";
+  }
+  function findSendButton(doc, adapter, input) {
+    const own = firstVisible(doc, adapter?.send?.selectors);
+    if (own) return own;
+    const buttons = [...doc.querySelectorAll('button, [role="button"]')].filter((b) => isVisible(b) && !b.closest("[data-aicard-panel]"));
+    const label = (b) => `${b.getAttribute("aria-label") || ""} ${b.getAttribute("title") || ""} ${b.getAttribute("data-testid") || ""} ${b.textContent || ""}`;
+    const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b).trim()));
+    if (byLabel) return byLabel;
+    const form = input?.closest("form");
+    const submit = form && [...form.querySelectorAll('button[type="submit"], input[type="submit"]')].find(isVisible);
+    if (submit) return submit;
+    if (!input) return null;
+    const box = input.getBoundingClientRect();
+    let best = null;
+    let bestDist = Infinity;
+    for (const b of buttons) {
+      if (!b.querySelector("svg, img")) continue;
+      const r = b.getBoundingClientRect();
+      if (r.left < box.left || r.top < box.top - 80) continue;
+      const dist = Math.hypot(r.right - box.right, r.bottom - box.bottom);
+      if (dist < bestDist && dist < 200) {
+        best = b;
+        bestDist = dist;
+      }
+    }
+    return best;
+  }
+  function siteShowsStop(doc) {
+    for (const b of doc.querySelectorAll('button, [role="button"]')) {
+      const labels = [b.getAttribute("aria-label"), b.getAttribute("data-testid"), b.getAttribute("title")].filter(Boolean);
+      if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest("[data-aicard-panel]")) return true;
+    }
+    return false;
+  }
+  function pressEnter(el, key = "Enter") {
+    const win = el.ownerDocument.defaultView;
+    const init3 = { key, code: key, keyCode: 13, which: 13, bubbles: true, cancelable: true, composed: true };
+    el.focus();
+    el.dispatchEvent(new win.KeyboardEvent("keydown", init3));
+    el.dispatchEvent(new win.KeyboardEvent("keypress", init3));
+    el.dispatchEvent(new win.KeyboardEvent("keyup", init3));
+  }
+  function waitFor(check, { timeoutMs = 3e3, everyMs = 50, timers = globalThis } = {}) {
+    return new Promise((resolve) => {
+      const started = Date.now();
+      const tick = () => {
+        let value;
+        try {
+          value = check();
+        } catch {
+          value = null;
+        }
+        if (value) {
+          resolve(value);
+          return;
+        }
+        if (Date.now() - started >= timeoutMs) {
+          resolve(null);
+          return;
+        }
+        timers.setTimeout(tick, everyMs);
+      };
+      tick();
+    });
+  }
+  async function pressSend(doc, adapter, input, timers) {
+    const button = await waitFor(() => {
+      const b = findSendButton(doc, adapter, input);
+      return b && isEnabled(b) ? b : null;
+    }, { timeoutMs: 3e3, timers });
+    if (button) {
+      button.click();
+      return "button";
+    }
+    pressEnter(input, adapter?.send?.key || "Enter");
+    return "key";
+  }
+
+  // src/core/intercept.js
+  function pageFunction(win, fn) {
+    return typeof exportFunction === "function" ? exportFunction(fn, win) : fn;
+  }
+  function absoluteUrl(win, url) {
+    try {
+      return new win.URL(String(url), win.location.href).href;
+    } catch {
+      return String(url);
+    }
+  }
+  function requestInfo(win, input, init3) {
+    const isRequest = input && typeof input === "object" && "url" in input && typeof input.clone === "function";
+    const url = absoluteUrl(win, isRequest ? input.url : input);
+    const method = String(init3 && init3.method || isRequest && input.method || "GET").toUpperCase();
+    return { url, method, isRequest };
+  }
+  async function bodyText(init3, input, isRequest) {
+    const body = init3 && init3.body;
+    if (typeof body === "string") return body;
+    if (body && typeof body === "object" && typeof body.toString === "function" && body.constructor?.name === "URLSearchParams") {
+      return body.toString();
+    }
+    if (body && typeof body.get === "function" && typeof body.entries === "function") {
+      return new URLSearchParams([...body.entries()].filter(([, v]) => typeof v === "string")).toString();
+    }
+    if (isRequest && !body) {
+      try {
+        return await input.clone().text();
+      } catch {
+        return null;
+      }
+    }
+    return null;
+  }
+  function installInterceptors(win, { matches, onStream, log }) {
+    patchFetch(win, matches, onStream, log);
+    patchXhr(win, matches, onStream, log);
+  }
+  function patchFetch(win, matches, onStream, log) {
+    const original = win.fetch;
+    if (typeof original !== "function") return;
+    const wrapped = function fetch(input, init3) {
+      let info;
+      try {
+        info = requestInfo(win, input, init3);
+        if (!matches(info.url, info.method)) info = null;
+      } catch (err) {
+        log("warn", `fetch match failed: ${err.message}`);
+        info = null;
+      }
+      if (!info) return original.apply(this, arguments);
+      const requestBody = bodyText(init3, input, info.isRequest);
+      return original.apply(this, arguments).then((res) => {
+        let copy = null;
+        try {
+          copy = res.clone();
+        } catch (err) {
+          log("warn", `cannot clone response: ${err.message}`);
+        }
+        if (copy) requestBody.then((body) => readFetchCopy(res, copy, { ...info, requestBody: body }, onStream, log));
+        return res;
+      }, (err) => {
+        requestBody.then((body) => {
+          const sink = onStream({ ...info, status: 0, contentType: "", requestBody: body });
+          sink?.fail(`network error: ${err && err.message}`);
+        });
+        throw err;
+      });
+    };
+    win.fetch = pageFunction(win, wrapped);
+  }
+  async function readFetchCopy(res, copy, info, onStream, log) {
+    const sink = onStream({ ...info, status: res.status, contentType: res.headers.get("content-type") || "" });
+    if (!sink) return;
+    if (!copy.body) {
+      sink.end();
+      return;
+    }
+    const reader = copy.body.getReader();
+    try {
+      for (; ; ) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        sink.push(value);
+      }
+      sink.end();
+    } catch (err) {
+      sink.fail(`stream interrupted: ${err && err.message}`);
+    }
+  }
+  function patchXhr(win, matches, onStream, log) {
+    const XHR = win.XMLHttpRequest;
+    if (!XHR) return;
+    const proto = XHR.prototype;
+    const originalOpen = proto.open;
+    const originalSend = proto.send;
+    const requests = /* @__PURE__ */ new WeakMap();
+    proto.open = pageFunction(win, function open(method, url) {
+      try {
+        const info = { url: absoluteUrl(win, url), method: String(method).toUpperCase() };
+        if (matches(info.url, info.method)) requests.set(this, info);
+        else requests.delete(this);
+      } catch (err) {
+        log("warn", `xhr match failed: ${err.message}`);
+      }
+      return originalOpen.apply(this, arguments);
+    });
+    proto.send = pageFunction(win, function send(body) {
+      const info = requests.get(this);
+      if (info) watchXhr(this, { ...info, requestBody: typeof body === "string" ? body : null }, onStream);
+      return originalSend.apply(this, arguments);
+    });
+  }
+  function watchXhr(xhr, info, onStream) {
+    const encoder = new TextEncoder();
+    let sink = null;
+    let offset = 0;
+    let finished = false;
+    const textual = () => xhr.responseType === "" || xhr.responseType === "text";
+    const open = () => {
+      if (!sink) {
+        sink = onStream({ ...info, status: xhr.status, contentType: xhr.getResponseHeader("content-type") || "" });
+      }
+      return sink;
+    };
+    const drain = () => {
+      if (!textual()) return;
+      const text = xhr.responseText;
+      if (text.length > offset) {
+        const fresh = text.slice(offset);
+        offset = text.length;
+        open()?.push(encoder.encode(fresh));
+      }
+    };
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      if (xhr.status === 0) {
+        open()?.fail("network error");
+        return;
+      }
+      if (textual()) drain();
+      else if (xhr.response instanceof ArrayBuffer) open()?.push(new Uint8Array(xhr.response));
+      else if (xhr.responseType === "json" && xhr.response != null) open()?.push(encoder.encode(JSON.stringify(xhr.response)));
+      open()?.end();
+    };
+    xhr.addEventListener("readystatechange", () => {
+      if (xhr.readyState === 2) open();
+      else if (xhr.readyState === 3) drain();
+      else if (xhr.readyState === 4) finish();
+    });
+    xhr.addEventListener("progress", drain);
+    xhr.addEventListener("abort", () => {
+      finished = true;
+      open()?.fail("request aborted");
+    });
+  }
+
+  // src/core/panel.js
+  var CSS = `
+:host { all: initial; }
+.box { width: 260px; font: 12px/1.45 system-ui, sans-serif;
+  color: #1d2330; background: rgba(255,255,255,.97); border: 1px solid #c9d0dc; border-radius: 8px;
+  box-shadow: 0 4px 16px rgba(0,0,0,.18); overflow: hidden; }
+.head { display: flex; align-items: center; gap: 6px; padding: 5px 8px; background: #24324a; color: #fff;
+  cursor: move; user-select: none; }
+.head b { flex: 1; font-size: 12px; }
+.dot { width: 8px; height: 8px; border-radius: 50%; background: #999; }
+.dot.open { background: #2ecc71; } .dot.connecting, .dot.waiting { background: #f1c40f; } .dot.stopped { background: #e74c3c; }
+button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: #f4f6fa; border-radius: 4px; padding: 1px 6px; }
+.head button { background: transparent; color: #fff; border-color: rgba(255,255,255,.4); }
+.body { padding: 6px 8px; }
+.collapsed .body { display: none; }
+.row { display: flex; gap: 6px; } .row span:first-child { color: #5b6475; min-width: 92px; }
+.flows { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
+.flow { margin: 4px 0; } .bar { height: 5px; background: #e1e5ec; border-radius: 3px; margin: 2px 0; }
+.bar i { display: block; height: 100%; background: #3b7ddd; border-radius: 3px; }
+.muted { color: #7a8394; }
+`;
+  var ROLE_NAMES = { master: "总指挥 Master", foreman: "包工头 Foreman", worker: "工人 Worker" };
+  var STATE_NAMES = {
+    open: "已连接 connected",
+    connecting: "连接中 connecting",
+    waiting: "重连等待 retrying",
+    stopped: "已停止 stopped",
+    idle: "未连接 idle"
+  };
+  var DONE_STATES = /* @__PURE__ */ new Set(["completed", "failed", "skipped", "cancelled"]);
+  var Panel = class {
+    constructor({ doc, hub, findInput: findInput2, version }) {
+      Object.assign(this, { doc, hub, findInput: findInput2, version });
+      this.state = { hub: { state: "idle" }, role: null, label: null, task: null, result: null };
+      this.runs = /* @__PURE__ */ new Map();
+    }
+    mount() {
+      const host = this.doc.createElement("aicard-panel");
+      host.setAttribute("data-aicard-panel", "");
+      this.root = host.attachShadow({ mode: "closed" });
+      this.root.innerHTML = `<style>${CSS}</style><div class="box" part="box">
+      <div class="head"><span class="dot"></span><b>AIcard</b><button class="fold" title="收起/展开 collapse">–</button></div>
+      <div class="body"></div></div>`;
+      this.box = this.root.querySelector(".box");
+      for (const [k, v] of Object.entries({ position: "fixed", "z-index": "2147483646", display: "block", width: "260px", margin: "0", padding: "0" })) {
+        host.style.setProperty(k, v, "important");
+      }
+      this.body = this.root.querySelector(".body");
+      this.host = host;
+      this.doc.documentElement.appendChild(host);
+      this.root.querySelector(".fold").addEventListener("click", () => this.box.classList.toggle("collapsed"));
+      this.body.addEventListener("click", (ev) => this.onClick(ev));
+      this.enableDrag(this.root.querySelector(".head"));
+      this.place(this.doc.defaultView.innerWidth - 272, 12);
+      this.doc.defaultView.addEventListener("resize", () => this.place(this.pos.x, this.pos.y));
+      this.doc.defaultView.setInterval(() => {
+        if (!host.isConnected) this.doc.documentElement.appendChild(host);
+      }, 2e3);
+      this.render();
+    }
+    /** Moves the panel to (x, y), kept on screen and off the input box. */
+    place(x, y) {
+      const win = this.doc.defaultView;
+      const w = this.box.offsetWidth || 260;
+      const h = this.box.offsetHeight || 120;
+      x = Math.max(0, Math.min(x, win.innerWidth - w));
+      y = Math.max(0, Math.min(y, win.innerHeight - h));
+      const input = this.findInput();
+      if (input) {
+        const r = input.getBoundingClientRect();
+        const overlaps = x < r.right && x + w > r.left && y < r.bottom && y + h > r.top;
+        if (overlaps) y = r.top - h - 8 >= 0 ? r.top - h - 8 : Math.min(win.innerHeight - h, r.bottom + 8);
+      }
+      this.moveTo(x, y);
+    }
+    moveTo(x, y) {
+      this.pos = { x, y };
+      this.host.style.setProperty("left", `${x}px`, "important");
+      this.host.style.setProperty("top", `${y}px`, "important");
+    }
+    enableDrag(handle) {
+      handle.addEventListener("pointerdown", (down) => {
+        if (down.target.closest("button")) return;
+        const start2 = { ...this.pos, px: down.clientX, py: down.clientY };
+        const move = (ev) => {
+          this.moveTo(start2.x + ev.clientX - start2.px, start2.y + ev.clientY - start2.py);
+        };
+        const up = () => {
+          handle.removeEventListener("pointermove", move);
+          handle.removeEventListener("pointerup", up);
+          this.place(this.pos.x, this.pos.y);
+        };
+        handle.setPointerCapture?.(down.pointerId);
+        handle.addEventListener("pointermove", move);
+        handle.addEventListener("pointerup", up);
+      });
+    }
+    onClick(ev) {
+      const button = ev.target.closest("button[data-act]");
+      if (!button) return;
+      const { act, flow } = button.dataset;
+      if (["pause", "resume", "stop"].includes(act) && flow) {
+        this.hub.send(userInput(`?<manager ${act} ${flow}>!`));
+      }
+    }
+    /** What the panel shows, with its buttons' positions (debug helper and tests). */
+    describe() {
+      const rect = (el) => {
+        const r = el.getBoundingClientRect();
+        return { x: r.x, y: r.y, width: r.width, height: r.height };
+      };
+      return {
+        rect: rect(this.host),
+        collapsed: this.box.classList.contains("collapsed"),
+        text: this.box.innerText,
+        buttons: [...this.root.querySelectorAll("button")].map((b) => ({ act: b.dataset.act || "fold", flow: b.dataset.flow, rect: rect(b) }))
+      };
+    }
+    update(patch) {
+      Object.assign(this.state, patch);
+      this.render();
+    }
+    /** Folds a `flow_event` into the run table. */
+    flowEvent(ev) {
+      const run = this.runs.get(ev.run_id) || { flow: ev.flow, state: "running", nodes: /* @__PURE__ */ new Map() };
+      run.flow = ev.flow || run.flow;
+      if (ev.node_id) run.nodes.set(ev.node_id, ev.state);
+      else run.state = ev.state;
+      run.detail = ev.detail;
+      this.runs.set(ev.run_id, run);
+      this.render();
+    }
+    row(label, value) {
+      const v = this.doc.createElement("span");
+      v.textContent = value ?? "—";
+      const l = this.doc.createElement("span");
+      l.textContent = label;
+      const row = this.doc.createElement("div");
+      row.className = "row";
+      row.append(l, v);
+      return row;
+    }
+    render() {
+      if (!this.body) return;
+      const { hub, role, label, task, result } = this.state;
+      this.root.querySelector(".dot").className = `dot ${hub.state}`;
+      const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ""}`;
+      const rows = [
+        this.row("连接 Hub", hubText + (hub.state === "waiting" && hub.error ? ` — ${hub.error}` : "")),
+        this.row("角色 Role", ROLE_NAMES[role] || role),
+        this.row("标签 Label", label),
+        this.row("任务 Task", task)
+      ];
+      if (result) rows.push(this.row("结果 Result", result));
+      this.body.replaceChildren(...rows);
+      if (this.runs.size) this.body.append(this.renderFlows());
+    }
+    renderFlows() {
+      const wrap = this.doc.createElement("div");
+      wrap.className = "flows";
+      wrap.append(this.row("流程 Flows", `${this.runs.size}`));
+      for (const [runId, run] of this.runs) {
+        const total = run.nodes.size;
+        const done = [...run.nodes.values()].filter((s) => DONE_STATES.has(s)).length;
+        const el = this.doc.createElement("div");
+        el.className = "flow";
+        el.dataset.run = runId;
+        const title = this.doc.createElement("div");
+        title.textContent = `${run.flow} · ${run.state} · ${done}/${total}`;
+        const bar = this.doc.createElement("div");
+        bar.className = "bar";
+        const fill = this.doc.createElement("i");
+        fill.style.width = `${total ? Math.round(100 * done / total) : 0}%`;
+        bar.append(fill);
+        el.append(title, bar);
+        if (!DONE_STATES.has(run.state)) {
+          const paused = run.state === "paused";
+          el.append(
+            this.button(paused ? "resume" : "pause", paused ? "继续 Resume" : "暂停 Pause", run.flow),
+            " ",
+            this.button("stop", "停止 Stop", run.flow)
+          );
+        }
+        wrap.append(el);
+      }
+      return wrap;
+    }
+    button(act, text, flow) {
+      const b = this.doc.createElement("button");
+      b.dataset.act = act;
+      b.dataset.flow = flow;
+      b.textContent = text;
+      return b;
+    }
+  };
+
+  // src/core/storage.js
+  var PLACEHOLDER_PREFIX = "__AICARD_";
+  var CLIENT_ID_KEY = "aicard.client_id";
+  var DEFAULT_HUB_URL = "http://127.0.0.1:8027";
+  function isPlaceholder(value) {
+    return typeof value !== "string" || value === "" || value.startsWith(PLACEHOLDER_PREFIX);
+  }
+  var Settings = class {
+    constructor(gm) {
+      this.gm = gm;
+    }
+    get(key, fallback) {
+      try {
+        const value = this.gm.getValue(key, fallback);
+        return value === void 0 ? fallback : value;
+      } catch {
+        return fallback;
+      }
+    }
+    set(key, value) {
+      this.gm.setValue(key, value);
+    }
+    /**
+     * Moves the token the hub embedded into GM storage (first run, or the hub's token changed)
+     * and returns the stored one. The token is never written to the page.
+     */
+    adoptToken(embedded) {
+      if (!isPlaceholder(embedded) && this.get("token", "") !== embedded) this.set("token", embedded);
+      return this.get("token", "");
+    }
+    /** Hub URL: the embedded one wins (the hub served this script), else the stored or default. */
+    adoptHubUrl(embedded) {
+      if (!isPlaceholder(embedded)) {
+        const url = String(embedded).replace(/\/+$/, "");
+        if (this.get("hub_url", "") !== url) this.set("hub_url", url);
+        return url;
+      }
+      return this.get("hub_url", DEFAULT_HUB_URL);
+    }
+  };
+  var TabIdentity = class {
+    constructor(sessionStorage) {
+      this.store = sessionStorage;
+    }
+    get clientId() {
+      try {
+        return this.store.getItem(CLIENT_ID_KEY) || void 0;
+      } catch {
+        return void 0;
+      }
+    }
+    set clientId(id) {
+      try {
+        this.store.setItem(CLIENT_ID_KEY, id);
+      } catch {
+      }
+    }
+  };
+
+  // src/core/dom-fallback.js
+  var REPLY_SELECTORS = [
+    '[data-message-author-role="assistant"]',
+    // ChatGPT
+    ".ds-markdown",
+    // DeepSeek
+    '[data-testid="receive_message"]',
+    // Doubao
+    ".font-claude-message",
+    "[data-is-streaming]",
+    // Claude
+    "model-response message-content",
+    // Gemini
+    ".hyc-content-md",
+    // Yuanbao
+    ".markdown-body",
+    ".markdown",
+    // Kimi, Qwen, ChatGLM, many others
+    '[data-role="assistant"]',
+    ".assistant",
+    '[class*="assistant-message"]'
+  ];
+  function candidates(doc, selectors) {
+    const seen = /* @__PURE__ */ new Set();
+    for (const sel of selectors) {
+      let nodes;
+      try {
+        nodes = doc.querySelectorAll(sel);
+      } catch {
+        continue;
+      }
+      for (const el of nodes) if (!el.closest("[data-aicard-panel]")) seen.add(el);
+    }
+    return [...seen].filter((el) => ![...seen].some((o) => o !== el && o.contains(el))).sort((a, b) => a.compareDocumentPosition(b) & 4 ? -1 : 1);
+  }
+  var DomReplyWatcher = class {
+    /**
+     * Takes the baseline (the reply elements already on the page) at construction: call it just
+     * before sending.
+     */
+    constructor({ doc, adapter, timers, stableChecks = 3, everyMs = 700 }) {
+      Object.assign(this, { doc, timers, stableChecks, everyMs });
+      this.selectors = [...adapter?.reply?.selectors || [], ...REPLY_SELECTORS];
+      this.baseline = new Set(candidates(doc, this.selectors));
+      this.timer = null;
+    }
+    /** Starts watching; `onReply(text)` is called once with the settled reply text. */
+    start(onReply) {
+      let last = null;
+      let stable = 0;
+      const tick = () => {
+        const fresh = candidates(this.doc, this.selectors).filter((el2) => !this.baseline.has(el2) && isVisible(el2));
+        const el = fresh[fresh.length - 1];
+        const text = el ? el.innerText.trim() : "";
+        if (text) this.sawSomething = true;
+        if (text && text === last && !siteShowsStop(this.doc)) stable += 1;
+        else stable = 0;
+        last = text;
+        if (stable >= this.stableChecks) {
+          onReply(text);
+          return;
+        }
+        this.timer = this.timers.setTimeout(tick, this.everyMs);
+      };
+      tick();
+    }
+    stop() {
+      if (this.timer) this.timers.clearTimeout(this.timer);
+    }
+  };
+
+  // src/core/tasks.js
+  var DEFAULT_TIMEOUT_MS = 12e4;
+  var FIND_INPUT_MS = 1e4;
+  var TURN_START_MS = 2e4;
+  var DOM_FALLBACK_AFTER_MS = 8e3;
+  var TaskRunner = class {
+    constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
+      Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange });
+      this.queue = [];
+      this.current = null;
+      this.awaitingTurn = null;
+      this.waiters = /* @__PURE__ */ new Set();
+      capture.on((kind, turn, detail) => this.onCapture(kind, turn, detail));
+    }
+    /** Handles `task` and `deliver` frames from the hub. */
+    handle(frame) {
+      if (frame.type === "task") {
+        if (!frame.task_id || typeof frame.prompt !== "string") {
+          this.log("warn", "task without task_id or prompt ignored");
+          return;
+        }
+        if (this.current?.task_id === frame.task_id || this.queue.some((t) => t.task_id === frame.task_id)) return;
+        this.queue.push({ kind: "task", ...frame });
+      } else if (frame.type === "deliver") {
+        this.queue.push({ kind: "deliver", ...frame });
+      } else {
+        return;
+      }
+      this.pump();
+    }
+    /** The task id the next captured turn answers (handed out once). */
+    claimTask() {
+      const id = this.awaitingTurn || void 0;
+      this.awaitingTurn = null;
+      return id;
+    }
+    get idle() {
+      return !this.capture.busy && !siteShowsStop(this.doc);
+    }
+    /** `flow_control` from the hub: `pause` holds queued jobs until `resume`. */
+    control(frame) {
+      if (frame.action === "pause") this.paused = true;
+      if (frame.action === "resume") {
+        this.paused = false;
+        this.pump();
+      }
+    }
+    async pump() {
+      if (this.current || this.paused) return;
+      const job = this.queue.shift();
+      if (!job) return;
+      this.current = job;
+      this.onChange?.();
+      try {
+        if (job.kind === "task") await this.runTask(job);
+        else await this.runDelivery(job);
+      } catch (err) {
+        this.log("error", `job failed: ${err.message}`);
+        if (job.kind === "task") this.hub.send(taskUpdate(job.task_id, "failed", err.message));
+      } finally {
+        this.current = null;
+        this.awaitingTurn = null;
+        this.onChange?.();
+        this.pump();
+      }
+    }
+    async waitIdle(timeoutMs) {
+      const idle = await waitFor(() => this.idle, { timeoutMs, everyMs: 100, timers: this.timers });
+      if (!idle) throw new Error("tab stayed busy (still streaming) / 标签页一直在输出");
+    }
+    async locateInput() {
+      const input = await waitFor(() => findInput(this.doc, this.adapter), { timeoutMs: FIND_INPUT_MS, timers: this.timers });
+      if (!input) throw new Error("input box not found / 找不到输入框");
+      return input;
+    }
+    /** Types `text`, sends it, and puts the person's draft back once the site took the text. */
+    async typeAndSend(text, { taskId } = {}) {
+      const input = await this.locateInput();
+      const draft = readInput(input);
+      this.sending = true;
+      try {
+        setInput(input, text);
+        if (readInput(input) !== text) throw new Error("the site rejected the typed text / 输入框未接受文本");
+        this.awaitingTurn = taskId || null;
+        await pressSend(this.doc, this.adapter, input, this.timers);
+      } finally {
+        this.sending = false;
+      }
+      if (draft) {
+        await waitFor(() => readInput(input) !== text, { timeoutMs: 3e3, timers: this.timers });
+        const box = input.isConnected ? input : await this.locateInput();
+        setInput(box, draft);
+      }
+    }
+    async runTask(task) {
+      const { task_id: id } = task;
+      const timeoutMs = Number(task.timeout_ms) > 0 ? Number(task.timeout_ms) : DEFAULT_TIMEOUT_MS;
+      const deadline = Date.now() + timeoutMs;
+      this.hub.send(taskUpdate(id, "accepted"));
+      await this.waitIdle(timeoutMs);
+      const wait = new TaskWait(this, id, timeoutMs);
+      try {
+        await this.typeAndSend(task.prompt, { taskId: id });
+        this.hub.send(taskUpdate(id, "sent"));
+        const result = await wait.arm(deadline);
+        if (result.ok) this.hub.send(taskUpdate(id, "done"));
+        else this.hub.send(taskUpdate(id, "failed", result.error));
+      } finally {
+        wait.finish({ ok: false, error: "abandoned" });
+      }
+    }
+    onCapture(kind, turn, detail) {
+      if (kind === "turn_start" && !turn.taskId && !this.sending) {
+        this.reportUserInput(turn);
+      }
+      if (!turn.taskId) return;
+      for (const wait of this.waiters) {
+        if (wait.id !== turn.taskId) continue;
+        if (kind === "turn_start") wait.started = true;
+        if (kind === "streaming") this.hub.send(taskUpdate(turn.taskId, "streaming"));
+        if (kind === "turn_end") wait.finish({ ok: true });
+        if (kind === "trouble") wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
+      }
+    }
+    /** A turn nobody asked the tab for: the person sent something by hand. */
+    reportUserInput(turn) {
+      const text = turn.prompt ?? this.personSubmitted?.text;
+      this.clearPersonSubmitted();
+      if (text) this.hub.send(userInput(text));
+    }
+    /**
+     * The person pressed send (seen in the DOM, before the site clears the box). Reported with the
+     * turn it starts, or on its own after a moment when the site starts none.
+     */
+    notePersonSubmit(text) {
+      if (this.sending || !text || !text.trim()) return;
+      this.clearPersonSubmitted();
+      const timer = this.timers.setTimeout(() => {
+        if (this.personSubmitted?.timer !== timer) return;
+        this.personSubmitted = null;
+        this.hub.send(userInput(text));
+      }, 3e3);
+      this.personSubmitted = { text, timer };
+    }
+    clearPersonSubmitted() {
+      if (this.personSubmitted) this.timers.clearTimeout(this.personSubmitted.timer);
+      this.personSubmitted = null;
+    }
+    async runDelivery(job) {
+      const text = String(job.text ?? "");
+      if (job.auto_send) {
+        await this.waitIdle(DEFAULT_TIMEOUT_MS);
+        await this.typeAndSend(text);
+      } else {
+        insertBlock(await this.locateInput(), text);
+      }
+    }
+  };
+  var TaskWait = class {
+    constructor(runner, id, timeoutMs) {
+      this.runner = runner;
+      this.id = id;
+      this.timeoutMs = timeoutMs;
+      this.started = false;
+      this.done = false;
+      this.timers = [];
+      this.dom = new DomReplyWatcher({ doc: runner.doc, adapter: runner.adapter, timers: runner.timers });
+      this.promise = new Promise((resolve) => {
+        this.resolve = resolve;
+      });
+      runner.waiters.add(this);
+    }
+    /** Starts the clocks (after sending); resolves with `{ok, error?}`. */
+    arm(deadline) {
+      const { timers } = this.runner;
+      const left = () => Math.max(0, deadline - Date.now());
+      this.timers.push(timers.setTimeout(() => this.finish({
+        ok: false,
+        error: `no complete reply before the task timeout / 任务超时 (${this.timeoutMs} ms)`
+      }), left()));
+      this.timers.push(timers.setTimeout(() => this.domFallback(), Math.min(DOM_FALLBACK_AFTER_MS, left())));
+      this.timers.push(timers.setTimeout(() => {
+        if (!this.started && !this.dom.sawSomething) this.finish({ ok: false, error: "no reply started after sending / 发送后没有回复" });
+      }, Math.min(TURN_START_MS, left())));
+      return this.promise;
+    }
+    /** Network capture saw nothing: read the reply from the page instead. */
+    domFallback() {
+      if (this.started || this.done) return;
+      this.runner.log("warn", "no stream captured, reading the reply from the page / 未捕获到网络流，改读页面");
+      this.dom.start((text) => {
+        if (this.started || this.done) return;
+        this.runner.claimTask();
+        this.runner.capture.domTurn(text, this.id);
+        this.finish({ ok: true });
+      });
+    }
+    finish(result) {
+      if (this.done) return;
+      this.done = true;
+      this.dom.stop();
+      for (const t of this.timers) this.runner.timers.clearTimeout(t);
+      this.runner.waiters.delete(this);
+      this.resolve(result);
+    }
+  };
+
+  // src/core/main.js
+  var EMBEDDED_HUB_URL = "__AICARD_HUB_URL__";
+  var EMBEDDED_TOKEN = "__AICARD_TOKEN__";
+  var VERSION = "0.1.0";
+  function start(env) {
+    const { win, gm } = env;
+    const settings = new Settings(gm);
+    const debug = Boolean(settings.get("debug", false));
+    const log = (level, msg) => {
+      if (debug || level === "error") (level === "error" ? console.error : console.debug)(`[AIcard] ${msg}`);
+    };
+    const adapter = pickAdapter([...adapters, sim_adapter_default], win.location.hostname);
+    if (!adapter) return null;
+    const token = settings.adoptToken(EMBEDDED_TOKEN);
+    const hubUrl = settings.adoptHubUrl(EMBEDDED_HUB_URL);
+    const timers = {
+      setTimeout: win.setTimeout.bind(win),
+      clearTimeout: win.clearTimeout.bind(win),
+      setInterval: win.setInterval.bind(win),
+      clearInterval: win.clearInterval.bind(win)
+    };
+    const doc = win.document;
+    const hub = new HubClient({
+      hubUrl,
+      identity: new TabIdentity(win.sessionStorage),
+      WebSocketImpl: env.WebSocketImpl,
+      gmRequest: gm.xmlhttpRequest,
+      timers,
+      log,
+      helloFields: () => ({
+        token,
+        site: adapter.name,
+        url: win.location.href,
+        title: doc.title || void 0,
+        label: settings.get("label", void 0),
+        role: settings.get("role", void 0),
+        version: VERSION
+      }),
+      heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0) })
+    });
+    let runner = null;
+    const capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
+    installInterceptors(win, {
+      matches: (url, method) => capture.matches(url, method),
+      onStream: (meta) => capture.begin(meta),
+      log
+    });
+    const panel = new Panel({ doc, hub, version: VERSION, findInput: () => findInput(doc, adapter) });
+    runner = new TaskRunner({
+      doc,
+      adapter,
+      hub,
+      capture,
+      timers,
+      log,
+      onChange: () => panel.update({ task: describeJob(runner.current, runner.queue.length) })
+    });
+    hub.on("state", (status) => panel.update({ hub: status, role: status.role || panel.state.role }));
+    hub.on("frame", (frame) => {
+      switch (frame.type) {
+        case "welcome":
+          panel.update({ role: frame.role, label: frame.label ?? settings.get("label", null) });
+          break;
+        case "task":
+        case "deliver":
+          runner.handle(frame);
+          break;
+        case "flow_event":
+          panel.flowEvent(frame);
+          break;
+        case "flow_control":
+          runner.control(frame);
+          panel.update({ result: `${frame.action}${frame.reason ? `: ${frame.reason}` : ""}` });
+          break;
+        case "cmd_result":
+          panel.update({ result: summarize(frame) });
+          break;
+        case "error":
+          log("warn", `hub error ${frame.code}: ${frame.message}`);
+          break;
+        default:
+          break;
+      }
+    });
+    capture.on((kind, turn, detail) => {
+      if (kind === "trouble") panel.update({ result: `⚠ ${detail.reason}` });
+    });
+    watchPersonSubmits(doc, adapter, runner);
+    hub.start();
+    const mount = () => panel.mount();
+    if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", mount, { once: true });
+    else mount();
+    if (debug) installDebugHelpers(win, { hub, runner, capture, adapter, panel });
+    return { hub, capture, runner, panel, adapter };
+  }
+  function describeJob(job, queued) {
+    if (!job) return queued ? `排队 queued ${queued}` : "空闲 idle";
+    const what = job.kind === "task" ? `${job.task_id}: ${job.prompt}` : `deliver: ${job.text}`;
+    const short = what.length > 60 ? `${what.slice(0, 57)}…` : what;
+    return queued ? `${short} (+${queued})` : short;
+  }
+  function summarize(frame) {
+    const r = frame.result || {};
+    const out = String(r.output ?? "");
+    return `${r.success === false ? "✗" : "✓"} ${frame.command || ""} ${out.length > 80 ? `${out.slice(0, 77)}…` : out}`.trim();
+  }
+  function watchPersonSubmits(doc, adapter, runner) {
+    const current = () => {
+      const input = findInput(doc, adapter);
+      return input ? readInput(input) : "";
+    };
+    doc.addEventListener("keydown", (ev) => {
+      if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing || !ev.isTrusted) return;
+      const input = findInput(doc, adapter);
+      if (input && (ev.target === input || input.contains(ev.target))) runner.notePersonSubmit(readInput(input));
+    }, true);
+    doc.addEventListener("click", (ev) => {
+      if (!ev.isTrusted) return;
+      const input = findInput(doc, adapter);
+      const send = findSendButton(doc, adapter, input);
+      if (send && (ev.target === send || send.contains(ev.target))) runner.notePersonSubmit(current());
+    }, true);
+  }
+
+  // src/userscript.js
+  function grants() {
+    const memory = /* @__PURE__ */ new Map();
+    return {
+      getValue: typeof GM_getValue === "function" ? GM_getValue : (k, d) => memory.has(k) ? memory.get(k) : d,
+      setValue: typeof GM_setValue === "function" ? GM_setValue : (k, v) => memory.set(k, v),
+      xmlhttpRequest: typeof GM_xmlhttpRequest === "function" ? GM_xmlhttpRequest : null
+    };
+  }
+  start({
+    win: typeof unsafeWindow !== "undefined" ? unsafeWindow : window,
+    // The script's own WebSocket (isolated world under Tampermonkey), captured before page code runs.
+    WebSocketImpl: window.WebSocket,
+    gm: grants()
+  });
+})();

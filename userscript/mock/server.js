@@ -1,0 +1,196 @@
+// Mock chat sites for the browser tests: one node http server that serves every site's page at its
+// real hostname (chosen by the Host header; the browser maps the real names to this server with
+// --host-resolver-rules) and answers each site's real stream endpoint with the stream from the
+// site's mock definition, one chunk per write with small delays.
+//
+// Served over https with a throwaway self-signed certificate (chatgpt.com is HSTS-preloaded), or
+// plain http with `tls: false` / `--http`.
+// Run on its own: `node mock/server.js [--port 8100] [--http]` — prints the hosts it serves.
+// Control routes (any host): POST /__mock/next {site, answer, reasoning?, variant?, status?, body?}
+// queues the next reply of `site`; GET /__mock/requests?site=S lists the bodies the site received.
+import { createServer } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const SITES_DIR = join(here, 'sites');
+const SIM_MOCK = join(here, '..', 'src', 'core-test-site', 'sim-mock.js');
+const CHUNK_DELAY_MS = 4;
+
+export const DEFAULT_ANSWER = 'Hello from the mock site. 你好，我是模拟站点 🤖';
+
+/**
+ * A throwaway self-signed certificate (openssl), so the mock sites are served over https like the
+ * real ones (chatgpt.com is HSTS-preloaded: Chromium refuses it over http). The browser is started
+ * with --ignore-certificate-errors; nothing is trusted system-wide.
+ */
+export function selfSignedCert() {
+  const dir = mkdtempSync(join(tmpdir(), 'aicard-mock-tls-'));
+  try {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=aicard-mock-sites',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    return { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Loads every mock site definition (mock/sites/index.js's `sites` plus the core's own `sim`). */
+export async function loadSites({ includeSim = true } = {}) {
+  const sites = [];
+  const index = join(SITES_DIR, 'index.js');
+  if (existsSync(index)) sites.push(...(await import(pathToFileURL(index).href)).sites);
+  if (includeSim) sites.push((await import(pathToFileURL(SIM_MOCK).href)).default);
+  return sites.filter((def) => def && def.name && Array.isArray(def.hosts) && typeof def.page === 'function');
+}
+
+/** The host a variant is served from (sites with several front ends list it in variantMeta). */
+export function variantHost(def, variant) {
+  return def.variantMeta?.[variant]?.hosts?.[0] || def.hosts[0];
+}
+
+function pathMatches(path, method, pathWithQuery, wantMethod) {
+  if (wantMethod && wantMethod.toUpperCase() !== method) return false;
+  const pathOnly = pathWithQuery.split('?')[0];
+  if (path instanceof RegExp) return path.test(pathWithQuery) || path.test(pathOnly);
+  return path === pathOnly || path === pathWithQuery;
+}
+
+/** True when the request is the site's stream endpoint (or a variant's own endpoint path). */
+function endpointMatches(def, method, pathWithQuery) {
+  const ep = def.endpoint;
+  if (!ep) return false;
+  if (pathMatches(ep.path, method, pathWithQuery, ep.method)) return true;
+  return Object.values(def.variantMeta || {}).some((m) => m.path && pathMatches(m.path, method, pathWithQuery, ep.method));
+}
+
+/** Hostnames a site serves, every variant's and cross-origin API hosts included. */
+export function siteHosts(def) {
+  const variantHosts = Object.values(def.variantMeta || {}).flatMap((m) => m.hosts || []);
+  return [...new Set([...(def.hosts || []), ...variantHosts, ...(def.apiHosts || []), ...(def.endpoint?.hosts || [])])];
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const parts = [];
+    req.on('data', (c) => parts.push(c));
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function corsHeaders(req) {
+  const origin = req.headers.origin;
+  if (!origin) return {};
+  return {
+    'access-control-allow-origin': origin,
+    'access-control-allow-credentials': 'true',
+    'access-control-allow-headers': req.headers['access-control-request-headers'] || '*',
+    'access-control-allow-methods': 'GET, POST, OPTIONS',
+  };
+}
+
+/**
+ * Starts the server. Returns `{port, url, sites, hosts, next(site, reply), requests(site), close()}`.
+ */
+export async function startMockServer({ port = 0, sites, tls = true } = {}) {
+  const defs = sites || (await loadSites());
+  const byHost = new Map();
+  for (const def of defs) for (const h of siteHosts(def)) byHost.set(h.toLowerCase(), def);
+  const queues = new Map();   // site name → queued replies
+  const received = new Map(); // site name → request bodies
+  const sockets = new Set();
+
+  const next = (site, reply) => {
+    if (!defs.some((d) => d.name === site)) throw new Error(`unknown mock site ${site}`);
+    if (!queues.has(site)) queues.set(site, []);
+    queues.get(site).push(reply);
+  };
+
+  async function streamReply(def, req, res) {
+    const body = await readBody(req);
+    if (!received.has(def.name)) received.set(def.name, []);
+    received.get(def.name).push({ path: req.url, body });
+    const reply = queues.get(def.name)?.shift() || { answer: DEFAULT_ANSWER };
+    if (reply.status && reply.status >= 400) {
+      res.writeHead(reply.status, { 'content-type': reply.contentType || 'text/html; charset=utf-8', ...corsHeaders(req) });
+      res.end(reply.body || `<html><body>HTTP ${reply.status}</body></html>`);
+      return;
+    }
+    const variant = reply.variant || 'default';
+    const chunks = def.stream({ answer: reply.answer, reasoning: reply.reasoning || '', variant, seed: reply.seed ?? 1 });
+    res.writeHead(200, {
+      'content-type': def.variantMeta?.[variant]?.contentType || def.contentType || 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      ...corsHeaders(req),
+    });
+    res.flushHeaders();
+    for (const c of chunks) {
+      if (res.destroyed) return;
+      res.write(Buffer.from(c));
+      await new Promise((r) => setTimeout(r, CHUNK_DELAY_MS));
+    }
+    res.end();
+  }
+
+  async function control(req, res, url) {
+    if (req.method === 'POST' && url.pathname === '/__mock/next') {
+      const reply = JSON.parse(await readBody(req));
+      next(reply.site, reply);
+      res.writeHead(204).end();
+    } else if (url.pathname === '/__mock/requests') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(received.get(url.searchParams.get('site')) || []));
+    } else {
+      res.writeHead(404).end();
+    }
+  }
+
+  const handler = async (req, res) => {
+    try {
+      req.socket.setNoDelay(true);
+      const host = String(req.headers.host || '').replace(/:\d+$/, '').toLowerCase();
+      const url = new URL(req.url, `https://${host || 'localhost'}`);
+      if (url.pathname.startsWith('/__mock/')) return await control(req, res, url);
+      const def = byHost.get(host);
+      if (!def) { res.writeHead(404, { 'content-type': 'text/plain' }).end(`no mock site for host ${host}`); return; }
+      if (req.method === 'OPTIONS') { res.writeHead(204, corsHeaders(req)).end(); return; }
+      if (endpointMatches(def, req.method, req.url)) return await streamReply(def, req, res);
+      if (req.method === 'GET' && (url.pathname === '/' || !url.pathname.includes('.') || url.pathname.endsWith('.html'))) {
+        if (url.pathname === '/favicon.ico') { res.writeHead(404).end(); return; }
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(def.page());
+        return;
+      }
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+    } catch (err) {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(err && err.stack));
+    }
+  };
+  const server = tls ? createTlsServer(selfSignedCert(), handler) : createServer(handler);
+  server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)); });
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const actual = server.address().port;
+  return {
+    port: actual,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${actual}`,
+    scheme: tls ? 'https' : 'http',
+    sites: defs,
+    hosts: [...byHost.keys()],
+    next,
+    requests: (site) => received.get(site) || [],
+    close: () => new Promise((resolve) => { for (const s of sockets) s.destroy(); server.close(() => resolve()); }),
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const i = process.argv.indexOf('--port');
+  const m = await startMockServer({ port: i > 0 ? Number(process.argv[i + 1]) : 0, tls: !process.argv.includes('--http') });
+  console.log(`mock sites listening on ${m.url}`);
+  for (const def of m.sites) console.log(`  ${def.name}: ${siteHosts(def).join(', ')}`);
+}

@@ -1,0 +1,96 @@
+// Mock gemini.google.com: a Quill `rich-textarea` composer posting the `f.req` form by XHR (as the real page
+// does) to StreamGenerate, answered with `)]}'` + length-prefixed cumulative frames (reference §7): plain,
+// with thinking text at [37], ending by status/`{"44":true}` or only by the body closing, and the 1037 error.
+
+import { renderPage } from './lib/page.js';
+import { cumulative, hostileChunks, prepare, utf8 } from './lib/wire.js';
+
+const variants = ['default', 'thinking', 'eof-only', 'error-1037'];
+const IDS = ['c_66fc1629be0bc83a', 'r_a9283965aa789ef0'];
+
+/** One length-prefixed frame; the length is the UTF-16 length of "\n" + JSON, as gpt4free reads it. */
+function frame(value) {
+  const json = JSON.stringify(value);
+  return `${json.length + 1}\n${json}\n`;
+}
+
+function candidate(text, status, reasoning) {
+  const c = ['rc_c1300196cbdf6021', [text], null, null, null, null, null, null, [status], 'en'];
+  if (reasoning !== undefined) {
+    while (c.length < 37) c.push(null);
+    c.push([[reasoning]]);
+  }
+  return c;
+}
+
+const wrb = (payload) => [['wrb.fr', null, JSON.stringify(payload)]];
+
+function stream(args = {}) {
+  const { rng, variant, tokens, thinkTokens } = prepare(args, variants);
+  let body = ")]}'\n\n";
+  if (variant === 'error-1037') {
+    body += frame([['wrb.fr', null, null, null, null, [13, null, [['type.googleapis.com/assistant.boq.bard.application.BardErrorInfo', [1037]]]]]]);
+    body += frame([['di', 57], ['af.httprm', 56, '-2271787830452958131', 2]]);
+    body += frame([['e', 4, null, null, 215]]);
+    return hostileChunks(utf8(body), rng);
+  }
+  const thinks = variant === 'thinking' ? cumulative(thinkTokens) : [];
+  const finalThink = thinks.length ? thinks[thinks.length - 1] : undefined;
+  for (const t of thinks) body += frame(wrb([null, IDS, null, null, [candidate('', 1, t)]]));
+  const texts = cumulative(tokens);
+  if (texts.length === 0) texts.push('');
+  texts.forEach((text, i) => {
+    const last = i === texts.length - 1 && variant !== 'eof-only';
+    body += frame(wrb([null, IDS, null, null, [candidate(text, last ? 2 : 1, finalThink)]]));
+    if (rng.chance(0.15)) body += frame(wrb([null, IDS, null, null, [candidate(text, 1, finalThink)]])); // repeated snapshot
+  });
+  if (variant !== 'eof-only') body += frame(wrb([null, IDS, { 44: true }]));
+  body += frame([['di', 192], ['af.httprm', 191, '8196459853603899163', 2]]);
+  body += frame([['e', 4, null, null, 216]]);
+  return hostileChunks(utf8(body), rng);
+}
+
+function page() {
+  return renderPage({
+    title: 'Google Gemini',
+    lang: 'en',
+    body: `<chat-app id="app-root">
+  <div class="conversation-container mock-messages" id="chat-history"></div>
+  <input-area-v2 class="input-area" style="position:fixed;left:0;right:0;bottom:16px;max-width:760px;margin:auto;border:1px solid #ddd;border-radius:28px;padding:12px;display:block">
+    <rich-textarea class="text-input-field_textarea" style="display:block">
+      <div class="ql-editor ql-blank textarea new-input-ui" data-gramm="false" contenteditable="true" role="textbox" aria-multiline="true"
+        aria-label="Enter a prompt here" data-placeholder="Ask Gemini"></div>
+    </rich-textarea>
+    <div class="trailing-actions-wrapper" style="display:flex;justify-content:flex-end">
+      <button mat-icon-button class="mat-mdc-icon-button send-button submit" aria-label="Send message" mattooltip="Submit" type="button">➤</button>
+    </div>
+  </input-area-v2>
+</chat-app>`,
+    input: { selector: 'rich-textarea .ql-editor[contenteditable="true"]', kind: 'quill' },
+    send: { selector: 'button.send-button' },
+    messages: '#chat-history',
+    transport: 'xhr',
+    request: `function (prompt, ctx) {
+      var inner = [[prompt, 0, null, null, null, null, 0], ['en'], ['', '', '', null, null, null, null, null, null, '']];
+      while (inner.length < 97) inner.push(null);
+      var freq = JSON.stringify([null, JSON.stringify(inner)]);
+      return { url: '/_/BardChatUi/data/assistant.lamda.BardFrontendService/StreamGenerate?bl=boq_assistant-bard-web-server_20251118.06_p0&f.sid=-1234567890&hl=en&_reqid=' + (100000 + ctx.turn) + '&rt=c',
+        method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded;charset=UTF-8', 'X-Same-Domain': '1' },
+        body: 'f.req=' + encodeURIComponent(freq) + '&at=' + encodeURIComponent('AJvLN6M:mock') + '&' };
+    }`,
+  });
+}
+
+export default {
+  name: 'gemini',
+  hosts: ['gemini.google.com'],
+  page,
+  endpoint: { method: 'POST', path: /^(\/u\/\d+)?\/_\/BardChatUi\/data\/assistant\.lamda\.BardFrontendService\/StreamGenerate$/ },
+  variants,
+  variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'application/json; charset=utf-8', hosts: ['gemini.google.com'] }])),
+  reasoningVariants: ['thinking'],
+  errorVariants: { 'error-1037': '1037' },
+  eofIsDone: true,
+  stream,
+  contentType: 'application/json; charset=utf-8',
+};

@@ -1,0 +1,321 @@
+// The HTML of a mock chat page: the site's composer (input + send button) and a small in-page runtime that
+// behaves like the real front end: React-style controlled textareas (state changes only through real input
+// events, like React's value tracker), contenteditable editors with their own document model
+// (ProseMirror/Quill read DOM mutations back; Lexical reverts mutations it did not make), send by button or
+// Enter, then POST of the site's real request body and a streamed read (fetch + getReader, or XHR progress).
+
+/**
+ * Render a page. `site` holds: title, lang, css, body (layout HTML containing the composer and a message
+ * list), input {selector, kind: react-textarea|prosemirror|quill|lexical}, send {selector}, messages
+ * (selector of the message list), transport (fetch|xhr), request (JS source of
+ * `function (prompt, ctx) { return {url, method, headers, body} }`).
+ */
+export function renderPage(site) {
+  const config = {
+    input: site.input,
+    send: site.send,
+    messages: site.messages,
+    transport: site.transport || 'fetch',
+  };
+  return `<!doctype html>
+<html lang="${site.lang || 'zh-CN'}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${site.title}</title>
+<style>
+body{margin:0;font:15px/1.5 system-ui,-apple-system,"PingFang SC","Microsoft YaHei",sans-serif;background:#fff;color:#222}
+.mock-messages{max-width:760px;margin:0 auto;padding:16px 16px 180px}
+.mock-msg{margin:12px 0;padding:10px 14px;border-radius:12px;white-space:pre-wrap;word-break:break-word}
+.mock-msg.user{background:#eef3ff;margin-left:20%}
+.mock-msg.assistant{background:#f6f6f6}
+.mock-msg pre{margin:6px 0 0;font-size:11px;color:#777;max-height:120px;overflow:auto}
+[contenteditable]{outline:none;min-height:24px}
+[contenteditable] p{margin:0}
+[aria-disabled="true"],button:disabled{opacity:.4;cursor:not-allowed}
+${site.css || ''}
+</style>
+</head>
+<body>
+${site.body}
+<script>
+(function () {
+  'use strict';
+  var cfg = ${JSON.stringify(config)};
+  var buildRequest = ${site.request};
+  var input = document.querySelector(cfg.input.selector);
+  var sendButton = document.querySelector(cfg.send.selector);
+  var list = document.querySelector(cfg.messages);
+  var model = '';
+  var busy = false;
+  var turn = 0;
+
+  function uuid() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    return 'xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx'.replace(/[xy]/g, function (c) {
+      var r = Math.random() * 16 | 0; return (c === 'x' ? r : (r & 3 | 8)).toString(16);
+    });
+  }
+
+  function updateSend() {
+    var enabled = !busy && model.trim() !== '';
+    sendButton.setAttribute('aria-disabled', String(!enabled));
+    if (sendButton.tagName === 'BUTTON') sendButton.disabled = !enabled;
+    document.body.setAttribute('data-streaming', String(busy));
+  }
+
+  // React's input value tracking: programmatic \`el.value = x\` updates the tracker, so the input event that
+  // follows is ignored; only the native setter (or real typing) produces an onChange.
+  function mountReactTextarea(el) {
+    var desc = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value');
+    var tracked = desc.get.call(el);
+    Object.defineProperty(el, 'value', {
+      configurable: true,
+      get: function () { return desc.get.call(this); },
+      set: function (v) { tracked = String(v); desc.set.call(this, v); }
+    });
+    el.addEventListener('input', function () {
+      var now = desc.get.call(el);
+      if (now === tracked) return;
+      tracked = now;
+      model = now;
+      updateSend();
+    });
+    return {
+      clear: function () { desc.set.call(el, ''); tracked = ''; model = ''; }
+    };
+  }
+
+  // A contenteditable editor that owns a model (list of paragraphs) and renders the DOM from it.
+  function mountRichEditor(el, flavor) {
+    var paragraphs = [''];
+    var rendering = false;
+    var paraTag = flavor === 'lexical' ? 'p' : 'p';
+
+    function text() { return paragraphs.join('\\n'); }
+    function commit() { model = text(); updateSend(); }
+
+    function render(caret) {
+      rendering = true;
+      el.innerHTML = '';
+      paragraphs.forEach(function (p) {
+        var node = document.createElement(paraTag);
+        if (flavor === 'lexical') node.setAttribute('dir', 'ltr');
+        if (p === '') node.appendChild(document.createElement('br'));
+        else if (flavor === 'lexical') {
+          var span = document.createElement('span');
+          span.setAttribute('data-lexical-text', 'true');
+          span.textContent = p;
+          node.appendChild(span);
+        } else node.appendChild(document.createTextNode(p));
+        el.appendChild(node);
+      });
+      var empty = paragraphs.length === 1 && paragraphs[0] === '';
+      if (flavor === 'quill') el.classList.toggle('ql-blank', empty);
+      if (flavor === 'prosemirror') {
+        var first = el.firstChild;
+        if (first && empty) { first.className = 'is-empty is-editor-empty'; first.setAttribute('data-placeholder', el.getAttribute('data-placeholder') || ''); }
+      }
+      if (caret) placeCaret(caret);
+      observer.takeRecords();
+      rendering = false;
+      commit();
+    }
+
+    function caretOf(node, offset) {
+      var p = node;
+      while (p && p.parentNode !== el) p = p.parentNode;
+      if (!p) return { pi: paragraphs.length - 1, off: paragraphs[paragraphs.length - 1].length };
+      var pi = Array.prototype.indexOf.call(el.childNodes, p);
+      var off = 0;
+      var walker = document.createTreeWalker(p, NodeFilter.SHOW_TEXT);
+      var t;
+      while ((t = walker.nextNode())) {
+        if (t === node) return { pi: pi, off: off + offset };
+        if (node.nodeType === 1 && node.contains(t) && Array.prototype.indexOf.call(node.childNodes, t) >= offset) break;
+        off += t.data.length;
+      }
+      if (node === p && offset === 0) off = 0;
+      return { pi: Math.min(pi, paragraphs.length - 1), off: Math.min(off, (paragraphs[pi] || '').length) };
+    }
+
+    function placeCaret(c) {
+      var p = el.childNodes[c.pi];
+      if (!p) return;
+      var walker = document.createTreeWalker(p, NodeFilter.SHOW_TEXT);
+      var t = walker.nextNode();
+      var range = document.createRange();
+      if (t) range.setStart(t, Math.min(c.off, t.data.length)); else range.setStart(p, 0);
+      range.collapse(true);
+      var sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+    }
+
+    function selection() {
+      var sel = window.getSelection();
+      if (!sel || sel.rangeCount === 0 || !el.contains(sel.anchorNode)) {
+        var end = { pi: paragraphs.length - 1, off: paragraphs[paragraphs.length - 1].length };
+        return { start: end, end: end };
+      }
+      var r = sel.getRangeAt(0);
+      return { start: caretOf(r.startContainer, r.startOffset), end: caretOf(r.endContainer, r.endOffset) };
+    }
+
+    function replaceRange(s, e, inserted) {
+      var before = paragraphs.slice(0, s.pi);
+      var after = paragraphs.slice(e.pi + 1);
+      var head = paragraphs[s.pi].slice(0, s.off);
+      var tail = paragraphs[e.pi].slice(e.off);
+      var lines = (head + inserted + tail).split('\\n');
+      paragraphs = before.concat(lines, after);
+      var lastInserted = (head + inserted).split('\\n');
+      return { pi: s.pi + lastInserted.length - 1, off: lastInserted[lastInserted.length - 1].length };
+    }
+
+    el.addEventListener('beforeinput', function (ev) {
+      var sel = selection();
+      var s = sel.start, e = sel.end;
+      var collapsed = s.pi === e.pi && s.off === e.off;
+      var data = ev.data;
+      if (data == null && ev.dataTransfer) data = ev.dataTransfer.getData('text/plain');
+      var caret = null;
+      switch (ev.inputType) {
+        case 'insertText':
+        case 'insertReplacementText':
+        case 'insertFromPaste':
+        case 'insertFromDrop':
+          caret = replaceRange(s, e, (data || '').replace(/\\r\\n?/g, '\\n'));
+          break;
+        case 'insertParagraph':
+        case 'insertLineBreak':
+          caret = replaceRange(s, e, '\\n');
+          break;
+        case 'deleteContentBackward':
+          if (collapsed) {
+            if (s.off > 0) s = { pi: s.pi, off: s.off - 1 };
+            else if (s.pi > 0) s = { pi: s.pi - 1, off: paragraphs[s.pi - 1].length };
+          }
+          caret = replaceRange(s, e, '');
+          break;
+        case 'deleteContentForward':
+          if (collapsed) {
+            if (e.off < paragraphs[e.pi].length) e = { pi: e.pi, off: e.off + 1 };
+            else if (e.pi < paragraphs.length - 1) e = { pi: e.pi + 1, off: 0 };
+          }
+          caret = replaceRange(s, e, '');
+          break;
+        default:
+          return; // other edits: the browser applies them, the mutation observer reads them back
+      }
+      ev.preventDefault();
+      render(caret);
+    });
+
+    var observer = new MutationObserver(function () {
+      if (rendering) return;
+      if (flavor === 'lexical') { render(null); return; } // Lexical reverts DOM changes it did not make
+      var next = [];
+      Array.prototype.forEach.call(el.childNodes, function (n) {
+        if (n.nodeType === 3) { if (n.data !== '') next.push(n.data); }
+        else if (n.nodeType === 1) next.push(n.textContent);
+      });
+      paragraphs = next.length ? next : [''];
+      commit();
+    });
+    observer.observe(el, { childList: true, subtree: true, characterData: true });
+    render(null);
+    return { clear: function () { paragraphs = ['']; render(null); } };
+  }
+
+  var editor = cfg.input.kind === 'react-textarea' ? mountReactTextarea(input) : mountRichEditor(input, cfg.input.kind);
+
+  function bubble(role, text) {
+    var div = document.createElement('div');
+    div.className = 'mock-msg ' + role;
+    div.setAttribute('data-role', role);
+    div.textContent = text;
+    list.appendChild(div);
+    return div;
+  }
+
+  function streamReply(req, target) {
+    var wire = document.createElement('pre');
+    wire.className = 'mock-wire';
+    target.appendChild(wire);
+    var decoder = new TextDecoder();
+    var received = 0;
+    function show(bytes) {
+      received += bytes.length;
+      wire.textContent += decoder.decode(bytes, { stream: true });
+      target.setAttribute('data-bytes', String(received));
+    }
+    function finish(ok) {
+      target.setAttribute('data-done', ok ? 'true' : 'error');
+      busy = false;
+      updateSend();
+    }
+    if (cfg.transport === 'xhr') {
+      var xhr = new XMLHttpRequest();
+      var seen = 0;
+      xhr.open(req.method || 'POST', req.url, true);
+      Object.keys(req.headers || {}).forEach(function (k) { xhr.setRequestHeader(k, req.headers[k]); });
+      xhr.onprogress = function () {
+        var t = xhr.responseText;
+        wire.textContent += t.slice(seen);
+        seen = t.length;
+        target.setAttribute('data-bytes', String(seen));
+      };
+      xhr.onload = function () { xhr.onprogress(); finish(xhr.status < 400); };
+      xhr.onerror = function () { finish(false); };
+      xhr.send(req.body);
+      return;
+    }
+    fetch(req.url, { method: req.method || 'POST', headers: req.headers || {}, body: req.body, credentials: 'include' })
+      .then(function (res) {
+        var reader = res.body.getReader();
+        function pump() {
+          return reader.read().then(function (r) {
+            if (r.done) { finish(res.ok); return; }
+            show(r.value);
+            return pump();
+          });
+        }
+        return pump();
+      })
+      .catch(function () { finish(false); });
+  }
+
+  function submit() {
+    if (busy) return;
+    var prompt = model;
+    if (prompt.trim() === '') return;
+    turn += 1;
+    busy = true;
+    editor.clear();
+    updateSend();
+    bubble('user', prompt);
+    var target = bubble('assistant', '');
+    var req = buildRequest(prompt, { uuid: uuid, turn: turn, now: Date.now(), host: location.hostname });
+    streamReply(req, target);
+  }
+
+  sendButton.addEventListener('click', function (ev) {
+    ev.preventDefault();
+    if (sendButton.getAttribute('aria-disabled') === 'true') return;
+    submit();
+  });
+  input.addEventListener('keydown', function (ev) {
+    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      submit();
+    }
+  });
+  updateSend();
+  window.__mockSite = { get model() { return model; }, get busy() { return busy; } };
+})();
+</script>
+</body>
+</html>
+`;
+}

@@ -1,0 +1,247 @@
+/**
+ * Turns intercepted response bytes into protocol frames: one intercepted chat-stream response is
+ * one turn; the adapter's parser yields answer deltas (sent as `chunk`), reasoning (kept out of
+ * the answer), `done` and `error`; the turn closes with `turn_end` carrying the exact full text.
+ * Site trouble (HTTP 429, captcha or login page, rate-limit codes) becomes a `trouble` event.
+ */
+import { chunk, flowReport, turnEnd } from './protocol.js';
+
+const SAMPLE_BYTES = 4096;
+const RECORD_LIMIT_BYTES = 8 * 1024 * 1024;
+
+/** Generic reading of an HTTP status and body sample, used when the adapter has no opinion. */
+export function genericTrouble(status, sample = '', contentType = '') {
+  if (status === 429) return 'rate limited (HTTP 429) / 请求过于频繁';
+  if (status === 401) return 'login required (HTTP 401) / 需要登录';
+  if (/captcha|challenge|cf-please-wait|verify you are human|人机验证|验证码|滑块/i.test(sample)) {
+    return `captcha or challenge page (HTTP ${status}) / 需要人机验证`;
+  }
+  if (status === 403) return 'forbidden: login expired or blocked (HTTP 403) / 登录失效或被拒绝';
+  if (status >= 400) return `site error (HTTP ${status}) / 站点返回错误`;
+  if (status >= 200 && status < 300 && /text\/html/i.test(contentType) && /<form|login|sign in|登录/i.test(sample)) {
+    return 'login page instead of a reply / 返回了登录页';
+  }
+  return null;
+}
+
+let turnCounter = 0;
+function newTurnId() {
+  turnCounter += 1;
+  const rand = Math.random().toString(36).slice(2, 8);
+  return `t-${Date.now().toString(36)}-${turnCounter}-${rand}`;
+}
+
+/** One reply being captured. */
+class Turn {
+  constructor(capture, meta) {
+    this.capture = capture;
+    this.meta = meta;
+    this.id = newTurnId();
+    this.text = '';
+    this.pending = ''; // answer text parsed but not yet sent as a chunk
+    this.seq = 0;
+    this.reasoningChars = 0;
+    this.parser = null;
+    this.closed = false;
+    this.decoder = new TextDecoder();
+    this.sample = '';
+    this.held = [];
+    this.troubleChecked = false;
+    this.taskId = capture.claimTask();
+  }
+
+  /** Error statuses and HTML bodies are held back until a sample is judged for trouble. */
+  get suspicious() {
+    return this.meta.status >= 400 || /text\/html/i.test(this.meta.contentType || '');
+  }
+
+  push(bytes) {
+    if (this.raw && this.rawBytes + bytes.length <= RECORD_LIMIT_BYTES) {
+      this.raw.push(bytes.slice());
+      this.rawBytes += bytes.length;
+    }
+    if (this.closed) return;
+    if (this.suspicious && !this.troubleChecked) {
+      this.held.push(bytes);
+      this.sample += this.decoder.decode(bytes, { stream: true });
+      if (this.sample.length >= SAMPLE_BYTES) this.releaseHeld();
+      return;
+    }
+    if (this.sample.length < SAMPLE_BYTES) this.sample += this.decoder.decode(bytes, { stream: true });
+    this.feed(() => this.parser.push(bytes));
+  }
+
+  /** Judges the held sample; feeds the held bytes to the parser when it is not trouble. */
+  releaseHeld() {
+    this.checkTrouble();
+    if (this.closed) return false;
+    const held = this.held;
+    this.held = [];
+    for (const bytes of held) this.feed(() => this.parser.push(bytes));
+    return !this.closed;
+  }
+
+  checkTrouble() {
+    this.troubleChecked = true;
+    const { adapter } = this.capture;
+    let reason = null;
+    try {
+      reason = adapter.trouble ? adapter.trouble(this.meta.status, this.sample) : null;
+    } catch (err) {
+      this.capture.log('warn', `adapter.trouble failed: ${err.message}`);
+    }
+    reason = reason || genericTrouble(this.meta.status, this.sample, this.meta.contentType);
+    if (reason) this.fail(reason);
+  }
+
+  feed(call) {
+    let events;
+    try {
+      events = call() || [];
+    } catch (err) {
+      this.capture.log('error', `${this.capture.adapter.name} parser failed: ${err.message}`);
+      this.fail(`parser error: ${err.message}`);
+      return;
+    }
+    for (const ev of events) {
+      if (this.closed) return;
+      this.event(ev);
+    }
+    this.flush();
+  }
+
+  /** One `chunk` per network read at most: the deltas parsed from it, joined. */
+  flush() {
+    if (!this.pending) return;
+    const text = this.pending;
+    this.pending = '';
+    this.capture.hub.send(chunk(this.id, this.seq, text));
+    this.seq += 1;
+    if (this.seq === 1) this.capture.emit('streaming', this);
+  }
+
+  event(ev) {
+    switch (ev.type) {
+      case 'delta':
+        if (!ev.text) return;
+        this.text += ev.text;
+        this.pending += ev.text;
+        return;
+      case 'reasoning':
+        this.reasoningChars += (ev.text || '').length;
+        this.capture.emit('reasoning', this);
+        return;
+      case 'done':
+        this.finish();
+        return;
+      case 'error':
+        this.fail(ev.reason || `site error${ev.code ? ` ${ev.code}` : ''}`, ev.code);
+        return;
+      default:
+        this.capture.log('warn', `unknown parser event ${ev.type}`);
+    }
+  }
+
+  end() {
+    if (this.closed) return;
+    if (this.suspicious && !this.troubleChecked && !this.releaseHeld()) return;
+    this.feed(() => this.parser.end());
+    // A 200 that carried no answer may still be trouble in disguise (JSON error, captcha JSON).
+    if (!this.closed && this.text === '' && !this.troubleChecked) this.checkTrouble();
+    if (!this.closed) this.finish();
+  }
+
+  fail(reason, code) {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'failed', fragmentCount: this.seq }));
+    this.capture.emit('trouble', this, { reason, code });
+    this.capture.closeTurn(this);
+  }
+
+  finish() {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'finished', fragmentCount: this.seq }));
+    this.capture.hub.send(turnEnd(this.id, this.text, this.taskId));
+    this.capture.emit('turn_end', this);
+    this.capture.closeTurn(this);
+  }
+}
+
+/**
+ * Owns the turns of one tab. `claimTask()` is asked by each new turn for the task id it answers
+ * (the task runner hands out the id of a task that was just sent, once).
+ */
+export class TurnCapture {
+  constructor({ adapter, hub, log, claimTask, record = false }) {
+    this.record = record; // debug: keep the raw bytes of each stream for fixtures
+    this.adapter = adapter;
+    this.hub = hub;
+    this.log = log;
+    this.claimTask = claimTask || (() => undefined);
+    this.active = new Set();
+    this.listeners = new Set();
+    this.lastTurn = null;
+  }
+
+  on(fn) {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  emit(kind, turn, detail) {
+    for (const fn of this.listeners) {
+      try { fn(kind, turn, detail); } catch (err) { this.log('error', `capture listener: ${err.message}`); }
+    }
+  }
+
+  /** True while a reply is streaming in this tab. */
+  get busy() {
+    return this.active.size > 0;
+  }
+
+  matches(url, method) {
+    try {
+      return Boolean(this.adapter.matchRequest(url, method));
+    } catch (err) {
+      this.log('warn', `${this.adapter.name}.matchRequest failed: ${err.message}`);
+      return false;
+    }
+  }
+
+  /** Called by the interceptor for each matching response; returns the byte sink. */
+  begin(meta) {
+    const turn = new Turn(this, meta);
+    if (this.record) { turn.raw = []; turn.rawBytes = 0; }
+    try {
+      turn.parser = this.adapter.createParser();
+    } catch (err) {
+      this.log('error', `${this.adapter.name}.createParser failed: ${err.message}`);
+      return null;
+    }
+    if (meta.requestBody && this.adapter.promptFromRequest) {
+      try { turn.prompt = this.adapter.promptFromRequest(meta.requestBody); } catch { turn.prompt = null; }
+    }
+    this.active.add(turn);
+    this.lastTurn = turn;
+    this.hub.send(flowReport(turn.id, 'flow_start', { status: 'streaming' }));
+    this.emit('turn_start', turn);
+    return turn;
+  }
+
+  /** A reply read from the DOM by the fallback: reported as one chunk and a turn_end. */
+  domTurn(text, taskId) {
+    const turnId = newTurnId();
+    this.hub.send(chunk(turnId, 0, text));
+    this.hub.send(turnEnd(turnId, text, taskId, { source: 'dom' }));
+    this.emit('dom_turn_end', { id: turnId, taskId, text });
+  }
+
+  closeTurn(turn) {
+    this.active.delete(turn);
+    this.emit('idle_check', turn);
+  }
+}

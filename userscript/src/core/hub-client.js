@@ -1,0 +1,122 @@
+/**
+ * The tab's connection to the hub: picks a transport, says hello (resuming the tab's client id),
+ * queues frames while disconnected, and reconnects with backoff through ReconnectMachine.
+ */
+import { ReconnectMachine } from './backoff.js';
+import { SseTransport, WebSocketTransport } from './transports.js';
+
+const MAX_QUEUED_FRAMES = 2000;
+
+export class HubClient {
+  /**
+   * @param {object} o
+   * @param {string} o.hubUrl           e.g. http://127.0.0.1:8027
+   * @param {() => object} o.helloFields token, site, url, title, label, role, version
+   * @param {TabIdentity} o.identity    keeps client_id across reloads
+   * @param {Function} o.WebSocketImpl  captured at document-start
+   * @param {Function} o.gmRequest      GM_xmlhttpRequest, for the SSE fallback
+   */
+  constructor(o) {
+    this.o = o;
+    this.machine = new ReconnectMachine(o.policy, o.random);
+    this.transport = null;
+    this.queue = [];
+    this.welcome = null;
+    this.listeners = { frame: new Set(), state: new Set() };
+    this.status = { state: 'idle', transport: null, error: null };
+    this.timers = o.timers;
+  }
+
+  on(kind, fn) {
+    this.listeners[kind].add(fn);
+    return () => this.listeners[kind].delete(fn);
+  }
+
+  emitState(patch) {
+    this.status = { ...this.status, ...patch };
+    for (const fn of this.listeners.state) fn(this.status);
+  }
+
+  start() {
+    this.attempt();
+  }
+
+  stop() {
+    this.machine.stop();
+    this.transport?.close();
+    this.emitState({ state: 'stopped' });
+  }
+
+  async attempt() {
+    const kind = this.machine.connect();
+    if (!kind) return;
+    this.emitState({ state: 'connecting', transport: kind });
+    const common = {
+      hubUrl: this.o.hubUrl,
+      timers: this.timers,
+      log: this.o.log,
+      onFrame: (frame) => this.dispatch(frame),
+      onClose: () => this.lost(transport, 'connection closed'),
+    };
+    const transport = kind === 'ws'
+      ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl })
+      : new SseTransport({ ...common, gmRequest: this.o.gmRequest });
+    transport.heartbeatState = this.o.heartbeatState;
+    this.transport = transport;
+    try {
+      const fields = { ...this.o.helloFields(), clientId: this.o.identity.clientId };
+      const welcome = await transport.open(fields);
+      if (this.transport !== transport) { transport.close(); return; }
+      this.welcome = welcome;
+      this.o.identity.clientId = welcome.client_id;
+      this.machine.open();
+      this.emitState({ state: 'open', transport: kind, error: null, clientId: welcome.client_id, role: welcome.role });
+      this.dispatch(welcome);
+      this.flush();
+    } catch (err) {
+      this.lost(transport, err.message);
+    }
+  }
+
+  lost(transport, reason) {
+    if (transport !== this.transport) return;
+    transport.close();
+    this.transport = null;
+    const next = this.machine.lost();
+    if (!next) return;
+    this.emitState({ state: 'waiting', error: reason, retryInMs: next.delayMs, transport: next.transport });
+    this.timers.setTimeout(() => this.attempt(), next.delayMs);
+  }
+
+  dispatch(frame) {
+    for (const fn of this.listeners.frame) {
+      try {
+        fn(frame);
+      } catch (err) {
+        this.o.log('error', `frame handler failed: ${err.message}`);
+      }
+    }
+  }
+
+  get connected() {
+    return this.status.state === 'open';
+  }
+
+  /** Sends now when connected, else queues (bounded: the oldest `chunk` frames go first). */
+  send(frame) {
+    if (this.connected && this.queue.length === 0 && this.transport?.send(frame)) return;
+    this.queue.push(frame);
+    if (this.queue.length > MAX_QUEUED_FRAMES) {
+      const i = this.queue.findIndex((f) => f.type === 'chunk');
+      this.queue.splice(i === -1 ? 0 : i, 1);
+    }
+    if (this.connected) this.flush();
+  }
+
+  flush() {
+    while (this.queue.length && this.connected) {
+      if (!this.transport.send(this.queue[0])) return;
+      this.queue.shift();
+    }
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * The floating panel: hub connection, this tab's role and label, the current task, and in the
+ * master tab the running flows with pause/stop buttons. Lives in a closed shadow root so page CSS
+ * cannot break it and page scripts cannot read it; draggable, collapsible, and it moves itself
+ * out of the way of the input box.
+ */
+import { userInput } from './protocol.js';
+
+const CSS = `
+:host { all: initial; }
+.box { width: 260px; font: 12px/1.45 system-ui, sans-serif;
+  color: #1d2330; background: rgba(255,255,255,.97); border: 1px solid #c9d0dc; border-radius: 8px;
+  box-shadow: 0 4px 16px rgba(0,0,0,.18); overflow: hidden; }
+.head { display: flex; align-items: center; gap: 6px; padding: 5px 8px; background: #24324a; color: #fff;
+  cursor: move; user-select: none; }
+.head b { flex: 1; font-size: 12px; }
+.dot { width: 8px; height: 8px; border-radius: 50%; background: #999; }
+.dot.open { background: #2ecc71; } .dot.connecting, .dot.waiting { background: #f1c40f; } .dot.stopped { background: #e74c3c; }
+button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: #f4f6fa; border-radius: 4px; padding: 1px 6px; }
+.head button { background: transparent; color: #fff; border-color: rgba(255,255,255,.4); }
+.body { padding: 6px 8px; }
+.collapsed .body { display: none; }
+.row { display: flex; gap: 6px; } .row span:first-child { color: #5b6475; min-width: 92px; }
+.flows { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
+.flow { margin: 4px 0; } .bar { height: 5px; background: #e1e5ec; border-radius: 3px; margin: 2px 0; }
+.bar i { display: block; height: 100%; background: #3b7ddd; border-radius: 3px; }
+.muted { color: #7a8394; }
+`;
+
+const ROLE_NAMES = { master: '总指挥 Master', foreman: '包工头 Foreman', worker: '工人 Worker' };
+const STATE_NAMES = {
+  open: '已连接 connected', connecting: '连接中 connecting', waiting: '重连等待 retrying',
+  stopped: '已停止 stopped', idle: '未连接 idle',
+};
+const DONE_STATES = new Set(['completed', 'failed', 'skipped', 'cancelled']);
+
+export class Panel {
+  constructor({ doc, hub, findInput, version }) {
+    Object.assign(this, { doc, hub, findInput, version });
+    this.state = { hub: { state: 'idle' }, role: null, label: null, task: null, result: null };
+    this.runs = new Map();
+  }
+
+  mount() {
+    const host = this.doc.createElement('aicard-panel');
+    host.setAttribute('data-aicard-panel', '');
+    this.root = host.attachShadow({ mode: 'closed' });
+    this.root.innerHTML = `<style>${CSS}</style><div class="box" part="box">
+      <div class="head"><span class="dot"></span><b>AIcard</b><button class="fold" title="收起/展开 collapse">–</button></div>
+      <div class="body"></div></div>`;
+    this.box = this.root.querySelector('.box');
+    // The host is the positioned element (inline !important: page CSS cannot move or hide it).
+    for (const [k, v] of Object.entries({ position: 'fixed', 'z-index': '2147483646', display: 'block', width: '260px', margin: '0', padding: '0' })) {
+      host.style.setProperty(k, v, 'important');
+    }
+    this.body = this.root.querySelector('.body');
+    this.host = host;
+    this.doc.documentElement.appendChild(host);
+    this.root.querySelector('.fold').addEventListener('click', () => this.box.classList.toggle('collapsed'));
+    this.body.addEventListener('click', (ev) => this.onClick(ev));
+    this.enableDrag(this.root.querySelector('.head'));
+    this.place(this.doc.defaultView.innerWidth - 272, 12);
+    this.doc.defaultView.addEventListener('resize', () => this.place(this.pos.x, this.pos.y));
+    // Frameworks that hydrate the whole document may drop unknown nodes: put the panel back.
+    this.doc.defaultView.setInterval(() => {
+      if (!host.isConnected) this.doc.documentElement.appendChild(host);
+    }, 2000);
+    this.render();
+  }
+
+  /** Moves the panel to (x, y), kept on screen and off the input box. */
+  place(x, y) {
+    const win = this.doc.defaultView;
+    const w = this.box.offsetWidth || 260;
+    const h = this.box.offsetHeight || 120;
+    x = Math.max(0, Math.min(x, win.innerWidth - w));
+    y = Math.max(0, Math.min(y, win.innerHeight - h));
+    const input = this.findInput();
+    if (input) {
+      const r = input.getBoundingClientRect();
+      const overlaps = x < r.right && x + w > r.left && y < r.bottom && y + h > r.top;
+      if (overlaps) y = r.top - h - 8 >= 0 ? r.top - h - 8 : Math.min(win.innerHeight - h, r.bottom + 8);
+    }
+    this.moveTo(x, y);
+  }
+
+  moveTo(x, y) {
+    this.pos = { x, y };
+    this.host.style.setProperty('left', `${x}px`, 'important');
+    this.host.style.setProperty('top', `${y}px`, 'important');
+  }
+
+  enableDrag(handle) {
+    handle.addEventListener('pointerdown', (down) => {
+      if (down.target.closest('button')) return;
+      const start = { ...this.pos, px: down.clientX, py: down.clientY };
+      const move = (ev) => {
+        this.moveTo(start.x + ev.clientX - start.px, start.y + ev.clientY - start.py);
+      };
+      const up = () => {
+        handle.removeEventListener('pointermove', move);
+        handle.removeEventListener('pointerup', up);
+        this.place(this.pos.x, this.pos.y);
+      };
+      handle.setPointerCapture?.(down.pointerId);
+      handle.addEventListener('pointermove', move);
+      handle.addEventListener('pointerup', up);
+    });
+  }
+
+  onClick(ev) {
+    const button = ev.target.closest('button[data-act]');
+    if (!button) return;
+    const { act, flow } = button.dataset;
+    if (['pause', 'resume', 'stop'].includes(act) && flow) {
+      this.hub.send(userInput(`?<manager ${act} ${flow}>!`));
+    }
+  }
+
+  /** What the panel shows, with its buttons' positions (debug helper and tests). */
+  describe() {
+    const rect = (el) => { const r = el.getBoundingClientRect(); return { x: r.x, y: r.y, width: r.width, height: r.height }; };
+    return {
+      rect: rect(this.host),
+      collapsed: this.box.classList.contains('collapsed'),
+      text: this.box.innerText,
+      buttons: [...this.root.querySelectorAll('button')].map((b) => ({ act: b.dataset.act || 'fold', flow: b.dataset.flow, rect: rect(b) })),
+    };
+  }
+
+  update(patch) {
+    Object.assign(this.state, patch);
+    this.render();
+  }
+
+  /** Folds a `flow_event` into the run table. */
+  flowEvent(ev) {
+    const run = this.runs.get(ev.run_id) || { flow: ev.flow, state: 'running', nodes: new Map() };
+    run.flow = ev.flow || run.flow;
+    if (ev.node_id) run.nodes.set(ev.node_id, ev.state);
+    else run.state = ev.state;
+    run.detail = ev.detail;
+    this.runs.set(ev.run_id, run);
+    this.render();
+  }
+
+  row(label, value) {
+    const v = this.doc.createElement('span');
+    v.textContent = value ?? '—';
+    const l = this.doc.createElement('span');
+    l.textContent = label;
+    const row = this.doc.createElement('div');
+    row.className = 'row';
+    row.append(l, v);
+    return row;
+  }
+
+  render() {
+    if (!this.body) return;
+    const { hub, role, label, task, result } = this.state;
+    this.root.querySelector('.dot').className = `dot ${hub.state}`;
+    const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ''}`;
+    const rows = [
+      this.row('连接 Hub', hubText + (hub.state === 'waiting' && hub.error ? ` — ${hub.error}` : '')),
+      this.row('角色 Role', ROLE_NAMES[role] || role),
+      this.row('标签 Label', label),
+      this.row('任务 Task', task),
+    ];
+    if (result) rows.push(this.row('结果 Result', result));
+    this.body.replaceChildren(...rows);
+    // The hub sends flow_event only to the master of a run, whatever role the tab had before.
+    if (this.runs.size) this.body.append(this.renderFlows());
+  }
+
+  renderFlows() {
+    const wrap = this.doc.createElement('div');
+    wrap.className = 'flows';
+    wrap.append(this.row('流程 Flows', `${this.runs.size}`));
+    for (const [runId, run] of this.runs) {
+      const total = run.nodes.size;
+      const done = [...run.nodes.values()].filter((s) => DONE_STATES.has(s)).length;
+      const el = this.doc.createElement('div');
+      el.className = 'flow';
+      el.dataset.run = runId;
+      const title = this.doc.createElement('div');
+      title.textContent = `${run.flow} · ${run.state} · ${done}/${total}`;
+      const bar = this.doc.createElement('div');
+      bar.className = 'bar';
+      const fill = this.doc.createElement('i');
+      fill.style.width = `${total ? Math.round((100 * done) / total) : 0}%`;
+      bar.append(fill);
+      el.append(title, bar);
+      if (!DONE_STATES.has(run.state)) {
+        const paused = run.state === 'paused';
+        el.append(this.button(paused ? 'resume' : 'pause', paused ? '继续 Resume' : '暂停 Pause', run.flow),
+          ' ', this.button('stop', '停止 Stop', run.flow));
+      }
+      wrap.append(el);
+    }
+    return wrap;
+  }
+
+  button(act, text, flow) {
+    const b = this.doc.createElement('button');
+    b.dataset.act = act;
+    b.dataset.flow = flow;
+    b.textContent = text;
+    return b;
+  }
+}

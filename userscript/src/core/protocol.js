@@ -1,0 +1,88 @@
+/**
+ * Wire protocol v1 frame builders and the hub→tab frame reader (SPEC §2, HELPERS.md).
+ * This is the only file that knows frame field names; everything else calls these builders,
+ * so this file and docs/protocol.md describe one protocol.
+ */
+
+export const PROTOCOL_VERSION = 1;
+
+/** Task states a tab reports in `task_update` (SPEC §2). */
+export const TASK_STATES = Object.freeze(['accepted', 'sent', 'streaming', 'done', 'failed']);
+
+/** Frame types the hub may send to a tab (SPEC §2 "Hub → client"). */
+export const HUB_FRAME_TYPES = Object.freeze([
+  'welcome', 'cmd_result', 'task', 'deliver', 'flow_control', 'flow_event', 'ack', 'error', 'heartbeat',
+]);
+
+/** Copies only the defined optional fields, so frames never carry `null` placeholders. */
+function withOptional(frame, optional) {
+  for (const [key, value] of Object.entries(optional)) {
+    if (value !== undefined && value !== null && value !== '') frame[key] = value;
+  }
+  return frame;
+}
+
+/** `hello` — the first frame on both sockets and the first POST of the SSE fallback. */
+export function hello({ token, clientId, site, url, title, label, role, version }) {
+  if (!token) throw new Error('hello needs the hub token / 缺少令牌');
+  if (!site) throw new Error('hello needs the site name / 缺少站点名');
+  return withOptional({ type: 'hello', token, site }, {
+    client_id: clientId, url, title, label, role, version,
+  });
+}
+
+/** `chunk` — one delta of the assistant's answer (reasoning excluded). */
+export function chunk(turnId, seq, text) {
+  return { type: 'chunk', turn_id: turnId, seq, text };
+}
+
+/** `turn_end` — the reply is complete; `text` is the exact full answer. */
+export function turnEnd(turnId, text, taskId, extra = {}) {
+  return withOptional({ type: 'turn_end', turn_id: turnId, text }, { task_id: taskId, ...extra });
+}
+
+/** `flow_report` — the seed's stream lifecycle report. */
+export function flowReport(turnId, event, { status, fragmentCount } = {}) {
+  if (!['flow_start', 'status_update', 'flow_end'].includes(event)) {
+    throw new Error(`unknown flow_report event: ${event}`);
+  }
+  return withOptional({ type: 'flow_report', turn_id: turnId, event }, {
+    status, fragment_count: fragmentCount,
+  });
+}
+
+/** `user_input` — what the person submitted in this tab (commands typed by hand). */
+export function userInput(text) {
+  return { type: 'user_input', text };
+}
+
+/** `task_update` — progress of a hub task in this tab. */
+export function taskUpdate(taskId, state, error) {
+  if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
+  return withOptional({ type: 'task_update', task_id: taskId, state }, { error });
+}
+
+/** App heartbeat on the `/heartbeat` socket (HELPERS.md). */
+export function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending } = {}) {
+  return withOptional({ type: 'heartbeat', time }, {
+    flow_id: flowId, flow_role: flowRole, step, cmd_count: cmdCount, result_count: resultCount, pending,
+  });
+}
+
+/**
+ * Reads one hub→tab frame. Returns `{frame}` for a known frame, `{ignored}` for an unknown
+ * type (newer hubs may add types), or `{error}` for text that is not a JSON object.
+ */
+export function readHubFrame(text) {
+  let frame;
+  try {
+    frame = JSON.parse(text);
+  } catch (err) {
+    return { error: `malformed JSON from hub: ${err.message}` };
+  }
+  if (!frame || typeof frame !== 'object' || Array.isArray(frame) || typeof frame.type !== 'string') {
+    return { error: 'hub frame is not an object with a type' };
+  }
+  if (!HUB_FRAME_TYPES.includes(frame.type)) return { ignored: frame.type };
+  return { frame };
+}

@@ -1,0 +1,233 @@
+/**
+ * The tab's task queue: one hub task (or delivery) at a time. A task is accepted, waits until the
+ * tab is idle, is typed into the input box and sent, and is answered by the next captured turn
+ * (which carries its task id); site trouble or the task's timeout fail it. The person's draft is
+ * put back after the prompt was sent.
+ */
+import { taskUpdate, userInput } from './protocol.js';
+import { DomReplyWatcher } from './dom-fallback.js';
+import { findInput, insertBlock, pressSend, readInput, setInput, siteShowsStop, waitFor } from './input.js';
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+const FIND_INPUT_MS = 10_000;
+const TURN_START_MS = 20_000;
+const DOM_FALLBACK_AFTER_MS = 8_000;
+
+export class TaskRunner {
+  constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
+    Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange });
+    this.queue = [];
+    this.current = null;
+    this.awaitingTurn = null;
+    this.waiters = new Set();
+    capture.on((kind, turn, detail) => this.onCapture(kind, turn, detail));
+  }
+
+  /** Handles `task` and `deliver` frames from the hub. */
+  handle(frame) {
+    if (frame.type === 'task') {
+      if (!frame.task_id || typeof frame.prompt !== 'string') {
+        this.log('warn', 'task without task_id or prompt ignored');
+        return;
+      }
+      if (this.current?.task_id === frame.task_id || this.queue.some((t) => t.task_id === frame.task_id)) return;
+      this.queue.push({ kind: 'task', ...frame });
+    } else if (frame.type === 'deliver') {
+      this.queue.push({ kind: 'deliver', ...frame });
+    } else {
+      return;
+    }
+    this.pump();
+  }
+
+  /** The task id the next captured turn answers (handed out once). */
+  claimTask() {
+    const id = this.awaitingTurn || undefined;
+    this.awaitingTurn = null;
+    return id;
+  }
+
+  get idle() {
+    return !this.capture.busy && !siteShowsStop(this.doc);
+  }
+
+  /** `flow_control` from the hub: `pause` holds queued jobs until `resume`. */
+  control(frame) {
+    if (frame.action === 'pause') this.paused = true;
+    if (frame.action === 'resume') { this.paused = false; this.pump(); }
+  }
+
+  async pump() {
+    if (this.current || this.paused) return;
+    const job = this.queue.shift();
+    if (!job) return;
+    this.current = job;
+    this.onChange?.();
+    try {
+      if (job.kind === 'task') await this.runTask(job);
+      else await this.runDelivery(job);
+    } catch (err) {
+      this.log('error', `job failed: ${err.message}`);
+      if (job.kind === 'task') this.hub.send(taskUpdate(job.task_id, 'failed', err.message));
+    } finally {
+      this.current = null;
+      this.awaitingTurn = null;
+      this.onChange?.();
+      this.pump();
+    }
+  }
+
+  async waitIdle(timeoutMs) {
+    const idle = await waitFor(() => this.idle, { timeoutMs, everyMs: 100, timers: this.timers });
+    if (!idle) throw new Error('tab stayed busy (still streaming) / 标签页一直在输出');
+  }
+
+  async locateInput() {
+    const input = await waitFor(() => findInput(this.doc, this.adapter), { timeoutMs: FIND_INPUT_MS, timers: this.timers });
+    if (!input) throw new Error('input box not found / 找不到输入框');
+    return input;
+  }
+
+  /** Types `text`, sends it, and puts the person's draft back once the site took the text. */
+  async typeAndSend(text, { taskId } = {}) {
+    const input = await this.locateInput();
+    const draft = readInput(input);
+    this.sending = true;
+    try {
+      setInput(input, text);
+      if (readInput(input) !== text) throw new Error('the site rejected the typed text / 输入框未接受文本');
+      this.awaitingTurn = taskId || null;
+      await pressSend(this.doc, this.adapter, input, this.timers);
+    } finally {
+      this.sending = false;
+    }
+    if (draft) {
+      await waitFor(() => readInput(input) !== text, { timeoutMs: 3000, timers: this.timers });
+      const box = input.isConnected ? input : await this.locateInput();
+      setInput(box, draft);
+    }
+  }
+
+  async runTask(task) {
+    const { task_id: id } = task;
+    const timeoutMs = Number(task.timeout_ms) > 0 ? Number(task.timeout_ms) : DEFAULT_TIMEOUT_MS;
+    const deadline = Date.now() + timeoutMs;
+    this.hub.send(taskUpdate(id, 'accepted'));
+    await this.waitIdle(timeoutMs);
+    const wait = new TaskWait(this, id, timeoutMs);
+    try {
+      await this.typeAndSend(task.prompt, { taskId: id });
+      this.hub.send(taskUpdate(id, 'sent'));
+      const result = await wait.arm(deadline);
+      if (result.ok) this.hub.send(taskUpdate(id, 'done'));
+      else this.hub.send(taskUpdate(id, 'failed', result.error));
+    } finally {
+      wait.finish({ ok: false, error: 'abandoned' });
+    }
+  }
+
+  onCapture(kind, turn, detail) {
+    if (kind === 'turn_start' && !turn.taskId && !this.sending) {
+      this.reportUserInput(turn);
+    }
+    if (!turn.taskId) return;
+    for (const wait of this.waiters) {
+      if (wait.id !== turn.taskId) continue;
+      if (kind === 'turn_start') wait.started = true;
+      if (kind === 'streaming') this.hub.send(taskUpdate(turn.taskId, 'streaming'));
+      if (kind === 'turn_end') wait.finish({ ok: true });
+      if (kind === 'trouble') wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
+    }
+  }
+
+  /** A turn nobody asked the tab for: the person sent something by hand. */
+  reportUserInput(turn) {
+    const text = turn.prompt ?? this.personSubmitted?.text;
+    this.clearPersonSubmitted();
+    if (text) this.hub.send(userInput(text));
+  }
+
+  /**
+   * The person pressed send (seen in the DOM, before the site clears the box). Reported with the
+   * turn it starts, or on its own after a moment when the site starts none.
+   */
+  notePersonSubmit(text) {
+    if (this.sending || !text || !text.trim()) return;
+    this.clearPersonSubmitted();
+    const timer = this.timers.setTimeout(() => {
+      if (this.personSubmitted?.timer !== timer) return;
+      this.personSubmitted = null;
+      this.hub.send(userInput(text));
+    }, 3000);
+    this.personSubmitted = { text, timer };
+  }
+
+  clearPersonSubmitted() {
+    if (this.personSubmitted) this.timers.clearTimeout(this.personSubmitted.timer);
+    this.personSubmitted = null;
+  }
+
+  async runDelivery(job) {
+    const text = String(job.text ?? '');
+    if (job.auto_send) {
+      await this.waitIdle(DEFAULT_TIMEOUT_MS);
+      await this.typeAndSend(text);
+    } else {
+      insertBlock(await this.locateInput(), text);
+    }
+  }
+}
+
+/**
+ * What the runner waits for once a task was sent: the end of the turn that answers it, site
+ * trouble, the DOM fallback's reply when no stream was captured, or the task's timeout.
+ */
+class TaskWait {
+  constructor(runner, id, timeoutMs) {
+    this.runner = runner;
+    this.id = id;
+    this.timeoutMs = timeoutMs;
+    this.started = false;
+    this.done = false;
+    this.timers = [];
+    // Baseline of reply elements, taken before sending.
+    this.dom = new DomReplyWatcher({ doc: runner.doc, adapter: runner.adapter, timers: runner.timers });
+    this.promise = new Promise((resolve) => { this.resolve = resolve; });
+    runner.waiters.add(this);
+  }
+
+  /** Starts the clocks (after sending); resolves with `{ok, error?}`. */
+  arm(deadline) {
+    const { timers } = this.runner;
+    const left = () => Math.max(0, deadline - Date.now());
+    this.timers.push(timers.setTimeout(() => this.finish({
+      ok: false, error: `no complete reply before the task timeout / 任务超时 (${this.timeoutMs} ms)`,
+    }), left()));
+    this.timers.push(timers.setTimeout(() => this.domFallback(), Math.min(DOM_FALLBACK_AFTER_MS, left())));
+    this.timers.push(timers.setTimeout(() => {
+      if (!this.started && !this.dom.sawSomething) this.finish({ ok: false, error: 'no reply started after sending / 发送后没有回复' });
+    }, Math.min(TURN_START_MS, left())));
+    return this.promise;
+  }
+
+  /** Network capture saw nothing: read the reply from the page instead. */
+  domFallback() {
+    if (this.started || this.done) return;
+    this.runner.log('warn', 'no stream captured, reading the reply from the page / 未捕获到网络流，改读页面');
+    this.dom.start((text) => {
+      if (this.started || this.done) return;
+      this.runner.claimTask(); // a late stream must not answer this task a second time
+      this.runner.capture.domTurn(text, this.id);
+      this.finish({ ok: true });
+    });
+  }
+
+  finish(result) {
+    if (this.done) return;
+    this.done = true;
+    this.dom.stop();
+    for (const t of this.timers) this.runner.timers.clearTimeout(t);
+    this.runner.waiters.delete(this);
+    this.resolve(result);
+  }
+}

@@ -1,0 +1,139 @@
+// Unit tests of the shared parsing helpers in src/adapters/lib/.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createSseSplitter } from '../../src/adapters/lib/sse.js';
+import { createUtf8Decoder } from '../../src/adapters/lib/utf8.js';
+import { createLengthPrefixedReader, scanJsonValue } from '../../src/adapters/lib/frames.js';
+import { createConnectReader, encodeConnectFrame } from '../../src/adapters/lib/connect.js';
+import { createSnapshotDiffer } from '../../src/adapters/lib/snapshot.js';
+import { createPatchState } from '../../src/adapters/lib/patch.js';
+import { createOutput } from '../../src/adapters/lib/stream.js';
+import { parseRequestUrl } from '../../src/adapters/lib/url.js';
+
+function splitAll(text, sizes) {
+  const s = createSseSplitter();
+  const out = [];
+  let i = 0;
+  let k = 0;
+  while (i < text.length) {
+    const n = sizes[k++ % sizes.length];
+    out.push(...s.push(text.slice(i, i + n)));
+    i += n;
+  }
+  out.push(...s.end());
+  return out;
+}
+
+test('SSE splitter: LF, CRLF, lone CR, CR split from its LF, comments, multi-line data, event and id', () => {
+  const text = ': hello\r\nevent: a\r\nid: 7\r\ndata: one\r\ndata:two\r\n\r\ndata: x\rdata: y\r\rdata: last';
+  const want = [
+    { event: 'a', data: 'one\ntwo', id: '7' },
+    { event: 'message', data: 'x\ny', id: '7' },
+    { event: 'message', data: 'last', id: '7' },
+  ];
+  for (const sizes of [[1000], [1], [2, 3], [5, 1, 7]]) assert.deepEqual(splitAll(text, sizes), want, String(sizes));
+});
+
+test('SSE splitter: a field without a colon, a blank data value, and an event-only block', () => {
+  assert.deepEqual(splitAll('data\n\nevent: only\n\ndata:\n\n', [4]), [
+    { event: 'message', data: '', id: null },
+    { event: 'message', data: '', id: null },
+  ]);
+});
+
+test('UTF-8 decoder keeps a character split across reads', () => {
+  const bytes = new TextEncoder().encode('中👨‍👩‍👧');
+  const d = createUtf8Decoder();
+  let s = '';
+  for (const b of bytes) s += d.decode(Uint8Array.of(b));
+  s += d.flush();
+  assert.equal(s, '中👨‍👩‍👧');
+});
+
+test('length-prefixed reader: ignores wrong lengths, survives brackets and quotes inside strings', () => {
+  const tricky = 'a]\\"}[{ "x';
+  const body = `)]}'\n\n999\n${JSON.stringify([['wrb.fr', null, JSON.stringify([tricky])]])}\n3\n[["e",4]]\n`;
+  for (const size of [1, 2, 5, 1000]) {
+    const r = createLengthPrefixedReader();
+    const frames = [];
+    for (let i = 0; i < body.length; i += size) frames.push(...r.push(body.slice(i, i + size)));
+    frames.push(...r.end());
+    assert.equal(frames.length, 2, `size ${size}`);
+    assert.deepEqual(JSON.parse(frames[0][0][2]), [tricky]);
+    assert.deepEqual(frames[1], [['e', 4]]);
+  }
+  assert.equal(scanJsonValue('[1,[2]', 0), -1);
+  assert.throws(() => {
+    const r = createLengthPrefixedReader();
+    r.push(")]}'\n\n10\n[[1,");
+    r.end();
+  }, /truncated/);
+});
+
+test('Connect reader: frames split anywhere, trailer flag, compressed flag, truncated tail', () => {
+  const bytes = new Uint8Array([...encodeConnectFrame({ a: '你好' }), ...encodeConnectFrame({}, 2)]);
+  for (const size of [1, 3, 100]) {
+    const r = createConnectReader();
+    const frames = [];
+    for (let i = 0; i < bytes.length; i += size) frames.push(...r.push(bytes.slice(i, i + size)));
+    const { frames: rest, leftover } = r.end();
+    frames.push(...rest);
+    assert.deepEqual(frames.map((f) => [f.end, f.json]), [[false, { a: '你好' }], [true, {}]]);
+    assert.equal(leftover, 0);
+  }
+  const r = createConnectReader();
+  assert.equal(r.push(encodeConnectFrame('{}', 1))[0].compressed, true);
+  r.push(encodeConnectFrame({ x: 1 }).slice(0, 7));
+  assert.equal(r.end().leftover, 7);
+});
+
+test('snapshot differ: suffixes, repeats and shorter snapshots add nothing, a rewrite becomes the new base', () => {
+  const d = createSnapshotDiffer();
+  assert.equal(d.next('你'), '你');
+  assert.equal(d.next('你好'), '好');
+  assert.equal(d.next('你好'), '');
+  assert.equal(d.next('你'), '');
+  assert.equal(d.next('你好！'), '！');
+  assert.equal(d.next('Hello'), '');
+  assert.equal(d.next('Hello!'), '!');
+});
+
+test('patch state: inherited path/op, negative indexes, batch with relative paths, JSON-pointer escapes', () => {
+  const p = createPatchState({ initialOp: 'SET', appendStrings: (path) => path.endsWith('/content') });
+  p.root = { response: { fragments: [{ type: 'THINK', content: 'a' }], status: 'WIP' } };
+  p.apply({ p: 'response/fragments/-1/content', o: 'APPEND', v: 'b' });
+  p.apply({ v: 'c' });
+  p.apply({ p: 'response/fragments', o: 'APPEND', v: [{ type: 'RESPONSE', content: 'x' }] });
+  p.apply({ p: 'response/fragments/-1/content', v: 'y' });
+  p.apply({ p: 'response', o: 'BATCH', v: [{ p: 'quasi_status', v: 'FINISHED' }, { p: 'accumulated_token_usage', v: 3 }] });
+  p.apply({ p: 'response/status', o: 'SET', v: 'FINISHED' });
+  assert.deepEqual(p.root.response, {
+    fragments: [{ type: 'THINK', content: 'abc' }, { type: 'RESPONSE', content: 'xy' }],
+    status: 'FINISHED', quasi_status: 'FINISHED', accumulated_token_usage: 3,
+  });
+  const q = createPatchState();
+  q.apply({ p: '', o: 'add', v: { message: { content: { parts: [''] }, 'a/b': 1 } } });
+  q.apply({ p: '', o: 'patch', v: [{ p: '/message/content/parts/0', o: 'append', v: 'hi' }] });
+  q.apply({ v: ' there' });
+  q.apply({ p: '/message/a~1b', o: 'replace', v: 2 });
+  q.apply({ p: '/message/content/parts/0', o: 'truncate', v: 2 });
+  assert.deepEqual(q.root, { message: { content: { parts: ['hi'] }, 'a/b': 2 } });
+});
+
+test('output: one terminal event, nothing after it, empty text dropped', () => {
+  const out = createOutput();
+  out.delta('');
+  out.delta('a');
+  out.done();
+  out.done();
+  out.delta('b');
+  out.error('x');
+  assert.deepEqual(out.take(), [{ type: 'delta', text: 'a' }, { type: 'done' }]);
+});
+
+test('parseRequestUrl: absolute, relative, Request-like objects', () => {
+  assert.equal(parseRequestUrl('https://Chat.DeepSeek.com/a?b=1').host, 'chat.deepseek.com');
+  assert.equal(parseRequestUrl('/a/b').host, '');
+  assert.equal(parseRequestUrl({ url: 'https://claude.ai/x' }).path, '/x');
+});

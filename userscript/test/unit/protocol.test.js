@@ -1,0 +1,40 @@
+// Frame builders (SPEC §2) and the hub frame reader.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as p from '../../src/core/protocol.js';
+
+test('hello carries token and site, optional fields only when set', () => {
+  assert.deepEqual(p.hello({ token: 'T', site: 'deepseek' }), { type: 'hello', token: 'T', site: 'deepseek' });
+  assert.deepEqual(p.hello({ token: 'T', site: 'kimi', clientId: 'c1', url: 'https://x/', title: 't', label: 'L', role: 'master', version: '1' }),
+    { type: 'hello', token: 'T', site: 'kimi', client_id: 'c1', url: 'https://x/', title: 't', label: 'L', role: 'master', version: '1' });
+  assert.throws(() => p.hello({ site: 'x' }), /token/);
+  assert.throws(() => p.hello({ token: 'T' }), /site/);
+});
+
+test('stream frames', () => {
+  assert.deepEqual(p.chunk('t1', 0, '你'), { type: 'chunk', turn_id: 't1', seq: 0, text: '你' });
+  assert.deepEqual(p.turnEnd('t1', 'all'), { type: 'turn_end', turn_id: 't1', text: 'all' });
+  assert.deepEqual(p.turnEnd('t1', '', 'task-9'), { type: 'turn_end', turn_id: 't1', text: '', task_id: 'task-9' });
+  assert.deepEqual(p.flowReport('t1', 'flow_end', { status: 'finished', fragmentCount: 3 }),
+    { type: 'flow_report', turn_id: 't1', event: 'flow_end', status: 'finished', fragment_count: 3 });
+  assert.throws(() => p.flowReport('t1', 'nope'), /unknown flow_report/);
+  assert.deepEqual(p.userInput('?<help>!'), { type: 'user_input', text: '?<help>!' });
+});
+
+test('task_update states', () => {
+  for (const s of ['accepted', 'sent', 'streaming', 'done']) assert.deepEqual(p.taskUpdate('k', s), { type: 'task_update', task_id: 'k', state: s });
+  assert.deepEqual(p.taskUpdate('k', 'failed', '429'), { type: 'task_update', task_id: 'k', state: 'failed', error: '429' });
+  assert.throws(() => p.taskUpdate('k', 'finished'), /unknown task state/);
+});
+
+test('heartbeat', () => {
+  assert.deepEqual(p.heartbeat({ time: 5, pending: 2 }), { type: 'heartbeat', time: 5, pending: 2 });
+});
+
+test('readHubFrame', () => {
+  assert.deepEqual(p.readHubFrame('{"type":"welcome","client_id":"c","role":"worker","heartbeat_ms":1}').frame.type, 'welcome');
+  assert.deepEqual(p.readHubFrame('{"type":"future_thing"}'), { ignored: 'future_thing' });
+  assert.match(p.readHubFrame('{nope').error, /malformed JSON/);
+  assert.match(p.readHubFrame('[1]').error, /not an object/);
+  assert.match(p.readHubFrame('{"x":1}').error, /not an object with a type/);
+});
