@@ -278,3 +278,31 @@ fn plain_scalars_load_as_text() {
     assert_eq!(flow.inputs["flag"].default.as_deref(), Some("true"));
     assert_eq!(flow.nodes[0].prompt.as_deref(), Some("42"));
 }
+
+#[test]
+fn other_problems_are_reported_along_with_unknown_fields() {
+    let text = "name: x\nnodes:\n  - id: a\n    promt: hi\n  - id: b\n    needs: [a, zz]\n    prompt: \"$nope\"\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_has(
+        &errs,
+        "f.yaml:4:5: ",
+        "unknown field `promt`, did you mean `prompt`?",
+    );
+    assert_has(&errs, "f.yaml:6:16: ", "unknown node `zz`");
+    assert_has(&errs, "f.yaml:7:13: ", "variable `nope`");
+}
+
+#[test]
+fn a_typo_is_validated_as_what_it_suggests() {
+    let text = "name: x\nnodes:\n  - id: a\n    promt: \"$nope\"\n  - id: b\n    prompt: hi\n    frobnicate: 1\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_has(&errs, "f.yaml:4:5: ", "unknown field `promt`");
+    assert_has(&errs, "f.yaml:3:5: ", "variable `nope`");
+    assert_has(
+        &errs,
+        "f.yaml:7:5: ",
+        "unknown field `frobnicate`; expected one of",
+    );
+}

@@ -102,8 +102,8 @@ pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
     })?;
     let unknown = yaml::unknown_fields(&tree, &schema_value());
     if !unknown.is_empty() {
-        return Err(unknown
-            .into_iter()
+        let mut diags: Vec<Diagnostic> = unknown
+            .iter()
             .map(|u| {
                 let hint = match &u.suggestion {
                     Some(s) => format!(", did you mean `{s}`?"),
@@ -115,7 +115,22 @@ pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
                     format!("未知字段 / unknown field `{}`{hint}", u.field),
                 )
             })
-            .collect());
+            .collect();
+        // Go on as if each typo were its suggestion (other unknown fields left out), so one
+        // pass shows the other problems too.
+        let fixes: Vec<(yaml::Pos, Option<String>)> = unknown
+            .iter()
+            .map(|u| (u.pos, u.suggestion.clone()))
+            .collect();
+        if let Ok(flow) = serde_json::from_value::<Flow>(yaml::to_json(&tree, &fixes)) {
+            diags.extend(
+                validate::validate(&flow, &tree)
+                    .into_iter()
+                    .map(|p| Diagnostic::at(name, p.pos, p.message)),
+            );
+            diags.sort_by_key(|d| (d.line, d.col));
+        }
+        return Err(diags);
     }
     let flow: Flow =
         serde_saphyr::from_str(text).map_err(|e| vec![serde_diagnostic(name, &e, &tree)])?;

@@ -97,6 +97,51 @@ pub fn key_at(node: &Located, pos: Pos) -> Option<(&str, &Located)> {
     }
 }
 
+/// The tree as JSON, with the mapping keys at the positions in `fixes` renamed to their
+/// suggestion (when the mapping does not already have that key) or left out. Plain scalars are
+/// typed as YAML 1.2's core schema does (null, booleans, numbers); quoted ones stay strings.
+/// Used to go on validating a file after reporting its unknown fields.
+pub fn to_json(node: &Located, fixes: &[(Pos, Option<String>)]) -> Value {
+    match &node.kind {
+        Kind::Scalar(text, false) => Value::String(text.clone()),
+        Kind::Scalar(text, true) => plain_scalar(text),
+        Kind::Seq(items) => Value::Array(items.iter().map(|i| to_json(i, fixes)).collect()),
+        Kind::Map(entries) => {
+            let mut out = serde_json::Map::new();
+            for (key, value) in entries {
+                let name = key.as_str().unwrap_or_default();
+                let name = match fixes.iter().find(|(pos, _)| *pos == key.pos) {
+                    None => name,
+                    Some((_, Some(suggestion))) if node.get(suggestion).is_none() => suggestion,
+                    Some(_) => continue,
+                };
+                out.insert(name.to_string(), to_json(value, fixes));
+            }
+            Value::Object(out)
+        }
+    }
+}
+
+fn plain_scalar(text: &str) -> Value {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => Value::Null,
+        "true" | "True" | "TRUE" => Value::Bool(true),
+        "false" | "False" | "FALSE" => Value::Bool(false),
+        _ => text
+            .parse::<u64>()
+            .map(Value::from)
+            .or_else(|_| text.parse::<i64>().map(Value::from))
+            .ok()
+            .or_else(|| {
+                text.parse::<f64>()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+            })
+            .unwrap_or_else(|| Value::String(text.to_string())),
+    }
+}
+
 /// A YAML syntax error with its position.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntaxError {
