@@ -375,7 +375,13 @@ impl Hub {
                 None
             }
             ClientFrame::UserInput { text } => {
-                crate::control::on_user_input(self, client, &text);
+                // A prompt the hub typed, echoed back by the page, is not the person speaking:
+                // it may carry another model's words and must not get the person's authority.
+                if client.was_typed_by_hub(&text) {
+                    tracing::debug!(client = %client.id, "user_input echoes a hub task; not run");
+                } else {
+                    crate::control::on_user_input(self, client, &text);
+                }
                 None
             }
             ClientFrame::TaskUpdate {

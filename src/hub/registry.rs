@@ -105,6 +105,9 @@ pub struct Client {
     heartbeat: Mutex<Option<AppHeartbeat>>,
     /// Last streamed chunk or task progress (for the "no new tokens" timeout).
     last_stream_ms: AtomicI64,
+    /// Texts the hub itself typed into this tab (task prompts), newest last. When the page
+    /// reports one back as `user_input` it is not the person speaking and gets no authority.
+    typed_by_hub: Mutex<VecDeque<String>>,
 }
 
 impl Client {
@@ -118,7 +121,27 @@ impl Client {
             tasks_started: AtomicU64::new(0),
             heartbeat: Mutex::new(None),
             last_stream_ms: AtomicI64::new(0),
+            typed_by_hub: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Remembers a text the hub typed into this tab (bounded to the last 16).
+    pub fn typed_by_hub(&self, text: &str) {
+        let mut q = self.typed_by_hub.lock().unwrap_or_else(|p| p.into_inner());
+        q.push_back(text.trim().to_string());
+        while q.len() > 16 {
+            q.pop_front();
+        }
+    }
+
+    /// True when `text` is something the hub typed here, not the person.
+    pub fn was_typed_by_hub(&self, text: &str) -> bool {
+        let t = text.trim();
+        self.typed_by_hub
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|typed| typed == t)
     }
 
     /// Records that the tab streamed something for its task.

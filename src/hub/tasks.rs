@@ -168,6 +168,7 @@ impl Tasks {
                 continue;
             }
             let text = encode(&ServerFrame::Task(next.frame.clone()));
+            client.typed_by_hub(&next.frame.prompt);
             q.current = Some(next);
             drop(q);
             self.registry.send_text(client, text);
