@@ -273,7 +273,9 @@ impl Runner {
         if let Some(id) = self.find(name_or_id) {
             if let Some(run) = self.runs.get(&id) {
                 let v = run.view.lock().unwrap_or_else(|p| p.into_inner());
-                return Ok(render_status(&v.snapshot, &v.timings, &v.tabs));
+                let mut text = render_status(&v.snapshot, &v.timings, &v.tabs);
+                text.push_str(&subtask_tree(hub, &v.snapshot));
+                return Ok(text);
             }
         }
         // A finished run: rebuild it from the journal.
@@ -326,6 +328,29 @@ fn join_diags(d: &[crate::flows::Diagnostic]) -> String {
         .map(|d| d.to_string())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The foremen's subtasks under each item: master → foreman → workers.
+fn subtask_tree(hub: &Hub, snap: &RunSnapshot) -> String {
+    let mut out = String::new();
+    for n in &snap.nodes {
+        for (i, item) in n.items.iter().enumerate() {
+            if item.attempt == 0 {
+                continue;
+            }
+            let key = crate::flows::engine::idempotency_key(&snap.run_id, &n.id, i, item.attempt);
+            let subs = hub.tasks.children(&key);
+            if subs.is_empty() {
+                continue;
+            }
+            let who = item.client.clone().unwrap_or_else(|| item.label.clone());
+            out.push_str(&format!("  {} / {} ({who}):\n", n.id, item.label));
+            for s in subs {
+                out.push_str(&format!("      └─ {:<8} {}\n", s.state, s.tab));
+            }
+        }
+    }
+    out
 }
 
 fn render_status(
@@ -434,6 +459,7 @@ impl Drive {
                 for (_, t) in attempts.drain() {
                     t.abort();
                 }
+                self.hub.tasks.forget_tree(&format!("{}/", self.run_id));
                 self.hub.runner.finished(&self.run_id);
                 return;
             }

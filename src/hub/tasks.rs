@@ -78,9 +78,19 @@ struct TabQueue {
     waiting: VecDeque<Pending>,
 }
 
+/// One subtask under a parent task, for the tree shown by `manager status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubTask {
+    pub task_id: String,
+    pub tab: String,
+    pub state: &'static str,
+}
+
 /// All tabs' queues.
 pub struct Tasks {
     queues: DashMap<String, Arc<Mutex<TabQueue>>>,
+    /// parent task id → its subtasks (bounded: finished parents are forgotten with their run).
+    tree: DashMap<String, Vec<SubTask>>,
     registry: Arc<Registry>,
     max_waiting: usize,
 }
@@ -89,6 +99,7 @@ impl Tasks {
     pub fn new(registry: Arc<Registry>, max_waiting: usize) -> Tasks {
         Tasks {
             queues: DashMap::new(),
+            tree: DashMap::new(),
             registry,
             max_waiting,
         }
@@ -120,6 +131,10 @@ impl Tasks {
             retry: req.retry,
             auto_send: true,
         };
+        let parent = frame.parent_id.clone();
+        if let Some(p) = &parent {
+            self.set_subtask(p, &task_id, client.display(), "queued");
+        }
         let (tx, rx) = oneshot::channel();
         {
             let q = self.queue(&client.id);
@@ -144,7 +159,7 @@ impl Tasks {
             .tasks_started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.pump(client);
-        match tokio::time::timeout(req.timeout, rx).await {
+        let result = match tokio::time::timeout(req.timeout, rx).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(TaskError::Cancelled),
             Err(_) => {
@@ -152,7 +167,36 @@ impl Tasks {
                 self.pump(client);
                 Err(TaskError::Timeout(client.display()))
             }
+        };
+        if let Some(p) = &parent {
+            let state = if result.is_ok() { "done" } else { "failed" };
+            self.set_subtask(p, &task_id, client.display(), state);
         }
+        result
+    }
+
+    fn set_subtask(&self, parent: &str, task_id: &str, tab: String, state: &'static str) {
+        let mut subs = self.tree.entry(parent.to_string()).or_default();
+        if let Some(s) = subs.iter_mut().find(|s| s.task_id == task_id) {
+            s.state = state;
+            s.tab = tab;
+        } else if subs.len() < 256 {
+            subs.push(SubTask {
+                task_id: task_id.to_string(),
+                tab,
+                state,
+            });
+        }
+    }
+
+    /// The subtasks sent on behalf of `parent` (a foreman's task), in order.
+    pub fn children(&self, parent: &str) -> Vec<SubTask> {
+        self.tree.get(parent).map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Forgets the subtask tree under every task whose id starts with `prefix` (a run id).
+    pub fn forget_tree(&self, prefix: &str) {
+        self.tree.retain(|k, _| !k.starts_with(prefix));
     }
 
     /// Sends the next waiting task if the tab is idle.
@@ -169,6 +213,9 @@ impl Tasks {
             }
             let text = encode(&ServerFrame::Task(next.frame.clone()));
             client.typed_by_hub(&next.frame.prompt);
+            if let Some(p) = &next.frame.parent_id {
+                self.set_subtask(p, &next.frame.task_id, client.display(), "sent");
+            }
             q.current = Some(next);
             drop(q);
             self.registry.send_text(client, text);
