@@ -274,6 +274,7 @@ impl Hub {
                         i.label = hello.label.clone();
                     }
                 });
+                self.registry.index(&c);
                 c
             }
             None => self.registry.create(ClientInfo {

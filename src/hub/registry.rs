@@ -213,7 +213,7 @@ impl Client {
         self.display_of(&self.info())
     }
 
-    fn display_of(&self, info: &ClientInfo) -> String {
+    pub(crate) fn display_of(&self, info: &ClientInfo) -> String {
         info.label.clone().unwrap_or_else(|| {
             let short: String = self.id.chars().take(6).collect();
             format!("{}#{short}", info.site)
@@ -242,6 +242,9 @@ pub enum Sent {
 /// All tabs by client id; lock-free reads on the hot path (dashmap shards).
 pub struct Registry {
     clients: DashMap<String, Arc<Client>>,
+    /// Name → client ids, for O(1) resolution of sites, labels and ids (fan-out to 1,000 tabs
+    /// resolves 1,000 names; a scan per name would be quadratic).
+    names: DashMap<String, Vec<String>>,
     store: Store,
     offline_cap: usize,
     next_conn: AtomicU64,
@@ -251,6 +254,7 @@ impl Registry {
     pub fn new(store: Store, offline_cap: usize) -> Registry {
         Registry {
             clients: DashMap::new(),
+            names: DashMap::new(),
             store,
             offline_cap,
             next_conn: AtomicU64::new(1),
@@ -287,7 +291,30 @@ impl Registry {
                 .unwrap_or_else(|p| p.into_inner())
                 .extend(frames);
         }
-        Some(self.clients.entry(id.to_string()).or_insert(client).clone())
+        let client = self.clients.entry(id.to_string()).or_insert(client).clone();
+        self.index(&client);
+        Some(client)
+    }
+
+    /// Adds a tab's names (id, label, site, display name) to the name index.
+    pub fn index(&self, client: &Client) {
+        let info = client.info();
+        let mut keys = vec![
+            client.id.clone(),
+            info.site.to_lowercase(),
+            client.display_of(&info),
+        ];
+        if let Some(l) = &info.label {
+            keys.push(l.clone());
+        }
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            let mut ids = self.names.entry(k).or_default();
+            if !ids.contains(&client.id) {
+                ids.push(client.id.clone());
+            }
+        }
     }
 
     /// Registers a brand-new tab.
@@ -295,6 +322,7 @@ impl Registry {
         let id = uuid::Uuid::new_v4().to_string();
         let client = Arc::new(Client::new(id.clone(), info));
         self.clients.insert(id, client.clone());
+        self.index(&client);
         client
     }
 
@@ -407,12 +435,29 @@ impl Registry {
 
     /// Connected tabs matching a target (site, label, client id, `role:R`, `group:G`).
     pub fn resolve(&self, target: &str) -> Vec<Arc<Client>> {
-        let mut found: Vec<_> = self
-            .clients
-            .iter()
-            .filter(|e| e.value().state() == ConnState::Connected && e.value().matches(target))
-            .map(|e| e.value().clone())
-            .collect();
+        let mut found: Vec<Arc<Client>> = if target.starts_with("role:")
+            || target.starts_with("group:")
+        {
+            self.clients
+                .iter()
+                .filter(|e| e.value().state() == ConnState::Connected && e.value().matches(target))
+                .map(|e| e.value().clone())
+                .collect()
+        } else {
+            let mut ids: Vec<String> = Vec::new();
+            for key in [target.to_string(), target.to_lowercase()] {
+                if let Some(v) = self.names.get(&key) {
+                    ids.extend(v.iter().cloned());
+                }
+            }
+            ids.sort();
+            ids.dedup();
+            ids.iter()
+                .filter_map(|id| self.get(id))
+                // The index may hold stale names (a label changed): re-check each.
+                .filter(|c| c.state() == ConnState::Connected && c.matches(target))
+                .collect()
+        };
         found.sort_by(|a, b| a.id.cmp(&b.id));
         found
     }
