@@ -412,10 +412,17 @@ impl Drive {
                     Action::Record(ev) => self.record(&ev),
                     Action::Dispatch(d) => {
                         let key = d.idempotency_key.clone();
+                        let pools = state
+                            .flow()
+                            .limits
+                            .as_ref()
+                            .map(|l| l.pools.clone())
+                            .unwrap_or_default();
                         let task = tokio::spawn(dispatch(
                             self.hub.clone(),
                             self.run_id.clone(),
                             self.master.clone(),
+                            pools,
                             d,
                             ev_tx.clone(),
                         ));
@@ -616,7 +623,15 @@ impl Drive {
 /// Picks a connected tab for a dispatch: matching the target, not the run's master (unless
 /// named exactly), not in `avoid`, not already busy with another item of the same node,
 /// least loaded first. Waits up to the queue timeout for one to connect.
-async fn pick_tab(hub: &Arc<Hub>, d: &Dispatch, master: Option<&str>) -> Option<Arc<Client>> {
+/// What tab choice needs to know about the run.
+struct Pick<'a> {
+    run_id: &'a str,
+    master: Option<&'a str>,
+    /// `limits.pools`: at most N of this run's tasks in flight per site.
+    pools: &'a BTreeMap<String, u32>,
+}
+
+async fn pick_tab(hub: &Arc<Hub>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let wait = d
         .timeout
         .queue_ms
@@ -625,7 +640,7 @@ async fn pick_tab(hub: &Arc<Hub>, d: &Dispatch, master: Option<&str>) -> Option<
     let deadline = tokio::time::Instant::now() + wait;
     let mut events = hub.events.subscribe();
     loop {
-        if let Some(c) = choose(hub, d, master) {
+        if let Some(c) = choose(hub, d, pick) {
             return Some(c);
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -640,7 +655,8 @@ async fn pick_tab(hub: &Arc<Hub>, d: &Dispatch, master: Option<&str>) -> Option<
     }
 }
 
-fn choose(hub: &Hub, d: &Dispatch, master: Option<&str>) -> Option<Arc<Client>> {
+fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+    let master = pick.master;
     let target = match &d.target {
         Target::Role(r) => format!("role:{r}"),
         Target::Name(n) => n.clone(),
@@ -661,6 +677,29 @@ fn choose(hub: &Hub, d: &Dispatch, master: Option<&str>) -> Option<Arc<Client>> 
     let avoid = |c: &Client| d.avoid.contains(&c.id) || d.avoid.contains(&c.display());
     if candidates.iter().any(|c| !avoid(c)) {
         candidates.retain(|c| !avoid(c));
+    }
+    // This run's tasks in flight per site, for `limits.pools` and site diversity.
+    let run_prefix = format!("{}/", pick.run_id);
+    let node_prefix = format!("{}/{}/", pick.run_id, d.node);
+    let mut per_site: HashMap<String, (u32, u32)> = HashMap::new(); // site → (run, node)
+    for c in hub.registry.all() {
+        if let Some((task, _)) = hub.tasks.current(&c.id) {
+            if task.starts_with(&run_prefix) {
+                let e = per_site.entry(c.info().site.to_lowercase()).or_default();
+                e.0 += 1;
+                e.1 += u32::from(task.starts_with(&node_prefix));
+            }
+        }
+    }
+    candidates.retain(|c| {
+        let site = c.info().site.to_lowercase();
+        match pick.pools.get(&site) {
+            Some(cap) => per_site.get(&site).map_or(0, |e| e.0) < *cap,
+            None => true,
+        }
+    });
+    if candidates.is_empty() {
+        return None; // every eligible site is at its pool limit: wait for one to free up
     }
     // Items of one node go to distinct tabs when there are enough: skip busy tabs that
     // already hold a task of this run's node.
@@ -685,17 +724,24 @@ fn choose(hub: &Hub, d: &Dispatch, master: Option<&str>) -> Option<Arc<Client>> 
     } else {
         spread
     };
-    // Least loaded first; tie → fewest tasks ever, then item index rotation for spread.
+    // Least loaded first; then sites this node is not already using (diversity for
+    // `workers: N`); then fewest tasks ever; then item index rotation for spread.
+    let site_use = |c: &Client| {
+        per_site
+            .get(&c.info().site.to_lowercase())
+            .map_or(0, |e| e.1)
+    };
     pool.sort_by_key(|c| {
         (
             hub.tasks.load(&c.id),
+            site_use(c),
             c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
         )
     });
-    let least = hub.tasks.load(&pool[0].id);
+    let least = (hub.tasks.load(&pool[0].id), site_use(&pool[0]));
     let ties: Vec<_> = pool
         .iter()
-        .filter(|c| hub.tasks.load(&c.id) == least)
+        .filter(|c| (hub.tasks.load(&c.id), site_use(c)) == least)
         .cloned()
         .collect();
     Some(ties[d.item % ties.len()].clone())
@@ -705,6 +751,7 @@ async fn dispatch(
     hub: Arc<Hub>,
     run_id: String,
     master: Option<String>,
+    pools: BTreeMap<String, u32>,
     d: Dispatch,
     events: mpsc::UnboundedSender<JournalEvent>,
 ) {
@@ -716,7 +763,12 @@ async fn dispatch(
         retryable,
         at_ms: now_ms() as u64,
     };
-    let Some(client) = pick_tab(&hub, &d, master.as_deref()).await else {
+    let pick = Pick {
+        run_id: &run_id,
+        master: master.as_deref(),
+        pools: &pools,
+    };
+    let Some(client) = pick_tab(&hub, &d, &pick).await else {
         let _ = events.send(failed(
             format!(
                 "没有可用的标签页 / no connected tab matches `{}`",

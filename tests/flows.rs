@@ -466,3 +466,44 @@ async fn a_run_survives_sigkill_and_completed_nodes_are_not_sent_again() {
     assert_eq!(wb.prompts(), vec!["beta after wa: alpha"]);
     drop(hub);
 }
+
+const POOLED: &str = r#"
+name: pooled
+limits: {pools: {chatgpt: 1}}
+nodes:
+  - id: fan
+    to: [c1, c2, d1]
+    prompt: "go"
+    aggregate: list
+  - id: out
+    needs: fan
+    to: master
+    prompt: "${fan.output}"
+"#;
+
+#[tokio::test]
+async fn a_site_pool_limits_how_many_tabs_of_that_site_work_at_once() {
+    let h = hub_with_flows(&[("pooled", POOLED)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master =
+        ScriptedTab::connect(&url, hello("boss", "claude", "master"), slow("m", 1)).await;
+    let _c1 = ScriptedTab::connect(&url, hello("c1", "chatgpt", "worker"), slow("c1", 400)).await;
+    let _c2 = ScriptedTab::connect(&url, hello("c2", "chatgpt", "worker"), slow("c2", 400)).await;
+    let _d1 = ScriptedTab::connect(&url, hello("d1", "deepseek", "worker"), slow("d1", 400)).await;
+    let t0 = Instant::now();
+    let (state, out) = run_flow(&mut master, "?<manager run pooled>!").await;
+    let took = t0.elapsed();
+    assert_eq!(state, "completed");
+    assert_eq!(
+        serde_json::from_str::<Vec<String>>(&out.unwrap())
+            .unwrap()
+            .len(),
+        3
+    );
+    // The two chatgpt tabs ran one after the other (≥ 800 ms); deepseek ran beside them.
+    assert!(
+        took >= Duration::from_millis(780),
+        "pool not enforced: {took:?}"
+    );
+    assert!(took < Duration::from_millis(2500), "{took:?}");
+}
