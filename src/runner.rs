@@ -16,7 +16,7 @@ use crate::flows::engine::{
 use crate::flows::Flow;
 use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
-use crate::hub::{Hub, HubEvent};
+use crate::hub::Hub;
 use crate::protocol::ServerFrame;
 use crate::store::{now_ms, RunRecord};
 
@@ -869,25 +869,4 @@ async fn run_command(
         },
     };
     let _ = events.send(ev);
-}
-
-/// Waits until no run is in progress (tests, demo).
-pub async fn wait_idle(hub: &Hub, timeout: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !hub.runner.runs.is_empty() {
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    true
-}
-
-impl HubEvent {
-    /// The client id the event is about.
-    pub fn client_id(&self) -> &str {
-        match self {
-            HubEvent::Connected(id) | HubEvent::Disconnected(id) | HubEvent::Lost(id) => id,
-        }
-    }
 }

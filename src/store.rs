@@ -249,14 +249,6 @@ impl Store {
         Ok(())
     }
 
-    pub fn set_run_master(&self, run_id: &str, master: &str) -> StoreResult<()> {
-        self.conn().execute(
-            "UPDATE runs SET master = ?2 WHERE run_id = ?1",
-            params![run_id, master],
-        )?;
-        Ok(())
-    }
-
     /// Runs whose state is one of `states` (e.g. running, paused), oldest first.
     pub fn runs_in(&self, states: &[&str]) -> StoreResult<Vec<RunRecord>> {
         let conn = self.conn();
