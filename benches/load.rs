@@ -1,6 +1,14 @@
 //! Load tool: opens N authenticated tabs against a hub and measures connect rate, RSS per idle
 //! tab and fan-out latency of `task` frames. It speaks only SPEC §2 (hello, user_input with a
-//! `?<send_to_all …>!` command, task, turn_end), so it can drive any hub that implements it.
+//! `?<parallel to=[…] …>!` command, task, turn_end, cmd_result), so it can drive any hub that
+//! implements it.
+//!
+//! Each round, a master tab sends the command; latency is taken per tab from that send to the
+//! tab reading its `task`. Tabs answer once the whole round has arrived (real tabs answer
+//! seconds later; `--reply-at-once` answers at once instead), and the next round starts when
+//! the master has its aggregated `cmd_result`. The tool runs on one thread so that, on a
+//! small machine, it takes as little CPU from the hub as it can; it prints the CPU both
+//! processes used per round, which is steadier than latency on a noisy machine.
 //!
 //! Run: `cargo bench --bench load -- --tabs 10000 --fanout 1000`
 //! (spawns the release `aicard serve` on a free port; `--url`/`--token` drive another hub,
@@ -42,6 +50,14 @@ struct Args {
     /// PID of the hub when `--url` is given, to read its RSS.
     #[arg(long)]
     hub_pid: Option<u32>,
+    /// Answer each task the moment it arrives, so the hub reads 1,000 replies while it is
+    /// still sending. By default replies wait until the whole round has arrived (real tabs
+    /// answer seconds later), and the next round starts once the master has its result.
+    #[arg(long)]
+    reply_at_once: bool,
+    /// Pause between rounds, in ms.
+    #[arg(long, default_value_t = 100)]
+    settle_ms: u64,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -87,19 +103,42 @@ async fn spawn_hub(token: &str, data: &std::path::Path) -> (tokio::process::Chil
     (child, url)
 }
 
+/// The fields of a hub frame the load tool looks at.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(default)]
+    task_id: Option<&'a str>,
+}
+
+/// A `task` frame as one tab saw it.
+struct Arrival {
+    at: Instant,
+    task_id: String,
+    /// Where to send this tab's reply.
+    reply: mpsc::UnboundedSender<Value>,
+}
+
+fn turn_end(task_id: &str) -> Value {
+    json!({"type":"turn_end","turn_id":task_id,"text":"ok","task_id":task_id})
+}
+
 /// One connected tab: a reader task forwards `task` frames (with arrival time) to `seen`
-/// and answers them, so the hub's per-tab queue keeps moving.
+/// (and answers them at once with `reply_at_once`), and final `cmd_result`s to `results`.
 async fn open_tab(
     url: String,
     token: String,
     label: String,
-    seen: mpsc::UnboundedSender<(Instant, String)>,
+    seen: mpsc::UnboundedSender<Arrival>,
+    results: mpsc::UnboundedSender<Value>,
+    reply_at_once: bool,
 ) -> mpsc::UnboundedSender<Value> {
     let mut cfg = WebSocketConfig::default();
     cfg.read_buffer_size = 4096;
     cfg.write_buffer_size = 0;
     let (ws, _) =
-        tokio_tungstenite::connect_async_with_config(format!("{url}/realtime"), Some(cfg), false)
+        tokio_tungstenite::connect_async_with_config(format!("{url}/realtime"), Some(cfg), true)
             .await
             .expect("connect");
     let (mut sink, mut stream) = ws.split();
@@ -129,19 +168,43 @@ async fn open_tab(
     });
     tokio::spawn(async move {
         while let Some(Ok(msg)) = stream.next().await {
+            let at = Instant::now();
             let Message::Text(t) = msg else { continue };
-            let Ok(v) = serde_json::from_str::<Value>(&t) else {
+            // Only the type and task id matter here; a borrowed head skips the rest cheaply.
+            let Ok(head) = serde_json::from_str::<Head>(&t) else {
                 continue;
             };
-            if v["type"] == "task" {
-                let now = Instant::now();
-                let id = v["task_id"].as_str().unwrap_or_default().to_string();
-                let _ = seen.send((now, label.clone()));
-                let _ = out.send(json!({"type":"turn_end","turn_id":id,"text":"ok","task_id":id}));
+            if head.kind == "task" {
+                let task_id = head.task_id.unwrap_or_default().to_string();
+                if reply_at_once {
+                    let _ = out.send(turn_end(&task_id));
+                }
+                let _ = seen.send(Arrival {
+                    at,
+                    task_id,
+                    reply: out.clone(),
+                });
+            } else if head.kind == "cmd_result" {
+                let Ok(v) = serde_json::from_str::<Value>(&t) else {
+                    continue;
+                };
+                if v["result"]["partial"] != true {
+                    let _ = results.send(v);
+                }
             }
         }
     });
     out_tx
+}
+
+/// CPU time a process has used so far, in ms (summed over its threads; Linux only).
+fn cpu_ms(pid: u32) -> Option<f64> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(ns as f64 / 1e6)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -152,7 +215,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let mut args = Args::parse();
     if !args.bench {
@@ -174,20 +237,27 @@ async fn main() {
     println!("hub: {url} (pid {pid:?}), RSS before: {rss_before:?} KiB");
 
     // 1. Connect rate.
-    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<Arrival>();
+    let (results_tx, mut results_rx) = mpsc::unbounded_channel::<Value>();
     let sem = Arc::new(Semaphore::new(args.concurrency));
     let started = Instant::now();
     let mut joins = Vec::with_capacity(args.tabs);
     for i in 0..args.tabs {
         let permit = sem.clone().acquire_owned().await.expect("semaphore");
-        let (url, token, seen) = (url.clone(), args.token.clone(), seen_tx.clone());
+        let (url, token, seen, results) = (
+            url.clone(),
+            args.token.clone(),
+            seen_tx.clone(),
+            results_tx.clone(),
+        );
+        let reply_at_once = args.reply_at_once;
         let label = if i < args.fanout {
             format!("w{i}")
         } else {
             format!("idle{i}")
         };
         joins.push(tokio::spawn(async move {
-            let tab = open_tab(url, token, label, seen).await;
+            let tab = open_tab(url, token, label, seen, results, reply_at_once).await;
             drop(permit);
             tab
         }));
@@ -229,27 +299,55 @@ async fn main() {
         args.token.clone(),
         "load-master".into(),
         mpsc::unbounded_channel().0,
+        results_tx.clone(),
+        false,
     )
     .await;
     let targets: Vec<String> = (0..args.fanout).map(|i| format!("w{i}")).collect();
     let mut all = Vec::new();
     let mut round_ms = Vec::new();
+    let (mut hub_cpu, mut tool_cpu) = (0.0, 0.0);
+    let me = std::process::id();
     for round in 0..args.rounds {
+        let cpu0 = (pid.and_then(cpu_ms), cpu_ms(me));
         let cmd = format!("?<parallel to=[{}] load round {round}>!", targets.join(","));
         let t0 = Instant::now();
         master
             .send(json!({"type":"user_input","text":cmd}))
             .expect("master send");
-        let mut got = 0;
-        while got < args.fanout {
-            let (at, _label) = tokio::time::timeout(Duration::from_secs(30), seen_rx.recv())
+        let mut arrivals = Vec::with_capacity(args.fanout);
+        while arrivals.len() < args.fanout {
+            let a = tokio::time::timeout(Duration::from_secs(30), seen_rx.recv())
                 .await
                 .expect("fan-out arrived in time")
                 .expect("channel");
-            all.push(at.duration_since(t0).as_secs_f64() * 1000.0);
-            got += 1;
+            all.push(a.at.duration_since(t0).as_secs_f64() * 1000.0);
+            arrivals.push(a);
         }
         round_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+        if let (Some(h0), Some(h1)) = (cpu0.0, pid.and_then(cpu_ms)) {
+            hub_cpu += h1 - h0;
+        }
+        if let (Some(t0), Some(t1)) = (cpu0.1, cpu_ms(me)) {
+            tool_cpu += t1 - t0;
+        }
+        if !args.reply_at_once {
+            for a in &arrivals {
+                let _ = a.reply.send(turn_end(&a.task_id));
+            }
+        }
+        // The round is over when the master has the aggregated answer.
+        let result = tokio::time::timeout(Duration::from_secs(30), results_rx.recv())
+            .await
+            .expect("master got its result in time")
+            .expect("channel");
+        assert_eq!(
+            result["result"]["success"], true,
+            "round {round} failed: {result}"
+        );
+        // Let the hub finish the round's tail (acks, the master's answer) so the next
+        // round's figures are the fan-out alone.
+        tokio::time::sleep(Duration::from_millis(args.settle_ms)).await;
     }
     all.sort_by(|a, b| a.total_cmp(b));
     round_ms.sort_by(|a, b| a.total_cmp(b));
@@ -262,6 +360,22 @@ async fn main() {
         percentile(&all, 0.99),
         all.last().copied().unwrap_or(f64::NAN),
         percentile(&round_ms, 0.50),
+    );
+    println!(
+        "arrival spread (ms after the command): first {:.2}, p10 {:.2}, p50 {:.2}, p90 {:.2}, p99 {:.2}",
+        all.first().copied().unwrap_or(f64::NAN),
+        percentile(&all, 0.10),
+        percentile(&all, 0.50),
+        percentile(&all, 0.90),
+        percentile(&all, 0.99),
+    );
+    let rounds = args.rounds.max(1) as f64;
+    println!(
+        "CPU per round until the last tab had its task: hub {:.2} ms ({:.1} µs per task), \
+         load tool {:.2} ms",
+        hub_cpu / rounds,
+        hub_cpu / rounds / args.fanout.max(1) as f64 * 1000.0,
+        tool_cpu / rounds,
     );
     drop(tabs);
     drop(child);

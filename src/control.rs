@@ -18,7 +18,7 @@ use crate::commands::vars::Variables;
 use crate::exec::{ExecChunk, ExecMode, ExecPolicy};
 use crate::flows::engine::CommandCall;
 use crate::hub::registry::{Client, ConnState};
-use crate::hub::tasks::{TaskError, TaskRequest};
+use crate::hub::tasks::{TaskError, TaskRequest, Ticket};
 use crate::hub::Hub;
 use crate::protocol::{CmdOutcome, Role, ServerFrame};
 use crate::roles::{to_cmd_role, RoleCards, TabFacts};
@@ -270,6 +270,77 @@ fn task_error(e: TaskError, target: &str) -> HostError {
     }
 }
 
+impl HubHost {
+    /// Hands `prompt` to the least-loaded tab `target` names (not the caller, when the name
+    /// matches several), skipping tabs in `tried`.
+    fn hand_out(
+        &self,
+        caller: &Caller,
+        target: &str,
+        prompt: String,
+        tabs: &[Arc<Client>],
+        tried: &[String],
+    ) -> Result<Ticket, HostError> {
+        let mut untried = tabs
+            .iter()
+            .filter(|c| !tried.contains(&c.id))
+            .filter(|c| tabs.len() == 1 || c.id != caller.client_id);
+        let pick = if tabs.len() == 1 {
+            untried.next()
+        } else {
+            untried.min_by_key(|c| self.hub.tasks.load(c))
+        };
+        let Some(tab) = pick else {
+            return Err(HostError::NotConnected(target.to_string()));
+        };
+        let mut req = TaskRequest::new(prompt, self.hub.config.timing.task_timeout);
+        req.track = self.parent.is_some();
+        req.parent_id = Some(
+            self.parent
+                .clone()
+                .unwrap_or_else(|| caller.client_id.clone()),
+        );
+        self.hub
+            .tasks
+            .submit(tab, req)
+            .map_err(|e| task_error(e, target))
+    }
+
+    /// Waits for a handed-out task. A foreman's worker that was lost or failed gets its
+    /// subtask moved to another worker of the same group.
+    async fn follow(
+        &self,
+        caller: &Caller,
+        target: &str,
+        prompt: String,
+        mut ticket: Ticket,
+    ) -> Result<String, HostError> {
+        let mut tried: Vec<String> = Vec::new();
+        loop {
+            let tab = ticket.tab().clone();
+            match ticket.wait(&self.hub.tasks).await {
+                Ok(text) => return Ok(text),
+                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
+                    if caller.role == CmdRole::Foreman && caller.group.is_some() =>
+                {
+                    tracing::info!(tab = %tab.display(), "subtask failed ({e}); trying another worker of the group");
+                    tried.push(tab.id.clone());
+                    let group = caller.group.clone().unwrap_or_default();
+                    let workers: Vec<Arc<Client>> = self
+                        .hub
+                        .registry
+                        .resolve(&format!("group:{group}"))
+                        .into_iter()
+                        .filter(|c| c.info().role == Role::Worker && c.id != caller.client_id)
+                        .collect();
+                    ticket = self.hand_out(caller, target, prompt.clone(), &workers, &tried)?;
+                }
+                Err(e) => return Err(task_error(e, target)),
+            }
+        }
+    }
+}
+
 impl Host for HubHost {
     async fn ask(
         &self,
@@ -277,48 +348,33 @@ impl Host for HubHost {
         target: &str,
         prompt: String,
     ) -> Result<String, HostError> {
-        let mut tabs = self.resolve(target)?;
-        if tabs.len() > 1 {
-            // A site name can match the asking tab too; ask one of the others.
-            tabs.retain(|c| c.id != caller.client_id);
-        }
-        let mut tried: Vec<String> = Vec::new();
-        loop {
-            let Some(tab) = tabs
-                .iter()
-                .filter(|c| !tried.contains(&c.id))
-                .min_by_key(|c| self.hub.tasks.load(&c.id))
-                .cloned()
-            else {
-                return Err(HostError::NotConnected(target.to_string()));
-            };
-            let mut req = TaskRequest::new(prompt.clone(), self.hub.config.timing.task_timeout);
-            req.parent_id = Some(
-                self.parent
-                    .clone()
-                    .unwrap_or_else(|| caller.client_id.clone()),
-            );
-            match self.hub.tasks.ask(&tab, req).await {
-                Ok(text) => return Ok(text),
-                // A foreman's worker was lost or failed: give the subtask to another worker
-                // of the same group.
-                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
-                    if caller.role == CmdRole::Foreman && caller.group.is_some() =>
-                {
-                    tracing::info!(tab = %tab.display(), "subtask failed ({e}); trying another worker of the group");
-                    tried.push(tab.id.clone());
-                    let group = caller.group.clone().unwrap_or_default();
-                    tabs = self
-                        .hub
-                        .registry
-                        .resolve(&format!("group:{group}"))
-                        .into_iter()
-                        .filter(|c| c.info().role == Role::Worker && c.id != caller.client_id)
-                        .collect();
-                }
-                Err(e) => return Err(task_error(e, target)),
-            }
-        }
+        let tabs = self.resolve(target)?;
+        let ticket = self.hand_out(caller, target, prompt.clone(), &tabs, &[])?;
+        self.follow(caller, target, prompt, ticket).await
+    }
+
+    /// Every prompt reaches its tab before the first answer is awaited, in one pass: a
+    /// fan-out to 1,000 tabs pays no per-future scheduling before the last task is sent.
+    async fn ask_all(
+        &self,
+        caller: &Caller,
+        work: Vec<(String, String)>,
+    ) -> Vec<Result<String, HostError>> {
+        let handed: Vec<_> = work
+            .into_iter()
+            .map(|(target, prompt)| {
+                let ticket = self
+                    .resolve(&target)
+                    .and_then(|tabs| self.hand_out(caller, &target, prompt.clone(), &tabs, &[]));
+                (target, prompt, ticket)
+            })
+            .collect();
+        let waits = handed
+            .into_iter()
+            .map(|(target, prompt, ticket)| async move {
+                self.follow(caller, &target, prompt, ticket?).await
+            });
+        futures_util::future::join_all(waits).await
     }
 
     async fn last_reply(&self, target: &str) -> Result<String, HostError> {

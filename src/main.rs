@@ -3,6 +3,12 @@
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
+/// The hub allocates many small, short-lived buffers per frame across thousands of sockets;
+/// mimalloc's per-thread free lists cost far less than glibc malloc there (see
+/// docs/benchmarks.md).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     let cli = aicard::cli::Cli::parse();

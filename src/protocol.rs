@@ -301,6 +301,20 @@ pub fn encode(frame: &ServerFrame) -> String {
     })
 }
 
+/// Encodes `ServerFrame::Task(frame)` without moving or cloning the frame (the hub keeps it
+/// to resend after a reconnect).
+pub fn encode_task(frame: &TaskFrame) -> String {
+    #[derive(Serialize)]
+    #[serde(tag = "type", rename = "task")]
+    struct Task<'a> {
+        #[serde(flatten)]
+        frame: &'a TaskFrame,
+    }
+    serde_json::to_string(&Task { frame }).unwrap_or_else(|e| {
+        format!(r#"{{"type":"error","code":"bad_json","message":"encode: {e}"}}"#)
+    })
+}
+
 impl ServerFrame {
     pub fn error(code: ErrorCode, message: impl Into<String>) -> ServerFrame {
         ServerFrame::Error {
@@ -354,6 +368,32 @@ mod tests {
             }
             other => panic!("expected hello, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn encode_task_matches_the_server_frame_encoding() {
+        let mut frame = TaskFrame {
+            task_id: "run/n/0/1".into(),
+            parent_id: None,
+            run_id: Some("run".into()),
+            node_id: Some("n".into()),
+            role: Role::Worker,
+            priority: 3,
+            prompt: "写一首诗 \"quoted\"\n".into(),
+            timeout_ms: 1000,
+            retry: 2,
+            auto_send: true,
+        };
+        for parent in [None, Some("p".to_string())] {
+            frame.parent_id = parent;
+            let by_ref = encode_task(&frame);
+            assert_eq!(by_ref, encode(&ServerFrame::Task(frame.clone())));
+            assert_eq!(decode_server(&by_ref), ServerFrame::Task(frame.clone()));
+        }
+    }
+
+    fn decode_server(text: &str) -> ServerFrame {
+        serde_json::from_str(text).expect("a server frame")
     }
 
     #[test]

@@ -446,7 +446,7 @@ impl Drive {
                             t.abort();
                         }
                         for c in self.hub.registry.all() {
-                            self.hub.tasks.cancel(&c.id, &idempotency_key);
+                            self.hub.tasks.cancel(&c, &idempotency_key);
                         }
                     }
                     Action::Wait { until_ms } => {
@@ -683,7 +683,7 @@ fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let node_prefix = format!("{}/{}/", pick.run_id, d.node);
     let mut per_site: HashMap<String, (u32, u32)> = HashMap::new(); // site → (run, node)
     for c in hub.registry.all() {
-        if let Some((task, _)) = hub.tasks.current(&c.id) {
+        if let Some((task, _)) = hub.tasks.current(&c) {
             if task.starts_with(&run_prefix) {
                 let e = per_site.entry(c.info().site.to_lowercase()).or_default();
                 e.0 += 1;
@@ -711,7 +711,7 @@ fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
         .to_string();
     let busy_with_node = |c: &Client| {
         hub.tasks
-            .current(&c.id)
+            .current(c)
             .is_some_and(|(task, _)| task.starts_with(&prefix) && !prefix.is_empty())
     };
     let spread: Vec<Arc<Client>> = candidates
@@ -733,15 +733,15 @@ fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     };
     pool.sort_by_key(|c| {
         (
-            hub.tasks.load(&c.id),
+            hub.tasks.load(c),
             site_use(c),
             c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
         )
     });
-    let least = (hub.tasks.load(&pool[0].id), site_use(&pool[0]));
+    let least = (hub.tasks.load(&pool[0]), site_use(&pool[0]));
     let ties: Vec<_> = pool
         .iter()
-        .filter(|c| (hub.tasks.load(&c.id), site_use(c)) == least)
+        .filter(|c| (hub.tasks.load(c), site_use(c)) == least)
         .cloned()
         .collect();
     Some(ties[d.item % ties.len()].clone())
@@ -836,7 +836,7 @@ async fn ask_with_idle(
             _ = tokio::time::sleep(idle / 4) => {
                 let last = client.last_stream_ms().max(started);
                 if now_ms() - last > idle.as_millis() as i64 {
-                    hub.tasks.cancel(&client.id, &key);
+                    hub.tasks.cancel(client, &key);
                     return Err(TaskError::Timeout(format!("{} (idle)", client.display())));
                 }
             }

@@ -98,6 +98,22 @@ pub trait Host: Send + Sync {
         prompt: String,
     ) -> impl Future<Output = Result<String, HostError>> + Send;
 
+    /// Ask every `(target, prompt)` concurrently; the answers come back in the same order.
+    /// A host can hand every prompt to its tab before waiting on any (the default just runs
+    /// `ask`s side by side).
+    fn ask_all(
+        &self,
+        caller: &Caller,
+        work: Vec<(String, String)>,
+    ) -> impl Future<Output = Vec<Result<String, HostError>>> + Send {
+        async move {
+            let asks = work
+                .into_iter()
+                .map(|(target, prompt)| async move { self.ask(caller, &target, prompt).await });
+            futures_util::future::join_all(asks).await
+        }
+    }
+
     /// The latest complete reply of a tab (for `from X:`).
     fn last_reply(&self, target: &str) -> impl Future<Output = Result<String, HostError>> + Send;
 
@@ -425,15 +441,13 @@ impl<H: Host> Interpreter<H> {
         for _ in &work {
             self.step(ctx)?;
         }
-        let asks = work
-            .iter()
-            .map(|(tab, prompt)| self.host.ask(ctx.caller, tab, prompt.clone()));
-        let answers = futures_util::future::join_all(asks).await;
+        let tabs: Vec<String> = work.iter().map(|(tab, _)| tab.clone()).collect();
+        let answers = self.host.ask_all(ctx.caller, work).await;
         let mut all_ok = true;
-        let sections: Vec<String> = work
+        let sections: Vec<String> = tabs
             .iter()
             .zip(answers)
-            .map(|((tab, _), answer)| match answer {
+            .map(|(tab, answer)| match answer {
                 Ok(text) => format!("[{tab}] {}", text.trim()),
                 Err(e) => {
                     all_ok = false;

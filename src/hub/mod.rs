@@ -16,6 +16,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -143,6 +144,13 @@ impl Hub {
         let token = hub.shutdown.clone();
         let hub2 = hub.clone();
         let server = tokio::spawn(async move {
+            // Frames are small and latency-bound (a streamed chunk, a task): without
+            // TCP_NODELAY a second frame can wait for the tab's delayed ACK (up to 40 ms).
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!("TCP_NODELAY not set: {e}");
+                }
+            });
             let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::error!("server stopped: {e}");
@@ -356,7 +364,7 @@ impl Hub {
             ClientFrame::Chunk { turn_id, text, .. } => {
                 client.streamed();
                 // A task's reply belongs to whoever asked; only free turns are scanned.
-                if self.tasks.current(&client.id).is_none() {
+                if self.tasks.current(client).is_none() {
                     crate::control::on_chunk(self, client, &turn_id, &text);
                 }
                 None

@@ -108,6 +108,8 @@ pub struct Client {
     /// Texts the hub itself typed into this tab (task prompts), newest last. When the page
     /// reports one back as `user_input` it is not the person speaking and gets no authority.
     typed_by_hub: Mutex<VecDeque<String>>,
+    /// The tab's task queue (owned by `Tasks`).
+    pub(super) queue: Mutex<super::tasks::TabQueue>,
 }
 
 impl Client {
@@ -122,6 +124,7 @@ impl Client {
             heartbeat: Mutex::new(None),
             last_stream_ms: AtomicI64::new(0),
             typed_by_hub: Mutex::new(VecDeque::new()),
+            queue: Mutex::default(),
         }
     }
 
@@ -168,6 +171,10 @@ impl Client {
         self.info.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    pub fn role(&self) -> Role {
+        self.info.read().unwrap_or_else(|p| p.into_inner()).role
+    }
+
     pub fn update_info(&self, f: impl FnOnce(&mut ClientInfo)) {
         f(&mut self.info.write().unwrap_or_else(|p| p.into_inner()));
     }
@@ -204,8 +211,21 @@ impl Client {
         }
         self.id == target
             || info.site.eq_ignore_ascii_case(target)
-            || self.display_of(&info) == target
-            || info.label.as_deref() == Some(target)
+            || match &info.label {
+                Some(label) => label == target,
+                // The display name without a label: `site#short-id`.
+                None => target.split_once('#').is_some_and(|(site, short)| {
+                    site == info.site && !short.is_empty() && short == self.short_id()
+                }),
+            }
+    }
+
+    /// The first six characters of the client id (for `site#short-id`).
+    fn short_id(&self) -> &str {
+        match self.id.char_indices().nth(6) {
+            Some((i, _)) => &self.id[..i],
+            None => &self.id,
+        }
     }
 
     /// The tab's display name: its label, else `site#short-id`.
@@ -214,10 +234,9 @@ impl Client {
     }
 
     pub(crate) fn display_of(&self, info: &ClientInfo) -> String {
-        info.label.clone().unwrap_or_else(|| {
-            let short: String = self.id.chars().take(6).collect();
-            format!("{}#{short}", info.site)
-        })
+        info.label
+            .clone()
+            .unwrap_or_else(|| format!("{}#{}", info.site, self.short_id()))
     }
 }
 
@@ -244,7 +263,9 @@ pub struct Registry {
     clients: DashMap<String, Arc<Client>>,
     /// Name → client ids, for O(1) resolution of sites, labels and ids (fan-out to 1,000 tabs
     /// resolves 1,000 names; a scan per name would be quadratic).
-    names: DashMap<String, Vec<String>>,
+    /// Clients are never removed from `clients`, so holding them here keeps nothing alive
+    /// that would otherwise go.
+    names: DashMap<String, Vec<Arc<Client>>>,
     store: Store,
     offline_cap: usize,
     next_conn: AtomicU64,
@@ -297,7 +318,7 @@ impl Registry {
     }
 
     /// Adds a tab's names (id, label, site, display name) to the name index.
-    pub fn index(&self, client: &Client) {
+    pub fn index(&self, client: &Arc<Client>) {
         let info = client.info();
         let mut keys = vec![
             client.id.clone(),
@@ -310,9 +331,9 @@ impl Registry {
         keys.sort();
         keys.dedup();
         for k in keys {
-            let mut ids = self.names.entry(k).or_default();
-            if !ids.contains(&client.id) {
-                ids.push(client.id.clone());
+            let mut tabs = self.names.entry(k).or_default();
+            if !tabs.iter().any(|c| c.id == client.id) {
+                tabs.push(client.clone());
             }
         }
     }
@@ -444,21 +465,29 @@ impl Registry {
                 .map(|e| e.value().clone())
                 .collect()
         } else {
-            let mut ids: Vec<String> = Vec::new();
-            for key in [target.to_string(), target.to_lowercase()] {
-                if let Some(v) = self.names.get(&key) {
-                    ids.extend(v.iter().cloned());
-                }
+            let mut found = Vec::new();
+            let mut add = |key: &str| {
+                let Some(tabs) = self.names.get(key) else {
+                    return;
+                };
+                found.extend(
+                    tabs.iter()
+                        // The index may hold stale names (a label changed): re-check each.
+                        .filter(|c| c.state() == ConnState::Connected && c.matches(target))
+                        .cloned(),
+                );
+            };
+            add(target);
+            // Sites are indexed lower-case and match case-insensitively.
+            if target.bytes().any(|b| b.is_ascii_uppercase()) {
+                add(&target.to_ascii_lowercase());
             }
-            ids.sort();
-            ids.dedup();
-            ids.iter()
-                .filter_map(|id| self.get(id))
-                // The index may hold stale names (a label changed): re-check each.
-                .filter(|c| c.state() == ConnState::Connected && c.matches(target))
-                .collect()
+            found
         };
-        found.sort_by(|a, b| a.id.cmp(&b.id));
+        if found.len() > 1 {
+            found.sort_by(|a, b| a.id.cmp(&b.id));
+            found.dedup_by(|a, b| a.id == b.id);
+        }
         found
     }
 
@@ -487,5 +516,63 @@ impl Registry {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connected(reg: &Registry, site: &str, label: Option<&str>) -> Arc<Client> {
+        let c = reg.create(ClientInfo {
+            site: site.into(),
+            label: label.map(str::to_string),
+            ..ClientInfo::default()
+        });
+        // Nothing is sent in these tests, so the receiving end can go.
+        let (tx, _) = mpsc::channel(1);
+        reg.attach(
+            &c,
+            ConnHandle {
+                conn_id: reg.next_conn_id(),
+                tx,
+                kill: Killer::default(),
+            },
+        );
+        c
+    }
+
+    fn ids(found: Vec<Arc<Client>>) -> Vec<String> {
+        found.into_iter().map(|c| c.id.clone()).collect()
+    }
+
+    #[test]
+    fn resolves_labels_sites_display_names_and_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::new(Store::open(dir.path()).unwrap(), 4);
+        let a = connected(&reg, "deepseek", Some("w1"));
+        let b = connected(&reg, "deepseek", None);
+        let c = connected(&reg, "kimi", None);
+
+        assert_eq!(ids(reg.resolve("w1")), [a.id.clone()]);
+        let mut both = vec![a.id.clone(), b.id.clone()];
+        both.sort();
+        assert_eq!(ids(reg.resolve("deepseek")), both);
+        assert_eq!(
+            ids(reg.resolve("DeepSeek")),
+            both,
+            "sites match in any case"
+        );
+        assert_eq!(ids(reg.resolve(&c.display())), [c.id.clone()]);
+        assert_eq!(c.display(), format!("kimi#{}", &c.id[..6]));
+        assert_eq!(ids(reg.resolve(&c.id)), [c.id.clone()]);
+        assert!(reg.resolve("kimi#").is_empty());
+        assert!(reg.resolve("w2").is_empty());
+
+        // A renamed tab no longer answers to its old label, though the index still has it.
+        a.update_info(|i| i.label = Some("lead".into()));
+        reg.index(&a);
+        assert!(reg.resolve("w1").is_empty());
+        assert_eq!(ids(reg.resolve("lead")), [a.id.clone()]);
     }
 }

@@ -2,14 +2,14 @@
 //! `ask` hands a prompt to a tab and resolves with its reply (or why there is none).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
 use tokio::sync::oneshot;
 
 use super::registry::{Client, Registry};
-use crate::protocol::{encode, ServerFrame, TaskFrame, TaskState};
+use crate::protocol::{encode_task, TaskFrame, TaskState};
 
 /// What a caller wants typed into a tab.
 #[derive(Debug, Clone)]
@@ -26,6 +26,9 @@ pub struct TaskRequest {
     /// On loss of the tab: give the task back to the caller (to fail over) instead of
     /// waiting for the same tab to return.
     pub fail_on_loss: bool,
+    /// Record the task under `parent_id` in the subtask tree (`manager status` shows it for
+    /// a foreman's task; a master's commands, parented by its client id, need no tree).
+    pub track: bool,
 }
 
 impl TaskRequest {
@@ -40,7 +43,52 @@ impl TaskRequest {
             timeout,
             retry: 0,
             fail_on_loss: true,
+            track: false,
         }
+    }
+}
+
+/// A task handed to a tab; `wait` resolves with the tab's reply (or why there is none).
+#[must_use = "a ticket does nothing unless waited on"]
+pub struct Ticket {
+    client: Arc<Client>,
+    task_id: String,
+    /// The parent the task is recorded under in the subtask tree, if tracked.
+    parent: Option<String>,
+    deadline: tokio::time::Instant,
+    reply: oneshot::Receiver<Result<String, TaskError>>,
+}
+
+impl Ticket {
+    /// The tab the task went to.
+    pub fn tab(&self) -> &Arc<Client> {
+        &self.client
+    }
+
+    /// Waits for the reply until the task's deadline; on timeout the task is dropped from
+    /// the tab's queue so the tab moves on.
+    pub async fn wait(self, tasks: &Tasks) -> Result<String, TaskError> {
+        let Ticket {
+            client,
+            task_id,
+            parent,
+            deadline,
+            reply,
+        } = self;
+        let result = match tokio::time::timeout_at(deadline, reply).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(TaskError::Cancelled),
+            Err(_) => {
+                tasks.cancel(&client, &task_id);
+                tasks.pump(&client);
+                Err(TaskError::Timeout(client.display()))
+            }
+        };
+        if let Some(p) = &parent {
+            let state = if result.is_ok() { "done" } else { "failed" };
+            tasks.set_subtask(p, &task_id, &client, state);
+        }
+        result
     }
 }
 
@@ -66,14 +114,18 @@ impl TaskError {
     }
 }
 
-struct Pending {
+pub(crate) struct Pending {
     frame: TaskFrame,
+    /// `frame` encoded once, for the first send and any resend after a reconnect.
+    text: String,
     reply: oneshot::Sender<Result<String, TaskError>>,
     fail_on_loss: bool,
+    track: bool,
 }
 
+/// One tab's tasks; it lives in the tab's `Client`, so the hot path needs no map lookup.
 #[derive(Default)]
-struct TabQueue {
+pub(crate) struct TabQueue {
     current: Option<Pending>,
     waiting: VecDeque<Pending>,
 }
@@ -86,11 +138,38 @@ pub struct SubTask {
     pub state: &'static str,
 }
 
+/// Most subtasks remembered under one parent (a master's commands all share its client id
+/// as parent, so without a bound the tree would grow with every command).
+const MAX_SUBTASKS: usize = 256;
+
+/// The subtasks of one parent, in the order they were sent, with O(1) updates by task id
+/// (a fan-out to 1,000 tabs updates each subtask three times).
+#[derive(Default)]
+struct SubTree {
+    order: Vec<SubTask>,
+    index: std::collections::HashMap<String, usize>,
+}
+
+impl SubTree {
+    /// Records `task_id`'s state (a task stays on one tab, so its name is taken once).
+    fn set(&mut self, task_id: &str, tab: &Client, state: &'static str) {
+        if let Some(&i) = self.index.get(task_id) {
+            self.order[i].state = state;
+        } else if self.order.len() < MAX_SUBTASKS {
+            self.index.insert(task_id.to_string(), self.order.len());
+            self.order.push(SubTask {
+                task_id: task_id.to_string(),
+                tab: tab.display(),
+                state,
+            });
+        }
+    }
+}
+
 /// All tabs' queues.
 pub struct Tasks {
-    queues: DashMap<String, Arc<Mutex<TabQueue>>>,
     /// parent task id → its subtasks (bounded: finished parents are forgotten with their run).
-    tree: DashMap<String, Vec<SubTask>>,
+    tree: DashMap<String, SubTree>,
     registry: Arc<Registry>,
     max_waiting: usize,
 }
@@ -98,55 +177,65 @@ pub struct Tasks {
 impl Tasks {
     pub fn new(registry: Arc<Registry>, max_waiting: usize) -> Tasks {
         Tasks {
-            queues: DashMap::new(),
             tree: DashMap::new(),
             registry,
             max_waiting,
         }
     }
 
-    fn queue(&self, client_id: &str) -> Arc<Mutex<TabQueue>> {
-        self.queues
-            .entry(client_id.to_string())
-            .or_default()
-            .value()
-            .clone()
+    fn queue(client: &Client) -> std::sync::MutexGuard<'_, TabQueue> {
+        client.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Types `req.prompt` into `client` and waits for its reply.
     pub async fn ask(&self, client: &Arc<Client>, req: TaskRequest) -> Result<String, TaskError> {
+        self.submit(client, req)?.wait(self).await
+    }
+
+    /// Hands `req.prompt` to `client` now (sent at once if the tab is idle, else queued) and
+    /// returns the ticket to wait on. A fan-out submits to every tab before waiting on any.
+    pub fn submit(&self, client: &Arc<Client>, req: TaskRequest) -> Result<Ticket, TaskError> {
         let task_id = req
             .task_id
-            .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let deadline = tokio::time::Instant::now() + req.timeout;
         let frame = TaskFrame {
             task_id: task_id.clone(),
             parent_id: req.parent_id,
             run_id: req.run_id,
             node_id: req.node_id,
-            role: client.info().role,
+            role: client.role(),
             priority: req.priority,
             prompt: req.prompt,
             timeout_ms: req.timeout.as_millis() as u64,
             retry: req.retry,
             auto_send: true,
         };
-        let parent = frame.parent_id.clone();
-        if let Some(p) = &parent {
-            self.set_subtask(p, &task_id, client.display(), "queued");
-        }
+        let parent = frame.parent_id.clone().filter(|_| req.track);
+        let text = encode_task(&frame);
         let (tx, rx) = oneshot::channel();
-        {
-            let q = self.queue(&client.id);
-            let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
-            if q.waiting.len() >= self.max_waiting {
-                return Err(TaskError::QueueFull(client.display()));
-            }
-            let pending = Pending {
-                frame,
-                reply: tx,
-                fail_on_loss: req.fail_on_loss,
-            };
+        let pending = Pending {
+            frame,
+            text,
+            reply: tx,
+            fail_on_loss: req.fail_on_loss,
+            track: req.track,
+        };
+        let mut q = Self::queue(client);
+        let idle = q.current.is_none() && q.waiting.is_empty();
+        if !idle && q.waiting.len() >= self.max_waiting {
+            return Err(TaskError::QueueFull(client.display()));
+        }
+        if let Some(p) = &parent {
+            self.set_subtask(p, &task_id, client, "queued");
+        }
+        client
+            .tasks_started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if idle {
+            // An idle tab (the usual case in a fan-out): send at once.
+            self.start(client, q, pending);
+        } else {
             // Higher priority first; FIFO among equals.
             let pos = q
                 .waiting
@@ -154,44 +243,35 @@ impl Tasks {
                 .position(|p| p.frame.priority < pending.frame.priority)
                 .unwrap_or(q.waiting.len());
             q.waiting.insert(pos, pending);
+            drop(q);
+            self.pump(client);
         }
-        client
-            .tasks_started
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.pump(client);
-        let result = match tokio::time::timeout(req.timeout, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(TaskError::Cancelled),
-            Err(_) => {
-                self.cancel(&client.id, &task_id);
-                self.pump(client);
-                Err(TaskError::Timeout(client.display()))
-            }
-        };
-        if let Some(p) = &parent {
-            let state = if result.is_ok() { "done" } else { "failed" };
-            self.set_subtask(p, &task_id, client.display(), state);
-        }
-        result
+        Ok(Ticket {
+            client: client.clone(),
+            task_id,
+            parent,
+            deadline,
+            reply: rx,
+        })
     }
 
-    fn set_subtask(&self, parent: &str, task_id: &str, tab: String, state: &'static str) {
-        let mut subs = self.tree.entry(parent.to_string()).or_default();
-        if let Some(s) = subs.iter_mut().find(|s| s.task_id == task_id) {
-            s.state = state;
-            s.tab = tab;
-        } else if subs.len() < 256 {
-            subs.push(SubTask {
-                task_id: task_id.to_string(),
-                tab,
-                state,
-            });
+    fn set_subtask(&self, parent: &str, task_id: &str, tab: &Client, state: &'static str) {
+        match self.tree.get_mut(parent) {
+            Some(mut subs) => subs.set(task_id, tab, state),
+            None => self
+                .tree
+                .entry(parent.to_string())
+                .or_default()
+                .set(task_id, tab, state),
         }
     }
 
     /// The subtasks sent on behalf of `parent` (a foreman's task), in order.
     pub fn children(&self, parent: &str) -> Vec<SubTask> {
-        self.tree.get(parent).map(|s| s.clone()).unwrap_or_default()
+        self.tree
+            .get(parent)
+            .map(|s| s.order.clone())
+            .unwrap_or_default()
     }
 
     /// Forgets the subtask tree under every task whose id starts with `prefix` (a run id).
@@ -201,37 +281,34 @@ impl Tasks {
 
     /// Sends the next waiting task if the tab is idle.
     pub fn pump(&self, client: &Client) {
-        let q = self.queue(&client.id);
-        let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = Self::queue(client);
         if q.current.is_some() {
             return;
         }
         // Skip tasks whose caller already gave up.
         while let Some(next) = q.waiting.pop_front() {
-            if next.reply.is_closed() {
-                continue;
+            if !next.reply.is_closed() {
+                self.start(client, q, next);
+                return;
             }
-            let text = encode(&ServerFrame::Task(next.frame.clone()));
-            client.typed_by_hub(&next.frame.prompt);
-            if let Some(p) = &next.frame.parent_id {
-                self.set_subtask(p, &next.frame.task_id, client.display(), "sent");
-            }
-            q.current = Some(next);
-            drop(q);
-            self.registry.send_text(client, text);
-            return;
         }
+    }
+
+    /// Makes `task` the tab's current one and sends it (`q` is the tab's idle queue).
+    fn start(&self, client: &Client, mut q: std::sync::MutexGuard<'_, TabQueue>, task: Pending) {
+        let text = task.text.clone();
+        client.typed_by_hub(&task.frame.prompt);
+        if let Some(p) = task.frame.parent_id.as_ref().filter(|_| task.track) {
+            self.set_subtask(p, &task.frame.task_id, client, "sent");
+        }
+        q.current = Some(task);
+        drop(q);
+        self.registry.send_text(client, text);
     }
 
     /// Resends the in-flight task after a reconnect (same task id), then continues the queue.
     pub fn on_connected(&self, client: &Client) {
-        let q = self.queue(&client.id);
-        let resend = {
-            let q = q.lock().unwrap_or_else(|p| p.into_inner());
-            q.current
-                .as_ref()
-                .map(|p| encode(&ServerFrame::Task(p.frame.clone())))
-        };
+        let resend = Self::queue(client).current.as_ref().map(|p| p.text.clone());
         match resend {
             Some(text) => {
                 self.registry.send_text(client, text);
@@ -242,8 +319,7 @@ impl Tasks {
 
     /// The tab has been gone past the grace period: hand back tasks whose callers fail over.
     pub fn on_lost(&self, client: &Client) {
-        let q = self.queue(&client.id);
-        let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = Self::queue(client);
         if q.current.as_ref().is_some_and(|p| p.fail_on_loss) {
             if let Some(p) = q.current.take() {
                 let _ = p.reply.send(Err(TaskError::TabLost(client.display())));
@@ -289,8 +365,7 @@ impl Tasks {
         task_id: Option<&str>,
         result: Result<String, TaskError>,
     ) -> bool {
-        let q = self.queue(&client.id);
-        let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = Self::queue(client);
         let matches = match (&q.current, task_id) {
             (Some(p), Some(id)) => p.frame.task_id == id,
             (Some(_), None) => true,
@@ -306,9 +381,8 @@ impl Tasks {
     }
 
     /// Drops a task wherever it is (caller timed out or gave up).
-    pub fn cancel(&self, client_id: &str, task_id: &str) {
-        let q = self.queue(client_id);
-        let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
+    pub fn cancel(&self, client: &Client, task_id: &str) {
+        let mut q = Self::queue(client);
         if q.current
             .as_ref()
             .is_some_and(|p| p.frame.task_id == task_id)
@@ -319,23 +393,154 @@ impl Tasks {
     }
 
     /// Tasks in flight plus waiting for a tab (for least-loaded scheduling and status).
-    pub fn load(&self, client_id: &str) -> usize {
-        self.queues
-            .get(client_id)
-            .map(|q| {
-                let q = q.lock().unwrap_or_else(|p| p.into_inner());
-                q.waiting.len() + usize::from(q.current.is_some())
-            })
-            .unwrap_or(0)
+    pub fn load(&self, client: &Client) -> usize {
+        let q = Self::queue(client);
+        q.waiting.len() + usize::from(q.current.is_some())
     }
 
     /// The task a tab is working on, if any: (task id, prompt head).
-    pub fn current(&self, client_id: &str) -> Option<(String, String)> {
-        let q = self.queues.get(client_id)?;
-        let q = q.lock().unwrap_or_else(|p| p.into_inner());
-        q.current.as_ref().map(|p| {
+    pub fn current(&self, client: &Client) -> Option<(String, String)> {
+        Self::queue(client).current.as_ref().map(|p| {
             let head: String = p.frame.prompt.chars().take(40).collect();
             (p.frame.task_id.clone(), head)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::registry::{ClientInfo, ConnHandle, Killer, Outbound};
+    use crate::store::Store;
+    use tokio::sync::mpsc;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        tasks: Tasks,
+        tab: Arc<Client>,
+        out: mpsc::Receiver<Outbound>,
+    }
+
+    fn fixture(max_waiting: usize) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let registry = Arc::new(Registry::new(Store::open(dir.path()).expect("store"), 8));
+        let tab = registry.create(ClientInfo {
+            site: "deepseek".into(),
+            label: Some("w1".into()),
+            ..ClientInfo::default()
+        });
+        let (tx, out) = mpsc::channel(16);
+        registry.attach(
+            &tab,
+            ConnHandle {
+                conn_id: 1,
+                tx,
+                kill: Killer::default(),
+            },
+        );
+        Fixture {
+            _dir: dir,
+            tasks: Tasks::new(registry, max_waiting),
+            tab,
+            out,
+        }
+    }
+
+    fn req(prompt: &str, parent: Option<&str>, track: bool) -> TaskRequest {
+        let mut r = TaskRequest::new(prompt, Duration::from_secs(5));
+        r.parent_id = parent.map(str::to_string);
+        r.track = track;
+        r
+    }
+
+    fn sent_task(out: &mut mpsc::Receiver<Outbound>) -> Option<TaskFrame> {
+        match out.try_recv().ok()? {
+            Outbound::Frame(text) => match serde_json::from_str(&text).expect("json") {
+                crate::protocol::ServerFrame::Task(t) => Some(t),
+                other => panic!("expected a task, got {other:?}"),
+            },
+            Outbound::Close(..) => panic!("unexpected close"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_idle_tab_gets_its_task_at_submit_and_the_next_after_the_reply() {
+        let mut f = fixture(4);
+        let first = f.tasks.submit(&f.tab, req("one", None, false)).unwrap();
+        let sent = sent_task(&mut f.out).expect("sent at submit, before any wait");
+        assert_eq!(sent.prompt, "one");
+        let second = f.tasks.submit(&f.tab, req("two", None, false)).unwrap();
+        assert!(
+            sent_task(&mut f.out).is_none(),
+            "the tab is busy: the task waits"
+        );
+        assert_eq!(f.tasks.load(&f.tab), 2);
+
+        assert!(f
+            .tasks
+            .on_turn_end(&f.tab, Some(&sent.task_id), "answer one"));
+        assert_eq!(first.wait(&f.tasks).await.unwrap(), "answer one");
+        let next = sent_task(&mut f.out).expect("the queue moved on");
+        assert_eq!(next.prompt, "two");
+        assert!(f.tasks.on_turn_end(&f.tab, None, "answer two"));
+        assert_eq!(second.wait(&f.tasks).await.unwrap(), "answer two");
+        assert_eq!(f.tasks.load(&f.tab), 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_and_records_nothing() {
+        let f = fixture(1);
+        let _busy = f.tasks.submit(&f.tab, req("a", Some("p"), true)).unwrap();
+        let _waiting = f.tasks.submit(&f.tab, req("b", Some("p"), true)).unwrap();
+        let refused = f.tasks.submit(&f.tab, req("c", Some("p"), true));
+        assert!(matches!(refused, Err(TaskError::QueueFull(tab)) if tab == "w1"));
+        let states: Vec<_> = f.tasks.children("p").iter().map(|s| s.state).collect();
+        assert_eq!(states, ["sent", "queued"]);
+    }
+
+    #[tokio::test]
+    async fn only_tracked_tasks_enter_the_subtask_tree() {
+        let mut f = fixture(4);
+        let untracked = f
+            .tasks
+            .submit(&f.tab, req("x", Some("master-id"), false))
+            .unwrap();
+        let t = sent_task(&mut f.out).unwrap();
+        assert_eq!(
+            t.parent_id.as_deref(),
+            Some("master-id"),
+            "still on the wire"
+        );
+        f.tasks.on_turn_end(&f.tab, None, "ok");
+        untracked.wait(&f.tasks).await.unwrap();
+        assert!(f.tasks.children("master-id").is_empty());
+
+        let tracked = f
+            .tasks
+            .submit(&f.tab, req("y", Some("fm/1"), true))
+            .unwrap();
+        assert_eq!(f.tasks.children("fm/1")[0].state, "sent");
+        f.tasks.on_turn_end(&f.tab, None, "ok");
+        tracked.wait(&f.tasks).await.unwrap();
+        let subs = f.tasks.children("fm/1");
+        assert_eq!(
+            (subs.len(), subs[0].state, subs[0].tab.as_str()),
+            (1, "done", "w1")
+        );
+    }
+
+    #[test]
+    fn a_subtree_keeps_order_updates_in_place_and_is_bounded() {
+        let f = fixture(1);
+        let mut tree = SubTree::default();
+        for i in 0..MAX_SUBTASKS + 10 {
+            tree.set(&format!("t{i}"), &f.tab, "queued");
+        }
+        assert_eq!(tree.order.len(), MAX_SUBTASKS);
+        tree.set("t5", &f.tab, "done");
+        tree.set(&format!("t{}", MAX_SUBTASKS + 3), &f.tab, "done");
+        assert_eq!(tree.order[5].state, "done");
+        assert_eq!(tree.order[0].task_id, "t0");
+        assert!(tree.order.iter().filter(|s| s.state == "done").count() == 1);
     }
 }

@@ -205,10 +205,13 @@ async fn read_loop(
     kill: &Killer,
 ) -> Option<u16> {
     let dead_after = hub.config.timing.dead_after;
+    let killed = kill.killed();
+    tokio::pin!(killed);
     loop {
         let next = tokio::select! {
+            biased;
+            _ = &mut killed => return None,
             n = tokio::time::timeout(dead_after, stream.next()) => n,
-            _ = kill.killed() => return None,
         };
         let msg = match next {
             Err(_) => {
@@ -251,8 +254,31 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
     let mut ping = tokio::time::interval(hub.config.timing.ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.tick().await;
+    // Made once, not per frame: each registers a waiter on a token shared by every socket.
+    let killed = kill.killed();
+    let shutdown = hub.shutdown.cancelled();
+    tokio::pin!(killed, shutdown);
     loop {
         tokio::select! {
+            biased;
+            code = &mut killed => {
+                let reason = match code {
+                    close::SLOW_CONSUMER => "slow consumer / 接收过慢",
+                    close::HEARTBEAT_TIMEOUT => "heartbeat timeout / 心跳超时",
+                    close::TOO_BIG => "frame too big / 帧过大",
+                    close::REPLACED => "resumed elsewhere / 已在别处恢复",
+                    _ => "closed",
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close_msg(code, reason))).await;
+                return;
+            }
+            _ = &mut shutdown => {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    sink.send(close_msg(close::GOING_AWAY, "hub shutting down / 集线器关闭")),
+                ).await;
+                return;
+            }
             msg = rx.recv() => match msg {
                 Some(Outbound::Frame(text)) => {
                     if send_with_deadline(&mut sink, Message::Text(text.into()), kill).await.is_err() {
@@ -270,24 +296,6 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
                     return;
                 }
             }
-            code = kill.killed() => {
-                let reason = match code {
-                    close::SLOW_CONSUMER => "slow consumer / 接收过慢",
-                    close::HEARTBEAT_TIMEOUT => "heartbeat timeout / 心跳超时",
-                    close::TOO_BIG => "frame too big / 帧过大",
-                    close::REPLACED => "resumed elsewhere / 已在别处恢复",
-                    _ => "closed",
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close_msg(code, reason))).await;
-                return;
-            }
-            _ = hub.shutdown.cancelled() => {
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    sink.send(close_msg(close::GOING_AWAY, "hub shutting down / 集线器关闭")),
-                ).await;
-                return;
-            }
         }
     }
 }
@@ -296,6 +304,7 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
 /// write that is stuck behind a full socket buffer.
 async fn send_with_deadline(sink: &mut Sink, msg: Message, kill: &Killer) -> Result<(), ()> {
     tokio::select! {
+        biased;
         r = tokio::time::timeout(Duration::from_secs(10), sink.send(msg)) => match r {
             Ok(Ok(())) => Ok(()),
             _ => Err(()),
