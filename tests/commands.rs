@@ -161,6 +161,45 @@ async fn parallel_fans_out_to_labelled_tabs_and_aggregates() {
 }
 
 #[tokio::test]
+async fn a_fan_out_keeps_the_asked_order_and_never_asks_the_caller() {
+    let h = TestHub::start().await;
+    let mut master = ScriptedTab::connect(
+        &h.ws_url("/realtime"),
+        hello("boss", "chatgpt", "master"),
+        echo_back,
+    )
+    .await;
+    // Another ChatGPT tab: `chatgpt` names it and the master, so only it may be asked.
+    let gpt = ScriptedTab::connect(
+        &h.ws_url("/realtime"),
+        hello("gpt2", "chatgpt", "worker"),
+        |p: &str| Reply::Text(Duration::from_millis(150), format!("slow {p}")),
+    )
+    .await;
+    let ds = ScriptedTab::connect(
+        &h.ws_url("/realtime"),
+        hello("ds", "deepseek", "worker"),
+        |p: &str| Reply::Text(Duration::from_millis(1), format!("fast {p}")),
+    )
+    .await;
+    let r = master.command("?<parallel to=[chatgpt, ds] 排序>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let out = r["result"]["output"].as_str().unwrap();
+    let (slow, fast) = (out.find("slow 排序"), out.find("fast 排序"));
+    assert!(
+        slow.is_some() && fast.is_some() && slow < fast,
+        "answers in the asked order, not the order they came: {out}"
+    );
+    assert_eq!(gpt.prompts(), vec!["排序"]);
+    assert_eq!(ds.prompts(), vec!["排序"]);
+    assert!(
+        master.prompts().is_empty(),
+        "the caller was asked: {:?}",
+        master.prompts()
+    );
+}
+
+#[tokio::test]
 async fn chains_pass_result_along() {
     let h = TestHub::start().await;
     let mut master = ScriptedTab::connect(

@@ -211,10 +211,11 @@ impl Client {
         }
         self.id == target
             || info.site.eq_ignore_ascii_case(target)
+            || (!info.site.is_ascii() && info.site.to_lowercase() == target.to_lowercase())
             || match &info.label {
                 Some(label) => label == target,
                 // The display name without a label: `site#short-id`.
-                None => target.split_once('#').is_some_and(|(site, short)| {
+                None => target.rsplit_once('#').is_some_and(|(site, short)| {
                     site == info.site && !short.is_empty() && short == self.short_id()
                 }),
             }
@@ -479,8 +480,8 @@ impl Registry {
             };
             add(target);
             // Sites are indexed lower-case and match case-insensitively.
-            if target.bytes().any(|b| b.is_ascii_uppercase()) {
-                add(&target.to_ascii_lowercase());
+            if target.chars().any(char::is_uppercase) {
+                add(&target.to_lowercase());
             }
             found
         };
@@ -553,6 +554,7 @@ mod tests {
         let a = connected(&reg, "deepseek", Some("w1"));
         let b = connected(&reg, "deepseek", None);
         let c = connected(&reg, "kimi", None);
+        let d = connected(&reg, "Ärzte#1", None);
 
         assert_eq!(ids(reg.resolve("w1")), [a.id.clone()]);
         let mut both = vec![a.id.clone(), b.id.clone()];
@@ -567,6 +569,13 @@ mod tests {
         assert_eq!(c.display(), format!("kimi#{}", &c.id[..6]));
         assert_eq!(ids(reg.resolve(&c.id)), [c.id.clone()]);
         assert!(reg.resolve("kimi#").is_empty());
+        assert_eq!(ids(reg.resolve("ärzte#1")), [d.id.clone()]);
+        assert_eq!(ids(reg.resolve("Ärzte#1")), [d.id.clone()]);
+        assert_eq!(
+            ids(reg.resolve(&d.display())),
+            [d.id.clone()],
+            "a site may hold `#`"
+        );
         assert!(reg.resolve("w2").is_empty());
 
         // A renamed tab no longer answers to its old label, though the index still has it.

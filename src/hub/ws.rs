@@ -279,6 +279,12 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
                 ).await;
                 return;
             }
+            // Before frames: a queue that never empties must not starve the pings.
+            _ = ping.tick() => {
+                if send_with_deadline(&mut sink, Message::Ping(Vec::new().into()), kill).await.is_err() {
+                    return;
+                }
+            }
             msg = rx.recv() => match msg {
                 Some(Outbound::Frame(text)) => {
                     if send_with_deadline(&mut sink, Message::Text(text.into()), kill).await.is_err() {
@@ -291,11 +297,6 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
                 }
                 None => return,
             },
-            _ = ping.tick() => {
-                if send_with_deadline(&mut sink, Message::Ping(Vec::new().into()), kill).await.is_err() {
-                    return;
-                }
-            }
         }
     }
 }
