@@ -319,9 +319,10 @@ impl Hub {
     }
 
     /// After the welcome and waiting frames went out: re-deliver or start tasks.
-    pub fn after_welcome(&self, client: &Client) {
+    /// `delivered`: the frames kept for the tab while it was away, sent after its `welcome`.
+    pub fn after_welcome(&self, client: &Client, delivered: &[String]) {
         let _ = self.events.send(HubEvent::Connected(client.id.clone()));
-        self.tasks.on_connected(client);
+        self.tasks.on_connected(client, delivered);
     }
 
     /// The connection ended; after the grace period a still-absent tab's tasks fail over.

@@ -122,7 +122,7 @@ pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
         client: client.clone(),
         conn_id,
     };
-    hub.after_welcome(&client);
+    hub.after_welcome(&client, &pending);
     let stream = event_stream(guard, pending, rx, kill);
     Sse::new(stream)
         .keep_alive(

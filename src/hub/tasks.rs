@@ -307,8 +307,14 @@ impl Tasks {
     }
 
     /// Resends the in-flight task after a reconnect (same task id), then continues the queue.
-    pub fn on_connected(&self, client: &Client) {
-        let resend = Self::queue(client).current.as_ref().map(|p| p.text.clone());
+    /// `delivered` are the frames kept for the tab while it was away, already sent to it: a
+    /// task sent just as the tab dropped is among them and is not sent twice.
+    pub fn on_connected(&self, client: &Client, delivered: &[String]) {
+        let resend = Self::queue(client)
+            .current
+            .as_ref()
+            .map(|p| p.text.clone())
+            .filter(|text| !delivered.contains(text));
         match resend {
             Some(text) => {
                 self.registry.send_text(client, text);
@@ -485,6 +491,31 @@ mod tests {
         assert!(f.tasks.on_turn_end(&f.tab, None, "answer two"));
         assert_eq!(second.wait(&f.tasks).await.unwrap(), "answer two");
         assert_eq!(f.tasks.load(&f.tab), 0);
+    }
+
+    #[tokio::test]
+    async fn a_task_kept_for_an_absent_tab_reaches_it_once_on_return() {
+        let f = fixture(4);
+        assert!(f.tasks.registry.detach(&f.tab, 1));
+        let _ticket = f
+            .tasks
+            .submit(&f.tab, req("while away", None, false))
+            .unwrap();
+
+        let (tx, mut out) = mpsc::channel(16);
+        let handle = ConnHandle {
+            conn_id: 2,
+            tx,
+            kill: Killer::default(),
+        };
+        let delivered = f.tasks.registry.attach(&f.tab, handle);
+        assert_eq!(delivered.len(), 1, "the task was kept for the tab");
+        f.tasks.on_connected(&f.tab, &delivered);
+        assert!(sent_task(&mut out).is_none(), "sent twice");
+
+        // Had it not been among the kept frames, it would be re-sent with the same id.
+        f.tasks.on_connected(&f.tab, &[]);
+        assert_eq!(sent_task(&mut out).expect("re-sent").prompt, "while away");
     }
 
     #[tokio::test]

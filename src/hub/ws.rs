@@ -169,11 +169,11 @@ async fn session(
         .send(Message::Text(encode(&welcome).into()))
         .await
         .is_ok();
-    for frame in pending {
-        ok = ok && sink.send(Message::Text(frame.into())).await.is_ok();
+    for frame in &pending {
+        ok = ok && sink.send(Message::Text(frame.clone().into())).await.is_ok();
     }
     if ok {
-        hub.after_welcome(&client);
+        hub.after_welcome(&client, &pending);
         // Either half ending ends the other through `kill` (the writer owns the sink, so
         // it sends the close frame with the reader's reason).
         let reader = async {
