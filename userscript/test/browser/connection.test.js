@@ -31,6 +31,13 @@ test('a reload keeps the client id (sessionStorage), a new tab gets a new one', 
   try {
     const page = await openTab(browser.context, { host: HOST, hub });
     const first = await hub.waitClient((c) => c.site === 'sim');
+    // The hub knows the tab before the tab has read its welcome: reload only once the page
+    // has kept its id, or the reload races the welcome.
+    await page.waitForFunction(
+      (id) => Object.keys(sessionStorage).some((k) => sessionStorage.getItem(k) === id),
+      first.id,
+      { timeout: 10000 },
+    );
     const helloCount = hub.frames.filter((f) => f.frame.type === 'hello').length;
     await page.reload({ waitUntil: 'domcontentloaded' });
     const again = await hub.waitFrame((f) => f.frame.type === 'hello' && hub.frames.filter((g) => g.frame.type === 'hello').indexOf(f) >= helloCount);
