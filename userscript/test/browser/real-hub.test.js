@@ -82,6 +82,12 @@ test('a reloaded tab resumes its client id with the real hub', opts, async () =>
   const page = await openTab(browser.context, { host: site.hosts[0], hub: tabHub() });
   try {
     const first = await proxy.waitFrame((f) => proxy.frames.indexOf(f) >= seen && f.dir === 'down' && f.path === '/realtime' && f.frame?.type === 'welcome');
+    // The welcome passing the proxy is not the page having read it: wait for the kept id.
+    await page.waitForFunction(
+      (id) => Object.keys(sessionStorage).some((k) => sessionStorage.getItem(k) === id),
+      first.frame.client_id,
+      { timeout: 10000 },
+    );
     const mark = proxy.frames.length;
     await page.reload({ waitUntil: 'domcontentloaded' });
     const hello = await proxy.waitFrame((f) => proxy.frames.indexOf(f) >= mark && f.dir === 'up' && f.path === '/realtime' && f.frame?.type === 'hello');
