@@ -20,6 +20,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+
+#[path = "support/floor.rs"]
+mod floor;
+use floor::{cpu_ms, percentile};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -55,6 +59,14 @@ struct Args {
     /// answer seconds later), and the next round starts once the master has its result.
     #[arg(long)]
     reply_at_once: bool,
+    /// Rounds run first and left out of the figures (the hub's and the tool's first fan-out
+    /// grows maps, buffers and allocator pages); their times are printed apart.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Skip the loopback floor (`benches/loopback_floor.rs`) that is otherwise measured
+    /// first, with as many sockets as `--fanout`, to put the fan-out figures in proportion.
+    #[arg(long)]
+    no_floor: bool,
     /// Pause between rounds, in ms.
     #[arg(long, default_value_t = 100)]
     settle_ms: u64,
@@ -124,8 +136,9 @@ fn turn_end(task_id: &str) -> Value {
     json!({"type":"turn_end","turn_id":task_id,"text":"ok","task_id":task_id})
 }
 
-/// One connected tab: a reader task forwards `task` frames (with arrival time) to `seen`
-/// (and answers them at once with `reply_at_once`), and final `cmd_result`s to `results`.
+/// One connected tab, run as one task over the unsplit socket: it forwards `task` frames (with
+/// their arrival time) to `seen`, answering them at once with `reply_at_once`, final
+/// `cmd_result`s to `results`, and writes whatever the returned sender brings.
 async fn open_tab(
     url: String,
     token: String,
@@ -137,55 +150,63 @@ async fn open_tab(
     let mut cfg = WebSocketConfig::default();
     cfg.read_buffer_size = 4096;
     cfg.write_buffer_size = 0;
-    let (ws, _) =
+    let (mut ws, _) =
         tokio_tungstenite::connect_async_with_config(format!("{url}/realtime"), Some(cfg), true)
             .await
             .expect("connect");
-    let (mut sink, mut stream) = ws.split();
     let hello = json!({"type":"hello","token":token,"site":"sim","label":label});
-    sink.send(Message::Text(hello.to_string().into()))
+    ws.send(Message::Text(hello.to_string().into()))
         .await
         .expect("hello");
     loop {
-        match stream.next().await {
+        match ws.next().await {
             Some(Ok(Message::Text(t))) if t.contains("\"welcome\"") => break,
             Some(Ok(_)) => continue,
             other => panic!("no welcome: {other:?}"),
         }
     }
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Value>();
-    let out = out_tx.clone();
+    // One task per tab, the socket unsplit: it reads frames and writes what `out` brings.
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Value>();
+    let reply = out.clone();
     tokio::spawn(async move {
-        while let Some(v) = out_rx.recv().await {
-            if sink
-                .send(Message::Text(v.to_string().into()))
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
-    tokio::spawn(async move {
-        while let Some(Ok(msg)) = stream.next().await {
+        loop {
+            let msg = tokio::select! {
+                biased;
+                msg = ws.next() => match msg {
+                    Some(Ok(Message::Text(t))) => t,
+                    Some(Ok(_)) => continue,
+                    _ => return,
+                },
+                v = out_rx.recv() => {
+                    let Some(v) = v else { return };
+                    if ws.send(Message::Text(v.to_string().into())).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
             let at = Instant::now();
-            let Message::Text(t) = msg else { continue };
             // Only the type and task id matter here; a borrowed head skips the rest cheaply.
-            let Ok(head) = serde_json::from_str::<Head>(&t) else {
+            let Ok(head) = serde_json::from_str::<Head>(&msg) else {
                 continue;
             };
             if head.kind == "task" {
                 let task_id = head.task_id.unwrap_or_default().to_string();
-                if reply_at_once {
-                    let _ = out.send(turn_end(&task_id));
+                if reply_at_once
+                    && ws
+                        .send(Message::Text(turn_end(&task_id).to_string().into()))
+                        .await
+                        .is_err()
+                {
+                    return;
                 }
                 let _ = seen.send(Arrival {
                     at,
                     task_id,
-                    reply: out.clone(),
+                    reply: reply.clone(),
                 });
             } else if head.kind == "cmd_result" {
-                let Ok(v) = serde_json::from_str::<Value>(&t) else {
+                let Ok(v) = serde_json::from_str::<Value>(&msg) else {
                     continue;
                 };
                 if v["result"]["partial"] != true {
@@ -194,25 +215,7 @@ async fn open_tab(
             }
         }
     });
-    out_tx
-}
-
-/// CPU time a process has used so far, in ms (summed over its threads; Linux only).
-fn cpu_ms(pid: u32) -> Option<f64> {
-    let mut ns = 0u64;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(ns as f64 / 1e6)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
+    out
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -224,6 +227,16 @@ async fn main() {
         args.fanout = args.fanout.min(20);
         args.rounds = args.rounds.min(2);
     }
+    // 0. The floor: the same fan-out through bare loopback sockets, while the hub is idle.
+    let floor = (!args.no_floor).then(|| {
+        floor::measure(&floor::Floor {
+            sockets: args.fanout,
+            senders: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            bytes: 300,
+            rounds: args.rounds,
+            warmup: args.warmup,
+        })
+    });
     let data = tempfile::tempdir().expect("tempdir");
     let (child, url) = match &args.url {
         Some(u) => (None, u.clone()),
@@ -308,7 +321,9 @@ async fn main() {
     let mut round_ms = Vec::new();
     let (mut hub_cpu, mut tool_cpu) = (0.0, 0.0);
     let me = std::process::id();
-    for round in 0..args.rounds {
+    let mut warmup_ms = Vec::new();
+    for round in 0..args.warmup + args.rounds {
+        let counted = round >= args.warmup;
         let cpu0 = (pid.and_then(cpu_ms), cpu_ms(me));
         let cmd = format!("?<parallel to=[{}] load round {round}>!", targets.join(","));
         let t0 = Instant::now();
@@ -316,20 +331,34 @@ async fn main() {
             .send(json!({"type":"user_input","text":cmd}))
             .expect("master send");
         let mut arrivals = Vec::with_capacity(args.fanout);
+        let deadline = tokio::time::sleep(Duration::from_secs(30));
+        tokio::pin!(deadline);
         while arrivals.len() < args.fanout {
-            let a = tokio::time::timeout(Duration::from_secs(30), seen_rx.recv())
-                .await
-                .expect("fan-out arrived in time")
-                .expect("channel");
-            all.push(a.at.duration_since(t0).as_secs_f64() * 1000.0);
-            arrivals.push(a);
+            tokio::select! {
+                biased;
+                n = seen_rx.recv_many(&mut arrivals, args.fanout) => assert!(n > 0, "tabs ended"),
+                _ = &mut deadline => panic!(
+                    "round {round}: {} of {} tasks arrived in 30 s", arrivals.len(), args.fanout
+                ),
+            }
         }
-        round_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
-        if let (Some(h0), Some(h1)) = (cpu0.0, pid.and_then(cpu_ms)) {
-            hub_cpu += h1 - h0;
-        }
-        if let (Some(t0), Some(t1)) = (cpu0.1, cpu_ms(me)) {
-            tool_cpu += t1 - t0;
+        let elapsed = t0.elapsed().as_secs_f64() * 1000.0;
+        let (hub1, tool1) = (pid.and_then(cpu_ms), cpu_ms(me));
+        if counted {
+            all.extend(
+                arrivals
+                    .iter()
+                    .map(|a| a.at.duration_since(t0).as_secs_f64() * 1000.0),
+            );
+            round_ms.push(elapsed);
+            if let (Some(h0), Some(h1)) = (cpu0.0, hub1) {
+                hub_cpu += h1 - h0;
+            }
+            if let (Some(t0), Some(t1)) = (cpu0.1, tool1) {
+                tool_cpu += t1 - t0;
+            }
+        } else {
+            warmup_ms.push(format!("{elapsed:.1}"));
         }
         if !args.reply_at_once {
             for a in &arrivals {
@@ -350,6 +379,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(args.settle_ms)).await;
     }
     all.sort_by(|a, b| a.total_cmp(b));
+    let in_order: Vec<String> = round_ms.iter().map(|ms| format!("{ms:.1}")).collect();
     round_ms.sort_by(|a, b| a.total_cmp(b));
     println!(
         "fan-out to {} tabs × {} rounds: per-tab latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; \
@@ -369,6 +399,15 @@ async fn main() {
         percentile(&all, 0.90),
         percentile(&all, 0.99),
     );
+    println!(
+        "whole rounds in order (ms): {}; warm-up, not counted: {}",
+        in_order.join(" "),
+        if warmup_ms.is_empty() {
+            "none".to_string()
+        } else {
+            warmup_ms.join(" ")
+        }
+    );
     let rounds = args.rounds.max(1) as f64;
     println!(
         "CPU per round until the last tab had its task: hub {:.2} ms ({:.1} µs per task), \
@@ -377,6 +416,20 @@ async fn main() {
         hub_cpu / rounds / args.fanout.max(1) as f64 * 1000.0,
         tool_cpu / rounds,
     );
+    if let Some(f) = floor {
+        let mut rounds = f.rounds.clone();
+        rounds.sort_by(|a, b| a.total_cmp(b));
+        let floor_p99 = percentile(&f.per_socket, 0.99);
+        println!(
+            "loopback floor (bare TCP, no hub, same rounds): per-socket p50 {:.2} ms, p99 {:.2} ms, \
+             whole round p50 {:.2} ms, {:.1} µs of CPU per message → this fan-out's p99 is {:.2}× the floor",
+            percentile(&f.per_socket, 0.50),
+            floor_p99,
+            percentile(&rounds, 0.50),
+            f.cpu_ms_per_round / args.fanout.max(1) as f64 * 1000.0,
+            percentile(&all, 0.99) / floor_p99,
+        );
+    }
     drop(tabs);
     drop(child);
 }

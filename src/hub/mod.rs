@@ -162,8 +162,10 @@ impl Hub {
 
     async fn finish(&self) {
         self.shutdown.cancel();
-        self.registry
-            .close_all(registry::close::GOING_AWAY, "hub shutting down");
+        self.registry.close_all(
+            registry::close::GOING_AWAY,
+            "hub shutting down / 集线器关闭",
+        );
         self.tracker.close();
         if tokio::time::timeout(std::time::Duration::from_secs(5), self.tracker.wait())
             .await
