@@ -38,6 +38,18 @@ impl TestHub {
         TestHub { running, dir }
     }
 
+    /// A scripted tab on `/realtime` that says `hello(label, site, role)` and answers each
+    /// task with `script`.
+    pub async fn scripted(
+        &self,
+        label: &str,
+        site: &str,
+        role: &str,
+        script: impl Fn(&str) -> Reply + Send + Sync + 'static,
+    ) -> ScriptedTab {
+        ScriptedTab::connect(&self.ws_url("/realtime"), hello(label, site, role), script).await
+    }
+
     pub fn ws_url(&self, path: &str) -> String {
         format!("ws://{}{}", self.running.addr, path)
     }
