@@ -162,10 +162,7 @@ impl Hub {
 
     async fn finish(&self) {
         self.shutdown.cancel();
-        self.registry.close_all(
-            registry::close::GOING_AWAY,
-            "hub shutting down / 集线器关闭",
-        );
+        self.registry.close_all(registry::close::GOING_AWAY);
         self.tracker.close();
         if tokio::time::timeout(std::time::Duration::from_secs(5), self.tracker.wait())
             .await

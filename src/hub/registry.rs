@@ -16,8 +16,6 @@ use crate::store::{now_ms, ClientRecord, Store};
 pub enum Outbound {
     /// One encoded JSON frame.
     Frame(String),
-    /// Close the socket with this code and reason.
-    Close(u16, String),
 }
 
 /// Close codes the hub uses besides the standard ones.
@@ -434,7 +432,6 @@ impl Registry {
                 self.keep_offline(client, text);
                 Sent::SlowConsumerClosed
             }
-            Err(_) => Sent::Stored,
         }
     }
 
@@ -499,8 +496,9 @@ impl Registry {
             .count()
     }
 
-    /// Asks every live connection to close (shutdown).
-    pub fn close_all(&self, code: u16, reason: &str) {
+    /// Ends every live connection with `code` (shutdown). Each socket sends its close frame
+    /// at once; frames still queued for it are kept for the tab's return.
+    pub fn close_all(&self, code: u16) {
         for e in self.clients.iter() {
             if let Some(h) = e
                 .value()
@@ -509,12 +507,7 @@ impl Registry {
                 .unwrap_or_else(|p| p.into_inner())
                 .as_ref()
             {
-                if h.tx
-                    .try_send(Outbound::Close(code, reason.to_string()))
-                    .is_err()
-                {
-                    h.kill.kill(code);
-                }
+                h.kill.kill(code);
             }
         }
     }

@@ -164,7 +164,7 @@ fn event_stream(
                     guard.client.touch();
                     Some((Ok(Event::default().data(text)), (guard, pending, rx, kill)))
                 }
-                Some(Outbound::Close(_, _)) | None => None,
+                None => None,
             },
             _ = kill.killed() => None,
             _ = shutdown.cancelled() => None,

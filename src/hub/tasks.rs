@@ -460,12 +460,10 @@ mod tests {
     }
 
     fn sent_task(out: &mut mpsc::Receiver<Outbound>) -> Option<TaskFrame> {
-        match out.try_recv().ok()? {
-            Outbound::Frame(text) => match serde_json::from_str(&text).expect("json") {
-                crate::protocol::ServerFrame::Task(t) => Some(t),
-                other => panic!("expected a task, got {other:?}"),
-            },
-            Outbound::Close(..) => panic!("unexpected close"),
+        let Outbound::Frame(text) = out.try_recv().ok()?;
+        match serde_json::from_str(&text).expect("json") {
+            crate::protocol::ServerFrame::Task(t) => Some(t),
+            other => panic!("expected a task, got {other:?}"),
         }
     }
 

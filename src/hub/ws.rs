@@ -177,8 +177,8 @@ async fn session(
     }
     if ok {
         hub.after_welcome(&client, &pending);
-        // `close_all` at shutdown reaches every attached socket; one that attached after it
-        // ran sees the cancelled token here.
+        // `close_all` at shutdown kills every attached socket; one that attached after it ran
+        // sees the cancelled token here.
         if hub.shutdown.is_cancelled() {
             kill.kill(close::GOING_AWAY);
         }
@@ -198,7 +198,8 @@ async fn session(
     // Nothing queued for the tab is lost: it waits for the tab's return.
     rx.close();
     while let Ok(out) = rx.try_recv() {
-        if let (Outbound::Frame(text), true) = (out, detached) {
+        let Outbound::Frame(text) = out;
+        if detached {
             hub.registry.keep_offline(&client, text);
         }
     }
@@ -267,9 +268,9 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
     let mut ping = tokio::time::interval(hub.config.timing.ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.tick().await;
-    // Made once, not per frame. Shutdown arrives through `Registry::close_all` (a close frame,
-    // or `kill` when the queue is full), so no future here waits on the token that every
-    // socket shares: polling it takes that token's lock, once per frame on every socket.
+    // Made once, not per frame. Shutdown arrives as a kill from `Registry::close_all`, so no
+    // future here waits on the token that every socket shares: polling it takes that token's
+    // lock, once per frame on every socket.
     let killed = kill.killed();
     tokio::pin!(killed);
     loop {
@@ -298,10 +299,6 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
                     if send_with_deadline(&mut sink, Message::Text(text.into()), kill).await.is_err() {
                         return;
                     }
-                }
-                Some(Outbound::Close(code, reason)) => {
-                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close_msg(code, &reason))).await;
-                    return;
                 }
                 None => return,
             },
