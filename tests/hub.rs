@@ -532,3 +532,78 @@ async fn shutdown_closes_every_socket_with_1001() {
     assert_eq!(close_code(&mut b).await, Some(CloseCode::Away));
     drop(dir);
 }
+
+#[tokio::test]
+async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
+    let dir = tempfile::tempdir().unwrap();
+    let mk = || {
+        let mut c = aicard::config::HubConfig::for_tests(dir.path().to_path_buf());
+        c.token = Some(TOKEN.into());
+        c.limits.outbound_queue = 128;
+        c.timing.dead_after = Duration::from_secs(30);
+        c
+    };
+    let running = aicard::hub::Hub::start(mk()).await.unwrap();
+    let url = format!("ws://{}/realtime", running.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"site":"kimi"}),
+    )
+    .await;
+    let id = recv(&mut ws).await["client_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The tab stops reading. 24 MiB is more than the loopback socket buffers hold, so part of
+    // it is still in the tab's queue when the hub shuts down.
+    let frame = ServerFrame::Deliver {
+        text: "z".repeat(256 * 1024),
+        auto_send: false,
+        run_id: None,
+    };
+    for i in 0..96 {
+        assert_eq!(
+            running.hub.registry.send(&id, &frame).unwrap(),
+            aicard::hub::registry::Sent::Live,
+            "frame {i}"
+        );
+    }
+    tokio::time::timeout(WAIT, running.shutdown())
+        .await
+        .expect("the hub shut down in time");
+    drop(ws);
+
+    let running = aicard::hub::Hub::start(mk()).await.unwrap();
+    let url = format!("ws://{}/realtime", running.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["type"], "welcome");
+    let kept = recv(&mut ws).await;
+    assert_eq!(kept["type"], "deliver", "a queued frame came back: {kept}");
+    assert_eq!(kept["text"].as_str().map(str::len), Some(256 * 1024));
+
+    // The tab stops reading again in the middle of that replay; shutdown interrupts it, and
+    // the frames the replay did not get through are kept once more.
+    tokio::time::timeout(WAIT, running.shutdown())
+        .await
+        .expect("the hub shut down in time");
+    drop(ws);
+    let running = aicard::hub::Hub::start(mk()).await.unwrap();
+    let url = format!("ws://{}/realtime", running.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["type"], "welcome");
+    assert_eq!(recv(&mut ws).await["type"], "deliver");
+    tokio::time::timeout(WAIT, running.shutdown())
+        .await
+        .expect("the hub shut down in time");
+}

@@ -168,12 +168,16 @@ async fn session(
     mut sink: Sink,
     stream: Stream,
 ) {
-    let mut ok = sink
-        .send(Message::Text(encode(&welcome).into()))
+    // The replay has the same deadline and kill as any frame: a tab that stops reading
+    // during it cannot hold up shutdown, and what it did not get is kept below.
+    let mut ok = send_with_deadline(&mut sink, Message::Text(encode(&welcome).into()), &kill)
         .await
         .is_ok();
-    for frame in &pending {
-        ok = ok && sink.send(Message::Text(frame.clone().into())).await.is_ok();
+    let mut replayed = 0;
+    while ok && replayed < pending.len() {
+        let frame = Message::Text(pending[replayed].clone().into());
+        ok = send_with_deadline(&mut sink, frame, &kill).await.is_ok();
+        replayed += usize::from(ok);
     }
     if ok {
         hub.after_welcome(&client, &pending);
@@ -194,14 +198,13 @@ async fn session(
         };
         tokio::join!(reader, writer);
     }
-    let detached = hub.connection_closed(&client, conn_id);
-    // Nothing queued for the tab is lost: it waits for the tab's return.
+    hub.connection_closed(&client, conn_id);
+    // Nothing meant for the tab is lost: what the replay did not get through and what is
+    // still queued wait for the tab's return, or go to the connection that replaced this one.
     rx.close();
-    while let Ok(out) = rx.try_recv() {
-        let Outbound::Frame(text) = out;
-        if detached {
-            hub.registry.keep_offline(&client, text);
-        }
+    let queued = std::iter::from_fn(|| rx.try_recv().ok().map(|Outbound::Frame(text)| text));
+    for text in pending.into_iter().skip(replayed).chain(queued) {
+        hub.registry.send_text(&client, text);
     }
 }
 
