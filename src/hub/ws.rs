@@ -311,6 +311,7 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
 
 /// A tab that does not take a frame within 10 s is treated as gone; a kill interrupts a
 /// write that is stuck behind a full socket buffer.
+///
 /// A frame the socket takes at once (the usual case) costs no timer and no kill waiter.
 async fn send_with_deadline(sink: &mut Sink, msg: Message, kill: &Killer) -> Result<(), ()> {
     let mut send = std::pin::pin!(sink.send(msg));
