@@ -9,7 +9,7 @@ use aicard::hub::tasks::TaskRequest;
 use aicard::hub::HubEvent;
 use aicard::protocol::ServerFrame;
 use common::*;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -401,26 +401,7 @@ async fn sse_and_post_transport_carries_the_same_frames() {
             .await
     });
     // Read SSE events until the task arrives.
-    let mut buf = String::new();
-    let task: Value = tokio::time::timeout(WAIT, async {
-        loop {
-            let chunk = body.next().await.unwrap().unwrap();
-            buf.push_str(std::str::from_utf8(&chunk).unwrap());
-            while let Some(end) = buf.find("\n\n") {
-                let event: String = buf.drain(..end + 2).collect();
-                for line in event.lines() {
-                    if let Some(data) = line.strip_prefix("data: ") {
-                        let v: Value = serde_json::from_str(data).unwrap();
-                        if v["type"] == "task" {
-                            return v;
-                        }
-                    }
-                }
-            }
-        }
-    })
-    .await
-    .expect("task over SSE");
+    let task = next_sse(&mut body, &mut String::new(), "task").await;
     assert_eq!(task["prompt"], "via sse");
     let ack: Value = serde_json::from_str(
         &http
@@ -606,4 +587,53 @@ async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
     tokio::time::timeout(WAIT, running.shutdown())
         .await
         .expect("the hub shut down in time");
+}
+
+#[tokio::test]
+async fn an_sse_replay_cut_short_keeps_the_rest() {
+    let h = TestHub::start().await;
+    let http = reqwest::Client::new();
+    let hello = json!({"type":"hello","token":TOKEN,"site":"yuanbao"}).to_string();
+    let welcome = http
+        .post(h.http_url("/send"))
+        .bearer_auth(TOKEN)
+        .body(hello)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let welcome: Value = serde_json::from_str(&welcome).unwrap();
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    // No event stream yet: 24 MiB of frames wait for the tab.
+    let frame = ServerFrame::Deliver {
+        text: "s".repeat(256 * 1024),
+        auto_send: false,
+        run_id: None,
+    };
+    for _ in 0..96 {
+        assert_eq!(
+            h.hub().registry.send(&id, &frame).unwrap(),
+            aicard::hub::registry::Sent::Stored
+        );
+    }
+    let events_for = |id: &str| {
+        http.get(h.http_url("/events"))
+            .bearer_auth(TOKEN)
+            .header("X-AIcard-Client", id)
+            .send()
+    };
+    // The tab reads one frame of the replay and goes away; more than the socket buffers
+    // hold was still to come.
+    let mut events = h.hub().events.subscribe();
+    let mut body = events_for(&id).await.unwrap().bytes_stream();
+    let first = next_sse(&mut body, &mut String::new(), "deliver").await;
+    assert_eq!(first["text"].as_str().map(str::len), Some(256 * 1024));
+    drop(body);
+    wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
+    // What the replay had not sent comes with the next stream.
+    let mut body = events_for(&id).await.unwrap().bytes_stream();
+    let again = next_sse(&mut body, &mut String::new(), "deliver").await;
+    assert_eq!(again["text"].as_str().map(str::len), Some(256 * 1024));
 }

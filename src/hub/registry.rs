@@ -435,6 +435,22 @@ impl Registry {
         }
     }
 
+    /// Hands back what a closed connection did not send: `unsent` (the rest of its replay)
+    /// and whatever is still in its queue. It goes to the connection that replaced it, or
+    /// waits for the tab's return; nothing meant for a tab is dropped with a socket.
+    pub fn hand_back(
+        &self,
+        client: &Client,
+        unsent: impl IntoIterator<Item = String>,
+        rx: &mut mpsc::Receiver<Outbound>,
+    ) {
+        rx.close();
+        let queued = std::iter::from_fn(|| rx.try_recv().ok().map(|Outbound::Frame(text)| text));
+        for text in unsent.into_iter().chain(queued) {
+            self.send_text(client, text);
+        }
+    }
+
     /// Keeps a frame for a tab that is away (also used for frames left in a dead queue).
     pub fn keep_offline(&self, client: &Client, text: String) {
         if let Err(e) = self.store.push_pending(&client.id, &text) {

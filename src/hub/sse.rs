@@ -117,13 +117,15 @@ pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
         kill: kill.clone(),
     };
     let pending = hub.registry.attach(&client, handle);
+    hub.after_welcome(&client, &pending);
     let guard = Attached {
         hub: hub.clone(),
         client: client.clone(),
         conn_id,
+        pending: pending.into_iter(),
+        rx,
     };
-    hub.after_welcome(&client, &pending);
-    let stream = event_stream(guard, pending, rx, kill);
+    let stream = event_stream(guard, kill);
     Sse::new(stream)
         .keep_alive(
             KeepAlive::new()
@@ -133,36 +135,37 @@ pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
         .into_response()
 }
 
-/// Marks the tab disconnected when its event stream is dropped.
+/// The stream's state. When the stream is dropped, it marks the tab disconnected, and what
+/// the replay or the queue had not yet sent waits for the tab's return (or goes to the
+/// connection that replaced this one), as on the WebSocket path.
 struct Attached {
     hub: Arc<Hub>,
     client: Arc<Client>,
     conn_id: u64,
+    pending: std::vec::IntoIter<String>,
+    rx: mpsc::Receiver<Outbound>,
 }
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        let _ = self.hub.connection_closed(&self.client, self.conn_id);
+        self.hub.connection_closed(&self.client, self.conn_id);
+        self.hub
+            .registry
+            .hand_back(&self.client, self.pending.by_ref(), &mut self.rx);
     }
 }
 
-fn event_stream(
-    guard: Attached,
-    pending: Vec<String>,
-    rx: mpsc::Receiver<Outbound>,
-    kill: Killer,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    let state = (guard, pending.into_iter(), rx, kill);
-    futures_util::stream::unfold(state, |(guard, mut pending, mut rx, kill)| async move {
-        if let Some(frame) = pending.next() {
-            return Some((Ok(Event::default().data(frame)), (guard, pending, rx, kill)));
+fn event_stream(guard: Attached, kill: Killer) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold((guard, kill), |(mut guard, kill)| async move {
+        if let Some(frame) = guard.pending.next() {
+            return Some((Ok(Event::default().data(frame)), (guard, kill)));
         }
         let shutdown = guard.hub.shutdown.clone();
         tokio::select! {
-            msg = rx.recv() => match msg {
+            msg = guard.rx.recv() => match msg {
                 Some(Outbound::Frame(text)) => {
                     guard.client.touch();
-                    Some((Ok(Event::default().data(text)), (guard, pending, rx, kill)))
+                    Some((Ok(Event::default().data(text)), (guard, kill)))
                 }
                 None => None,
             },

@@ -199,13 +199,9 @@ async fn session(
         tokio::join!(reader, writer);
     }
     hub.connection_closed(&client, conn_id);
-    // Nothing meant for the tab is lost: what the replay did not get through and what is
-    // still queued wait for the tab's return, or go to the connection that replaced this one.
-    rx.close();
-    let queued = std::iter::from_fn(|| rx.try_recv().ok().map(|Outbound::Frame(text)| text));
-    for text in pending.into_iter().skip(replayed).chain(queued) {
-        hub.registry.send_text(&client, text);
-    }
+    // Nothing meant for the tab is lost with the socket.
+    hub.registry
+        .hand_back(&client, pending.into_iter().skip(replayed), &mut rx);
 }
 
 /// Reads frames until the socket ends; returns a close code the writer should send.

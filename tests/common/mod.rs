@@ -353,3 +353,35 @@ pub async fn run_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
     .await
     .expect("run event in time")
 }
+
+/// Reads SSE events from an `/events` body until one whose data has `"type": ty`; returns
+/// that data. `buf` carries a partial event over to the next call.
+pub async fn next_sse<B, E>(
+    body: &mut (impl futures_util::Stream<Item = Result<B, E>> + Unpin),
+    buf: &mut String,
+    ty: &str,
+) -> Value
+where
+    B: AsRef<[u8]>,
+    E: std::fmt::Debug,
+{
+    tokio::time::timeout(WAIT, async {
+        loop {
+            while let Some(end) = buf.find("\n\n") {
+                let event: String = buf.drain(..end + 2).collect();
+                for line in event.lines() {
+                    if let Some(data) = line.strip_prefix("data: ") {
+                        let v: Value = serde_json::from_str(data).expect("json event");
+                        if v["type"] == ty {
+                            return v;
+                        }
+                    }
+                }
+            }
+            let chunk = body.next().await.expect("stream open").expect("chunk");
+            buf.push_str(std::str::from_utf8(chunk.as_ref()).expect("utf-8"));
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no `{ty}` event in time"))
+}
