@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use aicard::hub::tasks::TaskRequest;
-use aicard::hub::HubEvent;
+use aicard::hub::{HubEvent, RunningHub};
 use aicard::protocol::ServerFrame;
 use common::*;
 use futures_util::SinkExt;
@@ -161,33 +161,17 @@ async fn resume_after_hub_restart_uses_the_store() {
         c.token = Some(TOKEN.into());
         c
     };
-    let running = aicard::hub::Hub::start(mk()).await.unwrap();
-    let url = format!("ws://{}/realtime", running.addr);
-    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    send(
-        &mut ws,
-        &json!({"type":"hello","token":TOKEN,"site":"kimi","label":"k1"}),
-    )
-    .await;
-    let id = recv(&mut ws).await["client_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    running.shutdown().await;
+    let hello = json!({"type":"hello","token":TOKEN,"site":"kimi","label":"k1"});
+    let (running, mut ws, welcome) = start_with_tab(mk(), hello).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    stop(running).await;
     assert_eq!(close_code(&mut ws).await, Some(CloseCode::Away));
 
-    let running = aicard::hub::Hub::start(mk()).await.unwrap();
-    let url = format!("ws://{}/realtime", running.addr);
-    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    send(
-        &mut ws,
-        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"}),
-    )
-    .await;
-    let w = recv(&mut ws).await;
+    let back = json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"});
+    let (running, _ws, w) = start_with_tab(mk(), back).await;
     assert_eq!(w["client_id"], id.as_str());
     assert_eq!(w["label"], "k1");
-    running.shutdown().await;
+    stop(running).await;
 }
 
 #[tokio::test]
@@ -514,6 +498,27 @@ async fn shutdown_closes_every_socket_with_1001() {
     drop(dir);
 }
 
+/// Starts a hub with `config` and opens a `/realtime` tab that says `hello`; returns the
+/// hub, the socket and the tab's `welcome`.
+async fn start_with_tab(
+    config: aicard::config::HubConfig,
+    hello: Value,
+) -> (RunningHub, Ws, Value) {
+    let running = aicard::hub::Hub::start(config).await.unwrap();
+    let url = format!("ws://{}/realtime", running.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    send(&mut ws, &hello).await;
+    let welcome = recv(&mut ws).await;
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    (running, ws, welcome)
+}
+
+async fn stop(running: RunningHub) {
+    tokio::time::timeout(WAIT, running.shutdown())
+        .await
+        .expect("the hub shut down in time");
+}
+
 #[tokio::test]
 async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
     let dir = tempfile::tempdir().unwrap();
@@ -524,18 +529,10 @@ async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
         c.timing.dead_after = Duration::from_secs(30);
         c
     };
-    let running = aicard::hub::Hub::start(mk()).await.unwrap();
-    let url = format!("ws://{}/realtime", running.addr);
-    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    send(
-        &mut ws,
-        &json!({"type":"hello","token":TOKEN,"site":"kimi"}),
-    )
-    .await;
-    let id = recv(&mut ws).await["client_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let hello = json!({"type":"hello","token":TOKEN,"site":"kimi"});
+    let (running, ws, welcome) = start_with_tab(mk(), hello).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    let back = json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"});
     // The tab stops reading. 24 MiB is more than the loopback socket buffers hold, so part of
     // it is still in the tab's queue when the hub shuts down.
     let frame = ServerFrame::Deliver {
@@ -550,43 +547,21 @@ async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
             "frame {i}"
         );
     }
-    tokio::time::timeout(WAIT, running.shutdown())
-        .await
-        .expect("the hub shut down in time");
+    stop(running).await;
     drop(ws);
 
-    let running = aicard::hub::Hub::start(mk()).await.unwrap();
-    let url = format!("ws://{}/realtime", running.addr);
-    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    send(
-        &mut ws,
-        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"}),
-    )
-    .await;
-    assert_eq!(recv(&mut ws).await["type"], "welcome");
+    let (running, mut ws, _) = start_with_tab(mk(), back.clone()).await;
     let kept = recv(&mut ws).await;
     assert_eq!(kept["type"], "deliver", "a queued frame came back: {kept}");
     assert_eq!(kept["text"].as_str().map(str::len), Some(256 * 1024));
 
     // The tab stops reading again in the middle of that replay; shutdown interrupts it, and
     // the frames the replay did not get through are kept once more.
-    tokio::time::timeout(WAIT, running.shutdown())
-        .await
-        .expect("the hub shut down in time");
+    stop(running).await;
     drop(ws);
-    let running = aicard::hub::Hub::start(mk()).await.unwrap();
-    let url = format!("ws://{}/realtime", running.addr);
-    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    send(
-        &mut ws,
-        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"}),
-    )
-    .await;
-    assert_eq!(recv(&mut ws).await["type"], "welcome");
+    let (running, mut ws, _) = start_with_tab(mk(), back).await;
     assert_eq!(recv(&mut ws).await["type"], "deliver");
-    tokio::time::timeout(WAIT, running.shutdown())
-        .await
-        .expect("the hub shut down in time");
+    stop(running).await;
 }
 
 #[tokio::test]
