@@ -1,0 +1,177 @@
+// The GM_* functions our test extensions give the userscript, with the semantics of the real
+// managers rather than of a convenient shim (SPEC §9, reference/site-runtime.md §3):
+//   - GM_xmlhttpRequest is carried out by the extension (its background / service worker),
+//     never by the page: no CORS, no page CSP, no Local Network Access check, no page Origin;
+//   - `textMode: 'final'` (ScriptCat, Tampermonkey): `responseText` and `response` stay empty
+//     until readyState 4; progress events carry no text. A request that never ends (an event
+//     stream) never shows its text;
+//   - `textMode: 'growing'` (Violentmonkey): `responseText` grows on progress /
+//     readystatechange(3);
+//   - `responseType: 'stream'` (Tampermonkey, ScriptCat; `streams: true`): `response` is a
+//     ReadableStream of Uint8Array from `onloadstart` / readyState 2 on. With `streams: false`
+//     the type is ignored, as a manager that does not know it would.
+//
+// `createGmApi` is self-contained (no imports, no closure over this module) because each
+// extension stringifies it into the world the userscript runs in; `gmApiSource()` gives that
+// text. `link` is the extension's message channel: `{post(msg), onMessage(fn)}`.
+//
+// Messages, script → extension: {op:'xhr', id, method, url, headers, data, timeout},
+// {op:'abort', id}, {op:'setValue', key, value}.
+// Extension → script: {op:'head', id, status, statusText, headers, finalUrl},
+// {op:'chunk', id, bytes} (bytes: a binary string, one char per byte), {op:'end', id},
+// {op:'error', id, error}, {op:'timeout', id}.
+
+export function createGmApi({ link, values = {}, info = {}, textMode = 'final', streams = true }) {
+  const store = new Map(Object.entries(values));
+  const requests = new Map();
+  let nextId = 0;
+
+  const toBytes = (s) => {
+    const out = new Uint8Array(s.length);
+    for (let i = 0; i < s.length; i += 1) out[i] = s.charCodeAt(i) & 0xff;
+    return out;
+  };
+
+  link.onMessage((msg) => {
+    const req = requests.get(msg && msg.id);
+    if (req) req.handle(msg);
+  });
+
+  function GM_xmlhttpRequest(details) {
+    nextId += 1;
+    const id = `x${nextId}`;
+    const wantStream = streams && details.responseType === 'stream';
+    const decoder = new TextDecoder();
+    let text = '';
+    let controller = null;
+    let done = false;
+    const res = {
+      readyState: 1, status: 0, statusText: '', responseHeaders: '', finalUrl: details.url,
+      responseText: '', response: wantStream ? null : '', context: details.context,
+    };
+    const fire = (name) => {
+      const fn = details[name];
+      if (typeof fn !== 'function') return;
+      try { fn.call(details, res); } catch (err) { console.error(err); }
+    };
+    const settle = () => { done = true; requests.delete(id); };
+    const fail = (name, error) => {
+      if (done) return;
+      settle();
+      if (controller) { try { controller.error(new Error(error || name)); } catch { /* closed */ } }
+      res.readyState = 4;
+      res.error = error;
+      fire('onreadystatechange');
+      fire(name);
+      fire('onloadend');
+    };
+    requests.set(id, {
+      handle(msg) {
+        if (done) return;
+        if (msg.op === 'head') {
+          Object.assign(res, { status: msg.status, statusText: msg.statusText || '', responseHeaders: msg.headers || '', finalUrl: msg.finalUrl || details.url, readyState: 2 });
+          if (wantStream) {
+            res.response = new ReadableStream({ start(c) { controller = c; } });
+          }
+          fire('onloadstart');
+          fire('onreadystatechange');
+        } else if (msg.op === 'chunk') {
+          const bytes = toBytes(msg.bytes || '');
+          if (controller) controller.enqueue(bytes);
+          else text += decoder.decode(bytes, { stream: true });
+          res.readyState = 3;
+          if (!wantStream && textMode === 'growing') { res.responseText = text; res.response = text; }
+          fire('onreadystatechange');
+          fire('onprogress');
+        } else if (msg.op === 'end') {
+          settle();
+          if (controller) { try { controller.close(); } catch { /* cancelled */ } }
+          if (!wantStream) {
+            text += decoder.decode();
+            res.responseText = text;
+            res.response = details.responseType === 'json' ? JSON.parse(text || 'null') : text;
+          }
+          res.readyState = 4;
+          fire('onreadystatechange');
+          fire('onload');
+          fire('onloadend');
+        } else if (msg.op === 'error') fail('onerror', msg.error);
+        else if (msg.op === 'timeout') fail('ontimeout', 'timeout');
+      },
+    });
+    link.post({
+      op: 'xhr', id, method: details.method || 'GET', url: String(details.url),
+      headers: details.headers || {}, data: details.data ?? null, timeout: details.timeout || 0,
+    });
+    return {
+      abort() {
+        if (done) return;
+        settle();
+        link.post({ op: 'abort', id });
+        if (controller) { try { controller.error(new Error('aborted')); } catch { /* closed */ } }
+        fire('onabort');
+        fire('onloadend');
+      },
+    };
+  }
+
+  return {
+    GM_xmlhttpRequest,
+    GM_getValue: (key, fallback) => (store.has(key) ? store.get(key) : fallback),
+    GM_setValue: (key, value) => { store.set(key, value); link.post({ op: 'setValue', key, value }); },
+    GM_deleteValue: (key) => { store.delete(key); link.post({ op: 'setValue', key, value: undefined }); },
+    GM_info: { scriptHandler: 'AIcard test manager', version: '1.0', ...info },
+  };
+}
+
+/** The text of `createGmApi`, to inline into a content script or a registered user script. */
+export function gmApiSource() {
+  return `(${createGmApi.toString()})`;
+}
+
+/**
+ * The extension side of one request, for the background page / service worker: performs the
+ * request with fetch and reports it through `post` in the messages above. Returns
+ * `{abort()}`. Also self-contained, for the same reason.
+ */
+export function performRequest(msg, post) {
+  const ctl = new AbortController();
+  let timer = null;
+  let timedOut = false;
+  if (msg.timeout) timer = setTimeout(() => { timedOut = true; ctl.abort(); }, msg.timeout);
+  const binary = (u8) => {
+    let s = '';
+    for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode.apply(null, u8.subarray(i, i + 0x8000));
+    return s;
+  };
+  (async () => {
+    try {
+      const res = await fetch(msg.url, {
+        method: msg.method, headers: msg.headers, body: msg.data ?? undefined, signal: ctl.signal,
+        credentials: 'omit', cache: 'no-store',
+      });
+      const headers = [...res.headers].map(([k, v]) => `${k}: ${v}`).join('\r\n');
+      post({ op: 'head', id: msg.id, status: res.status, statusText: res.statusText, headers, finalUrl: res.url });
+      if (res.body) {
+        const reader = res.body.getReader();
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          post({ op: 'chunk', id: msg.id, bytes: binary(value) });
+        }
+      }
+      post({ op: 'end', id: msg.id });
+    } catch (err) {
+      if (timedOut) post({ op: 'timeout', id: msg.id });
+      else if (!ctl.signal.aborted) post({ op: 'error', id: msg.id, error: String(err && err.message) });
+    } finally {
+      if (timer) clearTimeout(timer);
+    }
+  })();
+  return { abort: () => ctl.abort() };
+}
+
+/** The text of `performRequest`, for a generated background script. */
+export function performRequestSource() {
+  return `(${performRequest.toString()})`;
+}
