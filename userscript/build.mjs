@@ -37,10 +37,15 @@ export async function header() {
     ['author', 'AIcard'],
     ['license', 'MIT'],
     ...hosts.map((h) => ['match', `https://${h}/*`]),
+    // The earliest start each manager offers: document-start everywhere, and ScriptCat's
+    // @early-start (ignored by the others), without which it runs after the page's first scripts.
     ['run-at', 'document-start'],
+    ['early-start', ''],
     ['grant', 'GM_getValue'],
     ['grant', 'GM_setValue'],
     ['grant', 'GM_xmlhttpRequest'],
+    ['grant', 'GM.xmlHttpRequest'],
+    ['grant', 'GM_info'],
     ['grant', 'unsafeWindow'],
     ['connect', '127.0.0.1'],
     ['connect', 'localhost'],

@@ -92,6 +92,13 @@ fn strip_port(host: &str) -> &str {
     }
 }
 
+/// Origins of browser extensions (userscript managers) in Chromium, Firefox and Safari.
+const EXTENSION_SCHEMES: [&str; 3] = [
+    "chrome-extension://",
+    "moz-extension://",
+    "safari-web-extension://",
+];
+
 /// Decides which `Origin` headers may open a socket.
 #[derive(Debug, Clone)]
 pub struct OriginPolicy {
@@ -109,12 +116,21 @@ impl OriginPolicy {
     }
 
     /// `None` (no Origin: a non-browser client with the token) is allowed; so are the chat
-    /// sites over https, the hub's own loopback origin, and the configured extras.
+    /// sites over https, the hub's own loopback origin, the configured extras, and browser
+    /// extensions: a userscript manager performs `GM_xmlhttpRequest` from its own pages, and
+    /// Chromium stamps those POSTs `Origin: chrome-extension://ID`. No web page can send an
+    /// extension's Origin, so this opens nothing to the web; the token is still required.
+    /// `null` (sandboxed frames, Firefox's content-script sandbox) stays refused.
     pub fn allows(&self, origin: Option<&str>) -> bool {
         let Some(origin) = origin else { return true };
         let origin = origin.trim_end_matches('/').to_ascii_lowercase();
         if self.extra.contains(&origin) {
             return true;
+        }
+        for scheme in EXTENSION_SCHEMES {
+            if let Some(id) = origin.strip_prefix(scheme) {
+                return !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            }
         }
         if let Some(host) = origin.strip_prefix("https://") {
             return CHAT_SITE_HOSTS.contains(&host);
@@ -166,6 +182,11 @@ mod tests {
         assert!(!p.allows(Some("http://claude.ai")));
         assert!(!p.allows(Some("https://claude.ai.evil.example")));
         assert!(!p.allows(Some("null")));
+        assert!(p.allows(Some("chrome-extension://abcdefghijklmnopabcdefghijklmnop")));
+        assert!(p.allows(Some("moz-extension://0b4c1a9e-7f0d-4f43-9d7e-2f1c3c4b5a6d")));
+        assert!(!p.allows(Some("chrome-extension://")));
+        assert!(!p.allows(Some("chrome-extension://x.evil.example")));
+        assert!(!p.allows(Some("chrome-extension-evil://abc")));
     }
 
     #[test]

@@ -25,9 +25,12 @@
 // @match             https://qianwen.com/*
 // @match             https://kimi.com/*
 // @run-at            document-start
+// @early-start
 // @grant             GM_getValue
 // @grant             GM_setValue
 // @grant             GM_xmlhttpRequest
+// @grant             GM.xmlHttpRequest
+// @grant             GM_info
 // @grant             unsafeWindow
 // @connect           127.0.0.1
 // @connect           localhost
@@ -538,8 +541,8 @@
     name: "chatgpt",
     hosts,
     matchRequest: endpointMatcher({ hosts, paths: [/^\/backend-(api|anon)\/(f\/)?conversation$/] }),
-    promptFromRequest(bodyText2) {
-      const body = parseJson(bodyText2);
+    promptFromRequest(bodyText) {
+      const body = parseJson(bodyText);
       const messages = body && Array.isArray(body.messages) ? body.messages : [];
       for (let i = messages.length - 1; i >= 0; i -= 1) {
         const parts = dig(messages[i], "content", "parts");
@@ -641,8 +644,8 @@
       hosts: hosts2,
       paths: [/^\/chatglm\/backend-api\/assistant\/stream$/, /^\/chatglm\/backend-api\/v1\/stream$/]
     }),
-    promptFromRequest(bodyText2) {
-      const body = parseJson(bodyText2);
+    promptFromRequest(bodyText) {
+      const body = parseJson(bodyText);
       const messages = body && Array.isArray(body.messages) ? body.messages : [];
       const last = messages[messages.length - 1];
       if (!last) return null;
@@ -716,8 +719,8 @@
         /^\/api\/append_message$/
       ]
     }),
-    promptFromRequest(bodyText2) {
-      const body = parseJson(bodyText2);
+    promptFromRequest(bodyText) {
+      const body = parseJson(bodyText);
       if (!body) return null;
       if (typeof body.prompt === "string") return body.prompt;
       return typeof body.completion?.prompt === "string" ? body.completion.prompt : null;
@@ -810,8 +813,8 @@
     name: "deepseek",
     hosts: hosts4,
     matchRequest: endpointMatcher({ hosts: hosts4, paths: [/^\/api\/v0\/chat\/(completion|regenerate|resume_stream|continue)$/] }),
-    promptFromRequest(bodyText2) {
-      const body = parseJson(bodyText2);
+    promptFromRequest(bodyText) {
+      const body = parseJson(bodyText);
       return body && typeof body.prompt === "string" ? body.prompt : null;
     },
     createParser: sseParser({
@@ -985,8 +988,8 @@
     name: "doubao",
     hosts: hosts5,
     matchRequest: endpointMatcher({ hosts: hosts5, paths: [/^\/chat\/completion$/, /^\/samantha\/chat\/completion$/] }),
-    promptFromRequest(bodyText2) {
-      const body = parseJson(bodyText2);
+    promptFromRequest(bodyText) {
+      const body = parseJson(bodyText);
       if (!body || !Array.isArray(body.messages) || body.messages.length === 0) return null;
       const message = body.messages[body.messages.length - 1];
       const current = dig(message, "content_block", 0, "content", "text_block", "text");
@@ -1210,9 +1213,9 @@
       hosts: hosts6,
       paths: [/^(\/u\/\d+)?\/_\/BardChatUi\/data\/assistant\.lamda\.BardFrontendService\/StreamGenerate$/]
     }),
-    promptFromRequest(bodyText2) {
-      if (typeof bodyText2 !== "string") return null;
-      const freq = new URLSearchParams(bodyText2).get("f.req");
+    promptFromRequest(bodyText) {
+      if (typeof bodyText !== "string") return null;
+      const freq = new URLSearchParams(bodyText).get("f.req");
       const outer = parseJson(freq);
       const inner = parseJson(dig(outer, 1));
       const prompt = dig(inner, 0, 0);
@@ -1406,12 +1409,12 @@
       hosts: hosts7,
       paths: [/^\/api\/chat\/[^/]+\/completion\/stream$/, /^\/apiv2\/kimi\.gateway\.chat\.v1\.ChatService\/Chat$/]
     }),
-    promptFromRequest(bodyText2) {
-      if (typeof bodyText2 !== "string") return null;
-      const start2 = bodyText2.indexOf("{");
-      const end = bodyText2.lastIndexOf("}");
+    promptFromRequest(bodyText) {
+      if (typeof bodyText !== "string") return null;
+      const start2 = bodyText.indexOf("{");
+      const end = bodyText.lastIndexOf("}");
       if (start2 < 0 || end < start2) return null;
-      const body = parseJson(bodyText2.slice(start2, end + 1));
+      const body = parseJson(bodyText.slice(start2, end + 1));
       if (!body) return null;
       const legacy = dig(body, "messages", -1, "content");
       if (typeof legacy === "string") return legacy;
@@ -1530,8 +1533,8 @@
       hosts: endpointHosts,
       paths: [/^\/api\/v2\/chat$/, /^\/api\/v2\/chat\/completions$/, /^\/api\/chat\/completions$/, /^\/dialog\/conversation$/]
     }),
-    promptFromRequest(bodyText2) {
-      const body = parseJson(bodyText2);
+    promptFromRequest(bodyText) {
+      const body = parseJson(bodyText);
       if (!body) return null;
       const messages = Array.isArray(body.messages) ? body.messages : [];
       const last = messages[messages.length - 1];
@@ -1597,8 +1600,8 @@
     name: "yuanbao",
     hosts: hosts9,
     matchRequest: endpointMatcher({ hosts: hosts9, paths: [/^\/api\/chat\/[A-Za-z0-9_-]+$/] }),
-    promptFromRequest(bodyText2) {
-      const body = parseJson(bodyText2);
+    promptFromRequest(bodyText) {
+      const body = parseJson(bodyText);
       if (!body) return null;
       if (typeof body.prompt === "string") return body.prompt;
       return typeof body.displayPrompt === "string" ? body.displayPrompt : null;
@@ -1637,9 +1640,9 @@
     matchRequest(url, method) {
       return method === "POST" && new URL(url).pathname === "/api/sim/chat";
     },
-    promptFromRequest(bodyText2) {
+    promptFromRequest(bodyText) {
       try {
-        return JSON.parse(bodyText2).prompt ?? null;
+        return JSON.parse(bodyText).prompt ?? null;
       } catch {
         return null;
       }
@@ -1698,6 +1701,7 @@
   var HUB_FRAME_TYPES = Object.freeze([
     "welcome",
     "cmd_result",
+    "cmd_output",
     "task",
     "deliver",
     "flow_control",
@@ -1745,6 +1749,9 @@
   function taskUpdate(taskId, state, error) {
     if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
     return withOptional({ type: "task_update", task_id: taskId, state }, { error });
+  }
+  function ack(received) {
+    return { type: "ack", received };
   }
   function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending } = {}) {
     return withOptional({ type: "heartbeat", time }, {
@@ -1995,7 +2002,7 @@
   };
 
   // src/core/debug.js
-  function installDebugHelpers(win, { hub, runner, capture, adapter, panel }) {
+  function installDebugHelpers(win, { hub, runner, capture, adapter, panel, wrap = (fn) => fn }) {
     const helpers = {
       /** Types `text` into the box and sends it, as a `deliver` with auto_send would. */
       mcpAutoSend: (text) => runner.handle({ type: "deliver", text: String(text), auto_send: true }),
@@ -2041,7 +2048,7 @@
       /** The panel's text, position and buttons. */
       mcpPanel: () => panel.describe()
     };
-    for (const [name, fn] of Object.entries(helpers)) win[name] = fn;
+    for (const [name, fn] of Object.entries(helpers)) win[name] = wrap(fn);
   }
 
   // src/core/backoff.js
@@ -2052,10 +2059,8 @@
     // each failed attempt multiplies the wait
     maxMs: 3e4,
     // never wait longer than this
-    jitter: 0.5,
+    jitter: 0.5
     // fraction of the delay that is randomised (0 = none, 1 = full jitter)
-    switchAfter: 2
-    // consecutive never-opened failures of one transport before trying the other
   });
   function backoffDelay(attempt, policy = DEFAULT_POLICY, random = Math.random) {
     const { baseMs, factor, maxMs, jitter } = { ...DEFAULT_POLICY, ...policy };
@@ -2065,14 +2070,20 @@
     return Math.round(capped * (1 - j) + capped * j * random());
   }
   var ReconnectMachine = class {
-    constructor(policy = DEFAULT_POLICY, random = Math.random) {
+    constructor(policy = DEFAULT_POLICY, random = Math.random, transports = ["ws", "sse"]) {
       this.policy = { ...DEFAULT_POLICY, ...policy };
       this.random = random;
       this.state = "idle";
-      this.transport = "ws";
+      this.order = transports.length ? [...transports] : ["ws"];
+      this.blocked = /* @__PURE__ */ new Set();
+      this.transport = this.order[0];
       this.attempt = 0;
-      this.failuresWithoutOpen = 0;
-      this.opened = { ws: false, sse: false };
+      this.tried = /* @__PURE__ */ new Set();
+      this.opened = Object.fromEntries(this.order.map((t) => [t, false]));
+    }
+    /** Transports still allowed, in order. */
+    get usable() {
+      return this.order.filter((t) => !this.blocked.has(t));
     }
     /** Begin (or retry) a connection. Returns the transport to use. */
     connect() {
@@ -2080,13 +2091,18 @@
       this.state = "connecting";
       return this.transport;
     }
-    /** The current transport said hello and got a welcome. */
+    /** The current transport proved it receives (its welcome arrived). */
     open() {
       if (this.state === "stopped") return;
       this.state = "open";
       this.attempt = 0;
-      this.failuresWithoutOpen = 0;
+      this.tried.clear();
       this.opened[this.transport] = true;
+    }
+    /** Never use `kind` again on this page (unless it is the only one left). */
+    block(kind) {
+      if (this.usable.length > 1 || !this.usable.includes(kind)) this.blocked.add(kind);
+      if (this.blocked.has(this.transport)) this.transport = this.usable[0];
     }
     /**
      * The connection failed or was lost. Returns `{delayMs, transport}` for the next try,
@@ -2095,16 +2111,19 @@
     lost() {
       if (this.state === "stopped") return null;
       const wasOpen = this.state === "open";
+      this.state = "waiting";
       if (!wasOpen && !this.opened[this.transport]) {
-        this.failuresWithoutOpen += 1;
-        if (this.failuresWithoutOpen >= this.policy.switchAfter) {
-          this.transport = this.transport === "ws" ? "sse" : "ws";
-          this.failuresWithoutOpen = 0;
+        this.tried.add(this.transport);
+        const next = this.usable.find((t) => !this.tried.has(t));
+        if (next) {
+          this.transport = next;
+          return { delayMs: 0, transport: next };
         }
+        this.tried.clear();
+        this.transport = this.usable[0];
       }
       const delayMs = backoffDelay(this.attempt, this.policy, this.random);
       this.attempt += 1;
-      this.state = "waiting";
       return { delayMs, transport: this.transport };
     }
     stop() {
@@ -2149,12 +2168,18 @@
 
   // src/core/transports.js
   var WELCOME_TIMEOUT_MS = 8e3;
+  var STREAM_SILENCE_MS = 45e3;
   function wsUrl(hubUrl, path) {
     return hubUrl.replace(/^http/, "ws") + path;
   }
+  function refusal(message) {
+    const err = new Error(message);
+    err.refused = true;
+    return err;
+  }
   var WebSocketTransport = class {
-    constructor({ hubUrl, WebSocketImpl, timers, onFrame, onClose, log }) {
-      Object.assign(this, { hubUrl, WebSocketImpl, timers, onFrame, onClose, log });
+    constructor({ hubUrl, WebSocketImpl, timers, onFrame, onClose, log, doc, openWithinMs }) {
+      Object.assign(this, { hubUrl, WebSocketImpl, timers, onFrame, onClose, log, doc, openWithinMs });
       this.name = "ws";
       this.realtime = null;
       this.heart = null;
@@ -2164,22 +2189,40 @@
     /** Opens `/realtime`, says hello; resolves with the welcome frame. */
     open(helloFields) {
       return new Promise((resolve, reject) => {
+        const url = wsUrl(this.hubUrl, "/realtime");
+        let welcomed = false;
+        let timer = null;
         let ws;
-        try {
-          ws = new this.WebSocketImpl(wsUrl(this.hubUrl, "/realtime"));
-        } catch (err) {
+        const fail = (err) => {
+          if (welcomed) return;
+          this.timers.clearTimeout(timer);
+          this.doc?.removeEventListener("securitypolicyviolation", onViolation);
           reject(err);
+          this.close();
+        };
+        const onViolation = (ev) => {
+          if (String(ev.blockedURI || "").startsWith(url.replace(/\/realtime$/, ""))) {
+            fail(refusal(`the page's Content-Security-Policy refuses ${url} (${ev.violatedDirective})`));
+          }
+        };
+        this.doc?.addEventListener("securitypolicyviolation", onViolation);
+        try {
+          ws = new this.WebSocketImpl(url);
+        } catch (err) {
+          fail(refusal(`WebSocket refused: ${err.message}`));
           return;
         }
         this.realtime = ws;
-        let welcomed = false;
-        const timer = this.timers.setTimeout(() => {
-          if (!welcomed) {
-            reject(new Error("no welcome from hub"));
-            this.close();
-          }
-        }, WELCOME_TIMEOUT_MS);
-        ws.onopen = () => this.wsSend.call(ws, JSON.stringify(hello(helloFields)));
+        let opened = false;
+        timer = this.timers.setTimeout(() => fail(new Error("no welcome from hub")), WELCOME_TIMEOUT_MS);
+        const openTimer = this.openWithinMs ? this.timers.setTimeout(() => {
+          if (!opened) fail(new Error(`WebSocket did not open within ${this.openWithinMs} ms (Local Network Access?)`));
+        }, this.openWithinMs) : null;
+        ws.onopen = () => {
+          opened = true;
+          this.timers.clearTimeout(openTimer);
+          this.wsSend.call(ws, JSON.stringify(hello(helloFields)));
+        };
         ws.onmessage = (ev) => {
           const { frame, error } = readHubFrame(String(ev.data));
           if (error) {
@@ -2190,13 +2233,13 @@
           if (!welcomed && frame.type === "welcome") {
             welcomed = true;
             this.timers.clearTimeout(timer);
+            this.doc?.removeEventListener("securitypolicyviolation", onViolation);
             this.openHeartbeat({ ...helloFields, clientId: frame.client_id }, frame.heartbeat_ms);
             resolve(frame);
             return;
           }
           if (!welcomed && frame.type === "error") {
-            this.timers.clearTimeout(timer);
-            reject(new Error(`hub refused hello: ${frame.message || frame.code}`));
+            fail(new Error(`hub refused hello: ${frame.message || frame.code}`));
             return;
           }
           this.onFrame(frame);
@@ -2204,9 +2247,9 @@
         ws.onerror = () => {
         };
         ws.onclose = () => {
-          this.timers.clearTimeout(timer);
-          if (!welcomed) reject(new Error("WebSocket to hub closed before welcome"));
-          else this.lost();
+          if (!welcomed) {
+            fail(opened ? new Error("WebSocket to hub closed before welcome") : new Error("WebSocket to hub could not open (hub down, CSP or Local Network Access)"));
+          } else this.lost();
         };
       });
     }
@@ -2256,14 +2299,18 @@
       }
     }
   };
+  function isStream(value) {
+    return Boolean(value && typeof value === "object" && typeof value.getReader === "function");
+  }
   var SseTransport = class {
-    constructor({ hubUrl, gmRequest, onFrame, onClose, log }) {
-      Object.assign(this, { hubUrl, gmRequest, onFrame, onClose, log });
+    constructor({ hubUrl, gmRequest, onFrame, onClose, log, timers }) {
+      Object.assign(this, { hubUrl, gmRequest, onFrame, onClose, log, timers });
       this.name = "sse";
       this.closed = false;
       this.clientId = null;
       this.token = null;
       this.events = null;
+      this.how = null;
     }
     headers() {
       const h = { "Content-Type": "application/json", Authorization: `Bearer ${this.token}` };
@@ -2295,44 +2342,112 @@
         throw new Error(`hub refused hello: ${welcome?.message || welcome?.type}`);
       }
       this.clientId = welcome.client_id;
-      this.listen();
+      await this.listen();
+      await this.post(ack("welcome"));
       return welcome;
     }
-    /** `GET /events`: reads the stream as it grows (onprogress) and hands each frame on. */
+    /**
+     * `GET /events`, read as it arrives. Resolves when the stream's first event (the welcome)
+     * came through; rejects when none does in time, which is what a manager that buffers the
+     * whole response looks like.
+     */
     listen() {
-      const reader = new EventStreamReader();
-      let seen = 0;
-      const consume = (res) => {
-        const text = res.responseText || "";
-        if (text.length <= seen) return;
-        const fresh = text.slice(seen);
-        seen = text.length;
-        for (const data of reader.push(fresh)) {
-          const { frame, error } = readHubFrame(data);
-          if (error) this.log("warn", error);
-          else if (frame) this.onFrame(frame);
-        }
-      };
-      const ended = () => {
-        if (!this.closed) {
-          this.closed = true;
-          this.onClose();
-        }
-      };
-      this.events = this.gmRequest({
-        method: "GET",
-        url: `${this.hubUrl}/events`,
-        headers: { ...this.headers(), Accept: "text/event-stream" },
-        onprogress: consume,
-        onreadystatechange: (res) => {
-          if (res.readyState >= 3) consume(res);
-        },
-        onload: (res) => {
-          consume(res);
+      return new Promise((resolve, reject) => {
+        const reader = new EventStreamReader();
+        const decoder = new TextDecoder();
+        let seen = 0;
+        let first = true;
+        let lastByte = Date.now();
+        const timer = this.timers.setTimeout(() => {
+          this.closeStream();
+          reject(new Error(`no event from GET /events in ${WELCOME_TIMEOUT_MS / 1e3} s: this userscript manager does not stream responses (it needs responseType 'stream' or a growing responseText) / 用户脚本管理器不支持流式响应`));
+        }, WELCOME_TIMEOUT_MS);
+        const text = (fresh) => {
+          lastByte = Date.now();
+          for (const data of reader.push(fresh)) {
+            const { frame, error } = readHubFrame(data);
+            if (error) {
+              this.log("warn", error);
+              continue;
+            }
+            if (!frame) continue;
+            if (first) {
+              first = false;
+              this.timers.clearTimeout(timer);
+              if (frame.type === "welcome") resolve(frame);
+              else reject(new Error(`the event stream began with ${frame.type}, not welcome`));
+              continue;
+            }
+            this.onFrame(frame);
+          }
+        };
+        const readStream = async (stream) => {
+          const r = stream.getReader();
+          try {
+            for (; ; ) {
+              const { done, value } = await r.read();
+              if (done || this.closed) break;
+              text(decoder.decode(value, { stream: true }));
+            }
+          } catch (err) {
+            if (!this.closed) this.log("warn", `event stream broke: ${err && err.message}`);
+          }
           ended();
-        },
-        onerror: ended,
-        onabort: ended
+        };
+        const seeResponse = (res) => {
+          if (this.how === null && isStream(res.response)) {
+            this.how = "stream";
+            readStream(res.response);
+            return;
+          }
+          if (this.how === "stream") return;
+          const t = typeof res.responseText === "string" ? res.responseText : "";
+          if (t.length > seen) {
+            this.how = "text";
+            const fresh = t.slice(seen);
+            seen = t.length;
+            text(fresh);
+          }
+        };
+        const ended = () => {
+          this.timers.clearTimeout(timer);
+          if (first) {
+            first = false;
+            reject(new Error("GET /events ended before its first event"));
+            return;
+          }
+          if (!this.closed) {
+            this.close();
+            this.onClose();
+          }
+        };
+        this.events = this.gmRequest({
+          method: "GET",
+          url: `${this.hubUrl}/events`,
+          headers: { ...this.headers(), Accept: "text/event-stream" },
+          responseType: "stream",
+          onloadstart: seeResponse,
+          onreadystatechange: (res) => {
+            if (res.readyState >= 2) seeResponse(res);
+          },
+          onprogress: seeResponse,
+          onload: (res) => {
+            if (this.how !== "stream") {
+              seeResponse(res);
+              ended();
+            }
+          },
+          onerror: ended,
+          onabort: ended,
+          ontimeout: ended
+        });
+        this.watchdog = this.timers.setInterval(() => {
+          if (!first && Date.now() - lastByte > STREAM_SILENCE_MS) {
+            this.log("warn", "event stream silent: reconnecting");
+            this.closeStream();
+            ended();
+          }
+        }, 5e3);
       });
     }
     send(frame) {
@@ -2342,12 +2457,18 @@
       }, (err) => this.log("warn", err.message));
       return true;
     }
-    close() {
-      this.closed = true;
+    closeStream() {
+      const events = this.events;
+      this.events = null;
       try {
-        this.events?.abort?.();
+        events?.abort?.();
       } catch {
       }
+    }
+    close() {
+      this.closed = true;
+      if (this.watchdog) this.timers.clearInterval(this.watchdog);
+      this.closeStream();
     }
   };
 
@@ -2361,10 +2482,16 @@
      * @param {TabIdentity} o.identity    keeps client_id across reloads
      * @param {Function} o.WebSocketImpl  captured at document-start
      * @param {Function} o.gmRequest      GM_xmlhttpRequest, for the SSE fallback
+     * @param {string[]} [o.transports]   what this world can use, in order (default ws, sse)
+     * @param {() => Promise<object|null>} [o.wsCheck] null when nothing stands in a WebSocket's way;
+     *   else `{notice, openWithinMs}` (Local Network Access not granted): the WebSocket gets only
+     *   that long to open, since a pending permission prompt would hold it, and the notice is
+     *   shown when it fails
      */
     constructor(o) {
       this.o = o;
-      this.machine = new ReconnectMachine(o.policy, o.random);
+      const kinds = o.transports || ["ws", ...o.gmRequest ? ["sse"] : []];
+      this.machine = new ReconnectMachine(o.policy, o.random, kinds);
       this.transport = null;
       this.queue = [];
       this.welcome = null;
@@ -2391,6 +2518,7 @@
     async attempt() {
       const kind = this.machine.connect();
       if (!kind) return;
+      const caution = kind === "ws" && this.o.wsCheck && this.machine.usable.length > 1 ? await this.o.wsCheck() : null;
       this.emitState({ state: "connecting", transport: kind });
       const common = {
         hubUrl: this.o.hubUrl,
@@ -2399,7 +2527,7 @@
         onFrame: (frame) => this.dispatch(frame),
         onClose: () => this.lost(transport, "connection closed")
       };
-      const transport = kind === "ws" ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl }) : new SseTransport({ ...common, gmRequest: this.o.gmRequest });
+      const transport = kind === "ws" ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl, doc: this.o.doc, openWithinMs: caution?.openWithinMs }) : new SseTransport({ ...common, gmRequest: this.o.gmRequest });
       transport.heartbeatState = this.o.heartbeatState;
       this.transport = transport;
       try {
@@ -2416,6 +2544,8 @@
         this.dispatch(welcome);
         this.flush();
       } catch (err) {
+        if (err.refused) this.machine.block(kind);
+        if (caution?.notice) this.emitState({ notice: caution.notice });
         this.lost(transport, err.message);
       }
     }
@@ -2701,163 +2831,307 @@
     return "key";
   }
 
-  // src/core/intercept.js
-  function pageFunction(win, fn) {
-    return typeof exportFunction === "function" ? exportFunction(fn, win) : fn;
-  }
-  function absoluteUrl(win, url) {
-    try {
-      return new win.URL(String(url), win.location.href).href;
-    } catch {
-      return String(url);
-    }
-  }
-  function requestInfo(win, input, init3) {
-    const isRequest = input && typeof input === "object" && "url" in input && typeof input.clone === "function";
-    const url = absoluteUrl(win, isRequest ? input.url : input);
-    const method = String(init3 && init3.method || isRequest && input.method || "GET").toUpperCase();
-    return { url, method, isRequest };
-  }
-  async function bodyText(init3, input, isRequest) {
-    const body = init3 && init3.body;
-    if (typeof body === "string") return body;
-    if (body && typeof body === "object" && typeof body.toString === "function" && body.constructor?.name === "URLSearchParams") {
-      return body.toString();
-    }
-    if (body && typeof body.get === "function" && typeof body.entries === "function") {
-      return new URLSearchParams([...body.entries()].filter(([, v]) => typeof v === "string")).toString();
-    }
-    if (isRequest && !body) {
+  // src/core/page-hooks.js
+  function pageHooks(win, bridge, wrap) {
+    "use strict";
+    const absolute = (url) => {
       try {
-        return await input.clone().text();
-      } catch {
-        return null;
+        return new URL(String(url), win.location.href).href;
+      } catch (e) {
+        return String(url);
       }
+    };
+    const describe = (input, init3) => {
+      const isRequest = Boolean(input && typeof input === "object" && "url" in input && typeof input.clone === "function");
+      const method = String(init3 && init3.method || isRequest && input.method || "GET").toUpperCase();
+      return { url: absolute(isRequest ? input.url : input), method, isRequest };
+    };
+    const bodyText = async (input, init3, isRequest) => {
+      const body = init3 && init3.body;
+      if (typeof body === "string") return body;
+      if (body && typeof body === "object" && typeof body.entries === "function" && typeof body.get === "function") {
+        const pairs = [];
+        for (const [k, v] of body.entries()) if (typeof v === "string") pairs.push(`${encodeURIComponent(k)}=${encodeURIComponent(v)}`);
+        return pairs.join("&");
+      }
+      if (body && typeof body === "object" && typeof body.toString === "function" && String(body).includes("=")) return String(body);
+      if (isRequest && !body) {
+        try {
+          return await input.clone().text();
+        } catch (e) {
+          return null;
+        }
+      }
+      return null;
+    };
+    const origFetch = win.fetch;
+    if (typeof origFetch === "function") {
+      const readCopy = async (res, copy, info) => {
+        const sink = bridge.open({ ...info, status: res.status, contentType: res.headers.get("content-type") || "" });
+        if (!sink) return;
+        if (!copy.body) {
+          sink.end();
+          return;
+        }
+        const reader = copy.body.getReader();
+        try {
+          for (; ; ) {
+            const step = await reader.read();
+            if (step.done) break;
+            sink.push(step.value);
+          }
+          sink.end();
+        } catch (err) {
+          sink.fail(`stream interrupted: ${err && err.message}`);
+        }
+      };
+      const hooked = function fetch(input, init3) {
+        let info = null;
+        try {
+          info = describe(input, init3);
+          if (!bridge.matches(info.url, info.method)) info = null;
+        } catch (e) {
+          info = null;
+        }
+        const promise = origFetch.apply(this === void 0 || this === null ? win : this, arguments);
+        if (!info) return promise;
+        const body = bodyText(input, init3, info.isRequest);
+        promise.then(wrap((res) => {
+          let copy = null;
+          try {
+            copy = res.clone();
+          } catch (e) {
+            return;
+          }
+          body.then((requestBody) => readCopy(res, copy, { url: info.url, method: info.method, requestBody }), () => {
+          });
+        }), wrap((err) => {
+          body.then((requestBody) => {
+            const sink = bridge.open({ url: info.url, method: info.method, requestBody, status: 0, contentType: "" });
+            if (sink) sink.fail(`network error: ${err && err.message}`);
+          }, () => {
+          });
+        }));
+        return promise;
+      };
+      win.fetch = wrap(hooked);
     }
+    const XHR = win.XMLHttpRequest;
+    if (XHR && XHR.prototype) {
+      const proto = XHR.prototype;
+      const origOpen = proto.open;
+      const origSend = proto.send;
+      const pending = /* @__PURE__ */ new WeakMap();
+      const watch = (xhr, info) => {
+        let sink = null;
+        let offset = 0;
+        let finished = false;
+        const encoder = new TextEncoder();
+        const textual = () => xhr.responseType === "" || xhr.responseType === "text";
+        const open = () => {
+          if (!sink) sink = bridge.open({ ...info, status: xhr.status, contentType: xhr.getResponseHeader("content-type") || "" });
+          return sink;
+        };
+        const drain = () => {
+          if (!textual()) return;
+          const text = xhr.responseText;
+          if (text.length > offset) {
+            const fresh = text.slice(offset);
+            offset = text.length;
+            const s = open();
+            if (s) s.push(encoder.encode(fresh));
+          }
+        };
+        const finish = () => {
+          if (finished) return;
+          finished = true;
+          if (xhr.status === 0) {
+            const s2 = open();
+            if (s2) s2.fail("network error");
+            return;
+          }
+          if (textual()) drain();
+          else {
+            const s2 = open();
+            const r = xhr.response;
+            if (s2 && r && typeof r.byteLength === "number") s2.push(new Uint8Array(r));
+            else if (s2 && xhr.responseType === "json" && r != null) s2.push(encoder.encode(JSON.stringify(r)));
+          }
+          const s = open();
+          if (s) s.end();
+        };
+        xhr.addEventListener("readystatechange", wrap(() => {
+          if (xhr.readyState === 2) open();
+          else if (xhr.readyState === 3) drain();
+          else if (xhr.readyState === 4) finish();
+        }));
+        xhr.addEventListener("progress", wrap(drain));
+        xhr.addEventListener("abort", wrap(() => {
+          finished = true;
+          const s = open();
+          if (s) s.fail("request aborted");
+        }));
+      };
+      proto.open = wrap(function open(method, url) {
+        try {
+          const info = { url: absolute(url), method: String(method).toUpperCase() };
+          if (bridge.matches(info.url, info.method)) pending.set(this, info);
+          else pending.delete(this);
+        } catch (e) {
+        }
+        return origOpen.apply(this, arguments);
+      });
+      proto.send = wrap(function send(body) {
+        const info = pending.get(this);
+        if (info) {
+          try {
+            watch(this, { ...info, requestBody: typeof body === "string" ? body : null });
+          } catch (e) {
+          }
+        }
+        return origSend.apply(this, arguments);
+      });
+    }
+  }
+  function eventBridge(win, name) {
+    "use strict";
+    const doc = win.document;
+    const Custom = win.CustomEvent;
+    const dispatch = doc.dispatchEvent.bind(doc);
+    const stringify = JSON.stringify;
+    const fromCharCode = String.fromCharCode;
+    let next = 0;
+    const send = (msg, cancelable) => dispatch(new Custom(name, { detail: stringify(msg), cancelable: Boolean(cancelable) }));
+    const binary = (u8) => {
+      let s = "";
+      for (let i = 0; i < u8.length; i += 32768) s += fromCharCode.apply(null, u8.subarray(i, i + 32768));
+      return s;
+    };
+    return {
+      matches: (url, method) => !send({ op: "match", url, method }, true),
+      open(info) {
+        next += 1;
+        const id = next;
+        send({ op: "open", id, info });
+        return {
+          push: (u8) => send({ op: "data", id, bytes: binary(u8) }),
+          end: () => send({ op: "end", id }),
+          fail: (reason) => send({ op: "fail", id, reason: String(reason) })
+        };
+      },
+      ready: () => send({ op: "ready" })
+    };
+  }
+
+  // src/core/realm.js
+  function randomName() {
+    const bytes = new Uint8Array(12);
+    crypto.getRandomValues(bytes);
+    return `aicard-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  }
+  function toBytes2(binary) {
+    const out = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i += 1) out[i] = binary.charCodeAt(i) & 255;
+    return out;
+  }
+  function managerWorld(info) {
+    const i = info || {};
+    const said = String(i.injectInto || i.sandboxMode || i.script?.options?.inject_into || "").toLowerCase();
+    if (["page", "raw"].includes(said)) return "page";
+    if (["content", "js", "javascript", "dom", "isolated", "user_script"].includes(said)) return "isolated";
     return null;
   }
-  function installInterceptors(win, { matches, onStream, log }) {
-    patchFetch(win, matches, onStream, log);
-    patchXhr(win, matches, onStream, log);
+  function chooseMode({ win, ownWindow, exportFn, info, hasRuntime }) {
+    if (typeof exportFn === "function" && win !== ownWindow) return "xray";
+    const said = managerWorld(info);
+    if (said === "page") return "page";
+    if (said === "isolated" || hasRuntime) return "inject";
+    return "page";
   }
-  function patchFetch(win, matches, onStream, log) {
-    const original = win.fetch;
-    if (typeof original !== "function") return;
-    const wrapped = function fetch(input, init3) {
-      let info;
+  function installNetworkHooks({ win, bridge, log, env = {} }) {
+    const doc = win.document;
+    const late = doc.readyState !== "loading" || doc.scripts && doc.scripts.length > 0;
+    const exportFn = env.exportFunction ?? (typeof exportFunction === "function" ? exportFunction : void 0);
+    let info = env.info;
+    if (info === void 0) {
       try {
-        info = requestInfo(win, input, init3);
-        if (!matches(info.url, info.method)) info = null;
-      } catch (err) {
-        log("warn", `fetch match failed: ${err.message}`);
+        info = typeof GM_info === "object" ? GM_info : null;
+      } catch {
         info = null;
       }
-      if (!info) return original.apply(this, arguments);
-      const requestBody = bodyText(init3, input, info.isRequest);
-      return original.apply(this, arguments).then((res) => {
-        let copy = null;
-        try {
-          copy = res.clone();
-        } catch (err) {
-          log("warn", `cannot clone response: ${err.message}`);
+    }
+    const hasRuntime = env.hasRuntime ?? Boolean(globalThis.chrome?.runtime?.id);
+    let mode = chooseMode({ win, ownWindow: env.ownWindow ?? globalThis.window, exportFn, info, hasRuntime });
+    if (mode === "inject" && !injectHooks(doc, bridge, log)) {
+      log("warn", "page script injection refused; hooking from this world / 页面脚本注入被拒绝");
+      mode = "page";
+    }
+    if (mode === "xray") {
+      const wrap = (fn) => exportFn(fn, win);
+      const ours = {
+        matches: (url, method) => bridge.matches(String(url), String(method)),
+        open(meta) {
+          const sink = bridge.open(meta);
+          return sink && { push: (u8) => sink.push(new Uint8Array(u8)), end: () => sink.end(), fail: (r) => sink.fail(String(r)) };
         }
-        if (copy) requestBody.then((body) => readFetchCopy(res, copy, { ...info, requestBody: body }, onStream, log));
-        return res;
-      }, (err) => {
-        requestBody.then((body) => {
-          const sink = onStream({ ...info, status: 0, contentType: "", requestBody: body });
-          sink?.fail(`network error: ${err && err.message}`);
-        });
-        throw err;
-      });
-    };
-    win.fetch = pageFunction(win, wrapped);
-  }
-  async function readFetchCopy(res, copy, info, onStream, log) {
-    const sink = onStream({ ...info, status: res.status, contentType: res.headers.get("content-type") || "" });
-    if (!sink) return;
-    if (!copy.body) {
-      sink.end();
-      return;
+      };
+      pageHooks(win, ours, wrap);
+    } else if (mode === "page") {
+      pageHooks(win, bridge, (fn) => fn);
     }
-    const reader = copy.body.getReader();
-    try {
-      for (; ; ) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        sink.push(value);
-      }
-      sink.end();
-    } catch (err) {
-      sink.fail(`stream interrupted: ${err && err.message}`);
-    }
+    return { mode, late };
   }
-  function patchXhr(win, matches, onStream, log) {
-    const XHR = win.XMLHttpRequest;
-    if (!XHR) return;
-    const proto = XHR.prototype;
-    const originalOpen = proto.open;
-    const originalSend = proto.send;
-    const requests = /* @__PURE__ */ new WeakMap();
-    proto.open = pageFunction(win, function open(method, url) {
+  function injectHooks(doc, bridge, log) {
+    const name = randomName();
+    const sinks = /* @__PURE__ */ new Map();
+    let ready = false;
+    doc.addEventListener(name, (ev) => {
+      let msg;
       try {
-        const info = { url: absoluteUrl(win, url), method: String(method).toUpperCase() };
-        if (matches(info.url, info.method)) requests.set(this, info);
-        else requests.delete(this);
-      } catch (err) {
-        log("warn", `xhr match failed: ${err.message}`);
-      }
-      return originalOpen.apply(this, arguments);
-    });
-    proto.send = pageFunction(win, function send(body) {
-      const info = requests.get(this);
-      if (info) watchXhr(this, { ...info, requestBody: typeof body === "string" ? body : null }, onStream);
-      return originalSend.apply(this, arguments);
-    });
-  }
-  function watchXhr(xhr, info, onStream) {
-    const encoder = new TextEncoder();
-    let sink = null;
-    let offset = 0;
-    let finished = false;
-    const textual = () => xhr.responseType === "" || xhr.responseType === "text";
-    const open = () => {
-      if (!sink) {
-        sink = onStream({ ...info, status: xhr.status, contentType: xhr.getResponseHeader("content-type") || "" });
-      }
-      return sink;
-    };
-    const drain = () => {
-      if (!textual()) return;
-      const text = xhr.responseText;
-      if (text.length > offset) {
-        const fresh = text.slice(offset);
-        offset = text.length;
-        open()?.push(encoder.encode(fresh));
-      }
-    };
-    const finish = () => {
-      if (finished) return;
-      finished = true;
-      if (xhr.status === 0) {
-        open()?.fail("network error");
+        msg = JSON.parse(ev.detail);
+      } catch {
         return;
       }
-      if (textual()) drain();
-      else if (xhr.response instanceof ArrayBuffer) open()?.push(new Uint8Array(xhr.response));
-      else if (xhr.responseType === "json" && xhr.response != null) open()?.push(encoder.encode(JSON.stringify(xhr.response)));
-      open()?.end();
-    };
-    xhr.addEventListener("readystatechange", () => {
-      if (xhr.readyState === 2) open();
-      else if (xhr.readyState === 3) drain();
-      else if (xhr.readyState === 4) finish();
-    });
-    xhr.addEventListener("progress", drain);
-    xhr.addEventListener("abort", () => {
-      finished = true;
-      open()?.fail("request aborted");
-    });
+      if (!msg || typeof msg !== "object") return;
+      switch (msg.op) {
+        case "ready":
+          ready = true;
+          break;
+        case "match":
+          if (bridge.matches(String(msg.url), String(msg.method))) ev.preventDefault();
+          break;
+        case "open": {
+          const sink = bridge.open(msg.info || {});
+          if (sink) sinks.set(msg.id, sink);
+          break;
+        }
+        case "data":
+          sinks.get(msg.id)?.push(toBytes2(String(msg.bytes || "")));
+          break;
+        case "end":
+          sinks.get(msg.id)?.end();
+          sinks.delete(msg.id);
+          break;
+        case "fail":
+          sinks.get(msg.id)?.fail(String(msg.reason));
+          sinks.delete(msg.id);
+          break;
+        default:
+          break;
+      }
+      ev.stopImmediatePropagation();
+    }, true);
+    const code = `(${pageHooks.toString()})(window, (function () { var b = (${eventBridge.toString()})(window, ${JSON.stringify(name)}); b.ready(); return b; })(), function (f) { return f; });`;
+    try {
+      const script = doc.createElement("script");
+      script.textContent = code;
+      (doc.head || doc.documentElement).appendChild(script);
+      script.remove();
+    } catch (err) {
+      log("warn", `script injection failed: ${err.message}`);
+      return false;
+    }
+    return ready;
   }
 
   // src/core/panel.js
@@ -2880,7 +3154,13 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
 .flow { margin: 4px 0; } .bar { height: 5px; background: #e1e5ec; border-radius: 3px; margin: 2px 0; }
 .bar i { display: block; height: 100%; background: #3b7ddd; border-radius: 3px; }
 .muted { color: #7a8394; }
+.note { margin-top: 4px; padding: 3px 5px; background: #fff6d6; border-radius: 4px; color: #6b5200; }
 `;
+  var HOOK_NAMES = { page: "页面 page", inject: "注入 injected", xray: "沙箱 sandbox" };
+  function captureText({ mode, late, path }) {
+    const via = path === "dom" ? "页面文字 DOM (网络钩子没捕获到)" : path === "network" ? "网络 network" : "等待回复 waiting";
+    return `${via} · ${HOOK_NAMES[mode] || mode}${late ? " · 钩子较晚 late hooks" : ""}`;
+  }
   var ROLE_NAMES = { master: "总指挥 Master", foreman: "包工头 Foreman", worker: "工人 Worker" };
   var STATE_NAMES = {
     open: "已连接 connected",
@@ -2893,26 +3173,51 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   var Panel = class {
     constructor({ doc, hub, findInput: findInput2, version }) {
       Object.assign(this, { doc, hub, findInput: findInput2, version });
-      this.state = { hub: { state: "idle" }, role: null, label: null, task: null, result: null };
+      this.state = { hub: { state: "idle" }, role: null, label: null, task: null, result: null, capture: null };
       this.runs = /* @__PURE__ */ new Map();
+      this.output = /* @__PURE__ */ new Map();
+    }
+    el(tag, className, text) {
+      const e = this.doc.createElement(tag);
+      if (className) e.className = className;
+      if (text !== void 0) e.textContent = text;
+      return e;
+    }
+    /** The panel's CSS, adopted where the world allows it, else as `<style>` text. */
+    style(root) {
+      try {
+        const Sheet = this.doc.defaultView.CSSStyleSheet;
+        const sheet = new Sheet();
+        sheet.replaceSync(CSS);
+        root.adoptedStyleSheets = [sheet];
+        if (root.adoptedStyleSheets.length === 1) return;
+      } catch {
+      }
+      root.append(this.el("style", null, CSS));
     }
     mount() {
       const host = this.doc.createElement("aicard-panel");
       host.setAttribute("data-aicard-panel", "");
       this.root = host.attachShadow({ mode: "closed" });
-      this.root.innerHTML = `<style>${CSS}</style><div class="box" part="box">
-      <div class="head"><span class="dot"></span><b>AIcard</b><button class="fold" title="收起/展开 collapse">–</button></div>
-      <div class="body"></div></div>`;
-      this.box = this.root.querySelector(".box");
+      this.style(this.root);
+      this.box = this.el("div", "box");
+      this.box.setAttribute("part", "box");
+      const head = this.el("div", "head");
+      const fold = this.el("button", "fold", "–");
+      fold.title = "收起/展开 collapse";
+      this.dot = this.el("span", "dot");
+      head.append(this.dot, this.el("b", null, "AIcard"), fold);
+      this.body = this.el("div", "body");
+      this.box.append(head, this.body);
+      this.root.append(this.box);
       for (const [k, v] of Object.entries({ position: "fixed", "z-index": "2147483646", display: "block", width: "260px", margin: "0", padding: "0" })) {
         host.style.setProperty(k, v, "important");
       }
-      this.body = this.root.querySelector(".body");
       this.host = host;
       this.doc.documentElement.appendChild(host);
-      this.root.querySelector(".fold").addEventListener("click", () => this.box.classList.toggle("collapsed"));
+      fold.addEventListener("click", () => this.box.classList.toggle("collapsed"));
       this.body.addEventListener("click", (ev) => this.onClick(ev));
-      this.enableDrag(this.root.querySelector(".head"));
+      this.enableDrag(head);
       this.place(this.doc.defaultView.innerWidth - 272, 12);
       this.doc.defaultView.addEventListener("resize", () => this.place(this.pos.x, this.pos.y));
       this.doc.defaultView.setInterval(() => {
@@ -2982,6 +3287,16 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       Object.assign(this.state, patch);
       this.render();
     }
+    /** `cmd_output`: live output of a running command, shown until its `cmd_result`. */
+    commandOutput(frame) {
+      const id = frame.cmd_id || "";
+      const text = `${this.output.get(id)?.text || ""}${frame.chunk || ""}`;
+      this.output.set(id, { command: frame.command || "", text: text.slice(-400) });
+      this.render();
+    }
+    commandDone(id) {
+      if (this.output.delete(id || "")) this.render();
+    }
     /** Folds a `flow_event` into the run table. */
     flowEvent(ev) {
       const run = this.runs.get(ev.run_id) || { flow: ev.flow, state: "running", nodes: /* @__PURE__ */ new Map() };
@@ -3004,8 +3319,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
     render() {
       if (!this.body) return;
-      const { hub, role, label, task, result } = this.state;
-      this.root.querySelector(".dot").className = `dot ${hub.state}`;
+      const { hub, role, label, task, result, capture } = this.state;
+      this.dot.className = `dot ${hub.state}`;
+      this.mark({ state: hub.state, transport: hub.transport, capture: capture?.path, hooks: capture?.mode, role });
       const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ""}`;
       const rows = [
         this.row("连接 Hub", hubText + (hub.state === "waiting" && hub.error ? ` — ${hub.error}` : "")),
@@ -3013,6 +3329,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         this.row("标签 Label", label),
         this.row("任务 Task", task)
       ];
+      if (capture) rows.push(this.row("捕获 Capture", captureText(capture)));
+      if (hub.notice) rows.push(this.note(hub.notice));
+      for (const [, out] of this.output) rows.push(this.row(`⋯ ${out.command}`.slice(0, 30), out.text.slice(-120)));
       if (result) rows.push(this.row("结果 Result", result));
       this.body.replaceChildren(...rows);
       if (this.runs.size) this.body.append(this.renderFlows());
@@ -3046,6 +3365,16 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         wrap.append(el);
       }
       return wrap;
+    }
+    note(text) {
+      return this.el("div", "note", text);
+    }
+    /** The panel's state as attributes of its host, which every world (and a test) can read. */
+    mark(attrs) {
+      for (const [k, v] of Object.entries(attrs)) {
+        if (v === void 0 || v === null) this.host.removeAttribute(`data-${k}`);
+        else this.host.setAttribute(`data-${k}`, String(v));
+      }
     }
     button(act, text, flow) {
       const b = this.doc.createElement("button");
@@ -3192,8 +3521,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   var TURN_START_MS = 2e4;
   var DOM_FALLBACK_AFTER_MS = 8e3;
   var TaskRunner = class {
-    constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
-      Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange });
+    constructor({ doc, adapter, hub, capture, timers, log, onChange, seen }) {
+      Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange, seen });
       this.queue = [];
       this.current = null;
       this.awaitingTurn = null;
@@ -3210,6 +3539,11 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         if (this.current?.task_id === frame.task_id || this.queue.some((t) => t.task_id === frame.task_id)) return;
         this.queue.push({ kind: "task", ...frame });
       } else if (frame.type === "deliver") {
+        const id = frame.deliver_id;
+        if (id && (this.seen?.has(id) || this.current?.deliver_id === id || this.queue.some((j) => j.deliver_id === id))) {
+          this.log("info", `delivery ${id} already typed`);
+          return;
+        }
         this.queue.push({ kind: "deliver", ...frame });
       } else {
         return;
@@ -3342,6 +3676,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       } else {
         insertBlock(await this.locateInput(), text);
       }
+      if (job.deliver_id) this.seen?.add(job.deliver_id);
     }
   };
   var TaskWait = class {
@@ -3399,33 +3734,50 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   var VERSION = "0.1.0";
   function start(env) {
     const { win, gm } = env;
+    const own = env.ownWindow || win;
     const settings = new Settings(gm);
     const debug = Boolean(settings.get("debug", false));
     const log = (level, msg) => {
       if (debug || level === "error") (level === "error" ? console.error : console.debug)(`[AIcard] ${msg}`);
     };
-    const adapter = pickAdapter([...adapters, sim_adapter_default], win.location.hostname);
+    const adapter = pickAdapter([...adapters, sim_adapter_default], own.location.hostname);
     if (!adapter) return null;
+    if (own.top !== own) return null;
     const token = settings.adoptToken(EMBEDDED_TOKEN);
     const hubUrl = settings.adoptHubUrl(EMBEDDED_HUB_URL);
     const timers = {
-      setTimeout: win.setTimeout.bind(win),
-      clearTimeout: win.clearTimeout.bind(win),
-      setInterval: win.setInterval.bind(win),
-      clearInterval: win.clearInterval.bind(win)
+      setTimeout: own.setTimeout.bind(own),
+      clearTimeout: own.clearTimeout.bind(own),
+      setInterval: own.setInterval.bind(own),
+      clearInterval: own.clearInterval.bind(own)
     };
-    const doc = win.document;
+    const doc = own.document;
+    let capture = null;
+    const hooks = installNetworkHooks({
+      win,
+      log,
+      env: { ownWindow: own, exportFunction: env.exportFunction, info: gm.info },
+      bridge: {
+        matches: (url, method) => Boolean(capture?.matches(url, method)),
+        open: (meta) => capture?.begin(meta) ?? null
+      }
+    });
+    const sandboxed = hooks.mode === "xray";
     const hub = new HubClient({
       hubUrl,
-      identity: new TabIdentity(win.sessionStorage),
+      identity: new TabIdentity(own.sessionStorage),
       WebSocketImpl: env.WebSocketImpl,
       gmRequest: gm.xmlhttpRequest,
+      // Firefox's sandbox WebSocket says `Origin: null`, which the hub rightly refuses.
+      transports: [...env.WebSocketImpl && !sandboxed ? ["ws"] : [], ...gm.xmlhttpRequest ? ["sse"] : []],
+      wsCheck: () => localNetworkAccess(own.navigator),
+      doc,
       timers,
       log,
       helloFields: () => ({
         token,
         site: adapter.name,
-        url: win.location.href,
+        url: own.location.href,
         title: doc.title || void 0,
         label: settings.get("label", void 0),
         role: settings.get("role", void 0),
@@ -3434,13 +3786,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0) })
     });
     let runner = null;
-    const capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
-    installInterceptors(win, {
-      matches: (url, method) => capture.matches(url, method),
-      onStream: (meta) => capture.begin(meta),
-      log
-    });
+    capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
     const panel = new Panel({ doc, hub, version: VERSION, findInput: () => findInput(doc, adapter) });
+    panel.update({ capture: { mode: hooks.mode, late: hooks.late, path: null } });
     runner = new TaskRunner({
       doc,
       adapter,
@@ -3448,6 +3796,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       capture,
       timers,
       log,
+      seen: new DeliverySeen(own.sessionStorage),
       onChange: () => panel.update({ task: describeJob(runner.current, runner.queue.length) })
     });
     hub.on("state", (status) => panel.update({ hub: status, role: status.role || panel.state.role }));
@@ -3467,7 +3816,11 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
           runner.control(frame);
           panel.update({ result: `${frame.action}${frame.reason ? `: ${frame.reason}` : ""}` });
           break;
+        case "cmd_output":
+          panel.commandOutput(frame);
+          break;
         case "cmd_result":
+          panel.commandDone(frame.cmd_id);
           panel.update({ result: summarize(frame) });
           break;
         case "error":
@@ -3479,15 +3832,58 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     });
     capture.on((kind, turn, detail) => {
       if (kind === "trouble") panel.update({ result: `⚠ ${detail.reason}` });
+      if (kind === "turn_start") panel.update({ capture: { ...panel.state.capture, path: "network" } });
+      if (kind === "dom_turn_end") panel.update({ capture: { ...panel.state.capture, path: "dom" } });
     });
     watchPersonSubmits(doc, adapter, runner);
     hub.start();
     const mount = () => panel.mount();
     if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", mount, { once: true });
     else mount();
-    if (debug) installDebugHelpers(win, { hub, runner, capture, adapter, panel });
-    return { hub, capture, runner, panel, adapter };
+    if (debug) {
+      const wrap = sandboxed ? (fn) => env.exportFunction(fn, win, { allowCrossOriginArguments: false }) : void 0;
+      installDebugHelpers(win, { hub, runner, capture, adapter, panel, wrap });
+    }
+    return { hub, capture, runner, panel, adapter, hooks };
   }
+  async function localNetworkAccess(nav) {
+    for (const name of ["local-network-access", "loopback-network", "local-network"]) {
+      let state;
+      try {
+        state = (await nav.permissions.query({ name })).state;
+      } catch {
+        continue;
+      }
+      return state === "granted" ? null : { notice: LNA_NOTICE, openWithinMs: LNA_OPEN_MS };
+    }
+    return null;
+  }
+  var LNA_OPEN_MS = 1500;
+  var LNA_NOTICE = `本机网络访问未允许：改用脚本管理器的通道 (SSE)。点地址栏的"允许访问本地网络"可用更快的 WebSocket。 / Local Network Access not allowed: using the userscript manager's channel (SSE). Allow "local network access" for this site to use the faster WebSocket.`;
+  var DeliverySeen = class {
+    constructor(store) {
+      this.store = store;
+      this.key = "aicard.delivered";
+    }
+    ids() {
+      try {
+        return JSON.parse(this.store.getItem(this.key) || "[]");
+      } catch {
+        return [];
+      }
+    }
+    has(id) {
+      return this.ids().includes(id);
+    }
+    add(id) {
+      const ids = this.ids().filter((x) => x !== id);
+      ids.push(id);
+      try {
+        this.store.setItem(this.key, JSON.stringify(ids.slice(-200)));
+      } catch {
+      }
+    }
+  };
   function describeJob(job, queued) {
     if (!job) return queued ? `排队 queued ${queued}` : "空闲 idle";
     const what = job.kind === "task" ? `${job.task_id}: ${job.prompt}` : `deliver: ${job.text}`;
@@ -3520,16 +3916,23 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   // src/userscript.js
   function grants() {
     const memory = /* @__PURE__ */ new Map();
+    const asyncGm = typeof GM === "object" && GM ? GM : null;
+    let request = null;
+    if (typeof GM_xmlhttpRequest === "function") request = GM_xmlhttpRequest;
+    else if (asyncGm && typeof asyncGm.xmlHttpRequest === "function") request = (d) => asyncGm.xmlHttpRequest(d);
     return {
       getValue: typeof GM_getValue === "function" ? GM_getValue : (k, d) => memory.has(k) ? memory.get(k) : d,
       setValue: typeof GM_setValue === "function" ? GM_setValue : (k, v) => memory.set(k, v),
-      xmlhttpRequest: typeof GM_xmlhttpRequest === "function" ? GM_xmlhttpRequest : null
+      xmlhttpRequest: request,
+      info: typeof GM_info === "object" ? GM_info : null
     };
   }
   start({
     win: typeof unsafeWindow !== "undefined" ? unsafeWindow : window,
-    // The script's own WebSocket (isolated world under Tampermonkey), captured before page code runs.
+    ownWindow: window,
+    // This world's WebSocket, captured before page code runs (the page's own in the page world).
     WebSocketImpl: window.WebSocket,
+    exportFunction: typeof exportFunction === "function" ? exportFunction : void 0,
     gm: grants()
   });
 })();

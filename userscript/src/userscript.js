@@ -1,22 +1,30 @@
 /**
- * Bundle entry: collects what the userscript manager grants (GM_* functions, unsafeWindow) and
- * starts AIcard. Inside the bundle's IIFE, so none of this reaches the page's globals.
+ * Bundle entry: collects what the userscript manager grants (GM_* functions, unsafeWindow, the
+ * world it put us in) and starts AIcard. Inside the bundle's IIFE, so none of this reaches the
+ * page's globals.
  */
-/* global GM_getValue, GM_setValue, GM_xmlhttpRequest, unsafeWindow */
+/* global GM, GM_getValue, GM_setValue, GM_xmlhttpRequest, GM_info, unsafeWindow, exportFunction */
 import { start } from './core/main.js';
 
 function grants() {
   const memory = new Map();
+  const asyncGm = typeof GM === 'object' && GM ? GM : null;
+  let request = null;
+  if (typeof GM_xmlhttpRequest === 'function') request = GM_xmlhttpRequest;
+  else if (asyncGm && typeof asyncGm.xmlHttpRequest === 'function') request = (d) => asyncGm.xmlHttpRequest(d);
   return {
     getValue: typeof GM_getValue === 'function' ? GM_getValue : (k, d) => (memory.has(k) ? memory.get(k) : d),
     setValue: typeof GM_setValue === 'function' ? GM_setValue : (k, v) => memory.set(k, v),
-    xmlhttpRequest: typeof GM_xmlhttpRequest === 'function' ? GM_xmlhttpRequest : null,
+    xmlhttpRequest: request,
+    info: typeof GM_info === 'object' ? GM_info : null,
   };
 }
 
 start({
   win: typeof unsafeWindow !== 'undefined' ? unsafeWindow : window,
-  // The script's own WebSocket (isolated world under Tampermonkey), captured before page code runs.
+  ownWindow: window,
+  // This world's WebSocket, captured before page code runs (the page's own in the page world).
   WebSocketImpl: window.WebSocket,
+  exportFunction: typeof exportFunction === 'function' ? exportFunction : undefined,
   gm: grants(),
 });

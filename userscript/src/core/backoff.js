@@ -9,7 +9,6 @@ export const DEFAULT_POLICY = Object.freeze({
   factor: 2,          // each failed attempt multiplies the wait
   maxMs: 30_000,      // never wait longer than this
   jitter: 0.5,        // fraction of the delay that is randomised (0 = none, 1 = full jitter)
-  switchAfter: 2,     // consecutive never-opened failures of one transport before trying the other
 });
 
 /**
@@ -27,20 +26,30 @@ export function backoffDelay(attempt, policy = DEFAULT_POLICY, random = Math.ran
 
 /**
  * The reconnect state machine. States: `idle` → `connecting` → `open` → (`waiting` →
- * `connecting`)* … `stopped`. Transports: `ws` first; a transport that fails `switchAfter`
- * times in a row without ever opening makes the machine try the other one (Chrome's Local
- * Network Access prompt denied blocks the WebSocket but not GM_xmlhttpRequest). A transport
- * that has opened once is kept: its later failures mean the hub is down, not blocked.
+ * `connecting`)* … `stopped`. Transports are tried in the order given (`ws` first when the page
+ * may open one, then `sse`: SSE + POST through GM_xmlhttpRequest). A transport that fails
+ * without ever having opened hands over to the next one **at once** (no waiting on a refused
+ * WebSocket); only when every transport failed in a row does the machine back off. A transport
+ * that has opened once is kept, with backoff: its later failures mean the hub is down, not that
+ * the way is blocked. `block(kind)` drops a transport for the rest of the page's life (the
+ * page's CSP refused it, or Local Network Access is not granted); the last one is never dropped.
  */
 export class ReconnectMachine {
-  constructor(policy = DEFAULT_POLICY, random = Math.random) {
+  constructor(policy = DEFAULT_POLICY, random = Math.random, transports = ['ws', 'sse']) {
     this.policy = { ...DEFAULT_POLICY, ...policy };
     this.random = random;
     this.state = 'idle';
-    this.transport = 'ws';
+    this.order = transports.length ? [...transports] : ['ws'];
+    this.blocked = new Set();
+    this.transport = this.order[0];
     this.attempt = 0;
-    this.failuresWithoutOpen = 0;
-    this.opened = { ws: false, sse: false };
+    this.tried = new Set();
+    this.opened = Object.fromEntries(this.order.map((t) => [t, false]));
+  }
+
+  /** Transports still allowed, in order. */
+  get usable() {
+    return this.order.filter((t) => !this.blocked.has(t));
   }
 
   /** Begin (or retry) a connection. Returns the transport to use. */
@@ -50,13 +59,19 @@ export class ReconnectMachine {
     return this.transport;
   }
 
-  /** The current transport said hello and got a welcome. */
+  /** The current transport proved it receives (its welcome arrived). */
   open() {
     if (this.state === 'stopped') return;
     this.state = 'open';
     this.attempt = 0;
-    this.failuresWithoutOpen = 0;
+    this.tried.clear();
     this.opened[this.transport] = true;
+  }
+
+  /** Never use `kind` again on this page (unless it is the only one left). */
+  block(kind) {
+    if (this.usable.length > 1 || !this.usable.includes(kind)) this.blocked.add(kind);
+    if (this.blocked.has(this.transport)) this.transport = this.usable[0];
   }
 
   /**
@@ -66,16 +81,19 @@ export class ReconnectMachine {
   lost() {
     if (this.state === 'stopped') return null;
     const wasOpen = this.state === 'open';
+    this.state = 'waiting';
     if (!wasOpen && !this.opened[this.transport]) {
-      this.failuresWithoutOpen += 1;
-      if (this.failuresWithoutOpen >= this.policy.switchAfter) {
-        this.transport = this.transport === 'ws' ? 'sse' : 'ws';
-        this.failuresWithoutOpen = 0;
+      this.tried.add(this.transport);
+      const next = this.usable.find((t) => !this.tried.has(t));
+      if (next) {
+        this.transport = next;
+        return { delayMs: 0, transport: next };
       }
+      this.tried.clear();
+      this.transport = this.usable[0];
     }
     const delayMs = backoffDelay(this.attempt, this.policy, this.random);
     this.attempt += 1;
-    this.state = 'waiting';
     return { delayMs, transport: this.transport };
   }
 

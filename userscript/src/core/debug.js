@@ -4,7 +4,7 @@
  */
 import { userInput } from './protocol.js';
 
-export function installDebugHelpers(win, { hub, runner, capture, adapter, panel }) {
+export function installDebugHelpers(win, { hub, runner, capture, adapter, panel, wrap = (fn) => fn }) {
   const helpers = {
     /** Types `text` into the box and sends it, as a `deliver` with auto_send would. */
     mcpAutoSend: (text) => runner.handle({ type: 'deliver', text: String(text), auto_send: true }),
@@ -40,5 +40,5 @@ export function installDebugHelpers(win, { hub, runner, capture, adapter, panel 
     /** The panel's text, position and buttons. */
     mcpPanel: () => panel.describe(),
   };
-  for (const [name, fn] of Object.entries(helpers)) win[name] = fn;
+  for (const [name, fn] of Object.entries(helpers)) win[name] = wrap(fn);
 }

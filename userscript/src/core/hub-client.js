@@ -1,6 +1,8 @@
 /**
  * The tab's connection to the hub: picks a transport, says hello (resuming the tab's client id),
- * queues frames while disconnected, and reconnects with backoff through ReconnectMachine.
+ * queues frames while disconnected, and reconnects with backoff through ReconnectMachine. Its
+ * `status` is the truth the panel shows: `open` only once a hub frame arrived over the channel
+ * that carries the hub's frames.
  */
 import { ReconnectMachine } from './backoff.js';
 import { SseTransport, WebSocketTransport } from './transports.js';
@@ -15,10 +17,16 @@ export class HubClient {
    * @param {TabIdentity} o.identity    keeps client_id across reloads
    * @param {Function} o.WebSocketImpl  captured at document-start
    * @param {Function} o.gmRequest      GM_xmlhttpRequest, for the SSE fallback
+   * @param {string[]} [o.transports]   what this world can use, in order (default ws, sse)
+   * @param {() => Promise<object|null>} [o.wsCheck] null when nothing stands in a WebSocket's way;
+   *   else `{notice, openWithinMs}` (Local Network Access not granted): the WebSocket gets only
+   *   that long to open, since a pending permission prompt would hold it, and the notice is
+   *   shown when it fails
    */
   constructor(o) {
     this.o = o;
-    this.machine = new ReconnectMachine(o.policy, o.random);
+    const kinds = o.transports || ['ws', ...(o.gmRequest ? ['sse'] : [])];
+    this.machine = new ReconnectMachine(o.policy, o.random, kinds);
     this.transport = null;
     this.queue = [];
     this.welcome = null;
@@ -50,6 +58,7 @@ export class HubClient {
   async attempt() {
     const kind = this.machine.connect();
     if (!kind) return;
+    const caution = kind === 'ws' && this.o.wsCheck && this.machine.usable.length > 1 ? await this.o.wsCheck() : null;
     this.emitState({ state: 'connecting', transport: kind });
     const common = {
       hubUrl: this.o.hubUrl,
@@ -59,7 +68,7 @@ export class HubClient {
       onClose: () => this.lost(transport, 'connection closed'),
     };
     const transport = kind === 'ws'
-      ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl })
+      ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl, doc: this.o.doc, openWithinMs: caution?.openWithinMs })
       : new SseTransport({ ...common, gmRequest: this.o.gmRequest });
     transport.heartbeatState = this.o.heartbeatState;
     this.transport = transport;
@@ -74,6 +83,8 @@ export class HubClient {
       this.dispatch(welcome);
       this.flush();
     } catch (err) {
+      if (err.refused) this.machine.block(kind);
+      if (caution?.notice) this.emitState({ notice: caution.notice });
       this.lost(transport, err.message);
     }
   }

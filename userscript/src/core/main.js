@@ -1,8 +1,13 @@
 /**
  * Entry point of the AIcard userscript (runs at document-start in every supported chat tab):
- * picks the site adapter, installs network capture before the site's code runs, connects to the
- * hub, and wires tasks, deliveries and the panel together. Bundled as one IIFE, so nothing here
- * becomes a page global.
+ * picks the site adapter, installs network capture in the page's realm before the site's code
+ * runs (whatever world the manager chose: `realm.js`), connects to the hub over the best way
+ * this world allows, and wires tasks, deliveries and the panel together. Bundled as one IIFE,
+ * so nothing here becomes a page global.
+ *
+ * Two windows: `win` is the page's (the manager's `unsafeWindow`), used only for the network
+ * hooks; `own` is this world's, used for the DOM, timers and storage, so every callback we hand
+ * the browser is one it may call from here (Firefox's sandbox cannot give the page ours).
  */
 import { adapters as siteAdapters } from '../adapters/index.js';
 import simAdapter from '../core-test-site/sim-adapter.js';
@@ -11,7 +16,7 @@ import { TurnCapture } from './capture.js';
 import { installDebugHelpers } from './debug.js';
 import { HubClient } from './hub-client.js';
 import { findInput, readInput, findSendButton } from './input.js';
-import { installInterceptors } from './intercept.js';
+import { installNetworkHooks } from './realm.js';
 import { Panel } from './panel.js';
 import { Settings, TabIdentity } from './storage.js';
 import { TaskRunner } from './tasks.js';
@@ -23,32 +28,52 @@ const VERSION = process.env.AICARD_VERSION;
 
 export function start(env) {
   const { win, gm } = env;
+  const own = env.ownWindow || win;
   const settings = new Settings(gm);
   const debug = Boolean(settings.get('debug', false));
   const log = (level, msg) => {
     if (debug || level === 'error') (level === 'error' ? console.error : console.debug)(`[AIcard] ${msg}`);
   };
-  const adapter = pickAdapter([...siteAdapters, simAdapter], win.location.hostname);
+  const adapter = pickAdapter([...siteAdapters, simAdapter], own.location.hostname);
   if (!adapter) return null;
+  if (own.top !== own) return null; // chat tabs only, never their frames
 
   const token = settings.adoptToken(EMBEDDED_TOKEN);
   const hubUrl = settings.adoptHubUrl(EMBEDDED_HUB_URL);
   const timers = {
-    setTimeout: win.setTimeout.bind(win), clearTimeout: win.clearTimeout.bind(win),
-    setInterval: win.setInterval.bind(win), clearInterval: win.clearInterval.bind(win),
+    setTimeout: own.setTimeout.bind(own), clearTimeout: own.clearTimeout.bind(own),
+    setInterval: own.setInterval.bind(own), clearInterval: own.clearInterval.bind(own),
   };
-  const doc = win.document;
+  const doc = own.document;
+
+  // Network capture first: the earlier, the fewer of the site's requests escape it.
+  let capture = null;
+  const hooks = installNetworkHooks({
+    win,
+    log,
+    env: { ownWindow: own, exportFunction: env.exportFunction, info: gm.info },
+    bridge: {
+      matches: (url, method) => Boolean(capture?.matches(url, method)),
+      open: (meta) => capture?.begin(meta) ?? null,
+    },
+  });
+
+  const sandboxed = hooks.mode === 'xray';
   const hub = new HubClient({
     hubUrl,
-    identity: new TabIdentity(win.sessionStorage),
+    identity: new TabIdentity(own.sessionStorage),
     WebSocketImpl: env.WebSocketImpl,
     gmRequest: gm.xmlhttpRequest,
+    // Firefox's sandbox WebSocket says `Origin: null`, which the hub rightly refuses.
+    transports: [...(env.WebSocketImpl && !sandboxed ? ['ws'] : []), ...(gm.xmlhttpRequest ? ['sse'] : [])],
+    wsCheck: () => localNetworkAccess(own.navigator),
+    doc,
     timers,
     log,
     helloFields: () => ({
       token,
       site: adapter.name,
-      url: win.location.href,
+      url: own.location.href,
       title: doc.title || undefined,
       label: settings.get('label', undefined),
       role: settings.get('role', undefined),
@@ -58,15 +83,12 @@ export function start(env) {
   });
 
   let runner = null;
-  const capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
-  installInterceptors(win, {
-    matches: (url, method) => capture.matches(url, method),
-    onStream: (meta) => capture.begin(meta),
-    log,
-  });
+  capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
   const panel = new Panel({ doc, hub, version: VERSION, findInput: () => findInput(doc, adapter) });
+  panel.update({ capture: { mode: hooks.mode, late: hooks.late, path: null } });
   runner = new TaskRunner({
     doc, adapter, hub, capture, timers, log,
+    seen: new DeliverySeen(own.sessionStorage),
     onChange: () => panel.update({ task: describeJob(runner.current, runner.queue.length) }),
   });
 
@@ -77,13 +99,16 @@ export function start(env) {
       case 'task': case 'deliver': runner.handle(frame); break;
       case 'flow_event': panel.flowEvent(frame); break;
       case 'flow_control': runner.control(frame); panel.update({ result: `${frame.action}${frame.reason ? `: ${frame.reason}` : ''}` }); break;
-      case 'cmd_result': panel.update({ result: summarize(frame) }); break;
+      case 'cmd_output': panel.commandOutput(frame); break;
+      case 'cmd_result': panel.commandDone(frame.cmd_id); panel.update({ result: summarize(frame) }); break;
       case 'error': log('warn', `hub error ${frame.code}: ${frame.message}`); break;
       default: break;
     }
   });
   capture.on((kind, turn, detail) => {
     if (kind === 'trouble') panel.update({ result: `⚠ ${detail.reason}` });
+    if (kind === 'turn_start') panel.update({ capture: { ...panel.state.capture, path: 'network' } });
+    if (kind === 'dom_turn_end') panel.update({ capture: { ...panel.state.capture, path: 'dom' } });
   });
   watchPersonSubmits(doc, adapter, runner);
   hub.start();
@@ -91,8 +116,58 @@ export function start(env) {
   const mount = () => panel.mount();
   if (doc.readyState === 'loading') doc.addEventListener('DOMContentLoaded', mount, { once: true });
   else mount();
-  if (debug) installDebugHelpers(win, { hub, runner, capture, adapter, panel });
-  return { hub, capture, runner, panel, adapter };
+  if (debug) {
+    const wrap = sandboxed ? (fn) => env.exportFunction(fn, win, { allowCrossOriginArguments: false }) : undefined;
+    installDebugHelpers(win, { hub, runner, capture, adapter, panel, wrap });
+  }
+  return { hub, capture, runner, panel, adapter, hooks };
+}
+
+/**
+ * Chrome's Local Network Access (Chrome 142 for fetch, 147 for WebSockets): a public page may
+ * reach 127.0.0.1 only after the person allowed it. null when it is granted (or the browser has
+ * no such permission). Otherwise the WebSocket is still tried, since a page on a private address
+ * needs no grant and the state says nothing about that, but only briefly: a pending prompt
+ * would hold it, and the SSE channel does not need the grant.
+ */
+async function localNetworkAccess(nav) {
+  for (const name of ['local-network-access', 'loopback-network', 'local-network']) {
+    let state;
+    try {
+      state = (await nav.permissions.query({ name })).state;
+    } catch {
+      continue; // this browser does not know the name
+    }
+    return state === 'granted' ? null : { notice: LNA_NOTICE, openWithinMs: LNA_OPEN_MS };
+  }
+  return null;
+}
+
+const LNA_OPEN_MS = 1500;
+
+const LNA_NOTICE = '本机网络访问未允许：改用脚本管理器的通道 (SSE)。点地址栏的"允许访问本地网络"可用更快的 WebSocket。'
+  + ' / Local Network Access not allowed: using the userscript manager\'s channel (SSE). Allow "local network access" for this site to use the faster WebSocket.';
+
+/** Ids of the deliveries this tab already typed, kept across reloads (sessionStorage). */
+class DeliverySeen {
+  constructor(store) {
+    this.store = store;
+    this.key = 'aicard.delivered';
+  }
+
+  ids() {
+    try { return JSON.parse(this.store.getItem(this.key) || '[]'); } catch { return []; }
+  }
+
+  has(id) {
+    return this.ids().includes(id);
+  }
+
+  add(id) {
+    const ids = this.ids().filter((x) => x !== id);
+    ids.push(id);
+    try { this.store.setItem(this.key, JSON.stringify(ids.slice(-200))); } catch { /* storage off */ }
+  }
 }
 
 function describeJob(job, queued) {

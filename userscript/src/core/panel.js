@@ -3,6 +3,11 @@
  * master tab the running flows with pause/stop buttons. Lives in a closed shadow root so page CSS
  * cannot break it and page scripts cannot read it; draggable, collapsible, and it moves itself
  * out of the way of the input box.
+ *
+ * Built with DOM calls only (no HTML strings: Trusted Types pages such as Gemini refuse them),
+ * styled by a constructed stylesheet (not subject to the page's `style-src`), or a `<style>`
+ * element where a world cannot adopt one. Its host element carries `data-state`,
+ * `data-transport`, `data-capture` and `data-hooks`, the truth in a form every world can read.
  */
 import { userInput } from './protocol.js';
 
@@ -25,7 +30,15 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
 .flow { margin: 4px 0; } .bar { height: 5px; background: #e1e5ec; border-radius: 3px; margin: 2px 0; }
 .bar i { display: block; height: 100%; background: #3b7ddd; border-radius: 3px; }
 .muted { color: #7a8394; }
+.note { margin-top: 4px; padding: 3px 5px; background: #fff6d6; border-radius: 4px; color: #6b5200; }
 `;
+
+const HOOK_NAMES = { page: '页面 page', inject: '注入 injected', xray: '沙箱 sandbox' };
+
+function captureText({ mode, late, path }) {
+  const via = path === 'dom' ? '页面文字 DOM (网络钩子没捕获到)' : path === 'network' ? '网络 network' : '等待回复 waiting';
+  return `${via} · ${HOOK_NAMES[mode] || mode}${late ? ' · 钩子较晚 late hooks' : ''}`;
+}
 
 const ROLE_NAMES = { master: '总指挥 Master', foreman: '包工头 Foreman', worker: '工人 Worker' };
 const STATE_NAMES = {
@@ -37,28 +50,54 @@ const DONE_STATES = new Set(['completed', 'failed', 'skipped', 'cancelled']);
 export class Panel {
   constructor({ doc, hub, findInput, version }) {
     Object.assign(this, { doc, hub, findInput, version });
-    this.state = { hub: { state: 'idle' }, role: null, label: null, task: null, result: null };
+    this.state = { hub: { state: 'idle' }, role: null, label: null, task: null, result: null, capture: null };
     this.runs = new Map();
+    this.output = new Map(); // cmd_id → live output of a running command
+  }
+
+  el(tag, className, text) {
+    const e = this.doc.createElement(tag);
+    if (className) e.className = className;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  /** The panel's CSS, adopted where the world allows it, else as `<style>` text. */
+  style(root) {
+    try {
+      const Sheet = this.doc.defaultView.CSSStyleSheet;
+      const sheet = new Sheet();
+      sheet.replaceSync(CSS);
+      root.adoptedStyleSheets = [sheet];
+      if (root.adoptedStyleSheets.length === 1) return;
+    } catch { /* a sandbox that cannot hand the page our array, or no constructable sheets */ }
+    root.append(this.el('style', null, CSS));
   }
 
   mount() {
     const host = this.doc.createElement('aicard-panel');
     host.setAttribute('data-aicard-panel', '');
     this.root = host.attachShadow({ mode: 'closed' });
-    this.root.innerHTML = `<style>${CSS}</style><div class="box" part="box">
-      <div class="head"><span class="dot"></span><b>AIcard</b><button class="fold" title="收起/展开 collapse">–</button></div>
-      <div class="body"></div></div>`;
-    this.box = this.root.querySelector('.box');
+    this.style(this.root);
+    this.box = this.el('div', 'box');
+    this.box.setAttribute('part', 'box');
+    const head = this.el('div', 'head');
+    const fold = this.el('button', 'fold', '–');
+    fold.title = '收起/展开 collapse';
+    this.dot = this.el('span', 'dot');
+    head.append(this.dot, this.el('b', null, 'AIcard'), fold);
+    this.body = this.el('div', 'body');
+    this.box.append(head, this.body);
+    this.root.append(this.box);
     // The host is the positioned element (inline !important: page CSS cannot move or hide it).
     for (const [k, v] of Object.entries({ position: 'fixed', 'z-index': '2147483646', display: 'block', width: '260px', margin: '0', padding: '0' })) {
       host.style.setProperty(k, v, 'important');
     }
-    this.body = this.root.querySelector('.body');
     this.host = host;
     this.doc.documentElement.appendChild(host);
-    this.root.querySelector('.fold').addEventListener('click', () => this.box.classList.toggle('collapsed'));
+    fold.addEventListener('click', () => this.box.classList.toggle('collapsed'));
     this.body.addEventListener('click', (ev) => this.onClick(ev));
-    this.enableDrag(this.root.querySelector('.head'));
+    this.enableDrag(head);
     this.place(this.doc.defaultView.innerWidth - 272, 12);
     this.doc.defaultView.addEventListener('resize', () => this.place(this.pos.x, this.pos.y));
     // Frameworks that hydrate the whole document may drop unknown nodes: put the panel back.
@@ -133,6 +172,18 @@ export class Panel {
     this.render();
   }
 
+  /** `cmd_output`: live output of a running command, shown until its `cmd_result`. */
+  commandOutput(frame) {
+    const id = frame.cmd_id || '';
+    const text = `${this.output.get(id)?.text || ''}${frame.chunk || ''}`;
+    this.output.set(id, { command: frame.command || '', text: text.slice(-400) });
+    this.render();
+  }
+
+  commandDone(id) {
+    if (this.output.delete(id || '')) this.render();
+  }
+
   /** Folds a `flow_event` into the run table. */
   flowEvent(ev) {
     const run = this.runs.get(ev.run_id) || { flow: ev.flow, state: 'running', nodes: new Map() };
@@ -157,8 +208,9 @@ export class Panel {
 
   render() {
     if (!this.body) return;
-    const { hub, role, label, task, result } = this.state;
-    this.root.querySelector('.dot').className = `dot ${hub.state}`;
+    const { hub, role, label, task, result, capture } = this.state;
+    this.dot.className = `dot ${hub.state}`;
+    this.mark({ state: hub.state, transport: hub.transport, capture: capture?.path, hooks: capture?.mode, role });
     const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ''}`;
     const rows = [
       this.row('连接 Hub', hubText + (hub.state === 'waiting' && hub.error ? ` — ${hub.error}` : '')),
@@ -166,6 +218,9 @@ export class Panel {
       this.row('标签 Label', label),
       this.row('任务 Task', task),
     ];
+    if (capture) rows.push(this.row('捕获 Capture', captureText(capture)));
+    if (hub.notice) rows.push(this.note(hub.notice));
+    for (const [, out] of this.output) rows.push(this.row(`⋯ ${out.command}`.slice(0, 30), out.text.slice(-120)));
     if (result) rows.push(this.row('结果 Result', result));
     this.body.replaceChildren(...rows);
     // The hub sends flow_event only to the master of a run, whatever role the tab had before.
@@ -198,6 +253,18 @@ export class Panel {
       wrap.append(el);
     }
     return wrap;
+  }
+
+  note(text) {
+    return this.el('div', 'note', text);
+  }
+
+  /** The panel's state as attributes of its host, which every world (and a test) can read. */
+  mark(attrs) {
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === undefined || v === null) this.host.removeAttribute(`data-${k}`);
+      else this.host.setAttribute(`data-${k}`, String(v));
+    }
   }
 
   button(act, text, flow) {

@@ -11,7 +11,7 @@ export const TASK_STATES = Object.freeze(['accepted', 'sent', 'streaming', 'done
 
 /** Frame types the hub may send to a tab (SPEC §2 "Hub → client"). */
 export const HUB_FRAME_TYPES = Object.freeze([
-  'welcome', 'cmd_result', 'task', 'deliver', 'flow_control', 'flow_event', 'ack', 'error', 'heartbeat',
+  'welcome', 'cmd_result', 'cmd_output', 'task', 'deliver', 'flow_control', 'flow_event', 'ack', 'error', 'heartbeat',
 ]);
 
 /** Copies only the defined optional fields, so frames never carry `null` placeholders. */
@@ -60,6 +60,14 @@ export function userInput(text) {
 export function taskUpdate(taskId, state, error) {
   if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
   return withOptional({ type: 'task_update', task_id: taskId, state }, { error });
+}
+
+/**
+ * `ack` — the tab received `received` (over SSE: the event stream's first event, `welcome`;
+ * the hub attaches the stream only then, so a stream the manager buffers never takes tasks).
+ */
+export function ack(received) {
+  return { type: 'ack', received };
 }
 
 /** App heartbeat on the `/heartbeat` socket (HELPERS.md). */

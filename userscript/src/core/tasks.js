@@ -14,8 +14,8 @@ const TURN_START_MS = 20_000;
 const DOM_FALLBACK_AFTER_MS = 8_000;
 
 export class TaskRunner {
-  constructor({ doc, adapter, hub, capture, timers, log, onChange }) {
-    Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange });
+  constructor({ doc, adapter, hub, capture, timers, log, onChange, seen }) {
+    Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange, seen });
     this.queue = [];
     this.current = null;
     this.awaitingTurn = null;
@@ -33,6 +33,12 @@ export class TaskRunner {
       if (this.current?.task_id === frame.task_id || this.queue.some((t) => t.task_id === frame.task_id)) return;
       this.queue.push({ kind: 'task', ...frame });
     } else if (frame.type === 'deliver') {
+      // A hub that crashed after sending may send a delivery again: type it once.
+      const id = frame.deliver_id;
+      if (id && (this.seen?.has(id) || this.current?.deliver_id === id || this.queue.some((j) => j.deliver_id === id))) {
+        this.log('info', `delivery ${id} already typed`);
+        return;
+      }
       this.queue.push({ kind: 'deliver', ...frame });
     } else {
       return;
@@ -175,6 +181,7 @@ export class TaskRunner {
     } else {
       insertBlock(await this.locateInput(), text);
     }
+    if (job.deliver_id) this.seen?.add(job.deliver_id);
   }
 }
 

@@ -1,17 +1,34 @@
 /**
  * The two ways a tab talks to the hub. Both take the same callbacks so the hub client does not
- * care which one is in use:
- *   - WebSocketTransport: `WS /realtime` (+ `WS /heartbeat` for app heartbeats);
- *   - SseTransport: `POST /send` + `GET /events` through GM_xmlhttpRequest, for when the
- *     page may not open a WebSocket to localhost (Chrome's Local Network Access denied).
+ * care which one is in use, and both resolve `open()` only once a frame from the hub has really
+ * arrived over the channel that will carry the hub's frames (SPEC §9: a tab that cannot receive
+ * is never reported connected):
+ *   - WebSocketTransport: `WS /realtime` (+ `WS /heartbeat` for app heartbeats), from the page
+ *     or the isolated world. The page's CSP and Chrome's Local Network Access may refuse it;
+ *     a refusal fails at once (`refused`), it is never waited out;
+ *   - SseTransport: `POST /send` + `GET /events` through GM_xmlhttpRequest, which the manager
+ *     performs from its extension (exempt from the page's CSP and from Local Network Access).
+ *     The event stream is read as it arrives: `responseType: 'stream'` where the manager has
+ *     it, a growing `responseText` where the manager gives one (Violentmonkey). Managers that
+ *     hand over the text only at the end (ScriptCat, Tampermonkey without 'stream') are found
+ *     out by the stream's first event, the `welcome`, not arriving.
  */
-import { heartbeat, hello, readHubFrame } from './protocol.js';
+import { ack, heartbeat, hello, readHubFrame } from './protocol.js';
 import { EventStreamReader } from './event-stream.js';
 
 const WELCOME_TIMEOUT_MS = 8000;
+/** The hub writes an SSE keep-alive at least every 15 s; this much silence means a dead stream. */
+const STREAM_SILENCE_MS = 45_000;
 
 function wsUrl(hubUrl, path) {
   return hubUrl.replace(/^http/, 'ws') + path;
+}
+
+/** An error that says the way itself is closed (CSP, permission), not that the hub is down. */
+export function refusal(message) {
+  const err = new Error(message);
+  err.refused = true;
+  return err;
 }
 
 /**
@@ -19,8 +36,8 @@ function wsUrl(hubUrl, path) {
  * document-start, before page scripts could replace or hook them.
  */
 export class WebSocketTransport {
-  constructor({ hubUrl, WebSocketImpl, timers, onFrame, onClose, log }) {
-    Object.assign(this, { hubUrl, WebSocketImpl, timers, onFrame, onClose, log });
+  constructor({ hubUrl, WebSocketImpl, timers, onFrame, onClose, log, doc, openWithinMs }) {
+    Object.assign(this, { hubUrl, WebSocketImpl, timers, onFrame, onClose, log, doc, openWithinMs });
     this.name = 'ws';
     this.realtime = null;
     this.heart = null;
@@ -31,19 +48,42 @@ export class WebSocketTransport {
   /** Opens `/realtime`, says hello; resolves with the welcome frame. */
   open(helloFields) {
     return new Promise((resolve, reject) => {
+      const url = wsUrl(this.hubUrl, '/realtime');
+      let welcomed = false;
+      let timer = null;
       let ws;
-      try {
-        ws = new this.WebSocketImpl(wsUrl(this.hubUrl, '/realtime'));
-      } catch (err) {
+      const fail = (err) => {
+        if (welcomed) return;
+        this.timers.clearTimeout(timer);
+        this.doc?.removeEventListener('securitypolicyviolation', onViolation);
         reject(err);
+        this.close();
+      };
+      // Chromium reports a CSP refusal as an event (and an error before open); either is final.
+      const onViolation = (ev) => {
+        if (String(ev.blockedURI || '').startsWith(url.replace(/\/realtime$/, ''))) {
+          fail(refusal(`the page's Content-Security-Policy refuses ${url} (${ev.violatedDirective})`));
+        }
+      };
+      this.doc?.addEventListener('securitypolicyviolation', onViolation);
+      try {
+        ws = new this.WebSocketImpl(url);
+      } catch (err) {
+        fail(refusal(`WebSocket refused: ${err.message}`));
         return;
       }
       this.realtime = ws;
-      let welcomed = false;
-      const timer = this.timers.setTimeout(() => {
-        if (!welcomed) { reject(new Error('no welcome from hub')); this.close(); }
-      }, WELCOME_TIMEOUT_MS);
-      ws.onopen = () => this.wsSend.call(ws, JSON.stringify(hello(helloFields)));
+      let opened = false;
+      timer = this.timers.setTimeout(() => fail(new Error('no welcome from hub')), WELCOME_TIMEOUT_MS);
+      // Not granted Local Network Access: a prompt may hold the socket; do not wait it out.
+      const openTimer = this.openWithinMs
+        ? this.timers.setTimeout(() => { if (!opened) fail(new Error(`WebSocket did not open within ${this.openWithinMs} ms (Local Network Access?)`)); }, this.openWithinMs)
+        : null;
+      ws.onopen = () => {
+        opened = true;
+        this.timers.clearTimeout(openTimer);
+        this.wsSend.call(ws, JSON.stringify(hello(helloFields)));
+      };
       ws.onmessage = (ev) => {
         const { frame, error } = readHubFrame(String(ev.data));
         if (error) { this.log('warn', error); return; }
@@ -51,22 +91,22 @@ export class WebSocketTransport {
         if (!welcomed && frame.type === 'welcome') {
           welcomed = true;
           this.timers.clearTimeout(timer);
+          this.doc?.removeEventListener('securitypolicyviolation', onViolation);
           this.openHeartbeat({ ...helloFields, clientId: frame.client_id }, frame.heartbeat_ms);
           resolve(frame);
           return;
         }
         if (!welcomed && frame.type === 'error') {
-          this.timers.clearTimeout(timer);
-          reject(new Error(`hub refused hello: ${frame.message || frame.code}`));
+          fail(new Error(`hub refused hello: ${frame.message || frame.code}`));
           return;
         }
         this.onFrame(frame);
       };
       ws.onerror = () => {};
       ws.onclose = () => {
-        this.timers.clearTimeout(timer);
-        if (!welcomed) reject(new Error('WebSocket to hub closed before welcome'));
-        else this.lost();
+        if (!welcomed) {
+          fail(opened ? new Error('WebSocket to hub closed before welcome') : new Error('WebSocket to hub could not open (hub down, CSP or Local Network Access)'));
+        } else this.lost();
       };
     });
   }
@@ -107,18 +147,25 @@ export class WebSocketTransport {
   }
 }
 
+/** True for a ReadableStream from any realm (no `instanceof`: the manager's realm is not ours). */
+function isStream(value) {
+  return Boolean(value && typeof value === 'object' && typeof value.getReader === 'function');
+}
+
 /**
- * SSE + POST fallback over GM_xmlhttpRequest (which the userscript manager performs outside
- * the page, so Local Network Access does not apply). `gmRequest` is GM_xmlhttpRequest.
+ * SSE + POST over GM_xmlhttpRequest. `gmRequest` is GM_xmlhttpRequest (or GM.xmlHttpRequest).
+ * `open()` resolves only after the event stream delivered its first event (the hub's `welcome`)
+ * and the hub was told so (`ack`), which is when the hub starts handing this tab frames.
  */
 export class SseTransport {
-  constructor({ hubUrl, gmRequest, onFrame, onClose, log }) {
-    Object.assign(this, { hubUrl, gmRequest, onFrame, onClose, log });
+  constructor({ hubUrl, gmRequest, onFrame, onClose, log, timers }) {
+    Object.assign(this, { hubUrl, gmRequest, onFrame, onClose, log, timers });
     this.name = 'sse';
     this.closed = false;
     this.clientId = null;
     this.token = null;
     this.events = null;
+    this.how = null; // 'stream' | 'text': how the manager gives us the event stream
   }
 
   headers() {
@@ -153,35 +200,96 @@ export class SseTransport {
       throw new Error(`hub refused hello: ${welcome?.message || welcome?.type}`);
     }
     this.clientId = welcome.client_id;
-    this.listen();
+    await this.listen();
+    await this.post(ack('welcome'));
     return welcome;
   }
 
-  /** `GET /events`: reads the stream as it grows (onprogress) and hands each frame on. */
+  /**
+   * `GET /events`, read as it arrives. Resolves when the stream's first event (the welcome)
+   * came through; rejects when none does in time, which is what a manager that buffers the
+   * whole response looks like.
+   */
   listen() {
-    const reader = new EventStreamReader();
-    let seen = 0;
-    const consume = (res) => {
-      const text = res.responseText || '';
-      if (text.length <= seen) return;
-      const fresh = text.slice(seen);
-      seen = text.length;
-      for (const data of reader.push(fresh)) {
-        const { frame, error } = readHubFrame(data);
-        if (error) this.log('warn', error);
-        else if (frame) this.onFrame(frame);
-      }
-    };
-    const ended = () => { if (!this.closed) { this.closed = true; this.onClose(); } };
-    this.events = this.gmRequest({
-      method: 'GET',
-      url: `${this.hubUrl}/events`,
-      headers: { ...this.headers(), Accept: 'text/event-stream' },
-      onprogress: consume,
-      onreadystatechange: (res) => { if (res.readyState >= 3) consume(res); },
-      onload: (res) => { consume(res); ended(); },
-      onerror: ended,
-      onabort: ended,
+    return new Promise((resolve, reject) => {
+      const reader = new EventStreamReader();
+      const decoder = new TextDecoder();
+      let seen = 0;
+      let first = true;
+      let lastByte = Date.now();
+      const timer = this.timers.setTimeout(() => {
+        this.closeStream();
+        reject(new Error(`no event from GET /events in ${WELCOME_TIMEOUT_MS / 1000} s: this userscript manager does not stream responses (it needs responseType 'stream' or a growing responseText) / 用户脚本管理器不支持流式响应`));
+      }, WELCOME_TIMEOUT_MS);
+      const text = (fresh) => {
+        lastByte = Date.now();
+        for (const data of reader.push(fresh)) {
+          const { frame, error } = readHubFrame(data);
+          if (error) { this.log('warn', error); continue; }
+          if (!frame) continue;
+          if (first) {
+            first = false;
+            this.timers.clearTimeout(timer);
+            if (frame.type === 'welcome') resolve(frame);
+            else reject(new Error(`the event stream began with ${frame.type}, not welcome`));
+            continue;
+          }
+          this.onFrame(frame);
+        }
+      };
+      const readStream = async (stream) => {
+        const r = stream.getReader();
+        try {
+          for (;;) {
+            const { done, value } = await r.read();
+            if (done || this.closed) break;
+            text(decoder.decode(value, { stream: true }));
+          }
+        } catch (err) {
+          if (!this.closed) this.log('warn', `event stream broke: ${err && err.message}`);
+        }
+        ended();
+      };
+      const seeResponse = (res) => {
+        if (this.how === null && isStream(res.response)) {
+          this.how = 'stream';
+          readStream(res.response);
+          return;
+        }
+        if (this.how === 'stream') return;
+        const t = typeof res.responseText === 'string' ? res.responseText : '';
+        if (t.length > seen) {
+          this.how = 'text';
+          const fresh = t.slice(seen);
+          seen = t.length;
+          text(fresh);
+        }
+      };
+      const ended = () => {
+        this.timers.clearTimeout(timer);
+        if (first) { first = false; reject(new Error('GET /events ended before its first event')); return; }
+        if (!this.closed) { this.close(); this.onClose(); }
+      };
+      this.events = this.gmRequest({
+        method: 'GET',
+        url: `${this.hubUrl}/events`,
+        headers: { ...this.headers(), Accept: 'text/event-stream' },
+        responseType: 'stream',
+        onloadstart: seeResponse,
+        onreadystatechange: (res) => { if (res.readyState >= 2) seeResponse(res); },
+        onprogress: seeResponse,
+        onload: (res) => { if (this.how !== 'stream') { seeResponse(res); ended(); } },
+        onerror: ended,
+        onabort: ended,
+        ontimeout: ended,
+      });
+      this.watchdog = this.timers.setInterval(() => {
+        if (!first && Date.now() - lastByte > STREAM_SILENCE_MS) {
+          this.log('warn', 'event stream silent: reconnecting');
+          this.closeStream();
+          ended();
+        }
+      }, 5000);
     });
   }
 
@@ -194,8 +302,15 @@ export class SseTransport {
     return true;
   }
 
+  closeStream() {
+    const events = this.events;
+    this.events = null;
+    try { events?.abort?.(); } catch { /* already finished */ }
+  }
+
   close() {
     this.closed = true;
-    try { this.events?.abort?.(); } catch { /* already finished */ }
+    if (this.watchdog) this.timers.clearInterval(this.watchdog);
+    this.closeStream();
   }
 }

@@ -12,7 +12,7 @@ const HOST = 'sim.aicard.test';
 let mock; let browser; let adapters;
 
 before(async () => {
-  mock = await startMockServer();
+  mock = await startMockServer({ csp: false }); // the page-world shim: fast checks, not the real worlds (test/worlds)
   browser = await launchBrowser({ mock });
   adapters = await loadAdapters();
 });

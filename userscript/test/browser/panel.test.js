@@ -13,7 +13,7 @@ import { loadAdapters } from './fixtures.js';
 let mock; let hub; let browser; let adapters;
 
 before(async () => {
-  mock = await startMockServer();
+  mock = await startMockServer({ csp: false }); // the page-world shim: fast checks, not the real worlds (test/worlds)
   hub = await startStandInHub();
   browser = await launchBrowser({ mock });
   adapters = await loadAdapters();

@@ -16,7 +16,7 @@ let mock; let browser; let adapters; let hub; let proxy;
 
 before(async () => {
   if (unavailable) return;
-  mock = await startMockServer();
+  mock = await startMockServer({ csp: false }); // the page-world shim: fast checks, not the real worlds (test/worlds)
   hub = await startRealHub({ origins: mock.hosts.map((h) => `https://${h}`) });
   proxy = await startRecordingProxy(hub.url);
   browser = await launchBrowser({ mock });

@@ -61,6 +61,13 @@ export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000
       const id = req.headers['x-aicard-client'];
       if (!clients.has(id)) { res.writeHead(401).end(JSON.stringify({ type: 'error', code: 'unknown_client', message: 'say hello first' })); return; }
       record(id, frame, 'sse');
+      // As the real hub: the stream carries frames only once the tab said it got its welcome.
+      const c = clients.get(id);
+      if (frame.type === 'ack' && frame.received === 'welcome' && c.opening) {
+        c.stream = c.opening;
+        c.opening = null;
+        for (const f of c.pending.splice(0)) c.push(f);
+      }
       res.end(JSON.stringify({ type: 'ack', received: frame.type }));
       return;
     }
@@ -69,9 +76,12 @@ export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000
       if (!auth || !c) { res.writeHead(401, cors).end(); return; }
       res.writeHead(200, { ...cors, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       res.write(': ping\n\n');
-      c.stream = res;
-      for (const f of c.pending.splice(0)) c.push(f);
-      req.on('close', () => { if (c.stream === res) { c.stream = null; c.connected = false; } });
+      res.write(`data: ${JSON.stringify(welcome(c))}\n\n`);
+      c.opening = res;
+      req.on('close', () => {
+        if (c.opening === res) c.opening = null;
+        if (c.stream === res) { c.stream = null; c.connected = false; }
+      });
       return;
     }
     if (req.url === '/healthz') { res.writeHead(200).end('ok'); return; }

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { backoffDelay, DEFAULT_POLICY, ReconnectMachine } from '../../src/core/backoff.js';
 
-const policy = { baseMs: 500, factor: 2, maxMs: 30000, jitter: 0.5, switchAfter: 2 };
+const policy = { baseMs: 500, factor: 2, maxMs: 30000, jitter: 0.5 };
 
 test('delay grows exponentially and is capped (min, not max)', () => {
   const noJitter = { ...policy, jitter: 0 };
@@ -44,24 +44,39 @@ test('a successful open resets the attempt counter', () => {
   assert.equal(m.lost().delayMs, 500);
 });
 
-test('a WebSocket that never opens switches to the SSE fallback, and back when both fail', () => {
+test('a WebSocket that never opens hands over to SSE at once; both failing backs off, then ws again', () => {
   const m = new ReconnectMachine({ ...policy, jitter: 0 });
+  assert.equal(m.connect(), 'ws');
+  assert.deepEqual(m.lost(), { delayMs: 0, transport: 'sse' }, 'no waiting on a refused WebSocket');
   m.connect();
-  assert.equal(m.lost().transport, 'ws', 'one failure is not yet a block');
+  assert.deepEqual(m.lost(), { delayMs: 500, transport: 'ws' }, 'SSE failed too (hub down): back off, start over');
   m.connect();
-  assert.equal(m.lost().transport, 'sse', 'second never-opened failure switches');
+  assert.deepEqual(m.lost(), { delayMs: 0, transport: 'sse' });
   m.connect();
-  m.lost();
-  m.connect();
-  assert.equal(m.lost().transport, 'ws', 'SSE never opened either: try ws again (hub was down)');
+  assert.deepEqual(m.lost(), { delayMs: 1000, transport: 'ws' }, 'the backoff grows per full round');
 });
 
 test('once SSE worked it is kept', () => {
   const m = new ReconnectMachine({ ...policy, jitter: 0 });
-  m.connect(); m.lost(); m.connect(); m.lost();
+  m.connect(); m.lost();
   assert.equal(m.connect(), 'sse');
   m.open();
   for (let i = 0; i < 5; i += 1) { assert.equal(m.lost().transport, 'sse'); m.connect(); }
+});
+
+test('a blocked transport is never tried again, but the last one is never blocked', () => {
+  const m = new ReconnectMachine({ ...policy, jitter: 0 });
+  m.block('ws');
+  assert.equal(m.connect(), 'sse');
+  for (let i = 0; i < 4; i += 1) { assert.equal(m.lost().transport, 'sse'); m.connect(); }
+  m.block('sse');
+  assert.deepEqual(m.usable, ['sse'], 'the only way left stays');
+});
+
+test('a world with one transport backs off on it alone', () => {
+  const m = new ReconnectMachine({ ...policy, jitter: 0 }, Math.random, ['sse']);
+  assert.equal(m.connect(), 'sse');
+  assert.deepEqual(m.lost(), { delayMs: 500, transport: 'sse' });
 });
 
 test('stop ends the machine', () => {
