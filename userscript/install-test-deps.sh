@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the userscript tests need, idempotently: Debian's chromium (never a downloaded
-# browser build) and the npm devDependencies from package-lock.json (esbuild, playwright-core, ws).
+# Installs what the userscript tests need, idempotently: Debian's chromium and firefox-esr (never
+# a downloaded browser build) and the npm devDependencies from package-lock.json (esbuild, playwright-core, ws).
 # Usage: userscript/install-test-deps.sh   (then: cd userscript && npm test)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -8,6 +8,7 @@ cd "$(dirname "$0")"
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; else SUDO=; fi
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
 # A CJK font, so the panel's 中文 labels show in screenshots instead of empty boxes.
 dpkg -s fonts-wqy-zenhei >/dev/null 2>&1 || missing+=(fonts-wqy-zenhei)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -27,4 +28,5 @@ if [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/esbuild ] || [ p
 fi
 
 /usr/bin/chromium --version
+/usr/bin/firefox-esr --version
 node --version
