@@ -276,6 +276,37 @@ async fn tasks_queue_per_tab_one_at_a_time() {
 }
 
 #[tokio::test]
+async fn the_persons_own_chat_in_a_worker_tab_does_not_answer_its_task() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("deepseek", Some("w")).await;
+    let client = h
+        .hub()
+        .registry
+        .get(welcome["client_id"].as_str().unwrap())
+        .unwrap();
+    let tasks = h.hub().tasks.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(&client, TaskRequest::new("the task", Duration::from_secs(10)))
+            .await
+    });
+    let task = recv_type(&mut ws, "task").await;
+    // The person chats in the tab while the task is in flight: an untagged turn.
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"mine","text":"the person's chat"}),
+    )
+    .await;
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"t","text":"the task's answer","task_id":task["task_id"]}),
+    )
+    .await;
+    let answer = tokio::time::timeout(WAIT, ask).await.unwrap().unwrap();
+    assert_eq!(answer.unwrap(), "the task's answer");
+}
+
+#[tokio::test]
 async fn a_task_the_tab_reports_failed_returns_its_reason() {
     let h = TestHub::start().await;
     let (mut ws, welcome) = h.tab("gemini", None).await;

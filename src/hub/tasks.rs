@@ -341,7 +341,8 @@ impl Tasks {
         }
     }
 
-    /// A reply arrived. Without a task id it answers the in-flight task, if any.
+    /// A reply arrived. It answers the in-flight task only when it carries that task's id:
+    /// an untagged reply is the person's own conversation in the tab, not the task's answer.
     /// Returns true when it completed a task.
     pub fn on_turn_end(&self, client: &Client, task_id: Option<&str>, text: &str) -> bool {
         let done = self.finish(client, task_id, Ok(text.to_string()));
@@ -374,8 +375,7 @@ impl Tasks {
         let mut q = Self::queue(client);
         let matches = match (&q.current, task_id) {
             (Some(p), Some(id)) => p.frame.task_id == id,
-            (Some(_), None) => true,
-            (None, _) => false,
+            (_, None) | (None, _) => false,
         };
         if !matches {
             return false;
@@ -486,9 +486,23 @@ mod tests {
         assert_eq!(first.wait(&f.tasks).await.unwrap(), "answer one");
         let next = sent_task(&mut f.out).expect("the queue moved on");
         assert_eq!(next.prompt, "two");
-        assert!(f.tasks.on_turn_end(&f.tab, None, "answer two"));
+        assert!(f.tasks.on_turn_end(&f.tab, Some(&next.task_id), "answer two"));
         assert_eq!(second.wait(&f.tasks).await.unwrap(), "answer two");
         assert_eq!(f.tasks.load(&f.tab), 0);
+    }
+
+    #[tokio::test]
+    async fn an_untagged_reply_never_answers_the_task_in_flight() {
+        let mut f = fixture(4);
+        let ticket = f.tasks.submit(&f.tab, req("task", None, false)).unwrap();
+        let sent = sent_task(&mut f.out).unwrap();
+        assert!(
+            !f.tasks.on_turn_end(&f.tab, None, "the person's own chat"),
+            "an untagged turn_end completed the task"
+        );
+        assert_eq!(f.tasks.load(&f.tab), 1, "the task is still in flight");
+        assert!(f.tasks.on_turn_end(&f.tab, Some(&sent.task_id), "the answer"));
+        assert_eq!(ticket.wait(&f.tasks).await.unwrap(), "the answer");
     }
 
     #[tokio::test]
@@ -540,7 +554,7 @@ mod tests {
             Some("master-id"),
             "still on the wire"
         );
-        f.tasks.on_turn_end(&f.tab, None, "ok");
+        f.tasks.on_turn_end(&f.tab, Some(&t.task_id), "ok");
         untracked.wait(&f.tasks).await.unwrap();
         assert!(f.tasks.children("master-id").is_empty());
 
@@ -549,7 +563,8 @@ mod tests {
             .submit(&f.tab, req("y", Some("fm/1"), true))
             .unwrap();
         assert_eq!(f.tasks.children("fm/1")[0].state, "sent");
-        f.tasks.on_turn_end(&f.tab, None, "ok");
+        let t = sent_task(&mut f.out).unwrap();
+        f.tasks.on_turn_end(&f.tab, Some(&t.task_id), "ok");
         tracked.wait(&f.tasks).await.unwrap();
         let subs = f.tasks.children("fm/1");
         assert_eq!(
