@@ -353,7 +353,7 @@ async fn heartbeat_channel_answers_app_heartbeats() {
     let client = h.hub().registry.get(id).unwrap();
     let seen = client.heartbeat().unwrap();
     assert_eq!(seen.flow_id.as_deref(), Some("f1"));
-    assert_eq!(seen.step, Some(3));
+    assert_eq!(seen.step, Some(aicard::protocol::Step::Number(3)));
     // An unknown id on /heartbeat is refused.
     let mut hb2 = h.connect("/heartbeat").await;
     send(
@@ -362,6 +362,37 @@ async fn heartbeat_channel_answers_app_heartbeats() {
     )
     .await;
     assert_eq!(recv(&mut hb2).await["code"], "unknown_client");
+}
+
+#[tokio::test]
+async fn the_seeds_heartbeat_gets_an_answer_and_a_bad_field_is_named() {
+    let h = TestHub::start().await;
+    let (_rt, welcome) = h.tab("deepseek", None).await;
+    let id = welcome["client_id"].as_str().unwrap();
+    let mut hb = h.connect("/heartbeat").await;
+    send(
+        &mut hb,
+        &json!({"type":"hello","token":TOKEN,"client_id":id}),
+    )
+    .await;
+    // The seed's FlowHeartbeat, as its page sends it.
+    send(
+        &mut hb,
+        &json!({"type":"heartbeat","flow_id":"f1","flow_role":"client","step":"idle",
+                "cmd_count":0,"result_count":0,"pending":0,"results":[],"timestamp":1764500000000u64}),
+    )
+    .await;
+    let answer = recv(&mut hb).await;
+    assert_eq!(answer["type"], "heartbeat", "{answer}");
+    let seen = h.hub().registry.get(id).unwrap().heartbeat().unwrap();
+    assert_eq!(seen.step, Some(aicard::protocol::Step::Name("idle".into())));
+    // Valid JSON of a known type with a field of the wrong type: bad_frame, naming the field.
+    send(&mut hb, &json!({"type":"heartbeat","pending":"many"})).await;
+    let e = recv(&mut hb).await;
+    assert_eq!(e["code"], "bad_frame", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("`pending`"), "{e}");
+    send_raw(&mut hb, "{\"type\":\"heartbeat\",").await;
+    assert_eq!(recv(&mut hb).await["code"], "bad_json");
 }
 
 #[tokio::test]

@@ -22,7 +22,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::HubConfig;
-use crate::protocol::{ClientFrame, ErrorCode, Hello, Role, ServerFrame, PROTOCOL_VERSION};
+use crate::protocol::{
+    Chunk, ClientFrame, ErrorCode, Hello, Role, ServerFrame, TaskUpdate, TurnEnd, UserInput,
+    PROTOCOL_VERSION,
+};
 use crate::store::Store;
 use auth::OriginPolicy;
 use registry::{Client, ClientInfo, ConnState, Registry};
@@ -361,7 +364,7 @@ impl Hub {
                 ErrorCode::HelloRequired,
                 "hello 只能发送一次 / hello was already said on this connection",
             )),
-            ClientFrame::Chunk { turn_id, text, .. } => {
+            ClientFrame::Chunk(Chunk { turn_id, text, .. }) => {
                 client.streamed();
                 // A task's reply belongs to whoever asked; only free turns are scanned.
                 if self.tasks.current(client).is_none() {
@@ -369,12 +372,12 @@ impl Hub {
                 }
                 None
             }
-            ClientFrame::FlowReport { .. } => None,
-            ClientFrame::TurnEnd {
+            ClientFrame::FlowReport(_) => None,
+            ClientFrame::TurnEnd(TurnEnd {
                 turn_id,
                 task_id,
                 text,
-            } => {
+            }) => {
                 let answered_task = self.tasks.on_turn_end(client, task_id.as_deref(), &text);
                 // Commands in a free reply run if the tab's role lets its replies run them; a
                 // task's reply is data for whoever asked (the foreman cycle reads its own).
@@ -383,7 +386,7 @@ impl Hub {
                 }
                 None
             }
-            ClientFrame::UserInput { text } => {
+            ClientFrame::UserInput(UserInput { text }) => {
                 // A prompt the hub typed, echoed back by the page, is not the person speaking:
                 // it may carry another model's words and must not get the person's authority.
                 if client.was_typed_by_hub(&text) {
@@ -393,11 +396,11 @@ impl Hub {
                 }
                 None
             }
-            ClientFrame::TaskUpdate {
+            ClientFrame::TaskUpdate(TaskUpdate {
                 task_id,
                 state,
                 error,
-            } => {
+            }) => {
                 client.streamed();
                 self.tasks
                     .on_update(client, &task_id, state, error.as_deref());
