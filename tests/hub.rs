@@ -307,6 +307,87 @@ async fn the_persons_own_chat_in_a_worker_tab_does_not_answer_its_task() {
 }
 
 #[tokio::test]
+async fn a_frame_naming_a_task_the_tab_does_not_hold_gets_unknown_task() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("deepseek", Some("a")).await;
+    let (mut other, _) = h.tab("kimi", Some("b")).await;
+    let client = h
+        .hub()
+        .registry
+        .get(welcome["client_id"].as_str().unwrap())
+        .unwrap();
+    let tasks = h.hub().tasks.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(&client, TaskRequest::new("the task", Duration::from_secs(10)))
+            .await
+    });
+    let task = recv_type(&mut ws, "task").await;
+    let id = task["task_id"].as_str().unwrap();
+    // Another tab names a's task; a names a task that does not exist.
+    send(
+        &mut other,
+        &json!({"type":"turn_end","turn_id":"x","text":"not yours","task_id":id}),
+    )
+    .await;
+    let e = recv(&mut other).await;
+    assert_eq!((&e["type"], &e["code"]), (&json!("error"), &json!("unknown_task")), "{e}");
+    assert!(e["message"].as_str().unwrap().contains(id), "{e}");
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"y","text":"stale","task_id":"gone"}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["code"], "unknown_task");
+    send(
+        &mut ws,
+        &json!({"type":"task_update","task_id":"gone","state":"failed","error":"x"}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["code"], "unknown_task");
+    // Both tabs stay connected, and the task was completed by neither frame.
+    send(&mut other, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut other).await["type"], "heartbeat");
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"t","text":"the answer","task_id":id}),
+    )
+    .await;
+    // The `done` a tab reports after its turn_end is no unknown task: the next frame the
+    // tab gets is the heartbeat's answer, not an error.
+    send(
+        &mut ws,
+        &json!({"type":"task_update","task_id":id,"state":"done"}),
+    )
+    .await;
+    send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut ws).await["type"], "heartbeat");
+    let answer = tokio::time::timeout(WAIT, ask).await.unwrap().unwrap();
+    assert_eq!(answer.unwrap(), "the answer");
+}
+
+#[tokio::test]
+async fn a_binary_frame_gets_bad_frame_and_the_socket_lives() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("deepseek", None).await;
+    ws.send(Message::Binary(vec![1, 2, 3].into())).await.unwrap();
+    let e = recv(&mut ws).await;
+    assert_eq!(e["code"], "bad_frame", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("text frames only"), "{e}");
+    send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut ws).await["type"], "heartbeat");
+    // The same on /heartbeat.
+    let mut hb = h.connect("/heartbeat").await;
+    send(
+        &mut hb,
+        &json!({"type":"hello","token":TOKEN,"client_id":welcome["client_id"]}),
+    )
+    .await;
+    hb.send(Message::Binary(vec![0].into())).await.unwrap();
+    assert_eq!(recv(&mut hb).await["code"], "bad_frame");
+}
+
+#[tokio::test]
 async fn a_task_the_tab_reports_failed_returns_its_reason() {
     let h = TestHub::start().await;
     let (mut ws, welcome) = h.tab("gemini", None).await;

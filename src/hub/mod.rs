@@ -377,15 +377,16 @@ impl Hub {
                 turn_id,
                 task_id,
                 text,
-            }) => {
-                let answered_task = self.tasks.on_turn_end(client, task_id.as_deref(), &text);
+            }) => match self.tasks.on_turn_end(client, task_id.as_deref(), &text) {
                 // Commands in a free reply run if the tab's role lets its replies run them; a
                 // task's reply is data for whoever asked (the foreman cycle reads its own).
-                if !answered_task {
+                Ok(tasks::TurnOutcome::Free) => {
                     crate::control::on_turn_end(self, client, &turn_id, &text);
+                    None
                 }
-                None
-            }
+                Ok(tasks::TurnOutcome::Answered | tasks::TurnOutcome::Stale) => None,
+                Err(e) => Some(ServerFrame::error(ErrorCode::UnknownTask, e.to_string())),
+            },
             ClientFrame::UserInput(UserInput { text }) => {
                 // A prompt the hub typed, echoed back by the page, is not the person speaking:
                 // it may carry another model's words and must not get the person's authority.
@@ -403,8 +404,9 @@ impl Hub {
             }) => {
                 client.streamed();
                 self.tasks
-                    .on_update(client, &task_id, state, error.as_deref());
-                None
+                    .on_update(client, &task_id, state, error.as_deref())
+                    .err()
+                    .map(|e| ServerFrame::error(ErrorCode::UnknownTask, e.to_string()))
             }
             ClientFrame::Heartbeat(_) => Some(ServerFrame::Heartbeat {
                 time: crate::store::now_ms() as u64,
