@@ -202,8 +202,18 @@ pub enum ServerFrame {
         heartbeat_ms: u64,
         protocol: u32,
     },
-    /// The answer to a command found in this tab's text.
-    CmdResult { command: String, result: CmdOutcome },
+    /// The answer to a command found in this tab's text: sent once per command.
+    CmdResult {
+        cmd_id: String,
+        command: String,
+        result: CmdOutcome,
+    },
+    /// Live output of a command still running; its `cmd_result` carries the same `cmd_id`.
+    CmdOutput {
+        cmd_id: String,
+        command: String,
+        chunk: String,
+    },
     /// The minimal info card: type `prompt` into the tab and send it.
     Task(TaskFrame),
     /// Put text into the input box (aggregated results for the master).
@@ -238,9 +248,6 @@ pub enum ServerFrame {
 pub struct CmdOutcome {
     pub success: bool,
     pub output: String,
-    /// True on the live output of a running shell command; the last `cmd_result` has none.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub partial: bool,
 }
 
 /// The `task` frame's fields.
@@ -329,6 +336,7 @@ pub const CLIENT_TYPES: &[&str] = &[
 pub const SERVER_TYPES: &[&str] = &[
     "welcome",
     "cmd_result",
+    "cmd_output",
     "task",
     "deliver",
     "flow_control",
@@ -429,6 +437,7 @@ impl ServerFrame {
         match self {
             ServerFrame::Welcome { .. } => "welcome",
             ServerFrame::CmdResult { .. } => "cmd_result",
+            ServerFrame::CmdOutput { .. } => "cmd_output",
             ServerFrame::Task(_) => "task",
             ServerFrame::Deliver { .. } => "deliver",
             ServerFrame::FlowControl { .. } => "flow_control",

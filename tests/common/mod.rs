@@ -320,6 +320,23 @@ impl ScriptedTab {
         .unwrap_or_else(|_| panic!("no `{ty}` frame in time"))
     }
 
+    /// Every frame (tasks aside) up to and including the next one of type `ty`.
+    pub async fn frames_until(&mut self, ty: &str) -> Vec<Value> {
+        tokio::time::timeout(WAIT, async {
+            let mut seen = Vec::new();
+            loop {
+                let v = self.frames.recv().await.expect("tab open");
+                let done = v["type"] == ty;
+                seen.push(v);
+                if done {
+                    return seen;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no `{ty}` frame in time"))
+    }
+
     /// Types a command as the person would; returns its cmd_result.
     pub async fn command(&mut self, text: &str) -> Value {
         self.send(json!({"type":"user_input","text":text}));
