@@ -29,6 +29,9 @@ pub enum ClientFrame {
     TaskUpdate(TaskUpdate),
     /// Application heartbeat (the seed's FlowHeartbeat), on `/heartbeat`.
     Heartbeat(AppHeartbeat),
+    /// The tab received a frame: over SSE, `ack {received: "welcome"}` confirms that the
+    /// event stream reaches the tab. Over WebSocket it is accepted and ignored.
+    Ack(Ack),
 }
 
 /// The `hello` frame's fields.
@@ -95,6 +98,12 @@ pub struct TaskUpdate {
     pub state: TaskState,
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// `ack`: the tab says which frame it received.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Ack {
+    pub received: String,
 }
 
 /// The seed's FlowHeartbeat: what the page says about itself every few seconds.
@@ -291,6 +300,9 @@ pub enum ErrorCode {
     Limit,
     /// The client id in `X-AIcard-Client` is unknown (SSE transport).
     UnknownClient,
+    /// An `ack` of `welcome` came over `POST /send`, but no event stream of this tab waits
+    /// for it (SSE transport).
+    NoStream,
 }
 
 /// Why a text frame could not be turned into a `ClientFrame`.
@@ -330,6 +342,7 @@ pub const CLIENT_TYPES: &[&str] = &[
     "user_input",
     "task_update",
     "heartbeat",
+    "ack",
 ];
 
 /// Every server frame `type` (kept in step with `ServerFrame`).
@@ -383,6 +396,7 @@ fn bad_field(ty: &str, value: &Value) -> Option<DecodeError> {
         "user_input" => check::<UserInput>(value),
         "task_update" => check::<TaskUpdate>(value),
         "heartbeat" => check::<AppHeartbeat>(value),
+        "ack" => check::<Ack>(value),
         _ => Ok(()),
     };
     let (path, reason) = checked.err()?;
@@ -459,6 +473,7 @@ impl ClientFrame {
             ClientFrame::UserInput(_) => "user_input",
             ClientFrame::TaskUpdate(_) => "task_update",
             ClientFrame::Heartbeat(_) => "heartbeat",
+            ClientFrame::Ack(_) => "ack",
         }
     }
 }
@@ -579,6 +594,7 @@ mod tests {
             r#"{"type":"user_input","text":"x"}"#,
             r#"{"type":"task_update","task_id":"t","state":"done"}"#,
             r#"{"type":"heartbeat","time":1}"#,
+            r#"{"type":"ack","received":"welcome"}"#,
         ];
         let names: Vec<_> = samples
             .iter()

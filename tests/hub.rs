@@ -102,6 +102,8 @@ async fn bad_json_and_unknown_types_get_errors_and_the_connection_lives() {
     assert!(e["message"].as_str().unwrap().contains("self_destruct"));
     send(&mut ws, &json!({"type":"hello","token":TOKEN})).await;
     assert_eq!(recv(&mut ws).await["code"], "hello_required");
+    // An ack over WebSocket is accepted and ignored.
+    send(&mut ws, &json!({"type":"ack","received":"welcome"})).await;
     // Still alive: a heartbeat gets its answer.
     send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
     assert_eq!(recv(&mut ws).await["type"], "heartbeat");
@@ -517,6 +519,25 @@ async fn sse_and_post_transport_carries_the_same_frames() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     let mut body = resp.bytes_stream();
+    let mut buf = String::new();
+    // The stream's first event is the welcome; the tab confirms it received it.
+    let first = next_sse_event(&mut body, &mut buf).await.unwrap();
+    assert_eq!(first, welcome);
+    let ack: Value = serde_json::from_str(
+        &http
+            .post(h.http_url("/send"))
+            .bearer_auth(TOKEN)
+            .header("X-AIcard-Client", &id)
+            .body(json!({"type":"ack","received":"welcome"}).to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ack["type"], "ack", "{ack}");
     let client = h.hub().registry.get(&id).unwrap();
     let tasks = h.hub().tasks.clone();
     let ask = tokio::spawn(async move {
@@ -528,7 +549,7 @@ async fn sse_and_post_transport_carries_the_same_frames() {
             .await
     });
     // Read SSE events until the task arrives.
-    let task = next_sse(&mut body, &mut String::new(), "task").await;
+    let task = next_sse(&mut body, &mut buf, "task").await;
     assert_eq!(task["prompt"], "via sse");
     let ack: Value = serde_json::from_str(
         &http
@@ -710,20 +731,8 @@ async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
 #[tokio::test]
 async fn an_sse_replay_cut_short_keeps_the_rest() {
     let h = TestHub::start().await;
-    let http = reqwest::Client::new();
-    let hello = json!({"type":"hello","token":TOKEN,"site":"yuanbao"}).to_string();
-    let welcome = http
-        .post(h.http_url("/send"))
-        .bearer_auth(TOKEN)
-        .body(hello)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let welcome: Value = serde_json::from_str(&welcome).unwrap();
-    let id = welcome["client_id"].as_str().unwrap().to_string();
+    let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"yuanbao"})).await;
+    let id = tab.id.clone();
     // No event stream yet: 24 MiB of frames wait for the tab.
     let frame = ServerFrame::Deliver {
         text: "s".repeat(256 * 1024),
@@ -736,22 +745,98 @@ async fn an_sse_replay_cut_short_keeps_the_rest() {
             aicard::hub::registry::Sent::Stored
         );
     }
-    let events_for = |id: &str| {
-        http.get(h.http_url("/events"))
-            .bearer_auth(TOKEN)
-            .header("X-AIcard-Client", id)
-            .send()
-    };
     // The tab reads one frame of the replay and goes away; more than the socket buffers
     // hold was still to come.
     let mut events = h.hub().events.subscribe();
-    let mut body = events_for(&id).await.unwrap().bytes_stream();
-    let first = next_sse(&mut body, &mut String::new(), "deliver").await;
+    let mut stream = tab.connect().await;
+    let first = stream.next("deliver").await;
     assert_eq!(first["text"].as_str().map(str::len), Some(256 * 1024));
-    drop(body);
+    drop(stream);
     wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
     // What the replay had not sent comes with the next stream.
-    let mut body = events_for(&id).await.unwrap().bytes_stream();
-    let again = next_sse(&mut body, &mut String::new(), "deliver").await;
+    let mut stream = tab.connect().await;
+    let again = stream.next("deliver").await;
     assert_eq!(again["text"].as_str().map(str::len), Some(256 * 1024));
+}
+
+#[tokio::test]
+async fn an_event_stream_gets_nothing_until_the_tab_acks_its_welcome() {
+    let h = TestHub::start().await;
+    let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"gemini"})).await;
+    let client = h.hub().registry.get(&tab.id).unwrap();
+    let deliver = |text: &str| ServerFrame::Deliver {
+        text: text.into(),
+        auto_send: false,
+        run_id: None,
+    };
+    // Opened, its welcome sent, but not confirmed (a manager that buffers the response
+    // never hands the tab a byte): the tab is not live and nothing is sent on the stream.
+    let mut stream = tab.open().await;
+    assert_eq!(client.state(), aicard::hub::registry::ConnState::Lost);
+    assert_eq!(h.hub().registry.connected_count(), 0);
+    assert!(h.hub().registry.resolve("gemini").is_empty());
+    assert_eq!(
+        h.hub().registry.send(&tab.id, &deliver("kept")).unwrap(),
+        aicard::hub::registry::Sent::Stored
+    );
+    let tasks = h.hub().tasks.clone();
+    let asked = client.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(&asked, TaskRequest::new("after the ack", Duration::from_secs(10)))
+            .await
+    });
+    // The ack attaches the stream: what waited comes in order, then frames flow live.
+    let mut events = h.hub().events.subscribe();
+    tab.ack_welcome().await;
+    wait_event(&mut events, |e| *e == HubEvent::Connected(tab.id.clone())).await;
+    assert_eq!(client.state(), aicard::hub::registry::ConnState::Connected);
+    assert_eq!(stream.next_any().await.unwrap()["text"], "kept");
+    let task = stream.next_any().await.unwrap();
+    assert_eq!(task["prompt"], "after the ack", "{task}");
+    assert_eq!(
+        h.hub().registry.send(&tab.id, &deliver("live")).unwrap(),
+        aicard::hub::registry::Sent::Live
+    );
+    assert_eq!(stream.next_any().await.unwrap()["text"], "live");
+    let answer = tab
+        .post(&json!({"type":"turn_end","turn_id":"t","text":"done","task_id":task["task_id"]}))
+        .await;
+    assert_eq!(answer["type"], "ack");
+    assert_eq!(ask.await.unwrap().unwrap(), "done");
+    // A second ack of the attached stream is harmless.
+    tab.ack_welcome().await;
+}
+
+#[tokio::test]
+async fn an_event_stream_never_confirmed_is_closed_and_a_late_ack_is_refused() {
+    let h = TestHub::start_with(|c| c.timing.stream_confirm = Duration::from_millis(200)).await;
+    let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"kimi"})).await;
+    let mut stream = tab.open().await;
+    assert_eq!(stream.next_any().await, None, "the hub ended the stream");
+    let e = tab
+        .post(&json!({"type":"ack","received":"welcome"}))
+        .await;
+    assert_eq!(e["code"], "no_stream", "{e}");
+}
+
+#[tokio::test]
+async fn a_newer_event_stream_replaces_one_still_waiting_for_its_ack() {
+    let h = TestHub::start().await;
+    let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"kimi"})).await;
+    let mut older = tab.open().await;
+    let mut newer = tab.connect().await;
+    assert_eq!(older.next_any().await, None, "the replaced stream ended");
+    h.hub()
+        .registry
+        .send(
+            &tab.id,
+            &ServerFrame::Deliver {
+                text: "to the newer".into(),
+                auto_send: false,
+                run_id: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(newer.next_any().await.unwrap()["text"], "to the newer");
 }

@@ -87,6 +87,7 @@ fn every_error_code_is_documented() {
         ErrorCode::CommandRefused,
         ErrorCode::Limit,
         ErrorCode::UnknownClient,
+        ErrorCode::NoStream,
     ];
     for code in all {
         let name = serde_json::to_value(code).unwrap();
@@ -105,7 +106,8 @@ fn every_error_code_is_documented() {
             | ErrorCode::UnknownTask
             | ErrorCode::CommandRefused
             | ErrorCode::Limit
-            | ErrorCode::UnknownClient => {}
+            | ErrorCode::UnknownClient
+            | ErrorCode::NoStream => {}
         }
     }
 }

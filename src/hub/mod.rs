@@ -56,6 +56,8 @@ pub struct Hub {
     pub commands: crate::control::Commands,
     /// Flow runs in progress.
     pub runner: crate::runner::Runner,
+    /// SSE event streams that sent `welcome` and wait for the tab's `ack`.
+    sse_waiting: sse::Unconfirmed,
 }
 
 /// Something that happened to a tab's connection.
@@ -134,6 +136,7 @@ impl Hub {
             events: tokio::sync::broadcast::channel(1024).0,
             commands: crate::control::Commands::new(&config),
             runner: crate::runner::Runner::default(),
+            sse_waiting: sse::Unconfirmed::default(),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -411,6 +414,8 @@ impl Hub {
             ClientFrame::Heartbeat(_) => Some(ServerFrame::Heartbeat {
                 time: crate::store::now_ms() as u64,
             }),
+            // Only the SSE transport acts on an ack (`sse::send` takes it before this).
+            ClientFrame::Ack(_) => None,
         }
     }
 }
