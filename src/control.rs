@@ -140,8 +140,8 @@ fn run_items(hub: &Arc<Hub>, client: &Arc<Client>, source: Source, items: Vec<Sc
                 let client = client.clone();
                 hub.tracker.clone().spawn(async move {
                     let cmd = LiveCmd::new(&client, found.body.trim());
-                    let outcome = run_command_with(&hub, &caller, &found.body, None, Some(&cmd))
-                        .await;
+                    let outcome =
+                        run_command_with(&hub, &caller, &found.body, None, Some(&cmd)).await;
                     answer(&hub, &client, &cmd, outcome);
                 });
             }
@@ -518,20 +518,22 @@ impl Host for HubHost {
         let (cmd_id, command) = (live.cmd_id.clone(), live.command.clone());
         // Tracked twice: by the hub (shutdown waits for it) and by the command, whose
         // `cmd_result` goes out only after its last `cmd_output`.
-        self.hub.tracker.spawn(live.forwarders.track_future(async move {
-            while let Some(chunk) = rx.recv().await {
-                let chunk = match chunk.stream {
-                    crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
-                    _ => chunk.text,
-                };
-                let frame = ServerFrame::CmdOutput {
-                    cmd_id: cmd_id.clone(),
-                    command: command.clone(),
-                    chunk,
-                };
-                let _ = hub.registry.send(&client.id, &frame);
-            }
-        }));
+        self.hub
+            .tracker
+            .spawn(live.forwarders.track_future(async move {
+                while let Some(chunk) = rx.recv().await {
+                    let chunk = match chunk.stream {
+                        crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
+                        _ => chunk.text,
+                    };
+                    let frame = ServerFrame::CmdOutput {
+                        cmd_id: cmd_id.clone(),
+                        command: command.clone(),
+                        chunk,
+                    };
+                    let _ = hub.registry.send(&client.id, &frame);
+                }
+            }));
         Some(tx)
     }
 

@@ -140,7 +140,9 @@ impl<'de> Deserialize<'de> for Step {
         impl serde::de::Visitor<'_> for Visit {
             type Value = Step;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a step name (idle, start, streaming, done, sending, batch) or a number")
+                f.write_str(
+                    "a step name (idle, start, streaming, done, sending, batch) or a number",
+                )
             }
             fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Step, E> {
                 Ok(Step::Number(n))
@@ -370,11 +372,13 @@ pub fn decode(text: &str) -> Result<ClientFrame, DecodeError> {
             match value.get("type").and_then(Value::as_str) {
                 None => Err(DecodeError::NoType),
                 Some(t) if !CLIENT_TYPES.contains(&t) => Err(DecodeError::UnknownType(t.into())),
-                Some(t) => Err(bad_field(t, &value).unwrap_or_else(|| DecodeError::BadField {
-                    ty: t.into(),
-                    field: "?".into(),
-                    reason: err.to_string(),
-                })),
+                Some(t) => Err(
+                    bad_field(t, &value).unwrap_or_else(|| DecodeError::BadField {
+                        ty: t.into(),
+                        field: "?".into(),
+                        reason: err.to_string(),
+                    }),
+                ),
             }
         }
     }
@@ -402,11 +406,7 @@ fn bad_field(ty: &str, value: &Value) -> Option<DecodeError> {
     let (path, reason) = checked.err()?;
     // A missing field is reported at the frame itself; its name is in the reason.
     let field = match path.as_str() {
-        "." | "" => reason
-            .split('`')
-            .nth(1)
-            .unwrap_or("?")
-            .to_string(),
+        "." | "" => reason.split('`').nth(1).unwrap_or("?").to_string(),
         _ => path,
     };
     Some(DecodeError::BadField {
@@ -557,9 +557,15 @@ mod tests {
         for (frame, field) in [
             (r#"{"type":"heartbeat","step":true}"#, "step"),
             (r#"{"type":"heartbeat","pending":"two"}"#, "pending"),
-            (r#"{"type":"chunk","turn_id":"t","seq":"3","text":"x"}"#, "seq"),
+            (
+                r#"{"type":"chunk","turn_id":"t","seq":"3","text":"x"}"#,
+                "seq",
+            ),
             (r#"{"type":"hello","token":"t","role":"boss"}"#, "role"),
-            (r#"{"type":"task_update","task_id":"t","state":"asleep"}"#, "state"),
+            (
+                r#"{"type":"task_update","task_id":"t","state":"asleep"}"#,
+                "state",
+            ),
         ] {
             let err = decode(frame).unwrap_err();
             assert_eq!(err.code(), ErrorCode::BadFrame, "{frame}: {err}");

@@ -298,7 +298,10 @@ async fn two_commands_running_at_once_are_told_apart_by_cmd_id() {
     while results.len() < 2 {
         for v in tab.frames_until("cmd_result").await {
             let id = v["cmd_id"].as_str().unwrap().to_string();
-            assert!(!results.contains_key(&id), "a second cmd_result for {id}: {v}");
+            assert!(
+                !results.contains_key(&id),
+                "a second cmd_result for {id}: {v}"
+            );
             match v["type"].as_str() {
                 Some("cmd_output") => outputs
                     .entry(id)
@@ -319,8 +322,14 @@ async fn two_commands_running_at_once_are_told_apart_by_cmd_id() {
             ("b", "a")
         };
         let live = &outputs[id];
-        assert!(live.contains(&format!("{mine}1")) && live.contains(&format!("{mine}2")), "{live}");
-        assert!(!live.contains(&format!("{other}1")), "{id} got the other command's output: {live}");
+        assert!(
+            live.contains(&format!("{mine}1")) && live.contains(&format!("{mine}2")),
+            "{live}"
+        );
+        assert!(
+            !live.contains(&format!("{other}1")),
+            "{id} got the other command's output: {live}"
+        );
         assert_eq!(result["result"]["success"], true, "{result}");
     }
 }

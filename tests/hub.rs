@@ -289,7 +289,10 @@ async fn the_persons_own_chat_in_a_worker_tab_does_not_answer_its_task() {
     let tasks = h.hub().tasks.clone();
     let ask = tokio::spawn(async move {
         tasks
-            .ask(&client, TaskRequest::new("the task", Duration::from_secs(10)))
+            .ask(
+                &client,
+                TaskRequest::new("the task", Duration::from_secs(10)),
+            )
             .await
     });
     let task = recv_type(&mut ws, "task").await;
@@ -321,7 +324,10 @@ async fn a_frame_naming_a_task_the_tab_does_not_hold_gets_unknown_task() {
     let tasks = h.hub().tasks.clone();
     let ask = tokio::spawn(async move {
         tasks
-            .ask(&client, TaskRequest::new("the task", Duration::from_secs(10)))
+            .ask(
+                &client,
+                TaskRequest::new("the task", Duration::from_secs(10)),
+            )
             .await
     });
     let task = recv_type(&mut ws, "task").await;
@@ -333,7 +339,11 @@ async fn a_frame_naming_a_task_the_tab_does_not_hold_gets_unknown_task() {
     )
     .await;
     let e = recv(&mut other).await;
-    assert_eq!((&e["type"], &e["code"]), (&json!("error"), &json!("unknown_task")), "{e}");
+    assert_eq!(
+        (&e["type"], &e["code"]),
+        (&json!("error"), &json!("unknown_task")),
+        "{e}"
+    );
     assert!(e["message"].as_str().unwrap().contains(id), "{e}");
     send(
         &mut ws,
@@ -372,10 +382,15 @@ async fn a_frame_naming_a_task_the_tab_does_not_hold_gets_unknown_task() {
 async fn a_binary_frame_gets_bad_frame_and_the_socket_lives() {
     let h = TestHub::start().await;
     let (mut ws, welcome) = h.tab("deepseek", None).await;
-    ws.send(Message::Binary(vec![1, 2, 3].into())).await.unwrap();
+    ws.send(Message::Binary(vec![1, 2, 3].into()))
+        .await
+        .unwrap();
     let e = recv(&mut ws).await;
     assert_eq!(e["code"], "bad_frame", "{e}");
-    assert!(e["message"].as_str().unwrap().contains("text frames only"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("text frames only"),
+        "{e}"
+    );
     send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
     assert_eq!(recv(&mut ws).await["type"], "heartbeat");
     // The same on /heartbeat.
@@ -783,7 +798,10 @@ async fn an_event_stream_gets_nothing_until_the_tab_acks_its_welcome() {
     let asked = client.clone();
     let ask = tokio::spawn(async move {
         tasks
-            .ask(&asked, TaskRequest::new("after the ack", Duration::from_secs(10)))
+            .ask(
+                &asked,
+                TaskRequest::new("after the ack", Duration::from_secs(10)),
+            )
             .await
     });
     // The ack attaches the stream: what waited comes in order, then frames flow live.
@@ -814,9 +832,7 @@ async fn an_event_stream_never_confirmed_is_closed_and_a_late_ack_is_refused() {
     let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"kimi"})).await;
     let mut stream = tab.open().await;
     assert_eq!(stream.next_any().await, None, "the hub ended the stream");
-    let e = tab
-        .post(&json!({"type":"ack","received":"welcome"}))
-        .await;
+    let e = tab.post(&json!({"type":"ack","received":"welcome"})).await;
     assert_eq!(e["code"], "no_stream", "{e}");
 }
 

@@ -102,7 +102,10 @@ pub async fn send(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: String)
         ClientFrame::Ack(Ack { received: what }) if what == "welcome" => confirm(&hub, &client),
         frame => hub.handle_frame(&client, frame),
     };
-    json(StatusCode::OK, &reply.unwrap_or(ServerFrame::Ack { received }))
+    json(
+        StatusCode::OK,
+        &reply.unwrap_or(ServerFrame::Ack { received }),
+    )
 }
 
 /// Event streams that sent `welcome` and wait for the tab to confirm it, by client id. Until

@@ -543,14 +543,16 @@ mod tests {
         assert_eq!(f.tasks.load(&f.tab), 2);
 
         assert_eq!(
-            f.tasks.on_turn_end(&f.tab, Some(&sent.task_id), "answer one"),
+            f.tasks
+                .on_turn_end(&f.tab, Some(&sent.task_id), "answer one"),
             Ok(TurnOutcome::Answered)
         );
         assert_eq!(first.wait(&f.tasks).await.unwrap(), "answer one");
         let next = sent_task(&mut f.out).expect("the queue moved on");
         assert_eq!(next.prompt, "two");
         assert_eq!(
-            f.tasks.on_turn_end(&f.tab, Some(&next.task_id), "answer two"),
+            f.tasks
+                .on_turn_end(&f.tab, Some(&next.task_id), "answer two"),
             Ok(TurnOutcome::Answered)
         );
         assert_eq!(second.wait(&f.tasks).await.unwrap(), "answer two");
@@ -569,7 +571,8 @@ mod tests {
         );
         assert_eq!(f.tasks.load(&f.tab), 1, "the task is still in flight");
         assert_eq!(
-            f.tasks.on_turn_end(&f.tab, Some(&sent.task_id), "the answer"),
+            f.tasks
+                .on_turn_end(&f.tab, Some(&sent.task_id), "the answer"),
             Ok(TurnOutcome::Answered)
         );
         assert_eq!(ticket.wait(&f.tasks).await.unwrap(), "the answer");
@@ -598,7 +601,8 @@ mod tests {
         // The tab's `done` after its turn_end, and a repeated reply, are not unknown tasks
         // and complete nothing (the waiting task is now in flight).
         assert_eq!(
-            f.tasks.on_update(&f.tab, &sent.task_id, TaskState::Done, None),
+            f.tasks
+                .on_update(&f.tab, &sent.task_id, TaskState::Done, None),
             Ok(())
         );
         assert_eq!(

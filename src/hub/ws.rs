@@ -241,7 +241,10 @@ async fn read_loop(
             Message::Close(_) => return None,
             // Refused, not dropped: the tab learns that its frame went nowhere.
             Message::Binary(_) => {
-                if tx.try_send(Outbound::Frame(encode(&binary_refused()))).is_err() {
+                if tx
+                    .try_send(Outbound::Frame(encode(&binary_refused())))
+                    .is_err()
+                {
                     return Some(close::SLOW_CONSUMER);
                 }
                 continue;

@@ -511,9 +511,7 @@ impl SseTab {
 
     /// Confirms that the stream's `welcome` arrived; the hub attaches the stream.
     pub async fn ack_welcome(&self) {
-        let a = self
-            .post(&json!({"type":"ack","received":"welcome"}))
-            .await;
+        let a = self.post(&json!({"type":"ack","received":"welcome"})).await;
         assert_eq!(a["type"], "ack", "{a}");
     }
 
