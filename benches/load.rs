@@ -206,12 +206,11 @@ async fn open_tab(
                     reply: reply.clone(),
                 });
             } else if head.kind == "cmd_result" {
+                // Live output is a separate `cmd_output` frame: a `cmd_result` is the answer.
                 let Ok(v) = serde_json::from_str::<Value>(&msg) else {
                     continue;
                 };
-                if v["result"]["partial"] != true {
-                    let _ = results.send(v);
-                }
+                let _ = results.send(v);
             }
         }
     });

@@ -69,6 +69,9 @@ pub struct Timing {
     pub lost_grace: Duration,
     /// Default time a tab has to answer a task.
     pub task_timeout: Duration,
+    /// An SSE event stream whose `welcome` the tab has not confirmed (`ack`) within this is
+    /// closed: its userscript manager buffers the response and the tab would never receive.
+    pub stream_confirm: Duration,
 }
 
 impl Default for Limits {
@@ -95,6 +98,8 @@ impl Default for Timing {
             dead_after: Duration::from_secs(60),
             lost_grace: Duration::from_secs(30),
             task_timeout: Duration::from_secs(300),
+            // Twice the hello timeout: the welcome has to travel out and the ack back.
+            stream_confirm: Duration::from_secs(10),
         }
     }
 }
@@ -127,6 +132,7 @@ impl HubConfig {
             dead_after: Duration::from_millis(800),
             lost_grace: Duration::from_millis(300),
             task_timeout: Duration::from_secs(30),
+            stream_confirm: Duration::from_secs(5),
         };
         c
     }

@@ -139,27 +139,48 @@ fn run_items(hub: &Arc<Hub>, client: &Arc<Client>, source: Source, items: Vec<Sc
                 let hub = hub.clone();
                 let client = client.clone();
                 hub.tracker.clone().spawn(async move {
-                    let outcome = run_command(&hub, &caller, &found.body).await;
-                    answer(&hub, &client, found.body.trim(), outcome);
+                    let cmd = LiveCmd::new(&client, found.body.trim());
+                    let outcome =
+                        run_command_with(&hub, &caller, &found.body, None, Some(&cmd)).await;
+                    answer(&hub, &client, &cmd, outcome);
                 });
             }
             Err(e) => answer(
                 hub,
                 client,
-                "",
+                &LiveCmd::new(client, ""),
                 CmdOutcome {
                     success: false,
                     output: e.to_string(),
-                    partial: false,
                 },
             ),
         }
     }
 }
 
-fn answer(hub: &Hub, client: &Client, command: &str, result: CmdOutcome) {
+/// A command found in a tab's text: the tab gets its live output and its answer, tied
+/// together by `cmd_id` so that two commands running at once are told apart.
+struct LiveCmd {
+    cmd_id: String,
+    command: String,
+    client_id: String,
+}
+
+impl LiveCmd {
+    fn new(client: &Client, command: &str) -> LiveCmd {
+        LiveCmd {
+            cmd_id: uuid::Uuid::new_v4().to_string(),
+            command: command.to_string(),
+            client_id: client.id.clone(),
+        }
+    }
+}
+
+/// Sends the one `cmd_result` of a command.
+fn answer(hub: &Hub, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
     let frame = ServerFrame::CmdResult {
-        command: command.to_string(),
+        cmd_id: cmd.cmd_id.clone(),
+        command: cmd.command.clone(),
         result,
     };
     if let Err(e) = hub.registry.send(&client.id, &frame) {
@@ -169,7 +190,7 @@ fn answer(hub: &Hub, client: &Client, command: &str, result: CmdOutcome) {
 
 /// Runs one command body for a caller.
 pub async fn run_command(hub: &Arc<Hub>, caller: &Caller, body: &str) -> CmdOutcome {
-    run_command_for(hub, caller, body, None).await
+    run_command_with(hub, caller, body, None, None).await
 }
 
 /// Runs one command body; tasks it sends carry `parent` as their `parent_id` (the foreman's
@@ -180,19 +201,40 @@ pub async fn run_command_for(
     body: &str,
     parent: Option<&str>,
 ) -> CmdOutcome {
+    run_command_with(hub, caller, body, parent, None).await
+}
+
+/// Runs one command body; with `live`, shell output streams to the tab as `cmd_output`
+/// frames, all of them sent before this returns (so before the command's `cmd_result`).
+async fn run_command_with(
+    hub: &Arc<Hub>,
+    caller: &Caller,
+    body: &str,
+    parent: Option<&str>,
+    live: Option<&LiveCmd>,
+) -> CmdOutcome {
+    let forwarders = tokio_util::task::TaskTracker::new();
     let interp = Interpreter::new(
         HubHost {
             hub: hub.clone(),
             parent: parent.map(str::to_string),
+            live: live.map(|cmd| LiveOutput {
+                cmd_id: cmd.cmd_id.clone(),
+                command: cmd.command.clone(),
+                client_id: cmd.client_id.clone(),
+                forwarders: forwarders.clone(),
+            }),
         },
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
     );
     let out = interp.run_text(caller, body).await;
+    drop(interp);
+    forwarders.close();
+    forwarders.wait().await;
     CmdOutcome {
         success: out.success,
         output: out.output,
-        partial: false,
     }
 }
 
@@ -234,6 +276,18 @@ struct HubHost {
     hub: Arc<Hub>,
     /// The task on whose behalf commands run (a foreman's), for subtasks' `parent_id`.
     parent: Option<String>,
+    /// Where live shell output goes: the tab whose command this is (None: nowhere, e.g. a
+    /// foreman's or a flow's command, which get no `cmd_result` either).
+    live: Option<LiveOutput>,
+}
+
+/// The command whose shell output streams as `cmd_output`, and the forwarding tasks the
+/// command's answer waits for.
+struct LiveOutput {
+    cmd_id: String,
+    command: String,
+    client_id: String,
+    forwarders: tokio_util::task::TaskTracker,
 }
 
 impl HubHost {
@@ -455,28 +509,31 @@ impl Host for HubHost {
         Ok(format!("角色已设为 / role set to {}{g}", role.as_str()))
     }
 
-    /// Live output of a shell command goes to the tab that ran it as partial `cmd_result`s.
-    fn exec_output(&self, caller: &Caller) -> Option<tokio::sync::mpsc::Sender<ExecChunk>> {
-        let client = self.hub.registry.get(&caller.client_id)?;
+    /// Live output of a shell command goes to the tab that ran it as `cmd_output` frames.
+    fn exec_output(&self, _caller: &Caller) -> Option<tokio::sync::mpsc::Sender<ExecChunk>> {
+        let live = self.live.as_ref()?;
+        let client = self.hub.registry.get(&live.client_id)?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecChunk>(64);
         let hub = self.hub.clone();
-        self.hub.tracker.spawn(async move {
-            while let Some(chunk) = rx.recv().await {
-                let output = match chunk.stream {
-                    crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
-                    _ => chunk.text,
-                };
-                let frame = ServerFrame::CmdResult {
-                    command: String::new(),
-                    result: CmdOutcome {
-                        success: true,
-                        output,
-                        partial: true,
-                    },
-                };
-                let _ = hub.registry.send(&client.id, &frame);
-            }
-        });
+        let (cmd_id, command) = (live.cmd_id.clone(), live.command.clone());
+        // Tracked twice: by the hub (shutdown waits for it) and by the command, whose
+        // `cmd_result` goes out only after its last `cmd_output`.
+        self.hub
+            .tracker
+            .spawn(live.forwarders.track_future(async move {
+                while let Some(chunk) = rx.recv().await {
+                    let chunk = match chunk.stream {
+                        crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
+                        _ => chunk.text,
+                    };
+                    let frame = ServerFrame::CmdOutput {
+                        cmd_id: cmd_id.clone(),
+                        command: command.clone(),
+                        chunk,
+                    };
+                    let _ = hub.registry.send(&client.id, &frame);
+                }
+            }));
         Some(tx)
     }
 

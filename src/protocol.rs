@@ -18,41 +18,20 @@ pub enum ClientFrame {
     /// Must be the first frame on every channel: proves the token and names the tab.
     Hello(Hello),
     /// A delta of the assistant's reply as it streams.
-    Chunk {
-        turn_id: String,
-        #[serde(default)]
-        seq: u64,
-        text: String,
-    },
+    Chunk(Chunk),
     /// The seed's flow-state report from the page.
-    FlowReport {
-        turn_id: String,
-        event: String,
-        #[serde(default)]
-        quasi_status: Option<String>,
-        #[serde(default)]
-        status: Option<String>,
-        #[serde(default)]
-        fragment_count: Option<u64>,
-    },
+    FlowReport(FlowReport),
     /// The reply is complete; `text` is the whole reply.
-    TurnEnd {
-        turn_id: String,
-        text: String,
-        #[serde(default)]
-        task_id: Option<String>,
-    },
+    TurnEnd(TurnEnd),
     /// What the person submitted in this tab.
-    UserInput { text: String },
+    UserInput(UserInput),
     /// Progress of a task the hub gave this tab.
-    TaskUpdate {
-        task_id: String,
-        state: TaskState,
-        #[serde(default)]
-        error: Option<String>,
-    },
+    TaskUpdate(TaskUpdate),
     /// Application heartbeat (the seed's FlowHeartbeat), on `/heartbeat`.
     Heartbeat(AppHeartbeat),
+    /// The tab received a frame: over SSE, `ack {received: "welcome"}` confirms that the
+    /// event stream reaches the tab. Over WebSocket it is accepted and ignored.
+    Ack(Ack),
 }
 
 /// The `hello` frame's fields.
@@ -75,6 +54,58 @@ pub struct Hello {
     pub version: Option<String>,
 }
 
+/// `chunk`: a delta of the assistant's reply.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Chunk {
+    pub turn_id: String,
+    #[serde(default)]
+    pub seq: u64,
+    pub text: String,
+}
+
+/// `flow_report`: the seed's page-side flow state.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct FlowReport {
+    pub turn_id: String,
+    pub event: String,
+    #[serde(default)]
+    pub quasi_status: Option<String>,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub fragment_count: Option<u64>,
+}
+
+/// `turn_end`: the whole reply; with `task_id` it answers that task.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct TurnEnd {
+    pub turn_id: String,
+    pub text: String,
+    #[serde(default)]
+    pub task_id: Option<String>,
+}
+
+/// `user_input`: what the person submitted.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct UserInput {
+    pub text: String,
+}
+
+/// `task_update`: progress of a task in the tab.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct TaskUpdate {
+    pub task_id: String,
+    pub state: TaskState,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// `ack`: the tab says which frame it received.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Ack {
+    pub received: String,
+}
+
 /// The seed's FlowHeartbeat: what the page says about itself every few seconds.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct AppHeartbeat {
@@ -85,13 +116,43 @@ pub struct AppHeartbeat {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<u64>,
+    pub step: Option<Step>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd_count: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_count: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<u64>,
+}
+
+/// `heartbeat.step`: the seed sends its flow step as a name (`idle`, `start`, `streaming`,
+/// `done`, `sending`, `batch`); older pages and tests send a number. Both are kept as sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Step {
+    Name(String),
+    Number(u64),
+}
+
+impl<'de> Deserialize<'de> for Step {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Step, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Step;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a step name (idle, start, streaming, done, sending, batch) or a number",
+                )
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Step, E> {
+                Ok(Step::Number(n))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Step, E> {
+                Ok(Step::Name(s.to_string()))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 /// Where a tab stands in the team.
@@ -152,8 +213,18 @@ pub enum ServerFrame {
         heartbeat_ms: u64,
         protocol: u32,
     },
-    /// The answer to a command found in this tab's text.
-    CmdResult { command: String, result: CmdOutcome },
+    /// The answer to a command found in this tab's text: sent once per command.
+    CmdResult {
+        cmd_id: String,
+        command: String,
+        result: CmdOutcome,
+    },
+    /// Live output of a command still running; its `cmd_result` carries the same `cmd_id`.
+    CmdOutput {
+        cmd_id: String,
+        command: String,
+        chunk: String,
+    },
     /// The minimal info card: type `prompt` into the tab and send it.
     Task(TaskFrame),
     /// Put text into the input box (aggregated results for the master).
@@ -188,9 +259,6 @@ pub enum ServerFrame {
 pub struct CmdOutcome {
     pub success: bool,
     pub output: String,
-    /// True on the live output of a running shell command; the last `cmd_result` has none.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub partial: bool,
 }
 
 /// The `task` frame's fields.
@@ -215,8 +283,11 @@ pub struct TaskFrame {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
-    /// The frame is not valid JSON or lacks a required field.
+    /// The frame is not valid JSON, or has no `type`.
     BadJson,
+    /// Valid JSON of a known `type`, but a field is missing or has the wrong type (or a
+    /// binary WebSocket frame, which the hub does not read).
+    BadFrame,
     /// The `type` is not one this hub knows.
     UnknownType,
     /// The first frame was not `hello`, or a second `hello` arrived.
@@ -231,6 +302,9 @@ pub enum ErrorCode {
     Limit,
     /// The client id in `X-AIcard-Client` is unknown (SSE transport).
     UnknownClient,
+    /// An `ack` of `welcome` came over `POST /send`, but no event stream of this tab waits
+    /// for it (SSE transport).
+    NoStream,
 }
 
 /// Why a text frame could not be turned into a `ClientFrame`.
@@ -242,6 +316,13 @@ pub enum DecodeError {
     UnknownType(String),
     #[error("帧缺少 `type` 字段 / frame has no `type` field")]
     NoType,
+    /// Valid JSON of a known type whose field is missing or of the wrong type.
+    #[error("`{ty}` 帧的字段 `{field}` 无效 / `{ty}` frame, field `{field}`: {reason}")]
+    BadField {
+        ty: String,
+        field: String,
+        reason: String,
+    },
 }
 
 impl DecodeError {
@@ -249,6 +330,7 @@ impl DecodeError {
         match self {
             DecodeError::UnknownType(_) => ErrorCode::UnknownType,
             DecodeError::BadJson(_) | DecodeError::NoType => ErrorCode::BadJson,
+            DecodeError::BadField { .. } => ErrorCode::BadFrame,
         }
     }
 }
@@ -262,12 +344,14 @@ pub const CLIENT_TYPES: &[&str] = &[
     "user_input",
     "task_update",
     "heartbeat",
+    "ack",
 ];
 
 /// Every server frame `type` (kept in step with `ServerFrame`).
 pub const SERVER_TYPES: &[&str] = &[
     "welcome",
     "cmd_result",
+    "cmd_output",
     "task",
     "deliver",
     "flow_control",
@@ -277,7 +361,8 @@ pub const SERVER_TYPES: &[&str] = &[
     "heartbeat",
 ];
 
-/// Parses one text frame, telling malformed JSON apart from an unknown `type`.
+/// Parses one text frame, telling malformed JSON apart from an unknown `type` and from a
+/// known type with a bad field.
 pub fn decode(text: &str) -> Result<ClientFrame, DecodeError> {
     match serde_json::from_str::<ClientFrame>(text) {
         Ok(frame) => Ok(frame),
@@ -287,10 +372,48 @@ pub fn decode(text: &str) -> Result<ClientFrame, DecodeError> {
             match value.get("type").and_then(Value::as_str) {
                 None => Err(DecodeError::NoType),
                 Some(t) if !CLIENT_TYPES.contains(&t) => Err(DecodeError::UnknownType(t.into())),
-                Some(_) => Err(DecodeError::BadJson(err.to_string())),
+                Some(t) => Err(
+                    bad_field(t, &value).unwrap_or_else(|| DecodeError::BadField {
+                        ty: t.into(),
+                        field: "?".into(),
+                        reason: err.to_string(),
+                    }),
+                ),
             }
         }
     }
+}
+
+/// Decodes a known type's fields again, on the error path only, to name the bad field (the
+/// tagged enum's own error does not say which field it was).
+fn bad_field(ty: &str, value: &Value) -> Option<DecodeError> {
+    fn check<T: serde::de::DeserializeOwned>(value: &Value) -> Result<(), (String, String)> {
+        serde_path_to_error::deserialize::<_, T>(value)
+            .map(drop)
+            .map_err(|e| (e.path().to_string(), e.into_inner().to_string()))
+    }
+    let checked = match ty {
+        "hello" => check::<Hello>(value),
+        "chunk" => check::<Chunk>(value),
+        "flow_report" => check::<FlowReport>(value),
+        "turn_end" => check::<TurnEnd>(value),
+        "user_input" => check::<UserInput>(value),
+        "task_update" => check::<TaskUpdate>(value),
+        "heartbeat" => check::<AppHeartbeat>(value),
+        "ack" => check::<Ack>(value),
+        _ => Ok(()),
+    };
+    let (path, reason) = checked.err()?;
+    // A missing field is reported at the frame itself; its name is in the reason.
+    let field = match path.as_str() {
+        "." | "" => reason.split('`').nth(1).unwrap_or("?").to_string(),
+        _ => path,
+    };
+    Some(DecodeError::BadField {
+        ty: ty.into(),
+        field,
+        reason,
+    })
 }
 
 /// Serialises a server frame; infallible for these types.
@@ -328,6 +451,7 @@ impl ServerFrame {
         match self {
             ServerFrame::Welcome { .. } => "welcome",
             ServerFrame::CmdResult { .. } => "cmd_result",
+            ServerFrame::CmdOutput { .. } => "cmd_output",
             ServerFrame::Task(_) => "task",
             ServerFrame::Deliver { .. } => "deliver",
             ServerFrame::FlowControl { .. } => "flow_control",
@@ -343,12 +467,13 @@ impl ClientFrame {
     pub fn type_name(&self) -> &'static str {
         match self {
             ClientFrame::Hello(_) => "hello",
-            ClientFrame::Chunk { .. } => "chunk",
-            ClientFrame::FlowReport { .. } => "flow_report",
-            ClientFrame::TurnEnd { .. } => "turn_end",
-            ClientFrame::UserInput { .. } => "user_input",
-            ClientFrame::TaskUpdate { .. } => "task_update",
+            ClientFrame::Chunk(_) => "chunk",
+            ClientFrame::FlowReport(_) => "flow_report",
+            ClientFrame::TurnEnd(_) => "turn_end",
+            ClientFrame::UserInput(_) => "user_input",
+            ClientFrame::TaskUpdate(_) => "task_update",
             ClientFrame::Heartbeat(_) => "heartbeat",
+            ClientFrame::Ack(_) => "ack",
         }
     }
 }
@@ -404,11 +529,52 @@ mod tests {
             Err(DecodeError::UnknownType("launch_missiles".into()))
         );
         assert_eq!(decode(r#"{"text":"x"}"#), Err(DecodeError::NoType));
-        // Known type, missing required field: bad_json, not unknown_type.
-        assert!(matches!(
-            decode(r#"{"type":"chunk","seq":1}"#),
-            Err(DecodeError::BadJson(_))
-        ));
+        // Known type, missing required field: valid JSON, so bad_frame naming the field.
+        let missing = decode(r#"{"type":"chunk","seq":1}"#).unwrap_err();
+        assert_eq!(missing.code(), ErrorCode::BadFrame);
+        assert!(
+            matches!(&missing, DecodeError::BadField { field, .. } if field == "turn_id"),
+            "{missing:?}"
+        );
+        assert_eq!(decode("{nope").unwrap_err().code(), ErrorCode::BadJson);
+    }
+
+    #[test]
+    fn the_seeds_heartbeat_with_a_step_name_decodes() {
+        let seed = r#"{"type":"heartbeat","flow_id":"f","flow_role":"client","step":"idle","cmd_count":0,"result_count":0,"pending":0,"timestamp":1764500000000}"#;
+        match decode(seed).unwrap() {
+            ClientFrame::Heartbeat(hb) => assert_eq!(hb.step, Some(Step::Name("idle".into()))),
+            other => panic!("expected a heartbeat, got {other:?}"),
+        }
+        match decode(r#"{"type":"heartbeat","step":2}"#).unwrap() {
+            ClientFrame::Heartbeat(hb) => assert_eq!(hb.step, Some(Step::Number(2))),
+            other => panic!("expected a heartbeat, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_bad_frame_and_named() {
+        for (frame, field) in [
+            (r#"{"type":"heartbeat","step":true}"#, "step"),
+            (r#"{"type":"heartbeat","pending":"two"}"#, "pending"),
+            (
+                r#"{"type":"chunk","turn_id":"t","seq":"3","text":"x"}"#,
+                "seq",
+            ),
+            (r#"{"type":"hello","token":"t","role":"boss"}"#, "role"),
+            (
+                r#"{"type":"task_update","task_id":"t","state":"asleep"}"#,
+                "state",
+            ),
+        ] {
+            let err = decode(frame).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::BadFrame, "{frame}: {err}");
+            assert!(
+                matches!(&err, DecodeError::BadField { field: f, .. } if f == field),
+                "{frame}: {err:?}"
+            );
+            assert!(err.to_string().contains(&format!("`{field}`")), "{err}");
+        }
     }
 
     #[test]
@@ -434,6 +600,7 @@ mod tests {
             r#"{"type":"user_input","text":"x"}"#,
             r#"{"type":"task_update","task_id":"t","state":"done"}"#,
             r#"{"type":"heartbeat","time":1}"#,
+            r#"{"type":"ack","received":"welcome"}"#,
         ];
         let names: Vec<_> = samples
             .iter()

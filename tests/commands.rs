@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use aicard::config::ExecMode;
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn echo_back(prompt: &str) -> Reply {
     Reply::Text(Duration::from_millis(10), format!("answer to: {prompt}"))
@@ -261,18 +261,77 @@ async fn long_command_output_streams_before_the_final_answer() {
     let h = TestHub::start_with(|c| c.exec_mode = ExecMode::On).await;
     let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
     tab.send(json!({"type":"user_input","text":"?<echo one; sleep 0.3; echo two>!"}));
-    let first = tab.next("cmd_result").await;
-    assert_eq!(first["result"]["partial"], true, "{first}");
-    assert!(first["result"]["output"].as_str().unwrap().contains("one"));
-    let last = loop {
-        let v = tab.next("cmd_result").await;
-        if v["result"]["partial"] != true {
-            break v;
+    // Live output comes as cmd_output, never as a cmd_result; the one cmd_result follows
+    // the last cmd_output and carries the same cmd_id.
+    let first = tab.frames_until("cmd_output").await;
+    assert!(
+        first.iter().all(|v| v["type"] != "cmd_result"),
+        "a cmd_result came before the live output: {first:?}"
+    );
+    let first = first.last().unwrap().clone();
+    assert!(first["chunk"].as_str().unwrap().contains("one"), "{first}");
+    assert_eq!(first["command"], "echo one; sleep 0.3; echo two");
+    let cmd_id = first["cmd_id"].as_str().unwrap().to_string();
+    let rest = tab.frames_until("cmd_result").await;
+    for v in &rest[..rest.len() - 1] {
+        if v["type"] == "cmd_output" {
+            assert_eq!(v["cmd_id"], cmd_id.as_str(), "{v}");
         }
-    };
+    }
+    let last = rest.last().unwrap();
+    assert_eq!(last["cmd_id"], cmd_id.as_str(), "{last}");
+    assert_eq!(last["command"], "echo one; sleep 0.3; echo two");
     assert_eq!(last["result"]["success"], true, "{last}");
+    assert!(last["result"].get("partial").is_none(), "{last}");
     let out = last["result"]["output"].as_str().unwrap();
     assert!(out.contains("one") && out.contains("two"), "{out}");
+}
+
+#[tokio::test]
+async fn two_commands_running_at_once_are_told_apart_by_cmd_id() {
+    let h = TestHub::start_with(|c| c.exec_mode = ExecMode::On).await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    tab.send(json!({"type":"user_input",
+        "text":"?<echo a1; sleep 0.2; echo a2>! ?<echo b1; sleep 0.2; echo b2>!"}));
+    let mut outputs: std::collections::BTreeMap<String, String> = Default::default();
+    let mut results: std::collections::BTreeMap<String, Value> = Default::default();
+    while results.len() < 2 {
+        for v in tab.frames_until("cmd_result").await {
+            let id = v["cmd_id"].as_str().unwrap().to_string();
+            assert!(
+                !results.contains_key(&id),
+                "a second cmd_result for {id}: {v}"
+            );
+            match v["type"].as_str() {
+                Some("cmd_output") => outputs
+                    .entry(id)
+                    .or_default()
+                    .push_str(v["chunk"].as_str().unwrap()),
+                Some("cmd_result") => {
+                    results.insert(id, v);
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(outputs.len(), 2, "{outputs:?}");
+    for (id, result) in &results {
+        let (mine, other) = if result["command"].as_str().unwrap().contains("a1") {
+            ("a", "b")
+        } else {
+            ("b", "a")
+        };
+        let live = &outputs[id];
+        assert!(
+            live.contains(&format!("{mine}1")) && live.contains(&format!("{mine}2")),
+            "{live}"
+        );
+        assert!(
+            !live.contains(&format!("{other}1")),
+            "{id} got the other command's output: {live}"
+        );
+        assert_eq!(result["result"]["success"], true, "{result}");
+    }
 }
 
 #[tokio::test]

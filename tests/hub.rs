@@ -102,6 +102,8 @@ async fn bad_json_and_unknown_types_get_errors_and_the_connection_lives() {
     assert!(e["message"].as_str().unwrap().contains("self_destruct"));
     send(&mut ws, &json!({"type":"hello","token":TOKEN})).await;
     assert_eq!(recv(&mut ws).await["code"], "hello_required");
+    // An ack over WebSocket is accepted and ignored.
+    send(&mut ws, &json!({"type":"ack","received":"welcome"})).await;
     // Still alive: a heartbeat gets its answer.
     send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
     assert_eq!(recv(&mut ws).await["type"], "heartbeat");
@@ -276,6 +278,133 @@ async fn tasks_queue_per_tab_one_at_a_time() {
 }
 
 #[tokio::test]
+async fn the_persons_own_chat_in_a_worker_tab_does_not_answer_its_task() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("deepseek", Some("w")).await;
+    let client = h
+        .hub()
+        .registry
+        .get(welcome["client_id"].as_str().unwrap())
+        .unwrap();
+    let tasks = h.hub().tasks.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(
+                &client,
+                TaskRequest::new("the task", Duration::from_secs(10)),
+            )
+            .await
+    });
+    let task = recv_type(&mut ws, "task").await;
+    // The person chats in the tab while the task is in flight: an untagged turn.
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"mine","text":"the person's chat"}),
+    )
+    .await;
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"t","text":"the task's answer","task_id":task["task_id"]}),
+    )
+    .await;
+    let answer = tokio::time::timeout(WAIT, ask).await.unwrap().unwrap();
+    assert_eq!(answer.unwrap(), "the task's answer");
+}
+
+#[tokio::test]
+async fn a_frame_naming_a_task_the_tab_does_not_hold_gets_unknown_task() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("deepseek", Some("a")).await;
+    let (mut other, _) = h.tab("kimi", Some("b")).await;
+    let client = h
+        .hub()
+        .registry
+        .get(welcome["client_id"].as_str().unwrap())
+        .unwrap();
+    let tasks = h.hub().tasks.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(
+                &client,
+                TaskRequest::new("the task", Duration::from_secs(10)),
+            )
+            .await
+    });
+    let task = recv_type(&mut ws, "task").await;
+    let id = task["task_id"].as_str().unwrap();
+    // Another tab names a's task; a names a task that does not exist.
+    send(
+        &mut other,
+        &json!({"type":"turn_end","turn_id":"x","text":"not yours","task_id":id}),
+    )
+    .await;
+    let e = recv(&mut other).await;
+    assert_eq!(
+        (&e["type"], &e["code"]),
+        (&json!("error"), &json!("unknown_task")),
+        "{e}"
+    );
+    assert!(e["message"].as_str().unwrap().contains(id), "{e}");
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"y","text":"stale","task_id":"gone"}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["code"], "unknown_task");
+    send(
+        &mut ws,
+        &json!({"type":"task_update","task_id":"gone","state":"failed","error":"x"}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["code"], "unknown_task");
+    // Both tabs stay connected, and the task was completed by neither frame.
+    send(&mut other, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut other).await["type"], "heartbeat");
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"t","text":"the answer","task_id":id}),
+    )
+    .await;
+    // The `done` a tab reports after its turn_end is no unknown task: the next frame the
+    // tab gets is the heartbeat's answer, not an error.
+    send(
+        &mut ws,
+        &json!({"type":"task_update","task_id":id,"state":"done"}),
+    )
+    .await;
+    send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut ws).await["type"], "heartbeat");
+    let answer = tokio::time::timeout(WAIT, ask).await.unwrap().unwrap();
+    assert_eq!(answer.unwrap(), "the answer");
+}
+
+#[tokio::test]
+async fn a_binary_frame_gets_bad_frame_and_the_socket_lives() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("deepseek", None).await;
+    ws.send(Message::Binary(vec![1, 2, 3].into()))
+        .await
+        .unwrap();
+    let e = recv(&mut ws).await;
+    assert_eq!(e["code"], "bad_frame", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("text frames only"),
+        "{e}"
+    );
+    send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut ws).await["type"], "heartbeat");
+    // The same on /heartbeat.
+    let mut hb = h.connect("/heartbeat").await;
+    send(
+        &mut hb,
+        &json!({"type":"hello","token":TOKEN,"client_id":welcome["client_id"]}),
+    )
+    .await;
+    hb.send(Message::Binary(vec![0].into())).await.unwrap();
+    assert_eq!(recv(&mut hb).await["code"], "bad_frame");
+}
+
+#[tokio::test]
 async fn a_task_the_tab_reports_failed_returns_its_reason() {
     let h = TestHub::start().await;
     let (mut ws, welcome) = h.tab("gemini", None).await;
@@ -322,7 +451,7 @@ async fn heartbeat_channel_answers_app_heartbeats() {
     let client = h.hub().registry.get(id).unwrap();
     let seen = client.heartbeat().unwrap();
     assert_eq!(seen.flow_id.as_deref(), Some("f1"));
-    assert_eq!(seen.step, Some(3));
+    assert_eq!(seen.step, Some(aicard::protocol::Step::Number(3)));
     // An unknown id on /heartbeat is refused.
     let mut hb2 = h.connect("/heartbeat").await;
     send(
@@ -331,6 +460,37 @@ async fn heartbeat_channel_answers_app_heartbeats() {
     )
     .await;
     assert_eq!(recv(&mut hb2).await["code"], "unknown_client");
+}
+
+#[tokio::test]
+async fn the_seeds_heartbeat_gets_an_answer_and_a_bad_field_is_named() {
+    let h = TestHub::start().await;
+    let (_rt, welcome) = h.tab("deepseek", None).await;
+    let id = welcome["client_id"].as_str().unwrap();
+    let mut hb = h.connect("/heartbeat").await;
+    send(
+        &mut hb,
+        &json!({"type":"hello","token":TOKEN,"client_id":id}),
+    )
+    .await;
+    // The seed's FlowHeartbeat, as its page sends it.
+    send(
+        &mut hb,
+        &json!({"type":"heartbeat","flow_id":"f1","flow_role":"client","step":"idle",
+                "cmd_count":0,"result_count":0,"pending":0,"results":[],"timestamp":1764500000000u64}),
+    )
+    .await;
+    let answer = recv(&mut hb).await;
+    assert_eq!(answer["type"], "heartbeat", "{answer}");
+    let seen = h.hub().registry.get(id).unwrap().heartbeat().unwrap();
+    assert_eq!(seen.step, Some(aicard::protocol::Step::Name("idle".into())));
+    // Valid JSON of a known type with a field of the wrong type: bad_frame, naming the field.
+    send(&mut hb, &json!({"type":"heartbeat","pending":"many"})).await;
+    let e = recv(&mut hb).await;
+    assert_eq!(e["code"], "bad_frame", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("`pending`"), "{e}");
+    send_raw(&mut hb, "{\"type\":\"heartbeat\",").await;
+    assert_eq!(recv(&mut hb).await["code"], "bad_json");
 }
 
 #[tokio::test]
@@ -374,6 +534,25 @@ async fn sse_and_post_transport_carries_the_same_frames() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     let mut body = resp.bytes_stream();
+    let mut buf = String::new();
+    // The stream's first event is the welcome; the tab confirms it received it.
+    let first = next_sse_event(&mut body, &mut buf).await.unwrap();
+    assert_eq!(first, welcome);
+    let ack: Value = serde_json::from_str(
+        &http
+            .post(h.http_url("/send"))
+            .bearer_auth(TOKEN)
+            .header("X-AIcard-Client", &id)
+            .body(json!({"type":"ack","received":"welcome"}).to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ack["type"], "ack", "{ack}");
     let client = h.hub().registry.get(&id).unwrap();
     let tasks = h.hub().tasks.clone();
     let ask = tokio::spawn(async move {
@@ -385,7 +564,7 @@ async fn sse_and_post_transport_carries_the_same_frames() {
             .await
     });
     // Read SSE events until the task arrives.
-    let task = next_sse(&mut body, &mut String::new(), "task").await;
+    let task = next_sse(&mut body, &mut buf, "task").await;
     assert_eq!(task["prompt"], "via sse");
     let ack: Value = serde_json::from_str(
         &http
@@ -567,20 +746,8 @@ async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
 #[tokio::test]
 async fn an_sse_replay_cut_short_keeps_the_rest() {
     let h = TestHub::start().await;
-    let http = reqwest::Client::new();
-    let hello = json!({"type":"hello","token":TOKEN,"site":"yuanbao"}).to_string();
-    let welcome = http
-        .post(h.http_url("/send"))
-        .bearer_auth(TOKEN)
-        .body(hello)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let welcome: Value = serde_json::from_str(&welcome).unwrap();
-    let id = welcome["client_id"].as_str().unwrap().to_string();
+    let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"yuanbao"})).await;
+    let id = tab.id.clone();
     // No event stream yet: 24 MiB of frames wait for the tab.
     let frame = ServerFrame::Deliver {
         text: "s".repeat(256 * 1024),
@@ -593,22 +760,99 @@ async fn an_sse_replay_cut_short_keeps_the_rest() {
             aicard::hub::registry::Sent::Stored
         );
     }
-    let events_for = |id: &str| {
-        http.get(h.http_url("/events"))
-            .bearer_auth(TOKEN)
-            .header("X-AIcard-Client", id)
-            .send()
-    };
     // The tab reads one frame of the replay and goes away; more than the socket buffers
     // hold was still to come.
     let mut events = h.hub().events.subscribe();
-    let mut body = events_for(&id).await.unwrap().bytes_stream();
-    let first = next_sse(&mut body, &mut String::new(), "deliver").await;
+    let mut stream = tab.connect().await;
+    let first = stream.next("deliver").await;
     assert_eq!(first["text"].as_str().map(str::len), Some(256 * 1024));
-    drop(body);
+    drop(stream);
     wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
     // What the replay had not sent comes with the next stream.
-    let mut body = events_for(&id).await.unwrap().bytes_stream();
-    let again = next_sse(&mut body, &mut String::new(), "deliver").await;
+    let mut stream = tab.connect().await;
+    let again = stream.next("deliver").await;
     assert_eq!(again["text"].as_str().map(str::len), Some(256 * 1024));
+}
+
+#[tokio::test]
+async fn an_event_stream_gets_nothing_until_the_tab_acks_its_welcome() {
+    let h = TestHub::start().await;
+    let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"gemini"})).await;
+    let client = h.hub().registry.get(&tab.id).unwrap();
+    let deliver = |text: &str| ServerFrame::Deliver {
+        text: text.into(),
+        auto_send: false,
+        run_id: None,
+    };
+    // Opened, its welcome sent, but not confirmed (a manager that buffers the response
+    // never hands the tab a byte): the tab is not live and nothing is sent on the stream.
+    let mut stream = tab.open().await;
+    assert_eq!(client.state(), aicard::hub::registry::ConnState::Lost);
+    assert_eq!(h.hub().registry.connected_count(), 0);
+    assert!(h.hub().registry.resolve("gemini").is_empty());
+    assert_eq!(
+        h.hub().registry.send(&tab.id, &deliver("kept")).unwrap(),
+        aicard::hub::registry::Sent::Stored
+    );
+    let tasks = h.hub().tasks.clone();
+    let asked = client.clone();
+    let ask = tokio::spawn(async move {
+        tasks
+            .ask(
+                &asked,
+                TaskRequest::new("after the ack", Duration::from_secs(10)),
+            )
+            .await
+    });
+    // The ack attaches the stream: what waited comes in order, then frames flow live.
+    let mut events = h.hub().events.subscribe();
+    tab.ack_welcome().await;
+    wait_event(&mut events, |e| *e == HubEvent::Connected(tab.id.clone())).await;
+    assert_eq!(client.state(), aicard::hub::registry::ConnState::Connected);
+    assert_eq!(stream.next_any().await.unwrap()["text"], "kept");
+    let task = stream.next_any().await.unwrap();
+    assert_eq!(task["prompt"], "after the ack", "{task}");
+    assert_eq!(
+        h.hub().registry.send(&tab.id, &deliver("live")).unwrap(),
+        aicard::hub::registry::Sent::Live
+    );
+    assert_eq!(stream.next_any().await.unwrap()["text"], "live");
+    let answer = tab
+        .post(&json!({"type":"turn_end","turn_id":"t","text":"done","task_id":task["task_id"]}))
+        .await;
+    assert_eq!(answer["type"], "ack");
+    assert_eq!(ask.await.unwrap().unwrap(), "done");
+    // A second ack of the attached stream is harmless.
+    tab.ack_welcome().await;
+}
+
+#[tokio::test]
+async fn an_event_stream_never_confirmed_is_closed_and_a_late_ack_is_refused() {
+    let h = TestHub::start_with(|c| c.timing.stream_confirm = Duration::from_millis(200)).await;
+    let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"kimi"})).await;
+    let mut stream = tab.open().await;
+    assert_eq!(stream.next_any().await, None, "the hub ended the stream");
+    let e = tab.post(&json!({"type":"ack","received":"welcome"})).await;
+    assert_eq!(e["code"], "no_stream", "{e}");
+}
+
+#[tokio::test]
+async fn a_newer_event_stream_replaces_one_still_waiting_for_its_ack() {
+    let h = TestHub::start().await;
+    let tab = SseTab::hello(&h, json!({"type":"hello","token":TOKEN,"site":"kimi"})).await;
+    let mut older = tab.open().await;
+    let mut newer = tab.connect().await;
+    assert_eq!(older.next_any().await, None, "the replaced stream ended");
+    h.hub()
+        .registry
+        .send(
+            &tab.id,
+            &ServerFrame::Deliver {
+                text: "to the newer".into(),
+                auto_send: false,
+                run_id: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(newer.next_any().await.unwrap()["text"], "to the newer");
 }

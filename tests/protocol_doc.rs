@@ -42,7 +42,7 @@ fn every_documented_client_frame_round_trips() {
         "documented client frames differ from the types"
     );
     for (_, name, json) in client {
-        let frame: ClientFrame = serde_json::from_str(json)
+        let frame: ClientFrame = aicard::protocol::decode(json)
             .unwrap_or_else(|e| panic!("doc example `{name}` does not decode: {e}"));
         assert_eq!(frame.type_name(), name);
         let back: Value = serde_json::to_value(&frame).unwrap();
@@ -79,6 +79,7 @@ fn every_error_code_is_documented() {
     let doc = doc();
     let all = [
         ErrorCode::BadJson,
+        ErrorCode::BadFrame,
         ErrorCode::UnknownType,
         ErrorCode::HelloRequired,
         ErrorCode::BadToken,
@@ -86,6 +87,7 @@ fn every_error_code_is_documented() {
         ErrorCode::CommandRefused,
         ErrorCode::Limit,
         ErrorCode::UnknownClient,
+        ErrorCode::NoStream,
     ];
     for code in all {
         let name = serde_json::to_value(code).unwrap();
@@ -97,13 +99,15 @@ fn every_error_code_is_documented() {
         // Exhaustive match: adding a variant without listing it above fails to compile.
         match code {
             ErrorCode::BadJson
+            | ErrorCode::BadFrame
             | ErrorCode::UnknownType
             | ErrorCode::HelloRequired
             | ErrorCode::BadToken
             | ErrorCode::UnknownTask
             | ErrorCode::CommandRefused
             | ErrorCode::Limit
-            | ErrorCode::UnknownClient => {}
+            | ErrorCode::UnknownClient
+            | ErrorCode::NoStream => {}
         }
     }
 }

@@ -22,7 +22,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::HubConfig;
-use crate::protocol::{ClientFrame, ErrorCode, Hello, Role, ServerFrame, PROTOCOL_VERSION};
+use crate::protocol::{
+    Chunk, ClientFrame, ErrorCode, Hello, Role, ServerFrame, TaskUpdate, TurnEnd, UserInput,
+    PROTOCOL_VERSION,
+};
 use crate::store::Store;
 use auth::OriginPolicy;
 use registry::{Client, ClientInfo, ConnState, Registry};
@@ -53,6 +56,8 @@ pub struct Hub {
     pub commands: crate::control::Commands,
     /// Flow runs in progress.
     pub runner: crate::runner::Runner,
+    /// SSE event streams that sent `welcome` and wait for the tab's `ack`.
+    sse_waiting: sse::Unconfirmed,
 }
 
 /// Something that happened to a tab's connection.
@@ -131,6 +136,7 @@ impl Hub {
             events: tokio::sync::broadcast::channel(1024).0,
             commands: crate::control::Commands::new(&config),
             runner: crate::runner::Runner::default(),
+            sse_waiting: sse::Unconfirmed::default(),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -361,7 +367,7 @@ impl Hub {
                 ErrorCode::HelloRequired,
                 "hello 只能发送一次 / hello was already said on this connection",
             )),
-            ClientFrame::Chunk { turn_id, text, .. } => {
+            ClientFrame::Chunk(Chunk { turn_id, text, .. }) => {
                 client.streamed();
                 // A task's reply belongs to whoever asked; only free turns are scanned.
                 if self.tasks.current(client).is_none() {
@@ -369,21 +375,22 @@ impl Hub {
                 }
                 None
             }
-            ClientFrame::FlowReport { .. } => None,
-            ClientFrame::TurnEnd {
+            ClientFrame::FlowReport(_) => None,
+            ClientFrame::TurnEnd(TurnEnd {
                 turn_id,
                 task_id,
                 text,
-            } => {
-                let answered_task = self.tasks.on_turn_end(client, task_id.as_deref(), &text);
+            }) => match self.tasks.on_turn_end(client, task_id.as_deref(), &text) {
                 // Commands in a free reply run if the tab's role lets its replies run them; a
                 // task's reply is data for whoever asked (the foreman cycle reads its own).
-                if !answered_task {
+                Ok(tasks::TurnOutcome::Free) => {
                     crate::control::on_turn_end(self, client, &turn_id, &text);
+                    None
                 }
-                None
-            }
-            ClientFrame::UserInput { text } => {
+                Ok(tasks::TurnOutcome::Answered | tasks::TurnOutcome::Stale) => None,
+                Err(e) => Some(ServerFrame::error(ErrorCode::UnknownTask, e.to_string())),
+            },
+            ClientFrame::UserInput(UserInput { text }) => {
                 // A prompt the hub typed, echoed back by the page, is not the person speaking:
                 // it may carry another model's words and must not get the person's authority.
                 if client.was_typed_by_hub(&text) {
@@ -393,19 +400,22 @@ impl Hub {
                 }
                 None
             }
-            ClientFrame::TaskUpdate {
+            ClientFrame::TaskUpdate(TaskUpdate {
                 task_id,
                 state,
                 error,
-            } => {
+            }) => {
                 client.streamed();
                 self.tasks
-                    .on_update(client, &task_id, state, error.as_deref());
-                None
+                    .on_update(client, &task_id, state, error.as_deref())
+                    .err()
+                    .map(|e| ServerFrame::error(ErrorCode::UnknownTask, e.to_string()))
             }
             ClientFrame::Heartbeat(_) => Some(ServerFrame::Heartbeat {
                 time: crate::store::now_ms() as u64,
             }),
+            // Only the SSE transport acts on an ack (`sse::send` takes it before this).
+            ClientFrame::Ack(_) => None,
         }
     }
 }

@@ -1,6 +1,10 @@
 //! The second transport, for tabs whose WebSocket to localhost is blocked (Chrome's Local
 //! Network Access prompt denied): hub → tab over `GET /events` (SSE), tab → hub over
 //! `POST /send`. Same frames, same token, same registry as the WebSocket path.
+//!
+//! An event stream is attached to its tab only once the tab confirms, over `POST /send`, that
+//! it received the stream's first event (`welcome`): a userscript manager that buffers the
+//! response until it ends would otherwise make a tab that never receives look live.
 
 #![allow(clippy::result_large_err)] // handlers return ready-made HTTP responses
 
@@ -12,12 +16,13 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use dashmap::DashMap;
 use futures_util::Stream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
-use super::registry::{Client, ConnHandle, Killer, Outbound};
+use super::registry::{close, Client, ConnHandle, ConnState, Killer, Outbound};
 use super::{auth, Hub};
-use crate::protocol::{decode, encode, ClientFrame, ErrorCode, ServerFrame};
+use crate::protocol::{decode, encode, Ack, ClientFrame, ErrorCode, ServerFrame};
 
 /// Header naming the tab on every request after `hello`.
 pub const CLIENT_HEADER: &str = "x-aicard-client";
@@ -93,13 +98,62 @@ pub async fn send(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: String)
         Err(r) => return r,
     };
     let received = frame.type_name().to_string();
-    let reply = hub
-        .handle_frame(&client, frame)
-        .unwrap_or(ServerFrame::Ack { received });
-    json(StatusCode::OK, &reply)
+    let reply = match frame {
+        ClientFrame::Ack(Ack { received: what }) if what == "welcome" => confirm(&hub, &client),
+        frame => hub.handle_frame(&client, frame),
+    };
+    json(
+        StatusCode::OK,
+        &reply.unwrap_or(ServerFrame::Ack { received }),
+    )
 }
 
-/// `GET /events`: the hub → tab stream for a tab that said `hello` over `POST /send`.
+/// Event streams that sent `welcome` and wait for the tab to confirm it, by client id. Until
+/// then the stream is not attached: frames for the tab are kept as for an absent tab, no task
+/// is handed to it, and the tab does not count as connected.
+#[derive(Default)]
+pub(super) struct Unconfirmed(DashMap<String, Waiting>);
+
+/// A stream waiting for its `ack`: the connection to attach, and the way to hand the stream
+/// the frames that waited for the tab.
+struct Waiting {
+    handle: ConnHandle,
+    confirmed: oneshot::Sender<Vec<String>>,
+}
+
+/// `ack {received: "welcome"}`: the tab's event stream reaches it, so it is attached now.
+/// `None` answers with a plain `ack`.
+fn confirm(hub: &Arc<Hub>, client: &Arc<Client>) -> Option<ServerFrame> {
+    let Some((_, waiting)) = hub.sse_waiting.0.remove(&client.id) else {
+        // A repeated ack of a stream already attached is harmless.
+        return (client.state() != ConnState::Connected).then(|| {
+            ServerFrame::error(
+                ErrorCode::NoStream,
+                "没有等待确认的事件流 / no event stream of this tab waits for an ack: open GET /events first",
+            )
+        });
+    };
+    let conn_id = waiting.handle.conn_id;
+    let replay = hub.registry.attach(client, waiting.handle);
+    hub.after_welcome(client, &replay);
+    if let Err(replay) = waiting.confirmed.send(replay) {
+        // The stream ended between its welcome and this ack: nothing meant for the tab is
+        // lost with it.
+        hub.connection_closed(client, conn_id);
+        for text in replay {
+            hub.registry.send_text(client, text);
+        }
+        return Some(ServerFrame::error(
+            ErrorCode::NoStream,
+            "事件流已关闭 / the event stream closed before this ack: open GET /events again",
+        ));
+    }
+    tracing::info!(client = %client.id, "event stream confirmed");
+    None
+}
+
+/// `GET /events`: the hub → tab stream for a tab that said `hello` over `POST /send`. Its
+/// first event is `welcome`; it is attached once the tab acks that event.
 pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorize(&hub, &headers) {
         return r;
@@ -116,17 +170,25 @@ pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
         tx,
         kill: kill.clone(),
     };
-    let pending = hub.registry.attach(&client, handle);
-    hub.after_welcome(&client, &pending);
-    let guard = Attached {
+    let (confirmed, confirm) = oneshot::channel();
+    let waiting = Waiting { handle, confirmed };
+    // A newer stream of the same tab replaces one still waiting for its ack.
+    if let Some(old) = hub.sse_waiting.0.insert(client.id.clone(), waiting) {
+        old.handle.kill.kill(close::REPLACED);
+    }
+    let stream = EventStream {
+        welcome: Some(encode(&hub.welcome(&client))),
+        confirm: Some(confirm),
+        deadline: tokio::time::Instant::now() + hub.config.timing.stream_confirm,
+        attached: false,
         hub: hub.clone(),
-        client: client.clone(),
+        client,
         conn_id,
-        pending: pending.into_iter(),
+        pending: Vec::new().into_iter(),
         rx,
+        kill,
     };
-    let stream = event_stream(guard, kill);
-    Sse::new(stream)
+    Sse::new(event_stream(stream))
         .keep_alive(
             KeepAlive::new()
                 .interval(hub.config.timing.ping_interval.min(Duration::from_secs(15)))
@@ -135,19 +197,40 @@ pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
         .into_response()
 }
 
-/// The stream's state. When the stream is dropped, it marks the tab disconnected, and what
-/// the replay or the queue had not yet sent waits for the tab's return (or goes to the
-/// connection that replaced this one), as on the WebSocket path.
-struct Attached {
+/// The stream's state. Until it is confirmed, dropping it only withdraws it from
+/// `Unconfirmed`. Once attached, dropping it marks the tab disconnected, and what the replay
+/// or the queue had not yet sent waits for the tab's return (or goes to the connection that
+/// replaced this one), as on the WebSocket path.
+struct EventStream {
+    /// The first event, not yet sent.
+    welcome: Option<String>,
+    /// Receives the frames that waited for the tab once its `ack` attached this stream.
+    confirm: Option<oneshot::Receiver<Vec<String>>>,
+    /// An unconfirmed stream is closed at this instant.
+    deadline: tokio::time::Instant,
+    attached: bool,
     hub: Arc<Hub>,
     client: Arc<Client>,
     conn_id: u64,
     pending: std::vec::IntoIter<String>,
     rx: mpsc::Receiver<Outbound>,
+    kill: Killer,
 }
 
-impl Drop for Attached {
+impl Drop for EventStream {
     fn drop(&mut self) {
+        if !self.attached {
+            let conn_id = self.conn_id;
+            self.hub
+                .sse_waiting
+                .0
+                .remove_if(&self.client.id, |_, w| w.handle.conn_id == conn_id);
+            // An ack may have attached the stream after its last poll.
+            match self.confirm.as_mut().map(|c| c.try_recv()) {
+                Some(Ok(replay)) => self.pending = replay.into_iter(),
+                _ => return,
+            }
+        }
         self.hub.connection_closed(&self.client, self.conn_id);
         self.hub
             .registry
@@ -155,22 +238,53 @@ impl Drop for Attached {
     }
 }
 
-fn event_stream(guard: Attached, kill: Killer) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold((guard, kill), |(mut guard, kill)| async move {
-        if let Some(frame) = guard.pending.next() {
-            return Some((Ok(Event::default().data(frame)), (guard, kill)));
+impl EventStream {
+    /// The next frame for the tab; None ends the stream.
+    async fn next_frame(&mut self) -> Option<String> {
+        if let Some(welcome) = self.welcome.take() {
+            return Some(welcome);
         }
-        let shutdown = guard.hub.shutdown.clone();
+        let shutdown = self.hub.shutdown.clone();
+        if !self.attached {
+            let confirm = self.confirm.as_mut()?;
+            tokio::select! {
+                replay = confirm => match replay {
+                    Ok(replay) => {
+                        self.pending = replay.into_iter();
+                        self.attached = true;
+                        self.confirm = None;
+                    }
+                    // Replaced by a newer stream of the same tab.
+                    Err(_) => return None,
+                },
+                _ = tokio::time::sleep_until(self.deadline) => {
+                    tracing::info!(client = %self.client.id, "event stream never confirmed; closed");
+                    return None;
+                }
+                _ = self.kill.killed() => return None,
+                _ = shutdown.cancelled() => return None,
+            }
+        }
+        if let Some(frame) = self.pending.next() {
+            return Some(frame);
+        }
         tokio::select! {
-            msg = guard.rx.recv() => match msg {
+            msg = self.rx.recv() => match msg {
                 Some(Outbound::Frame(text)) => {
-                    guard.client.touch();
-                    Some((Ok(Event::default().data(text)), (guard, kill)))
+                    self.client.touch();
+                    Some(text)
                 }
                 None => None,
             },
-            _ = kill.killed() => None,
+            _ = self.kill.killed() => None,
             _ = shutdown.cancelled() => None,
         }
+    }
+}
+
+fn event_stream(stream: EventStream) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(stream, |mut stream| async move {
+        let frame = stream.next_frame().await?;
+        Some((Ok(Event::default().data(frame)), stream))
     })
 }

@@ -128,6 +128,46 @@ pub(crate) struct Pending {
 pub(crate) struct TabQueue {
     current: Option<Pending>,
     waiting: VecDeque<Pending>,
+    /// Tasks this tab held that ended (answered, failed, timed out, handed back), newest last:
+    /// the `done` a tab reports after its `turn_end`, or a late reply, is not an unknown task.
+    ended: VecDeque<String>,
+}
+
+/// How many ended task ids a tab remembers.
+const MAX_ENDED: usize = 16;
+
+impl TabQueue {
+    /// Takes the in-flight task and remembers its id as ended.
+    fn end_current(&mut self) -> Option<Pending> {
+        let p = self.current.take()?;
+        self.ended.push_back(p.frame.task_id.clone());
+        while self.ended.len() > MAX_ENDED {
+            self.ended.pop_front();
+        }
+        Some(p)
+    }
+
+    fn holds(&self, task_id: &str) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|p| p.frame.task_id == task_id)
+    }
+}
+
+/// A tab named a task it does not hold: never given to it, another tab's, or long gone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("此标签页没有任务 `{0}` / this tab holds no task `{0}`")]
+pub struct UnknownTask(pub String);
+
+/// What a `turn_end` was to the tab's tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// It carried the in-flight task's id and answered it.
+    Answered,
+    /// Untagged: the person's own conversation in the tab, not a task's answer.
+    Free,
+    /// Tagged with a task this tab held that already ended (a repeat or a late reply).
+    Stale,
 }
 
 /// One subtask under a parent task, for the tree shown by `manager status`.
@@ -327,7 +367,7 @@ impl Tasks {
     pub fn on_lost(&self, client: &Client) {
         let mut q = Self::queue(client);
         if q.current.as_ref().is_some_and(|p| p.fail_on_loss) {
-            if let Some(p) = q.current.take() {
+            if let Some(p) = q.end_current() {
                 let _ = p.reply.send(Err(TaskError::TabLost(client.display())));
             }
         }
@@ -341,59 +381,81 @@ impl Tasks {
         }
     }
 
-    /// A reply arrived. Without a task id it answers the in-flight task, if any.
-    /// Returns true when it completed a task.
-    pub fn on_turn_end(&self, client: &Client, task_id: Option<&str>, text: &str) -> bool {
-        let done = self.finish(client, task_id, Ok(text.to_string()));
-        if done {
-            self.pump(client);
-        }
-        done
-    }
-
-    /// A `task_update`; `failed` ends the task with the tab's reason.
-    pub fn on_update(&self, client: &Client, task_id: &str, state: TaskState, error: Option<&str>) {
-        if state == TaskState::Failed {
-            let reason = error.unwrap_or("unknown").to_string();
-            let err = TaskError::TabFailed {
-                tab: client.display(),
-                reason,
-            };
-            if self.finish(client, Some(task_id), Err(err)) {
-                self.pump(client);
-            }
-        }
-    }
-
-    fn finish(
+    /// A reply arrived. It answers the in-flight task only when it carries that task's id:
+    /// an untagged reply is the person's own conversation in the tab, not the task's answer.
+    /// A reply naming a task the tab does not hold completes nothing.
+    pub fn on_turn_end(
         &self,
         client: &Client,
         task_id: Option<&str>,
-        result: Result<String, TaskError>,
-    ) -> bool {
-        let mut q = Self::queue(client);
-        let matches = match (&q.current, task_id) {
-            (Some(p), Some(id)) => p.frame.task_id == id,
-            (Some(_), None) => true,
-            (None, _) => false,
+        text: &str,
+    ) -> Result<TurnOutcome, UnknownTask> {
+        let Some(id) = task_id else {
+            return Ok(TurnOutcome::Free);
         };
-        if !matches {
-            return false;
+        if self.finish(client, id, Ok(text.to_string()))? {
+            self.pump(client);
+            Ok(TurnOutcome::Answered)
+        } else {
+            Ok(TurnOutcome::Stale)
         }
-        if let Some(p) = q.current.take() {
+    }
+
+    /// A `task_update`; `failed` ends the task with the tab's reason. An update for a task
+    /// that already ended here (the `done` after its `turn_end`) is ignored.
+    pub fn on_update(
+        &self,
+        client: &Client,
+        task_id: &str,
+        state: TaskState,
+        error: Option<&str>,
+    ) -> Result<(), UnknownTask> {
+        if state != TaskState::Failed {
+            let q = Self::queue(client);
+            return if q.holds(task_id) || q.ended.iter().any(|t| t == task_id) {
+                Ok(())
+            } else {
+                Err(UnknownTask(task_id.to_string()))
+            };
+        }
+        let reason = error.unwrap_or("unknown").to_string();
+        let err = TaskError::TabFailed {
+            tab: client.display(),
+            reason,
+        };
+        if self.finish(client, task_id, Err(err))? {
+            self.pump(client);
+        }
+        Ok(())
+    }
+
+    /// Ends the in-flight task `task_id` with `result`: Ok(true) if it did, Ok(false) for a
+    /// task that already ended here, Err for a task this tab never held.
+    fn finish(
+        &self,
+        client: &Client,
+        task_id: &str,
+        result: Result<String, TaskError>,
+    ) -> Result<bool, UnknownTask> {
+        let mut q = Self::queue(client);
+        if !q.holds(task_id) {
+            return if q.ended.iter().any(|t| t == task_id) {
+                Ok(false)
+            } else {
+                Err(UnknownTask(task_id.to_string()))
+            };
+        }
+        if let Some(p) = q.end_current() {
             let _ = p.reply.send(result);
         }
-        true
+        Ok(true)
     }
 
     /// Drops a task wherever it is (caller timed out or gave up).
     pub fn cancel(&self, client: &Client, task_id: &str) {
         let mut q = Self::queue(client);
-        if q.current
-            .as_ref()
-            .is_some_and(|p| p.frame.task_id == task_id)
-        {
-            q.current = None;
+        if q.holds(task_id) {
+            q.end_current();
         }
         q.waiting.retain(|p| p.frame.task_id != task_id);
     }
@@ -480,15 +542,78 @@ mod tests {
         );
         assert_eq!(f.tasks.load(&f.tab), 2);
 
-        assert!(f
-            .tasks
-            .on_turn_end(&f.tab, Some(&sent.task_id), "answer one"));
+        assert_eq!(
+            f.tasks
+                .on_turn_end(&f.tab, Some(&sent.task_id), "answer one"),
+            Ok(TurnOutcome::Answered)
+        );
         assert_eq!(first.wait(&f.tasks).await.unwrap(), "answer one");
         let next = sent_task(&mut f.out).expect("the queue moved on");
         assert_eq!(next.prompt, "two");
-        assert!(f.tasks.on_turn_end(&f.tab, None, "answer two"));
+        assert_eq!(
+            f.tasks
+                .on_turn_end(&f.tab, Some(&next.task_id), "answer two"),
+            Ok(TurnOutcome::Answered)
+        );
         assert_eq!(second.wait(&f.tasks).await.unwrap(), "answer two");
         assert_eq!(f.tasks.load(&f.tab), 0);
+    }
+
+    #[tokio::test]
+    async fn an_untagged_reply_never_answers_the_task_in_flight() {
+        let mut f = fixture(4);
+        let ticket = f.tasks.submit(&f.tab, req("task", None, false)).unwrap();
+        let sent = sent_task(&mut f.out).unwrap();
+        assert_eq!(
+            f.tasks.on_turn_end(&f.tab, None, "the person's own chat"),
+            Ok(TurnOutcome::Free),
+            "an untagged turn_end completed the task"
+        );
+        assert_eq!(f.tasks.load(&f.tab), 1, "the task is still in flight");
+        assert_eq!(
+            f.tasks
+                .on_turn_end(&f.tab, Some(&sent.task_id), "the answer"),
+            Ok(TurnOutcome::Answered)
+        );
+        assert_eq!(ticket.wait(&f.tasks).await.unwrap(), "the answer");
+    }
+
+    #[tokio::test]
+    async fn a_reply_naming_a_task_the_tab_does_not_hold_completes_nothing() {
+        let mut f = fixture(4);
+        let ticket = f.tasks.submit(&f.tab, req("task", None, false)).unwrap();
+        let sent = sent_task(&mut f.out).unwrap();
+        let waiting = f.tasks.submit(&f.tab, req("later", None, false)).unwrap();
+        assert_eq!(
+            f.tasks.on_turn_end(&f.tab, Some("nope"), "stale"),
+            Err(UnknownTask("nope".into()))
+        );
+        assert_eq!(
+            f.tasks
+                .on_update(&f.tab, "nope", TaskState::Failed, Some("x")),
+            Err(UnknownTask("nope".into()))
+        );
+        assert_eq!(f.tasks.load(&f.tab), 2, "nothing completed");
+        f.tasks
+            .on_turn_end(&f.tab, Some(&sent.task_id), "answer")
+            .unwrap();
+        assert_eq!(ticket.wait(&f.tasks).await.unwrap(), "answer");
+        // The tab's `done` after its turn_end, and a repeated reply, are not unknown tasks
+        // and complete nothing (the waiting task is now in flight).
+        assert_eq!(
+            f.tasks
+                .on_update(&f.tab, &sent.task_id, TaskState::Done, None),
+            Ok(())
+        );
+        assert_eq!(
+            f.tasks.on_turn_end(&f.tab, Some(&sent.task_id), "again"),
+            Ok(TurnOutcome::Stale)
+        );
+        let next = sent_task(&mut f.out).unwrap();
+        f.tasks
+            .on_turn_end(&f.tab, Some(&next.task_id), "later answer")
+            .unwrap();
+        assert_eq!(waiting.wait(&f.tasks).await.unwrap(), "later answer");
     }
 
     #[tokio::test]
@@ -540,7 +665,7 @@ mod tests {
             Some("master-id"),
             "still on the wire"
         );
-        f.tasks.on_turn_end(&f.tab, None, "ok");
+        f.tasks.on_turn_end(&f.tab, Some(&t.task_id), "ok").unwrap();
         untracked.wait(&f.tasks).await.unwrap();
         assert!(f.tasks.children("master-id").is_empty());
 
@@ -549,7 +674,8 @@ mod tests {
             .submit(&f.tab, req("y", Some("fm/1"), true))
             .unwrap();
         assert_eq!(f.tasks.children("fm/1")[0].state, "sent");
-        f.tasks.on_turn_end(&f.tab, None, "ok");
+        let t = sent_task(&mut f.out).unwrap();
+        f.tasks.on_turn_end(&f.tab, Some(&t.task_id), "ok").unwrap();
         tracked.wait(&f.tasks).await.unwrap();
         let subs = f.tasks.children("fm/1");
         assert_eq!(

@@ -239,6 +239,16 @@ async fn read_loop(
         let text = match msg {
             Message::Text(t) => t,
             Message::Close(_) => return None,
+            // Refused, not dropped: the tab learns that its frame went nowhere.
+            Message::Binary(_) => {
+                if tx
+                    .try_send(Outbound::Frame(encode(&binary_refused())))
+                    .is_err()
+                {
+                    return Some(close::SLOW_CONSUMER);
+                }
+                continue;
+            }
             _ => continue, // pings are answered by the library; pongs only prove liveness
         };
         let reply = match decode(&text) {
@@ -251,6 +261,14 @@ async fn read_loop(
             }
         }
     }
+}
+
+/// The answer to a binary WebSocket frame: every frame is one JSON text frame.
+fn binary_refused() -> ServerFrame {
+    ServerFrame::error(
+        ErrorCode::BadFrame,
+        "只接受文本帧 / text frames only: a binary frame is not read",
+    )
 }
 
 fn error_close_code(e: &axum::Error) -> u16 {
@@ -359,6 +377,13 @@ async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stre
         let text = match next {
             Ok(Some(Ok(Message::Text(t)))) => t,
             Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => return,
+            Ok(Some(Ok(Message::Binary(_)))) => {
+                let refused = Message::Text(encode(&binary_refused()).into());
+                if sink.send(refused).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             Ok(Some(Ok(_))) => continue,
             Err(_) => {
                 let _ = sink

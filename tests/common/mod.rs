@@ -320,6 +320,23 @@ impl ScriptedTab {
         .unwrap_or_else(|_| panic!("no `{ty}` frame in time"))
     }
 
+    /// Every frame (tasks aside) up to and including the next one of type `ty`.
+    pub async fn frames_until(&mut self, ty: &str) -> Vec<Value> {
+        tokio::time::timeout(WAIT, async {
+            let mut seen = Vec::new();
+            loop {
+                let v = self.frames.recv().await.expect("tab open");
+                let done = v["type"] == ty;
+                seen.push(v);
+                if done {
+                    return seen;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no `{ty}` frame in time"))
+    }
+
     /// Types a command as the person would; returns its cmd_result.
     pub async fn command(&mut self, text: &str) -> Value {
         self.send(json!({"type":"user_input","text":text}));
@@ -367,21 +384,141 @@ where
 {
     tokio::time::timeout(WAIT, async {
         loop {
-            while let Some(end) = buf.find("\n\n") {
-                let event: String = buf.drain(..end + 2).collect();
-                for line in event.lines() {
-                    if let Some(data) = line.strip_prefix("data: ") {
-                        let v: Value = serde_json::from_str(data).expect("json event");
-                        if v["type"] == ty {
-                            return v;
-                        }
-                    }
-                }
+            let v = next_sse_event(body, buf).await.expect("stream open");
+            if v["type"] == ty {
+                return v;
             }
-            let chunk = body.next().await.expect("stream open").expect("chunk");
-            buf.push_str(std::str::from_utf8(chunk.as_ref()).expect("utf-8"));
         }
     })
     .await
     .unwrap_or_else(|_| panic!("no `{ty}` event in time"))
+}
+
+/// The next SSE event's data, whatever its type; None when the stream ended.
+pub async fn next_sse_event<B, E>(
+    body: &mut (impl futures_util::Stream<Item = Result<B, E>> + Unpin),
+    buf: &mut String,
+) -> Option<Value>
+where
+    B: AsRef<[u8]>,
+    E: std::fmt::Debug,
+{
+    loop {
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            for line in event.lines() {
+                if let Some(data) = line.strip_prefix("data: ") {
+                    return Some(serde_json::from_str(data).expect("json event"));
+                }
+            }
+        }
+        let chunk = body.next().await?.expect("chunk");
+        buf.push_str(std::str::from_utf8(chunk.as_ref()).expect("utf-8"));
+    }
+}
+
+/// A tab on the SSE + POST transport: `hello` over `POST /send`, frames over `GET /events`.
+pub struct SseTab {
+    pub id: String,
+    pub welcome: Value,
+    http: reqwest::Client,
+    base: String,
+}
+
+/// An open `GET /events` body.
+pub struct SseStream {
+    pub body: futures_util::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>,
+    pub buf: String,
+}
+
+impl SseStream {
+    /// Next event of type `ty` (others skipped).
+    pub async fn next(&mut self, ty: &str) -> Value {
+        next_sse(&mut self.body, &mut self.buf, ty).await
+    }
+
+    /// Next event of any type; None when the hub ended the stream.
+    pub async fn next_any(&mut self) -> Option<Value> {
+        tokio::time::timeout(WAIT, next_sse_event(&mut self.body, &mut self.buf))
+            .await
+            .expect("an event or the end in time")
+    }
+}
+
+impl SseTab {
+    /// Says `hello` over `POST /send`.
+    pub async fn hello(h: &TestHub, hello: Value) -> SseTab {
+        let http = reqwest::Client::new();
+        let base = h.http_url("");
+        let resp = http
+            .post(format!("{base}/send"))
+            .bearer_auth(TOKEN)
+            .body(hello.to_string())
+            .send()
+            .await
+            .expect("POST /send");
+        let welcome: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        let id = welcome["client_id"].as_str().unwrap().to_string();
+        SseTab {
+            id,
+            welcome,
+            http,
+            base,
+        }
+    }
+
+    /// Posts one frame as this tab; returns the hub's answer.
+    pub async fn post(&self, frame: &Value) -> Value {
+        self.post_raw(frame.to_string()).await
+    }
+
+    pub async fn post_raw(&self, body: String) -> Value {
+        let resp = self
+            .http
+            .post(format!("{}/send", self.base))
+            .bearer_auth(TOKEN)
+            .header("X-AIcard-Client", &self.id)
+            .body(body)
+            .send()
+            .await
+            .expect("POST /send");
+        serde_json::from_str(&resp.text().await.unwrap()).expect("json answer")
+    }
+
+    /// Opens `GET /events` and reads its first event, which must be this tab's `welcome`.
+    /// The stream is not attached until `ack_welcome`.
+    pub async fn open(&self) -> SseStream {
+        let resp = self
+            .http
+            .get(format!("{}/events", self.base))
+            .bearer_auth(TOKEN)
+            .header("X-AIcard-Client", &self.id)
+            .send()
+            .await
+            .expect("GET /events");
+        assert_eq!(resp.status(), 200);
+        use futures_util::TryStreamExt;
+        let mut stream = SseStream {
+            body: Box::pin(resp.bytes_stream().map_ok(|b| b.to_vec())),
+            buf: String::new(),
+        };
+        let first = stream.next_any().await.expect("a first event");
+        assert_eq!(first["type"], "welcome", "the first event: {first}");
+        assert_eq!(first["client_id"], self.id.as_str());
+        stream
+    }
+
+    /// Confirms that the stream's `welcome` arrived; the hub attaches the stream.
+    pub async fn ack_welcome(&self) {
+        let a = self.post(&json!({"type":"ack","received":"welcome"})).await;
+        assert_eq!(a["type"], "ack", "{a}");
+    }
+
+    /// Opens the event stream and confirms it: frames for the tab now flow to it.
+    pub async fn connect(&self) -> SseStream {
+        let stream = self.open().await;
+        self.ack_welcome().await;
+        stream
+    }
 }
