@@ -5,7 +5,13 @@
 //
 // Served over https with a throwaway self-signed certificate (chatgpt.com is HSTS-preloaded), or
 // plain http with `tls: false` / `--http`.
-// Run on its own: `node mock/server.js [--port 8100] [--http]` — prints the hosts it serves.
+// Each HTML page carries its site's Content-Security-Policy header (the site definition's `csp`, with a
+// fresh nonce per response that the page's inline <script> also carries), so a page-world userscript meets
+// what it meets on the real site: nonce-only script-src, a connect-src that refuses 127.0.0.1, Trusted
+// Types on Gemini. `csp: false` / `--no-csp` / AICARD_MOCK_CSP=0 drops the header (and the nonce).
+// The server listens on 127.0.0.1, which Chromium counts as loopback, so Local Network Access never fires
+// for the page's own requests; launch Chromium with publicAddressFlag(mock) to make the mock sites public.
+// Run on its own: `node mock/server.js [--port 8100] [--http] [--no-csp]` — prints the hosts it serves.
 // Control routes (any host): POST /__mock/next {site, answer, reasoning?, variant?, status?, body?}
 // queues the next reply of `site`; GET /__mock/requests?site=S lists the bodies the site received.
 import { createServer } from 'node:http';
@@ -15,6 +21,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { cspHeader, newNonce } from './sites/lib/csp.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const SITES_DIR = join(here, 'sites');
@@ -95,9 +102,29 @@ function corsHeaders(req) {
 }
 
 /**
- * Starts the server. Returns `{port, url, sites, hosts, next(site, reply), requests(site), close()}`.
+ * The Chromium flag that makes the mock server a public address, so a page on a mock site meets Local
+ * Network Access when it reaches 127.0.0.1/localhost (as the real sites do): `--ip-address-space-overrides`
+ * takes a comma-separated `IP:PORT=space` list; the port is this server's actual port.
  */
-export async function startMockServer({ port = 0, sites, tls = true } = {}) {
+export function publicAddressFlag(mock) {
+  return `--ip-address-space-overrides=127.0.0.1:${mock.port}=public`;
+}
+
+/** The headers of a site's HTML page and the nonce its inline script gets (none without a CSP). */
+function pageHeaders(def, csp) {
+  const headers = { 'content-type': 'text/html; charset=utf-8' };
+  if (!csp || !def.csp) return { headers, nonce: undefined };
+  const nonce = newNonce();
+  headers['content-security-policy'] = cspHeader(def.csp, nonce);
+  return { headers, nonce };
+}
+
+/**
+ * Starts the server. Returns `{port, url, csp, sites, hosts, next(site, reply), requests(site), close()}`.
+ * `csp: false` serves the pages without their Content-Security-Policy (for the fast shim tests); the
+ * default is on unless the environment says AICARD_MOCK_CSP=0.
+ */
+export async function startMockServer({ port = 0, sites, tls = true, csp = process.env.AICARD_MOCK_CSP !== '0' } = {}) {
   const defs = sites || (await loadSites());
   const byHost = new Map();
   for (const def of defs) for (const h of siteHosts(def)) byHost.set(h.toLowerCase(), def);
@@ -162,8 +189,9 @@ export async function startMockServer({ port = 0, sites, tls = true } = {}) {
       if (endpointMatches(def, req.method, req.url)) return await streamReply(def, req, res);
       if (req.method === 'GET' && (url.pathname === '/' || !url.pathname.includes('.') || url.pathname.endsWith('.html'))) {
         if (url.pathname === '/favicon.ico') { res.writeHead(404).end(); return; }
-        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-        res.end(def.page());
+        const { headers, nonce } = pageHeaders(def, csp);
+        res.writeHead(200, headers);
+        res.end(nonce ? def.page({ nonce }) : def.page());
         return;
       }
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
@@ -180,6 +208,7 @@ export async function startMockServer({ port = 0, sites, tls = true } = {}) {
     port: actual,
     url: `${tls ? 'https' : 'http'}://127.0.0.1:${actual}`,
     scheme: tls ? 'https' : 'http',
+    csp,
     sites: defs,
     hosts: [...byHost.keys()],
     next,
@@ -190,7 +219,7 @@ export async function startMockServer({ port = 0, sites, tls = true } = {}) {
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const i = process.argv.indexOf('--port');
-  const m = await startMockServer({ port: i > 0 ? Number(process.argv[i + 1]) : 0, tls: !process.argv.includes('--http') });
-  console.log(`mock sites listening on ${m.url}`);
+  const m = await startMockServer({ port: i > 0 ? Number(process.argv[i + 1]) : 0, tls: !process.argv.includes('--http'), ...(process.argv.includes('--no-csp') ? { csp: false } : {}) });
+  console.log(`mock sites listening on ${m.url}${m.csp ? '' : ' (no CSP)'}; public to Chromium with ${publicAddressFlag(m)}`);
   for (const def of m.sites) console.log(`  ${def.name}: ${siteHosts(def).join(', ')}`);
 }

@@ -3,6 +3,7 @@
 // text in `finish` parts, repeated), the same with reasoning (`think` items, `event: message` lines), the
 // 2024-25 cumulative snapshots (with and without `data: [DONE]`), and an `intervene` stop.
 
+import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { cumulative, hostileSse, prepare, sseEvent } from './lib/wire.js';
 
@@ -41,7 +42,7 @@ function stream(args = {}) {
   return hostileSse(events, rng);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: '智谱清言',
     body: `<div id="app" class="chat-container">
@@ -68,13 +69,16 @@ function page() {
             is_networking: false, quote_log_id: '', platform: 'pc' },
           messages: [{ role: 'user', content: [{ type: 'text', text: prompt }] }] }) };
     }`,
-  });
+  }, opts);
 }
 
 export default {
   name: 'chatglm',
   hosts: ['chatglm.cn'],
   page,
+  // CSP: chatglm.cn: no published policy (shared/reference/site-runtime.md §1b) —
+  // so the strict stand-in: nonce-only scripts, connections only to the site's own origins.
+  csp: strictCsp(['chatglm.cn']),
   endpoint: { method: 'POST', path: '/chatglm/backend-api/assistant/stream' },
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'text/event-stream;charset=UTF-8', hosts: ['chatglm.cn'] }])),

@@ -2,6 +2,7 @@
 // the v1 delta encoding (reference §5: system/user echoes, metadata events, append/patch ops, final patch),
 // a reasoning ("thoughts") message, a tool call before the answer, the legacy full-snapshot stream, and an error.
 
+import { NONCE } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { cumulative, hostileSse, prepare, spacedJson, sseEvent } from './lib/wire.js';
 
@@ -83,7 +84,7 @@ function stream(args = {}) {
   return hostileSse(events, rng);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: 'ChatGPT',
     lang: 'en-US',
@@ -110,13 +111,26 @@ function page() {
           system_hints: [], supports_buffering: true, supported_encodings: ['v1'], client_contextual_info: { is_dark_mode: false, time_since_loaded: 120,
           page_height: 578, page_width: 1850, pixel_ratio: 1, screen_height: 1080, screen_width: 1920 }, paragen_cot_summary_display_override: 'allow' }) };
     }`,
-  });
+  }, opts);
 }
 
 export default {
   name: 'chatgpt',
   hosts: ['chatgpt.com', 'chat.openai.com'],
   page,
+  // CSP as quoted from chatgpt.com (shared/reference/site-runtime.md §1b). Scripts: "script-src-elem 'nonce-…'
+  // 'self' 'sha256-…' https://auth0.openai.com/ blob: https://challenges.cloudflare.com/ … https://*.chatgpt.com …
+  // wss://*.chatgpt.com/" (cowlicks/privacypossum#385, 2025-10-31; 4as/Chat-DeMod#55, 2024-06-18): nonce for
+  // inline, hosts for the rest, no 'strict-dynamic'. Connections: "connect-src 'self' o33249.ingest.sentry.io
+  // statsigapi.net http://localhost:* https://*.oaistatic.com … https://chat.openai.com", which refused
+  // ws://localhost:8765 (zsodur/chatgpt-api-by-browser-script#8, 2023-10-10); chatgpt.com's own origins added
+  // since the 2024 move. Elided parts (…) are unknown and left out; so is the unknown sha256.
+  csp: {
+    'script-src': [NONCE, "'self'", 'https://auth0.openai.com/', 'blob:', 'https://challenges.cloudflare.com/', 'https://*.chatgpt.com', 'wss://*.chatgpt.com/'],
+    'script-src-elem': [NONCE, "'self'", 'https://auth0.openai.com/', 'blob:', 'https://challenges.cloudflare.com/', 'https://*.chatgpt.com', 'wss://*.chatgpt.com/'],
+    'connect-src': ["'self'", 'o33249.ingest.sentry.io', 'statsigapi.net', 'http://localhost:*', 'https://*.oaistatic.com',
+      'https://chatgpt.com', 'https://*.chatgpt.com', 'wss://*.chatgpt.com', 'https://chat.openai.com'],
+  },
   endpoint: { method: 'POST', path: /^\/backend-(api|anon)\/(f\/)?conversation$/ },
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'text/event-stream; charset=utf-8', hosts: ['chatgpt.com', 'chat.openai.com'] }])),

@@ -2,6 +2,7 @@
 // (reference §6): plain text, extended thinking, a tool block between two text blocks, the legacy
 // `completion` events, and an error frame.
 
+import { NONCE } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { hostileSse, prepare, sseEvent } from './lib/wire.js';
 
@@ -89,7 +90,7 @@ function stream(args = {}) {
   return hostileSse(events, rng);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: 'Claude',
     lang: 'en-US',
@@ -121,13 +122,22 @@ function page() {
           turn_message_uuids: { human_message_uuid: ctx.uuid(), assistant_message_uuid: ctx.uuid() }, attachments: [], files: [], sync_sources: [] })
       };
     }`,
-  });
+  }, opts);
 }
 
 export default {
   name: 'claude',
   hosts: ['claude.ai'],
   page,
+  // CSP of claude.ai (shared/reference/site-runtime.md §1b): inline script needs a nonce or hash ("Either the
+  // 'unsafe-inline' keyword, a hash […], or a nonce […] is required", lugia19/Claude-Usage-Extension#69,
+  // 2026-06-07; the rest of its script-src is unknown), and connect-src as logged by the claude.ai web view
+  // (anthropics/claude-code#18854, 2026-01-27).
+  csp: {
+    'script-src': [NONCE, "'self'"],
+    'connect-src': ["'self'", 'https://api.segment.io', 'https://*.segment.io', 'https://*.segment.com', 'https://a-cdn.anthropic.com',
+      'https://*.google.com', 'https://*.facebook.com', 'https://*.facebook.net', 'https://*.doubleclick.net'],
+  },
   endpoint: { method: 'POST', path: /^\/api\/organizations\/[^/]+\/chat_conversations\/[^/]+\/(completion|retry_completion)$/ },
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'text/event-stream; charset=utf-8', hosts: ['claude.ai'] }])),

@@ -1,6 +1,7 @@
 // Mock chat.deepseek.com: a React-style textarea composer and `POST /api/v0/chat/completion` answered with
 // DeepSeek's SSE fragment patches (reference §1), thinking on/off, 2025 spacing, user stop, and hint errors.
 
+import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { hostileSse, prepare, spacedJson, sseEvent } from './lib/wire.js';
 
@@ -72,7 +73,7 @@ function stream(args = {}) {
   return hostileSse(events, rng);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: 'DeepSeek - 探索未至之境',
     body: `<div id="root"><div class="ds-theme _3919b83">
@@ -98,13 +99,17 @@ function page() {
           prompt: prompt, ref_file_ids: [], thinking_enabled: false, search_enabled: false, client_stream_id: '20251122-' + ctx.uuid().replace(/-/g, '').slice(0, 16) })
       };
     }`,
-  });
+  }, opts);
 }
 
 export default {
   name: 'deepseek',
   hosts: ['chat.deepseek.com'],
   page,
+  // CSP: chat.deepseek.com: only a Report-Only policy (`script-src 'none'`) is on record (DenysMb/ChatAI-Plasmoid#29,
+  // 2025-02-09), no enforced one (shared/reference/site-runtime.md §1b) —
+  // so the strict stand-in: nonce-only scripts, connections only to the site's own origins.
+  csp: strictCsp(['chat.deepseek.com']),
   endpoint: { method: 'POST', path: '/api/v0/chat/completion' },
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'text/event-stream; charset=utf-8', hosts: ['chat.deepseek.com'] }])),

@@ -2,6 +2,7 @@
 // (reference §2a: the 2025-11 capture shape, the CHUNK_DELTA variant, the tts-only claim, deep-think blocks,
 // STREAM_ERROR) and `/samantha/chat/completion` with the legacy double-encoded JSON (§2b).
 
+import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { hostileSse, prepare, sseEvent } from './lib/wire.js';
 
@@ -102,7 +103,7 @@ function stream(args = {}) {
   return variant === 'samantha' ? samanthaStream(rng, tokens, answer) : currentStream(rng, variant, tokens, thinkTokens, prompt, answer);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: '豆包 - 字节跳动旗下 AI 智能助手',
     body: `<div id="root"><div class="flow-chat-layout">
@@ -137,7 +138,7 @@ function page() {
             no_replace_for_regen: false, message_from: 0, shared_app_name: '', sse_recv_event_options: { support_chunk_delta: true } },
           ext: { use_deep_think: '0', commerce_credit_config_enable: '0', sub_conv_firstmet_type: '0' } }) };
     }`,
-  });
+  }, opts);
 }
 
 const meta = {};
@@ -148,6 +149,9 @@ export default {
   name: 'doubao',
   hosts: ['www.doubao.com'],
   page,
+  // CSP: www.doubao.com: no published policy (shared/reference/site-runtime.md §1b) —
+  // so the strict stand-in: nonce-only scripts, connections only to the site's own origins.
+  csp: strictCsp(['www.doubao.com']),
   endpoint: { method: 'POST', path: /^\/(samantha\/)?chat\/completion$/ },
   variants,
   variantMeta: meta,

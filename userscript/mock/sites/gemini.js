@@ -2,7 +2,8 @@
 // does) to StreamGenerate, answered with `)]}'` + length-prefixed cumulative frames (reference §7): plain,
 // with thinking text at [37], ending by status/`{"44":true}` or only by the body closing, and the 1037 error.
 
-import { renderPage } from './lib/page.js';
+import { NONCE } from './lib/csp.js';
+import { PAGE_TT_POLICY, renderPage } from './lib/page.js';
 import { cumulative, hostileChunks, prepare, utf8 } from './lib/wire.js';
 
 const variants = ['default', 'thinking', 'eof-only', 'error-1037'];
@@ -50,7 +51,7 @@ function stream(args = {}) {
   return hostileChunks(utf8(body), rng);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: 'Google Gemini',
     lang: 'en',
@@ -78,13 +79,28 @@ function page() {
         method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded;charset=UTF-8', 'X-Same-Domain': '1' },
         body: 'f.req=' + encodeURIComponent(freq) + '&at=' + encodeURIComponent('AJvLN6M:mock') + '&' };
     }`,
-  });
+  }, opts);
 }
 
 export default {
   name: 'gemini',
   hosts: ['gemini.google.com'],
   page,
+  // CSP of gemini.google.com (shared/reference/site-runtime.md §1b): Trusted Types enforced ("This document
+  // requires 'TrustedHTML' assignment", Nagi-ovo/voyager#548, 2026-03-29; magicoflolis/Userscript-Plus#82,
+  // 2026-08-12) and a nonce-based script-src ("its hash, its nonce, or 'unsafe-inline' does not appear in the
+  // script-src directive", HenryGetz/GeminiPilot#6, 2025-05-10); the long 'unsafe-inline' list seen in consoles
+  // is the Report-Only policy (webcompat/web-bugs#205438). `trusted-types` names only the page's own policies
+  // (Google's goog#html and this mock's), so a userscript's createPolicy (or 'default') is refused, as on
+  // sites with such an allowlist (PlasmoHQ/plasmo#1021). connect-src is unknown: own origins and Google's.
+  csp: {
+    'require-trusted-types-for': ["'script'"],
+    'trusted-types': ['goog#html', PAGE_TT_POLICY],
+    'script-src': [NONCE, "'report-sample'"],
+    'connect-src': ["'self'", 'https://*.google.com', 'https://*.googleapis.com', 'https://*.gstatic.com', 'wss://*.google.com'],
+    'object-src': ["'none'"],
+    'base-uri': ["'self'"],
+  },
   endpoint: { method: 'POST', path: /^(\/u\/\d+)?\/_\/BardChatUi\/data\/assistant\.lamda\.BardFrontendService\/StreamGenerate$/ },
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'application/json; charset=utf-8', hosts: ['gemini.google.com'] }])),

@@ -3,6 +3,7 @@
 // editor composer on both.
 
 import { encodeConnectFrame } from '../../src/adapters/lib/connect.js';
+import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { concatBytes, hostileChunks, hostileSse, prepare, sseEvent } from './lib/wire.js';
 
@@ -70,7 +71,7 @@ function stream(args = {}) {
     : connectStream(rng, variant, tokens, thinkTokens, prompt);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: 'Kimi - 会推理解析，能深度思考的AI助手',
     body: `<div id="app" class="app">
@@ -112,7 +113,7 @@ function page() {
         body: frame
       };
     }`,
-  });
+  }, opts);
 }
 
 const meta = {};
@@ -127,6 +128,9 @@ export default {
   name: 'kimi',
   hosts: ['www.kimi.com', 'kimi.com', 'kimi.moonshot.cn'],
   page,
+  // CSP: www.kimi.com / kimi.moonshot.cn: no published policy (shared/reference/site-runtime.md §1b) —
+  // so the strict stand-in: nonce-only scripts, connections only to the site's own origins.
+  csp: strictCsp(['www.kimi.com', 'kimi.com', 'kimi.moonshot.cn']),
   endpoint: { method: 'POST', path: /^(\/apiv2\/kimi\.gateway\.chat\.v1\.ChatService\/Chat|\/api\/chat\/[^/]+\/completion\/stream)$/ },
   variants,
   variantMeta: meta,

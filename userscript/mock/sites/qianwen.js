@@ -3,6 +3,7 @@
 // an error envelope); chat.qwen.ai posts to `/api/v2/chat/completions` and gets incremental phase deltas
 // (§4b, incl. thinking summary and think phases, error); tongyi.aliyun.com gets the legacy cumulative format.
 
+import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { cumulative, hostileSse, prepare, sseEvent } from './lib/wire.js';
 
@@ -90,7 +91,7 @@ function stream(args = {}) {
   return cnStream(rng, variant, tokens, thinkTokens);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: '千问 - 通义千问',
     body: `<div id="root" class="chat-layout">
@@ -126,7 +127,7 @@ function page() {
           topic_id: '29e8d4897d444ddcb20c8a88ff2b026a', parent_req_id: '0', scene_param: 'first_turn', chat_client: 'h5', client_tm: String(ctx.now),
           protocol_version: 'v2', biz_id: 'ai_qwen' }) };
     }`,
-  });
+  }, opts);
 }
 
 const meta = {};
@@ -138,6 +139,9 @@ export default {
   name: 'qianwen',
   hosts: ['tongyi.aliyun.com', 'www.qianwen.com', 'chat.qwen.ai'],
   page,
+  // CSP: www.qianwen.com / tongyi.aliyun.com / chat.qwen.ai: no published policy (shared/reference/site-runtime.md §1b) —
+  // so the strict stand-in: nonce-only scripts, connections only to the site's own origins.
+  csp: strictCsp(['tongyi.aliyun.com', 'www.qianwen.com', 'qianwen.com', 'chat.qwen.ai']),
   endpoint: { method: 'POST', path: /^(\/api\/v2\/chat|\/api\/v2\/chat\/completions|\/dialog\/conversation)$/ },
   variants,
   variantMeta: meta,

@@ -2,6 +2,7 @@
 // the real page) and `/api/chat/{cid}` answered with Yuanbao's frames (reference §3): labels, markers,
 // meta, deep-think `think` frames, legacy `reasoner` frames, inline markup, and the error frame.
 
+import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { hostileSse, prepare, sseEvent } from './lib/wire.js';
 
@@ -42,7 +43,7 @@ function stream(args = {}) {
   return hostileSse(events, rng);
 }
 
-function page() {
+function page(opts) {
   return renderPage({
     title: '腾讯元宝 - 轻松工作 多点生活',
     body: `<div id="app" class="yb-layout">
@@ -74,13 +75,16 @@ function page() {
           conversationId: '6b1c7f0e-0d4e-4a3f-9c2b-8e5d7a1f3c20', offsetOfHour: 8, offsetOfMinute: 0 })
       };
     }`,
-  });
+  }, opts);
 }
 
 export default {
   name: 'yuanbao',
   hosts: ['yuanbao.tencent.com'],
   page,
+  // CSP: yuanbao.tencent.com: no published policy (shared/reference/site-runtime.md §1b) —
+  // so the strict stand-in: nonce-only scripts, connections only to the site's own origins.
+  csp: strictCsp(['yuanbao.tencent.com']),
   endpoint: { method: 'POST', path: /^\/api\/chat\/[A-Za-z0-9_-]+$/ },
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'text/event-stream; charset=utf-8', hosts: ['yuanbao.tencent.com'] }])),

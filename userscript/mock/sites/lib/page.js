@@ -3,14 +3,21 @@
 // events, like React's value tracker), contenteditable editors with their own document model
 // (ProseMirror/Quill read DOM mutations back; Lexical reverts mutations it did not make), send by button or
 // Enter, then POST of the site's real request body and a streamed read (fetch + getReader, or XHR progress).
+// The runtime uses DOM APIs only (no innerHTML or other HTML string sinks), so it runs on a page that
+// enforces Trusted Types (Gemini), and its <script>/<style> carry the response's CSP nonce when given.
+
+/** The Trusted Types policy name the page runtime may create (a site's `trusted-types` directive lists it). */
+export const PAGE_TT_POLICY = 'mock-page';
 
 /**
  * Render a page. `site` holds: title, lang, css, body (layout HTML containing the composer and a message
  * list), input {selector, kind: react-textarea|prosemirror|quill|lexical}, send {selector}, messages
  * (selector of the message list), transport (fetch|xhr), request (JS source of
  * `function (prompt, ctx) { return {url, method, headers, body} }`).
+ * `nonce`: the nonce of the response's Content-Security-Policy (none: plain `<script>`, as without a CSP).
  */
-export function renderPage(site) {
+export function renderPage(site, { nonce } = {}) {
+  const nonceAttr = nonce ? ` nonce="${nonce}"` : '';
   const config = {
     input: site.input,
     send: site.send,
@@ -23,7 +30,7 @@ export function renderPage(site) {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${site.title}</title>
-<style>
+<style${nonceAttr}>
 body{margin:0;font:15px/1.5 system-ui,-apple-system,"PingFang SC","Microsoft YaHei",sans-serif;background:#fff;color:#222}
 .mock-messages{max-width:760px;margin:0 auto;padding:16px 16px 180px}
 .mock-msg{margin:12px 0;padding:10px 14px;border-radius:12px;white-space:pre-wrap;word-break:break-word}
@@ -38,7 +45,7 @@ ${site.css || ''}
 </head>
 <body>
 ${site.body}
-<script>
+<script${nonceAttr}>
 (function () {
   'use strict';
   var cfg = ${JSON.stringify(config)};
@@ -97,7 +104,7 @@ ${site.body}
 
     function render(caret) {
       rendering = true;
-      el.innerHTML = '';
+      while (el.firstChild) el.removeChild(el.firstChild); // not innerHTML: a Trusted Types sink
       paragraphs.forEach(function (p) {
         var node = document.createElement(paraTag);
         if (flavor === 'lexical') node.setAttribute('dir', 'ltr');
