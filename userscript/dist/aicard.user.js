@@ -2299,12 +2299,23 @@
       }
     }
   };
+  function spreadHubUrl(hubUrl, random = Math.random) {
+    let url;
+    try {
+      url = new URL(hubUrl);
+    } catch {
+      return hubUrl;
+    }
+    if (!["127.0.0.1", "localhost", "[::1]"].includes(url.hostname)) return hubUrl;
+    url.hostname = `aicard-${Math.floor(random() * 4294967295).toString(16).padStart(8, "0")}.localhost`;
+    return url.href.replace(/\/+$/, "");
+  }
   function isStream(value) {
     return Boolean(value && typeof value === "object" && typeof value.getReader === "function");
   }
   var SseTransport = class {
     constructor({ hubUrl, gmRequest, onFrame, onClose, log, timers }) {
-      Object.assign(this, { hubUrl, gmRequest, onFrame, onClose, log, timers });
+      Object.assign(this, { hubUrl: spreadHubUrl(hubUrl), gmRequest, onFrame, onClose, log, timers });
       this.name = "sse";
       this.closed = false;
       this.clientId = null;

@@ -147,6 +147,22 @@ export class WebSocketTransport {
   }
 }
 
+/**
+ * Browsers keep at most 6 HTTP/1.1 connections per host, for every page and extension of the
+ * profile together, and each tab's event stream holds one open: with the hub at one address, the
+ * seventh tab on the SSE channel could never connect. Every subdomain of `localhost` is loopback
+ * (RFC 6761; Chromium and Firefox resolve it themselves, without DNS) and its own connection
+ * group, so each tab talks to the hub as `aicard-<random>.localhost`. The hub's Host check accepts
+ * those names; a hub URL that is not loopback is used as it is.
+ */
+export function spreadHubUrl(hubUrl, random = Math.random) {
+  let url;
+  try { url = new URL(hubUrl); } catch { return hubUrl; }
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) return hubUrl;
+  url.hostname = `aicard-${Math.floor(random() * 0xffffffff).toString(16).padStart(8, '0')}.localhost`;
+  return url.href.replace(/\/+$/, '');
+}
+
 /** True for a ReadableStream from any realm (no `instanceof`: the manager's realm is not ours). */
 function isStream(value) {
   return Boolean(value && typeof value === 'object' && typeof value.getReader === 'function');
@@ -159,7 +175,7 @@ function isStream(value) {
  */
 export class SseTransport {
   constructor({ hubUrl, gmRequest, onFrame, onClose, log, timers }) {
-    Object.assign(this, { hubUrl, gmRequest, onFrame, onClose, log, timers });
+    Object.assign(this, { hubUrl: spreadHubUrl(hubUrl), gmRequest, onFrame, onClose, log, timers });
     this.name = 'sse';
     this.closed = false;
     this.clientId = null;

@@ -59,7 +59,9 @@ function manifest(hosts) {
     version: '1.0',
     description: 'Runs the AIcard userscript in the browser tests with a userscript manager\'s semantics.',
     permissions: ['userScripts', 'storage'],
-    host_permissions: [...hosts.map((h) => `https://${h}/*`), 'http://127.0.0.1/*', 'http://localhost/*'],
+    // The hub at every loopback name, as a manager's <all_urls> grant covers it (the SSE channel
+    // spreads tabs over *.localhost names: transports.js spreadHubUrl).
+    host_permissions: [...hosts.map((h) => `https://${h}/*`), 'http://127.0.0.1/*', 'http://localhost/*', 'http://*.localhost/*'],
     background: { service_worker: 'sw.js' },
   };
 }
