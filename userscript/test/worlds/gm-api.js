@@ -26,6 +26,21 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
   const requests = new Map();
   let nextId = 0;
 
+  const newStream = (start) => {
+    try {
+      return new ReadableStream({ start });
+    } catch (err) {
+      // Firefox content scripts: until the sandbox has made a stream of its own, `ReadableStream`
+      // is the page's constructor through an Xray and refuses a sandbox-made source ("Permission
+      // denied to access property autoAllocateChunkSize"); making a Response body defines the
+      // sandbox's own `ReadableStream`, whose streams the script can read (page-realm ones hang
+      // on a pending read: "Permission denied to access property then").
+      if (typeof Response !== 'function') throw err;
+      void new Response('').body;
+      return new ReadableStream({ start });
+    }
+  };
+
   const toBytes = (s) => {
     const out = new Uint8Array(s.length);
     for (let i = 0; i < s.length; i += 1) out[i] = s.charCodeAt(i) & 0xff;
@@ -71,7 +86,7 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
         if (msg.op === 'head') {
           Object.assign(res, { status: msg.status, statusText: msg.statusText || '', responseHeaders: msg.headers || '', finalUrl: msg.finalUrl || details.url, readyState: 2 });
           if (wantStream) {
-            res.response = new ReadableStream({ start(c) { controller = c; } });
+            res.response = newStream((c) => { controller = c; });
           }
           fire('onloadstart');
           fire('onreadystatechange');
