@@ -2843,7 +2843,7 @@
   }
 
   // src/core/page-hooks.js
-  function pageHooks(win, bridge, wrap) {
+  function pageHooks(win, bridge, wrap, give) {
     "use strict";
     const absolute = (url) => {
       try {
@@ -2857,7 +2857,15 @@
       const method = String(init3 && init3.method || isRequest && input.method || "GET").toUpperCase();
       return { url: absolute(isRequest ? input.url : input), method, isRequest };
     };
+    const offer = give || ((obj) => obj);
     const bodyText = async (input, init3, isRequest) => {
+      try {
+        return await bodyTextOf(input, init3, isRequest);
+      } catch (e) {
+        return null;
+      }
+    };
+    const bodyTextOf = async (input, init3, isRequest) => {
       const body = init3 && init3.body;
       if (typeof body === "string") return body;
       if (body && typeof body === "object" && typeof body.entries === "function" && typeof body.get === "function") {
@@ -2877,26 +2885,45 @@
     };
     const origFetch = win.fetch;
     if (typeof origFetch === "function") {
-      const readCopy = async (res, copy, info) => {
+      const readCopy = (res, copy, info) => {
         const sink = bridge.open({ ...info, status: res.status, contentType: res.headers.get("content-type") || "" });
         if (!sink) return;
         if (!copy.body) {
           sink.end();
           return;
         }
-        const reader = copy.body.getReader();
-        try {
-          for (; ; ) {
-            const step = await reader.read();
-            if (step.done) break;
-            sink.push(step.value);
+        let over = false;
+        const writer = offer({
+          write: (chunk2) => {
+            sink.push(chunk2);
+          },
+          close: () => {
+            if (!over) {
+              over = true;
+              sink.end();
+            }
+          },
+          abort: (err) => {
+            if (!over) {
+              over = true;
+              sink.fail(`stream interrupted: ${err && err.message}`);
+            }
           }
-          sink.end();
+        });
+        try {
+          copy.body.pipeTo(new win.WritableStream(writer)).then(void 0, wrap((err) => {
+            if (!over) {
+              over = true;
+              sink.fail(`stream interrupted: ${err && err.message}`);
+            }
+          }));
         } catch (err) {
-          sink.fail(`stream interrupted: ${err && err.message}`);
+          over = true;
+          sink.fail(`cannot read the stream: ${err && err.message}`);
         }
       };
-      const hooked = function fetch(input, init3) {
+      const hooked = function fetch(...args) {
+        const [input, init3] = args;
         let info = null;
         try {
           info = describe(input, init3);
@@ -2904,7 +2931,7 @@
         } catch (e) {
           info = null;
         }
-        const promise = origFetch.apply(this === void 0 || this === null ? win : this, arguments);
+        const promise = origFetch.call(this === void 0 || this === null ? win : this, ...args);
         if (!info) return promise;
         const body = bodyText(input, init3, info.isRequest);
         promise.then(wrap((res) => {
@@ -2983,16 +3010,18 @@
           if (s) s.fail("request aborted");
         }));
       };
-      proto.open = wrap(function open(method, url) {
+      proto.open = wrap(function open(...args) {
+        const [method, url] = args;
         try {
           const info = { url: absolute(url), method: String(method).toUpperCase() };
           if (bridge.matches(info.url, info.method)) pending.set(this, info);
           else pending.delete(this);
         } catch (e) {
         }
-        return origOpen.apply(this, arguments);
+        return origOpen.call(this, ...args);
       });
-      proto.send = wrap(function send(body) {
+      proto.send = wrap(function send(...args) {
+        const body = args[0];
         const info = pending.get(this);
         if (info) {
           try {
@@ -3000,7 +3029,7 @@
           } catch (e) {
           }
         }
-        return origSend.apply(this, arguments);
+        return origSend.call(this, ...args);
       });
     }
   }
@@ -3086,9 +3115,10 @@
           return sink && { push: (u8) => sink.push(new Uint8Array(u8)), end: () => sink.end(), fail: (r) => sink.fail(String(r)) };
         }
       };
-      pageHooks(win, ours, wrap);
+      const give = (obj) => typeof cloneInto === "function" ? cloneInto(obj, win, { cloneFunctions: true }) : obj;
+      pageHooks(win, ours, wrap, give);
     } else if (mode === "page") {
-      pageHooks(win, bridge, (fn) => fn);
+      pageHooks(win, bridge, (fn) => fn, (obj) => obj);
     }
     return { mode, late };
   }
@@ -3132,7 +3162,7 @@
       }
       ev.stopImmediatePropagation();
     }, true);
-    const code = `(${pageHooks.toString()})(window, (function () { var b = (${eventBridge.toString()})(window, ${JSON.stringify(name)}); b.ready(); return b; })(), function (f) { return f; });`;
+    const code = `(${pageHooks.toString()})(window, (function () { var b = (${eventBridge.toString()})(window, ${JSON.stringify(name)}); b.ready(); return b; })(), function (f) { return f; }, function (o) { return o; });`;
     try {
       const script = doc.createElement("script");
       script.textContent = code;

@@ -12,9 +12,12 @@
  * `then` on those).
  *
  * `bridge`: `{matches(url, method) → bool, open(info) → sink|null}`; a sink is
- * `{push(Uint8Array), end(), fail(reason)}`. `wrap(fn)` makes `fn` callable by the page.
+ * `{push(Uint8Array), end(), fail(reason)}`. `wrap(fn)` makes `fn` callable by the page;
+ * `give(obj)` makes an object with methods usable by the page (Firefox: `cloneInto` with
+ * functions). The page's own functions are always called with spread arguments, never
+ * `apply(…, arguments)`: Firefox refuses the page a look at the sandbox's arguments object.
  */
-export function pageHooks(win, bridge, wrap) {
+export function pageHooks(win, bridge, wrap, give) {
   'use strict';
   const absolute = (url) => {
     try { return new URL(String(url), win.location.href).href; } catch (e) { return String(url); }
@@ -24,7 +27,11 @@ export function pageHooks(win, bridge, wrap) {
     const method = String((init && init.method) || (isRequest && input.method) || 'GET').toUpperCase();
     return { url: absolute(isRequest ? input.url : input), method, isRequest };
   };
+  const offer = give || ((obj) => obj);
   const bodyText = async (input, init, isRequest) => {
+    try { return await bodyTextOf(input, init, isRequest); } catch (e) { return null; }
+  };
+  const bodyTextOf = async (input, init, isRequest) => {
     const body = init && init.body;
     if (typeof body === 'string') return body;
     if (body && typeof body === 'object' && typeof body.entries === 'function' && typeof body.get === 'function') {
@@ -41,23 +48,29 @@ export function pageHooks(win, bridge, wrap) {
 
   const origFetch = win.fetch;
   if (typeof origFetch === 'function') {
-    const readCopy = async (res, copy, info) => {
+    // The copy is read by the page's own machinery (pipeTo into the page's WritableStream):
+    // a sandbox may not await a read of a stream of the page's realm.
+    const readCopy = (res, copy, info) => {
       const sink = bridge.open({ ...info, status: res.status, contentType: res.headers.get('content-type') || '' });
       if (!sink) return;
       if (!copy.body) { sink.end(); return; }
-      const reader = copy.body.getReader();
+      let over = false;
+      const writer = offer({
+        write: (chunk) => { sink.push(chunk); },
+        close: () => { if (!over) { over = true; sink.end(); } },
+        abort: (err) => { if (!over) { over = true; sink.fail(`stream interrupted: ${err && err.message}`); } },
+      });
       try {
-        for (;;) {
-          const step = await reader.read();
-          if (step.done) break;
-          sink.push(step.value);
-        }
-        sink.end();
+        copy.body.pipeTo(new win.WritableStream(writer)).then(undefined, wrap((err) => {
+          if (!over) { over = true; sink.fail(`stream interrupted: ${err && err.message}`); }
+        }));
       } catch (err) {
-        sink.fail(`stream interrupted: ${err && err.message}`);
+        over = true;
+        sink.fail(`cannot read the stream: ${err && err.message}`);
       }
     };
-    const hooked = function fetch(input, init) {
+    const hooked = function fetch(...args) {
+      const [input, init] = args;
       let info = null;
       try {
         info = describe(input, init);
@@ -65,7 +78,7 @@ export function pageHooks(win, bridge, wrap) {
       } catch (e) {
         info = null;
       }
-      const promise = origFetch.apply(this === undefined || this === null ? win : this, arguments);
+      const promise = origFetch.call(this === undefined || this === null ? win : this, ...args);
       if (!info) return promise;
       const body = bodyText(input, init, info.isRequest);
       // Registered before the page sees the promise, so the clone is taken before the page's
@@ -133,20 +146,22 @@ export function pageHooks(win, bridge, wrap) {
       xhr.addEventListener('progress', wrap(drain));
       xhr.addEventListener('abort', wrap(() => { finished = true; const s = open(); if (s) s.fail('request aborted'); }));
     };
-    proto.open = wrap(function open(method, url) {
+    proto.open = wrap(function open(...args) {
+      const [method, url] = args;
       try {
         const info = { url: absolute(url), method: String(method).toUpperCase() };
         if (bridge.matches(info.url, info.method)) pending.set(this, info);
         else pending.delete(this);
       } catch (e) { /* never break the page's request */ }
-      return origOpen.apply(this, arguments);
+      return origOpen.call(this, ...args);
     });
-    proto.send = wrap(function send(body) {
+    proto.send = wrap(function send(...args) {
+      const body = args[0];
       const info = pending.get(this);
       if (info) {
         try { watch(this, { ...info, requestBody: typeof body === 'string' ? body : null }); } catch (e) { /* as above */ }
       }
-      return origSend.apply(this, arguments);
+      return origSend.call(this, ...args);
     });
   }
 }

@@ -79,9 +79,11 @@ export function installNetworkHooks({ win, bridge, log, env = {} }) {
         return sink && { push: (u8) => sink.push(new Uint8Array(u8)), end: () => sink.end(), fail: (r) => sink.fail(String(r)) };
       },
     };
-    pageHooks(win, ours, wrap);
+    /* global cloneInto */
+    const give = (obj) => (typeof cloneInto === 'function' ? cloneInto(obj, win, { cloneFunctions: true }) : obj);
+    pageHooks(win, ours, wrap, give);
   } else if (mode === 'page') {
-    pageHooks(win, bridge, (fn) => fn);
+    pageHooks(win, bridge, (fn) => fn, (obj) => obj);
   }
   return { mode, late };
 }
@@ -109,7 +111,7 @@ function injectHooks(doc, bridge, log) {
     }
     ev.stopImmediatePropagation();
   }, true);
-  const code = `(${pageHooks.toString()})(window, (function () { var b = (${eventBridge.toString()})(window, ${JSON.stringify(name)}); b.ready(); return b; })(), function (f) { return f; });`;
+  const code = `(${pageHooks.toString()})(window, (function () { var b = (${eventBridge.toString()})(window, ${JSON.stringify(name)}); b.ready(); return b; })(), function (f) { return f; }, function (o) { return o; });`;
   try {
     const script = doc.createElement('script');
     script.textContent = code;

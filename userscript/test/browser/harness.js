@@ -69,7 +69,10 @@ function gmRequestBinding() {
       const ctl = new AbortController();
       const timer = msg.timeout ? setTimeout(() => ctl.abort(), msg.timeout) : null;
       try {
-        const res = await fetch(msg.url, { method: msg.method, headers: msg.headers, body: msg.data ?? undefined, signal: ctl.signal });
+        // Browsers resolve every *.localhost name to loopback themselves; node asks the system.
+        const target = new URL(msg.url);
+        if (target.hostname.endsWith('.localhost')) target.hostname = '127.0.0.1';
+        const res = await fetch(target, { method: msg.method, headers: msg.headers, body: msg.data ?? undefined, signal: ctl.signal });
         const id = ++next;
         open.set(id, { reader: res.body.getReader(), decoder: new TextDecoder(), ctl, timer });
         return { id, status: res.status };

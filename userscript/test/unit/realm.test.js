@@ -25,11 +25,11 @@ test('mode per world', () => {
 /** A fake page realm: its own globals, a fetch that streams two chunks. */
 function pageRealm() {
   const chunks = ['data: {"a":1}\n\n', 'data: {"b":"你好"}\n\n'];
-  const realm = vm.createContext({ URL, TextEncoder, Response, ReadableStream, console });
+  const realm = vm.createContext({ URL, TextEncoder, Response, ReadableStream, WritableStream, console });
   const fetch = () => Promise.resolve(new Response(new ReadableStream({
     start(c) { for (const t of chunks) c.enqueue(new TextEncoder().encode(t)); c.close(); },
   }), { headers: { 'content-type': 'text/event-stream' } }));
-  realm.win = { fetch, location: { href: 'https://chat.deepseek.com/' }, XMLHttpRequest: undefined };
+  realm.win = { fetch, location: { href: 'https://chat.deepseek.com/' }, XMLHttpRequest: undefined, WritableStream };
   return { realm, text: chunks.join('') };
 }
 
@@ -46,7 +46,7 @@ test('page hooks run from their source text alone and tee the stream', async () 
       return { push: (u8) => got.push(new TextDecoder().decode(u8)), end: () => ended(), fail: (r) => ended(r) };
     },
   };
-  vm.runInContext(`(${pageHooks.toString()})(win, bridge, function (f) { return f; })`, realm);
+  vm.runInContext(`(${pageHooks.toString()})(win, bridge, function (f) { return f; }, function (o) { return o; })`, realm);
   assert.notEqual(realm.win.fetch, original, 'fetch is wrapped');
   const res = await realm.win.fetch('/api/v0/chat/completion', { method: 'POST', body: '{"prompt":"hi"}' });
   assert.equal(await res.text(), text, 'the page reads its whole body');
@@ -65,7 +65,7 @@ test('the page gets the promise its own fetch made', () => {
   const inner = realm.win.fetch;
   realm.win.fetch = (...a) => { const p = inner(...a); made.push(p); return p; };
   realm.bridge = { matches: () => true, open: () => null };
-  vm.runInContext(`(${pageHooks.toString()})(win, bridge, function (f) { return f; })`, realm);
+  vm.runInContext(`(${pageHooks.toString()})(win, bridge, function (f) { return f; }, function (o) { return o; })`, realm);
   const p = realm.win.fetch('/x', { method: 'POST' });
   assert.equal(p, made[0], 'no promise of ours reaches the page');
 });

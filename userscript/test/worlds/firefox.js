@@ -421,7 +421,7 @@ export async function launchFirefox({ mock, userscript, gm = {}, firefox = FIREF
       'network.proxy.ssl': '127.0.0.1',
       'network.proxy.ssl_port': proxy.port,
       'network.proxy.share_proxy_settings': false,
-      'network.proxy.no_proxies_on': 'localhost, 127.0.0.1',
+      'network.proxy.no_proxies_on': 'localhost, .localhost, 127.0.0.1', // .localhost: the SSE channel's per-tab names
       'network.proxy.allow_hijacking_localhost': false,
       'network.proxy.failover_direct': false,
       ...prefs,
