@@ -2245,6 +2245,7 @@
           this.onFrame(frame);
         };
         ws.onerror = () => {
+          if (!opened) fail(new Error("WebSocket to hub could not open (hub down, CSP or Local Network Access)"));
         };
         ws.onclose = () => {
           if (!welcomed) {

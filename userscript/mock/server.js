@@ -131,6 +131,18 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
   const queues = new Map();   // site name → queued replies
   const received = new Map(); // site name → request bodies
   const sockets = new Set();
+  const holds = new Map();    // hold name → {reached, release}: a reply paused mid-stream
+
+  /** A reply with `hold: NAME` stops after half its chunks until `release(NAME)`. */
+  const hold = (name) => {
+    if (!holds.has(name)) {
+      const h = {};
+      h.reached = new Promise((r) => { h.reach = r; });
+      h.released = new Promise((r) => { h.release = r; });
+      holds.set(name, h);
+    }
+    return holds.get(name);
+  };
 
   const next = (site, reply) => {
     if (!defs.some((d) => d.name === site)) throw new Error(`unknown mock site ${site}`);
@@ -156,8 +168,14 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
       ...corsHeaders(req),
     });
     res.flushHeaders();
-    for (const c of chunks) {
+    const pauseAt = reply.hold ? Math.max(1, Math.floor(chunks.length / 2)) : -1;
+    for (const [i, c] of chunks.entries()) {
       if (res.destroyed) return;
+      if (i === pauseAt) {
+        const h = hold(reply.hold);
+        h.reach();
+        await h.released;
+      }
       res.write(Buffer.from(c));
       await new Promise((r) => setTimeout(r, CHUNK_DELAY_MS));
     }
@@ -213,7 +231,11 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
     hosts: [...byHost.keys()],
     next,
     requests: (site) => received.get(site) || [],
-    close: () => new Promise((resolve) => { for (const s of sockets) s.destroy(); server.close(() => resolve()); }),
+    /** Resolves once a reply queued with `hold: name` is paused mid-stream. */
+    held: (name) => hold(name).reached,
+    /** Lets the reply paused as `name` finish. */
+    release: (name) => hold(name).release(),
+    close: () => new Promise((resolve) => { for (const h of holds.values()) h.release(); for (const s of sockets) s.destroy(); server.close(() => resolve()); }),
   };
 }
 

@@ -102,7 +102,8 @@ export class WebSocketTransport {
         }
         this.onFrame(frame);
       };
-      ws.onerror = () => {};
+      // A socket refused by the page's CSP fires error but never close: fail on the error.
+      ws.onerror = () => { if (!opened) fail(new Error('WebSocket to hub could not open (hub down, CSP or Local Network Access)')); };
       ws.onclose = () => {
         if (!welcomed) {
           fail(opened ? new Error('WebSocket to hub closed before welcome') : new Error('WebSocket to hub could not open (hub down, CSP or Local Network Access)'));

@@ -146,7 +146,9 @@ for (const world of ['MAIN', 'USER_SCRIPT']) {
           assert.equal(hello.frame.role, 'worker', 'per-tab GM values reach the script');
           t.diagnostic(`hello over ${hello.path}`);
           if (hello.path === '/send') {
-            const sends = (await browser.requests()).filter((r) => r.url === `${proxy.url}/send`);
+            // The SSE channel reaches the hub as aicard-<random>.localhost (one connection group per tab).
+            const hubPort = new URL(proxy.url).port;
+            const sends = (await browser.requests()).filter((r) => { const u = new URL(r.url); return u.pathname === '/send' && u.port === hubPort; });
             assert.ok(sends.length, 'POST /send was made by the extension');
             t.diagnostic(`hub answered the extension's POST /send with ${[...new Set(sends.map((r) => r.status).filter((s) => s !== null))].join(', ')}`);
           }
