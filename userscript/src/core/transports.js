@@ -235,7 +235,8 @@ export class SseTransport {
       let first = true;
       let lastByte = Date.now();
       const timer = this.timers.setTimeout(() => {
-        this.closeStream();
+        first = false; // the abort below must not report a different cause
+        this.timers.setTimeout(() => this.closeStream(), 0);
         reject(new Error(`no event from GET /events in ${WELCOME_TIMEOUT_MS / 1000} s: this userscript manager does not stream responses (it needs responseType 'stream' or a growing responseText) / 用户脚本管理器不支持流式响应`));
       }, WELCOME_TIMEOUT_MS);
       const text = (fresh) => {
