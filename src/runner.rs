@@ -418,25 +418,30 @@ impl Drive {
                             .as_ref()
                             .map(|l| l.pools.clone())
                             .unwrap_or_default();
-                        let task = tokio::spawn(dispatch(
-                            self.hub.clone(),
-                            self.run_id.clone(),
-                            self.master.clone(),
-                            pools,
-                            d,
+                        let failed = attempt_failed(&d.node, d.item, d.attempt);
+                        let task = spawn_attempt(
+                            dispatch(
+                                self.hub.clone(),
+                                self.run_id.clone(),
+                                self.master.clone(),
+                                pools,
+                                d,
+                                ev_tx.clone(),
+                            ),
+                            failed,
                             ev_tx.clone(),
-                        ));
-                        attempts.insert(key, task.abort_handle());
+                        );
+                        attempts.insert(key, task);
                     }
                     Action::RunCommand(c) => {
                         let key = c.idempotency_key.clone();
-                        let task = tokio::spawn(run_command(
-                            self.hub.clone(),
-                            self.master.clone(),
-                            c,
+                        let failed = attempt_failed(&c.node, c.item, c.attempt);
+                        let task = spawn_attempt(
+                            run_command(self.hub.clone(), self.master.clone(), c, ev_tx.clone()),
+                            failed,
                             ev_tx.clone(),
-                        ));
-                        attempts.insert(key, task.abort_handle());
+                        );
+                        attempts.insert(key, task);
                     }
                     Action::Deliver { node, text } => self.deliver(node.as_deref(), &text),
                     Action::Cancel {
@@ -719,7 +724,7 @@ fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
         .filter(|c| !busy_with_node(c))
         .cloned()
         .collect();
-    let mut pool = if spread.is_empty() {
+    let pool = if spread.is_empty() {
         candidates
     } else {
         spread
@@ -731,20 +736,68 @@ fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
             .get(&c.info().site.to_lowercase())
             .map_or(0, |e| e.1)
     };
-    pool.sort_by_key(|c| {
-        (
-            hub.tasks.load(c),
-            site_use(c),
-            c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
-        )
-    });
-    let least = (hub.tasks.load(&pool[0]), site_use(&pool[0]));
-    let ties: Vec<_> = pool
+    let tasks_started = |c: &Client| c.tasks_started.load(std::sync::atomic::Ordering::Relaxed);
+    pick_least(
+        pool,
+        |c| (hub.tasks.load(c), site_use(c), tasks_started(c)),
+        d.item,
+    )
+}
+
+/// Picks among the candidates with the least `(load, site use)`, rotating by `item` among
+/// ties (the third key component only orders them). Each candidate's key is read exactly
+/// once: live load changes while we look, and a second read can leave no candidate equal to
+/// the least one seen (a division by zero in the rotation, after a restart under load).
+fn pick_least<T>(
+    pool: Vec<T>,
+    mut key: impl FnMut(&T) -> (usize, u32, u64),
+    item: usize,
+) -> Option<T> {
+    let mut ranked: Vec<((usize, u32, u64), T)> = pool.into_iter().map(|c| (key(&c), c)).collect();
+    ranked.sort_by_key(|(k, _)| *k);
+    let (least_load, least_site, _) = ranked.first()?.0;
+    let ties = ranked
         .iter()
-        .filter(|c| (hub.tasks.load(c), site_use(c)) == least)
-        .cloned()
-        .collect();
-    Some(ties[d.item % ties.len()].clone())
+        .take_while(|(k, _)| k.0 == least_load && k.1 == least_site)
+        .count()
+        .max(1);
+    Some(ranked.swap_remove(item % ties).1)
+}
+
+/// The event that fails an attempt whose task panicked, given the panic's message.
+fn attempt_failed(node: &str, item: usize, attempt: u32) -> impl FnOnce(String) -> JournalEvent {
+    let node = node.to_string();
+    move |error| JournalEvent::ItemFailed {
+        node,
+        item,
+        attempt,
+        error,
+        retryable: true,
+        at_ms: now_ms() as u64,
+    }
+}
+
+/// Runs one attempt (a dispatch to a tab, a command node) as its own task. A panic in it
+/// fails the attempt through the journal like any other error (so it is retried or fails
+/// its step visibly) instead of leaving the step in flight for ever.
+fn spawn_attempt(
+    attempt: impl std::future::Future<Output = ()> + Send + 'static,
+    failed: impl FnOnce(String) -> JournalEvent + Send + 'static,
+    events: mpsc::UnboundedSender<JournalEvent>,
+) -> tokio::task::AbortHandle {
+    use futures_util::FutureExt;
+    tokio::spawn(async move {
+        if let Err(panic) = std::panic::AssertUnwindSafe(attempt).catch_unwind().await {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_string());
+            tracing::error!("a flow attempt panicked: {what}");
+            let _ = events.send(failed(format!("内部错误 / internal error: {what}")));
+        }
+    })
+    .abort_handle()
 }
 
 async fn dispatch(
@@ -869,4 +922,64 @@ async fn run_command(
         },
     };
     let _ = events.send(ev);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tab_choice_reads_each_load_once_even_when_it_changes() {
+        // Live load moves between reads (tabs finish and start tasks): every read returns a
+        // new value. Reading twice used to leave no tie and divide by zero.
+        let mut reads = 0u64;
+        let mut key = |_: &&str| {
+            reads += 1;
+            (reads as usize, 0, 0)
+        };
+        for item in 0..5 {
+            assert!(pick_least(vec!["a", "b", "c"], &mut key, item).is_some());
+        }
+        let mut reads = 0;
+        let picked = pick_least(
+            vec!["a", "b", "c"],
+            |_| {
+                reads += 1;
+                (0, 0, 0)
+            },
+            4,
+        );
+        assert_eq!(reads, 3, "one read per candidate");
+        assert!(picked.is_some());
+        assert_eq!(pick_least(Vec::<&str>::new(), |_| (0, 0, 0), 1), None);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_attempt_fails_through_the_journal() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        spawn_attempt(
+            async { panic!("tab choice blew up") },
+            attempt_failed("review", 2, 1),
+            tx,
+        );
+        let ev = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("the attempt ended in time")
+            .expect("an event");
+        match ev {
+            JournalEvent::ItemFailed {
+                node,
+                item,
+                attempt,
+                error,
+                retryable,
+                ..
+            } => {
+                assert_eq!((node.as_str(), item, attempt), ("review", 2, 1));
+                assert!(error.contains("tab choice blew up"), "{error}");
+                assert!(retryable);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
 }
