@@ -126,17 +126,25 @@ impl Runner {
             state = state.from_node(node, prior)?;
         }
         let now = now_ms();
-        hub.store.insert_run(&RunRecord {
-            run_id: run_id.clone(),
-            flow: flow.name.clone(),
-            flow_hash: crate::flows::engine::flow_hash(&flow),
-            flow_source: source,
-            master: master.clone(),
-            state: "running".into(),
-            started_ms: now,
-            updated_ms: now,
-        })?;
-        self.spawn(hub, state, master);
+        let started = state
+            .begin(now as u64)
+            .ok_or_else(|| RunError::Other("the run had already started".into()))?;
+        let started_json =
+            serde_json::to_string(&started).map_err(|e| RunError::Other(e.to_string()))?;
+        hub.store.insert_run(
+            &RunRecord {
+                run_id: run_id.clone(),
+                flow: flow.name.clone(),
+                flow_hash: crate::flows::engine::flow_hash(&flow),
+                flow_source: source,
+                master: master.clone(),
+                state: "running".into(),
+                started_ms: now,
+                updated_ms: now,
+            },
+            &started_json,
+        )?;
+        self.spawn(hub, state, master, Some(started));
         Ok(run_id)
     }
 
@@ -158,7 +166,15 @@ impl Runner {
         out
     }
 
-    fn spawn(&self, hub: &Arc<Hub>, state: RunState, master: Option<String>) {
+    /// Starts a run's driver; `started` is its already journaled `run_started` (a new run),
+    /// reported to the master first.
+    fn spawn(
+        &self,
+        hub: &Arc<Hub>,
+        state: RunState,
+        master: Option<String>,
+        started: Option<JournalEvent>,
+    ) {
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         let view = Arc::new(Mutex::new(RunView {
             snapshot: state.snapshot(),
@@ -181,7 +197,12 @@ impl Runner {
         self.latest
             .insert(handle.flow.clone(), state.run_id().to_string());
         self.runs.insert(state.run_id().to_string(), handle);
-        hub.tracker.spawn(drive.run(state, ctl_rx));
+        hub.tracker.spawn(async move {
+            if let Some(ev) = started {
+                drive.progress(&ev);
+            }
+            drive.run(state, ctl_rx).await
+        });
     }
 
     /// Continues every run the store says was running or paused (after a restart).
@@ -197,7 +218,7 @@ impl Runner {
             match Self::rebuild(hub, &rec) {
                 Ok(state) => {
                     tracing::info!(run = %rec.run_id, "resuming run after restart");
-                    self.spawn(hub, state, rec.master.clone());
+                    self.spawn(hub, state, rec.master.clone(), None);
                 }
                 Err(e) => {
                     tracing::error!(run = %rec.run_id, "cannot resume: {e}");

@@ -223,8 +223,12 @@ impl Store {
             > 0)
     }
 
-    pub fn insert_run(&self, r: &RunRecord) -> StoreResult<()> {
-        self.conn().execute(
+    /// Records a new run and the first event of its journal in one transaction: a hub
+    /// killed right after `manager run` leaves either nothing or a run it can resume.
+    pub fn insert_run(&self, r: &RunRecord, first_event: &str) -> StoreResult<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        tx.execute(
             "INSERT INTO runs (run_id, flow, flow_hash, flow_source, master, state, started_ms,
                updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
@@ -238,6 +242,11 @@ impl Store {
                 r.updated_ms
             ],
         )?;
+        tx.execute(
+            "INSERT INTO journal (run_id, seq, at_ms, event) VALUES (?1, 1, ?2, ?3)",
+            params![r.run_id, r.started_ms, first_event],
+        )?;
+        tx.commit()?;
         Ok(())
     }
 

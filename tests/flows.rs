@@ -507,3 +507,56 @@ async fn a_site_pool_limits_how_many_tabs_of_that_site_work_at_once() {
     );
     assert!(took < Duration::from_millis(2500), "{took:?}");
 }
+
+/// Copies the store's files as they are at this instant: what a SIGKILL right now leaves.
+fn snapshot_store(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for name in ["aicard.db", "aicard.db-wal"] {
+        if from.join(name).exists() {
+            std::fs::copy(from.join(name), to.join(name)).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_run_killed_right_after_it_started_resumes() {
+    let h = hub_with_flows(&[("par", PARALLEL)]).await;
+    let master = h.scripted("boss", "chatgpt", "master", slow("m", 1)).await;
+    // Nothing else runs between the start and the snapshot (one-threaded test runtime).
+    let run_id = h
+        .hub()
+        .runner
+        .start(
+            h.hub(),
+            "par",
+            Some(master.client_id.clone()),
+            Default::default(),
+            None,
+        )
+        .expect("the run starts");
+    let copy = tempfile::tempdir().unwrap();
+    snapshot_store(&h.hub().config.data_dir, copy.path());
+
+    let flows_dir = h.hub().config.flows_dir.clone();
+    let restarted = TestHub::start_with(|c| {
+        c.data_dir = copy.path().to_path_buf();
+        c.flows_dir = flows_dir;
+    })
+    .await;
+    let rec = restarted
+        .hub()
+        .store
+        .run(&run_id)
+        .unwrap()
+        .expect("the run row");
+    assert_eq!(rec.state, "running", "the run was resumed, not interrupted");
+    assert!(
+        restarted
+            .hub()
+            .runner
+            .list()
+            .iter()
+            .any(|(id, _, _)| *id == run_id),
+        "the resumed run is in progress"
+    );
+}

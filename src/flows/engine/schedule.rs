@@ -13,21 +13,32 @@ impl RunState {
         out.push(Action::Record(event));
     }
 
+    /// Starts a new run: applies and returns its `run_started` event (None once started).
+    /// The runner journals it in the same transaction as the run's row, so a run that exists
+    /// always has a journal to resume from.
+    pub fn begin(&mut self, now_ms: u64) -> Option<JournalEvent> {
+        if self.status != RunStatus::New {
+            return None;
+        }
+        let event = JournalEvent::RunStarted {
+            run_id: self.run_id.clone(),
+            flow: self.flow.name.clone(),
+            flow_hash: flow_hash(&self.flow),
+            inputs: self.inputs.clone(),
+            seed: self.seed,
+            from_node: self.from_node.clone(),
+            prior_outputs: self.prior_outputs.clone(),
+            at_ms: now_ms,
+        };
+        self.apply(&event);
+        Some(event)
+    }
+
     /// What the runner should do now. Call after every applied event and at `Wait` times.
     pub fn next_actions(&mut self, now_ms: u64) -> Vec<Action> {
         let mut out = Vec::new();
-        if self.status == RunStatus::New {
-            let event = JournalEvent::RunStarted {
-                run_id: self.run_id.clone(),
-                flow: self.flow.name.clone(),
-                flow_hash: flow_hash(&self.flow),
-                inputs: self.inputs.clone(),
-                seed: self.seed,
-                from_node: self.from_node.clone(),
-                prior_outputs: self.prior_outputs.clone(),
-                at_ms: now_ms,
-            };
-            self.emit(event, &mut out);
+        if let Some(event) = self.begin(now_ms) {
+            out.push(Action::Record(event));
         }
         match self.status {
             RunStatus::Stopped | RunStatus::Failed => {
