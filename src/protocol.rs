@@ -353,6 +353,17 @@ impl ClientFrame {
     }
 }
 
+/// The `type` of an encoded server frame (`deliver`, `task`, …): what the registry needs to
+/// know about a frame it keeps for an absent tab, without decoding the whole frame.
+pub fn frame_type(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Tag {
+        #[serde(rename = "type")]
+        ty: String,
+    }
+    serde_json::from_str::<Tag>(text).ok().map(|t| t.ty)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -635,13 +635,19 @@ impl Drive {
             auto_send: false,
             run_id: Some(self.run_id.clone()),
         };
-        if let Err(e) = self.hub.registry.send(master, &frame) {
+        // Kept in the store until a socket took it: the master may be away, or come back
+        // only after a restart.
+        if let Err(e) = self.hub.registry.send_durable(master, &frame) {
             tracing::warn!(run = %self.run_id, node = ?node, "cannot deliver: {e}");
         }
     }
 
     fn finish(&self, st: &str, output: Option<&str>, error: Option<&str>) {
         let _ = self.hub.store.set_run_state(&self.run_id, st, now_ms());
+        let _ = self.hub.events.send(crate::hub::HubEvent::RunFinished {
+            run_id: self.run_id.clone(),
+            state: st.to_string(),
+        });
         tracing::info!(run = %self.run_id, state = st, error = ?error, output_chars = output.map(|o| o.chars().count()), "run finished");
     }
 }
