@@ -162,6 +162,10 @@ pub enum ServerFrame {
         auto_send: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_id: Option<String>,
+        /// Idempotency key: a deliver can be sent again after a hub crash; the tab puts
+        /// the text of one `deliver_id` into the input box once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deliver_id: Option<String>,
     },
     /// Ask the tab to change its sending behaviour.
     FlowControl { action: String, reason: String },
@@ -428,6 +432,7 @@ mod tests {
             text: "hi".into(),
             auto_send: false,
             run_id: None,
+            deliver_id: None,
         };
         let v: Value = serde_json::from_str(&encode(&f)).unwrap();
         assert_eq!(v["type"], "deliver");

@@ -18,7 +18,7 @@ use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
 use crate::hub::Hub;
 use crate::protocol::ServerFrame;
-use crate::store::{now_ms, RunRecord};
+use crate::store::{now_ms, JournalEntry, RunRecord};
 
 /// Why a run could not be started or controlled; shown to the person.
 #[derive(Debug, thiserror::Error)]
@@ -428,8 +428,18 @@ impl Drive {
         let mut attempts: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
         loop {
             let mut wake: Option<u64> = None;
-            for action in state.next_actions(now_ms() as u64) {
+            let mut actions = state.next_actions(now_ms() as u64).into_iter().peekable();
+            while let Some(action) = actions.next() {
                 match action {
+                    // The engine journals a result before it delivers it: both are written
+                    // in one transaction, so a crash never delivers it twice or loses it.
+                    Action::Record(ev)
+                        if matches!(actions.peek(), Some(Action::Deliver { .. })) =>
+                    {
+                        if let Some(Action::Deliver { node, text }) = actions.next() {
+                            self.record_and_deliver(&ev, node.as_deref(), &text);
+                        }
+                    }
                     Action::Record(ev) => self.record(&ev),
                     Action::Dispatch(d) => {
                         let key = d.idempotency_key.clone();
@@ -464,7 +474,7 @@ impl Drive {
                         );
                         attempts.insert(key, task);
                     }
-                    Action::Deliver { node, text } => self.deliver(node.as_deref(), &text),
+                    Action::Deliver { node, text } => self.deliver(node.as_deref(), &text, None),
                     Action::Cancel {
                         idempotency_key, ..
                     } => {
@@ -542,6 +552,24 @@ impl Drive {
         if let Err(e) = self.hub.store.append_event(&self.run_id, &text, now_ms()) {
             tracing::error!(run = %self.run_id, "journal write failed: {e}");
         }
+        self.progress(ev);
+    }
+
+    /// Journals `ev` and delivers `text` to the master in one store transaction.
+    fn record_and_deliver(&self, ev: &JournalEvent, node: Option<&str>, text: &str) {
+        let json = match serde_json::to_string(ev) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!("cannot encode journal event: {e}");
+                return self.deliver(node, text, None);
+            }
+        };
+        let entry = JournalEntry {
+            run_id: &self.run_id,
+            event: &json,
+            at_ms: now_ms(),
+        };
+        self.deliver(node, text, Some(entry));
         self.progress(ev);
     }
 
@@ -625,8 +653,18 @@ impl Drive {
         self.view().snapshot = state.snapshot();
     }
 
-    fn deliver(&self, node: Option<&str>, text: &str) {
+    /// Delivers a result to the master, kept until its socket took it; `journal` (the event
+    /// that records the result) is written with it.
+    fn deliver(&self, node: Option<&str>, text: &str, journal: Option<JournalEntry<'_>>) {
+        let journal_alone = |j: Option<JournalEntry<'_>>| {
+            if let Some(j) = j {
+                if let Err(e) = self.hub.store.append_event(j.run_id, j.event, j.at_ms) {
+                    tracing::error!(run = %self.run_id, "journal write failed: {e}");
+                }
+            }
+        };
         let Some(master) = &self.master else {
+            journal_alone(journal);
             tracing::info!(run = %self.run_id, "result (no master tab): {text}");
             return;
         };
@@ -634,10 +672,12 @@ impl Drive {
             text: text.to_string(),
             auto_send: false,
             run_id: Some(self.run_id.clone()),
+            deliver_id: Some(deliver_id(&self.run_id, node)),
         };
         // Kept in the store until a socket took it: the master may be away, or come back
         // only after a restart.
-        if let Err(e) = self.hub.registry.send_durable(master, &frame) {
+        if let Err(e) = self.hub.registry.send_durable(master, &frame, journal) {
+            journal_alone(journal);
             tracing::warn!(run = %self.run_id, node = ?node, "cannot deliver: {e}");
         }
     }
@@ -650,6 +690,12 @@ impl Drive {
         });
         tracing::info!(run = %self.run_id, state = st, error = ?error, output_chars = output.map(|o| o.chars().count()), "run finished");
     }
+}
+
+/// The idempotency key of a run's result on the `deliver` frame: `<run_id>/<node_id>`, or
+/// `<run_id>/result` for the run-level result of a flow without a master node.
+pub fn deliver_id(run_id: &str, node: Option<&str>) -> String {
+    format!("{run_id}/{}", node.unwrap_or("result"))
 }
 
 /// Picks a connected tab for a dispatch: matching the target, not the run's master (unless

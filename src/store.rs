@@ -64,6 +64,14 @@ pub struct KeptCap {
     pub bytes: usize,
 }
 
+/// A journal event to write in the same transaction as a kept frame.
+#[derive(Debug, Clone, Copy)]
+pub struct JournalEntry<'a> {
+    pub run_id: &'a str,
+    pub event: &'a str,
+    pub at_ms: i64,
+}
+
 /// One kept frame, as read back for a replay.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeptFrame {
@@ -192,8 +200,24 @@ impl Store {
         kind: &str,
         cap: Option<KeptCap>,
     ) -> StoreResult<usize> {
+        self.keep_frame_journaled(client_id, frame, kind, cap, None)
+    }
+
+    /// `keep_frame`, and appends `journal` in the same transaction: a run's result and the
+    /// frame that carries it to the master are written together or not at all.
+    pub fn keep_frame_journaled(
+        &self,
+        client_id: &str,
+        frame: &str,
+        kind: &str,
+        cap: Option<KeptCap>,
+        journal: Option<JournalEntry<'_>>,
+    ) -> StoreResult<usize> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
+        if let Some(j) = journal {
+            append_in(&tx, j.run_id, j.event, j.at_ms)?;
+        }
         tx.execute(
             "INSERT INTO pending_frames (client_id, frame, kind, bytes) VALUES (?1, ?2, ?3, ?4)",
             params![client_id, frame, kind, frame.len() as i64],
@@ -399,17 +423,7 @@ impl Store {
 
     /// Appends one journal event; `seq` is assigned here, dense per run.
     pub fn append_event(&self, run_id: &str, event_json: &str, now_ms: i64) -> StoreResult<i64> {
-        let conn = self.conn();
-        let seq: i64 = conn.query_row(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE run_id = ?1",
-            params![run_id],
-            |r| r.get(0),
-        )?;
-        conn.execute(
-            "INSERT INTO journal (run_id, seq, at_ms, event) VALUES (?1, ?2, ?3, ?4)",
-            params![run_id, seq, now_ms, event_json],
-        )?;
-        Ok(seq)
+        append_in(&self.conn(), run_id, event_json, now_ms)
     }
 
     /// A run's journal in order.
@@ -419,6 +433,19 @@ impl Store {
         let rows = stmt.query_map(params![run_id], |r| r.get(0))?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
+}
+
+fn append_in(conn: &Connection, run_id: &str, event_json: &str, now_ms: i64) -> StoreResult<i64> {
+    let seq: i64 = conn.query_row(
+        "SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE run_id = ?1",
+        params![run_id],
+        |r| r.get(0),
+    )?;
+    conn.execute(
+        "INSERT INTO journal (run_id, seq, at_ms, event) VALUES (?1, ?2, ?3, ?4)",
+        params![run_id, seq, now_ms, event_json],
+    )?;
+    Ok(seq)
 }
 
 fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {

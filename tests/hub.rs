@@ -137,6 +137,7 @@ async fn resume_keeps_identity_and_delivers_what_waited() {
         text: "while you were away".into(),
         auto_send: false,
         run_id: None,
+        deliver_id: None,
     };
     h.hub().registry.send(&id, &frame).unwrap();
     let mut ws = h.connect("/realtime").await;
@@ -215,6 +216,7 @@ async fn a_slow_consumer_is_closed_not_buffered() {
         text: big,
         auto_send: false,
         run_id: None,
+        deliver_id: None,
     };
     // The tab does not read; the socket buffers fill, then the bounded queue does.
     let mut closed = false;
@@ -539,6 +541,7 @@ async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
         text: "z".repeat(256 * 1024),
         auto_send: false,
         run_id: None,
+        deliver_id: None,
     };
     for i in 0..96 {
         assert_eq!(
@@ -586,6 +589,7 @@ async fn an_sse_replay_cut_short_keeps_the_rest() {
         text: "s".repeat(256 * 1024),
         auto_send: false,
         run_id: None,
+        deliver_id: None,
     };
     for _ in 0..96 {
         assert_eq!(

@@ -9,7 +9,7 @@ use dashmap::DashMap;
 use tokio::sync::mpsc;
 
 use crate::protocol::{encode, frame_type, AppHeartbeat, Role, ServerFrame};
-use crate::store::{now_ms, ClientRecord, KeptCap, KeptFrame, Store};
+use crate::store::{now_ms, ClientRecord, JournalEntry, KeptCap, KeptFrame, Store};
 
 /// What the writer half of a tab's connection is asked to do.
 #[derive(Debug)]
@@ -535,9 +535,16 @@ impl Registry {
     /// Sends a frame that must survive a crash of the hub (a run's result): it is written to
     /// the store before it is routed, and leaves the store only once a WebSocket wrote it (an
     /// SSE stream gets it live and it is kept only if the stream ends first).
-    pub fn send_durable(&self, client_id: &str, frame: &ServerFrame) -> Result<Sent, RouteError> {
+    /// `journal`, if given, is written in the same transaction as the kept frame (or, for
+    /// an SSE stream, before the frame is queued). On an error nothing was written.
+    pub fn send_durable(
+        &self,
+        client_id: &str,
+        frame: &ServerFrame,
+        journal: Option<JournalEntry<'_>>,
+    ) -> Result<Sent, RouteError> {
         let client = self.known(client_id)?;
-        Ok(self.route(&client, encode(frame), true))
+        Ok(self.route_journaled(&client, encode(frame), true, journal))
     }
 
     /// Sends an already encoded frame.
@@ -546,12 +553,30 @@ impl Registry {
     }
 
     fn route(&self, client: &Client, text: String, durable: bool) -> Sent {
+        self.route_journaled(client, text, durable, None)
+    }
+
+    fn route_journaled(
+        &self,
+        client: &Client,
+        text: String,
+        durable: bool,
+        mut journal: Option<JournalEntry<'_>>,
+    ) -> Sent {
         let mut conn = client.conn();
         let Some(handle) = conn.handle.as_ref() else {
             drop(conn);
-            self.keep_offline(client, text);
+            self.keep(client, &text, journal);
             return Sent::Stored;
         };
+        if durable && (handle.kill.is_killed() || !conn.drains_store) {
+            // Not kept by the paths below: the journal goes first, on its own.
+            if let Some(j) = journal.take() {
+                if let Err(e) = self.store.append_event(j.run_id, j.event, j.at_ms) {
+                    tracing::error!(run = j.run_id, "journal write failed: {e}");
+                }
+            }
+        }
         if handle.kill.is_killed() {
             // Behind what its queue still holds; kept with it when the connection ends.
             conn.spill.push(text);
@@ -559,7 +584,7 @@ impl Registry {
         }
         if conn.drains_store && (conn.catching_up || durable) {
             // Kept under the lock, so the writer's "store is empty" check cannot miss it.
-            self.keep_offline(client, text);
+            self.keep(client, &text, journal);
             conn.catching_up = true;
             client.kept.notify_one();
             return Sent::Live;
@@ -596,11 +621,18 @@ impl Registry {
     /// Keeps a frame in the store for a tab that is away (or catching up), within the
     /// per-tab cap (see `Store::keep_frame` for what goes first when it is full).
     pub fn keep_offline(&self, client: &Client, text: String) {
-        let kind = frame_type(&text).unwrap_or_default();
-        match self
-            .store
-            .keep_frame(&client.id, &text, &kind, Some(self.offline_cap))
-        {
+        self.keep(client, &text, None);
+    }
+
+    fn keep(&self, client: &Client, text: &str, journal: Option<JournalEntry<'_>>) {
+        let kind = frame_type(text).unwrap_or_default();
+        match self.store.keep_frame_journaled(
+            &client.id,
+            text,
+            &kind,
+            Some(self.offline_cap),
+            journal,
+        ) {
             Ok(0) => {}
             Ok(n) => tracing::warn!(
                 client = %client.id,

@@ -290,11 +290,19 @@ impl RunState {
         };
         match rendered {
             Ok(text) => {
+                // Journaled first: a crash right after must not deliver it a second time
+                // (the runner writes both in one transaction).
+                self.emit(
+                    JournalEvent::NodeCompleted {
+                        node: node.clone(),
+                        output: text.clone(),
+                    },
+                    out,
+                );
                 out.push(Action::Deliver {
-                    node: Some(node.clone()),
-                    text: text.clone(),
+                    node: Some(node),
+                    text,
                 });
-                self.emit(JournalEvent::NodeCompleted { node, output: text }, out);
             }
             Err(error) => self.fail_node(i, error, out),
         }
@@ -451,18 +459,19 @@ impl RunState {
                 .collect::<Vec<_>>()
                 .join("\n\n"),
         };
-        if !self.master_delivered {
-            out.push(Action::Deliver {
-                node: None,
-                text: output.clone(),
-            });
-        }
+        let deliver = !self.master_delivered;
         self.emit(
             JournalEvent::RunCompleted {
                 output: output.clone(),
             },
             out,
         );
+        if deliver {
+            out.push(Action::Deliver {
+                node: None,
+                text: output.clone(),
+            });
+        }
         out.push(Action::Complete { output });
     }
 }
