@@ -644,7 +644,11 @@ async fn a_result_for_a_master_not_back_after_a_restart_waits_for_it() {
     let d = master.next("deliver").await;
     assert_eq!(d["text"], "wb: beta after wa: alpha");
     let run_id = d["run_id"].as_str().expect("run_id");
-    assert_eq!(d["deliver_id"], format!("{run_id}/out"), "the idempotency key");
+    assert_eq!(
+        d["deliver_id"],
+        format!("{run_id}/out"),
+        "the idempotency key"
+    );
     let done = run_event(&mut master, &["completed"]).await;
     assert_eq!(done["state"], "completed", "progress was kept too");
     stop(hub).await;

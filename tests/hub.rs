@@ -616,3 +616,57 @@ async fn an_sse_replay_cut_short_keeps_the_rest() {
     let again = next_sse(&mut body, &mut String::new(), "deliver").await;
     assert_eq!(again["text"].as_str().map(str::len), Some(256 * 1024));
 }
+
+fn numbered(i: usize) -> ServerFrame {
+    ServerFrame::Deliver {
+        text: format!("frame {i} {}", "n".repeat(8 * 1024)),
+        auto_send: false,
+        run_id: None,
+        deliver_id: None,
+    }
+}
+
+#[tokio::test]
+async fn a_returning_tab_gets_its_frames_in_the_order_they_were_sent() {
+    let h = TestHub::start().await;
+    let mut events = h.hub().events.subscribe();
+    let (ws, welcome) = h.tab("kimi", None).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    drop(ws);
+    wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
+    // More than a tab's outbound queue holds (and than the hub once kept in memory), kept
+    // while it is away.
+    for i in 0..600 {
+        assert_eq!(
+            h.hub().registry.send(&id, &numbered(i)).unwrap(),
+            aicard::hub::registry::Sent::Stored
+        );
+    }
+    let mut ws = h.connect("/realtime").await;
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["type"], "welcome");
+    let first = recv_type(&mut ws, "deliver").await;
+    // Frames sent while the replay may still be under way come after it.
+    for i in 600..700 {
+        h.hub().registry.send(&id, &numbered(i)).unwrap();
+    }
+    let seq = |f: &Value| -> usize {
+        f["text"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(seq(&first), 0);
+    for i in 1..700 {
+        let f = recv_type(&mut ws, "deliver").await;
+        assert_eq!(seq(&f), i, "in the order they were sent");
+    }
+}
