@@ -241,17 +241,19 @@ async fn drain_kept(
 }
 
 /// After a write that did not complete (killed while stuck, or past its deadline): the
-/// close frame goes behind the rest of that frame, so a tab that reads on within 2 s gets
-/// the whole frame and the close code (4008 for a slow consumer). True if it got them.
-async fn close_after_failed_write(sink: &mut Sink, kill: &Killer) -> bool {
+/// close frame goes behind the rest of that frame, so a tab that reads on within
+/// `CLOSE_GRACE` gets the whole frame and the close code (4008 for a slow consumer). A tab
+/// that does not read on sees the connection end without a close frame: nothing can pass
+/// the bytes it is not reading.
+async fn close_after_failed_write(sink: &mut Sink, kill: &Killer) {
     kill.kill(close::SLOW_CONSUMER);
     let code = kill.killed().await;
     let msg = close_msg(code, close_reason(code));
-    matches!(
-        tokio::time::timeout(Duration::from_secs(2), sink.send(msg)).await,
-        Ok(Ok(()))
-    )
+    let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(msg)).await;
 }
+
+/// How long a stuck socket is given to take the close frame behind its unfinished frame.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 fn close_reason(code: u16) -> &'static str {
     match code {
@@ -324,8 +326,10 @@ fn error_close_code(e: &axum::Error) -> u16 {
 
 /// Writes queued frames, frames kept in the store for the tab (durable ones, or frames sent
 /// while it was catching up) and periodic pings; ends on kill, shutdown or a write error.
-/// Returns the queued frame that was being written when it ended, if the tab did not get it
-/// (it has left the queue, so only the caller can keep it).
+/// Returns the queued frame that was being written when it ended (it has left the queue, so
+/// only the caller can keep it). It is kept even when its end may still get through behind
+/// the close frame: a frame twice (tasks and results carry idempotency keys) rather than a
+/// frame lost.
 async fn write_loop(
     hub: &Hub,
     client: &Client,
@@ -364,14 +368,13 @@ async fn write_loop(
                 // Frames still queued were sent before the ones kept: they go first.
                 while let Ok(Outbound::Frame(text)) = rx.try_recv() {
                     if let Err(text) = write_frame(&mut sink, text, kill).await {
-                        return (!close_after_failed_write(&mut sink, kill).await).then_some(text);
+                        close_after_failed_write(&mut sink, kill).await;
+                        return Some(text);
                     }
                 }
-                if let Err(frame) = drain_kept(hub, client, &mut sink, kill, &mut no_delivered).await {
-                    // Still kept in the store; forgotten only if its end got through after all.
-                    if close_after_failed_write(&mut sink, kill).await {
-                        hub.registry.replayed(&frame);
-                    }
+                if drain_kept(hub, client, &mut sink, kill, &mut no_delivered).await.is_err() {
+                    // The frame it was writing is still kept in the store.
+                    close_after_failed_write(&mut sink, kill).await;
                     return None;
                 }
                 no_delivered.clear();
@@ -379,7 +382,8 @@ async fn write_loop(
             msg = rx.recv() => match msg {
                 Some(Outbound::Frame(text)) => {
                     if let Err(text) = write_frame(&mut sink, text, kill).await {
-                        return (!close_after_failed_write(&mut sink, kill).await).then_some(text);
+                        close_after_failed_write(&mut sink, kill).await;
+                        return Some(text);
                     }
                 }
                 None => return None,
