@@ -668,3 +668,69 @@ async fn a_returning_tab_gets_its_frames_in_the_order_they_were_sent() {
         assert_eq!(seq(&f), i, "in the order they were sent");
     }
 }
+
+fn seq_of(f: &Value) -> usize {
+    f["text"]
+        .as_str()
+        .and_then(|t| t.split(' ').nth(1))
+        .and_then(|n| n.parse().ok())
+        .expect("a numbered frame")
+}
+
+#[tokio::test]
+async fn the_frame_being_written_when_a_slow_tab_is_closed_is_kept() {
+    let h = TestHub::start_with(|c| {
+        c.limits.outbound_queue = 4;
+        c.timing.dead_after = Duration::from_secs(30);
+    })
+    .await;
+    let mut events = h.hub().events.subscribe();
+    let (mut ws, welcome) = h.tab("chatgpt", None).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    let big = |i: usize| ServerFrame::Deliver {
+        text: format!("frame {i} {}", "b".repeat(256 * 1024)),
+        auto_send: false,
+        run_id: None,
+        deliver_id: None,
+    };
+    // The tab does not read: one frame is stuck half written when the hub gives up.
+    let mut n = 0;
+    loop {
+        let sent = h.hub().registry.send(&id, &big(n)).unwrap();
+        n += 1;
+        if sent == aicard::hub::registry::Sent::SlowConsumerClosed {
+            break;
+        }
+        assert!(n < 2000, "the hub never gave up on the slow tab");
+        tokio::task::yield_now().await;
+    }
+    h.hub().registry.send(&id, &big(n)).unwrap();
+    // It does not read on within the close grace either: the socket ends mid-frame.
+    wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
+    let mut seen = std::collections::BTreeSet::new();
+    while let Ok(Some(Ok(msg))) =
+        tokio::time::timeout(WAIT, futures_util::StreamExt::next(&mut ws)).await
+    {
+        if let Message::Text(t) = msg {
+            seen.insert(seq_of(&serde_json::from_str(&t).unwrap()));
+        }
+    }
+    let mut ws = h.connect("/realtime").await;
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"chatgpt"}),
+    )
+    .await;
+    loop {
+        let i = seq_of(&recv_type(&mut ws, "deliver").await);
+        seen.insert(i);
+        if i == n {
+            break;
+        }
+    }
+    let missing: Vec<usize> = (0..=n).filter(|i| !seen.contains(i)).collect();
+    assert!(
+        missing.is_empty(),
+        "frames lost with the socket: {missing:?}"
+    );
+}
