@@ -734,3 +734,52 @@ async fn the_frame_being_written_when_a_slow_tab_is_closed_is_kept() {
         "frames lost with the socket: {missing:?}"
     );
 }
+
+#[tokio::test]
+async fn what_is_kept_for_an_absent_tab_is_capped_progress_first() {
+    let h = TestHub::start_with(|c| c.limits.offline_frames = 50).await;
+    let mut events = h.hub().events.subscribe();
+    let (ws, welcome) = h.tab("kimi", None).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    drop(ws);
+    wait_event(&mut events, |e| *e == HubEvent::Disconnected(id.clone())).await;
+    let progress = |i: usize| ServerFrame::FlowEvent {
+        run_id: "r".into(),
+        flow: "f".into(),
+        node_id: Some("n".into()),
+        state: "running".into(),
+        detail: Some(json!({ "i": i })),
+    };
+    // 30 results among 120 progress frames: more than the 50 kept.
+    for i in 0..150 {
+        if i % 5 == 0 {
+            h.hub().registry.send(&id, &numbered(i)).unwrap();
+        } else {
+            h.hub().registry.send(&id, &progress(i)).unwrap();
+        }
+    }
+    assert_eq!(h.hub().store.pending_count(&id).unwrap(), 50);
+    let mut ws = h.connect("/realtime").await;
+    send(
+        &mut ws,
+        &json!({"type":"hello","token":TOKEN,"client_id":id,"site":"kimi"}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["type"], "welcome");
+    let mut order = Vec::new();
+    for _ in 0..50 {
+        let f = recv(&mut ws).await;
+        order.push(match f["type"].as_str() {
+            Some("deliver") => seq_of(&f),
+            _ => f["detail"]["i"].as_u64().unwrap() as usize,
+        });
+    }
+    // Every result survived; the newest progress filled the rest; all in order.
+    let results: Vec<usize> = order.iter().copied().filter(|i| i % 5 == 0).collect();
+    assert_eq!(results, (0..150).step_by(5).collect::<Vec<_>>());
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    assert_eq!(order.last(), Some(&149));
+    // Nothing is left over.
+    send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut ws).await["type"], "heartbeat");
+}
