@@ -417,6 +417,10 @@ async fn run(args: &Args, seed: u64) -> anyhow::Result<bool> {
             not_once.push(format!("{} (deliver without deliver_id)", r.run_id));
         }
     }
+    let log = std::fs::read_to_string(data.join("hub.log")).unwrap_or_default();
+    let panics = log.matches("panicked").count();
+    let unresumable = log.matches("cannot resume").count();
+    let undeliverable = log.matches("cannot deliver").count();
     let mean_life = lifetimes.iter().sum::<u64>() as f64 / lifetimes.len().max(1) as f64;
     println!("kills                          {}", args.kills);
     println!("mean hub lifetime              {mean_life:.0} ms");
@@ -429,11 +433,19 @@ async fn run(args: &Args, seed: u64) -> anyhow::Result<bool> {
     println!("repeat delivers (deduplicated) {repeats_deduped}");
     println!("completed steps re-sent        {}", s.resent.len());
     println!("answers lost                   {}", lost.len());
+    println!("hub panics                     {panics}");
+    println!("runs that could not resume     {unresumable}");
+    println!("frames the hub could not route {undeliverable}");
     println!(
         "elapsed                        {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let ok = lost.is_empty() && s.resent.is_empty() && not_once.is_empty() && unfinished.is_empty();
+    let ok = lost.is_empty()
+        && s.resent.is_empty()
+        && not_once.is_empty()
+        && unfinished.is_empty()
+        && panics == 0
+        && unresumable == 0;
     if !ok {
         for (what, list) in [
             ("lost", &lost),
