@@ -50,8 +50,11 @@ pub struct Limits {
     pub max_clients: usize,
     /// Flow runs in progress at once.
     pub max_runs: usize,
-    /// Undelivered frames kept for an offline tab.
+    /// Undelivered frames kept (in the store) for an offline tab; over it, the oldest
+    /// progress frames go first (docs/protocol.md).
     pub offline_frames: usize,
+    /// Bytes of undelivered frames kept for an offline tab.
+    pub offline_bytes: usize,
     /// Tasks waiting for one tab.
     pub task_queue: usize,
 }
@@ -82,7 +85,10 @@ impl Default for Limits {
             outbound_queue: 256,
             max_clients: 20_000,
             max_runs: 64,
-            offline_frames: 256,
+            // A run's progress is a few dozen frames; a tab away for a while gets its
+            // results and the latest progress, not an unbounded backlog.
+            offline_frames: 1024,
+            offline_bytes: 16 * 1024 * 1024,
             task_queue: 64,
         }
     }

@@ -233,6 +233,10 @@ pub enum ServerFrame {
         auto_send: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_id: Option<String>,
+        /// Idempotency key: a deliver can be sent again after a hub crash; the tab puts
+        /// the text of one `deliver_id` into the input box once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deliver_id: Option<String>,
     },
     /// Ask the tab to change its sending behaviour.
     FlowControl { action: String, reason: String },
@@ -478,6 +482,17 @@ impl ClientFrame {
     }
 }
 
+/// The `type` of an encoded server frame (`deliver`, `task`, …): what the registry needs to
+/// know about a frame it keeps for an absent tab, without decoding the whole frame.
+pub fn frame_type(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Tag {
+        #[serde(rename = "type")]
+        ty: String,
+    }
+    serde_json::from_str::<Tag>(text).ok().map(|t| t.ty)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,6 +598,7 @@ mod tests {
             text: "hi".into(),
             auto_send: false,
             run_id: None,
+            deliver_id: None,
         };
         let v: Value = serde_json::from_str(&encode(&f)).unwrap();
         assert_eq!(v["type"], "deliver");

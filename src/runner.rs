@@ -18,7 +18,7 @@ use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
 use crate::hub::Hub;
 use crate::protocol::ServerFrame;
-use crate::store::{now_ms, RunRecord};
+use crate::store::{now_ms, JournalEntry, RunRecord};
 
 /// Why a run could not be started or controlled; shown to the person.
 #[derive(Debug, thiserror::Error)]
@@ -126,17 +126,25 @@ impl Runner {
             state = state.from_node(node, prior)?;
         }
         let now = now_ms();
-        hub.store.insert_run(&RunRecord {
-            run_id: run_id.clone(),
-            flow: flow.name.clone(),
-            flow_hash: crate::flows::engine::flow_hash(&flow),
-            flow_source: source,
-            master: master.clone(),
-            state: "running".into(),
-            started_ms: now,
-            updated_ms: now,
-        })?;
-        self.spawn(hub, state, master);
+        let started = state
+            .begin(now as u64)
+            .ok_or_else(|| RunError::Other("the run had already started".into()))?;
+        let started_json =
+            serde_json::to_string(&started).map_err(|e| RunError::Other(e.to_string()))?;
+        hub.store.insert_run(
+            &RunRecord {
+                run_id: run_id.clone(),
+                flow: flow.name.clone(),
+                flow_hash: crate::flows::engine::flow_hash(&flow),
+                flow_source: source,
+                master: master.clone(),
+                state: "running".into(),
+                started_ms: now,
+                updated_ms: now,
+            },
+            &started_json,
+        )?;
+        self.spawn(hub, state, master, Some(started));
         Ok(run_id)
     }
 
@@ -158,7 +166,15 @@ impl Runner {
         out
     }
 
-    fn spawn(&self, hub: &Arc<Hub>, state: RunState, master: Option<String>) {
+    /// Starts a run's driver; `started` is its already journaled `run_started` (a new run),
+    /// reported to the master first.
+    fn spawn(
+        &self,
+        hub: &Arc<Hub>,
+        state: RunState,
+        master: Option<String>,
+        started: Option<JournalEvent>,
+    ) {
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         let view = Arc::new(Mutex::new(RunView {
             snapshot: state.snapshot(),
@@ -181,7 +197,12 @@ impl Runner {
         self.latest
             .insert(handle.flow.clone(), state.run_id().to_string());
         self.runs.insert(state.run_id().to_string(), handle);
-        hub.tracker.spawn(drive.run(state, ctl_rx));
+        hub.tracker.spawn(async move {
+            if let Some(ev) = started {
+                drive.progress(&ev);
+            }
+            drive.run(state, ctl_rx).await
+        });
     }
 
     /// Continues every run the store says was running or paused (after a restart).
@@ -197,7 +218,7 @@ impl Runner {
             match Self::rebuild(hub, &rec) {
                 Ok(state) => {
                     tracing::info!(run = %rec.run_id, "resuming run after restart");
-                    self.spawn(hub, state, rec.master.clone());
+                    self.spawn(hub, state, rec.master.clone(), None);
                 }
                 Err(e) => {
                     tracing::error!(run = %rec.run_id, "cannot resume: {e}");
@@ -407,8 +428,18 @@ impl Drive {
         let mut attempts: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
         loop {
             let mut wake: Option<u64> = None;
-            for action in state.next_actions(now_ms() as u64) {
+            let mut actions = state.next_actions(now_ms() as u64).into_iter().peekable();
+            while let Some(action) = actions.next() {
                 match action {
+                    // The engine journals a result before it delivers it: both are written
+                    // in one transaction, so a crash never delivers it twice or loses it.
+                    Action::Record(ev)
+                        if matches!(actions.peek(), Some(Action::Deliver { .. })) =>
+                    {
+                        if let Some(Action::Deliver { node, text }) = actions.next() {
+                            self.record_and_deliver(&ev, node.as_deref(), &text);
+                        }
+                    }
                     Action::Record(ev) => self.record(&ev),
                     Action::Dispatch(d) => {
                         let key = d.idempotency_key.clone();
@@ -418,27 +449,32 @@ impl Drive {
                             .as_ref()
                             .map(|l| l.pools.clone())
                             .unwrap_or_default();
-                        let task = tokio::spawn(dispatch(
-                            self.hub.clone(),
-                            self.run_id.clone(),
-                            self.master.clone(),
-                            pools,
-                            d,
+                        let failed = attempt_failed(&d.node, d.item, d.attempt);
+                        let task = spawn_attempt(
+                            dispatch(
+                                self.hub.clone(),
+                                self.run_id.clone(),
+                                self.master.clone(),
+                                pools,
+                                d,
+                                ev_tx.clone(),
+                            ),
+                            failed,
                             ev_tx.clone(),
-                        ));
-                        attempts.insert(key, task.abort_handle());
+                        );
+                        attempts.insert(key, task);
                     }
                     Action::RunCommand(c) => {
                         let key = c.idempotency_key.clone();
-                        let task = tokio::spawn(run_command(
-                            self.hub.clone(),
-                            self.master.clone(),
-                            c,
+                        let failed = attempt_failed(&c.node, c.item, c.attempt);
+                        let task = spawn_attempt(
+                            run_command(self.hub.clone(), self.master.clone(), c, ev_tx.clone()),
+                            failed,
                             ev_tx.clone(),
-                        ));
-                        attempts.insert(key, task.abort_handle());
+                        );
+                        attempts.insert(key, task);
                     }
-                    Action::Deliver { node, text } => self.deliver(node.as_deref(), &text),
+                    Action::Deliver { node, text } => self.deliver(node.as_deref(), &text, None),
                     Action::Cancel {
                         idempotency_key, ..
                     } => {
@@ -516,6 +552,24 @@ impl Drive {
         if let Err(e) = self.hub.store.append_event(&self.run_id, &text, now_ms()) {
             tracing::error!(run = %self.run_id, "journal write failed: {e}");
         }
+        self.progress(ev);
+    }
+
+    /// Journals `ev` and delivers `text` to the master in one store transaction.
+    fn record_and_deliver(&self, ev: &JournalEvent, node: Option<&str>, text: &str) {
+        let json = match serde_json::to_string(ev) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!("cannot encode journal event: {e}");
+                return self.deliver(node, text, None);
+            }
+        };
+        let entry = JournalEntry {
+            run_id: &self.run_id,
+            event: &json,
+            at_ms: now_ms(),
+        };
+        self.deliver(node, text, Some(entry));
         self.progress(ev);
     }
 
@@ -599,8 +653,18 @@ impl Drive {
         self.view().snapshot = state.snapshot();
     }
 
-    fn deliver(&self, node: Option<&str>, text: &str) {
+    /// Delivers a result to the master, kept until its socket took it; `journal` (the event
+    /// that records the result) is written with it.
+    fn deliver(&self, node: Option<&str>, text: &str, journal: Option<JournalEntry<'_>>) {
+        let journal_alone = |j: Option<JournalEntry<'_>>| {
+            if let Some(j) = j {
+                if let Err(e) = self.hub.store.append_event(j.run_id, j.event, j.at_ms) {
+                    tracing::error!(run = %self.run_id, "journal write failed: {e}");
+                }
+            }
+        };
         let Some(master) = &self.master else {
+            journal_alone(journal);
             tracing::info!(run = %self.run_id, "result (no master tab): {text}");
             return;
         };
@@ -608,16 +672,30 @@ impl Drive {
             text: text.to_string(),
             auto_send: false,
             run_id: Some(self.run_id.clone()),
+            deliver_id: Some(deliver_id(&self.run_id, node)),
         };
-        if let Err(e) = self.hub.registry.send(master, &frame) {
+        // Kept in the store until a socket took it: the master may be away, or come back
+        // only after a restart.
+        if let Err(e) = self.hub.registry.send_durable(master, &frame, journal) {
+            journal_alone(journal);
             tracing::warn!(run = %self.run_id, node = ?node, "cannot deliver: {e}");
         }
     }
 
     fn finish(&self, st: &str, output: Option<&str>, error: Option<&str>) {
         let _ = self.hub.store.set_run_state(&self.run_id, st, now_ms());
+        let _ = self.hub.events.send(crate::hub::HubEvent::RunFinished {
+            run_id: self.run_id.clone(),
+            state: st.to_string(),
+        });
         tracing::info!(run = %self.run_id, state = st, error = ?error, output_chars = output.map(|o| o.chars().count()), "run finished");
     }
+}
+
+/// The idempotency key of a run's result on the `deliver` frame: `<run_id>/<node_id>`, or
+/// `<run_id>/result` for the run-level result of a flow without a master node.
+pub fn deliver_id(run_id: &str, node: Option<&str>) -> String {
+    format!("{run_id}/{}", node.unwrap_or("result"))
 }
 
 /// Picks a connected tab for a dispatch: matching the target, not the run's master (unless
@@ -719,7 +797,7 @@ fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
         .filter(|c| !busy_with_node(c))
         .cloned()
         .collect();
-    let mut pool = if spread.is_empty() {
+    let pool = if spread.is_empty() {
         candidates
     } else {
         spread
@@ -731,20 +809,68 @@ fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
             .get(&c.info().site.to_lowercase())
             .map_or(0, |e| e.1)
     };
-    pool.sort_by_key(|c| {
-        (
-            hub.tasks.load(c),
-            site_use(c),
-            c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
-        )
-    });
-    let least = (hub.tasks.load(&pool[0]), site_use(&pool[0]));
-    let ties: Vec<_> = pool
+    let tasks_started = |c: &Client| c.tasks_started.load(std::sync::atomic::Ordering::Relaxed);
+    pick_least(
+        pool,
+        |c| (hub.tasks.load(c), site_use(c), tasks_started(c)),
+        d.item,
+    )
+}
+
+/// Picks among the candidates with the least `(load, site use)`, rotating by `item` among
+/// ties (the third key component only orders them). Each candidate's key is read exactly
+/// once: live load changes while we look, and a second read can leave no candidate equal to
+/// the least one seen (a division by zero in the rotation, after a restart under load).
+fn pick_least<T>(
+    pool: Vec<T>,
+    mut key: impl FnMut(&T) -> (usize, u32, u64),
+    item: usize,
+) -> Option<T> {
+    let mut ranked: Vec<((usize, u32, u64), T)> = pool.into_iter().map(|c| (key(&c), c)).collect();
+    ranked.sort_by_key(|(k, _)| *k);
+    let (least_load, least_site, _) = ranked.first()?.0;
+    let ties = ranked
         .iter()
-        .filter(|c| (hub.tasks.load(c), site_use(c)) == least)
-        .cloned()
-        .collect();
-    Some(ties[d.item % ties.len()].clone())
+        .take_while(|(k, _)| k.0 == least_load && k.1 == least_site)
+        .count()
+        .max(1);
+    Some(ranked.swap_remove(item % ties).1)
+}
+
+/// The event that fails an attempt whose task panicked, given the panic's message.
+fn attempt_failed(node: &str, item: usize, attempt: u32) -> impl FnOnce(String) -> JournalEvent {
+    let node = node.to_string();
+    move |error| JournalEvent::ItemFailed {
+        node,
+        item,
+        attempt,
+        error,
+        retryable: true,
+        at_ms: now_ms() as u64,
+    }
+}
+
+/// Runs one attempt (a dispatch to a tab, a command node) as its own task. A panic in it
+/// fails the attempt through the journal like any other error (so it is retried or fails
+/// its step visibly) instead of leaving the step in flight for ever.
+fn spawn_attempt(
+    attempt: impl std::future::Future<Output = ()> + Send + 'static,
+    failed: impl FnOnce(String) -> JournalEvent + Send + 'static,
+    events: mpsc::UnboundedSender<JournalEvent>,
+) -> tokio::task::AbortHandle {
+    use futures_util::FutureExt;
+    tokio::spawn(async move {
+        if let Err(panic) = std::panic::AssertUnwindSafe(attempt).catch_unwind().await {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_string());
+            tracing::error!("a flow attempt panicked: {what}");
+            let _ = events.send(failed(format!("内部错误 / internal error: {what}")));
+        }
+    })
+    .abort_handle()
 }
 
 async fn dispatch(
@@ -869,4 +995,64 @@ async fn run_command(
         },
     };
     let _ = events.send(ev);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tab_choice_reads_each_load_once_even_when_it_changes() {
+        // Live load moves between reads (tabs finish and start tasks): every read returns a
+        // new value. Reading twice used to leave no tie and divide by zero.
+        let mut reads = 0u64;
+        let mut key = |_: &&str| {
+            reads += 1;
+            (reads as usize, 0, 0)
+        };
+        for item in 0..5 {
+            assert!(pick_least(vec!["a", "b", "c"], &mut key, item).is_some());
+        }
+        let mut reads = 0;
+        let picked = pick_least(
+            vec!["a", "b", "c"],
+            |_| {
+                reads += 1;
+                (0, 0, 0)
+            },
+            4,
+        );
+        assert_eq!(reads, 3, "one read per candidate");
+        assert!(picked.is_some());
+        assert_eq!(pick_least(Vec::<&str>::new(), |_| (0, 0, 0), 1), None);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_attempt_fails_through_the_journal() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        spawn_attempt(
+            async { panic!("tab choice blew up") },
+            attempt_failed("review", 2, 1),
+            tx,
+        );
+        let ev = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("the attempt ended in time")
+            .expect("an event");
+        match ev {
+            JournalEvent::ItemFailed {
+                node,
+                item,
+                attempt,
+                error,
+                retryable,
+                ..
+            } => {
+                assert_eq!((node.as_str(), item, attempt), ("review", 2, 1));
+                assert!(error.contains("tab choice blew up"), "{error}");
+                assert!(retryable);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
 }

@@ -47,7 +47,39 @@ const MIGRATIONS: &[&str] = &[
         event TEXT NOT NULL,
         PRIMARY KEY (run_id, seq)
     );",
+    // 3: what kind of frame is kept and how big, for the per-tab cap and its overflow policy.
+    "ALTER TABLE pending_frames ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+    ALTER TABLE pending_frames ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE pending_frames SET bytes = length(CAST(frame AS BLOB));",
 ];
+
+/// Kinds of kept frames that the overflow policy drops first: progress that a later frame
+/// supersedes, never an answer or a result.
+pub const DROPPABLE_KINDS: &[&str] = &["flow_event", "heartbeat", "ack"];
+
+/// How much is kept for one tab that is away (or still catching up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptCap {
+    pub frames: usize,
+    pub bytes: usize,
+}
+
+/// A journal event to write in the same transaction as a kept frame.
+#[derive(Debug, Clone, Copy)]
+pub struct JournalEntry<'a> {
+    pub run_id: &'a str,
+    pub event: &'a str,
+    pub at_ms: i64,
+}
+
+/// One kept frame, as read back for a replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeptFrame {
+    /// Orders the frames of a tab (the order they were kept in).
+    pub id: i64,
+    pub kind: String,
+    pub text: String,
+}
 
 /// Errors from the store; they reach logs, not tabs.
 #[derive(Debug, thiserror::Error)]
@@ -153,16 +185,120 @@ impl Store {
             .optional()?)
     }
 
-    /// Keeps a frame for a tab that is not connected.
+    /// Keeps a frame for a tab that is not connected (test helper; no cap).
     pub fn push_pending(&self, client_id: &str, frame: &str) -> StoreResult<()> {
-        self.conn().execute(
-            "INSERT INTO pending_frames (client_id, frame) VALUES (?1, ?2)",
-            params![client_id, frame],
+        self.keep_frame(client_id, frame, "", None).map(|_| ())
+    }
+
+    /// Keeps a frame for a tab, then holds the tab's kept frames to `cap`: the oldest
+    /// droppable frames (`DROPPABLE_KINDS`) go first, then the oldest of any kind; the frame
+    /// just kept always stays. Returns how many frames were dropped.
+    pub fn keep_frame(
+        &self,
+        client_id: &str,
+        frame: &str,
+        kind: &str,
+        cap: Option<KeptCap>,
+    ) -> StoreResult<usize> {
+        self.keep_frame_journaled(client_id, frame, kind, cap, None)
+    }
+
+    /// `keep_frame`, and appends `journal` in the same transaction: a run's result and the
+    /// frame that carries it to the master are written together or not at all.
+    pub fn keep_frame_journaled(
+        &self,
+        client_id: &str,
+        frame: &str,
+        kind: &str,
+        cap: Option<KeptCap>,
+        journal: Option<JournalEntry<'_>>,
+    ) -> StoreResult<usize> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        if let Some(j) = journal {
+            append_in(&tx, j.run_id, j.event, j.at_ms)?;
+        }
+        tx.execute(
+            "INSERT INTO pending_frames (client_id, frame, kind, bytes) VALUES (?1, ?2, ?3, ?4)",
+            params![client_id, frame, kind, frame.len() as i64],
         )?;
+        let newest = tx.last_insert_rowid();
+        let mut dropped = 0;
+        if let Some(cap) = cap {
+            let droppable = DROPPABLE_KINDS
+                .iter()
+                .map(|k| format!("'{k}'"))
+                .collect::<Vec<_>>()
+                .join(",");
+            loop {
+                let (n, bytes): (i64, i64) = tx.query_row(
+                    "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM pending_frames
+                     WHERE client_id = ?1",
+                    params![client_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                if (n as usize) <= cap.frames && (bytes as usize) <= cap.bytes {
+                    break;
+                }
+                let victim: Option<i64> = tx
+                    .query_row(
+                        &format!(
+                            "SELECT id FROM pending_frames WHERE client_id = ?1 AND id != ?2
+                             ORDER BY (kind IN ({droppable})) DESC, id LIMIT 1"
+                        ),
+                        params![client_id, newest],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let Some(victim) = victim else { break };
+                tx.execute("DELETE FROM pending_frames WHERE id = ?1", params![victim])?;
+                dropped += 1;
+            }
+        }
+        tx.commit()?;
+        Ok(dropped)
+    }
+
+    /// The oldest kept frames of a tab, at most `max_frames` and (past the first frame) at
+    /// most `max_bytes` in all: a replay reads a page at a time, never everything.
+    pub fn pending_page(
+        &self,
+        client_id: &str,
+        max_frames: usize,
+        max_bytes: usize,
+    ) -> StoreResult<Vec<KeptFrame>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, kind, frame, bytes FROM pending_frames WHERE client_id = ?1
+             ORDER BY id LIMIT ?2",
+        )?;
+        let mut rows = stmt.query(params![client_id, max_frames as i64])?;
+        let mut page = Vec::new();
+        let mut total = 0usize;
+        while let Some(r) = rows.next()? {
+            let bytes: i64 = r.get(3)?;
+            if !page.is_empty() && total + bytes as usize > max_bytes {
+                break;
+            }
+            total += bytes as usize;
+            page.push(KeptFrame {
+                id: r.get(0)?,
+                kind: r.get(1)?,
+                text: r.get(2)?,
+            });
+        }
+        Ok(page)
+    }
+
+    /// Forgets one kept frame once it was written to the tab's socket.
+    pub fn drop_pending(&self, id: i64) -> StoreResult<()> {
+        self.conn()
+            .execute("DELETE FROM pending_frames WHERE id = ?1", params![id])?;
         Ok(())
     }
 
-    /// Removes and returns a tab's undelivered frames, oldest first.
+    /// Removes and returns a tab's undelivered frames, oldest first. Bounded by the cap
+    /// `keep_frame` holds them to.
     pub fn take_pending(&self, client_id: &str) -> StoreResult<Vec<String>> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
@@ -223,8 +359,12 @@ impl Store {
             > 0)
     }
 
-    pub fn insert_run(&self, r: &RunRecord) -> StoreResult<()> {
-        self.conn().execute(
+    /// Records a new run and the first event of its journal in one transaction: a hub
+    /// killed right after `manager run` leaves either nothing or a run it can resume.
+    pub fn insert_run(&self, r: &RunRecord, first_event: &str) -> StoreResult<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        tx.execute(
             "INSERT INTO runs (run_id, flow, flow_hash, flow_source, master, state, started_ms,
                updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
@@ -238,6 +378,11 @@ impl Store {
                 r.updated_ms
             ],
         )?;
+        tx.execute(
+            "INSERT INTO journal (run_id, seq, at_ms, event) VALUES (?1, 1, ?2, ?3)",
+            params![r.run_id, r.started_ms, first_event],
+        )?;
+        tx.commit()?;
         Ok(())
     }
 
@@ -278,17 +423,7 @@ impl Store {
 
     /// Appends one journal event; `seq` is assigned here, dense per run.
     pub fn append_event(&self, run_id: &str, event_json: &str, now_ms: i64) -> StoreResult<i64> {
-        let conn = self.conn();
-        let seq: i64 = conn.query_row(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE run_id = ?1",
-            params![run_id],
-            |r| r.get(0),
-        )?;
-        conn.execute(
-            "INSERT INTO journal (run_id, seq, at_ms, event) VALUES (?1, ?2, ?3, ?4)",
-            params![run_id, seq, now_ms, event_json],
-        )?;
-        Ok(seq)
+        append_in(&self.conn(), run_id, event_json, now_ms)
     }
 
     /// A run's journal in order.
@@ -298,6 +433,19 @@ impl Store {
         let rows = stmt.query_map(params![run_id], |r| r.get(0))?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
+}
+
+fn append_in(conn: &Connection, run_id: &str, event_json: &str, now_ms: i64) -> StoreResult<i64> {
+    let seq: i64 = conn.query_row(
+        "SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE run_id = ?1",
+        params![run_id],
+        |r| r.get(0),
+    )?;
+    conn.execute(
+        "INSERT INTO journal (run_id, seq, at_ms, event) VALUES (?1, ?2, ?3, ?4)",
+        params![run_id, seq, now_ms, event_json],
+    )?;
+    Ok(seq)
 }
 
 fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
@@ -365,6 +513,48 @@ mod tests {
             vec!["{\"a\":1}", "{\"a\":2}"]
         );
         assert!(s.take_pending("c1").unwrap().is_empty());
+    }
+
+    #[test]
+    fn kept_frames_are_capped_progress_first_and_read_in_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let cap = Some(KeptCap {
+            frames: 3,
+            bytes: 1000,
+        });
+        assert_eq!(s.keep_frame("c", "result-1", "deliver", cap).unwrap(), 0);
+        assert_eq!(
+            s.keep_frame("c", "progress-1", "flow_event", cap).unwrap(),
+            0
+        );
+        assert_eq!(s.keep_frame("c", "result-2", "deliver", cap).unwrap(), 0);
+        // Over the frame cap: the progress frame goes, not the older result.
+        assert_eq!(s.keep_frame("c", "result-3", "deliver", cap).unwrap(), 1);
+        let texts = |p: Vec<KeptFrame>| p.into_iter().map(|f| f.text).collect::<Vec<_>>();
+        assert_eq!(
+            texts(s.pending_page("c", 10, 1 << 20).unwrap()),
+            ["result-1", "result-2", "result-3"]
+        );
+        // Only results left: the oldest goes.
+        assert_eq!(s.keep_frame("c", "result-4", "deliver", cap).unwrap(), 1);
+        // Over the byte cap: everything but the newest frame goes.
+        let big = "x".repeat(2000);
+        assert_eq!(s.keep_frame("c", &big, "deliver", cap).unwrap(), 3);
+        assert_eq!(s.pending_count("c").unwrap(), 1);
+        // Pages: by count, and by bytes past the first frame.
+        for i in 0..5 {
+            s.keep_frame("d", &format!("{i}{}", "y".repeat(99)), "", None)
+                .unwrap();
+        }
+        let page = s.pending_page("d", 2, 1 << 20).unwrap();
+        assert_eq!(page.len(), 2);
+        assert_eq!(s.pending_page("d", 10, 250).unwrap().len(), 2);
+        assert_eq!(s.pending_page("d", 10, 1).unwrap().len(), 1);
+        s.drop_pending(page[0].id).unwrap();
+        assert!(s.pending_page("d", 1, 1 << 20).unwrap()[0]
+            .text
+            .starts_with('1'));
     }
 
     #[test]

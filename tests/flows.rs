@@ -507,3 +507,149 @@ async fn a_site_pool_limits_how_many_tabs_of_that_site_work_at_once() {
     );
     assert!(took < Duration::from_millis(2500), "{took:?}");
 }
+
+/// Copies the store's files as they are at this instant: what a SIGKILL right now leaves.
+fn snapshot_store(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for name in ["aicard.db", "aicard.db-wal"] {
+        if from.join(name).exists() {
+            std::fs::copy(from.join(name), to.join(name)).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_run_killed_right_after_it_started_resumes() {
+    let h = hub_with_flows(&[("par", PARALLEL)]).await;
+    let master = h.scripted("boss", "chatgpt", "master", slow("m", 1)).await;
+    // Nothing else runs between the start and the snapshot (one-threaded test runtime).
+    let run_id = h
+        .hub()
+        .runner
+        .start(
+            h.hub(),
+            "par",
+            Some(master.client_id.clone()),
+            Default::default(),
+            None,
+        )
+        .expect("the run starts");
+    let copy = tempfile::tempdir().unwrap();
+    snapshot_store(&h.hub().config.data_dir, copy.path());
+
+    let flows_dir = h.hub().config.flows_dir.clone();
+    let restarted = TestHub::start_with(|c| {
+        c.data_dir = copy.path().to_path_buf();
+        c.flows_dir = flows_dir;
+    })
+    .await;
+    let rec = restarted
+        .hub()
+        .store
+        .run(&run_id)
+        .unwrap()
+        .expect("the run row");
+    assert_eq!(rec.state, "running", "the run was resumed, not interrupted");
+    assert!(
+        restarted
+            .hub()
+            .runner
+            .list()
+            .iter()
+            .any(|(id, _, _)| *id == run_id),
+        "the resumed run is in progress"
+    );
+}
+
+/// A hub on `data` (port 0, the test token, flows from `flows`).
+async fn hub_on(data: &Path, flows: &Path) -> aicard::hub::RunningHub {
+    let mut c = aicard::config::HubConfig::for_tests(data.to_path_buf());
+    c.flows_dir = flows.to_path_buf();
+    c.role_cards_dir = data.join("no-cards");
+    aicard::hub::Hub::start(c).await.expect("hub starts")
+}
+
+async fn stop(running: aicard::hub::RunningHub) {
+    tokio::time::timeout(WAIT, running.shutdown())
+        .await
+        .expect("the hub shut down in time");
+}
+
+fn ws_of(running: &aicard::hub::RunningHub) -> String {
+    format!("ws://{}/realtime", running.addr)
+}
+
+#[tokio::test]
+async fn a_result_for_a_master_not_back_after_a_restart_waits_for_it() {
+    let data = tempfile::tempdir().unwrap();
+    let flows = data.path().join("flows");
+    write_flow(&flows, "durable", DURABLE);
+    let hub = hub_on(data.path(), &flows).await;
+    let mut master = ScriptedTab::connect(
+        &ws_of(&hub),
+        hello("boss", "chatgpt", "master"),
+        slow("m", 1),
+    )
+    .await;
+    let wa = ScriptedTab::connect(
+        &ws_of(&hub),
+        hello("wa", "deepseek", "worker"),
+        |_: &str| Reply::Silent,
+    )
+    .await;
+    master.send(json!({"type":"user_input","text":"?<manager run durable>!"}));
+    loop {
+        let v = master.next("flow_event").await;
+        if v["node_id"] == "a" && v["state"] == "sent" {
+            break;
+        }
+    }
+    let (master_id, wa_id) = (master.client_id.clone(), wa.client_id.clone());
+    stop(hub).await;
+    master.kill();
+    wa.kill();
+
+    // After the restart only the workers come back; the run finishes without its master.
+    let hub = hub_on(data.path(), &flows).await;
+    let mut events = hub.hub.events.subscribe();
+    let _wa = ScriptedTab::connect(
+        &ws_of(&hub),
+        resume_hello("wa", "deepseek", "worker", &wa_id),
+        slow("wa", 1),
+    )
+    .await;
+    let _wb = ScriptedTab::connect(
+        &ws_of(&hub),
+        hello("wb", "qianwen", "worker"),
+        slow("wb", 1),
+    )
+    .await;
+    let finished = wait_event(&mut events, |e| {
+        matches!(e, aicard::hub::HubEvent::RunFinished { .. })
+    })
+    .await;
+    assert!(
+        matches!(&finished, aicard::hub::HubEvent::RunFinished { state, .. } if state == "completed"),
+        "{finished:?}"
+    );
+    // And the hub restarts once more before the master is back: the result was kept.
+    stop(hub).await;
+    let hub = hub_on(data.path(), &flows).await;
+    let mut master = ScriptedTab::connect(
+        &ws_of(&hub),
+        resume_hello("boss", "chatgpt", "master", &master_id),
+        slow("m", 1),
+    )
+    .await;
+    let d = master.next("deliver").await;
+    assert_eq!(d["text"], "wb: beta after wa: alpha");
+    let run_id = d["run_id"].as_str().expect("run_id");
+    assert_eq!(
+        d["deliver_id"],
+        format!("{run_id}/out"),
+        "the idempotency key"
+    );
+    let done = run_event(&mut master, &["completed"]).await;
+    assert_eq!(done["state"], "completed", "progress was kept too");
+    stop(hub).await;
+}

@@ -67,6 +67,11 @@ pub enum HubEvent {
     Disconnected(String),
     /// Still gone after the grace period; its fail-over tasks were handed back.
     Lost(String),
+    /// A flow run ended (`completed`, `failed` or `stopped`); its journal says so already.
+    RunFinished {
+        run_id: String,
+        state: String,
+    },
 }
 
 /// Why a `hello` was refused.
@@ -121,7 +126,10 @@ impl Hub {
             _ => auth::load_or_create_token(&config.data_dir)
                 .with_context(|| format!("reading the token in {}", config.data_dir.display()))?,
         };
-        let registry = Arc::new(Registry::new(store.clone(), config.limits.offline_frames));
+        let registry = Arc::new(
+            Registry::new(store.clone(), config.limits.offline_frames)
+                .with_offline_bytes(config.limits.offline_bytes),
+        );
         let tasks = Arc::new(Tasks::new(registry.clone(), config.limits.task_queue));
         let hub = Arc::new(Hub {
             origins: OriginPolicy::new(&config.extra_origins),
@@ -336,6 +344,13 @@ impl Hub {
         if !self.registry.detach(client, conn_id) {
             return false;
         }
+        self.tab_detached(client);
+        true
+    }
+
+    /// A tab's current connection ended (it was detached): tell whoever waits, and after the
+    /// grace period fail over the tasks of a tab that is still away.
+    pub fn tab_detached(self: &Arc<Self>, client: &Arc<Client>) {
         tracing::info!(client = %client.id, "tab disconnected");
         let _ = self.events.send(HubEvent::Disconnected(client.id.clone()));
         let hub = self.clone();
@@ -352,7 +367,6 @@ impl Hub {
                 let _ = hub.events.send(HubEvent::Lost(client.id.clone()));
             }
         });
-        true
     }
 
     /// Handles one frame after `hello`; returns a direct answer for the sender, if any.

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use dashmap::DashMap;
 use tokio::sync::mpsc;
 
-use crate::protocol::{encode, AppHeartbeat, Role, ServerFrame};
-use crate::store::{now_ms, ClientRecord, Store};
+use crate::protocol::{encode, frame_type, AppHeartbeat, Role, ServerFrame};
+use crate::store::{now_ms, ClientRecord, JournalEntry, KeptCap, KeptFrame, Store};
 
 /// What the writer half of a tab's connection is asked to do.
 #[derive(Debug)]
@@ -62,6 +62,11 @@ impl Killer {
         }
     }
 
+    /// True once `kill` was called.
+    pub fn is_killed(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
     /// Resolves with the close code once `kill` was called.
     pub async fn killed(&self) -> u16 {
         self.token.cancelled().await;
@@ -88,15 +93,31 @@ pub enum ConnState {
     Lost,
 }
 
+/// A tab's connection, if it has one, and how frames reach it. Every frame for the tab is
+/// routed under this lock, so a frame cannot overtake one sent before it.
+#[derive(Default)]
+struct Conn {
+    handle: Option<ConnHandle>,
+    /// The connection replays the store itself, page by page (the WebSocket). An SSE stream
+    /// is handed everything kept at attach instead.
+    drains_store: bool,
+    /// While set, every frame for the tab is kept in the store behind the ones its writer is
+    /// still replaying; the writer clears it when the store is empty.
+    catching_up: bool,
+    /// Frames sent after the connection was killed (slow consumer) while it still holds its
+    /// queue: they belong after what is queued, and are kept with it when it ends.
+    spill: Vec<String>,
+}
+
 /// One tab, connected or not. Shared by the connection task, the task queue and commands.
 pub struct Client {
     pub id: String,
     info: RwLock<ClientInfo>,
-    conn: Mutex<Option<ConnHandle>>,
+    conn: Mutex<Conn>,
+    /// Wakes the connection's writer when frames for it were kept in the store.
+    kept: tokio::sync::Notify,
     /// Last frame or pong, in ms since the epoch.
     last_seen_ms: AtomicI64,
-    /// Frames for this tab while it is offline, oldest first (bounded).
-    offline: Mutex<VecDeque<String>>,
     /// Counts tasks given to this tab (for least-loaded scheduling).
     pub tasks_started: AtomicU64,
     /// The page's last app heartbeat (flow step, counts), for status displays.
@@ -115,9 +136,9 @@ impl Client {
         Client {
             id,
             info: RwLock::new(info),
-            conn: Mutex::new(None),
+            conn: Mutex::default(),
+            kept: tokio::sync::Notify::new(),
             last_seen_ms: AtomicI64::new(now_ms()),
-            offline: Mutex::new(VecDeque::new()),
             tasks_started: AtomicU64::new(0),
             heartbeat: Mutex::new(None),
             last_stream_ms: AtomicI64::new(0),
@@ -177,13 +198,17 @@ impl Client {
         f(&mut self.info.write().unwrap_or_else(|p| p.into_inner()));
     }
 
+    fn conn(&self) -> std::sync::MutexGuard<'_, Conn> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Resolves when frames for this tab were kept in the store while it is connected.
+    pub async fn frames_kept(&self) {
+        self.kept.notified().await
+    }
+
     pub fn state(&self) -> ConnState {
-        if self
-            .conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
+        if self.conn().handle.is_some() {
             ConnState::Connected
         } else {
             ConnState::Lost
@@ -266,19 +291,34 @@ pub struct Registry {
     /// that would otherwise go.
     names: DashMap<String, Vec<Arc<Client>>>,
     store: Store,
-    offline_cap: usize,
+    offline_cap: KeptCap,
     next_conn: AtomicU64,
 }
 
+/// A replay reads at most this many kept frames at a time…
+const PAGE_FRAMES: usize = 64;
+/// …and at most this many bytes (past the first frame).
+const PAGE_BYTES: usize = 1024 * 1024;
+
 impl Registry {
-    pub fn new(store: Store, offline_cap: usize) -> Registry {
+    /// A registry keeping at most `offline_frames` frames (and 16 MiB) per absent tab.
+    pub fn new(store: Store, offline_frames: usize) -> Registry {
         Registry {
             clients: DashMap::new(),
             names: DashMap::new(),
             store,
-            offline_cap,
+            offline_cap: KeptCap {
+                frames: offline_frames.max(1),
+                bytes: 16 * 1024 * 1024,
+            },
             next_conn: AtomicU64::new(1),
         }
+    }
+
+    /// Sets the byte cap on what is kept per absent tab.
+    pub fn with_offline_bytes(mut self, bytes: usize) -> Registry {
+        self.offline_cap.bytes = bytes.max(1);
+        self
     }
 
     pub fn next_conn_id(&self) -> u64 {
@@ -303,14 +343,8 @@ impl Registry {
             url: rec.url,
             title: None,
         };
+        // Its kept frames stay in the store until a connection replays them.
         let client = Arc::new(Client::new(rec.client_id, info));
-        if let Ok(frames) = self.store.take_pending(id) {
-            client
-                .offline
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(frames);
-        }
         let client = self.clients.entry(id.to_string()).or_insert(client).clone();
         self.index(&client);
         Some(client)
@@ -363,39 +397,118 @@ impl Registry {
         }
     }
 
-    /// Attaches a live connection; any previous connection of this id is told to close.
-    /// Returns the frames that waited while the tab was away.
+    /// Attaches a live connection that is handed everything kept for the tab (SSE); any
+    /// previous connection of this id is told to close. Returns the frames that waited while
+    /// the tab was away, oldest first (bounded by the per-tab cap).
     pub fn attach(&self, client: &Client, handle: ConnHandle) -> Vec<String> {
-        let old = client
-            .conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(handle);
-        if let Some(old) = old {
+        let mut conn = self.replace_conn(client, handle, false);
+        let waiting = self.store.take_pending(&client.id).unwrap_or_else(|e| {
+            tracing::warn!(client = %client.id, "could not read kept frames: {e}");
+            Vec::new()
+        });
+        conn.catching_up = false;
+        waiting
+    }
+
+    /// Attaches a live connection that replays the kept frames itself, a page at a time
+    /// (`kept_page`, `replayed`), before any newer frame (the WebSocket).
+    pub fn attach_draining(&self, client: &Client, handle: ConnHandle) {
+        let mut conn = self.replace_conn(client, handle, true);
+        conn.catching_up = true;
+    }
+
+    fn replace_conn<'c>(
+        &self,
+        client: &'c Client,
+        handle: ConnHandle,
+        drains_store: bool,
+    ) -> std::sync::MutexGuard<'c, Conn> {
+        let mut conn = client.conn();
+        if let Some(old) = conn.handle.replace(handle) {
             old.kill.kill(close::REPLACED);
         }
-        client.touch();
-        let mut waiting: Vec<String> = client
-            .offline
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-            .collect();
-        if let Ok(stored) = self.store.take_pending(&client.id) {
-            for f in stored {
-                if !waiting.contains(&f) {
-                    waiting.push(f);
-                }
-            }
+        // What the replaced connection could not send after its kill is older than anything
+        // the new one will get: keep it first.
+        for text in std::mem::take(&mut conn.spill) {
+            self.keep_offline(client, text);
         }
-        waiting
+        conn.drains_store = drains_store;
+        client.touch();
+        conn
+    }
+
+    /// The next page of frames kept for a tab whose connection drains the store. Empty when
+    /// nothing is left; from then on frames go to the connection's queue again.
+    pub fn kept_page(&self, client: &Client) -> Vec<KeptFrame> {
+        let page = |store: &Store| {
+            store
+                .pending_page(&client.id, PAGE_FRAMES, PAGE_BYTES)
+                .unwrap_or_else(|e| {
+                    tracing::warn!(client = %client.id, "could not read kept frames: {e}");
+                    Vec::new()
+                })
+        };
+        let frames = page(&self.store);
+        if !frames.is_empty() {
+            return frames;
+        }
+        // Checked again under the lock: a frame kept in between is replayed, not overtaken.
+        let mut conn = client.conn();
+        let frames = page(&self.store);
+        if frames.is_empty() {
+            conn.catching_up = false;
+        }
+        frames
+    }
+
+    /// A kept frame reached the tab's socket; it is no longer kept.
+    pub fn replayed(&self, frame: &KeptFrame) {
+        if let Err(e) = self.store.drop_pending(frame.id) {
+            tracing::warn!("could not forget a replayed frame: {e}");
+        }
+    }
+
+    /// Ends connection `conn_id` and keeps what it did not send: `unsent` (the frame being
+    /// written when it ended, oldest first), whatever is still queued, and what was sent
+    /// after its kill. All of it is kept before any later frame can be routed. True if it was
+    /// still the tab's current connection (the tab is now away); else what it did not send
+    /// goes on to the connection that replaced it.
+    pub fn release(
+        &self,
+        client: &Client,
+        conn_id: u64,
+        unsent: impl IntoIterator<Item = String>,
+        rx: &mut mpsc::Receiver<Outbound>,
+    ) -> bool {
+        rx.close();
+        let queued = std::iter::from_fn(|| rx.try_recv().ok().map(|Outbound::Frame(text)| text));
+        let mut conn = client.conn();
+        let ours = conn.handle.as_ref().map(|h| h.conn_id) == Some(conn_id);
+        if !ours {
+            drop(conn);
+            for text in unsent.into_iter().chain(queued) {
+                self.send_text(client, text);
+            }
+            return false;
+        }
+        let spill = std::mem::take(&mut conn.spill);
+        for text in unsent.into_iter().chain(queued).chain(spill) {
+            self.keep_offline(client, text);
+        }
+        *conn = Conn::default();
+        drop(conn);
+        self.persist(client);
+        true
     }
 
     /// Detaches connection `conn_id` if it is still the current one; true if it was.
     pub fn detach(&self, client: &Client, conn_id: u64) -> bool {
-        let mut conn = client.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if conn.as_ref().map(|h| h.conn_id) == Some(conn_id) {
-            *conn = None;
+        let mut conn = client.conn();
+        if conn.handle.as_ref().map(|h| h.conn_id) == Some(conn_id) {
+            for text in std::mem::take(&mut conn.spill) {
+                self.keep_offline(client, text);
+            }
+            *conn = Conn::default();
             drop(conn);
             self.persist(client);
             true
@@ -404,32 +517,86 @@ impl Registry {
         }
     }
 
-    /// Sends one frame to a tab: live if connected, else kept for its return.
+    /// Finds a tab in memory, else in the store (a tab known from before a restart that has
+    /// not said hello yet): frames for it are kept for its return either way.
+    fn known(&self, client_id: &str) -> Result<Arc<Client>, RouteError> {
+        self.get(client_id)
+            .or_else(|| self.resume(client_id))
+            .ok_or_else(|| RouteError::NoSuchClient(client_id.to_string()))
+    }
+
+    /// Sends one frame to a tab: live if connected, else kept for its return (also for a
+    /// tab only the store knows, after a restart).
     pub fn send(&self, client_id: &str, frame: &ServerFrame) -> Result<Sent, RouteError> {
-        let client = self
-            .get(client_id)
-            .ok_or_else(|| RouteError::NoSuchClient(client_id.to_string()))?;
-        Ok(self.send_text(&client, encode(frame)))
+        let client = self.known(client_id)?;
+        Ok(self.route(&client, encode(frame), false))
+    }
+
+    /// Sends a frame that must survive a crash of the hub (a run's result): it is written to
+    /// the store before it is routed, and leaves the store only once a WebSocket wrote it (an
+    /// SSE stream gets it live and it is kept only if the stream ends first).
+    /// `journal`, if given, is written in the same transaction as the kept frame (or, for
+    /// an SSE stream, before the frame is queued). On an error nothing was written.
+    pub fn send_durable(
+        &self,
+        client_id: &str,
+        frame: &ServerFrame,
+        journal: Option<JournalEntry<'_>>,
+    ) -> Result<Sent, RouteError> {
+        let client = self.known(client_id)?;
+        Ok(self.route_journaled(&client, encode(frame), true, journal))
     }
 
     /// Sends an already encoded frame.
     pub fn send_text(&self, client: &Client, text: String) -> Sent {
-        let conn = client.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(handle) = conn.as_ref() else {
+        self.route(client, text, false)
+    }
+
+    fn route(&self, client: &Client, text: String, durable: bool) -> Sent {
+        self.route_journaled(client, text, durable, None)
+    }
+
+    fn route_journaled(
+        &self,
+        client: &Client,
+        text: String,
+        durable: bool,
+        mut journal: Option<JournalEntry<'_>>,
+    ) -> Sent {
+        let mut conn = client.conn();
+        let Some(handle) = conn.handle.as_ref() else {
             drop(conn);
-            self.keep_offline(client, text);
+            self.keep(client, &text, journal);
             return Sent::Stored;
         };
+        if durable && (handle.kill.is_killed() || !conn.drains_store) {
+            // Not kept by the paths below: the journal goes first, on its own.
+            if let Some(j) = journal.take() {
+                if let Err(e) = self.store.append_event(j.run_id, j.event, j.at_ms) {
+                    tracing::error!(run = j.run_id, "journal write failed: {e}");
+                }
+            }
+        }
+        if handle.kill.is_killed() {
+            // Behind what its queue still holds; kept with it when the connection ends.
+            conn.spill.push(text);
+            return Sent::Stored;
+        }
+        if conn.drains_store && (conn.catching_up || durable) {
+            // Kept under the lock, so the writer's "store is empty" check cannot miss it.
+            self.keep(client, &text, journal);
+            conn.catching_up = true;
+            client.kept.notify_one();
+            return Sent::Live;
+        }
         match handle.tx.try_send(Outbound::Frame(text)) {
             Ok(()) => Sent::Live,
             Err(mpsc::error::TrySendError::Full(Outbound::Frame(text)))
             | Err(mpsc::error::TrySendError::Closed(Outbound::Frame(text))) => {
                 // The writer cannot keep up (or is gone): drop the connection, keep the frame.
                 tracing::warn!(client = %client.id, "slow consumer: closing its connection");
-                // The connection task detaches itself and saves what was still queued.
                 handle.kill.kill(close::SLOW_CONSUMER);
-                drop(conn);
-                self.keep_offline(client, text);
+                conn.spill.push(text);
                 Sent::SlowConsumerClosed
             }
         }
@@ -451,15 +618,27 @@ impl Registry {
         }
     }
 
-    /// Keeps a frame for a tab that is away (also used for frames left in a dead queue).
+    /// Keeps a frame in the store for a tab that is away (or catching up), within the
+    /// per-tab cap (see `Store::keep_frame` for what goes first when it is full).
     pub fn keep_offline(&self, client: &Client, text: String) {
-        if let Err(e) = self.store.push_pending(&client.id, &text) {
-            tracing::warn!(client = %client.id, "could not store frame: {e}");
-        }
-        let mut q = client.offline.lock().unwrap_or_else(|p| p.into_inner());
-        q.push_back(text);
-        while q.len() > self.offline_cap {
-            q.pop_front();
+        self.keep(client, &text, None);
+    }
+
+    fn keep(&self, client: &Client, text: &str, journal: Option<JournalEntry<'_>>) {
+        let kind = frame_type(text).unwrap_or_default();
+        match self.store.keep_frame_journaled(
+            &client.id,
+            text,
+            &kind,
+            Some(self.offline_cap),
+            journal,
+        ) {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                client = %client.id,
+                "kept frames over the cap: dropped the {n} oldest (progress first)"
+            ),
+            Err(e) => tracing::warn!(client = %client.id, "could not store frame: {e}"),
         }
     }
 
@@ -516,13 +695,7 @@ impl Registry {
     /// at once; frames still queued for it are kept for the tab's return.
     pub fn close_all(&self, code: u16) {
         for e in self.clients.iter() {
-            if let Some(h) = e
-                .value()
-                .conn
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-            {
+            if let Some(h) = e.value().conn().handle.as_ref() {
                 h.kill.kill(code);
             }
         }

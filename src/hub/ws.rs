@@ -20,6 +20,7 @@ use tracing::Instrument;
 use super::registry::{close, Client, ConnHandle, Killer, Outbound};
 use super::Hub;
 use crate::protocol::{decode, encode, ClientFrame, ErrorCode, Hello, ServerFrame};
+use crate::store::KeptFrame;
 
 /// Which endpoint a socket came in on.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -144,14 +145,12 @@ async fn realtime_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, stream: S
             return;
         }
     };
-    let pending = hub.registry.attach(&client, handle);
+    hub.registry.attach_draining(&client, handle);
     let welcome = hub.welcome(&client);
     let span = tracing::info_span!("tab", client = %client.id, site = %client.info().site);
-    session(
-        hub, client, conn_id, tx, rx, kill, welcome, pending, sink, stream,
-    )
-    .instrument(span)
-    .await;
+    session(hub, client, conn_id, tx, rx, kill, welcome, sink, stream)
+        .instrument(span)
+        .await;
 }
 
 /// The tab's session after `hello`, inside its tracing span.
@@ -164,23 +163,27 @@ async fn session(
     mut rx: mpsc::Receiver<Outbound>,
     kill: Killer,
     welcome: ServerFrame,
-    pending: Vec<String>,
     mut sink: Sink,
     stream: Stream,
 ) {
     // The replay has the same deadline and kill as any frame: a tab that stops reading
-    // during it cannot hold up shutdown, and what it did not get is kept below.
+    // during it cannot hold up shutdown. It reads the store a page at a time, and a frame
+    // leaves the store only once written, so what the tab did not get stays kept.
     let mut ok = send_with_deadline(&mut sink, Message::Text(encode(&welcome).into()), &kill)
         .await
         .is_ok();
-    let mut replayed = 0;
-    while ok && replayed < pending.len() {
-        let frame = Message::Text(pending[replayed].clone().into());
-        ok = send_with_deadline(&mut sink, frame, &kill).await.is_ok();
-        replayed += usize::from(ok);
-    }
+    // Task frames the replay sent: the task queue must not send them again.
+    let mut delivered = Vec::new();
     if ok {
-        hub.after_welcome(&client, &pending);
+        match drain_kept(&hub, &client, &mut sink, &kill, &mut delivered).await {
+            Ok(()) => {}
+            Err(_) => ok = false,
+        }
+    }
+    let mut unsent = None;
+    if ok {
+        hub.after_welcome(&client, &delivered);
+        drop(delivered);
         // `close_all` at shutdown kills every attached socket; one that attached after it ran
         // sees the cancelled token here.
         if hub.shutdown.is_cancelled() {
@@ -193,15 +196,74 @@ async fn session(
             kill.kill(code.unwrap_or(1000));
         };
         let writer = async {
-            write_loop(&hub, sink, &mut rx, &kill).await;
+            let left = write_loop(&hub, &client, sink, &mut rx, &kill).await;
             kill.kill(1000);
+            left
         };
-        tokio::join!(reader, writer);
+        let ((), left) = tokio::join!(reader, writer);
+        unsent = left;
+    } else {
+        close_after_failed_write(&mut sink, &kill).await;
     }
-    hub.connection_closed(&client, conn_id);
-    // Nothing meant for the tab is lost with the socket.
-    hub.registry
-        .hand_back(&client, pending.into_iter().skip(replayed), &mut rx);
+    // Nothing meant for the tab is lost with the socket: the frame being written when it
+    // ended, what is still queued and what came after the kill are kept, in that order.
+    if hub.registry.release(&client, conn_id, unsent, &mut rx) {
+        hub.tab_detached(&client);
+    }
+}
+
+/// Writes the frames kept in the store for the tab, oldest first, a page at a time, until
+/// none is left (then frames go to the connection's queue again). A frame leaves the store
+/// once the socket took it. `delivered` collects the task frames written.
+async fn drain_kept(
+    hub: &Hub,
+    client: &Client,
+    sink: &mut Sink,
+    kill: &Killer,
+    delivered: &mut Vec<String>,
+) -> Result<(), KeptFrame> {
+    loop {
+        let page = hub.registry.kept_page(client);
+        if page.is_empty() {
+            return Ok(());
+        }
+        for frame in page {
+            let msg = Message::Text(frame.text.clone().into());
+            if send_with_deadline(sink, msg, kill).await.is_err() {
+                return Err(frame);
+            }
+            hub.registry.replayed(&frame);
+            if frame.kind == "task" {
+                delivered.push(frame.text);
+            }
+        }
+    }
+}
+
+/// After a write that did not complete (killed while stuck, or past its deadline): the
+/// close frame goes behind the rest of that frame, so a tab that reads on within
+/// `CLOSE_GRACE` gets the whole frame and the close code (4008 for a slow consumer). A tab
+/// that does not read on sees the connection end without a close frame: nothing can pass
+/// the bytes it is not reading.
+async fn close_after_failed_write(sink: &mut Sink, kill: &Killer) {
+    kill.kill(close::SLOW_CONSUMER);
+    let code = kill.killed().await;
+    let msg = close_msg(code, close_reason(code));
+    let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(msg)).await;
+}
+
+/// How long a stuck socket is given to take the close frame behind its unfinished frame.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+fn close_reason(code: u16) -> &'static str {
+    match code {
+        close::SLOW_CONSUMER => "slow consumer / 接收过慢",
+        close::HEARTBEAT_TIMEOUT => "heartbeat timeout / 心跳超时",
+        close::TOO_BIG => "frame too big / 帧过大",
+        close::REPLACED => "resumed elsewhere / 已在别处恢复",
+        close::GOING_AWAY => "hub shutting down / 集线器关闭",
+        _ => "closed",
+    }
 }
 
 /// Reads frames until the socket ends; returns a close code the writer should send.
@@ -280,8 +342,19 @@ fn error_close_code(e: &axum::Error) -> u16 {
     }
 }
 
-/// Writes queued frames and periodic pings; ends on kill, shutdown or a write error.
-async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>, kill: &Killer) {
+/// Writes queued frames, frames kept in the store for the tab (durable ones, or frames sent
+/// while it was catching up) and periodic pings; ends on kill, shutdown or a write error.
+/// Returns the queued frame that was being written when it ended (it has left the queue, so
+/// only the caller can keep it). It is kept even when its end may still get through behind
+/// the close frame: a frame twice (tasks and results carry idempotency keys) rather than a
+/// frame lost.
+async fn write_loop(
+    hub: &Hub,
+    client: &Client,
+    mut sink: Sink,
+    rx: &mut mpsc::Receiver<Outbound>,
+    kill: &Killer,
+) -> Option<String> {
     let mut ping = tokio::time::interval(hub.config.timing.ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.tick().await;
@@ -290,37 +363,60 @@ async fn write_loop(hub: &Hub, mut sink: Sink, rx: &mut mpsc::Receiver<Outbound>
     // lock, once per frame on every socket.
     let killed = kill.killed();
     tokio::pin!(killed);
+    let mut no_delivered = Vec::new();
     loop {
         tokio::select! {
             biased;
             code = &mut killed => {
-                let reason = match code {
-                    close::SLOW_CONSUMER => "slow consumer / 接收过慢",
-                    close::HEARTBEAT_TIMEOUT => "heartbeat timeout / 心跳超时",
-                    close::TOO_BIG => "frame too big / 帧过大",
-                    close::REPLACED => "resumed elsewhere / 已在别处恢复",
-                    close::GOING_AWAY => "hub shutting down / 集线器关闭",
-                    _ => "closed",
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(close_msg(code, reason))).await;
-                return;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    sink.send(close_msg(code, close_reason(code))),
+                )
+                .await;
+                return None;
             }
             // Before frames: a queue that never empties must not starve the pings.
             _ = ping.tick() => {
                 if send_with_deadline(&mut sink, Message::Ping(Vec::new().into()), kill).await.is_err() {
-                    return;
+                    close_after_failed_write(&mut sink, kill).await;
+                    return None;
                 }
+            }
+            _ = client.frames_kept() => {
+                // Frames still queued were sent before the ones kept: they go first.
+                while let Ok(Outbound::Frame(text)) = rx.try_recv() {
+                    if let Err(text) = write_frame(&mut sink, text, kill).await {
+                        close_after_failed_write(&mut sink, kill).await;
+                        return Some(text);
+                    }
+                }
+                if drain_kept(hub, client, &mut sink, kill, &mut no_delivered).await.is_err() {
+                    // The frame it was writing is still kept in the store.
+                    close_after_failed_write(&mut sink, kill).await;
+                    return None;
+                }
+                no_delivered.clear();
             }
             msg = rx.recv() => match msg {
                 Some(Outbound::Frame(text)) => {
-                    if send_with_deadline(&mut sink, Message::Text(text.into()), kill).await.is_err() {
-                        return;
+                    if let Err(text) = write_frame(&mut sink, text, kill).await {
+                        close_after_failed_write(&mut sink, kill).await;
+                        return Some(text);
                     }
                 }
-                None => return,
+                None => return None,
             },
         }
     }
+}
+
+/// Writes one text frame; gives it back if the socket did not take it (the bytes are
+/// shared with the message, not copied, on the usual path).
+async fn write_frame(sink: &mut Sink, text: String, kill: &Killer) -> Result<(), String> {
+    let bytes = axum::extract::ws::Utf8Bytes::from(text);
+    send_with_deadline(sink, Message::Text(bytes.clone()), kill)
+        .await
+        .map_err(|()| bytes.as_str().to_string())
 }
 
 /// A tab that does not take a frame within 10 s is treated as gone; a kill interrupts a

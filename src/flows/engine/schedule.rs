@@ -13,21 +13,32 @@ impl RunState {
         out.push(Action::Record(event));
     }
 
+    /// Starts a new run: applies and returns its `run_started` event (None once started).
+    /// The runner journals it in the same transaction as the run's row, so a run that exists
+    /// always has a journal to resume from.
+    pub fn begin(&mut self, now_ms: u64) -> Option<JournalEvent> {
+        if self.status != RunStatus::New {
+            return None;
+        }
+        let event = JournalEvent::RunStarted {
+            run_id: self.run_id.clone(),
+            flow: self.flow.name.clone(),
+            flow_hash: flow_hash(&self.flow),
+            inputs: self.inputs.clone(),
+            seed: self.seed,
+            from_node: self.from_node.clone(),
+            prior_outputs: self.prior_outputs.clone(),
+            at_ms: now_ms,
+        };
+        self.apply(&event);
+        Some(event)
+    }
+
     /// What the runner should do now. Call after every applied event and at `Wait` times.
     pub fn next_actions(&mut self, now_ms: u64) -> Vec<Action> {
         let mut out = Vec::new();
-        if self.status == RunStatus::New {
-            let event = JournalEvent::RunStarted {
-                run_id: self.run_id.clone(),
-                flow: self.flow.name.clone(),
-                flow_hash: flow_hash(&self.flow),
-                inputs: self.inputs.clone(),
-                seed: self.seed,
-                from_node: self.from_node.clone(),
-                prior_outputs: self.prior_outputs.clone(),
-                at_ms: now_ms,
-            };
-            self.emit(event, &mut out);
+        if let Some(event) = self.begin(now_ms) {
+            out.push(Action::Record(event));
         }
         match self.status {
             RunStatus::Stopped | RunStatus::Failed => {
@@ -279,11 +290,19 @@ impl RunState {
         };
         match rendered {
             Ok(text) => {
+                // Journaled first: a crash right after must not deliver it a second time
+                // (the runner writes both in one transaction).
+                self.emit(
+                    JournalEvent::NodeCompleted {
+                        node: node.clone(),
+                        output: text.clone(),
+                    },
+                    out,
+                );
                 out.push(Action::Deliver {
-                    node: Some(node.clone()),
-                    text: text.clone(),
+                    node: Some(node),
+                    text,
                 });
-                self.emit(JournalEvent::NodeCompleted { node, output: text }, out);
             }
             Err(error) => self.fail_node(i, error, out),
         }
@@ -440,18 +459,19 @@ impl RunState {
                 .collect::<Vec<_>>()
                 .join("\n\n"),
         };
-        if !self.master_delivered {
-            out.push(Action::Deliver {
-                node: None,
-                text: output.clone(),
-            });
-        }
+        let deliver = !self.master_delivered;
         self.emit(
             JournalEvent::RunCompleted {
                 output: output.clone(),
             },
             out,
         );
+        if deliver {
+            out.push(Action::Deliver {
+                node: None,
+                text: output.clone(),
+            });
+        }
         out.push(Action::Complete { output });
     }
 }

@@ -838,3 +838,47 @@ mod replay_property {
         }
     }
 }
+
+#[test]
+fn a_result_is_journaled_before_it_is_delivered() {
+    // The runner writes a `Record` followed by a `Deliver` in one transaction; a `Deliver`
+    // before its record would reach the master once more after a crash between the two.
+    for text in [
+        "name: m\nnodes:\n  - {id: a, command: \"?<echo hi>!\"}\n  - {id: out, needs: a, to: master, prompt: \"${a.output}\"}\n",
+        "name: r\nnodes:\n  - {id: a, command: \"?<echo hi>!\"}\n",
+    ] {
+        let mut sim = Sim::start(text, &[]);
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            let actions = sim.state.next_actions(sim.now);
+            if actions.is_empty() {
+                break;
+            }
+            for a in actions {
+                match a {
+                    Action::RunCommand(c) => sim.feed(JournalEvent::ItemOutput {
+                        node: c.node.clone(),
+                        item: c.item,
+                        attempt: c.attempt,
+                        client: String::new(),
+                        text: "hi".into(),
+                    }),
+                    Action::Record(ev) => {
+                        let v = serde_json::to_value(&ev).expect("json");
+                        seen.push(format!("record {}", v["type"].as_str().unwrap_or("")));
+                        sim.journal.push(ev);
+                    }
+                    Action::Deliver { .. } => seen.push("deliver".into()),
+                    _ => {}
+                }
+            }
+        }
+        let at = seen.iter().position(|s| s == "deliver").expect("delivered");
+        assert!(at > 0, "{seen:?}");
+        let before = &seen[at - 1];
+        assert!(
+            before == "record node_completed" || before == "record run_completed",
+            "the deliver follows its record: {seen:?}"
+        );
+    }
+}
