@@ -289,6 +289,13 @@ impl Admission {
         self.lock().leased.contains(&client.id) || self.tasks.load(client) > 0
     }
 
+    /// Tabs serving `model` held by API requests now.
+    pub fn busy_count(&self, key: &str) -> usize {
+        let tabs = candidates(&self.registry, &ModelId::parse(key));
+        let inner = self.lock();
+        tabs.iter().filter(|c| inner.leased.contains(&c.id)).count()
+    }
+
     /// API requests waiting for `key`.
     pub fn depth(&self, key: &str) -> usize {
         self.lock().queue.iter().filter(|w| w.key == key).count()
