@@ -571,3 +571,69 @@ async fn a_tab_that_fails_before_answering_gives_a_real_status() {
     assert_eq!(resp.status(), 502);
     assert_eq!(json_of(resp).await["error"]["code"], "tab_failed");
 }
+
+#[tokio::test]
+async fn a_client_that_leaves_a_non_stream_request_cancels_its_prompt() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let req = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("tab/w", "never mind", false).to_string())
+                .send()
+                .await
+        }
+    });
+    let task = recv_type(&mut ws, "task").await;
+    accept(&mut ws, &task).await;
+    req.abort();
+    let cancel = recv_type(&mut ws, "cancel").await;
+    assert_eq!(cancel["task_id"], task["task_id"]);
+    let adm = h.hub().api.admission().clone();
+    until("the tab to be free", || adm.busy_count("tab/w") == 0).await;
+}
+
+#[tokio::test]
+async fn a_flow_model_runs_the_flow_with_the_last_user_message_as_input() {
+    let flows = tempfile::tempdir().unwrap();
+    std::fs::write(
+        flows.path().join("ask.yaml"),
+        "name: ask\ninputs:\n  question: {default: \"\"}\nnodes:\n  - id: a\n    to: role:worker\n    prompt: \"Q: $question\"\n",
+    )
+    .unwrap();
+    let dir = flows.path().to_path_buf();
+    let h = TestHub::start_with(move |c| c.flows_dir = dir).await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let models = http()
+        .get(h.http_url("/v1/models"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    let listed = json_of(models).await;
+    assert!(
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == "flow/ask"),
+        "{listed}"
+    );
+    let body = json!({"model":"flow/ask","messages":[
+        {"role":"system","content":"ignored by the flow"},
+        {"role":"user","content":"why is the sky blue"}]});
+    let (resp, _) = tokio::join!(post(&h, &body, &[]), async {
+        let task = recv_type(&mut ws, "task").await;
+        assert_eq!(task["prompt"], "Q: why is the sky blue");
+        stream_answer(&mut ws, &task, &["Rayleigh"], "Rayleigh scattering").await;
+    });
+    assert_eq!(resp.status(), 200);
+    let v = json_of(resp).await;
+    assert_eq!(v["choices"][0]["message"]["content"], "Rayleigh scattering");
+    let r = post(&h, &chat_body("flow/none-such", "x", false), &[]).await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(json_of(r).await["error"]["code"], "model_not_found");
+}
