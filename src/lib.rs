@@ -5,6 +5,7 @@
 //! (the `?<…>!` language), `exec` (the only module that spawns processes), `flows` (flow files
 //! and the pure run engine), `store` (SQLite), `config`, `cli`.
 
+pub mod api;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -250,6 +250,9 @@ pub enum ServerFrame {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<Value>,
     },
+    /// Stop working on this task (its caller left): stop the site's reply and move on. The
+    /// hub has already freed the task's slot; a later `turn_end` for it completes nothing.
+    Cancel { task_id: String },
     /// Acknowledges a frame that has no other answer (SSE transport's POST /send).
     Ack { received: String },
     /// Something the tab sent was refused; the connection stays open.
@@ -360,6 +363,7 @@ pub const SERVER_TYPES: &[&str] = &[
     "deliver",
     "flow_control",
     "flow_event",
+    "cancel",
     "ack",
     "error",
     "heartbeat",
@@ -460,6 +464,7 @@ impl ServerFrame {
             ServerFrame::Deliver { .. } => "deliver",
             ServerFrame::FlowControl { .. } => "flow_control",
             ServerFrame::FlowEvent { .. } => "flow_event",
+            ServerFrame::Cancel { .. } => "cancel",
             ServerFrame::Ack { .. } => "ack",
             ServerFrame::Error { .. } => "error",
             ServerFrame::Heartbeat { .. } => "heartbeat",

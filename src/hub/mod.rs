@@ -23,8 +23,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::HubConfig;
 use crate::protocol::{
-    Chunk, ClientFrame, ErrorCode, Hello, Role, ServerFrame, TaskUpdate, TurnEnd, UserInput,
-    PROTOCOL_VERSION,
+    Chunk, ClientFrame, ErrorCode, Hello, Role, ServerFrame, TaskState, TaskUpdate, TurnEnd,
+    UserInput, PROTOCOL_VERSION,
 };
 use crate::store::Store;
 use auth::OriginPolicy;
@@ -58,6 +58,8 @@ pub struct Hub {
     pub runner: crate::runner::Runner,
     /// SSE event streams that sent `welcome` and wait for the tab's `ack`.
     sse_waiting: sse::Unconfirmed,
+    /// The OpenAI-compatible API's admission and streams (`crate::api`).
+    pub api: crate::api::ApiState,
 }
 
 /// Something that happened to a tab's connection.
@@ -135,8 +137,8 @@ impl Hub {
             origins: OriginPolicy::new(&config.extra_origins),
             token,
             store,
-            registry,
-            tasks,
+            registry: registry.clone(),
+            tasks: tasks.clone(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
             live: AtomicUsize::new(0),
@@ -145,6 +147,7 @@ impl Hub {
             commands: crate::control::Commands::new(&config),
             runner: crate::runner::Runner::default(),
             sse_waiting: sse::Unconfirmed::default(),
+            api: crate::api::ApiState::new(registry.clone(), tasks.clone()),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -238,7 +241,10 @@ impl Hub {
     }
 
     /// Host and Origin checks shared by every endpoint that a tab uses.
-    fn check_headers(&self, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+    pub(crate) fn check_headers(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<(), (StatusCode, &'static str)> {
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -336,6 +342,7 @@ impl Hub {
     pub fn after_welcome(&self, client: &Client, delivered: &[String]) {
         let _ = self.events.send(HubEvent::Connected(client.id.clone()));
         self.tasks.on_connected(client, delivered);
+        self.api.wake();
     }
 
     /// The connection ended; after the grace period a still-absent tab's tasks fail over.
@@ -384,8 +391,9 @@ impl Hub {
             ClientFrame::Chunk(Chunk { turn_id, text, .. }) => {
                 client.streamed();
                 // A task's reply belongs to whoever asked; only free turns are scanned.
-                if self.tasks.current(client).is_none() {
-                    crate::control::on_chunk(self, client, &turn_id, &text);
+                match self.tasks.current(client) {
+                    None => crate::control::on_chunk(self, client, &turn_id, &text),
+                    Some((task_id, _)) => self.api.on_chunk(client, &task_id, &turn_id, &text),
                 }
                 None
             }
@@ -401,7 +409,11 @@ impl Hub {
                     crate::control::on_turn_end(self, client, &turn_id, &text);
                     None
                 }
-                Ok(tasks::TurnOutcome::Answered | tasks::TurnOutcome::Stale) => None,
+                Ok(tasks::TurnOutcome::Answered) => {
+                    self.api.wake();
+                    None
+                }
+                Ok(tasks::TurnOutcome::Stale) => None,
                 Err(e) => Some(ServerFrame::error(ErrorCode::UnknownTask, e.to_string())),
             },
             ClientFrame::UserInput(UserInput { text }) => {
@@ -420,10 +432,16 @@ impl Hub {
                 error,
             }) => {
                 client.streamed();
-                self.tasks
+                self.api.on_update(&task_id, state);
+                let answer = self
+                    .tasks
                     .on_update(client, &task_id, state, error.as_deref())
                     .err()
-                    .map(|e| ServerFrame::error(ErrorCode::UnknownTask, e.to_string()))
+                    .map(|e| ServerFrame::error(ErrorCode::UnknownTask, e.to_string()));
+                if state == TaskState::Failed {
+                    self.api.wake();
+                }
+                answer
             }
             ClientFrame::Heartbeat(_) => Some(ServerFrame::Heartbeat {
                 time: crate::store::now_ms() as u64,
@@ -451,6 +469,7 @@ fn router(hub: Arc<Hub>) -> Router {
         .route("/heartbeat", get(ws::heartbeat))
         .route("/events", get(sse::events))
         .route("/send", post(sse::send))
+        .merge(crate::api::routes())
         .with_state(hub)
 }
 

@@ -1,0 +1,471 @@
+//! `GET /v1/models` and `POST /v1/chat/completions`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::admission::Lease;
+use super::error::ApiError;
+use super::models::{self, ModelId};
+use super::prompt::{ChatRequest, MAX_PROMPT_BYTES};
+use super::{authorize, TapEvent};
+use crate::hub::registry::{Client, ConnState};
+use crate::hub::tasks::TaskRequest;
+use crate::hub::Hub;
+use crate::protocol::ServerFrame;
+
+/// `X-AIcard-Queue-Timeout` when absent (seconds).
+pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Largest `X-AIcard-Queue-Timeout` honoured (seconds).
+pub const MAX_QUEUE_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub async fn models(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&hub, &headers) {
+        return e.into_response();
+    }
+    let adm = hub.api.admission().clone();
+    let flows = flow_names(&hub);
+    let body = models::list(
+        &hub.registry,
+        &flows,
+        |c| adm.busy(c),
+        |k| adm.depth(k),
+        now_secs(),
+    );
+    axum::Json(body).into_response()
+}
+
+/// Flows `flow/<name>` can run: the flows directory and the saved ones.
+fn flow_names(hub: &Hub) -> Vec<String> {
+    let mut names: Vec<String> = hub.store.saved_flows().unwrap_or_default();
+    if let Ok(dir) = std::fs::read_dir(&hub.config.flows_dir) {
+        for e in dir.flatten() {
+            let p = e.path();
+            let yaml = matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml"));
+            if let (true, Some(stem)) = (yaml, p.file_stem().and_then(|s| s.to_str())) {
+                names.push(stem.to_string());
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+pub async fn method_not_allowed(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&hub, &headers) {
+        return e.into_response();
+    }
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "method_not_allowed",
+        "方法不被允许 / method not allowed",
+    )
+    .into_response()
+}
+
+pub async fn not_found(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&hub, &headers) {
+        return e.into_response();
+    }
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "unknown_url",
+        "没有这个接口 / no such endpoint: the hub serves /v1/models and /v1/chat/completions",
+    )
+    .into_response()
+}
+
+pub async fn completions(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match complete(hub, headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn queue_timeout(headers: &HeaderMap) -> Result<Duration, ApiError> {
+    let Some(v) = headers.get("x-aicard-queue-timeout") else {
+        return Ok(DEFAULT_QUEUE_TIMEOUT);
+    };
+    let secs: f64 = v
+        .to_str()
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "invalid_value",
+                "X-AIcard-Queue-Timeout must be seconds ≥ 0",
+            )
+            .param("X-AIcard-Queue-Timeout")
+        })?;
+    Ok(Duration::from_secs_f64(secs).min(MAX_QUEUE_TIMEOUT))
+}
+
+async fn complete(
+    hub: Arc<Hub>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    authorize(&hub, &headers)?;
+    let body = body.map_err(|e| ApiError::invalid("invalid_body", e.body_text()))?;
+    let req = ChatRequest::parse(&body)?;
+    let timeout = queue_timeout(&headers)?;
+    let model = ModelId::parse(&req.model);
+    let reply = Reply::new(&req, &model);
+    if let ModelId::Flow(name) = &model {
+        return super::flow::complete(hub, req, name, reply).await;
+    }
+    let prompt = req.prompt();
+    if prompt.len() > MAX_PROMPT_BYTES {
+        return Err(ApiError::invalid(
+            "context_length_exceeded",
+            format!("提示过长 / the prompt is over {MAX_PROMPT_BYTES} bytes"),
+        )
+        .param("messages"));
+    }
+    let lease = hub.api.admission().admit(&model, timeout).await?;
+    let client = lease.client.clone();
+    let task_id = format!("api-{}", uuid::Uuid::new_v4().simple());
+    let tap = req.stream.then(|| hub.api.open_tap(&task_id));
+    let mut job = Job {
+        hub: hub.clone(),
+        client: client.clone(),
+        task_id: task_id.clone(),
+        lease: Some(lease),
+        finished: false,
+        started: tokio::time::Instant::now(),
+    };
+    let mut task = TaskRequest::new(prompt, hub.config.timing.task_timeout);
+    task.task_id = Some(task_id);
+    let ticket = match hub.tasks.submit(&client, task) {
+        Ok(t) => t,
+        Err(e) => {
+            job.finished = true;
+            return Err(e.into());
+        }
+    };
+    let tasks = hub.tasks.clone();
+    let answer: Answer = Box::pin(async move { ticket.wait(&tasks).await.map_err(ApiError::from) });
+    let reply = reply.tab(&client);
+    let Some(mut tap) = tap else {
+        // Not streaming: one object once the tab answered. A client that leaves drops this
+        // future, and with it the job, which cancels the prompt.
+        let text = answer.await;
+        job.finish(text.is_ok());
+        return Ok(axum::Json(reply.object(&text?)).into_response());
+    };
+    // Headers wait until the tab took the prompt, so a refusal still has a real status.
+    let mut answer = answer;
+    let first = tokio::select! {
+        ev = tap.recv() => match ev {
+            Some(TapEvent::Chunk(t)) => Some(t),
+            Some(TapEvent::Accepted) | None => None,
+        },
+        r = &mut answer => {
+            job.finish(r.is_ok());
+            let text = r?;
+            let (tx, rx) = mpsc::channel(4);
+            let mut out = reply.stream_start();
+            out.push_str(&reply.delta(&text));
+            out.push_str(&reply.finish_with_usage(&text));
+            let _ = tx.try_send(Ok(Bytes::from(out)));
+            drop(tx);
+            return Ok(sse_response(rx));
+        }
+    };
+    let (tx, rx) = mpsc::channel(32);
+    let keepalive = hub.api.keepalive();
+    hub.tracker.spawn(produce(
+        hub.clone(),
+        reply,
+        Some(tap),
+        first,
+        answer,
+        Box::new(job),
+        tx,
+        keepalive,
+    ));
+    Ok(sse_response(rx))
+}
+
+pub(super) type Answer = Pin<Box<dyn Future<Output = Result<String, ApiError>> + Send>>;
+pub(super) type Out = mpsc::Sender<Result<Bytes, Infallible>>;
+
+pub(super) fn sse_response(rx: mpsc::Receiver<Result<Bytes, Infallible>>) -> Response {
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// What a stream's owner does when it ends: `finish(ok)` when the answer came (or failed),
+/// dropped without it when the client left (then the prompt is cancelled).
+pub(super) trait Finish: Send {
+    fn finish(&mut self, ok: bool);
+}
+
+/// One prompt in a tab, held by the request: dropping it unfinished cancels the prompt,
+/// frees the tab's slot and tells the tab; dropping the lease serves the next waiter.
+struct Job {
+    hub: Arc<Hub>,
+    client: Arc<Client>,
+    task_id: String,
+    lease: Option<Lease>,
+    finished: bool,
+    started: tokio::time::Instant,
+}
+
+impl Finish for Job {
+    fn finish(&mut self, ok: bool) {
+        self.finished = true;
+        if ok {
+            self.hub
+                .api
+                .admission()
+                .record(&self.client, self.started.elapsed());
+        }
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let cancelled = !self.finished;
+        self.hub
+            .api
+            .close_tap(&self.client, &self.task_id, cancelled);
+        if cancelled {
+            tracing::info!(client = %self.client.id, task = %self.task_id, "API client left: prompt cancelled");
+            if self.client.state() == ConnState::Connected {
+                let _ = self.hub.registry.send(
+                    &self.client.id,
+                    &ServerFrame::Cancel {
+                        task_id: self.task_id.clone(),
+                    },
+                );
+            }
+            self.hub.tasks.cancel(&self.client, &self.task_id);
+            self.hub.tasks.pump(&self.client);
+        }
+        drop(self.lease.take());
+    }
+}
+
+/// Streams a prompt's reply: role delta, content deltas as chunks arrive, the rest of the
+/// reply from `turn_end`, one finish_reason, `[DONE]`. `: keepalive` while silent.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn produce(
+    hub: Arc<Hub>,
+    reply: Reply,
+    mut tap: Option<mpsc::Receiver<TapEvent>>,
+    first: Option<String>,
+    mut answer: Answer,
+    mut job: Box<dyn Finish>,
+    tx: Out,
+    keepalive: Duration,
+) {
+    let mut emitted = String::new();
+    let mut head = reply.stream_start();
+    if let Some(t) = first {
+        head.push_str(&reply.delta(&t));
+        emitted.push_str(&t);
+    }
+    if send(&tx, head).await.is_err() {
+        return;
+    }
+    let mut ka = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
+    loop {
+        tokio::select! {
+            biased;
+            _ = tx.closed() => return,
+            ev = next_event(&mut tap) => match ev {
+                Some(TapEvent::Chunk(t)) => {
+                    emitted.push_str(&t);
+                    if send(&tx, reply.delta(&t)).await.is_err() {
+                        return;
+                    }
+                    ka.reset();
+                }
+                Some(TapEvent::Accepted) => {}
+                None => tap = None,
+            },
+            r = &mut answer => {
+                // Chunks that came before the turn_end are all in the tap by now.
+                let mut out = String::new();
+                if let Some(rx) = tap.as_mut() {
+                    while let Ok(ev) = rx.try_recv() {
+                        if let TapEvent::Chunk(t) = ev {
+                            out.push_str(&reply.delta(&t));
+                            emitted.push_str(&t);
+                        }
+                    }
+                }
+                job.finish(r.is_ok());
+                match r {
+                    Ok(full) => {
+                        match full.strip_prefix(emitted.as_str()) {
+                            Some(rest) if !rest.is_empty() => out.push_str(&reply.delta(rest)),
+                            Some(_) => {}
+                            None => tracing::warn!("the tab's chunks differ from its final text; the stream keeps what it sent"),
+                        }
+                        out.push_str(&reply.finish_with_usage(&full));
+                    }
+                    Err(e) => out.push_str(&error_event(&e)),
+                }
+                let _ = send(&tx, out).await;
+                return;
+            }
+            _ = ka.tick() => {
+                if send(&tx, ": keepalive\n\n".to_string()).await.is_err() {
+                    return;
+                }
+            }
+            _ = hub.shutdown.cancelled() => {
+                let e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", "shutting_down", "集线器正在关闭 / the hub is shutting down");
+                let _ = send(&tx, error_event(&e)).await;
+                return;
+            }
+        }
+    }
+}
+
+async fn next_event(tap: &mut Option<mpsc::Receiver<TapEvent>>) -> Option<TapEvent> {
+    match tap {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn send(tx: &Out, text: String) -> Result<(), ()> {
+    tx.send(Ok(Bytes::from(text))).await.map_err(|_| ())
+}
+
+/// A mid-stream failure: an error event, then `[DONE]`.
+pub(super) fn error_event(e: &ApiError) -> String {
+    format!("data: {}\n\ndata: [DONE]\n\n", e.body())
+}
+
+fn now_secs() -> i64 {
+    crate::store::now_ms() / 1000
+}
+
+/// Rough token counts for `usage` (marked estimated): a CJK character is about one token,
+/// other text about four bytes per token.
+pub fn estimate_tokens(text: &str) -> u64 {
+    let (mut ascii, mut other) = (0u64, 0u64);
+    for c in text.chars() {
+        if c.is_ascii() {
+            ascii += 1;
+        } else {
+            other += 1;
+        }
+    }
+    ascii.div_ceil(4) + other
+}
+
+/// The shape of one answer: ids and the request's options.
+#[derive(Clone)]
+pub(super) struct Reply {
+    id: String,
+    created: i64,
+    model: String,
+    tab: Option<String>,
+    include_usage: bool,
+    prompt_tokens: u64,
+}
+
+impl Reply {
+    pub(super) fn new(req: &ChatRequest, model: &ModelId) -> Reply {
+        Reply {
+            id: format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()),
+            created: now_secs(),
+            model: model.key(),
+            tab: None,
+            include_usage: req.include_usage,
+            prompt_tokens: estimate_tokens(&req.prompt()),
+        }
+    }
+
+    fn tab(mut self, client: &Client) -> Reply {
+        self.tab = Some(client.display());
+        self
+    }
+
+    fn aicard(&self) -> Value {
+        json!({"tab": self.tab, "usage_estimated": true})
+    }
+
+    fn usage(&self, text: &str) -> Value {
+        let c = estimate_tokens(text);
+        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": c, "total_tokens": self.prompt_tokens + c})
+    }
+
+    pub(super) fn object(&self, text: &str) -> Value {
+        json!({
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": null},
+                         "logprobs": null, "finish_reason": "stop"}],
+            "usage": self.usage(text),
+            "system_fingerprint": null,
+            "aicard": self.aicard(),
+        })
+    }
+
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> String {
+        let v = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "system_fingerprint": null,
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+        });
+        format!("data: {v}\n\n")
+    }
+
+    pub(super) fn stream_start(&self) -> String {
+        let v = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "system_fingerprint": null,
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}],
+            "aicard": self.aicard(),
+        });
+        format!("data: {v}\n\n")
+    }
+
+    pub(super) fn delta(&self, text: &str) -> String {
+        self.chunk(json!({"content": text}), None)
+    }
+
+    /// The finish chunk, the usage chunk if asked for, `[DONE]`.
+    pub(super) fn finish_with_usage(&self, full: &str) -> String {
+        let mut out = self.chunk(json!({}), Some("stop"));
+        if self.include_usage {
+            let v = json!({
+                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "system_fingerprint": null, "choices": [], "usage": self.usage(full), "aicard": self.aicard(),
+            });
+            out.push_str(&format!("data: {v}\n\n"));
+        }
+        out.push_str("data: [DONE]\n\n");
+        out
+    }
+}

@@ -1,0 +1,158 @@
+//! `flow/<name>`: the last user message becomes the flow's first input and the run's result
+//! is the answer. The run goes through the hub's runner like `manager run`; a client that
+//! leaves stops it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+
+use super::chat::{produce, sse_response, Answer, Finish, Reply};
+use super::error::ApiError;
+use super::prompt::ChatRequest;
+use crate::flows::engine::events::JournalEvent;
+use crate::hub::Hub;
+use crate::runner::{Control, RunError, Runner};
+
+/// How often a run's state is read from the store while the request waits.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The input the last user message fills: `question` if the flow declares it, else the
+/// first declared input in name order, else `question`.
+pub fn input_name(flow: &crate::flows::Flow) -> String {
+    if flow.inputs.contains_key("question") {
+        return "question".into();
+    }
+    flow.inputs
+        .keys()
+        .next()
+        .cloned()
+        .unwrap_or_else(|| "question".into())
+}
+
+struct RunGuard {
+    hub: Arc<Hub>,
+    run_id: String,
+    finished: bool,
+}
+
+impl Finish for RunGuard {
+    fn finish(&mut self, _ok: bool) {
+        self.finished = true;
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            let why = "API 客户端已断开 / the API client left".to_string();
+            let _ = self.hub.runner.control(&self.run_id, Control::Stop(why));
+        }
+    }
+}
+
+pub(super) async fn complete(
+    hub: Arc<Hub>,
+    req: ChatRequest,
+    name: &str,
+    reply: Reply,
+) -> Result<Response, ApiError> {
+    let (flow, _) = Runner::load_flow(&hub, name).map_err(|e| match e {
+        RunError::NoSuchFlow(_) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            e.to_string(),
+        )
+        .param("model"),
+        other => ApiError::invalid("invalid_flow", other.to_string()).param("model"),
+    })?;
+    let mut inputs = BTreeMap::new();
+    inputs.insert(input_name(&flow), req.last_user().to_string());
+    let run_id = hub
+        .runner
+        .start(&hub, name, None, inputs, None)
+        .map_err(|e| match e {
+            RunError::TooManyRuns(_) => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "too_many_runs",
+                e.to_string(),
+            )
+            .retry_after(10),
+            other => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "run_failed",
+                other.to_string(),
+            ),
+        })?;
+    let mut guard = RunGuard {
+        hub: hub.clone(),
+        run_id: run_id.clone(),
+        finished: false,
+    };
+    let answer: Answer = Box::pin(wait_run(hub.clone(), run_id));
+    if !req.stream {
+        let r = answer.await;
+        guard.finish(r.is_ok());
+        return Ok(axum::Json(reply.object(&r?)).into_response());
+    }
+    // The runner took the run: headers go out, keepalives cover the run.
+    let (tx, rx) = mpsc::channel(32);
+    let keepalive = hub.api.keepalive();
+    hub.tracker.spawn(produce(
+        hub.clone(),
+        reply,
+        None,
+        None,
+        answer,
+        Box::new(guard),
+        tx,
+        keepalive,
+    ));
+    Ok(sse_response(rx))
+}
+
+/// Waits for the run to end; its result, or why it has none.
+async fn wait_run(hub: Arc<Hub>, run_id: String) -> Result<String, ApiError> {
+    loop {
+        let state = hub
+            .store
+            .run(&run_id)
+            .ok()
+            .flatten()
+            .map(|r| r.state)
+            .unwrap_or_default();
+        if matches!(
+            state.as_str(),
+            "completed" | "failed" | "stopped" | "interrupted"
+        ) {
+            let events = hub.store.events(&run_id).unwrap_or_default();
+            for ev in events.iter().rev() {
+                match serde_json::from_str::<JournalEvent>(ev) {
+                    Ok(JournalEvent::RunCompleted { output }) => return Ok(output),
+                    Ok(JournalEvent::RunFailed { error }) => {
+                        return Err(ApiError::new(
+                            StatusCode::BAD_GATEWAY,
+                            "server_error",
+                            "flow_failed",
+                            format!("流程失败 / the flow failed: {error}"),
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+            return Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "server_error",
+                "flow_failed",
+                format!("流程结束但没有结果 / the run ended `{state}` without a result"),
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

@@ -1,0 +1,170 @@
+//! Model ids (`site/<site>`, bare `<site>`, `tab/<label>`, `flow/<name>`, `auto`), the tabs
+//! that serve each, and the live list behind `GET /v1/models`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::hub::registry::{Client, ConnState, Registry};
+use crate::protocol::Role;
+
+/// What a request's `model` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelId {
+    /// Any worker tab of this site (`site/deepseek` or `deepseek`).
+    Site(String),
+    /// One tab, by label (or display name / client id).
+    Tab(String),
+    /// A flow; the last user message becomes its first input.
+    Flow(String),
+    /// The least loaded worker tab (until the decision engine exists).
+    Auto,
+}
+
+impl ModelId {
+    pub fn parse(model: &str) -> ModelId {
+        let m = model.trim();
+        if m.eq_ignore_ascii_case("auto") {
+            return ModelId::Auto;
+        }
+        if let Some(s) = m.strip_prefix("site/") {
+            return ModelId::Site(s.to_lowercase());
+        }
+        if let Some(t) = m.strip_prefix("tab/") {
+            return ModelId::Tab(t.to_string());
+        }
+        if let Some(f) = m.strip_prefix("flow/") {
+            return ModelId::Flow(f.to_string());
+        }
+        ModelId::Site(m.to_lowercase())
+    }
+
+    /// The canonical id, also the key of the model's FIFO queue.
+    pub fn key(&self) -> String {
+        match self {
+            ModelId::Site(s) => format!("site/{s}"),
+            ModelId::Tab(t) => format!("tab/{t}"),
+            ModelId::Flow(f) => format!("flow/{f}"),
+            ModelId::Auto => "auto".into(),
+        }
+    }
+}
+
+fn worker(c: &Client) -> bool {
+    c.state() == ConnState::Connected && c.role() == Role::Worker
+}
+
+/// Connected tabs that serve `model`, busy or not (empty for flows: a flow picks its own).
+pub fn candidates(registry: &Registry, model: &ModelId) -> Vec<Arc<Client>> {
+    match model {
+        ModelId::Site(site) => registry
+            .resolve(site)
+            .into_iter()
+            .filter(|c| worker(c) && c.info().site.to_lowercase() == *site)
+            .collect(),
+        ModelId::Tab(name) => registry
+            .resolve(name)
+            .into_iter()
+            .filter(|c| {
+                let info = c.info();
+                c.state() == ConnState::Connected
+                    && (info.label.as_deref() == Some(name.as_str())
+                        || c.id == *name
+                        || c.display_of(&info) == *name)
+            })
+            .collect(),
+        ModelId::Auto => {
+            let mut all: Vec<_> = registry.all().into_iter().filter(|c| worker(c)).collect();
+            all.sort_by(|a, b| a.id.cmp(&b.id));
+            all
+        }
+        ModelId::Flow(_) => Vec::new(),
+    }
+}
+
+/// Per-model numbers shown in `/v1/models` under `aicard`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Load {
+    pub tabs: usize,
+    pub busy: usize,
+    pub queue_depth: usize,
+}
+
+/// The `GET /v1/models` body: what is online now. `busy(c)` says whether a tab is taken;
+/// `depth(key)` how many API requests wait for a model.
+pub fn list(
+    registry: &Registry,
+    flows: &[String],
+    busy: impl Fn(&Client) -> bool,
+    depth: impl Fn(&str) -> usize,
+    created: i64,
+) -> Value {
+    let mut entries: BTreeMap<String, Load> = BTreeMap::new();
+    let mut auto = Load::default();
+    for c in registry.all() {
+        if c.state() != ConnState::Connected {
+            continue;
+        }
+        let info = c.info();
+        let b = usize::from(busy(&c));
+        let tab = entries
+            .entry(format!("tab/{}", c.display_of(&info)))
+            .or_default();
+        tab.tabs += 1;
+        tab.busy += b;
+        if info.role == Role::Worker {
+            let site = entries
+                .entry(format!("site/{}", info.site.to_lowercase()))
+                .or_default();
+            site.tabs += 1;
+            site.busy += b;
+            auto.tabs += 1;
+            auto.busy += b;
+        }
+    }
+    if auto.tabs > 0 {
+        entries.insert("auto".into(), auto);
+    }
+    let mut data = Vec::new();
+    for (id, mut load) in entries {
+        load.queue_depth = depth(&id);
+        data.push(model_object(
+            &id,
+            created,
+            json!({"tabs": load.tabs, "busy": load.busy, "queue_depth": load.queue_depth}),
+        ));
+    }
+    for f in flows {
+        let id = format!("flow/{f}");
+        let d = depth(&id);
+        data.push(model_object(
+            &id,
+            created,
+            json!({"tabs": 0, "busy": 0, "queue_depth": d}),
+        ));
+    }
+    json!({"object": "list", "data": data})
+}
+
+fn model_object(id: &str, created: i64, aicard: Value) -> Value {
+    json!({"id": id, "object": "model", "created": created, "owned_by": "aicard", "aicard": aicard})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ids() {
+        assert_eq!(
+            ModelId::parse("site/DeepSeek"),
+            ModelId::Site("deepseek".into())
+        );
+        assert_eq!(ModelId::parse("kimi"), ModelId::Site("kimi".into()));
+        assert_eq!(ModelId::parse("tab/ds-1"), ModelId::Tab("ds-1".into()));
+        assert_eq!(ModelId::parse("flow/chain"), ModelId::Flow("chain".into()));
+        assert_eq!(ModelId::parse("AUTO"), ModelId::Auto);
+        assert_eq!(ModelId::parse("kimi").key(), "site/kimi");
+    }
+}

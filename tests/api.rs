@@ -1,0 +1,639 @@
+//! The OpenAI-compatible API over real sockets: a hub on port 0, tabs on `/realtime` driven by
+//! the test (each chunk sent when the test says so), HTTP requests with reqwest. Every wait
+//! has a timeout; nothing sleeps to synchronise.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+fn http() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+fn chat_body(model: &str, text: &str, stream: bool) -> Value {
+    json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": text}]})
+}
+
+async fn post(h: &TestHub, body: &Value, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = http()
+        .post(h.http_url("/v1/chat/completions"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    tokio::time::timeout(WAIT, req.send())
+        .await
+        .expect("response in time")
+        .expect("response")
+}
+
+async fn json_of(resp: reqwest::Response) -> Value {
+    let text = resp.text().await.expect("body");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not json ({e}): {text}"))
+}
+
+/// An SSE body read event by event.
+struct Sse {
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
+    buf: String,
+}
+
+impl Sse {
+    fn new(resp: reqwest::Response) -> Sse {
+        assert_eq!(resp.status(), 200);
+        assert!(resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"));
+        Sse {
+            body: resp.bytes_stream().boxed(),
+            buf: String::new(),
+        }
+    }
+
+    /// The next event's raw text (a `data: …` line or a `: comment`); None at the end.
+    async fn next_raw(&mut self) -> Option<String> {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                if let Some(end) = self.buf.find("\n\n") {
+                    let ev: String = self.buf.drain(..end + 2).collect();
+                    return Some(ev.trim_end().to_string());
+                }
+                match self.body.next().await {
+                    Some(Ok(b)) => self.buf.push_str(std::str::from_utf8(&b).expect("utf-8")),
+                    _ => return None,
+                }
+            }
+        })
+        .await
+        .expect("an event in time")
+    }
+
+    /// The next `data:` event, comments skipped: Some(json), or None for `[DONE]`.
+    async fn next_data(&mut self) -> Option<Value> {
+        loop {
+            let ev = self.next_raw().await.expect("stream ended before [DONE]");
+            if ev.starts_with(':') {
+                continue;
+            }
+            let data = ev.strip_prefix("data: ").expect("a data event");
+            if data == "[DONE]" {
+                return None;
+            }
+            return Some(serde_json::from_str(data).expect("json data"));
+        }
+    }
+
+    /// Every data event up to `[DONE]`, then checks the stream ends there.
+    async fn rest(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(v) = self.next_data().await {
+            out.push(v);
+        }
+        assert_eq!(self.next_raw().await, None, "nothing after [DONE]");
+        out
+    }
+}
+
+/// Content deltas joined, and the finish reasons seen.
+fn reassemble(events: &[Value]) -> (String, Vec<String>) {
+    let mut text = String::new();
+    let mut finishes = Vec::new();
+    for e in events {
+        assert_eq!(e["object"], "chat.completion.chunk", "{e}");
+        for c in e["choices"].as_array().unwrap() {
+            if let Some(t) = c["delta"]["content"].as_str() {
+                text.push_str(t);
+            }
+            if let Some(f) = c["finish_reason"].as_str() {
+                finishes.push(f.to_string());
+            }
+        }
+    }
+    (text, finishes)
+}
+
+/// The tab's side of one task: accepted, then `pieces` as chunks, then turn_end with `full`.
+async fn stream_answer(ws: &mut Ws, task: &Value, pieces: &[&str], full: &str) {
+    let id = task["task_id"].as_str().unwrap();
+    let turn = format!("turn-{id}");
+    send(
+        ws,
+        &json!({"type":"task_update","task_id":id,"state":"accepted"}),
+    )
+    .await;
+    for (i, p) in pieces.iter().enumerate() {
+        send(ws, &json!({"type":"chunk","turn_id":turn,"seq":i,"text":p})).await;
+    }
+    send(
+        ws,
+        &json!({"type":"turn_end","turn_id":turn,"text":full,"task_id":id}),
+    )
+    .await;
+}
+
+async fn accept(ws: &mut Ws, task: &Value) {
+    let id = task["task_id"].as_str().unwrap();
+    send(
+        ws,
+        &json!({"type":"task_update","task_id":id,"state":"accepted"}),
+    )
+    .await;
+}
+
+/// Waits until `cond` holds (hub state the test cannot be told about directly).
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stream_reassembles_the_tabs_text_byte_for_byte_with_one_finish_reason() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let full = "Hello, 世界! 🚀 line one\nline two — \"quoted\" \\ end.";
+    // Chunks split inside words (never inside a char: a chunk is a JSON string); the last
+    // piece comes only in turn_end.
+    let pieces = ["Hel", "lo, 世", "界! 🚀", " line one\nli", "ne two — \"quo"];
+    let req = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            let resp = http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("site/sim", "say hello", true).to_string())
+                .send()
+                .await
+                .unwrap();
+            let mut sse = Sse::new(resp);
+            sse.rest().await
+        }
+    });
+    let task = recv_type(&mut ws, "task").await;
+    assert_eq!(task["prompt"], "say hello");
+    stream_answer(&mut ws, &task, &pieces, full).await;
+    let events = req.await.unwrap();
+    assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
+    let (text, finishes) = reassemble(&events);
+    assert_eq!(text.as_bytes(), full.as_bytes());
+    assert_eq!(finishes, ["stop"]);
+    let ids: std::collections::HashSet<_> = events.iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(ids.len(), 1, "every chunk has the same id");
+    assert!(
+        events
+            .iter()
+            .all(|e| e["choices"][0]["delta"].get("reasoning_content").is_none()),
+        "the protocol carries no reasoning; none is invented"
+    );
+}
+
+#[tokio::test]
+async fn a_non_stream_request_gets_one_completion_with_estimated_usage() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let req = tokio::spawn({
+        let body = json!({"model":"tab/w","messages":[
+            {"role":"system","content":"Be brief."},
+            {"role":"user","content":"2+2?"}]});
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    let task = recv_type(&mut ws, "task").await;
+    assert_eq!(
+        task["prompt"],
+        "以下是此前的对话 / Conversation so far:\n\n[system]\nBe brief.\n\n请回复下面这条消息 / Reply to this message:\n\n2+2?"
+    );
+    stream_answer(&mut ws, &task, &["4"], "4.").await;
+    let resp = req.await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let v = json_of(resp).await;
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["model"], "tab/w");
+    assert_eq!(v["choices"][0]["message"]["content"], "4.");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    assert!(v["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(v["aicard"]["usage_estimated"], true);
+    assert_eq!(v["aicard"]["tab"], "w");
+}
+
+#[tokio::test]
+async fn three_concurrent_requests_to_one_tab_are_served_in_arrival_order() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let adm = h.hub().api.admission().clone();
+    let mut reqs = Vec::new();
+    for i in 0..3 {
+        let url = h.http_url("/v1/chat/completions");
+        reqs.push(tokio::spawn(async move {
+            let resp = http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("tab/w", &format!("request {i}"), false).to_string())
+                .send()
+                .await
+                .unwrap();
+            json_of(resp).await
+        }));
+        // The next one is sent only once this one holds the tab or waits in the queue.
+        let adm = adm.clone();
+        until("the request to queue", move || {
+            adm.busy_count("tab/w") + adm.depth("tab/w") == i + 1
+        })
+        .await;
+    }
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let task = recv_type(&mut ws, "task").await;
+        let prompt = task["prompt"].as_str().unwrap().to_string();
+        stream_answer(&mut ws, &task, &[], &format!("answer to {prompt}")).await;
+        seen.push(prompt);
+    }
+    assert_eq!(seen, ["request 0", "request 1", "request 2"]);
+    for (i, r) in reqs.into_iter().enumerate() {
+        let v = r.await.unwrap();
+        assert_eq!(
+            v["choices"][0]["message"]["content"],
+            format!("answer to request {i}")
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_wait_beyond_the_queue_timeout_is_429_with_retry_after() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let holder = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("site/sim", "long one", false).to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    let task = recv_type(&mut ws, "task").await;
+    for timeout in ["0", "1"] {
+        let resp = post(
+            &h,
+            &chat_body("site/sim", "impatient", false),
+            &[("x-aicard-queue-timeout", timeout)],
+        )
+        .await;
+        assert_eq!(resp.status(), 429, "timeout {timeout}");
+        let retry: u64 = resp.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(retry >= 1);
+        let v = json_of(resp).await;
+        assert_eq!(v["error"]["type"], "rate_limit_error");
+        assert_eq!(v["error"]["code"], "tabs_busy");
+        assert!(v["error"]["message"].is_string());
+        assert!(v["error"].get("param").is_some());
+    }
+    stream_answer(&mut ws, &task, &[], "done").await;
+    assert_eq!(holder.await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn refusals_carry_real_statuses_and_openai_error_bodies() {
+    let h = TestHub::start().await;
+    let (_ws, _) = h.tab("sim", Some("w")).await;
+    // 503: nothing serves the model.
+    let resp = post(&h, &chat_body("site/nowhere", "x", true), &[]).await;
+    assert_eq!(resp.status(), 503);
+    assert!(resp.headers().contains_key("retry-after"));
+    assert_eq!(json_of(resp).await["error"]["code"], "model_not_available");
+    // 401: no token, wrong token, on both endpoints.
+    for path in ["/v1/chat/completions", "/v1/models"] {
+        let r = http()
+            .post(h.http_url(path))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status() == 401 || r.status() == 405, "{path}");
+        let r = http()
+            .get(h.http_url("/v1/models"))
+            .header("authorization", "Bearer wrong")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+        assert_eq!(json_of(r).await["error"]["code"], "invalid_api_key");
+    }
+    let r = http()
+        .post(h.http_url("/v1/chat/completions"))
+        .body(chat_body("site/sim", "x", false).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // 400: what a tab cannot honour, naming the field.
+    let mut tools = chat_body("site/sim", "x", true);
+    tools["tools"] = json!([{"type":"function","function":{"name":"f","parameters":{}}}]);
+    let mut n = chat_body("site/sim", "x", false);
+    n["n"] = json!(3);
+    let image = json!({"model":"site/sim","messages":[{"role":"user","content":[
+        {"type":"text","text":"what is this"},
+        {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]});
+    for (body, param) in [
+        (tools, "tools"),
+        (n, "n"),
+        (image, "messages[0].content[1]"),
+    ] {
+        let r = post(&h, &body, &[]).await;
+        assert_eq!(r.status(), 400);
+        let v = json_of(r).await;
+        assert_eq!(v["error"]["code"], "unsupported_parameter", "{v}");
+        assert_eq!(v["error"]["param"], param);
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+    let r = http()
+        .post(h.http_url("/v1/chat/completions"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(json_of(r).await["error"]["code"], "invalid_json");
+    // 403: a foreign Origin or Host, before the token is even looked at; no CORS headers.
+    for (k, v) in [("origin", "https://evil.example"), ("host", "evil.example")] {
+        let r = post(&h, &chat_body("site/sim", "x", false), &[(k, v)]).await;
+        assert_eq!(r.status(), 403, "{k}");
+        assert!(!r.headers().contains_key("access-control-allow-origin"));
+        assert_eq!(json_of(r).await["error"]["type"], "permission_error");
+    }
+    // Unknown paths under /v1 answer in the same shape.
+    let r = http()
+        .get(h.http_url("/v1/embeddings"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(json_of(r).await["error"]["code"], "unknown_url");
+}
+
+#[tokio::test]
+async fn models_lists_what_is_online_with_load() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w1")).await;
+    let (_ws2, _) = h.tab("sim", Some("w2")).await;
+    let (_ws3, _) = h.tab("kimi", Some("k1")).await;
+    let holder = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("tab/w1", "hold", false).to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    let task = recv_type(&mut ws, "task").await;
+    let r = http()
+        .get(h.http_url("/v1/models"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v = json_of(r).await;
+    assert_eq!(v["object"], "list");
+    let by_id = |id: &str| {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {v}"))
+            .clone()
+    };
+    assert_eq!(
+        by_id("site/sim")["aicard"],
+        json!({"tabs":2,"busy":1,"queue_depth":0})
+    );
+    assert_eq!(by_id("site/kimi")["aicard"]["tabs"], 1);
+    assert_eq!(by_id("tab/w1")["aicard"]["busy"], 1);
+    assert_eq!(by_id("auto")["aicard"]["tabs"], 3);
+    assert_eq!(by_id("tab/k1")["object"], "model");
+    stream_answer(&mut ws, &task, &[], "ok").await;
+    assert_eq!(holder.await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn an_abort_mid_stream_cancels_the_prompt_and_frees_the_tab_within_2s() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let adm = h.hub().api.admission().clone();
+    let resp = {
+        let post = http()
+            .post(h.http_url("/v1/chat/completions"))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(chat_body("tab/w", "a long essay", true).to_string())
+            .send();
+        let (resp, task) = tokio::join!(post, async {
+            let task = recv_type(&mut ws, "task").await;
+            accept(&mut ws, &task).await;
+            task
+        });
+        (resp.unwrap(), task)
+    };
+    let (resp, task) = resp;
+    let id = task["task_id"].as_str().unwrap().to_string();
+    let turn = format!("turn-{id}");
+    send(
+        &mut ws,
+        &json!({"type":"chunk","turn_id":turn,"seq":0,"text":"Half of "}),
+    )
+    .await;
+    let mut sse = Sse::new(resp);
+    assert_eq!(
+        sse.next_data().await.unwrap()["choices"][0]["delta"]["role"],
+        "assistant"
+    );
+    let first = sse.next_data().await.unwrap();
+    assert_eq!(first["choices"][0]["delta"]["content"], "Half of ");
+    // A second request waits for the same tab.
+    let next = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            let resp = http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("tab/w", "the next one", true).to_string())
+                .send()
+                .await
+                .unwrap();
+            Sse::new(resp).rest().await
+        }
+    });
+    until("the second request to queue", || adm.depth("tab/w") == 1).await;
+
+    let aborted = Instant::now();
+    drop(sse);
+    let cancel = recv_type(&mut ws, "cancel").await;
+    assert_eq!(cancel["task_id"], id.as_str());
+    // The old turn's late chunk must not leak into the next stream.
+    send(
+        &mut ws,
+        &json!({"type":"chunk","turn_id":turn,"seq":1,"text":"LATE"}),
+    )
+    .await;
+    let task2 = recv_type(&mut ws, "task").await;
+    let freed = aborted.elapsed();
+    assert!(freed < Duration::from_secs(2), "tab freed after {freed:?}");
+    assert_eq!(task2["prompt"], "the next one");
+    stream_answer(&mut ws, &task2, &["fresh ", "text"], "fresh text").await;
+    let (text, finishes) = reassemble(&next.await.unwrap());
+    assert_eq!(text, "fresh text");
+    assert_eq!(finishes, ["stop"]);
+}
+
+#[tokio::test]
+async fn a_failure_mid_stream_is_an_error_event_then_done() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    h.hub().api.set_keepalive(Duration::from_millis(20));
+    let post = http()
+        .post(h.http_url("/v1/chat/completions"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(chat_body("tab/w", "x", true).to_string())
+        .send();
+    let (resp, task) = tokio::join!(post, async {
+        let task = recv_type(&mut ws, "task").await;
+        accept(&mut ws, &task).await;
+        task
+    });
+    let mut sse = Sse::new(resp.unwrap());
+    sse.next_data().await.unwrap();
+    // Silent tab: keepalive comments.
+    assert_eq!(sse.next_raw().await.unwrap(), ": keepalive");
+    let id = task["task_id"].as_str().unwrap();
+    send(
+        &mut ws,
+        &json!({"type":"chunk","turn_id":"t1","seq":0,"text":"partial"}),
+    )
+    .await;
+    send(
+        &mut ws,
+        &json!({"type":"task_update","task_id":id,"state":"failed","error":"captcha"}),
+    )
+    .await;
+    let events = sse.rest().await;
+    let last = events.last().unwrap();
+    assert_eq!(last["error"]["code"], "tab_failed", "{last}");
+    let (text, finishes) = reassemble(&events[..events.len() - 1]);
+    assert_eq!(text, "partial");
+    assert!(finishes.is_empty());
+}
+
+#[tokio::test]
+async fn a_tab_that_fails_before_answering_gives_a_real_status() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let body = chat_body("tab/w", "x", true);
+    let (resp, _) = tokio::join!(post(&h, &body, &[]), async {
+        let task = recv_type(&mut ws, "task").await;
+        let id = task["task_id"].as_str().unwrap();
+        send(
+            &mut ws,
+            &json!({"type":"task_update","task_id":id,"state":"failed","error":"login"}),
+        )
+        .await;
+    });
+    assert_eq!(resp.status(), 502);
+    assert_eq!(json_of(resp).await["error"]["code"], "tab_failed");
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_a_non_stream_request_cancels_its_prompt() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let req = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("tab/w", "never mind", false).to_string())
+                .send()
+                .await
+        }
+    });
+    let task = recv_type(&mut ws, "task").await;
+    accept(&mut ws, &task).await;
+    req.abort();
+    let cancel = recv_type(&mut ws, "cancel").await;
+    assert_eq!(cancel["task_id"], task["task_id"]);
+    let adm = h.hub().api.admission().clone();
+    until("the tab to be free", || adm.busy_count("tab/w") == 0).await;
+}
+
+#[tokio::test]
+async fn a_flow_model_runs_the_flow_with_the_last_user_message_as_input() {
+    let flows = tempfile::tempdir().unwrap();
+    std::fs::write(
+        flows.path().join("ask.yaml"),
+        "name: ask\ninputs:\n  question: {default: \"\"}\nnodes:\n  - id: a\n    to: role:worker\n    prompt: \"Q: $question\"\n",
+    )
+    .unwrap();
+    let dir = flows.path().to_path_buf();
+    let h = TestHub::start_with(move |c| c.flows_dir = dir).await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let models = http()
+        .get(h.http_url("/v1/models"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    let listed = json_of(models).await;
+    assert!(
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == "flow/ask"),
+        "{listed}"
+    );
+    let body = json!({"model":"flow/ask","messages":[
+        {"role":"system","content":"ignored by the flow"},
+        {"role":"user","content":"why is the sky blue"}]});
+    let (resp, _) = tokio::join!(post(&h, &body, &[]), async {
+        let task = recv_type(&mut ws, "task").await;
+        assert_eq!(task["prompt"], "Q: why is the sky blue");
+        stream_answer(&mut ws, &task, &["Rayleigh"], "Rayleigh scattering").await;
+    });
+    assert_eq!(resp.status(), 200);
+    let v = json_of(resp).await;
+    assert_eq!(v["choices"][0]["message"]["content"], "Rayleigh scattering");
+    let r = post(&h, &chat_body("flow/none-such", "x", false), &[]).await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(json_of(r).await["error"]["code"], "model_not_found");
+}

@@ -1,0 +1,227 @@
+"""The official OpenAI Python SDK as a real client of the hub's API.
+
+Starts the built hub (`aicard serve --port 0`), connects a simulated tab over WebSocket that
+streams its replies in chunks, then drives `/v1` with `openai.OpenAI`. Run with
+tests/sdk/run.sh (it builds the binary and sets AICARD_BIN).
+"""
+
+import json
+import os
+import queue
+import re
+import subprocess
+import tempfile
+import threading
+import time
+
+import openai
+import pytest
+from websockets.sync.client import connect
+
+TOKEN = "sdk-test-token"
+WAIT = 10
+
+
+def reply_for(prompt: str) -> str:
+    return f"echo: {prompt} — 你好, 世界 🚀\nend."
+
+
+def pieces(text: str, size: int = 3):
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class Tab:
+    """A simulated chat tab: answers each task by streaming `reply_for(prompt)` in chunks.
+
+    A prompt containing HOLD streams one chunk, then waits for `release`; one containing
+    ABORT streams one chunk and stops (its client is expected to leave)."""
+
+    def __init__(self, base: str, label: str):
+        # Entered by hand: the tab lives as long as the module's tests.
+        self.ws = connect(base.replace("http://", "ws://") + "/realtime").__enter__()
+        self.ws.send(json.dumps({"type": "hello", "token": TOKEN, "site": "sim", "label": label}))
+        welcome = json.loads(self.ws.recv(timeout=WAIT))
+        assert welcome["type"] == "welcome", welcome
+        self.lock = threading.Lock()
+        self.tasks = queue.Queue()
+        self.cancels = queue.Queue()
+        self.release = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def send(self, frame):
+        with self.lock:
+            self.ws.send(json.dumps(frame))
+
+    def _read(self):
+        try:
+            for msg in self.ws:
+                frame = json.loads(msg)
+                if frame["type"] == "task":
+                    self.tasks.put(frame)
+                    threading.Thread(target=self._answer, args=(frame,), daemon=True).start()
+                elif frame["type"] == "cancel":
+                    self.cancels.put((time.monotonic(), frame))
+        except Exception:
+            pass
+
+    def _answer(self, task):
+        tid, prompt = task["task_id"], task["prompt"]
+        turn = f"turn-{tid}"
+        text = reply_for(prompt)
+        self.send({"type": "task_update", "task_id": tid, "state": "accepted"})
+        parts = pieces(text)
+        if "ABORT" in prompt:
+            self.send({"type": "chunk", "turn_id": turn, "seq": 0, "text": parts[0]})
+            return
+        if "HOLD" in prompt:
+            self.send({"type": "chunk", "turn_id": turn, "seq": 0, "text": parts[0]})
+            self.release.wait(WAIT)
+            parts = parts[1:]
+        for i, p in enumerate(parts):
+            self.send({"type": "chunk", "turn_id": turn, "seq": i + 1, "text": p})
+        self.send({"type": "turn_end", "turn_id": turn, "text": text, "task_id": tid})
+
+    def next_task(self):
+        return self.tasks.get(timeout=WAIT)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
+    data = tempfile.mkdtemp(prefix="aicard-sdk-")
+    proc = subprocess.Popen(
+        [binary, "serve", "--port", "0", "--data-dir", data, "--token", TOKEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True).start()
+    url = None
+    deadline = time.monotonic() + WAIT
+    while url is None and time.monotonic() < deadline:
+        try:
+            m = re.search(r"listening on (http://\S+)", lines.get(timeout=1))
+        except queue.Empty:
+            assert proc.poll() is None, "the hub exited"
+            continue
+        if m:
+            url = m.group(1)
+    assert url, "the hub did not say where it listens"
+    yield url
+    proc.terminate()
+    proc.wait(WAIT)
+
+
+@pytest.fixture(scope="module")
+def tab(hub):
+    return Tab(hub, "py-1")
+
+
+def client(hub, key=TOKEN):
+    return openai.OpenAI(base_url=hub + "/v1", api_key=key, max_retries=0, timeout=WAIT)
+
+
+def test_models_list_shows_the_online_tab(hub, tab):
+    models = {m.id: m for m in client(hub).models.list()}
+    assert {"site/sim", "tab/py-1", "auto"} <= set(models)
+    assert models["site/sim"].owned_by == "aicard"
+    assert models["site/sim"].model_extra["aicard"] == {"tabs": 1, "busy": 0, "queue_depth": 0}
+
+
+def test_a_completion_without_streaming(hub, tab):
+    r = client(hub).chat.completions.create(
+        model="site/sim", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].message.content == reply_for("hi")
+    assert r.choices[0].finish_reason == "stop"
+    assert r.usage.total_tokens > 0
+    assert tab.next_task()["prompt"] == "hi"
+
+
+def test_a_stream_reassembles_the_tabs_text_with_one_finish_reason(hub, tab):
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "stream please"},
+    ]
+    stream = client(hub).chat.completions.create(
+        model="tab/py-1", messages=messages, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(stream)
+    prompt = tab.next_task()["prompt"]
+    assert prompt.endswith("\n\nstream please") and "[system]\nBe brief." in prompt
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert deltas[0].role == "assistant"
+    text = "".join(d.content or "" for d in deltas)
+    assert text == reply_for(prompt)
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["stop"]
+    assert chunks[-1].usage is not None and chunks[-1].choices == []
+    assert len({c.id for c in chunks}) == 1
+
+
+def test_a_wrong_key_is_an_authentication_error(hub, tab):
+    with pytest.raises(openai.AuthenticationError) as e:
+        client(hub, key="wrong").models.list()
+    assert e.value.status_code == 401
+
+
+def test_a_busy_tab_and_a_short_queue_timeout_is_a_rate_limit_error(hub, tab):
+    tab.release.clear()
+    c = client(hub)
+    held = c.chat.completions.create(
+        model="site/sim", messages=[{"role": "user", "content": "HOLD this"}], stream=True
+    )
+    first = next(iter(held))
+    assert first.choices[0].delta.role == "assistant"
+    tab.next_task()
+    with pytest.raises(openai.RateLimitError) as e:
+        c.chat.completions.create(
+            model="site/sim",
+            messages=[{"role": "user", "content": "impatient"}],
+            extra_headers={"X-AIcard-Queue-Timeout": "0"},
+        )
+    assert e.value.status_code == 429
+    assert int(e.value.response.headers["retry-after"]) >= 1
+    assert e.value.code == "tabs_busy"
+    tab.release.set()
+    rest = "".join(ch.choices[0].delta.content or "" for ch in held if ch.choices)
+    assert first.choices[0].delta.content + rest == reply_for("HOLD this")
+
+
+def test_unsupported_parameters_and_absent_models(hub, tab):
+    c = client(hub)
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(
+            model="site/sim",
+            messages=[{"role": "user", "content": "x"}],
+            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        )
+    assert e.value.code == "unsupported_parameter" and e.value.param == "tools"
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="site/sim", messages=[{"role": "user", "content": "x"}], n=2)
+    assert e.value.param == "n"
+    with pytest.raises(openai.APIStatusError) as e:
+        c.chat.completions.create(model="site/nowhere", messages=[{"role": "user", "content": "x"}])
+    assert e.value.status_code == 503
+
+
+def test_closing_a_stream_mid_way_frees_the_tab_within_2s(hub, tab):
+    c = client(hub)
+    stream = c.chat.completions.create(
+        model="tab/py-1", messages=[{"role": "user", "content": "ABORT soon"}], stream=True
+    )
+    it = iter(stream)
+    next(it)  # role
+    assert next(it).choices[0].delta.content
+    task = tab.next_task()
+    closed = time.monotonic()
+    stream.close()
+    at, frame = tab.cancels.get(timeout=WAIT)
+    assert frame["task_id"] == task["task_id"]
+    assert at - closed < 2.0
+    r = c.chat.completions.create(model="tab/py-1", messages=[{"role": "user", "content": "after"}])
+    assert r.choices[0].message.content == reply_for("after")
+    assert time.monotonic() - closed < 2.0 + 1.0
