@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need on a fresh machine (Debian's
-# chromium, the userscript's npm packages), then runs every check: formatting, clippy, the
-# Rust unit and integration tests, flow validation, and the userscript's unit and browser
-# tests against the real hub.
+# chromium and firefox-esr, the userscript's npm packages, the OpenAI Python SDK), then runs
+# every check: formatting, clippy, the Rust unit and integration tests, flow validation, the
+# OpenAI SDK against the hub, and the userscript's unit tests and browser matrix against the
+# real hub.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -22,6 +23,9 @@ cargo test --all-targets
 
 step "aicard flow validate flows/*.yaml"
 cargo run --quiet -- flow validate flows/*.yaml
+
+step "OpenAI Python SDK against the hub (tests/sdk)"
+bash tests/sdk/run.sh
 
 step "userscript tests (node unit tests + real Chromium against mock sites and the real hub)"
 cargo build --quiet

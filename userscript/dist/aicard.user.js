@@ -1703,6 +1703,7 @@
     "cmd_result",
     "cmd_output",
     "task",
+    "cancel",
     "deliver",
     "flow_control",
     "flow_event",
@@ -2794,11 +2795,14 @@
     return best;
   }
   function siteShowsStop(doc) {
+    return Boolean(findStopButton(doc));
+  }
+  function findStopButton(doc) {
     for (const b of doc.querySelectorAll('button, [role="button"]')) {
       const labels = [b.getAttribute("aria-label"), b.getAttribute("data-testid"), b.getAttribute("title")].filter(Boolean);
-      if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest("[data-aicard-panel]")) return true;
+      if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest("[data-aicard-panel]")) return b;
     }
-    return false;
+    return null;
   }
   function pressEnter(el, key = "Enter") {
     const win = el.ownerDocument.defaultView;
@@ -3593,6 +3597,21 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       }
       this.pump();
     }
+    /**
+     * `cancel` from the hub: whoever asked gave up. A queued task is dropped; the task in flight
+     * stops waiting, and the site's reply is stopped if it still streams (its stop button).
+     */
+    cancel(taskId) {
+      const queued = this.queue.findIndex((j) => j.task_id === taskId);
+      if (queued !== -1) {
+        this.queue.splice(queued, 1);
+        this.onChange?.();
+        return;
+      }
+      if (this.current?.task_id !== taskId) return;
+      for (const wait of this.waiters) if (wait.id === taskId) wait.finish({ ok: false, error: "cancelled", cancelled: true });
+      findStopButton(this.doc)?.click();
+    }
     /** The task id the next captured turn answers (handed out once). */
     claimTask() {
       const id = this.awaitingTurn || void 0;
@@ -3669,7 +3688,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         this.hub.send(taskUpdate(id, "sent"));
         const result = await wait.arm(deadline);
         if (result.ok) this.hub.send(taskUpdate(id, "done"));
-        else this.hub.send(taskUpdate(id, "failed", result.error));
+        else if (!result.cancelled) this.hub.send(taskUpdate(id, "failed", result.error));
       } finally {
         wait.finish({ ok: false, error: "abandoned" });
       }
@@ -3851,6 +3870,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         case "task":
         case "deliver":
           runner.handle(frame);
+          break;
+        case "cancel":
+          runner.cancel(frame.task_id);
           break;
         case "flow_event":
           panel.flowEvent(frame);

@@ -208,11 +208,16 @@ export function findSendButton(doc, adapter, input) {
 
 /** True when the site shows a stop-generating button (it is still streaming). */
 export function siteShowsStop(doc) {
+  return Boolean(findStopButton(doc));
+}
+
+/** The site's visible "stop generating" button, if it shows one. */
+export function findStopButton(doc) {
   for (const b of doc.querySelectorAll('button, [role="button"]')) {
     const labels = [b.getAttribute('aria-label'), b.getAttribute('data-testid'), b.getAttribute('title')].filter(Boolean);
-    if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest('[data-aicard-panel]')) return true;
+    if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest('[data-aicard-panel]')) return b;
   }
-  return false;
+  return null;
 }
 
 function pressEnter(el, key = 'Enter') {

@@ -97,6 +97,7 @@ export function start(env) {
     switch (frame.type) {
       case 'welcome': panel.update({ role: frame.role, label: frame.label ?? settings.get('label', null) }); break;
       case 'task': case 'deliver': runner.handle(frame); break;
+      case 'cancel': runner.cancel(frame.task_id); break;
       case 'flow_event': panel.flowEvent(frame); break;
       case 'flow_control': runner.control(frame); panel.update({ result: `${frame.action}${frame.reason ? `: ${frame.reason}` : ''}` }); break;
       case 'cmd_output': panel.commandOutput(frame); break;

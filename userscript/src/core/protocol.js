@@ -11,7 +11,7 @@ export const TASK_STATES = Object.freeze(['accepted', 'sent', 'streaming', 'done
 
 /** Frame types the hub may send to a tab (SPEC §2 "Hub → client"). */
 export const HUB_FRAME_TYPES = Object.freeze([
-  'welcome', 'cmd_result', 'cmd_output', 'task', 'deliver', 'flow_control', 'flow_event', 'ack', 'error', 'heartbeat',
+  'welcome', 'cmd_result', 'cmd_output', 'task', 'cancel', 'deliver', 'flow_control', 'flow_event', 'ack', 'error', 'heartbeat',
 ]);
 
 /** Copies only the defined optional fields, so frames never carry `null` placeholders. */

@@ -6,7 +6,7 @@
  */
 import { taskUpdate, userInput } from './protocol.js';
 import { DomReplyWatcher } from './dom-fallback.js';
-import { findInput, insertBlock, pressSend, readInput, setInput, siteShowsStop, waitFor } from './input.js';
+import { findInput, findStopButton, insertBlock, pressSend, readInput, setInput, siteShowsStop, waitFor } from './input.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const FIND_INPUT_MS = 10_000;
@@ -44,6 +44,18 @@ export class TaskRunner {
       return;
     }
     this.pump();
+  }
+
+  /**
+   * `cancel` from the hub: whoever asked gave up. A queued task is dropped; the task in flight
+   * stops waiting, and the site's reply is stopped if it still streams (its stop button).
+   */
+  cancel(taskId) {
+    const queued = this.queue.findIndex((j) => j.task_id === taskId);
+    if (queued !== -1) { this.queue.splice(queued, 1); this.onChange?.(); return; }
+    if (this.current?.task_id !== taskId) return;
+    for (const wait of this.waiters) if (wait.id === taskId) wait.finish({ ok: false, error: 'cancelled', cancelled: true });
+    findStopButton(this.doc)?.click();
   }
 
   /** The task id the next captured turn answers (handed out once). */
@@ -126,7 +138,7 @@ export class TaskRunner {
       this.hub.send(taskUpdate(id, 'sent'));
       const result = await wait.arm(deadline);
       if (result.ok) this.hub.send(taskUpdate(id, 'done'));
-      else this.hub.send(taskUpdate(id, 'failed', result.error));
+      else if (!result.cancelled) this.hub.send(taskUpdate(id, 'failed', result.error));
     } finally {
       wait.finish({ ok: false, error: 'abandoned' });
     }

@@ -181,6 +181,8 @@ test('no stream captured: the reply is read from the page (DOM fallback)', async
     assert.equal(end.frame.text, answer);
     assert.equal(end.frame.source, 'dom');
     await hub.waitFrame((f) => f.frame.task_id === 'dom1' && f.frame.state === 'done');
+    // The panel says which path the reply took.
+    await page.waitForFunction(() => document.querySelector('aicard-panel')?.dataset.capture === 'dom', null, { timeout: 5000 });
   } finally {
     await page.close();
     await hub.close();
