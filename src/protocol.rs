@@ -54,13 +54,16 @@ pub struct Hello {
     pub version: Option<String>,
 }
 
-/// `chunk`: a delta of the assistant's reply.
+/// `chunk`: a delta of the assistant's reply. `text` is answer text only; the model's thinking,
+/// which the adapters keep apart, travels in `reasoning` (never scanned for commands).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct Chunk {
     pub turn_id: String,
     #[serde(default)]
     pub seq: u64,
     pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
 }
 
 /// `flow_report`: the seed's page-side flow state.

@@ -215,6 +215,14 @@ impl Runner {
             }
         };
         for rec in runs {
+            if rec.flow == crate::api::journal::API_FLOW {
+                // An API prompt: its client went with the old process; nobody waits for it.
+                tracing::info!(run = %rec.run_id, "API prompt interrupted by the restart");
+                let _ = hub
+                    .store
+                    .set_run_state(&rec.run_id, "interrupted", now_ms());
+                continue;
+            }
             match Self::rebuild(hub, &rec) {
                 Ok(state) => {
                     tracing::info!(run = %rec.run_id, "resuming run after restart");

@@ -193,8 +193,74 @@ async fn a_stream_reassembles_the_tabs_text_byte_for_byte_with_one_finish_reason
         events
             .iter()
             .all(|e| e["choices"][0]["delta"].get("reasoning_content").is_none()),
-        "the protocol carries no reasoning; none is invented"
+        "the tab sent no reasoning; none is invented"
     );
+}
+
+#[tokio::test]
+async fn a_models_thinking_streams_as_reasoning_content_never_as_content() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let req = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            let resp = http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("site/sim", "think first", true).to_string())
+                .send()
+                .await
+                .unwrap();
+            Sse::new(resp).rest().await
+        }
+    });
+    let task = recv_type(&mut ws, "task").await;
+    let id = task["task_id"].as_str().unwrap();
+    accept(&mut ws, &task).await;
+    for (i, frame) in [
+        json!({"text":"","reasoning":"先想一想，"}),
+        json!({"text":"Answer","reasoning":"再想。"}),
+        json!({"text":" done."}),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut f = json!({"type":"chunk","turn_id":"t-think","seq":i});
+        f.as_object_mut()
+            .unwrap()
+            .extend(frame.as_object().unwrap().clone());
+        send(&mut ws, &f).await;
+    }
+    send(
+        &mut ws,
+        &json!({"type":"turn_end","turn_id":"t-think","text":"Answer done.","task_id":id}),
+    )
+    .await;
+    let events = req.await.unwrap();
+    let (text, finishes) = reassemble(&events);
+    assert_eq!(text, "Answer done.", "thinking never leaks into content");
+    assert_eq!(finishes, ["stop"]);
+    // The prompt is journaled like a one-node run.
+    let run = h
+        .hub()
+        .store
+        .run(id)
+        .unwrap()
+        .expect("the API prompt has a run");
+    assert_eq!(
+        (run.flow.as_str(), run.state.as_str()),
+        ("api", "completed")
+    );
+    let journal = h.hub().store.events(id).unwrap().join("\n");
+    assert!(
+        journal.contains("\"run_completed\"") && journal.contains("Answer done."),
+        "{journal}"
+    );
+    let thinking: String = events
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["reasoning_content"].as_str())
+        .collect();
+    assert_eq!(thinking, "先想一想，再想。");
 }
 
 #[tokio::test]
@@ -500,6 +566,8 @@ async fn an_abort_mid_stream_cancels_the_prompt_and_frees_the_tab_within_2s() {
     drop(sse);
     let cancel = recv_type(&mut ws, "cancel").await;
     assert_eq!(cancel["task_id"], id.as_str());
+    let run = h.hub().store.run(&id).unwrap().expect("journaled");
+    assert_eq!(run.state, "stopped", "the journal says the client left");
     // The old turn's late chunk must not leak into the next stream.
     send(
         &mut ws,

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::admission::Lease;
 use super::error::ApiError;
+use super::journal::ApiRun;
 use super::models::{self, ModelId};
 use super::prompt::{ChatRequest, MAX_PROMPT_BYTES};
 use super::{authorize, TapEvent};
@@ -144,7 +145,10 @@ async fn complete(
     let client = lease.client.clone();
     let task_id = format!("api-{}", uuid::Uuid::new_v4().simple());
     let tap = req.stream.then(|| hub.api.open_tap(&task_id));
+    let target = client.info().label.unwrap_or_else(|| client.id.to_string());
+    let run = ApiRun::begin(&hub, &task_id, &req.model, &target, &prompt);
     let mut job = Job {
+        run,
         hub: hub.clone(),
         client: client.clone(),
         task_id: task_id.clone(),
@@ -157,8 +161,9 @@ async fn complete(
     let ticket = match hub.tasks.submit(&client, task) {
         Ok(t) => t,
         Err(e) => {
-            job.finished = true;
-            return Err(e.into());
+            let e = ApiError::from(e);
+            job.finish(Err(&e));
+            return Err(e);
         }
     };
     let tasks = hub.tasks.clone();
@@ -168,18 +173,18 @@ async fn complete(
         // Not streaming: one object once the tab answered. A client that leaves drops this
         // future, and with it the job, which cancels the prompt.
         let text = answer.await;
-        job.finish(text.is_ok());
+        job.finish(text.as_deref());
         return Ok(axum::Json(reply.object(&text?)).into_response());
     };
     // Headers wait until the tab took the prompt, so a refusal still has a real status.
     let mut answer = answer;
     let first = tokio::select! {
         ev = tap.recv() => match ev {
-            Some(TapEvent::Chunk(t)) => Some(t),
+            Some(ev @ (TapEvent::Chunk(_) | TapEvent::Reasoning(_))) => Some(ev),
             Some(TapEvent::Accepted) | None => None,
         },
         r = &mut answer => {
-            job.finish(r.is_ok());
+            job.finish(r.as_deref());
             let text = r?;
             let (tx, rx) = mpsc::channel(4);
             let mut out = reply.stream_start();
@@ -220,15 +225,17 @@ pub(super) fn sse_response(rx: mpsc::Receiver<Result<Bytes, Infallible>>) -> Res
         .into_response()
 }
 
-/// What a stream's owner does when it ends: `finish(ok)` when the answer came (or failed),
-/// dropped without it when the client left (then the prompt is cancelled).
+/// What a stream's owner does when it ends: `finish(outcome)` when the answer came (or
+/// failed), dropped without it when the client left (then the prompt is cancelled).
 pub(super) trait Finish: Send {
-    fn finish(&mut self, ok: bool);
+    fn finish(&mut self, outcome: Result<&str, &ApiError>);
 }
 
 /// One prompt in a tab, held by the request: dropping it unfinished cancels the prompt,
 /// frees the tab's slot and tells the tab; dropping the lease serves the next waiter.
 struct Job {
+    /// The prompt's journal (a one-node run).
+    run: ApiRun,
     hub: Arc<Hub>,
     client: Arc<Client>,
     task_id: String,
@@ -238,9 +245,13 @@ struct Job {
 }
 
 impl Finish for Job {
-    fn finish(&mut self, ok: bool) {
+    fn finish(&mut self, outcome: Result<&str, &ApiError>) {
         self.finished = true;
-        if ok {
+        match outcome {
+            Ok(text) => self.run.completed(text),
+            Err(e) => self.run.failed(&format!("{}: {}", e.code, e.message)),
+        }
+        if outcome.is_ok() {
             self.hub
                 .api
                 .admission()
@@ -256,6 +267,7 @@ impl Drop for Job {
             .api
             .close_tap(&self.client, &self.task_id, cancelled);
         if cancelled {
+            self.run.cancelled();
             tracing::info!(client = %self.client.id, task = %self.task_id, "API client left: prompt cancelled");
             if self.client.state() == ConnState::Connected {
                 let _ = self.hub.registry.send(
@@ -279,7 +291,7 @@ pub(super) async fn produce(
     hub: Arc<Hub>,
     reply: Reply,
     mut tap: Option<mpsc::Receiver<TapEvent>>,
-    first: Option<String>,
+    first: Option<TapEvent>,
     mut answer: Answer,
     mut job: Box<dyn Finish>,
     tx: Out,
@@ -287,9 +299,8 @@ pub(super) async fn produce(
 ) {
     let mut emitted = String::new();
     let mut head = reply.stream_start();
-    if let Some(t) = first {
-        head.push_str(&reply.delta(&t));
-        emitted.push_str(&t);
+    if let Some(ev) = first {
+        head.push_str(&reply.event(&ev, &mut emitted));
     }
     if send(&tx, head).await.is_err() {
         return;
@@ -300,9 +311,8 @@ pub(super) async fn produce(
             biased;
             _ = tx.closed() => return,
             ev = next_event(&mut tap) => match ev {
-                Some(TapEvent::Chunk(t)) => {
-                    emitted.push_str(&t);
-                    if send(&tx, reply.delta(&t)).await.is_err() {
+                Some(ev @ (TapEvent::Chunk(_) | TapEvent::Reasoning(_))) => {
+                    if send(&tx, reply.event(&ev, &mut emitted)).await.is_err() {
                         return;
                     }
                     ka.reset();
@@ -315,13 +325,10 @@ pub(super) async fn produce(
                 let mut out = String::new();
                 if let Some(rx) = tap.as_mut() {
                     while let Ok(ev) = rx.try_recv() {
-                        if let TapEvent::Chunk(t) = ev {
-                            out.push_str(&reply.delta(&t));
-                            emitted.push_str(&t);
-                        }
+                        out.push_str(&reply.event(&ev, &mut emitted));
                     }
                 }
-                job.finish(r.is_ok());
+                job.finish(r.as_deref());
                 match r {
                     Ok(full) => {
                         match full.strip_prefix(emitted.as_str()) {
@@ -453,6 +460,19 @@ impl Reply {
 
     pub(super) fn delta(&self, text: &str) -> String {
         self.chunk(json!({"content": text}), None)
+    }
+
+    /// The stream chunk for one tap event: answer text (added to `emitted`, what the stream
+    /// has sent of the answer) or the model's thinking as `reasoning_content`.
+    pub(super) fn event(&self, ev: &TapEvent, emitted: &mut String) -> String {
+        match ev {
+            TapEvent::Chunk(t) => {
+                emitted.push_str(t);
+                self.delta(t)
+            }
+            TapEvent::Reasoning(r) => self.chunk(json!({"reasoning_content": r}), None),
+            TapEvent::Accepted => String::new(),
+        }
     }
 
     /// The finish chunk, the usage chunk if asked for, `[DONE]`.

@@ -40,7 +40,7 @@ struct RunGuard {
 }
 
 impl Finish for RunGuard {
-    fn finish(&mut self, _ok: bool) {
+    fn finish(&mut self, _outcome: Result<&str, &ApiError>) {
         self.finished = true;
     }
 }
@@ -98,7 +98,7 @@ pub(super) async fn complete(
     let answer: Answer = Box::pin(wait_run(hub.clone(), run_id));
     if !req.stream {
         let r = answer.await;
-        guard.finish(r.is_ok());
+        guard.finish(r.as_deref());
         return Ok(axum::Json(reply.object(&r?)).into_response());
     }
     // The runner took the run: headers go out, keepalives cover the run.

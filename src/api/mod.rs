@@ -11,6 +11,7 @@ pub mod admission;
 mod chat;
 pub mod error;
 mod flow;
+pub mod journal;
 pub mod models;
 pub mod prompt;
 
@@ -39,6 +40,8 @@ pub enum TapEvent {
     Accepted,
     /// A delta of the reply.
     Chunk(String),
+    /// A delta of the model's thinking (`reasoning_content`).
+    Reasoning(String),
 }
 
 /// Events buffered per streaming request; past this the stream stops taking chunks and the
@@ -92,7 +95,14 @@ impl ApiState {
     }
 
     /// A chunk from `client` while its task `task_id` is in flight.
-    pub fn on_chunk(&self, client: &Client, task_id: &str, turn_id: &str, text: &str) {
+    pub fn on_chunk(
+        &self,
+        client: &Client,
+        task_id: &str,
+        turn_id: &str,
+        text: &str,
+        reasoning: Option<&str>,
+    ) {
         if self.taps.is_empty() {
             return;
         }
@@ -119,8 +129,17 @@ impl ApiState {
         if tap.lagged.load(Ordering::Relaxed) {
             return;
         }
-        if tap.tx.try_send(TapEvent::Chunk(text.to_string())).is_err() {
-            tap.lagged.store(true, Ordering::Relaxed);
+        let events = [
+            reasoning
+                .filter(|r| !r.is_empty())
+                .map(|r| TapEvent::Reasoning(r.to_string())),
+            (!text.is_empty() || reasoning.is_none()).then(|| TapEvent::Chunk(text.to_string())),
+        ];
+        for ev in events.into_iter().flatten() {
+            if tap.tx.try_send(ev).is_err() {
+                tap.lagged.store(true, Ordering::Relaxed);
+                return;
+            }
         }
     }
 

@@ -388,12 +388,21 @@ impl Hub {
                 ErrorCode::HelloRequired,
                 "hello 只能发送一次 / hello was already said on this connection",
             )),
-            ClientFrame::Chunk(Chunk { turn_id, text, .. }) => {
+            ClientFrame::Chunk(Chunk {
+                turn_id,
+                text,
+                reasoning,
+                ..
+            }) => {
                 client.streamed();
-                // A task's reply belongs to whoever asked; only free turns are scanned.
+                // A task's reply belongs to whoever asked; only free turns are scanned, and
+                // only their answer text, never the model's thinking.
                 match self.tasks.current(client) {
                     None => crate::control::on_chunk(self, client, &turn_id, &text),
-                    Some((task_id, _)) => self.api.on_chunk(client, &task_id, &turn_id, &text),
+                    Some((task_id, _)) => {
+                        self.api
+                            .on_chunk(client, &task_id, &turn_id, &text, reasoning.as_deref())
+                    }
                 }
                 None
             }

@@ -1729,8 +1729,8 @@
       version
     });
   }
-  function chunk(turnId, seq, text) {
-    return { type: "chunk", turn_id: turnId, seq, text };
+  function chunk(turnId, seq, text, reasoning) {
+    return withOptional({ type: "chunk", turn_id: turnId, seq, text }, { reasoning });
   }
   function turnEnd(turnId, text, taskId, extra = {}) {
     return withOptional({ type: "turn_end", turn_id: turnId, text }, { task_id: taskId, ...extra });
@@ -1807,6 +1807,7 @@
       this.id = newTurnId();
       this.text = "";
       this.pending = "";
+      this.pendingReasoning = "";
       this.seq = 0;
       this.reasoningChars = 0;
       this.parser = null;
@@ -1874,10 +1875,12 @@
     }
     /** One `chunk` per network read at most: the deltas parsed from it, joined. */
     flush() {
-      if (!this.pending) return;
+      if (!this.pending && !this.pendingReasoning) return;
       const text = this.pending;
+      const reasoning = this.pendingReasoning;
       this.pending = "";
-      this.capture.hub.send(chunk(this.id, this.seq, text));
+      this.pendingReasoning = "";
+      this.capture.hub.send(chunk(this.id, this.seq, text, reasoning || void 0));
       this.seq += 1;
       if (this.seq === 1) this.capture.emit("streaming", this);
     }
@@ -1890,6 +1893,7 @@
           return;
         case "reasoning":
           this.reasoningChars += (ev.text || "").length;
+          this.pendingReasoning += ev.text || "";
           this.capture.emit("reasoning", this);
           return;
         case "done":

@@ -39,6 +39,7 @@ class Turn {
     this.id = newTurnId();
     this.text = '';
     this.pending = ''; // answer text parsed but not yet sent as a chunk
+    this.pendingReasoning = ''; // thinking parsed but not yet sent
     this.seq = 0;
     this.reasoningChars = 0;
     this.parser = null;
@@ -112,10 +113,12 @@ class Turn {
 
   /** One `chunk` per network read at most: the deltas parsed from it, joined. */
   flush() {
-    if (!this.pending) return;
+    if (!this.pending && !this.pendingReasoning) return;
     const text = this.pending;
+    const reasoning = this.pendingReasoning;
     this.pending = '';
-    this.capture.hub.send(chunk(this.id, this.seq, text));
+    this.pendingReasoning = '';
+    this.capture.hub.send(chunk(this.id, this.seq, text, reasoning || undefined));
     this.seq += 1;
     if (this.seq === 1) this.capture.emit('streaming', this);
   }
@@ -129,6 +132,7 @@ class Turn {
         return;
       case 'reasoning':
         this.reasoningChars += (ev.text || '').length;
+        this.pendingReasoning += ev.text || '';
         this.capture.emit('reasoning', this);
         return;
       case 'done':

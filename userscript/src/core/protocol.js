@@ -31,9 +31,12 @@ export function hello({ token, clientId, site, url, title, label, role, version 
   });
 }
 
-/** `chunk` — one delta of the assistant's answer (reasoning excluded). */
-export function chunk(turnId, seq, text) {
-  return { type: 'chunk', turn_id: turnId, seq, text };
+/**
+ * `chunk` — one delta of the assistant's answer; the model's thinking, kept apart by the
+ * adapters, rides along as `reasoning` (the hub never scans it for commands).
+ */
+export function chunk(turnId, seq, text, reasoning) {
+  return withOptional({ type: 'chunk', turn_id: turnId, seq, text }, { reasoning });
 }
 
 /** `turn_end` — the reply is complete; `text` is the exact full answer. */

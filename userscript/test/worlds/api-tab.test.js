@@ -1,6 +1,7 @@
 // The OpenAI-compatible API through a real browser tab: the official OpenAI Python SDK asks
 // `site/deepseek` on the real hub; the DeepSeek mock tab (our Chromium test extension, USER_SCRIPT
-// world) types the prompt, the site streams, and the SDK's stream reassembles the site's answer.
+// world) types the prompt, the site streams its thinking and its answer, and the SDK's stream
+// reassembles both, apart: the answer as `content`, the thinking as `reasoning_content`.
 // Needs `pip install openai` (tests/sdk/run.sh installs it; test-all.sh runs that first).
 //   node --test --test-reporter=spec test/worlds/api-tab.test.js
 import { test, before, after } from 'node:test';
@@ -44,13 +45,14 @@ stream = client.chat.completions.create(
     messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": sys.argv[3]}],
     stream=True,
 )
-text, finishes = "", []
+text, thinking, finishes = "", "", []
 for event in stream:
     for choice in event.choices:
         text += choice.delta.content or ""
+        thinking += getattr(choice.delta, "reasoning_content", None) or ""
         if choice.finish_reason:
             finishes.append(choice.finish_reason)
-print(json.dumps({"text": text, "finishes": finishes}))
+print(json.dumps({"text": text, "thinking": thinking, "finishes": finishes}))
 `;
 
 function runSdk(args) {
@@ -70,10 +72,12 @@ test('an OpenAI SDK stream is typed into a real tab and comes back as the site s
   try {
     await proxy.waitFrame((f) => f.dir === 'up' && f.frame?.type === 'ack' && f.frame.received === 'welcome', { what: 'the tab confirming its event stream' });
     const answer = 'Three words only. 三个词 ✅🚀';
-    mock.next('deepseek', { answer });
+    const reasoning = 'The user wants brevity. 要简短。';
+    mock.next('deepseek', { answer, reasoning, variant: 'thinking' });
     const result = await runSdk([hub.url, hub.token, 'Describe AIcard']);
     assert.equal(result.text, answer, 'the SDK reassembles exactly what the site streamed');
     assert.deepEqual(result.finishes, ['stop'], 'exactly one finish_reason');
+    assert.equal(result.thinking, reasoning, "DeepSeek's thinking arrives as reasoning_content, apart from the answer");
     const typed = site.promptFromRequest(mock.requests('deepseek').at(-1).body);
     assert.ok(typed.endsWith('Describe AIcard'), `the tab typed the last user message: ${typed}`);
     assert.ok(typed.includes('Be brief.'), 'with the earlier messages flattened above it');
