@@ -256,6 +256,12 @@ async fn a_models_thinking_streams_as_reasoning_content_never_as_content() {
         journal.contains("\"run_completed\"") && journal.contains("Answer done."),
         "{journal}"
     );
+    let status = h
+        .hub()
+        .runner
+        .status(h.hub(), id)
+        .expect("shown like any run");
+    assert!(status.contains("ask"), "{status}");
     let thinking: String = events
         .iter()
         .filter_map(|e| e["choices"][0]["delta"]["reasoning_content"].as_str())
