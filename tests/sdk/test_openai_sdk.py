@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -111,6 +112,7 @@ def hub():
     yield url
     proc.terminate()
     proc.wait(WAIT)
+    shutil.rmtree(data, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
