@@ -58,6 +58,8 @@ pub struct Hub {
     pub runner: crate::runner::Runner,
     /// SSE event streams that sent `welcome` and wait for the tab's `ack`.
     sse_waiting: sse::Unconfirmed,
+    /// The dashboard's login codes and sessions.
+    pub dashboard: crate::dashboard::Sessions,
 }
 
 /// Something that happened to a tab's connection.
@@ -145,6 +147,7 @@ impl Hub {
             commands: crate::control::Commands::new(&config),
             runner: crate::runner::Runner::default(),
             sse_waiting: sse::Unconfirmed::default(),
+            dashboard: crate::dashboard::Sessions::default(),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -451,6 +454,7 @@ fn router(hub: Arc<Hub>) -> Router {
         .route("/heartbeat", get(ws::heartbeat))
         .route("/events", get(sse::events))
         .route("/send", post(sse::send))
+        .merge(crate::dashboard::routes())
         .with_state(hub)
 }
 
