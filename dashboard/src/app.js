@@ -192,6 +192,7 @@ async function nodePanel(runId, nodeId, panel, keepOffset) {
       h('button', {
         class: 'item-row', 'data-item': it.index,
         onclick: async () => {
+          panel.dataset.item = String(it.index);
           const one = await api.node(runId, nodeId, it.index, 1);
           replace(detail, itemDetail(one.items[0]));
         },
@@ -200,6 +201,10 @@ async function nodePanel(runId, nodeId, panel, keepOffset) {
       n.offset > 0 ? h('button', { text: '‹', onclick: () => nodePanel(runId, nodeId, panel, Math.max(0, n.offset - 100)) }) : null,
       n.offset + n.items.length < n.total ? h('button', { text: `${t('more')} ›`, onclick: () => nodePanel(runId, nodeId, panel, n.offset + 100) }) : null);
     box.append(pager, list, detail);
+    if (panel.dataset.item && panel.dataset.node === nodeId) {
+      const one = await api.node(runId, nodeId, Number(panel.dataset.item), 1);
+      if (one.items[0]) detail.append(itemDetail(one.items[0]));
+    }
   }
   panel.hidden = false;
   panel.dataset.node = nodeId;
@@ -245,7 +250,7 @@ async function runPage(runId) {
         h('button', { id: 'stop', disabled: !running, onclick: () => control('stop'), text: `⊘ ${t('stop')}` })),
       detail.error ? h('p', { class: 'error', text: detail.error }) : null,
       detail.output ? h('details', { class: 'run-output' }, h('summary', { text: t('output_run') }), h('pre', { text: detail.output })) : null);
-    replace(dagBox, drawDag(detail.graph, states, (id) => { selected = id; nodePanel(runId, id, panel).catch((e) => replace(panel, errorBox(e))); draw(); }, selected));
+    replace(dagBox, drawDag(detail.graph, states, (id) => { selected = id; if (panel.dataset.node !== id) panel.dataset.item = ''; nodePanel(runId, id, panel).catch((e) => { panel.hidden = false; replace(panel, errorBox(e)); }); draw(); }, selected));
     replace(tl, timeline(detail));
     box.dataset.status = detail.status;
   };
