@@ -58,7 +58,10 @@ async fn assets_are_embedded_with_etag_and_a_strict_csp() {
     let h = hub().await;
     let r = client().get(h.http_url("/")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_string();
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
     assert!(csp.contains("default-src 'self'"), "{csp}");
     assert!(csp.contains("script-src 'self'"), "{csp}");
     assert!(!csp.contains("unsafe-inline"), "{csp}");
@@ -69,7 +72,10 @@ async fn assets_are_embedded_with_etag_and_a_strict_csp() {
     // Every script is a file of the hub's own: no inline script.
     for tag in html.split("<script").skip(1) {
         let head = tag.split('>').next().unwrap();
-        assert!(head.contains("src=\"/assets/"), "inline or foreign script: {head}");
+        assert!(
+            head.contains("src=\"/assets/"),
+            "inline or foreign script: {head}"
+        );
     }
     let again = client()
         .get(h.http_url("/"))
@@ -217,7 +223,11 @@ async fn state_changing_requests_with_a_cookie_need_same_origin_or_the_csrf_toke
     let url = h.http_url("/api/flows/validate");
     let body = "name: x\nnodes: [{id: a, prompt: hi}]\n";
     let post = || c.post(&url).header("cookie", &cookie).body(body);
-    assert_eq!(post().send().await.unwrap().status(), 403, "no Origin, no CSRF token");
+    assert_eq!(
+        post().send().await.unwrap().status(),
+        403,
+        "no Origin, no CSRF token"
+    );
     let r = post().header("x-csrf-token", "wrong").send().await.unwrap();
     assert_eq!(r.status(), 403);
     let r = post().header("x-csrf-token", &csrf).send().await.unwrap();
@@ -448,7 +458,11 @@ async fn a_run_started_from_the_api_shows_both_attempts_and_the_events_resume() 
     let before = api_get(&h, "/api/runs").await;
     assert_eq!(before["runs"].as_array().unwrap().len(), 0);
     let reader = read_events(&h, "", Some("0"), finished);
-    let started = api_post(&h, "/api/runs", json!({"flow": "retry", "inputs": {"topic": "dash"}}));
+    let started = api_post(
+        &h,
+        "/api/runs",
+        json!({"flow": "retry", "inputs": {"topic": "dash"}}),
+    );
     let (evs, started) = tokio::join!(reader, started);
     let run_id = started["run_id"].as_str().unwrap().to_string();
     let journal: Vec<_> = evs.iter().filter(|(_, e, _)| e == "journal").collect();
@@ -489,7 +503,10 @@ async fn a_run_started_from_the_api_shows_both_attempts_and_the_events_resume() 
     let atts = ask["items"][0]["attempts"].as_array().unwrap();
     assert_eq!(atts.len(), 2, "{ask}");
     assert_eq!(atts[0]["outcome"], "failed");
-    assert!(atts[0]["error"].as_str().unwrap().contains("429 rate limited"));
+    assert!(atts[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("429 rate limited"));
     assert_eq!(atts[1]["outcome"], "completed");
     assert_eq!(atts[1]["client"], "w1");
     assert!(atts[1]["total_ms"].is_number());
@@ -520,7 +537,10 @@ async fn pause_resume_stop_and_errors_of_runs() {
     let id = r["run_id"].as_str().unwrap().to_string();
     assert!(id.starts_with("quick-"));
     let bad = api_post(&h, "/api/runs", json!({"flow": "", "source": "name: [\n"})).await;
-    assert!(bad["error"].as_str().unwrap().contains("flow.yaml:"), "{bad}");
+    assert!(
+        bad["error"].as_str().unwrap().contains("flow.yaml:"),
+        "{bad}"
+    );
     // No worker tab: the run waits, so it can be paused, resumed and stopped.
     let r = api_post(&h, "/api/runs", json!({"flow": "retry"})).await;
     let id = r["run_id"].as_str().unwrap().to_string();
@@ -541,7 +561,9 @@ async fn pause_resume_stop_and_errors_of_runs() {
 #[tokio::test]
 async fn a_tabs_role_changes_through_the_role_command_code() {
     let h = hub().await;
-    let mut tab = h.scripted("w1", "kimi", "worker", |_: &str| Reply::Silent).await;
+    let mut tab = h
+        .scripted("w1", "kimi", "worker", |_: &str| Reply::Silent)
+        .await;
     let v = api_post(
         &h,
         &format!("/api/tabs/{}/role", tab.client_id),

@@ -24,7 +24,7 @@ macro_rules! check {
     ($hub:expr, $method:expr, $headers:expr) => {
         match authorize(&$hub, &$method, &$headers) {
             Ok(c) => c,
-            Err(r) => return r,
+            Err(r) => return r.into_response(),
         }
     };
 }
@@ -158,11 +158,11 @@ pub async fn flow_source(
     check!(hub, Method::GET, headers);
     let source = match hub.store.flow_source(&name) {
         Ok(Some(s)) => Some(s),
-        _ if crate::runner::Runner::load_flow(&hub, &name).is_ok() => ["yaml", "yml"]
-            .iter()
-            .find_map(|ext| {
+        _ if crate::runner::Runner::load_flow(&hub, &name).is_ok() => {
+            ["yaml", "yml"].iter().find_map(|ext| {
                 std::fs::read_to_string(hub.config.flows_dir.join(format!("{name}.{ext}"))).ok()
-            }),
+            })
+        }
         _ => None,
     };
     match source {

@@ -72,7 +72,11 @@ fn serve(headers: &HeaderMap, name: &str) -> Response {
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
     if !auth::host_is_loopback(host) {
-        return (StatusCode::FORBIDDEN, "Host 不是本机 / Host is not loopback").into_response();
+        return (
+            StatusCode::FORBIDDEN,
+            "Host 不是本机 / Host is not loopback",
+        )
+            .into_response();
     }
     let Some(i) = ASSETS.iter().position(|a| a.name == name) else {
         return StatusCode::NOT_FOUND.into_response();

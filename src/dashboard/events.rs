@@ -102,7 +102,7 @@ pub async fn events(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(r) = authorize(&hub, &Method::GET, &headers) {
-        return r;
+        return r.into_response();
     }
     let resume = headers
         .get("last-event-id")

@@ -26,7 +26,11 @@ pub async fn login(
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
     if !auth::host_is_loopback(host) {
-        return (StatusCode::FORBIDDEN, "Host 不是本机 / Host is not loopback").into_response();
+        return (
+            StatusCode::FORBIDDEN,
+            "Host 不是本机 / Host is not loopback",
+        )
+            .into_response();
     }
     let code = q.get("code").map(String::as_str).unwrap_or("");
     match hub.dashboard.redeem(code) {
@@ -60,7 +64,7 @@ pub async fn login(
 /// `POST /logout`: ends the session (same checks as the API).
 pub async fn logout(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorize(&hub, &Method::POST, &headers) {
-        return r;
+        return r.into_response();
     }
     if let Some(s) = session_cookie(&headers) {
         hub.dashboard.logout(&s);
@@ -86,7 +90,7 @@ pub async fn new_code(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Respon
             )
                 .into_response()
         }
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     }
     let code = hub.dashboard.login_code();
     let url = format!("{}/login?code={code}", hub.public_url());
@@ -161,7 +165,10 @@ async fn post_json(hostport: &str, path: &str, token: &str) -> anyhow::Result<St
         anyhow::bail!("HTTP {status}: {}", body.trim());
     }
     // The hub answers small JSON bodies; chunked encoding is not used for them, but be safe.
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         let mut out = String::new();
         let mut rest = body;
         while let Some((len, tail)) = rest.split_once("\r\n") {
@@ -186,6 +193,8 @@ fn open_browser(url: &str) {
     };
     match crate::exec::spawn_detached(opener, &[url]) {
         Ok(()) => {}
-        Err(e) => eprintln!("  (未能打开浏览器 / could not start a browser: {e}; open the URL above)"),
+        Err(e) => {
+            eprintln!("  (未能打开浏览器 / could not start a browser: {e}; open the URL above)")
+        }
     }
 }

@@ -69,7 +69,12 @@ impl Sessions {
         let now = Instant::now();
         s.codes.retain(|_, exp| *exp > now);
         if s.codes.len() >= MAX_CODES {
-            if let Some(oldest) = s.codes.iter().min_by_key(|(_, e)| **e).map(|(k, _)| k.clone()) {
+            if let Some(oldest) = s
+                .codes
+                .iter()
+                .min_by_key(|(_, e)| **e)
+                .map(|(k, _)| k.clone())
+            {
                 s.codes.remove(&oldest);
             }
         }
@@ -141,13 +146,23 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-fn refuse(status: StatusCode, msg: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        msg.to_string(),
-    )
-        .into_response()
+/// Why a request was refused: its status and message.
+#[derive(Debug)]
+pub struct Refusal(pub StatusCode, pub &'static str);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        (
+            self.0,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            self.1,
+        )
+            .into_response()
+    }
+}
+
+fn refuse(status: StatusCode, msg: &'static str) -> Refusal {
+    Refusal(status, msg)
 }
 
 /// True when `origin` is the hub's own origin as reached through `host`.
@@ -156,7 +171,7 @@ fn same_origin(origin: &str, host: &str) -> bool {
 }
 
 /// The checks of every `/api/*` request (see the module docs).
-pub fn authorize(hub: &Hub, method: &Method, headers: &HeaderMap) -> Result<Caller, Response> {
+pub fn authorize(hub: &Hub, method: &Method, headers: &HeaderMap) -> Result<Caller, Refusal> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -256,7 +271,10 @@ mod tests {
     #[test]
     fn cookie_parsing() {
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, "a=1; aicard_session=xyz; b=2".parse().unwrap());
+        h.insert(
+            header::COOKIE,
+            "a=1; aicard_session=xyz; b=2".parse().unwrap(),
+        );
         assert_eq!(session_cookie(&h).as_deref(), Some("xyz"));
     }
 }

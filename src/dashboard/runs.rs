@@ -48,7 +48,11 @@ pub fn rows_after(hub: &Hub, after: i64, limit: usize) -> Vec<Row> {
 /// The newest global journal id (0: none yet).
 pub fn last_id(hub: &Hub) -> i64 {
     hub.store
-        .read(|c| c.query_row("SELECT COALESCE(MAX(rowid), 0) FROM journal", [], |r| r.get(0)))
+        .read(|c| {
+            c.query_row("SELECT COALESCE(MAX(rowid), 0) FROM journal", [], |r| {
+                r.get(0)
+            })
+        })
         .unwrap_or(0)
 }
 
@@ -226,10 +230,12 @@ impl Attempt {
 
 /// Node id → item → attempts; node id → (queued, ended) times.
 type Attempts = HashMap<String, BTreeMap<usize, Vec<Attempt>>>;
+/// Node id → (queued ms, ended ms).
+type NodeTimes = HashMap<String, (Option<i64>, Option<i64>)>;
 
-fn attempts(l: &Loaded) -> (Attempts, HashMap<String, (Option<i64>, Option<i64>)>) {
+fn attempts(l: &Loaded) -> (Attempts, NodeTimes) {
     let mut out: Attempts = HashMap::new();
-    let mut times: HashMap<String, (Option<i64>, Option<i64>)> = HashMap::new();
+    let mut times: NodeTimes = HashMap::new();
     for row in &l.rows {
         let Ok(ev) = serde_json::from_str::<JournalEvent>(&row.event) else {
             continue;
@@ -266,8 +272,7 @@ fn attempts(l: &Loaded) -> (Attempts, HashMap<String, (Option<i64>, Option<i64>)
                 ..
             } => {
                 let i = slot(&mut out, &node, item, attempt);
-                out.get_mut(&node).and_then(|m| m.get_mut(&item)).unwrap()[i].started_ms =
-                    Some(at);
+                out.get_mut(&node).and_then(|m| m.get_mut(&item)).unwrap()[i].started_ms = Some(at);
             }
             JournalEvent::PromptSent {
                 node,
@@ -349,9 +354,8 @@ fn why(flow: &Flow, node: &str, attempts: &[Attempt]) -> Option<String> {
         .filter(|a| a.outcome == "failed")
         .filter_map(|a| a.client.as_deref())
         .collect();
-    let mut text = format!(
-        "`{tab}` 匹配 / matches `{to}`; 当时负载最低 / least loaded of the matching tabs"
-    );
+    let mut text =
+        format!("`{tab}` 匹配 / matches `{to}`; 当时负载最低 / least loaded of the matching tabs");
     if !avoided.is_empty() {
         text.push_str(&format!(
             "; 避开了失败过的 / avoiding tabs that failed: {}",
