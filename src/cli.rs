@@ -1,4 +1,4 @@
-//! The `aicard` command line: `serve`, `demo`, `flow validate|show`, `token`.
+//! The `aicard` command line: `serve`, `demo`, `flow validate|show`, `open`, `token`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -26,6 +26,8 @@ pub enum Command {
     /// Check or draw flow files / 校验或绘制流程文件
     #[command(subcommand)]
     Flow(FlowCommand),
+    /// Print a fresh dashboard login URL and open a browser where possible / 打开仪表盘
+    Open(crate::dashboard::login::OpenArgs),
     /// Print the hub's token (creating it on first use) / 打印令牌
     Token {
         /// Data directory holding the token and the store.
@@ -122,6 +124,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Demo(args) => crate::demo::run(args).await,
+        Command::Open(args) => crate::dashboard::login::open(args).await,
         Command::Flow(FlowCommand::Validate { files }) => Ok(validate(&files)),
         Command::Flow(FlowCommand::Show { file, format }) => {
             let flow = match crate::flows::load_file(&file) {
@@ -155,17 +158,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
 fn validate(files: &[PathBuf]) -> i32 {
     let mut bad = 0;
     for f in files {
-        match crate::flows::load_file(f) {
-            Ok(flow) => println!("{}: ok ({} nodes)", f.display(), flow.nodes.len()),
-            Err(diags) => {
-                bad += 1;
-                for d in diags {
-                    println!("{d}");
-                }
-            }
-        }
+        let loaded = crate::flows::load_file(f);
+        bad += usize::from(loaded.is_err());
+        print!("{}", validate_output(&f.display().to_string(), &loaded));
     }
     i32::from(bad > 0)
+}
+
+/// What `flow validate` prints for one file (also the answer of `POST /api/flows/validate`).
+pub fn validate_output(
+    file: &str,
+    loaded: &Result<crate::flows::Flow, Vec<crate::flows::Diagnostic>>,
+) -> String {
+    match loaded {
+        Ok(flow) => format!("{file}: ok ({} nodes)\n", flow.nodes.len()),
+        Err(diags) => diags.iter().map(|d| format!("{d}\n")).collect(),
+    }
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
@@ -175,6 +183,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
     let url = running.url();
     println!("AIcard hub listening on {url}");
     println!("  安装用户脚本 / install the userscript: {url}/aicard.user.js");
+    println!(
+        "  仪表盘 / dashboard: {url}/login?code={}",
+        running.hub.dashboard.login_code()
+    );
     println!(
         "  令牌保存在 / token kept in: {}",
         crate::hub::auth::token_path(&data_dir).display()

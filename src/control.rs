@@ -474,39 +474,7 @@ impl Host for HubHost {
         role: CmdRole,
         group: Option<String>,
     ) -> Result<String, HostError> {
-        let client = self
-            .hub
-            .registry
-            .get(&caller.client_id)
-            .ok_or_else(|| HostError::UnknownTarget(caller.client_id.clone()))?;
-        if let Some((card_role, _)) = self.hub.commands.card_role(&client) {
-            let wanted = role_from_cmd(role);
-            if card_role != wanted {
-                return Err(HostError::Other(format!(
-                    "角色卡规定此标签页为 {} / a role card makes this tab {}; edit the card to change it",
-                    card_role.as_str(),
-                    card_role.as_str()
-                )));
-            }
-        }
-        let role = role_from_cmd(role);
-        client.update_info(|i| {
-            i.role = role;
-            if group.is_some() {
-                i.group = group.clone();
-            }
-        });
-        self.hub.registry.persist(&client);
-        let _ = self
-            .hub
-            .registry
-            .send(&client.id, &self.hub.welcome(&client));
-        let g = client
-            .info()
-            .group
-            .map(|g| format!(", group {g}"))
-            .unwrap_or_default();
-        Ok(format!("角色已设为 / role set to {}{g}", role.as_str()))
+        set_tab_role(&self.hub, &caller.client_id, role_from_cmd(role), group)
     }
 
     /// Live output of a shell command goes to the tab that ran it as `cmd_output` frames.
@@ -540,6 +508,43 @@ impl Host for HubHost {
     async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
         manager(&self.hub, caller, request).map_err(|e| HostError::Other(e.to_string()))
     }
+}
+
+/// `?<role …>!` for one tab (also the dashboard's role/group change): a role card wins, the
+/// new role and group are kept and the tab gets a fresh `welcome`.
+pub fn set_tab_role(
+    hub: &Hub,
+    client_id: &str,
+    role: Role,
+    group: Option<String>,
+) -> Result<String, HostError> {
+    let client = hub
+        .registry
+        .get(client_id)
+        .ok_or_else(|| HostError::UnknownTarget(client_id.to_string()))?;
+    if let Some((card_role, _)) = hub.commands.card_role(&client) {
+        if card_role != role {
+            return Err(HostError::Other(format!(
+                "角色卡规定此标签页为 {} / a role card makes this tab {}; edit the card to change it",
+                card_role.as_str(),
+                card_role.as_str()
+            )));
+        }
+    }
+    client.update_info(|i| {
+        i.role = role;
+        if group.is_some() {
+            i.group = group.clone();
+        }
+    });
+    hub.registry.persist(&client);
+    let _ = hub.registry.send(&client.id, &hub.welcome(&client));
+    let g = client
+        .info()
+        .group
+        .map(|g| format!(", group {g}"))
+        .unwrap_or_default();
+    Ok(format!("角色已设为 / role set to {}{g}", role.as_str()))
 }
 
 fn role_from_cmd(r: CmdRole) -> Role {

@@ -203,6 +203,18 @@ pub enum ExecError {
     },
 }
 
+/// Starts a desktop helper (`xdg-open URL` for `aicard open`) without a shell and without
+/// waiting for it; an error if it cannot start (e.g. not installed).
+pub fn spawn_detached(program: &str, args: &[&str]) -> std::io::Result<()> {
+    std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(|_| ())
+}
+
 /// Run one command under `policy`, streaming output to `live` if given.
 pub async fn run(
     policy: &ExecPolicy,

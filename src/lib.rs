@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod control;
+pub mod dashboard;
 pub mod demo;
 pub mod exec;
 pub mod flows;

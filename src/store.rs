@@ -122,6 +122,9 @@ pub struct RunRecord {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    /// Bumped after every journal write, so readers (the dashboard's event stream) wait on it
+    /// instead of polling.
+    journal_tick: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Store {
@@ -136,7 +139,23 @@ impl Store {
         migrate(&conn)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
+            journal_tick: Arc::new(tokio::sync::watch::channel(0).0),
         })
+    }
+
+    /// Changes after every journal write (its value counts the writes).
+    pub fn journal_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.journal_tick.subscribe()
+    }
+
+    fn journal_written(&self) {
+        self.journal_tick.send_modify(|n| *n += 1);
+    }
+
+    /// Runs `f` on the connection: read-only queries of modules with their own views of the
+    /// tables (the dashboard).
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> StoreResult<T> {
+        Ok(f(&self.conn())?)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -256,6 +275,10 @@ impl Store {
             }
         }
         tx.commit()?;
+        drop(conn);
+        if journal.is_some() {
+            self.journal_written();
+        }
         Ok(dropped)
     }
 
@@ -383,6 +406,8 @@ impl Store {
             params![r.run_id, r.started_ms, first_event],
         )?;
         tx.commit()?;
+        drop(conn);
+        self.journal_written();
         Ok(())
     }
 
@@ -423,7 +448,9 @@ impl Store {
 
     /// Appends one journal event; `seq` is assigned here, dense per run.
     pub fn append_event(&self, run_id: &str, event_json: &str, now_ms: i64) -> StoreResult<i64> {
-        append_in(&self.conn(), run_id, event_json, now_ms)
+        let seq = append_in(&self.conn(), run_id, event_json, now_ms)?;
+        self.journal_written();
+        Ok(seq)
     }
 
     /// A run's journal in order.

@@ -60,6 +60,8 @@ pub struct Hub {
     sse_waiting: sse::Unconfirmed,
     /// The OpenAI-compatible API's admission and streams (`crate::api`).
     pub api: crate::api::ApiState,
+    /// The dashboard's login codes and sessions.
+    pub dashboard: crate::dashboard::Sessions,
 }
 
 /// Something that happened to a tab's connection.
@@ -148,6 +150,7 @@ impl Hub {
             runner: crate::runner::Runner::default(),
             sse_waiting: sse::Unconfirmed::default(),
             api: crate::api::ApiState::new(registry.clone(), tasks.clone()),
+            dashboard: crate::dashboard::Sessions::default(),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -479,6 +482,7 @@ fn router(hub: Arc<Hub>) -> Router {
         .route("/events", get(sse::events))
         .route("/send", post(sse::send))
         .merge(crate::api::routes())
+        .merge(crate::dashboard::routes())
         .with_state(hub)
 }
 

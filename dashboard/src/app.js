@@ -1,0 +1,400 @@
+// The AIcard dashboard: tabs, runs (live DAG, node panel, timeline, pause/resume/stop) and the
+// flow editor. Hash routes: #/tabs, #/runs, #/runs/ID, #/flows.
+import { h, s, replace, clear } from './dom.js';
+import { t, toggleLang, getLang } from './i18n.js';
+import { api, ApiError } from './api.js';
+import { badge, legend, fanoutText } from './states.js';
+import { drawDag } from './dag.js';
+import * as live from './live.js';
+
+const app = document.getElementById('app');
+const main = h('main', { id: 'main' });
+const status = h('span', { class: 'live', id: 'live', title: 'event stream' });
+let page = null; // { route, onEvent?, dispose? }
+let tabsCache = [];
+
+window.__aicard = { live: live.debug, ready: false };
+
+function fmtTime(ms) {
+  if (!ms) return t('unknown');
+  const d = new Date(ms);
+  return d.toLocaleTimeString(getLang() === 'zh' ? 'zh-CN' : 'en-GB', { hour12: false }) + `.${String(d.getMilliseconds()).padStart(3, '0')}`;
+}
+
+function fmtMs(ms) {
+  if (ms === null || ms === undefined) return t('unknown');
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function safeUrl(u) {
+  try {
+    const url = new URL(u);
+    return url.protocol === 'https:' || url.protocol === 'http:' ? url.href : null;
+  } catch { return null; }
+}
+
+function throttle(fn, ms) {
+  let timer = null, again = false;
+  const run = async () => {
+    again = false;
+    try { await fn(); } finally {
+      timer = setTimeout(() => { timer = null; if (again) run(); }, ms);
+    }
+  };
+  return () => { if (timer) again = true; else run(); };
+}
+
+function errorBox(e) {
+  return h('p', { class: 'error', role: 'alert', text: e instanceof Error ? e.message : String(e) });
+}
+
+function header() {
+  const nav = h('nav', {},
+    [['#/tabs', 'tabs'], ['#/runs', 'runs'], ['#/flows', 'flows']].map(([href, key]) =>
+      h('a', { href, 'data-nav': key, text: t(key) })));
+  return h('header', {},
+    h('h1', { text: t('title') }), nav, status,
+    h('button', { class: 'lang', id: 'lang', onclick: () => { toggleLang(); render(); }, text: t('lang') }));
+}
+
+// ---------------------------------------------------------------- Tabs
+
+async function tabsPage() {
+  const box = h('section', { class: 'tabs-page' }, h('h2', { text: t('tabs') }));
+  const table = h('div');
+  box.append(table);
+  const load = async () => {
+    const { tabs } = await api.tabs();
+    tabsCache = tabs;
+    if (!tabs.length) { replace(table, h('p', { class: 'empty', text: t('no_tabs') })); return; }
+    const rows = tabs.map((tab) => {
+      const role = h('select', { 'aria-label': t('role'), 'data-field': 'role' },
+        ['worker', 'foreman', 'master'].map((r) => h('option', { value: r, selected: r === tab.role, text: r })));
+      const group = h('input', { value: tab.group || '', 'aria-label': t('group'), size: 8, 'data-field': 'group' });
+      const msg = h('span', { class: 'msg' });
+      const save = h('button', {
+        text: t('save'),
+        onclick: async () => {
+          try { const r = await api.setRole(tab.id, role.value, group.value); msg.textContent = r.message; } catch (e) { msg.textContent = e.message; }
+        },
+      });
+      const url = safeUrl(tab.url);
+      return h('tr', { 'data-tab': tab.id },
+        h('td', {}, url ? h('a', { href: url, target: '_blank', rel: 'noopener noreferrer', text: tab.site }) : tab.site),
+        h('td', { text: tab.label || tab.id }),
+        h('td', { text: tab.role }),
+        h('td', { text: tab.group || '—' }),
+        h('td', { text: tab.node || t('unknown') }),
+        h('td', {}, h('span', { class: `badge tab-${tab.state}`, text: t(tab.state) })),
+        h('td', {}, h('span', { class: `badge health-${tab.health}`, text: t(tab.health) })),
+        h('td', { class: 'num', text: tab.queue }),
+        h('td', { class: 'change' }, role, group, save, msg));
+    });
+    replace(table, h('table', { class: 'grid' },
+      h('thead', {}, h('tr', {}, ['site', 'label', 'role', 'group', 'node', 'state', 'health', 'queue', 'actions'].map((k) => h('th', { text: t(k) })))),
+      h('tbody', {}, rows)));
+  };
+  await load();
+  const refresh = throttle(load, 300);
+  return { el: box, onEvent: (kind) => { if (kind === 'tab') refresh(); } };
+}
+
+// ---------------------------------------------------------------- Runs
+
+async function runsPage() {
+  const box = h('section', {}, h('h2', { text: t('runs') }));
+  const table = h('div');
+  box.append(table);
+  const load = async () => {
+    const { runs } = await api.runs();
+    if (!runs.length) { replace(table, h('p', { class: 'empty', text: t('no_runs') })); return; }
+    replace(table, h('table', { class: 'grid' },
+      h('thead', {}, h('tr', {}, ['run', 'flow', 'state', 'started', 'updated'].map((k) => h('th', { text: t(k) })))),
+      h('tbody', {}, runs.map((r) => h('tr', { 'data-run': r.run_id },
+        h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(r.run_id)}`, text: r.run_id })),
+        h('td', { text: r.flow }),
+        h('td', {}, badge(r.state)),
+        h('td', { text: new Date(r.started_ms).toLocaleString() }),
+        h('td', { text: fmtTime(r.updated_ms) }))))));
+  };
+  await load();
+  const refresh = throttle(load, 500);
+  return { el: box, onEvent: (kind, d) => { if (kind === 'run' || (kind === 'journal' && /^run_/.test(d.event?.type || ''))) refresh(); } };
+}
+
+function timeline(detail) {
+  const now = Date.now();
+  const start = detail.run.started_ms;
+  const nodes = detail.nodes.filter((n) => n.queued_ms);
+  const end = Math.max(start + 1, ...nodes.map((n) => n.ended_ms || now), detail.run.updated_ms);
+  const W = 720, ROW = 22, LEFT = 150, width = LEFT + W + 20;
+  const x = (ms) => LEFT + ((ms - start) / (end - start)) * W;
+  const svg = s('svg', { class: 'timeline', width, height: 30 + nodes.length * ROW, viewBox: `0 0 ${width} ${30 + nodes.length * ROW}` },
+    s('text', { x: LEFT, y: 14, class: 'axis', text: fmtTime(start) }),
+    s('text', { x: LEFT + W, y: 14, class: 'axis', 'text-anchor': 'end', text: fmtTime(end) }),
+    s('line', { x1: LEFT, x2: LEFT + W, y1: 20, y2: 20, class: 'axis-line' }));
+  nodes.forEach((n, i) => {
+    const y = 26 + i * ROW;
+    const x1 = x(n.queued_ms), x2 = Math.max(x1 + 2, x(n.ended_ms || now));
+    svg.append(s('text', { x: 4, y: y + 13, class: 'label', text: n.id }),
+      s('rect', { x: x1, y, width: x2 - x1, height: ROW - 6, rx: 3, class: `bar st-${n.state}` },
+        s('title', { text: `${n.id}: ${t(n.state)} ${fmtTime(n.queued_ms)} → ${n.ended_ms ? fmtTime(n.ended_ms) : '…'} (${fmtMs((n.ended_ms || now) - n.queued_ms)})` })));
+  });
+  return svg;
+}
+
+function attemptsTable(item) {
+  return h('table', { class: 'grid attempts' },
+    h('thead', {}, h('tr', {}, ['attempt', 'chosen_tab', 'outcome', 'started', 'queue_ms', 'first_chunk', 'total', 'error'].map((k) => h('th', { text: t(k) })))),
+    h('tbody', {}, item.attempts.map((a) => h('tr', { 'data-attempt': a.attempt },
+      h('td', { text: a.attempt }),
+      h('td', { text: a.client || t('unknown') }),
+      h('td', {}, badge(a.outcome)),
+      h('td', { text: fmtTime(a.started_ms) }),
+      h('td', { text: fmtMs(a.queue_ms) }),
+      h('td', { text: a.first_chunk_ms === null ? t('not_recorded') : fmtMs(a.first_chunk_ms) }),
+      h('td', { text: fmtMs(a.total_ms) }),
+      h('td', { class: 'err', text: a.error || '' })))));
+}
+
+function tabLink(client) {
+  const tab = tabsCache.find((x) => x.id === client || x.label === client);
+  const url = tab && safeUrl(tab.url);
+  return url ? h('a', { href: url, target: '_blank', rel: 'noopener noreferrer', class: 'tablink', text: `${t('open_tab')} ↗` }) : null;
+}
+
+function itemDetail(item) {
+  const last = item.attempts[item.attempts.length - 1];
+  return h('div', { class: 'item', 'data-item': item.index },
+    h('h4', {}, `${item.label} `, badge(item.state)),
+    h('dl', {},
+      h('dt', { text: t('chosen_tab') }), h('dd', {}, item.client || t('unknown'), ' ', item.client ? tabLink(item.client) : null),
+      h('dt', { text: t('why') }), h('dd', { text: item.why || t('unknown') }),
+      h('dt', { text: t('prompt') }), h('dd', {}, last && last.prompt ? h('pre', { class: 'prompt', text: last.prompt }) : t('unknown'))),
+    h('h5', { text: `${t('attempts')} (${item.attempts.length})` }),
+    attemptsTable(item),
+    item.output ? [h('h5', { text: t('output') }), h('pre', { class: 'output', text: item.output })] : null,
+    item.error ? [h('h5', { text: t('error') }), h('pre', { class: 'error', text: item.error })] : null);
+}
+
+async function nodePanel(runId, nodeId, panel, keepOffset) {
+  const n = await api.node(runId, nodeId, keepOffset || 0, 100);
+  const box = h('div', { class: 'panel-body', 'data-panel-node': nodeId });
+  box.append(h('div', { class: 'panel-head' },
+    h('h3', {}, `${t('node_panel')} ${n.id} `, badge(n.state)),
+    h('button', { class: 'close', text: t('close'), onclick: () => { clear(panel); panel.hidden = true; panel.dataset.node = ''; } })));
+  if (n.template) box.append(h('h5', { text: t('template') }), h('pre', { class: 'template', text: n.template }));
+  if (n.total <= 50) {
+    for (const item of n.items) box.append(itemDetail(item));
+  } else {
+    const detail = h('div', { class: 'item-detail' });
+    const list = h('ol', { class: 'items', start: n.offset + 1 }, n.items.map((it) => h('li', {},
+      h('button', {
+        class: 'item-row', 'data-item': it.index,
+        onclick: async () => {
+          panel.dataset.item = String(it.index);
+          const one = await api.node(runId, nodeId, it.index, 1);
+          replace(detail, itemDetail(one.items[0]));
+        },
+      }, badge(it.state), ` ${it.label}`, it.client ? ` · ${it.client}` : '', it.attempts.length > 1 ? ` · ${it.attempts.length} ${t('attempts')}` : ''))));
+    const pager = h('p', { class: 'pager' }, `${t('items')} ${n.offset + 1}–${n.offset + n.items.length} ${t('of')} ${n.total} `,
+      n.offset > 0 ? h('button', { text: '‹', onclick: () => nodePanel(runId, nodeId, panel, Math.max(0, n.offset - 100)) }) : null,
+      n.offset + n.items.length < n.total ? h('button', { text: `${t('more')} ›`, onclick: () => nodePanel(runId, nodeId, panel, n.offset + 100) }) : null);
+    box.append(pager, list, detail);
+    if (panel.dataset.item && panel.dataset.node === nodeId) {
+      const one = await api.node(runId, nodeId, Number(panel.dataset.item), 1);
+      if (one.items[0]) detail.append(itemDetail(one.items[0]));
+    }
+  }
+  panel.hidden = false;
+  panel.dataset.node = nodeId;
+  panel.dataset.offset = String(n.offset);
+  replace(panel, box);
+}
+
+async function runPage(runId) {
+  const box = h('section', { class: 'run-page' });
+  const head = h('div', { class: 'run-head' });
+  const dagBox = h('div', { class: 'dag-box', id: 'dag' });
+  const panel = h('aside', { class: 'panel', id: 'panel', hidden: true });
+  const tl = h('div', { class: 'timeline-box' });
+  const events = h('ol', { class: 'events', id: 'events', reversed: true });
+  const seen = new Map(); // journal id → row
+  box.append(head, legend(), h('div', { class: 'run-body' }, dagBox, panel),
+    h('h3', { text: t('timeline') }), tl, h('h3', { text: t('events') }), events);
+  let detail = null;
+  let selected = null;
+
+  const eventRow = (ev) => h('li', { 'data-id': ev.id },
+    h('span', { class: 'at', text: fmtTime(ev.at_ms) }), ' ',
+    h('code', { text: ev.event?.type || '?' }), ' ',
+    [ev.event?.node, ev.event?.item !== undefined ? `#${ev.event.item}` : null, ev.event?.attempt ? `attempt ${ev.event.attempt}` : null, ev.event?.client, ev.event?.error]
+      .filter((x) => x !== null && x !== undefined && x !== '').join(' · '));
+  const addEvent = (ev) => {
+    if (seen.has(ev.id)) return;
+    seen.set(ev.id, ev);
+    events.prepend(eventRow(ev));
+    while (events.children.length > 40) events.lastChild.remove();
+  };
+
+  const draw = () => {
+    const states = Object.fromEntries(detail.nodes.map((n) => [n.id, n]));
+    const running = ['running', 'paused'].includes(detail.status);
+    replace(head,
+      h('h2', {}, `${t('run')} ${detail.run.run_id} `, badge(detail.status)),
+      h('p', { class: 'meta' }, `${t('flow')}: ${detail.run.flow} · ${t('started')}: ${new Date(detail.run.started_ms).toLocaleString()} · `,
+        h('span', { id: 'journal-len', text: `${detail.journal_len} ${t('journal_len')}` })),
+      h('div', { class: 'controls' },
+        h('button', { id: 'pause', disabled: detail.status !== 'running', onclick: () => control('pause'), text: `⏸ ${t('pause')}` }),
+        h('button', { id: 'resume', disabled: detail.status !== 'paused', onclick: () => control('resume'), text: `▶ ${t('resume')}` }),
+        h('button', { id: 'stop', disabled: !running, onclick: () => control('stop'), text: `⊘ ${t('stop')}` })),
+      detail.error ? h('p', { class: 'error', text: detail.error }) : null,
+      detail.output ? h('details', { class: 'run-output' }, h('summary', { text: t('output_run') }), h('pre', { text: detail.output })) : null);
+    replace(dagBox, drawDag(detail.graph, states, (id) => { selected = id; if (panel.dataset.node !== id) panel.dataset.item = ''; nodePanel(runId, id, panel).catch((e) => { panel.hidden = false; replace(panel, errorBox(e)); }); draw(); }, selected));
+    replace(tl, timeline(detail));
+    box.dataset.status = detail.status;
+  };
+  const control = async (action) => {
+    try { await api.control(runId, action); } catch (e) { head.append(errorBox(e)); }
+  };
+  const load = async () => {
+    detail = await api.run(runId);
+    for (const ev of detail.journal) addEvent(ev);
+    draw();
+    if (panel.dataset.node) await nodePanel(runId, panel.dataset.node, panel, Number(panel.dataset.offset || 0));
+  };
+  await load();
+  live.connect(detail.seq);
+  const refresh = throttle(load, 250);
+  return {
+    el: box,
+    onEvent: (kind, d) => {
+      if (kind === 'journal' && d.run_id === runId) { addEvent(d); refresh(); }
+    },
+  };
+}
+
+// ---------------------------------------------------------------- Flows
+
+const NEW_FLOW = `name: my-flow
+description: two reviews, one synthesis
+inputs: {topic: {default: "the dashboard"}}
+nodes:
+  - id: review
+    to: [role:worker, role:worker]
+    prompt: "Review {{ topic }}"
+  - id: synth
+    depends_on: review
+    prompt: "Merge: {{ review.output }}"
+`;
+
+async function flowsPage() {
+  const box = h('section', { class: 'flows-page' }, h('h2', { text: t('editor') }));
+  const { flows } = await api.flows();
+  const pick = h('select', { id: 'flow-pick', 'aria-label': t('flow') }, h('option', { value: '', text: t('new_flow') }), flows.map((f) => h('option', { value: f, text: f })));
+  const editor = h('textarea', { id: 'editor', spellcheck: 'false', rows: 22, cols: 70, 'aria-label': t('editor') });
+  const diags = h('ul', { class: 'diags', id: 'diags' });
+  const verdict = h('p', { class: 'verdict', id: 'verdict' });
+  const preview = h('div', { class: 'dag-box', id: 'preview' });
+  const inputs = h('form', { class: 'inputs', id: 'inputs', onsubmit: (e) => e.preventDefault() });
+  const runMsg = h('p', { class: 'msg', id: 'run-msg' });
+  let graph = null;
+  let file = 'flow.yaml';
+
+  const jump = (line, col) => {
+    const lines = editor.value.split('\n');
+    let at = 0;
+    for (let i = 0; i < line - 1 && i < lines.length; i++) at += lines[i].length + 1;
+    at += col - 1;
+    editor.focus();
+    editor.setSelectionRange(at, at + 1);
+  };
+  const check = async () => {
+    const r = await api.validate(file, editor.value);
+    replace(diags, r.diagnostics.map((d) => h('li', {},
+      h('button', { class: 'at', onclick: () => jump(d.line, d.col), text: `${d.line}:${d.col}` }), ' ', d.message)));
+    verdict.textContent = r.ok ? `✓ ${t('valid')} — ${r.output.trim()}` : `✗ ${t('invalid')} (${r.diagnostics.length})`;
+    verdict.className = `verdict ${r.ok ? 'ok' : 'bad'}`;
+    verdict.dataset.output = r.output;
+    if (r.ok) {
+      graph = r.graph;
+      replace(preview, drawDag(graph, null, null));
+      const old = Object.fromEntries([...inputs.querySelectorAll('input')].map((i) => [i.name, i.value]));
+      replace(inputs, h('h4', { text: t('inputs') }), graph.inputs.map((inp) => h('label', {},
+        h('span', { text: `${inp.name}${inp.required ? ' *' : ''}` }),
+        h('input', { name: inp.name, value: old[inp.name] ?? inp.default ?? '', required: inp.required, placeholder: inp.description || '' }))),
+      h('button', { id: 'run-flow', type: 'button', onclick: start, text: `▶ ${t('run_flow')}` }));
+    }
+  };
+  const start = async () => {
+    const values = Object.fromEntries([...inputs.querySelectorAll('input')].map((i) => [i.name, i.value]));
+    try {
+      const r = await api.start(graph.name, values, editor.value);
+      location.hash = `#/runs/${encodeURIComponent(r.run_id)}`;
+    } catch (e) { runMsg.textContent = e.message; }
+  };
+  const recheck = throttle(() => check().catch((e) => { verdict.textContent = e.message; }), 200);
+  editor.addEventListener('input', recheck);
+  pick.addEventListener('change', async () => {
+    if (!pick.value) { editor.value = NEW_FLOW; file = 'flow.yaml'; } else {
+      const f = await api.flow(pick.value);
+      editor.value = f.source;
+      file = `${pick.value}.yaml`;
+    }
+    await check();
+  });
+  editor.value = NEW_FLOW;
+  box.append(h('div', { class: 'flow-tools' }, pick),
+    h('div', { class: 'flow-body' }, h('div', { class: 'edit-col' }, editor, verdict, diags), h('div', { class: 'preview-col' }, h('h4', { text: t('preview') }), preview, inputs, runMsg)));
+  await check();
+  return { el: box };
+}
+
+// ---------------------------------------------------------------- Shell
+
+async function route() {
+  const hash = location.hash || '#/runs';
+  const m = /^#\/runs\/(.+)$/.exec(hash);
+  const key = m ? 'runs' : (hash.slice(2) || 'runs');
+  for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.nav === key);
+  window.__aicard.ready = false;
+  try {
+    if (!tabsCache.length) tabsCache = (await api.tabs()).tabs;
+    page = m ? await runPage(decodeURIComponent(m[1]))
+      : key === 'tabs' ? await tabsPage()
+        : key === 'flows' ? await flowsPage()
+          : await runsPage();
+    replace(main, page.el);
+  } catch (e) {
+    page = null;
+    replace(main, e instanceof ApiError && e.status === 401 ? h('p', { class: 'login', text: t('login_needed') }) : errorBox(e));
+  }
+  live.connect();
+  window.__aicard.ready = true;
+  document.dispatchEvent(new Event('aicard:ready'));
+}
+
+function render() {
+  replace(app, header(), main);
+  document.title = t('title');
+  route();
+}
+
+live.subscribe((kind, data) => {
+  if (kind === 'status') { status.className = `live ${data === 1 ? 'on' : 'off'}`; status.textContent = data === 1 ? `● ${t('live')}` : '○'; }
+  if (kind === 'tab') api.tabs().then((r) => { tabsCache = r.tabs; }).catch(() => {});
+  if (page && page.onEvent) page.onEvent(kind, data);
+});
+
+window.addEventListener('hashchange', route);
+
+(async () => {
+  try {
+    await api.session();
+  } catch (e) {
+    replace(app, header(), h('main', {}, e instanceof ApiError && e.status === 401 ? h('p', { class: 'login', text: t('login_needed') }) : errorBox(e)));
+    window.__aicard.ready = true;
+    return;
+  }
+  render();
+})();

@@ -1,0 +1,52 @@
+// Two languages; the choice is kept in localStorage.
+const DICT = {
+  en: {
+    title: 'AIcard dashboard', tabs: 'Tabs', runs: 'Runs', flows: 'Flows', lang: '中文',
+    login_needed: 'Not logged in. Run `aicard open` (or use the login URL `aicard serve` printed) to open the dashboard.',
+    site: 'Site', label: 'Label', role: 'Role', group: 'Group', node: 'Node', state: 'State', health: 'Health', queue: 'Queue', actions: 'Change',
+    save: 'Save', no_tabs: 'No tabs are connected. Install the userscript in your chat tabs.',
+    run: 'Run', flow: 'Flow', started: 'Started', updated: 'Updated', no_runs: 'No runs yet. Start one from Flows.',
+    pause: 'Pause', resume: 'Resume', stop: 'Stop', legend: 'Legend', timeline: 'Timeline', events: 'Latest journal events',
+    node_panel: 'Node', prompt: 'Rendered prompt', template: 'Template', chosen_tab: 'Chosen tab', why: 'Why', attempts: 'Attempts',
+    attempt: '#', outcome: 'Outcome', queue_ms: 'Queue', first_chunk: 'First chunk', total: 'Total', output: 'Output', error: 'Error',
+    open_tab: 'Open the tab', items: 'Items', more: 'More', close: 'Close', unknown: '—', not_recorded: 'not recorded',
+    editor: 'Flow editor', valid: 'Valid', invalid: 'Problems', inputs: 'Inputs', run_flow: 'Run this flow', new_flow: 'New flow',
+    load: 'Load', preview: 'Drawing', output_run: 'Run output', live: 'live', expand: 'click to expand', collapse: 'collapse',
+    pending: 'pending', running: 'running', paused: 'paused', completed: 'completed', failed: 'failed', skipped: 'skipped',
+    cancelled: 'cancelled', retrying: 'retrying', idle: 'idle', busy: 'busy', offline: 'offline', ok: 'ok', silent: 'silent', lost: 'lost',
+    stopped: 'stopped', interrupted: 'interrupted', new: 'new', of: 'of', journal_len: 'journal events',
+  },
+  zh: {
+    title: 'AIcard 仪表盘', tabs: '标签页', runs: '运行', flows: '流程', lang: 'English',
+    login_needed: '尚未登录。运行 `aicard open`（或打开 `aicard serve` 打印的登录链接）进入仪表盘。',
+    site: '站点', label: '标签', role: '角色', group: '分组', node: '节点', state: '状态', health: '健康', queue: '队列', actions: '修改',
+    save: '保存', no_tabs: '没有已连接的标签页。请在聊天标签页中安装用户脚本。',
+    run: '运行', flow: '流程', started: '开始', updated: '更新', no_runs: '还没有运行。到“流程”页开始一个。',
+    pause: '暂停', resume: '继续', stop: '停止', legend: '图例', timeline: '时间线', events: '最近的日志事件',
+    node_panel: '节点', prompt: '渲染后的提示词', template: '模板', chosen_tab: '选中的标签页', why: '原因', attempts: '尝试',
+    attempt: '#', outcome: '结果', queue_ms: '排队', first_chunk: '首个片段', total: '总计', output: '输出', error: '错误',
+    open_tab: '打开该标签页', items: '条目', more: '更多', close: '关闭', unknown: '—', not_recorded: '未记录',
+    editor: '流程编辑器', valid: '有效', invalid: '问题', inputs: '输入', run_flow: '运行此流程', new_flow: '新流程',
+    load: '载入', preview: '图', output_run: '运行结果', live: '实时', expand: '点击展开', collapse: '收起',
+    pending: '等待', running: '运行中', paused: '已暂停', completed: '已完成', failed: '失败', skipped: '已跳过',
+    cancelled: '已取消', retrying: '重试中', idle: '空闲', busy: '忙碌', offline: '离线', ok: '正常', silent: '无响应', lost: '丢失',
+    stopped: '已停止', interrupted: '已中断', new: '新建', of: '/', journal_len: '条日志事件',
+  },
+};
+
+let lang = 'en';
+try {
+  lang = localStorage.getItem('aicard.lang') || ((navigator.language || '').startsWith('zh') ? 'zh' : 'en');
+} catch { /* storage unavailable */ }
+
+export function t(key) {
+  return (DICT[lang] && DICT[lang][key]) || DICT.en[key] || key;
+}
+
+export function getLang() { return lang; }
+
+export function toggleLang() {
+  lang = lang === 'en' ? 'zh' : 'en';
+  try { localStorage.setItem('aicard.lang', lang); } catch { /* private mode */ }
+  document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
+}

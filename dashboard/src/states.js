@@ -1,0 +1,45 @@
+// Every state drawn distinctly: an icon, its name, and a colour from the Okabe–Ito palette
+// (safe for the common colour-vision deficiencies), plus a border style.
+import { h, s } from './dom.js';
+import { t } from './i18n.js';
+
+export const STATES = {
+  pending: { icon: '○' },
+  running: { icon: '▶' },
+  retrying: { icon: '↻' },
+  paused: { icon: '⏸' },
+  completed: { icon: '✓' },
+  failed: { icon: '✗' },
+  skipped: { icon: '↷' },
+  cancelled: { icon: '⊘' },
+};
+
+export function icon(state) {
+  return (STATES[state] || STATES.pending).icon;
+}
+
+/** A badge: icon + translated name, coloured by class. */
+export function badge(state) {
+  return h('span', { class: `badge st-${state}`, 'data-state': state }, `${icon(state)} ${t(state)}`);
+}
+
+export function legend() {
+  return h('div', { class: 'legend', 'aria-label': t('legend') },
+    h('span', { class: 'legend-title', text: `${t('legend')}:` }),
+    Object.keys(STATES).map((k) => badge(k)));
+}
+
+/** "14/20 ✓ 2 ✗ 4 running" for a node with many items. */
+export function fanoutText(node) {
+  const c = node.counts || {};
+  const done = c.completed || 0;
+  const parts = [`${done}/${node.total} ✓`];
+  if (c.failed) parts.push(`${c.failed} ✗`);
+  const running = (c.running || 0) + (c.retrying || 0);
+  if (running) parts.push(`${running} ${t('running')}`);
+  if (c.pending) parts.push(`${c.pending} ${t('pending')}`);
+  if (c.cancelled) parts.push(`${c.cancelled} ${icon('cancelled')}`);
+  return parts.join(' ');
+}
+
+export { s };

@@ -1,0 +1,319 @@
+//! The JSON API under `/api/` (SPEC §13). Every handler starts with [`authorize`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{authorize, runs, Caller};
+use crate::hub::registry::ConnState;
+use crate::hub::Hub;
+use crate::protocol::Role;
+use crate::runner::Control;
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, Json(json!({"error": msg.into()}))).into_response()
+}
+
+macro_rules! check {
+    ($hub:expr, $method:expr, $headers:expr) => {
+        match authorize(&$hub, &$method, &$headers) {
+            Ok(c) => c,
+            Err(r) => return r.into_response(),
+        }
+    };
+}
+
+/// `GET /api/session`: who is calling, and the session's CSRF token.
+pub async fn session(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    let caller = check!(hub, Method::GET, headers);
+    let csrf = match &caller {
+        Caller::Session(s) => hub.dashboard.csrf(s),
+        Caller::Token => None,
+    };
+    Json(json!({
+        "auth": matches!(caller, Caller::Token).then_some("token").unwrap_or("session"),
+        "csrf": csrf,
+        "hub": hub.public_url(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+    .into_response()
+}
+
+/// The tabs as the dashboard lists them.
+pub fn tabs_json(hub: &Hub) -> Value {
+    let now = crate::store::now_ms();
+    let mut tabs: Vec<Value> = hub
+        .registry
+        .all()
+        .iter()
+        .map(|c| {
+            let info = c.info();
+            let connected = c.state() == ConnState::Connected;
+            let load = hub.tasks.load(c);
+            let current = hub.tasks.current(c);
+            let state = match (connected, &current) {
+                (false, _) => "offline",
+                (true, Some(_)) => "busy",
+                (true, None) => "idle",
+            };
+            let silent_ms = now - c.last_seen_ms();
+            let health = if !connected {
+                "lost"
+            } else if silent_ms > 45_000 {
+                "silent"
+            } else {
+                "ok"
+            };
+            json!({
+                "id": c.id,
+                "site": info.site,
+                "label": info.label,
+                "role": info.role.as_str(),
+                "group": info.group,
+                "node": Value::Null,
+                "url": info.url,
+                "title": info.title,
+                "state": state,
+                "health": health,
+                "last_seen_ms": c.last_seen_ms(),
+                "queue": load,
+                "current_task": current.map(|(id, _)| id),
+                "tasks_started": c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
+            })
+        })
+        .collect();
+    tabs.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    json!({"tabs": tabs})
+}
+
+/// `GET /api/tabs`.
+pub async fn tabs(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    check!(hub, Method::GET, headers);
+    Json(tabs_json(&hub)).into_response()
+}
+
+/// Body of `POST /api/tabs/{id}/role`.
+#[derive(Debug, Deserialize)]
+pub struct RoleBody {
+    pub role: String,
+    #[serde(default)]
+    pub group: Option<String>,
+}
+
+/// `POST /api/tabs/{id}/role`: the same code as `?<role …>!`.
+pub async fn set_role(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Json(body): Json<RoleBody>,
+) -> Response {
+    check!(hub, Method::POST, headers);
+    let role = match body.role.as_str() {
+        "master" => Role::Master,
+        "foreman" => Role::Foreman,
+        "worker" => Role::Worker,
+        other => return error(StatusCode::BAD_REQUEST, format!("unknown role `{other}`")),
+    };
+    let group = body.group.filter(|g| !g.trim().is_empty());
+    match crate::control::set_tab_role(&hub, &id, role, group) {
+        Ok(msg) => {
+            let _ = hub.events.send(crate::hub::HubEvent::Connected(id));
+            Json(json!({"ok": true, "message": msg})).into_response()
+        }
+        Err(e) => error(StatusCode::CONFLICT, e.to_string()),
+    }
+}
+
+/// `GET /api/flows`: flow files in the flows directory and flows saved on the hub.
+pub async fn flows(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    check!(hub, Method::GET, headers);
+    let mut names: Vec<String> = hub.store.saved_flows().unwrap_or_default();
+    if let Ok(dir) = std::fs::read_dir(&hub.config.flows_dir) {
+        for e in dir.flatten() {
+            let p = e.path();
+            if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml")) {
+                if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
+                    names.push(stem.to_string());
+                }
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    Json(json!({"flows": names})).into_response()
+}
+
+/// `GET /api/flows/{name}`: the flow's source.
+pub async fn flow_source(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    check!(hub, Method::GET, headers);
+    let source = match hub.store.flow_source(&name) {
+        Ok(Some(s)) => Some(s),
+        _ if crate::runner::Runner::load_flow(&hub, &name).is_ok() => {
+            ["yaml", "yml"].iter().find_map(|ext| {
+                std::fs::read_to_string(hub.config.flows_dir.join(format!("{name}.{ext}"))).ok()
+            })
+        }
+        _ => None,
+    };
+    match source {
+        Some(s) => Json(json!({"name": name, "source": s})).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no flow named `{name}`")),
+    }
+}
+
+/// `POST /api/flows/validate?file=NAME[&format=json]`, body: the YAML. The answer is what
+/// `aicard flow validate NAME` prints for that text (`text/plain`); with `format=json` that
+/// text with the diagnostics and, when valid, the flow's graph.
+pub async fn validate(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+    body: String,
+) -> Response {
+    check!(hub, Method::POST, headers);
+    let file = q
+        .get("file")
+        .cloned()
+        .unwrap_or_else(|| "flow.yaml".to_string());
+    let loaded = crate::flows::load_str(&file, &body);
+    let output = crate::cli::validate_output(&file, &loaded);
+    let ok = loaded.is_ok();
+    if q.get("format").map(String::as_str) != Some("json") {
+        let status = if ok {
+            StatusCode::OK
+        } else {
+            StatusCode::UNPROCESSABLE_ENTITY
+        };
+        return (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            output,
+        )
+            .into_response();
+    }
+    let (diagnostics, graph) = match &loaded {
+        Ok(flow) => (Vec::new(), runs::graph(flow)),
+        Err(d) => (
+            d.iter()
+                .map(|d| json!({"line": d.line, "col": d.col, "message": d.message}))
+                .collect(),
+            Value::Null,
+        ),
+    };
+    Json(json!({"ok": ok, "output": output, "diagnostics": diagnostics, "graph": graph}))
+        .into_response()
+}
+
+/// `GET /api/runs`.
+pub async fn runs(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    check!(hub, Method::GET, headers);
+    Json(runs::list(&hub)).into_response()
+}
+
+/// Body of `POST /api/runs`.
+#[derive(Debug, Deserialize)]
+pub struct StartBody {
+    /// The flow's name (a file in the flows directory or a saved flow).
+    pub flow: String,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+    /// Flow text to save under its `name` first (as `manager create` does), then run.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// `POST /api/runs`: starts a run like `manager run` (no master tab: the result stays in the
+/// journal and on the dashboard).
+pub async fn start_run(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Json(body): Json<StartBody>,
+) -> Response {
+    check!(hub, Method::POST, headers);
+    let mut name = body.flow.clone();
+    if let Some(src) = &body.source {
+        match crate::flows::load_str("flow.yaml", src) {
+            Ok(flow) => {
+                name = flow.name.clone();
+                if let Err(e) = hub.store.save_flow(&name, src, crate::store::now_ms()) {
+                    return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+                }
+            }
+            Err(d) => {
+                let text = crate::cli::validate_output("flow.yaml", &Err(d));
+                return error(StatusCode::UNPROCESSABLE_ENTITY, text);
+            }
+        }
+    }
+    match hub.runner.start(&hub, &name, None, body.inputs, None) {
+        Ok(run_id) => (StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response(),
+        Err(e @ crate::runner::RunError::NoSuchFlow(_)) => {
+            error(StatusCode::NOT_FOUND, e.to_string())
+        }
+        Err(e) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+    }
+}
+
+/// `GET /api/runs/{id}`.
+pub async fn run(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    check!(hub, Method::GET, headers);
+    let h = hub.clone();
+    match tokio::task::spawn_blocking(move || runs::detail(&h, &id)).await {
+        Ok(Some(v)) => Json(v).into_response(),
+        _ => error(StatusCode::NOT_FOUND, "no such run"),
+    }
+}
+
+/// `GET /api/runs/{id}/nodes/{node}?offset=&limit=`.
+pub async fn node(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Path((id, node)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    check!(hub, Method::GET, headers);
+    let offset = q.get("offset").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let limit = q
+        .get("limit")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100usize)
+        .min(500);
+    let h = hub.clone();
+    match tokio::task::spawn_blocking(move || runs::node(&h, &id, &node, offset, limit)).await {
+        Ok(Some(v)) => Json(v).into_response(),
+        _ => error(StatusCode::NOT_FOUND, "no such run or node"),
+    }
+}
+
+/// `POST /api/runs/{id}/pause|resume|stop`.
+pub async fn control(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(String, String)>,
+) -> Response {
+    check!(hub, Method::POST, headers);
+    let c = match action.as_str() {
+        "pause" => Control::Pause,
+        "resume" => Control::Resume,
+        "stop" => Control::Stop("stopped from the dashboard".into()),
+        _ => return error(StatusCode::NOT_FOUND, format!("unknown action `{action}`")),
+    };
+    match hub.runner.control(&id, c) {
+        Ok(msg) => Json(json!({"ok": true, "message": msg})).into_response(),
+        Err(e) => error(StatusCode::CONFLICT, e.to_string()),
+    }
+}

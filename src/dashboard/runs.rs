@@ -1,0 +1,518 @@
+//! What the dashboard shows of runs, read from the store: the run list, a run's detail (the
+//! flow's graph, each node's state, counts, attempts and timings, folded from the journal) and
+//! one node's items with their attempts, rendered prompts and outputs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use rusqlite::params;
+use serde_json::{json, Value};
+
+use crate::flows::engine::{Action, ItemStatus, JournalEvent, RunState};
+use crate::flows::Flow;
+use crate::hub::Hub;
+use crate::store::RunRecord;
+
+/// Nodes with more items than this are sent as counts only; their items come page by page
+/// from `/api/runs/{id}/nodes/{node}`.
+pub const INLINE_ITEMS: usize = 50;
+/// Longest text (reply, output, prompt) sent in one field.
+pub const MAX_TEXT: usize = 20_000;
+/// At most this many of the journal's latest events come with a run's detail.
+pub const JOURNAL_TAIL: usize = 300;
+
+/// One row of the journal with its global id (the SSE `id:`).
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub id: i64,
+    pub run_id: String,
+    pub seq: i64,
+    pub at_ms: i64,
+    pub event: String,
+}
+
+/// The journal rows of every run after global id `after`, oldest first, at most `limit`.
+pub fn rows_after(hub: &Hub, after: i64, limit: usize) -> Vec<Row> {
+    hub.store
+        .read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT rowid, run_id, seq, at_ms, event FROM journal WHERE rowid > ?1
+                 ORDER BY rowid LIMIT ?2",
+            )?;
+            let rows = st.query_map(params![after, limit as i64], row)?;
+            rows.collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The newest global journal id (0: none yet).
+pub fn last_id(hub: &Hub) -> i64 {
+    hub.store
+        .read(|c| {
+            c.query_row("SELECT COALESCE(MAX(rowid), 0) FROM journal", [], |r| {
+                r.get(0)
+            })
+        })
+        .unwrap_or(0)
+}
+
+fn run_rows(hub: &Hub, run_id: &str) -> Vec<Row> {
+    hub.store
+        .read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT rowid, run_id, seq, at_ms, event FROM journal WHERE run_id = ?1
+                 ORDER BY seq",
+            )?;
+            let rows = st.query_map(params![run_id], row)?;
+            rows.collect()
+        })
+        .unwrap_or_default()
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        id: r.get(0)?,
+        run_id: r.get(1)?,
+        seq: r.get(2)?,
+        at_ms: r.get(3)?,
+        event: r.get(4)?,
+    })
+}
+
+/// Cuts long text to [`MAX_TEXT`] characters, saying so.
+pub fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_TEXT) {
+        None => text.to_string(),
+        Some((i, _)) => format!(
+            "{}\n… [{} more characters]",
+            &text[..i],
+            text[i..].chars().count()
+        ),
+    }
+}
+
+/// The journal event as the dashboard sends it: its type and fields, long texts clipped.
+pub fn event_json(row: &Row) -> Value {
+    let mut ev: Value = serde_json::from_str(&row.event).unwrap_or(Value::Null);
+    if let Some(obj) = ev.as_object_mut() {
+        for key in ["text", "output"] {
+            if let Some(Value::String(s)) = obj.get_mut(key) {
+                if s.chars().count() > 2_000 {
+                    *s = format!("{}…", s.chars().take(2_000).collect::<String>());
+                }
+            }
+        }
+        obj.remove("prior_outputs");
+    }
+    json!({"id": row.id, "run_id": row.run_id, "seq": row.seq, "at_ms": row.at_ms, "event": ev})
+}
+
+/// `GET /api/runs`: the newest runs first.
+pub fn list(hub: &Hub) -> Value {
+    let runs: Vec<Value> = hub
+        .store
+        .read(|c| {
+            let mut st = c.prepare(
+                "SELECT run_id, flow, state, started_ms, updated_ms, master FROM runs
+                 ORDER BY started_ms DESC, rowid DESC LIMIT 200",
+            )?;
+            let rows = st.query_map([], |r| {
+                Ok(json!({
+                    "run_id": r.get::<_, String>(0)?,
+                    "flow": r.get::<_, String>(1)?,
+                    "state": r.get::<_, String>(2)?,
+                    "started_ms": r.get::<_, i64>(3)?,
+                    "updated_ms": r.get::<_, i64>(4)?,
+                    "master": r.get::<_, Option<String>>(5)?,
+                }))
+            })?;
+            rows.collect()
+        })
+        .unwrap_or_default();
+    json!({"runs": runs})
+}
+
+/// The graph of a flow for drawing: nodes (id, name, kind, targets, fan-out) and edges.
+pub fn graph(flow: &Flow) -> Value {
+    let nodes: Vec<Value> = flow
+        .nodes
+        .iter()
+        .map(|n| {
+            let kind = if n.command.is_some() {
+                "command"
+            } else if n.to.iter().any(|t| t == "master") {
+                "master"
+            } else {
+                "prompt"
+            };
+            let fanout = n.for_each.is_some()
+                || n.workers.is_some_and(|w| w > 1)
+                || n.to.len() > 1
+                || n.parallel_outputs.is_some();
+            json!({
+                "id": n.id,
+                "name": n.name,
+                "depends_on": n.depends_on.0,
+                "kind": kind,
+                "to": n.to.0,
+                "fanout": fanout,
+            })
+        })
+        .collect();
+    let inputs: Vec<Value> = flow
+        .inputs
+        .iter()
+        .map(|(k, v)| {
+            json!({"name": k, "default": v.default, "description": v.description,
+                   "required": v.required})
+        })
+        .collect();
+    json!({"name": flow.name, "description": flow.description, "nodes": nodes,
+           "inputs": inputs})
+}
+
+/// A run's flow (as it started) and its journal, decoded.
+struct Loaded {
+    rec: RunRecord,
+    flow: Arc<Flow>,
+    rows: Vec<Row>,
+    events: Vec<JournalEvent>,
+}
+
+fn load(hub: &Hub, run_id: &str) -> Option<Loaded> {
+    let rec = hub.store.run(run_id).ok()??;
+    let flow = crate::flows::load_str(&rec.flow, &rec.flow_source).ok()?;
+    let rows = run_rows(hub, run_id);
+    let events = rows
+        .iter()
+        .filter_map(|r| serde_json::from_str::<JournalEvent>(&r.event).ok())
+        .collect();
+    Some(Loaded {
+        rec,
+        flow: Arc::new(flow),
+        rows,
+        events,
+    })
+}
+
+/// One attempt of one item, from the journal.
+#[derive(Debug, Clone, Default)]
+struct Attempt {
+    attempt: u32,
+    started_ms: Option<i64>,
+    sent_ms: Option<i64>,
+    ended_ms: Option<i64>,
+    client: Option<String>,
+    outcome: &'static str,
+    error: Option<String>,
+    retryable: Option<bool>,
+    chars: Option<usize>,
+}
+
+impl Attempt {
+    fn json(&self) -> Value {
+        let queue = match (self.started_ms, self.sent_ms) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        let total = match (self.started_ms, self.ended_ms) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        json!({
+            "attempt": self.attempt, "started_ms": self.started_ms, "sent_ms": self.sent_ms,
+            "ended_ms": self.ended_ms, "client": self.client, "outcome": self.outcome,
+            "error": self.error, "retryable": self.retryable, "chars": self.chars,
+            "queue_ms": queue, "first_chunk_ms": Value::Null, "total_ms": total,
+        })
+    }
+}
+
+/// Node id → item → attempts; node id → (queued, ended) times.
+type Attempts = HashMap<String, BTreeMap<usize, Vec<Attempt>>>;
+/// Node id → (queued ms, ended ms).
+type NodeTimes = HashMap<String, (Option<i64>, Option<i64>)>;
+
+fn attempts(l: &Loaded) -> (Attempts, NodeTimes) {
+    let mut out: Attempts = HashMap::new();
+    let mut times: NodeTimes = HashMap::new();
+    for row in &l.rows {
+        let Ok(ev) = serde_json::from_str::<JournalEvent>(&row.event) else {
+            continue;
+        };
+        let at = row.at_ms;
+        let slot = |out: &mut Attempts, node: &str, item: usize, attempt: u32| {
+            let list = out
+                .entry(node.to_string())
+                .or_default()
+                .entry(item)
+                .or_default();
+            if !list.iter().any(|a| a.attempt == attempt) {
+                list.push(Attempt {
+                    attempt,
+                    outcome: "running",
+                    ..Default::default()
+                });
+            }
+            list.iter().position(|a| a.attempt == attempt).unwrap_or(0)
+        };
+        match ev {
+            JournalEvent::NodeQueued { node, .. } => {
+                times.entry(node).or_default().0 = Some(at);
+            }
+            JournalEvent::NodeCompleted { node, .. }
+            | JournalEvent::NodeFailed { node, .. }
+            | JournalEvent::NodeSkipped { node, .. } => {
+                times.entry(node).or_default().1 = Some(at);
+            }
+            JournalEvent::AttemptStarted {
+                node,
+                item,
+                attempt,
+                ..
+            } => {
+                let i = slot(&mut out, &node, item, attempt);
+                out.get_mut(&node).and_then(|m| m.get_mut(&item)).unwrap()[i].started_ms = Some(at);
+            }
+            JournalEvent::PromptSent {
+                node,
+                item,
+                attempt,
+                client,
+            } => {
+                let i = slot(&mut out, &node, item, attempt);
+                let a = &mut out.get_mut(&node).and_then(|m| m.get_mut(&item)).unwrap()[i];
+                a.sent_ms = Some(at);
+                a.client = Some(client);
+            }
+            JournalEvent::ItemOutput {
+                node,
+                item,
+                attempt,
+                client,
+                text,
+            } => {
+                let i = slot(&mut out, &node, item, attempt);
+                let a = &mut out.get_mut(&node).and_then(|m| m.get_mut(&item)).unwrap()[i];
+                a.ended_ms = Some(at);
+                a.outcome = "completed";
+                a.chars = Some(text.chars().count());
+                if a.client.is_none() && !client.is_empty() {
+                    a.client = Some(client);
+                }
+            }
+            JournalEvent::ItemFailed {
+                node,
+                item,
+                attempt,
+                error,
+                retryable,
+                ..
+            } => {
+                let i = slot(&mut out, &node, item, attempt);
+                let a = &mut out.get_mut(&node).and_then(|m| m.get_mut(&item)).unwrap()[i];
+                a.ended_ms = Some(at);
+                a.outcome = "failed";
+                a.error = Some(error);
+                a.retryable = Some(retryable);
+            }
+            _ => {}
+        }
+    }
+    (out, times)
+}
+
+fn item_state(s: &ItemStatus) -> &'static str {
+    match s {
+        ItemStatus::Idle => "pending",
+        ItemStatus::InFlight => "running",
+        ItemStatus::Backoff { .. } => "retrying",
+        ItemStatus::Done => "completed",
+        ItemStatus::Failed { .. } => "failed",
+        ItemStatus::Cancelled => "cancelled",
+    }
+}
+
+/// Why the runner gave an item to its tab, as far as the journal and the flow tell.
+fn why(flow: &Flow, node: &str, attempts: &[Attempt]) -> Option<String> {
+    let last = attempts.last()?;
+    let tab = last.client.as_deref()?;
+    let to = flow
+        .nodes
+        .iter()
+        .find(|n| n.id == node)
+        .map(|n| {
+            if n.to.is_empty() {
+                "role:worker".to_string()
+            } else {
+                n.to.0.join(", ")
+            }
+        })
+        .unwrap_or_default();
+    let avoided: Vec<&str> = attempts[..attempts.len() - 1]
+        .iter()
+        .filter(|a| a.outcome == "failed")
+        .filter_map(|a| a.client.as_deref())
+        .collect();
+    let mut text =
+        format!("`{tab}` 匹配 / matches `{to}`; 当时负载最低 / least loaded of the matching tabs");
+    if !avoided.is_empty() {
+        text.push_str(&format!(
+            "; 避开了失败过的 / avoiding tabs that failed: {}",
+            avoided.join(", ")
+        ));
+    }
+    Some(text)
+}
+
+fn items_json(
+    flow: &Flow,
+    node: &crate::flows::engine::NodeSnapshot,
+    by_item: Option<&BTreeMap<usize, Vec<Attempt>>>,
+    range: std::ops::Range<usize>,
+    prompts: &HashMap<(usize, u32), String>,
+) -> Vec<Value> {
+    node.items
+        .iter()
+        .enumerate()
+        .skip(range.start)
+        .take(range.len())
+        .map(|(i, it)| {
+            let att: &[Attempt] = by_item.and_then(|m| m.get(&i)).map_or(&[], |v| v);
+            let mut atts: Vec<Value> = att.iter().map(Attempt::json).collect();
+            for (a, v) in att.iter().zip(atts.iter_mut()) {
+                if let Some(p) = prompts.get(&(i, a.attempt)) {
+                    v["prompt"] = Value::String(clip(p));
+                }
+            }
+            json!({
+                "index": i,
+                "label": it.label,
+                "state": item_state(&it.status),
+                "attempt": it.attempt,
+                "client": it.client,
+                "why": why(flow, &node.id, att),
+                "output": it.text.as_deref().map(clip),
+                "error": match &it.status { ItemStatus::Failed { error } => Some(error.clone()), _ => None },
+                "attempts": atts,
+            })
+        })
+        .collect()
+}
+
+/// `GET /api/runs/{id}`.
+pub fn detail(hub: &Hub, run_id: &str) -> Option<Value> {
+    let l = load(hub, run_id)?;
+    let state = RunState::replay(l.flow.clone(), &l.events, true).ok()?;
+    let snap = state.snapshot();
+    let (atts, times) = attempts(&l);
+    let none = HashMap::new();
+    let nodes: Vec<Value> = snap
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for it in &n.items {
+                *counts.entry(item_state(&it.status)).or_default() += 1;
+            }
+            let attempts_total: u32 = n.items.iter().map(|i| i.attempt).sum();
+            let (queued, ended) = times.get(&n.id).copied().unwrap_or_default();
+            let inline = n.items.len() <= INLINE_ITEMS;
+            json!({
+                "id": n.id,
+                "name": n.name,
+                "state": n.state.name(),
+                "error": n.error,
+                "output": n.output.as_deref().map(clip),
+                "queued_ms": queued,
+                "ended_ms": ended,
+                "total": n.items.len(),
+                "counts": counts,
+                "attempts": attempts_total,
+                "items": if inline {
+                    Value::Array(items_json(&l.flow, n, atts.get(&n.id), 0..n.items.len(), &none))
+                } else {
+                    Value::Null
+                },
+            })
+        })
+        .collect();
+    let tail_from = l.rows.len().saturating_sub(JOURNAL_TAIL);
+    Some(json!({
+        "run": {
+            "run_id": l.rec.run_id, "flow": l.rec.flow, "state": l.rec.state,
+            "master": l.rec.master, "started_ms": l.rec.started_ms, "updated_ms": l.rec.updated_ms,
+        },
+        "status": snap.status,
+        "output": snap.output.as_deref().map(clip),
+        "error": snap.error,
+        "seq": l.rows.last().map_or(0, |r| r.id),
+        "journal_len": l.rows.len(),
+        "journal": l.rows[tail_from..].iter().map(event_json).collect::<Vec<_>>(),
+        "graph": graph(&l.flow),
+        "nodes": nodes,
+    }))
+}
+
+/// The prompts the engine rendered for `node`'s attempts: the engine is pure, so a copy of
+/// the state just before an attempt was journaled asks for that same attempt again, prompt
+/// included. At most `limit` copies are made (each may render many items).
+fn prompts(l: &Loaded, node: &str, limit: usize) -> HashMap<(usize, u32), String> {
+    let mut out = HashMap::new();
+    let Some(JournalEvent::RunStarted { .. }) = l.events.first() else {
+        return out;
+    };
+    let Ok(mut state) = RunState::replay(l.flow.clone(), &l.events[..1], true) else {
+        return out;
+    };
+    let mut copies = 0;
+    for ev in &l.events[1..] {
+        if let JournalEvent::AttemptStarted {
+            node: n,
+            item,
+            attempt,
+            at_ms,
+            ..
+        } = ev
+        {
+            if n == node && !out.contains_key(&(*item, *attempt)) && copies < limit {
+                copies += 1;
+                let mut copy = state.clone();
+                for a in copy.next_actions(*at_ms) {
+                    if let Action::Dispatch(d) = a {
+                        if d.node == node {
+                            out.entry((d.item, d.attempt)).or_insert(d.prompt);
+                        }
+                    }
+                }
+            }
+        }
+        state.apply(ev);
+    }
+    out
+}
+
+/// `GET /api/runs/{id}/nodes/{node}?offset=&limit=`: one node's items.
+pub fn node(hub: &Hub, run_id: &str, node: &str, offset: usize, limit: usize) -> Option<Value> {
+    let l = load(hub, run_id)?;
+    let state = RunState::replay(l.flow.clone(), &l.events, true).ok()?;
+    let snap = state.snapshot();
+    let n = snap.nodes.iter().find(|n| n.id == node)?;
+    let (atts, _) = attempts(&l);
+    let end = (offset + limit).min(n.items.len());
+    let start = offset.min(end);
+    let prompts = if end - start <= INLINE_ITEMS {
+        prompts(&l, node, 20)
+    } else {
+        HashMap::new()
+    };
+    let spec = l.flow.nodes.iter().find(|x| x.id == node);
+    Some(json!({
+        "id": n.id,
+        "state": n.state.name(),
+        "total": n.items.len(),
+        "offset": start,
+        "template": spec.and_then(|s| s.prompt.clone().or(s.command.clone())),
+        "items": items_json(&l.flow, n, atts.get(node), start..end, &prompts),
+    }))
+}
