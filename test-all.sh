@@ -27,6 +27,9 @@ cargo run --quiet -- flow validate flows/*.yaml
 step "OpenAI Python SDK against the hub (tests/sdk)"
 bash tests/sdk/run.sh
 
+step "dashboard: build check and browser tests (real Chromium against the real hub)"
+bash dashboard/test/run.sh
+
 step "userscript tests (node unit tests + real Chromium against mock sites and the real hub)"
 cargo build --quiet
 (cd userscript && AICARD_BIN="${CARGO_TARGET_DIR:-$PWD/../target}/debug/aicard" npm test)
