@@ -47,6 +47,29 @@ const MIGRATIONS: &[&str] = &[
         event TEXT NOT NULL,
         PRIMARY KEY (run_id, seq)
     );",
+    // 3: the team's memory (src/memory): memories with FTS5 full-text search, and per scope
+    // its turn counter and short-term note. `heat_ref` encodes the temperature: it is
+    // 100 x 0.95^(turns - heat_ref), so the hottest sort first by heat_ref alone.
+    "CREATE TABLE memories (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope TEXT NOT NULL,
+        text TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '',
+        importance INTEGER NOT NULL DEFAULT 5,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        heat_ref REAL NOT NULL,
+        sources TEXT NOT NULL DEFAULT '',
+        author TEXT,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );
+    CREATE INDEX memories_scope ON memories(scope, id);
+    CREATE VIRTUAL TABLE memories_fts USING fts5(text, tags, tokenize = 'trigram');
+    CREATE TABLE memory_scopes (
+        scope TEXT PRIMARY KEY,
+        turns INTEGER NOT NULL DEFAULT 0,
+        note TEXT NOT NULL DEFAULT ''
+    );",
 ];
 
 /// Errors from the store; they reach logs, not tabs.
@@ -105,6 +128,11 @@ impl Store {
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
         })
+    }
+
+    /// Runs `f` on the connection (for modules that own their own tables, e.g. memory).
+    pub fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
+        f(&mut self.conn())
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
