@@ -115,11 +115,9 @@ fn line_col_in(msg: &str) -> Option<(usize, usize)> {
 /// Where a top-level key (`name:`) is written, for errors about its value.
 fn key_pos(text: &str, key: &str) -> (usize, usize) {
     for (i, line) in text.lines().enumerate() {
-        if let Some(rest) = line.strip_prefix(key) {
-            if rest.starts_with(':') {
-                let col = key.len() + 2 + (rest.len() - 1 - rest[1..].trim_start().len());
-                return (i + 1, col);
-            }
+        if let Some(value) = line.strip_prefix(key).and_then(|r| r.strip_prefix(':')) {
+            let col = key.len() + 2 + (value.len() - value.trim_start().len());
+            return (i + 1, col);
         }
     }
     (1, 1)
