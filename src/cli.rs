@@ -79,6 +79,9 @@ pub struct ServeArgs {
     /// Role cards directory.
     #[arg(long, value_name = "DIR", default_value = "role-cards")]
     pub role_cards: PathBuf,
+    /// Skills directory (`*.yaml`, reloaded when files change).
+    #[arg(long, value_name = "DIR", default_value = "skills")]
+    pub skills: PathBuf,
     /// Hub-side shell commands: off (default), allowlist (only --allow programs, no shell), on.
     #[arg(long, value_enum, default_value_t = ExecMode::Off)]
     pub exec: ExecMode,
@@ -111,6 +114,7 @@ impl ServeArgs {
         c.bind = SocketAddr::new(self.bind, self.port);
         c.flows_dir = self.flows;
         c.role_cards_dir = self.role_cards;
+        c.skills_dir = self.skills;
         c.exec_mode = self.exec;
         c.exec_allow = self.allow;
         c.token = self.token;

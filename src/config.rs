@@ -28,6 +28,8 @@ pub struct HubConfig {
     pub flows_dir: PathBuf,
     /// Role cards (YAML / seed JSON).
     pub role_cards_dir: PathBuf,
+    /// Skills (`*.yaml`), hot-reloaded.
+    pub skills_dir: PathBuf,
     /// Overrides the stored token (`--token` / `AICARD_TOKEN`).
     pub token: Option<String>,
     /// Origins allowed on top of the nine chat sites and the hub itself.
@@ -118,6 +120,7 @@ impl HubConfig {
             data_dir,
             flows_dir: PathBuf::from("flows"),
             role_cards_dir: PathBuf::from("role-cards"),
+            skills_dir: PathBuf::from("skills"),
             token: None,
             extra_origins: Vec::new(),
             exec_mode: ExecMode::Off,

@@ -38,10 +38,14 @@ pub struct Commands {
     vars: Arc<Variables>,
     exec: ExecPolicy,
     pub roles: RoleCards,
+    /// The team's memory (src/memory).
+    pub memory: Arc<crate::memory::Memory>,
+    /// Hot-loaded skills (src/skills).
+    pub skills: crate::skills::Skills,
 }
 
 impl Commands {
-    pub fn new(config: &crate::config::HubConfig) -> Commands {
+    pub fn new(config: &crate::config::HubConfig, store: &crate::store::Store) -> Commands {
         let mode = match config.exec_mode {
             crate::config::ExecMode::Off => ExecMode::Off,
             crate::config::ExecMode::Allowlist => ExecMode::Allowlist(config.exec_allow.clone()),
@@ -53,6 +57,33 @@ impl Commands {
             vars: Arc::new(Variables::new()),
             exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
             roles: RoleCards::load(&config.role_cards_dir),
+            memory: crate::memory::Memory::new(store.clone()),
+            skills: crate::skills::Skills::load(&config.skills_dir),
+        }
+    }
+
+    /// A task for `client`: its role card's `memory: every N` puts the `<memory>` block
+    /// (short-term note + the tags of the hottest memories) in front of every Nth prompt.
+    pub fn with_memory(&self, client: &Client, prompt: String) -> String {
+        let Some(inject) = self.card_for(client).and_then(|c| c.memory) else {
+            return prompt;
+        };
+        if !self.memory.task_due(&client.id, inject.every) {
+            return prompt;
+        }
+        let group = client.info().group;
+        let scopes: Vec<&str> = match (&inject.scope, &group) {
+            (Some(s), _) => vec![s.as_str()],
+            (None, Some(g)) => vec![crate::memory::GLOBAL, g.as_str()],
+            (None, None) => vec![crate::memory::GLOBAL],
+        };
+        match self.memory.block(&scopes) {
+            Ok(Some(block)) => format!("{block}\n\n{prompt}"),
+            Ok(None) => prompt,
+            Err(e) => {
+                tracing::warn!("memory block not added: {e}");
+                prompt
+            }
         }
     }
 
@@ -119,6 +150,19 @@ pub fn on_turn_end(hub: &Arc<Hub>, client: &Arc<Client>, turn_id: &str, text: &s
         .last_reply
         .insert(client.id.clone(), text.to_string());
     run_items(hub, client, Source::Reply, items);
+}
+
+/// A reply finished (a free turn or a task's answer): one turn of the memory scopes the tab
+/// is in (`global` and its group), whose memories cool down.
+pub fn count_turn(hub: &Hub, client: &Client) {
+    let group = client.info().group;
+    let mut scopes = vec![crate::memory::GLOBAL];
+    if let Some(g) = group.as_deref().filter(|g| *g != crate::memory::GLOBAL) {
+        scopes.push(g);
+    }
+    if let Err(e) = hub.commands.memory.turn(&scopes) {
+        tracing::warn!("memory turn not counted: {e}");
+    }
 }
 
 /// What the person typed: every command in it runs with the person's authority.
@@ -503,6 +547,14 @@ impl Host for HubHost {
                 }
             }));
         Some(tx)
+    }
+
+    fn memory(&self) -> Option<Arc<crate::memory::Memory>> {
+        Some(self.hub.commands.memory.clone())
+    }
+
+    fn skills(&self) -> Option<Arc<crate::skills::SkillSet>> {
+        Some(self.hub.commands.skills.get())
     }
 
     async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {

@@ -256,6 +256,64 @@ pub async fn run(
     result
 }
 
+/// Run one program with exactly this argv (a skill's `run`): never through a shell, in any
+/// mode. `Off` refuses it; `Allowlist` needs `argv[0]` on the list; `On` runs it as is.
+/// Every other guard (workspace, environment, timeout, caps, audit) is the same as [`run`].
+pub async fn run_argv(
+    policy: &ExecPolicy,
+    argv: &[String],
+    caller: &str,
+    live: Option<mpsc::Sender<ExecChunk>>,
+) -> Result<ExecOutput, ExecError> {
+    let shown = argv.join(" ");
+    let no_vars = BTreeMap::new();
+    let req = ExecRequest {
+        command: &shown,
+        vars: &no_vars,
+        caller,
+    };
+    let decided = match (&policy.mode, argv.first()) {
+        (_, None) => Err(ExecError::Empty),
+        (_, Some(_)) if argv.iter().any(|a| a.contains('\0')) => Err(ExecError::Nul),
+        (ExecMode::Off, _) => Err(ExecError::Disabled),
+        (ExecMode::Allowlist(allowed), Some(p)) if !allowed.iter().any(|a| a == p) => {
+            Err(ExecError::NotAllowed {
+                program: p.clone(),
+                allowed: allowed.join(", "),
+            })
+        }
+        _ => Ok(Plan {
+            stages: vec![argv.to_vec()],
+            env: Vec::new(),
+        }),
+    };
+    let plan = match decided {
+        Ok(plan) => plan,
+        Err(e) => {
+            audit(req, &policy.mode, &[], &format!("refused: {e}"), None);
+            return Err(e);
+        }
+    };
+    if let Err(source) = tokio::fs::create_dir_all(&policy.workspace).await {
+        return Err(ExecError::Workspace {
+            path: policy.workspace.clone(),
+            source,
+        });
+    }
+    let result = execute(policy, &plan, live).await;
+    match &result {
+        Ok(out) => audit(req, &policy.mode, &plan.argvs(), "allowed", Some(out)),
+        Err(e) => audit(
+            req,
+            &policy.mode,
+            &plan.argvs(),
+            &format!("failed: {e}"),
+            None,
+        ),
+    }
+    result
+}
+
 /// One audit line per execution attempt.
 fn audit(
     req: ExecRequest<'_>,

@@ -41,6 +41,9 @@ pub struct RoleCard {
     /// The seed's `test_command`: a command that checks the card works (shown in status).
     #[serde(default)]
     pub test_command: Option<String>,
+    /// `memory: every N`: prepend a `<memory>` block to this tab's tasks every N turns.
+    #[serde(default)]
+    pub memory: Option<crate::memory::Injection>,
 }
 
 /// Tabs a card applies to: every listed rule must hold; entries in a list are alternatives.
@@ -68,6 +71,7 @@ pub struct CardPermissions {
     pub any_target: Option<bool>,
     pub flows: Option<bool>,
     pub set_role: Option<bool>,
+    pub memory_write: Option<bool>,
 }
 
 /// The seed's JSON card: `{name, description, system_prompt, test_command}`; it applies to
@@ -122,6 +126,7 @@ impl RoleCard {
         set(&mut p.any_target, o.any_target);
         set(&mut p.flows, o.flows);
         set(&mut p.set_role, o.set_role);
+        set(&mut p.memory_write, o.memory_write);
         p
     }
 }
@@ -209,6 +214,7 @@ pub fn parse_card(file: &str, text: &str) -> Result<RoleCard, CardError> {
             followup_template: None,
             permissions: CardPermissions::default(),
             test_command: seed.test_command,
+            memory: None,
         });
     }
     serde_saphyr::from_str::<RoleCard>(text).map_err(|e| {

@@ -51,6 +51,29 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE pending_frames ADD COLUMN kind TEXT NOT NULL DEFAULT '';
     ALTER TABLE pending_frames ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
     UPDATE pending_frames SET bytes = length(CAST(frame AS BLOB));",
+    // 4: the team's memory (src/memory): memories with FTS5 full-text search, and per scope
+    // its turn counter and short-term note. `heat_ref` encodes the temperature: it is
+    // 100 x 0.95^(turns - heat_ref), so the hottest sort first by heat_ref alone.
+    "CREATE TABLE memories (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        scope TEXT NOT NULL,
+        text TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '',
+        importance INTEGER NOT NULL DEFAULT 5,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        heat_ref REAL NOT NULL,
+        sources TEXT NOT NULL DEFAULT '',
+        author TEXT,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    );
+    CREATE INDEX memories_scope ON memories(scope, id);
+    CREATE VIRTUAL TABLE memories_fts USING fts5(text, tags, tokenize = 'trigram');
+    CREATE TABLE memory_scopes (
+        scope TEXT PRIMARY KEY,
+        turns INTEGER NOT NULL DEFAULT 0,
+        note TEXT NOT NULL DEFAULT ''
+    );",
 ];
 
 /// Kinds of kept frames that the overflow policy drops first: progress that a later frame
@@ -156,6 +179,11 @@ impl Store {
     /// tables (the dashboard).
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> StoreResult<T> {
         Ok(f(&self.conn())?)
+    }
+
+    /// Runs `f` on the connection (for modules that own their own tables, e.g. memory).
+    pub fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> T {
+        f(&mut self.conn())
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

@@ -145,8 +145,8 @@ async fn complete(
     let client = lease.client.clone();
     let task_id = format!("api-{}", uuid::Uuid::new_v4().simple());
     let tap = req.stream.then(|| hub.api.open_tap(&task_id));
-    let target = client.info().label.unwrap_or_else(|| client.id.to_string());
-    let run = ApiRun::begin(&hub, &task_id, &req.model, &target, &prompt);
+    let shown = client.info().label.unwrap_or_else(|| client.id.to_string());
+    let run = ApiRun::begin(&hub, &task_id, &req.model, (&client.id, &shown), &prompt);
     let mut job = Job {
         run,
         hub: hub.clone(),

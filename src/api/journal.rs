@@ -32,14 +32,23 @@ pub struct ApiRun {
 }
 
 impl ApiRun {
-    /// Records the run as started and the prompt as sent to `target` (the tab's label or id).
-    pub fn begin(hub: &Hub, run_id: &str, model: &str, target: &str, prompt: &str) -> ApiRun {
+    /// Records the run as started and the prompt as sent to the tab `client_id`, shown as
+    /// `shown` (its label, else its id). The recorded flow names the tab by its id, which is
+    /// always a valid target.
+    pub fn begin(
+        hub: &Hub,
+        run_id: &str,
+        model: &str,
+        (client_id, shown): (&str, &str),
+        prompt: &str,
+    ) -> ApiRun {
+        let target = shown;
         let run = ApiRun {
             store: hub.store.clone(),
             run_id: run_id.to_string(),
             target: target.to_string(),
         };
-        let source = flow_source(target);
+        let source = flow_source(client_id);
         let hash = crate::flows::load_str(API_FLOW, &source)
             .map(|f| flow_hash(&f))
             .unwrap_or_default();
@@ -162,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_recorded_flow_is_valid_whatever_the_target() {
-        for target in ["deepseek-1", "c-1234", "we\"ird: [label]", "标签"] {
+        for target in ["deepseek-1", "c-1234abcd", "标签"] {
             let flow = crate::flows::load_str(API_FLOW, &flow_source(target));
             assert!(flow.is_ok(), "{target}: {:?}", flow.err());
         }

@@ -74,6 +74,17 @@ pub enum Command {
         /// The group (for a foreman: the workers it manages; for a worker: its foreman's).
         group: Option<String>,
     },
+    /// `remember TEXT [scope=S]`: set (or, empty, clear) the scope's short-term note.
+    Remember {
+        /// The scope (`global` or a group); `None` is `global`.
+        scope: Option<String>,
+        /// The note; empty clears it.
+        text: Template,
+    },
+    /// `memory …`: the team's long-term memory (see [`MemoryCmd`]).
+    Memory(MemoryCmd),
+    /// `skill list | help [NAME] | NAME key=value…`.
+    Skill(SkillCmd),
     /// `help [TOPIC]`.
     Help {
         /// The command asked about; `None` lists every command.
@@ -359,4 +370,93 @@ pub enum FlowRequest {
     Manager(ManagerCmd),
     /// A `flow …` alias.
     Flow(FlowAction),
+}
+
+/// `memory …` verbs (SPEC §15). `scope: None` is `global`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryCmd {
+    /// `memory TEXT tag: T1,T2 [-pin] [importance=N] [scope=S]`: append; answers the id.
+    Add {
+        /// The scope.
+        scope: Option<String>,
+        /// The memory.
+        text: Template,
+        /// Its tags.
+        tags: Vec<String>,
+        /// Pinned memories never cool down.
+        pin: bool,
+        /// 1–10 (default 5).
+        importance: Option<u8>,
+    },
+    /// `memory ID TEXT [tag: …]`: rewrite one memory (tags kept unless given).
+    Rewrite {
+        /// The memory.
+        id: i64,
+        /// The new text.
+        text: Template,
+        /// New tags, if given.
+        tags: Option<Vec<String>>,
+        /// New importance, if given.
+        importance: Option<u8>,
+    },
+    /// `memory search WORDS [scope=S]`.
+    Search {
+        /// The scope.
+        scope: Option<String>,
+        /// What to look for.
+        words: Template,
+    },
+    /// `memory del ID…`.
+    Del(Vec<i64>),
+    /// `memory pin ID…`.
+    Pin(Vec<i64>),
+    /// `memory unpin ID…`.
+    Unpin(Vec<i64>),
+    /// `memory tags [scope=S]`: the tag cloud, hottest first.
+    Tags {
+        /// The scope.
+        scope: Option<String>,
+    },
+    /// `memory list [N] [scope=S]`: the hottest N memories (reading does not warm them).
+    List {
+        /// The scope.
+        scope: Option<String>,
+        /// How many.
+        n: usize,
+    },
+    /// `memory summarize [SCOPE] [to=TAB] [n=N]`: a tab writes a summary of the hottest N.
+    Summarize {
+        /// The scope.
+        scope: Option<String>,
+        /// Who writes it (default: a worker).
+        to: Option<Target>,
+        /// How many memories it summarises.
+        n: usize,
+    },
+}
+
+impl MemoryCmd {
+    /// Whether the verb writes (add, rewrite, del, pin, unpin, summarize).
+    pub fn writes(&self) -> bool {
+        !matches!(
+            self,
+            MemoryCmd::Search { .. } | MemoryCmd::Tags { .. } | MemoryCmd::List { .. }
+        )
+    }
+}
+
+/// `skill …` verbs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkillCmd {
+    /// `skill list`.
+    List,
+    /// `skill help [NAME]`: a guide written for a model to read.
+    Help(Option<String>),
+    /// `skill NAME key=value…` (values have `$var`s expanded before validation).
+    Run {
+        /// The skill (`[a-z0-9_-]+`).
+        name: String,
+        /// Its arguments, as written.
+        args: Vec<(String, String)>,
+    },
 }

@@ -127,6 +127,55 @@ person) may create, run, pause, resume, stop, delete or export flows.\nExample: 
         details: "A reply can change roles only from a master tab; what the person types always can.\nExample: ?<role foreman group=review>!  →  role set: foreman (group review)",
     },
     Entry {
+        topic: "remember",
+        usage: "?<remember TEXT [scope=S]>!",
+        zh: "设置团队的短期记忆（留空则清除）",
+        en: "set the team's short-term note (empty clears it)",
+        details: "The note of a scope (global by default, or a group with scope=NAME) is shown at the top of \
+every <memory> block the hub prepends to tasks (role cards with `memory: every N`).\n\
+Example: ?<remember 今天的目标：完成登录页评审>!  →  短期记忆已更新 / note set (global)",
+    },
+    Entry {
+        topic: "memory",
+        usage: "?<memory TEXT tag: T1,T2 [-pin] [importance=N] [scope=S]>!  |  ?<memory ID TEXT [tag: …]>!  |  ?<memory search WORDS>!  |  ?<memory del|pin|unpin ID…>!  |  ?<memory tags|list [N]|summarize [SCOPE] [to=TAB]>!",
+        zh: "团队长期记忆：写入、改写、搜索、删除、置顶、标签",
+        en: "the team's long-term memory: add, rewrite, search, delete, pin, tags",
+        details: "USAGE GUIDE (for people and models)\n\
+Memory is shared by every tab of the team. Scopes: `global` (default) and one per group (scope=NAME).\n\
+- ?<memory TEXT tag: T1,T2>! appends a memory and answers its id (#42). -pin pins it; importance=1..10 \
+(default 5) says how much it matters.\n\
+- ?<memory 42 NEW TEXT tag: …>! rewrites memory 42 (tags kept unless given).\n\
+- ?<memory search WORDS>! returns each hit in full with its id, and the id, temperature and tags of the 2 \
+memories written before and after it (its neighbours), so you can ask for them next. Hits are ranked by \
+relevance (bm25) x recency (temperature) x importance.\n\
+- ?<memory tags>! the tag cloud, hottest first; ?<memory list 10>! the 10 hottest memories.\n\
+- ?<memory del 42>!, ?<memory pin 42>!, ?<memory unpin 42>!.\n\
+- ?<memory summarize [SCOPE] [to=TAB]>! asks a tab to write one summary memory of the hottest 10; it \
+links to its sources.\n\
+TEMPERATURE: a new memory is at 100; every turn of its scope (a reply finished by any tab in it) \
+multiplies it by 0.95; a search hit moves it halfway back to 100; a pinned memory is always hot (∞). \
+Nothing is ever deleted except by `memory del`: a cold memory is only shown less.\n\
+MEMORY ANCHORS: when code or a document you write depends on a memory, leave its id in a comment, e.g. \
+`// [长期记忆:042] 用户要求所有时间用 UTC`, so whoever reads it later can run ?<memory search 042>! \
+or find it by the anchor. Do not guess what the team remembers: search first.\n\
+WHO MAY WRITE: the master and the person; other tabs when their role card sets \
+permissions: {memory_write: true}. Everyone whose commands run may search.\n\
+Example: ?<memory 用户喜欢简短的回答 tag: 偏好,风格 importance=8>!  →  已记住 / remembered #1 (global)",
+    },
+    Entry {
+        topic: "skill",
+        usage: "?<skill list>!  |  ?<skill help [NAME]>!  |  ?<skill NAME key=value…>!",
+        zh: "技能：skills/ 目录里热加载的工具",
+        en: "skills: hot-loaded tools from the skills/ directory",
+        details: "A skill is a tool described by a file skills/NAME.yaml: what it does, its parameters (a JSON \
+Schema) and how it runs (a prompt to a tab, a flow, or a program under the exec policy). Files are \
+reloaded as soon as they change.\n\
+Do not guess a skill's name or parameters: run ?<skill list>! to see what exists and ?<skill help NAME>! \
+for its parameters and an example call. Arguments are key=value words; quote a value with spaces: \
+text=\"two words\". Arguments are checked against the schema, and an error names the field.\n\
+Example: ?<skill summarize text=\"…\" words=50>!  →  the summary a tab wrote",
+    },
+    Entry {
         topic: "help",
         usage: "?<help [COMMAND]>!",
         zh: "命令列表或某个命令的用法",
@@ -144,6 +193,8 @@ fn canonical(topic: &str) -> &str {
         "else" | "then" => "if",
         "loop" => "for",
         "flows" => "flow",
+        "memories" | "mem" => "memory",
+        "skills" => "skill",
         other => other,
     }
 }

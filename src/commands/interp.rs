@@ -144,6 +144,16 @@ pub trait Host: Send + Sync {
         async { Err(HostError::NoFlowEngine) }
     }
 
+    /// The team's memory (None: `remember` and `memory` are refused).
+    fn memory(&self) -> Option<Arc<crate::memory::Memory>> {
+        None
+    }
+
+    /// The skills loaded now (None: `skill` is refused).
+    fn skills(&self) -> Option<Arc<crate::skills::SkillSet>> {
+        None
+    }
+
     /// Where live shell output for this caller goes while a command runs (None: nowhere).
     fn exec_output(&self, caller: &Caller) -> Option<mpsc::Sender<ExecChunk>> {
         let _ = caller;
@@ -307,6 +317,11 @@ impl<H: Host> Interpreter<H> {
                     self.check(ctx.caller, Action::SetRole)?;
                     Ok(self.host.set_role(ctx.caller, *role, group.clone()).await?)
                 }
+                Command::Remember { scope, text } => {
+                    self.remember(ctx, scope.as_deref(), text, frame).await
+                }
+                Command::Memory(m) => self.memory(ctx, m, frame).await,
+                Command::Skill(s) => self.skill(ctx, s, frame).await,
                 Command::Help { topic } => match topic {
                     None => Ok(help::overview()),
                     Some(t) => help::topic(t).map_err(CmdError::Failed),
@@ -647,6 +662,8 @@ fn range(from: i64, to: i64, step: i64) -> Vec<String> {
     }
     out
 }
+
+mod team;
 
 #[cfg(test)]
 mod tests;

@@ -579,6 +579,9 @@ impl<'a> Parser<'a> {
             "manager" => self.parse_manager(rest).map(Command::Manager),
             "flow" => self.parse_flow(rest),
             "role" => self.parse_role(rest),
+            "remember" => self.parse_remember(rest),
+            "memory" => self.parse_memory(rest),
+            "skill" | "skills" => self.parse_skill(rest),
             "help" => Ok(Command::Help {
                 topic: (!rest.is_empty()).then(|| self.text(rest).to_string()),
             }),
@@ -609,6 +612,9 @@ fn is_flow_name(s: &str) -> bool {
 }
 
 mod forms;
+mod memory_forms;
+
+pub use memory_forms::{is_skill_name, split_tags};
 
 #[cfg(test)]
 mod tests;

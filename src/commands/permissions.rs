@@ -31,6 +31,8 @@ pub struct Permissions {
     pub flows: bool,
     /// May change roles.
     pub set_role: bool,
+    /// May write the team's memory (`remember`, `memory` add/rewrite/del/pin/unpin/summarize).
+    pub memory_write: bool,
 }
 
 impl Permissions {
@@ -44,6 +46,7 @@ impl Permissions {
                 any_target: true,
                 flows: true,
                 set_role: true,
+                memory_write: true,
             },
             Role::Foreman => Self {
                 reply_commands: true,
@@ -63,6 +66,7 @@ impl Permissions {
             any_target: false,
             flows: false,
             set_role: false,
+            memory_write: false,
         }
     }
 }
@@ -121,6 +125,13 @@ pub enum Action<'a> {
     },
     /// Change the caller's role.
     SetRole,
+    /// Read (`write: false`) or write the memory of `scope`.
+    Memory {
+        /// Whether it writes.
+        write: bool,
+        /// `global` or a group.
+        scope: &'a str,
+    },
 }
 
 /// Why [`check`] said no.
@@ -152,6 +163,15 @@ pub enum Denied {
     /// Role change by someone other than the master or the person.
     #[error("无权改变角色 / not allowed: only the master or the person may change roles")]
     SetRole,
+    /// Memory writes by a tab whose card does not allow them.
+    #[error("无权写入记忆 / not allowed: a {0}'s reply may not write the team's memory (its role card can allow it with permissions: {{memory_write: true}})")]
+    MemoryWrite(Role),
+    /// A group-limited tab reaching another group's memory.
+    #[error("不在本组 / not allowed: the memory of scope `{scope}` belongs to another group (this tab may use `global` and its own group)")]
+    MemoryScope {
+        /// The scope asked for.
+        scope: String,
+    },
 }
 
 /// THE permission check. `in_group(tab, group)` tells whether a tab is in a group (the host
@@ -187,6 +207,18 @@ pub fn check(
         Action::Flow { .. } => Err(Denied::Flows),
         Action::SetRole if p.set_role => Ok(()),
         Action::SetRole => Err(Denied::SetRole),
+        Action::Memory { write: true, .. } if !p.memory_write => {
+            Err(Denied::MemoryWrite(caller.role))
+        }
+        Action::Memory { scope, .. } => {
+            if p.any_target || scope == "global" || caller.group.as_deref() == Some(scope) {
+                Ok(())
+            } else {
+                Err(Denied::MemoryScope {
+                    scope: scope.to_string(),
+                })
+            }
+        }
     }
 }
 
@@ -255,6 +287,33 @@ mod tests {
         for (caller, action, want) in cases {
             assert_eq!(check(caller, action, in_g1), want, "{caller:?} {action:?}");
         }
+    }
+
+    #[test]
+    fn memory_writes_and_scopes() {
+        let master = reply(Role::Master, None);
+        let mut worker = reply(Role::Worker, Some("g1"));
+        worker.permissions.reply_commands = true;
+        let read = |scope| Action::Memory {
+            write: false,
+            scope,
+        };
+        let write = |scope| Action::Memory { write: true, scope };
+        assert_eq!(check(&master, write("g2"), in_g1), Ok(()));
+        assert_eq!(check(&worker, read("global"), in_g1), Ok(()));
+        assert_eq!(check(&worker, read("g1"), in_g1), Ok(()));
+        assert!(matches!(
+            check(&worker, read("g2"), in_g1),
+            Err(Denied::MemoryScope { .. })
+        ));
+        assert_eq!(
+            check(&worker, write("g1"), in_g1),
+            Err(Denied::MemoryWrite(Role::Worker))
+        );
+        worker.permissions.memory_write = true;
+        assert_eq!(check(&worker, write("g1"), in_g1), Ok(()));
+        let person = Caller::new("p", Role::Worker, None, Source::UserInput);
+        assert_eq!(check(&person, write("g9"), in_g1), Ok(()));
     }
 
     #[test]

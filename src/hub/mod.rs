@@ -135,6 +135,7 @@ impl Hub {
                 .with_offline_bytes(config.limits.offline_bytes),
         );
         let tasks = Arc::new(Tasks::new(registry.clone(), config.limits.task_queue));
+        let commands = crate::control::Commands::new(&config, &store);
         let hub = Arc::new(Hub {
             origins: OriginPolicy::new(&config.extra_origins),
             token,
@@ -146,7 +147,7 @@ impl Hub {
             live: AtomicUsize::new(0),
             public_url: std::sync::OnceLock::new(),
             events: tokio::sync::broadcast::channel(1024).0,
-            commands: crate::control::Commands::new(&config),
+            commands,
             runner: crate::runner::Runner::default(),
             sse_waiting: sse::Unconfirmed::default(),
             api: crate::api::ApiState::new(registry.clone(), tasks.clone()),
@@ -158,6 +159,12 @@ impl Hub {
             .with_context(|| format!("binding {}", hub.config.bind))?;
         let addr = listener.local_addr()?;
         let _ = hub.public_url.set(format!("http://{addr}"));
+        let weak = Arc::downgrade(&hub);
+        hub.tasks
+            .set_prompt_hook(Box::new(move |client, prompt| match weak.upgrade() {
+                Some(hub) => hub.commands.with_memory(client, prompt),
+                None => prompt,
+            }));
         hub.runner.resume_all(&hub);
         hub.clone().watch_role_cards();
         let app = router(hub.clone());
@@ -414,20 +421,30 @@ impl Hub {
                 turn_id,
                 task_id,
                 text,
-            }) => match self.tasks.on_turn_end(client, task_id.as_deref(), &text) {
-                // Commands in a free reply run if the tab's role lets its replies run them; a
-                // task's reply is data for whoever asked (the foreman cycle reads its own).
-                Ok(tasks::TurnOutcome::Free) => {
-                    crate::control::on_turn_end(self, client, &turn_id, &text);
-                    None
+            }) => {
+                let outcome = self.tasks.on_turn_end(client, task_id.as_deref(), &text);
+                if matches!(
+                    outcome,
+                    Ok(tasks::TurnOutcome::Free | tasks::TurnOutcome::Answered)
+                ) {
+                    crate::control::count_turn(self, client);
                 }
-                Ok(tasks::TurnOutcome::Answered) => {
-                    self.api.wake();
-                    None
+                match outcome {
+                    // Commands in a free reply run if the tab's role lets its replies run
+                    // them; a task's reply is data for whoever asked (the foreman cycle reads
+                    // its own).
+                    Ok(tasks::TurnOutcome::Free) => {
+                        crate::control::on_turn_end(self, client, &turn_id, &text);
+                        None
+                    }
+                    Ok(tasks::TurnOutcome::Answered) => {
+                        self.api.wake();
+                        None
+                    }
+                    Ok(tasks::TurnOutcome::Stale) => None,
+                    Err(e) => Some(ServerFrame::error(ErrorCode::UnknownTask, e.to_string())),
                 }
-                Ok(tasks::TurnOutcome::Stale) => None,
-                Err(e) => Some(ServerFrame::error(ErrorCode::UnknownTask, e.to_string())),
-            },
+            }
             ClientFrame::UserInput(UserInput { text }) => {
                 // A prompt the hub typed, echoed back by the page, is not the person speaking:
                 // it may carry another model's words and must not get the person's authority.

@@ -212,14 +212,26 @@ pub struct Tasks {
     tree: DashMap<String, SubTree>,
     registry: Arc<Registry>,
     max_waiting: usize,
+    /// Shapes every prompt once, when it is submitted (the memory block of role cards with
+    /// `memory: every N`); set once by the hub.
+    prompt_hook: std::sync::OnceLock<PromptHook>,
 }
 
+/// See [`Tasks::set_prompt_hook`].
+pub type PromptHook = Box<dyn Fn(&Client, String) -> String + Send + Sync>;
+
 impl Tasks {
+    /// Every prompt submitted from now on passes through `hook` first.
+    pub fn set_prompt_hook(&self, hook: PromptHook) {
+        let _ = self.prompt_hook.set(hook);
+    }
+
     pub fn new(registry: Arc<Registry>, max_waiting: usize) -> Tasks {
         Tasks {
             tree: DashMap::new(),
             registry,
             max_waiting,
+            prompt_hook: std::sync::OnceLock::new(),
         }
     }
 
@@ -246,7 +258,10 @@ impl Tasks {
             node_id: req.node_id,
             role: client.role(),
             priority: req.priority,
-            prompt: req.prompt,
+            prompt: match self.prompt_hook.get() {
+                Some(hook) => hook(client, req.prompt),
+                None => req.prompt,
+            },
             timeout_ms: req.timeout.as_millis() as u64,
             retry: req.retry,
             auto_send: true,

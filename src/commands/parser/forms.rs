@@ -55,7 +55,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A target at `at` (after whitespace): quoted, `role:R`, `group:G` or a bare name.
-    fn target_at(
+    pub(super) fn target_at(
         &self,
         at: usize,
         end: usize,
@@ -412,12 +412,25 @@ impl<'a> Parser<'a> {
 
     /// `key=value` (value may be quoted; its `$var`s are expanded when the command runs).
     fn param(&self, w: Span) -> Result<(String, String), ParseError> {
+        self.param_for(w, "manager")
+    }
+
+    /// `key=value` for the command of help topic `topic`.
+    pub(super) fn param_for(
+        &self,
+        w: Span,
+        topic: &'static str,
+    ) -> Result<(String, String), ParseError> {
         let text = self.text(w);
         let bad = || {
             self.err(
                 w.s,
-                "manager",
-                format!("expected key=value or --from-node ID, found `{text}`"),
+                topic,
+                if topic == "manager" {
+                    format!("expected key=value or --from-node ID, found `{text}`")
+                } else {
+                    format!("expected key=value, found `{text}`")
+                },
             )
         };
         let eq = text.find('=').ok_or_else(bad)?;

@@ -1,0 +1,274 @@
+//! `remember`, `memory …` and `skill …`: the team's memory and its tools. Permission checks
+//! are the one [`super::permissions::check`]; a skill's work goes through the same paths as
+//! the commands it stands for (`to`, `manager run`, the exec policy).
+
+use std::sync::Arc;
+
+use super::{CmdError, Ctx, Frame, Host, Interpreter, Res};
+use crate::commands::ast::{Command, Job, ManagerCmd, MemoryCmd, Role, SkillCmd, Target, Template};
+use crate::commands::parser::parse_template;
+use crate::commands::permissions::Action;
+use crate::memory::{self, commands as say, Memory, NewMemory, GLOBAL};
+use crate::skills::{self, Action as SkillAction};
+
+fn failed(e: impl std::fmt::Display) -> CmdError {
+    CmdError::Failed(e.to_string())
+}
+
+/// `role:worker`, `group:g1` or a name.
+fn target_of(s: &str) -> Target {
+    if let Some(r) = s.strip_prefix("role:").and_then(Role::parse) {
+        return Target::Role(r);
+    }
+    match s.strip_prefix("group:") {
+        Some(g) => Target::Group(g.to_string()),
+        None => Target::Name(s.to_string()),
+    }
+}
+
+fn ids(list: &[i64]) -> String {
+    list.iter()
+        .map(|i| format!("#{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl<H: Host> Interpreter<H> {
+    fn mem(&self) -> Result<Arc<Memory>, CmdError> {
+        self.host
+            .memory()
+            .ok_or_else(|| failed("记忆不可用 / memory is not available on this hub"))
+    }
+
+    fn mem_check(&self, ctx: &Ctx<'_>, write: bool, scope: &str) -> Result<(), CmdError> {
+        Ok(self.check(ctx.caller, Action::Memory { write, scope })?)
+    }
+
+    pub(super) async fn remember(
+        &self,
+        ctx: &Ctx<'_>,
+        scope: Option<&str>,
+        text: &Template,
+        frame: &Frame,
+    ) -> Res {
+        let mem = self.mem()?;
+        let scope = scope.unwrap_or(GLOBAL);
+        self.mem_check(ctx, true, scope)?;
+        let text = self.expand(ctx, text, frame)?;
+        mem.set_note(scope, text.trim()).map_err(failed)?;
+        Ok(if text.trim().is_empty() {
+            format!("短期记忆已清除 / note cleared ({scope})")
+        } else {
+            format!("短期记忆已更新 / note set ({scope})")
+        })
+    }
+
+    /// The scopes of these memories, each checked for writing.
+    fn check_ids(&self, ctx: &Ctx<'_>, mem: &Memory, list: &[i64]) -> Result<(), CmdError> {
+        for id in list {
+            let e = mem.get(*id).map_err(failed)?;
+            self.mem_check(ctx, true, &e.scope)?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn memory(&self, ctx: &Ctx<'_>, m: &MemoryCmd, frame: &Frame) -> Res {
+        let mem = self.mem()?;
+        match m {
+            MemoryCmd::Add {
+                scope,
+                text,
+                tags,
+                pin,
+                importance,
+            } => {
+                let scope = scope.as_deref().unwrap_or(GLOBAL);
+                self.mem_check(ctx, true, scope)?;
+                let text = self.expand(ctx, text, frame)?;
+                let id = mem
+                    .add(&NewMemory {
+                        scope,
+                        text: text.trim(),
+                        tags,
+                        pinned: *pin,
+                        importance: *importance,
+                        author: Some(&ctx.caller.client_id),
+                        sources: &[],
+                    })
+                    .map_err(failed)?;
+                Ok(format!("已记住 / remembered #{id} ({scope})"))
+            }
+            MemoryCmd::Rewrite {
+                id,
+                text,
+                tags,
+                importance,
+            } => {
+                self.check_ids(ctx, &mem, &[*id])?;
+                let text = self.expand(ctx, text, frame)?;
+                mem.rewrite(*id, text.trim(), tags.as_deref(), *importance)
+                    .map_err(failed)?;
+                Ok(format!("已改写 / rewrote #{id}"))
+            }
+            MemoryCmd::Search { scope, words } => {
+                let scope = scope.as_deref().unwrap_or(GLOBAL);
+                self.mem_check(ctx, false, scope)?;
+                let words = self.expand(ctx, words, frame)?;
+                let hits = mem
+                    .search(scope, &words, memory::SEARCH_LIMIT)
+                    .map_err(failed)?;
+                Ok(say::hits(scope, &words, &hits))
+            }
+            MemoryCmd::Del(list) => {
+                self.check_ids(ctx, &mem, list)?;
+                let n = mem.delete(list).map_err(failed)?;
+                Ok(format!("已删除 / deleted {n}: {}", ids(list)))
+            }
+            MemoryCmd::Pin(list) | MemoryCmd::Unpin(list) => {
+                let pin = matches!(m, MemoryCmd::Pin(_));
+                self.check_ids(ctx, &mem, list)?;
+                mem.set_pinned(list, pin).map_err(failed)?;
+                Ok(if pin {
+                    format!("已置顶 / pinned {}", ids(list))
+                } else {
+                    format!("已取消置顶 / unpinned {} (back at 100°)", ids(list))
+                })
+            }
+            MemoryCmd::Tags { scope } => {
+                let scope = scope.as_deref().unwrap_or(GLOBAL);
+                self.mem_check(ctx, false, scope)?;
+                Ok(say::tag_cloud(scope, &mem.tags(scope).map_err(failed)?))
+            }
+            MemoryCmd::List { scope, n } => {
+                let scope = scope.as_deref().unwrap_or(GLOBAL);
+                self.mem_check(ctx, false, scope)?;
+                Ok(say::list(scope, &mem.hottest(scope, *n).map_err(failed)?))
+            }
+            MemoryCmd::Summarize { scope, to, n } => {
+                self.summarize(ctx, &mem, scope.as_deref(), to.as_ref(), *n, frame)
+                    .await
+            }
+        }
+    }
+
+    async fn summarize(
+        &self,
+        ctx: &Ctx<'_>,
+        mem: &Memory,
+        scope: Option<&str>,
+        to: Option<&Target>,
+        n: usize,
+        frame: &Frame,
+    ) -> Res {
+        let scope = scope.unwrap_or(GLOBAL);
+        self.mem_check(ctx, true, scope)?;
+        let entries = mem.hottest(scope, n).map_err(failed)?;
+        if entries.is_empty() {
+            return Err(failed(format!(
+                "没有可总结的记忆 / no memories in `{scope}` to summarise"
+            )));
+        }
+        let target = match to {
+            Some(t) => t.clone(),
+            None => Target::Role(Role::Worker),
+        };
+        let names = self.resolve(ctx, &target, frame)?;
+        let tab = names[0].clone();
+        self.step(ctx)?;
+        let answer = self
+            .host
+            .ask(ctx.caller, &tab, say::summary_prompt(scope, &entries))
+            .await?;
+        let sources: Vec<i64> = entries.iter().map(|e| e.id).collect();
+        let mut tags = vec!["summary".to_string()];
+        for e in &entries {
+            for t in &e.tags {
+                if tags.len() < 10 && !tags.contains(t) {
+                    tags.push(t.clone());
+                }
+            }
+        }
+        let id = mem
+            .add(&NewMemory {
+                scope,
+                text: answer.trim(),
+                tags: &tags,
+                pinned: false,
+                importance: Some(8),
+                author: Some(&tab),
+                sources: &sources,
+            })
+            .map_err(failed)?;
+        Ok(format!(
+            "已写入摘要 / summary #{id} ({scope}) by {tab}, from {}:\n{}",
+            ids(&sources),
+            answer.trim()
+        ))
+    }
+
+    pub(super) async fn skill(&self, ctx: &Ctx<'_>, s: &SkillCmd, frame: &Frame) -> Res {
+        let set = self
+            .host
+            .skills()
+            .ok_or_else(|| failed("技能不可用 / skills are not available on this hub"))?;
+        match s {
+            SkillCmd::List => Ok(set.list()),
+            SkillCmd::Help(name) => set.help(name.as_deref()).map_err(CmdError::Failed),
+            SkillCmd::Run { name, args } => {
+                let skill = set.find(name).map_err(CmdError::Failed)?;
+                let args = args
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), self.expand(ctx, &parse_template(v), frame)?)))
+                    .collect::<Result<Vec<_>, CmdError>>()?;
+                let action = skills::prepare(&skill, &args).map_err(|errors| {
+                    failed(format!(
+                        "技能参数错误 / invalid arguments for skill {name}:\n  - {}\n用法 / usage: ?<skill help {name}>!",
+                        errors.join("\n  - ")
+                    ))
+                })?;
+                self.perform(ctx, action, frame).await
+            }
+        }
+    }
+
+    async fn perform(&self, ctx: &Ctx<'_>, action: SkillAction, frame: &Frame) -> Res {
+        match action {
+            SkillAction::Run(argv) => {
+                self.check(ctx.caller, Action::Shell)?;
+                let out = crate::exec::run_argv(
+                    &self.exec,
+                    &argv,
+                    &ctx.caller.client_id,
+                    self.host.exec_output(ctx.caller),
+                )
+                .await?;
+                let rendered = out.render(self.exec.timeout);
+                if out.success() {
+                    Ok(rendered)
+                } else {
+                    Err(CmdError::Failed(rendered))
+                }
+            }
+            SkillAction::Flow { name, inputs } => {
+                // Values are data: `$` is escaped so `manager run` does not expand it again.
+                let params = inputs
+                    .into_iter()
+                    .map(|(k, v)| (k, v.replace('$', "\\$")))
+                    .collect();
+                let cmd = Command::Manager(ManagerCmd::Run {
+                    name,
+                    from_node: None,
+                    params,
+                });
+                self.eval(ctx, &cmd, frame).await
+            }
+            SkillAction::Prompt { to, text } => {
+                let cmd = Command::To(Job {
+                    target: target_of(&to),
+                    prompt: Template::literal(text),
+                });
+                self.eval(ctx, &cmd, frame).await
+            }
+        }
+    }
+}

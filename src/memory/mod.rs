@@ -1,0 +1,290 @@
+//! The team's memory (SPEC §15): a short-term note and long-term memories per scope
+//! (`global` or a group), kept in SQLite with FTS5. Memories cool down as their scope takes
+//! turns and warm up when found; nothing is deleted except by `memory del`.
+//!
+//! - [`temperature`]: the pure arithmetic (decay, hits, rank);
+//! - [`store`]: the SQL;
+//! - [`commands`]: the answers of `remember` / `memory …`, worded for a tab;
+//! - [`Memory`]: the handle the hub holds, and the `<memory>` block injected into tasks.
+
+pub mod commands;
+pub mod store;
+pub mod temperature;
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use serde::Deserialize;
+
+pub use store::{Entry, Hit, NewMemory};
+
+/// The scope used when a command names none.
+pub const GLOBAL: &str = "global";
+/// How many hits `memory search` returns.
+pub const SEARCH_LIMIT: usize = 5;
+/// How many of the hottest memories lend their tags to the `<memory>` block.
+pub const INJECT_HOTTEST: usize = 20;
+
+/// A role card's `memory:` field: `every N` (or `{every: N, scope: S}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Injection {
+    /// Prepend the block to the 1st, (N+1)th, (2N+1)th … task of the tab.
+    pub every: u32,
+    /// The scope shown; default: `global`, plus the tab's group when it has one.
+    pub scope: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Injection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Number(u32),
+            Map {
+                every: u32,
+                #[serde(default)]
+                scope: Option<String>,
+            },
+        }
+        let bad = || {
+            serde::de::Error::custom("memory: expected `every N` (N ≥ 1) or {every: N, scope: S}")
+        };
+        let (every, scope) = match Raw::deserialize(d)? {
+            Raw::Text(t) => {
+                let n = t.trim().strip_prefix("every").ok_or_else(bad)?;
+                (n.trim().parse::<u32>().map_err(|_| bad())?, None)
+            }
+            Raw::Number(n) => (n, None),
+            Raw::Map { every, scope } => (every, scope),
+        };
+        if every == 0 {
+            return Err(bad());
+        }
+        Ok(Injection { every, scope })
+    }
+}
+
+/// Why a memory command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("记忆库错误 / memory store error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("没有这条记忆 / no memory #{0}")]
+    NoSuch(i64),
+}
+
+pub type MemoryResult<T> = Result<T, MemoryError>;
+
+/// The hub's memory: the store, and how many tasks each tab has had (for `every N`).
+pub struct Memory {
+    store: crate::store::Store,
+    tasks_of_tab: DashMap<String, u64>,
+}
+
+impl Memory {
+    pub fn new(store: crate::store::Store) -> Arc<Memory> {
+        Arc::new(Memory {
+            store,
+            tasks_of_tab: DashMap::new(),
+        })
+    }
+
+    fn conn<T>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> MemoryResult<T> {
+        Ok(self.store.with_conn(f)?)
+    }
+
+    /// A turn of these scopes: each of their memories cools by [`temperature::DECAY`].
+    pub fn turn(&self, scopes: &[&str]) -> MemoryResult<()> {
+        self.conn(|c| store::add_turn(c, scopes))
+    }
+
+    pub fn turns(&self, scope: &str) -> MemoryResult<i64> {
+        self.conn(|c| store::turns(c, scope))
+    }
+
+    pub fn set_note(&self, scope: &str, note: &str) -> MemoryResult<()> {
+        self.conn(|c| store::set_note(c, scope, note))
+    }
+
+    pub fn note(&self, scope: &str) -> MemoryResult<String> {
+        self.conn(|c| store::note(c, scope))
+    }
+
+    pub fn add(&self, m: &NewMemory<'_>) -> MemoryResult<i64> {
+        let now = crate::store::now_ms();
+        self.conn(|c| store::insert(c, m, now))
+    }
+
+    pub fn get(&self, id: i64) -> MemoryResult<Entry> {
+        self.conn(|c| store::get(c, id))?
+            .ok_or(MemoryError::NoSuch(id))
+    }
+
+    pub fn rewrite(
+        &self,
+        id: i64,
+        text: &str,
+        tags: Option<&[String]>,
+        importance: Option<u8>,
+    ) -> MemoryResult<()> {
+        let now = crate::store::now_ms();
+        if self.conn(|c| store::rewrite(c, id, text, tags, importance, now))? {
+            Ok(())
+        } else {
+            Err(MemoryError::NoSuch(id))
+        }
+    }
+
+    pub fn delete(&self, ids: &[i64]) -> MemoryResult<usize> {
+        self.conn(|c| store::delete(c, ids))
+    }
+
+    pub fn set_pinned(&self, ids: &[i64], pinned: bool) -> MemoryResult<usize> {
+        self.conn(|c| store::set_pinned(c, ids, pinned))
+    }
+
+    pub fn hottest(&self, scope: &str, n: usize) -> MemoryResult<Vec<Entry>> {
+        self.conn(|c| store::hottest(c, scope, n))
+    }
+
+    pub fn tags(&self, scope: &str) -> MemoryResult<Vec<(String, usize, Entry)>> {
+        self.conn(|c| store::tags(c, scope))
+    }
+
+    /// Searches and warms the hits.
+    pub fn search(&self, scope: &str, words: &str, limit: usize) -> MemoryResult<Vec<Hit>> {
+        self.conn(|c| store::search(c, scope, words, limit))
+    }
+
+    /// Counts a task for `tab`; true when this one gets the `<memory>` block (the 1st,
+    /// then every `every`th).
+    pub fn task_due(&self, tab: &str, every: u32) -> bool {
+        let mut n = self.tasks_of_tab.entry(tab.to_string()).or_insert(0);
+        let due = *n % u64::from(every.max(1)) == 0;
+        *n += 1;
+        due
+    }
+
+    /// The `<memory>` block for these scopes (note + tags of the 20 hottest), or `None`
+    /// when there is nothing to show.
+    pub fn block(&self, scopes: &[&str]) -> MemoryResult<Option<String>> {
+        let mut lines = Vec::new();
+        let labelled = scopes.len() > 1;
+        for scope in scopes {
+            let label = if labelled {
+                format!(" ({scope})")
+            } else {
+                String::new()
+            };
+            let note = self.note(scope)?;
+            if !note.trim().is_empty() {
+                lines.push(format!("短期记忆 / note{label}: {}", note.trim()));
+            }
+            let mut tags: Vec<String> = Vec::new();
+            for e in self.hottest(scope, INJECT_HOTTEST)? {
+                for t in e.tags {
+                    if !tags.contains(&t) {
+                        tags.push(t);
+                    }
+                }
+            }
+            if !tags.is_empty() {
+                lines.push(format!("热门标签 / hot tags{label}: {}", tags.join(", ")));
+            }
+        }
+        if lines.is_empty() {
+            return Ok(None);
+        }
+        lines.push(
+            "（用 ?<memory search 关键词>! 查看详情 / look details up with ?<memory search WORDS>!）"
+                .into(),
+        );
+        Ok(Some(format!("<memory>\n{}\n</memory>", lines.join("\n"))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory() -> (tempfile::TempDir, Arc<Memory>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(dir.path()).unwrap();
+        (dir, Memory::new(store))
+    }
+
+    fn add(m: &Memory, scope: &str, text: &str, tags: &[&str]) -> i64 {
+        let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        m.add(&NewMemory {
+            scope,
+            text,
+            tags: &tags,
+            ..NewMemory::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn injection_field_forms() {
+        let card: Injection = serde_json::from_str("\"every 3\"").unwrap();
+        assert_eq!(card.every, 3);
+        let card: Injection = serde_json::from_str("{\"every\": 2, \"scope\": \"g1\"}").unwrap();
+        assert_eq!((card.every, card.scope.as_deref()), (2, Some("g1")));
+        assert!(serde_json::from_str::<Injection>("\"every 0\"").is_err());
+        assert!(serde_json::from_str::<Injection>("\"sometimes\"").is_err());
+    }
+
+    #[test]
+    fn turns_cool_hits_warm_pins_hold() {
+        let (_d, m) = memory();
+        let a = add(&m, GLOBAL, "the deploy key rotates monthly", &["ops"]);
+        let b = add(&m, GLOBAL, "用户喜欢简短的回答", &["偏好"]);
+        m.set_pinned(&[b], true).unwrap();
+        for _ in 0..3 {
+            m.turn(&[GLOBAL]).unwrap();
+        }
+        let t = m.get(a).unwrap().temperature;
+        assert!((t - 85.7375).abs() < 1e-9, "{t}");
+        assert_eq!(m.get(b).unwrap().temp(), "∞");
+        let hits = m.search(GLOBAL, "deploy", 5).unwrap();
+        assert_eq!(hits[0].entry.id, a);
+        assert!((m.get(a).unwrap().temperature - 92.86875).abs() < 1e-9);
+        m.set_pinned(&[b], false).unwrap();
+        assert!((m.get(b).unwrap().temperature - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn search_ranks_and_finds_chinese_and_short_words() {
+        let (_d, m) = memory();
+        add(&m, GLOBAL, "登录页面需要支持扫码登录", &["前端"]);
+        add(&m, GLOBAL, "AI tabs answer in parallel", &["ai"]);
+        add(&m, "g1", "登录 in another scope", &[]);
+        let hits = m.search(GLOBAL, "扫码登录", 5).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert!(hits[0].entry.text.contains("扫码"));
+        let hits = m.search(GLOBAL, "AI", 5).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(m.search("g1", "扫码登录", 5).unwrap().len(), 0);
+        assert_eq!(m.search("g1", "登录", 5).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn block_has_note_and_hot_tags_and_due_counts() {
+        let (_d, m) = memory();
+        assert_eq!(m.block(&[GLOBAL]).unwrap(), None);
+        m.set_note(GLOBAL, "ship on Friday").unwrap();
+        add(&m, GLOBAL, "x", &["alpha", "beta"]);
+        let b = m.block(&[GLOBAL]).unwrap().unwrap();
+        assert!(b.starts_with("<memory>") && b.ends_with("</memory>"));
+        assert!(
+            b.contains("ship on Friday") && b.contains("alpha, beta"),
+            "{b}"
+        );
+        let due: Vec<bool> = (0..5).map(|_| m.task_due("t1", 2)).collect();
+        assert_eq!(due, [true, false, true, false, true]);
+    }
+}
