@@ -68,6 +68,8 @@ pub struct CardPermissions {
     pub any_target: Option<bool>,
     pub flows: Option<bool>,
     pub set_role: Option<bool>,
+    /// May use the MCP servers (`?<mcp …>!`).
+    pub mcp: Option<bool>,
 }
 
 /// The seed's JSON card: `{name, description, system_prompt, test_command}`; it applies to
@@ -122,6 +124,7 @@ impl RoleCard {
         set(&mut p.any_target, o.any_target);
         set(&mut p.flows, o.flows);
         set(&mut p.set_role, o.set_role);
+        set(&mut p.mcp, o.mcp);
         p
     }
 }

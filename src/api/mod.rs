@@ -11,6 +11,9 @@ pub mod admission;
 mod chat;
 pub mod error;
 mod flow;
+
+pub(crate) use chat::{ask_tab, flow_names};
+pub(crate) use flow::{input_name, run_outcome};
 pub mod models;
 pub mod prompt;
 

@@ -579,6 +579,7 @@ impl<'a> Parser<'a> {
             "manager" => self.parse_manager(rest).map(Command::Manager),
             "flow" => self.parse_flow(rest),
             "role" => self.parse_role(rest),
+            "mcp" => self.parse_mcp(rest),
             "help" => Ok(Command::Help {
                 topic: (!rest.is_empty()).then(|| self.text(rest).to_string()),
             }),
@@ -609,6 +610,7 @@ fn is_flow_name(s: &str) -> bool {
 }
 
 mod forms;
+mod mcp;
 
 #[cfg(test)]
 mod tests;

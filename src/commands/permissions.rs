@@ -31,6 +31,8 @@ pub struct Permissions {
     pub flows: bool,
     /// May change roles.
     pub set_role: bool,
+    /// May list and call the tools of the configured MCP servers (`mcp …`).
+    pub mcp: bool,
 }
 
 impl Permissions {
@@ -44,6 +46,7 @@ impl Permissions {
                 any_target: true,
                 flows: true,
                 set_role: true,
+                mcp: true,
             },
             Role::Foreman => Self {
                 reply_commands: true,
@@ -63,6 +66,7 @@ impl Permissions {
             any_target: false,
             flows: false,
             set_role: false,
+            mcp: false,
         }
     }
 }
@@ -121,6 +125,8 @@ pub enum Action<'a> {
     },
     /// Change the caller's role.
     SetRole,
+    /// List or call MCP tools.
+    Mcp,
 }
 
 /// Why [`check`] said no.
@@ -152,6 +158,9 @@ pub enum Denied {
     /// Role change by someone other than the master or the person.
     #[error("无权改变角色 / not allowed: only the master or the person may change roles")]
     SetRole,
+    /// MCP by someone other than the master or the person (no role card allows it).
+    #[error("无权使用 MCP / not allowed: only the master or the person may use MCP tools, unless a role card allows `mcp`")]
+    Mcp,
 }
 
 /// THE permission check. `in_group(tab, group)` tells whether a tab is in a group (the host
@@ -187,6 +196,8 @@ pub fn check(
         Action::Flow { .. } => Err(Denied::Flows),
         Action::SetRole if p.set_role => Ok(()),
         Action::SetRole => Err(Denied::SetRole),
+        Action::Mcp if p.mcp => Ok(()),
+        Action::Mcp => Err(Denied::Mcp),
     }
 }
 

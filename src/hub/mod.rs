@@ -60,6 +60,8 @@ pub struct Hub {
     sse_waiting: sse::Unconfirmed,
     /// The OpenAI-compatible API's admission and streams (`crate::api`).
     pub api: crate::api::ApiState,
+    /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
+    pub mcp: crate::mcp::McpState,
 }
 
 /// Something that happened to a tab's connection.
@@ -148,6 +150,7 @@ impl Hub {
             runner: crate::runner::Runner::default(),
             sse_waiting: sse::Unconfirmed::default(),
             api: crate::api::ApiState::new(registry.clone(), tasks.clone()),
+            mcp: crate::mcp::McpState::new(&config),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -179,6 +182,7 @@ impl Hub {
 
     async fn finish(&self) {
         self.shutdown.cancel();
+        self.mcp.shutdown();
         self.registry.close_all(registry::close::GOING_AWAY);
         self.tracker.close();
         if tokio::time::timeout(std::time::Duration::from_secs(5), self.tracker.wait())
@@ -470,7 +474,8 @@ fn router(hub: Arc<Hub>) -> Router {
         .route("/events", get(sse::events))
         .route("/send", post(sse::send))
         .merge(crate::api::routes())
-        .with_state(hub)
+        .with_state(hub.clone())
+        .merge(crate::mcp::routes(hub))
 }
 
 async fn userscript(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
