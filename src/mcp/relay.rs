@@ -125,7 +125,15 @@ impl ServerHandler for Relay {
                 Err(e) => return Ok(CallToolResult::error(vec![ContentBlock::text(e)]).into()),
             };
             match up.call_tool(params.clone()).await {
-                Ok(r) => return Ok(r.into()),
+                Ok(mut r) => {
+                    // The hub answered under the version the relay negotiated; the stdio
+                    // client may speak a newer one, where `resultType` is required (rmcp
+                    // drops it again for older ones).
+                    if r.result_type.is_none() {
+                        r.result_type = Some(rmcp::model::ResultType::COMPLETE);
+                    }
+                    return Ok(r.into());
+                }
                 Err(rmcp::ServiceError::McpError(e)) => return Err(e),
                 Err(e) if attempt == 0 => {
                     tracing::warn!("hub connection lost ({e}); reconnecting");
