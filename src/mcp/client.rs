@@ -86,6 +86,16 @@ impl Clients {
         Ok(s)
     }
 
+    /// Process group ids of the stdio children alive now.
+    pub fn pgids(&self) -> Vec<i32> {
+        self.services
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter_map(|s| s.pgid())
+            .collect()
+    }
+
     /// Number of stdio children alive now (for tests and `mcp list`).
     pub fn children(&self) -> usize {
         self.services
