@@ -124,15 +124,16 @@ pub fn routes(hub: Arc<Hub>) -> Router {
 
 /// Host and Origin first (403), then the bearer token (401), as for every door.
 async fn guard(State(hub): State<Arc<Hub>>, req: Request, next: Next) -> Response {
-    if let Err(e) = authorize(&hub, req.headers()) {
-        return e;
+    match refusal(&hub, req.headers()) {
+        Some(refused) => refused,
+        None => next.run(req).await,
     }
-    next.run(req).await
 }
 
-fn authorize(hub: &Hub, headers: &HeaderMap) -> Result<(), Response> {
+/// Why a request may not reach the tools, as its response; `None` when it may.
+fn refusal(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
     if let Err((code, why)) = hub.check_headers(headers) {
-        return Err((code, why).into_response());
+        return Some((code, why).into_response());
     }
     let presented = headers
         .get(header::AUTHORIZATION)
@@ -144,12 +145,14 @@ fn authorize(hub: &Hub, headers: &HeaderMap) -> Result<(), Response> {
         .map(str::trim)
         .unwrap_or("");
     if presented.is_empty() || !crate::hub::auth::token_matches(hub.token(), presented) {
-        return Err((
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "令牌错误或缺失 / missing or wrong bearer token (the hub token: `aicard token`)",
-        )
-            .into_response());
+        return Some(
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "令牌错误或缺失 / missing or wrong bearer token (the hub token: `aicard token`)",
+            )
+                .into_response(),
+        );
     }
-    Ok(())
+    None
 }
