@@ -18,13 +18,16 @@ cargo fmt --all -- --check
 step "cargo clippy -D warnings"
 cargo clippy --all-targets -- -D warnings
 
+step "install the Python test packages (OpenAI and MCP SDKs, mcp-server-time)"
+bash tests/sdk/install.sh
+
 step "cargo test"
 cargo test --all-targets
 
 step "aicard flow validate flows/*.yaml"
 cargo run --quiet -- flow validate flows/*.yaml
 
-step "OpenAI Python SDK against the hub (tests/sdk)"
+step "OpenAI and MCP Python SDKs against the hub (tests/sdk)"
 bash tests/sdk/run.sh
 
 step "dashboard: build check and browser tests (real Chromium against the real hub)"

@@ -1,4 +1,4 @@
-//! The `aicard` command line: `serve`, `demo`, `flow validate|show`, `open`, `token`.
+//! The `aicard` command line: `serve`, `demo`, `flow validate|show`, `open`, `token`, `mcp [doctor]`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -28,6 +28,8 @@ pub enum Command {
     Flow(FlowCommand),
     /// Print a fresh dashboard login URL and open a browser where possible / 打开仪表盘
     Open(crate::dashboard::login::OpenArgs),
+    /// MCP on stdio, relaying to the running hub (for Claude Desktop); `doctor` checks it / MCP 服务器
+    Mcp(McpArgs),
     /// Print the hub's token (creating it on first use) / 打印令牌
     Token {
         /// Data directory holding the token and the store.
@@ -51,6 +53,51 @@ pub enum FlowCommand {
         #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
         format: ShowFormat,
     },
+}
+
+/// Options of `aicard mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub action: Option<McpAction>,
+    /// The running hub.
+    #[arg(long, value_name = "URL", default_value = crate::mcp::relay::DEFAULT_HUB, global = true)]
+    pub hub: String,
+    /// The hub's data directory, where its token is read [default: ~/.local/share/aicard].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// The hub token (instead of reading it from the data directory).
+    #[arg(long, env = "AICARD_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+}
+
+/// `aicard mcp …`
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Print the config snippets for Claude Desktop, Cursor and Cline, and check one round trip
+    Doctor,
+}
+
+impl McpArgs {
+    fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(HubConfig::default_data_dir)
+    }
+
+    fn token(&self) -> anyhow::Result<String> {
+        if let Some(t) = self.token.as_ref().filter(|t| !t.is_empty()) {
+            return Ok(t.clone());
+        }
+        let path = crate::hub::auth::token_path(&self.data_dir());
+        let t = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "读取令牌 / reading the hub token in {} (start the hub once, or pass --token)",
+                path.display()
+            )
+        })?;
+        Ok(t.trim().to_string())
+    }
 }
 
 /// Output format of `flow show`.
@@ -97,6 +144,9 @@ pub struct ServeArgs {
     /// Allow binding a non-loopback address (tabs on other machines could then connect).
     #[arg(long)]
     pub i_know_this_is_public: bool,
+    /// MCP servers for ?<mcp …>! in Claude Desktop's format [default: DATA_DIR/mcp.json].
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -119,6 +169,7 @@ impl ServeArgs {
         c.exec_allow = self.allow;
         c.token = self.token;
         c.extra_origins = self.allow_origin;
+        c.mcp_config = self.mcp_config;
         Ok(c)
     }
 }
@@ -148,12 +199,49 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             print!("{out}");
             Ok(0)
         }
+        Command::Mcp(args) => mcp(args).await,
         Command::Token { data_dir } => {
             let dir = data_dir.unwrap_or_else(HubConfig::default_data_dir);
             let token = crate::hub::auth::load_or_create_token(&dir)
                 .with_context(|| format!("reading the token in {}", dir.display()))?;
             println!("{token}");
             Ok(0)
+        }
+    }
+}
+
+/// `aicard mcp` (stdio relay) and `aicard mcp doctor`.
+async fn mcp(args: McpArgs) -> anyhow::Result<i32> {
+    match args.action {
+        None => {
+            let token = args.token()?;
+            crate::mcp::relay::serve_stdio(args.hub.clone(), token).await?;
+            Ok(0)
+        }
+        Some(McpAction::Doctor) => {
+            let exe = std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "aicard".into());
+            let dir = args.data_dir().display().to_string();
+            print!("{}", crate::mcp::doctor::snippets(&exe, &args.hub, &dir));
+            println!();
+            let token = match args.token() {
+                Ok(t) => t,
+                Err(e) => {
+                    println!("FAIL: {e:#}");
+                    return Ok(1);
+                }
+            };
+            match crate::mcp::doctor::round_trip(&args.hub, &token).await {
+                Ok(s) => {
+                    println!("{s}");
+                    Ok(0)
+                }
+                Err(e) => {
+                    println!("FAIL: {e}");
+                    Ok(1)
+                }
+            }
         }
     }
 }

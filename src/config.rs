@@ -37,6 +37,8 @@ pub struct HubConfig {
     /// Shell execution policy; off by default.
     pub exec_mode: ExecMode,
     pub exec_allow: Vec<String>,
+    /// MCP servers for `?<mcp …>!` (`--mcp-config`); `data_dir/mcp.json` when unset.
+    pub mcp_config: Option<PathBuf>,
     pub limits: Limits,
     pub timing: Timing,
 }
@@ -125,6 +127,7 @@ impl HubConfig {
             extra_origins: Vec::new(),
             exec_mode: ExecMode::Off,
             exec_allow: Vec::new(),
+            mcp_config: None,
             limits: Limits::default(),
             timing: Timing::default(),
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use crate::commands::ast::{
-    FlowAction, FlowRequest, FlowSource, ManagerCmd, Role as CmdRole, Target,
+    FlowAction, FlowRequest, FlowSource, ManagerCmd, McpRequest, Role as CmdRole, Target,
 };
 use crate::commands::interp::{Host, HostError, Interpreter};
 use crate::commands::permissions::{Caller, Source};
@@ -176,8 +176,12 @@ fn run_items(hub: &Arc<Hub>, client: &Arc<Client>, source: Source, items: Vec<Sc
             Ok(found) => {
                 let caller = hub.commands.caller(client, source);
                 if source == Source::Reply && !caller.permissions.reply_commands {
-                    // A worker's reply: commands are data. Say so once, quietly, in the log.
+                    // A worker's reply: commands are data. Say so once, quietly, in the log; an
+                    // MCP call refused gets its audit line like every other MCP call.
                     tracing::debug!(client = %client.id, "command in a reply not run (role)");
+                    if found.body.trim_start().starts_with("mcp") {
+                        tracing::info!(target: "aicard::audit", caller = %client.id, command = %found.body.trim(), decision = "refused: a worker's reply", "mcp");
+                    }
                     continue;
                 }
                 let hub = hub.clone();
@@ -555,6 +559,17 @@ impl Host for HubHost {
 
     fn skills(&self) -> Option<Arc<crate::skills::SkillSet>> {
         Some(self.hub.commands.skills.get())
+    }
+
+    async fn mcp(&self, caller: &Caller, request: McpRequest) -> Result<String, HostError> {
+        let clients = &self.hub.mcp.clients;
+        match request {
+            McpRequest::List => clients.list(&caller.client_id).await,
+            McpRequest::Use { server, tool, args } => {
+                clients.call(&caller.client_id, &server, &tool, args).await
+            }
+        }
+        .map_err(HostError::Other)
     }
 
     async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {

@@ -1,4 +1,5 @@
-//! The only module that spawns processes: the shell/exec policy (off, allowlist, on).
+//! The only module that spawns processes: the shell/exec policy (off, allowlist, on), and the
+//! long-lived stdio servers of the MCP client ([`spawn_service`]).
 //!
 //! SPEC §6: shell execution is off by default. `Allowlist` splits the command line with a
 //! real shell-words splitter (`shlex`) and runs argv directly — no shell ever sees the text —
@@ -571,6 +572,119 @@ async fn capture(
         }
     }
     out
+}
+
+/// A long-lived child that speaks on its stdin and stdout (a stdio MCP server, configured by
+/// the person in `mcp.json`): started in its own process group, in the workspace, with the
+/// reduced environment plus the server's own `env`; stderr goes to the debug log. Dropping it
+/// (or [`Service::kill`]) kills the whole group.
+#[derive(Debug)]
+pub struct Service {
+    child: Child,
+    pgid: Option<i32>,
+    /// The child's stdin (take it for the transport).
+    pub stdin: Option<tokio::process::ChildStdin>,
+    /// The child's stdout (take it for the transport).
+    pub stdout: Option<tokio::process::ChildStdout>,
+}
+
+impl Service {
+    /// The process group id (the child's pid).
+    pub fn pgid(&self) -> Option<i32> {
+        self.pgid
+    }
+
+    /// SIGKILL the process group.
+    pub fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // SAFETY: killpg only sends a signal; a stale pgid yields ESRCH.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Starts a [`Service`]; one audit line either way. `caller` is who asked, `name` what the
+/// configuration calls it.
+pub fn spawn_service(
+    name: &str,
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    workspace: &std::path::Path,
+    caller: &str,
+) -> Result<Service, ExecError> {
+    let audit_line = |decision: &str, pgid: Option<i32>| {
+        tracing::info!(target: "aicard::audit", caller, service = name, argv = ?argv, pgid, decision, "spawn");
+    };
+    if argv.is_empty() || argv[0].is_empty() {
+        audit_line("refused: empty command", None);
+        return Err(ExecError::Empty);
+    }
+    if argv.iter().chain(env.values()).any(|a| a.contains('\0')) {
+        audit_line("refused: NUL byte", None);
+        return Err(ExecError::Nul);
+    }
+    if let Err(source) = std::fs::create_dir_all(workspace) {
+        audit_line("refused: no workspace", None);
+        return Err(ExecError::Workspace {
+            path: workspace.to_path_buf(),
+            source,
+        });
+    }
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(workspace)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for key in KEPT_ENV {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    if std::env::var_os("PATH").is_none() {
+        cmd.env("PATH", FALLBACK_PATH);
+    }
+    cmd.envs(env);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(source) => {
+            audit_line(&format!("failed: {source}"), None);
+            return Err(ExecError::Spawn {
+                program: argv[0].clone(),
+                source,
+            });
+        }
+    };
+    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+    audit_line("started", pgid);
+    if let Some(err) = child.stderr.take() {
+        let name = name.to_string();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(service = %name, "stderr: {line}");
+            }
+        });
+    }
+    Ok(Service {
+        stdin: child.stdin.take(),
+        stdout: child.stdout.take(),
+        child,
+        pgid,
+    })
 }
 
 mod plan;

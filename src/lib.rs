@@ -2,7 +2,8 @@
 //!
 //! Code map (see docs/ARCHITECTURE.md): `protocol` (wire frames, the only module that knows
 //! JSON shapes), `hub` (server, auth, registry/routing, task queues, transports), `commands`
-//! (the `?<…>!` language), `exec` (the only module that spawns processes), `flows` (flow files
+//! (the `?<…>!` language), `exec` (the only module that spawns processes), `mcp` (MCP server
+//! and client; the only module that names rmcp), `flows` (flow files
 //! and the pure run engine), `store` (SQLite), `config`, `cli`.
 
 pub mod api;
@@ -16,6 +17,7 @@ pub mod exec;
 pub mod flows;
 pub mod foreman;
 pub mod hub;
+pub mod mcp;
 pub mod memory;
 pub mod protocol;
 pub mod roles;

@@ -72,6 +72,8 @@ pub struct CardPermissions {
     pub flows: Option<bool>,
     pub set_role: Option<bool>,
     pub memory_write: Option<bool>,
+    /// May use the MCP servers (`?<mcp …>!`).
+    pub mcp: Option<bool>,
 }
 
 /// The seed's JSON card: `{name, description, system_prompt, test_command}`; it applies to
@@ -127,6 +129,7 @@ impl RoleCard {
         set(&mut p.flows, o.flows);
         set(&mut p.set_role, o.set_role);
         set(&mut p.memory_write, o.memory_write);
+        set(&mut p.mcp, o.mcp);
         p
     }
 }

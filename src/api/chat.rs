@@ -47,7 +47,7 @@ pub async fn models(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
 }
 
 /// Flows `flow/<name>` can run: the flows directory and the saved ones.
-fn flow_names(hub: &Hub) -> Vec<String> {
+pub(crate) fn flow_names(hub: &Hub) -> Vec<String> {
     let mut names: Vec<String> = hub.store.saved_flows().unwrap_or_default();
     if let Ok(dir) = std::fs::read_dir(&hub.config.flows_dir) {
         for e in dir.flatten() {
@@ -208,6 +208,53 @@ async fn complete(
         keepalive,
     ));
     Ok(sse_response(rx))
+}
+
+/// One prompt to one tab of `model`, outside any HTTP request (the MCP tools use it): waits
+/// up to `queue_timeout` for a free tab (admission, as for `/v1`), hands the prompt over and
+/// waits for the reply. Dropping the future before it resolves cancels the prompt and tells
+/// the tab, like a client that leaves. Returns the tab that answered and its reply.
+pub(crate) async fn ask_tab(
+    hub: &Arc<Hub>,
+    model: &ModelId,
+    prompt: String,
+    queue_timeout: Duration,
+) -> Result<(Arc<Client>, String), (Option<Arc<Client>>, ApiError)> {
+    let lease = hub
+        .api
+        .admission()
+        .admit(model, queue_timeout)
+        .await
+        .map_err(|e| (None, e))?;
+    let client = lease.client.clone();
+    let task_id = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+    let shown = client.info().label.unwrap_or_else(|| client.id.to_string());
+    let run = ApiRun::begin(hub, &task_id, &model.key(), (&client.id, &shown), &prompt);
+    let mut job = Job {
+        run,
+        hub: hub.clone(),
+        client: client.clone(),
+        task_id: task_id.clone(),
+        lease: Some(lease),
+        finished: false,
+        started: tokio::time::Instant::now(),
+    };
+    let mut task = TaskRequest::new(prompt, hub.config.timing.task_timeout);
+    task.task_id = Some(task_id);
+    let ticket = match hub.tasks.submit(&client, task) {
+        Ok(t) => t,
+        Err(e) => {
+            let e = ApiError::from(e);
+            job.finish(Err(&e));
+            return Err((Some(client), e));
+        }
+    };
+    let text = ticket.wait(&hub.tasks).await.map_err(ApiError::from);
+    job.finish(text.as_deref());
+    match text {
+        Ok(t) => Ok((client, t)),
+        Err(e) => Err((Some(client), e)),
+    }
 }
 
 pub(super) type Answer = Pin<Box<dyn Future<Output = Result<String, ApiError>> + Send>>;

@@ -120,39 +120,41 @@ pub(super) async fn complete(
 /// Waits for the run to end; its result, or why it has none.
 async fn wait_run(hub: Arc<Hub>, run_id: String) -> Result<String, ApiError> {
     loop {
-        let state = hub
-            .store
-            .run(&run_id)
-            .ok()
-            .flatten()
-            .map(|r| r.state)
-            .unwrap_or_default();
-        if matches!(
-            state.as_str(),
-            "completed" | "failed" | "stopped" | "interrupted"
-        ) {
-            let events = hub.store.events(&run_id).unwrap_or_default();
-            for ev in events.iter().rev() {
-                match serde_json::from_str::<JournalEvent>(ev) {
-                    Ok(JournalEvent::RunCompleted { output }) => return Ok(output),
-                    Ok(JournalEvent::RunFailed { error }) => {
-                        return Err(ApiError::new(
-                            StatusCode::BAD_GATEWAY,
-                            "server_error",
-                            "flow_failed",
-                            format!("流程失败 / the flow failed: {error}"),
-                        ))
-                    }
-                    _ => {}
-                }
-            }
-            return Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "server_error",
-                "flow_failed",
-                format!("流程结束但没有结果 / the run ended `{state}` without a result"),
-            ));
+        if let Some(outcome) = run_outcome(&hub, &run_id) {
+            return outcome.map_err(|why| {
+                ApiError::new(StatusCode::BAD_GATEWAY, "server_error", "flow_failed", why)
+            });
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// How a run ended, from the store: `None` while it runs; its output, or why it has none.
+pub(crate) fn run_outcome(hub: &Hub, run_id: &str) -> Option<Result<String, String>> {
+    let state = hub
+        .store
+        .run(run_id)
+        .ok()
+        .flatten()
+        .map(|r| r.state)
+        .unwrap_or_default();
+    if !matches!(
+        state.as_str(),
+        "completed" | "failed" | "stopped" | "interrupted"
+    ) {
+        return None;
+    }
+    let events = hub.store.events(run_id).unwrap_or_default();
+    for ev in events.iter().rev() {
+        match serde_json::from_str::<JournalEvent>(ev) {
+            Ok(JournalEvent::RunCompleted { output }) => return Some(Ok(output)),
+            Ok(JournalEvent::RunFailed { error }) => {
+                return Some(Err(format!("流程失败 / the flow failed: {error}")))
+            }
+            _ => {}
+        }
+    }
+    Some(Err(format!(
+        "流程结束但没有结果 / the run ended `{state}` without a result"
+    )))
 }

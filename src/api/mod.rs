@@ -12,6 +12,9 @@ mod chat;
 pub mod error;
 mod flow;
 pub mod journal;
+
+pub(crate) use chat::{ask_tab, flow_names};
+pub(crate) use flow::{input_name, run_outcome};
 pub mod models;
 pub mod prompt;
 

@@ -85,6 +85,8 @@ pub enum Command {
     Memory(MemoryCmd),
     /// `skill list | help [NAME] | NAME key=value…`.
     Skill(SkillCmd),
+    /// `mcp list` / `mcp use SERVER TOOL …`: the MCP servers of `mcp.json` (through the host).
+    Mcp(McpCmd),
     /// `help [TOPIC]`.
     Help {
         /// The command asked about; `None` lists every command.
@@ -458,5 +460,46 @@ pub enum SkillCmd {
         name: String,
         /// Its arguments, as written.
         args: Vec<(String, String)>,
+    },
+}
+
+/// `mcp …` verbs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpCmd {
+    /// `mcp list`: the servers and their tools.
+    List,
+    /// `mcp use SERVER TOOL ARGS`: call one tool.
+    Use {
+        /// A key of `mcpServers`.
+        server: String,
+        /// The tool's name.
+        tool: String,
+        /// Its arguments.
+        args: McpArgs,
+    },
+}
+
+/// The arguments of `mcp use`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpArgs {
+    /// `key=value…`; values are templates (`$var` expanded when the command runs).
+    Pairs(Vec<(String, String)>),
+    /// One JSON object; its string values are templates.
+    Json(String),
+}
+
+/// What the host's MCP client receives: arguments already expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpRequest {
+    /// List servers and tools.
+    List,
+    /// Call a tool.
+    Use {
+        /// Server.
+        server: String,
+        /// Tool.
+        tool: String,
+        /// Arguments (strings may still be coerced to the tool's schema by the host).
+        args: serde_json::Map<String, serde_json::Value>,
     },
 }

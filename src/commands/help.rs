@@ -113,6 +113,20 @@ true unless empty, 0 or false. `else` pairs with the nearest `if`.\nExample: ?<i
 person) may create, run, pause, resume, stop, delete or export flows.\nExample: ?<manager run cross-review document=$doc>!  →  run started: …",
     },
     Entry {
+        topic: "mcp",
+        usage: "?<mcp list | use SERVER TOOL [key=value…] | use SERVER TOOL {JSON}>!",
+        zh: "列出并调用 MCP 服务器的工具（mcp.json）",
+        en: "list and call the tools of the MCP servers in mcp.json",
+        details: "Servers are configured in DATA_DIR/mcp.json (or --mcp-config FILE) in Claude Desktop's \
+format: {\"mcpServers\": {NAME: {\"command\": …, \"args\": […], \"env\": {…}} | {\"url\": …}}}. A stdio server \
+starts on first use in its own process group, times out like a shell command and stops with the hub. \
+`list` starts the servers and shows their tools; `use` calls one: values are text unless the tool's \
+schema wants a number, boolean, array or object; $var expands. Only the master or the person may use \
+MCP, unless a role card says `mcp: true`; an mcp command in a worker's reply never runs. Every call \
+is audited. In a flow: a node `mcp: {server: S, tool: T, args: {…}}`, output as ${node.output}.\n\
+Example: ?<mcp use time get_current_time timezone=Europe/Paris>!  →  {\"timezone\": \"Europe/Paris\", …}",
+    },
+    Entry {
         topic: "flow",
         usage: "?<flow start|pause|resume|stop|status>!",
         zh: "控制当前流程（旧命令别名）",

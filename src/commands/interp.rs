@@ -6,8 +6,8 @@
 //! check in [`super::permissions`]; shell commands go through [`crate::exec`] only.
 
 use super::ast::{
-    CmpOp, Command, Cond, FlowRequest, ForItems, Job, ManagerCmd, Operand, Part, Role, SetValue,
-    Target, Template,
+    CmpOp, Command, Cond, FlowRequest, ForItems, Job, ManagerCmd, McpArgs, McpCmd, McpRequest,
+    Operand, Part, Role, SetValue, Target, Template,
 };
 use super::help;
 use super::parser::{self, parse_template};
@@ -152,6 +152,20 @@ pub trait Host: Send + Sync {
     /// The skills loaded now (None: `skill` is refused).
     fn skills(&self) -> Option<Arc<crate::skills::SkillSet>> {
         None
+    }
+
+    /// An `mcp` command, for the hub's MCP client. Default: none configured.
+    fn mcp(
+        &self,
+        caller: &Caller,
+        request: McpRequest,
+    ) -> impl Future<Output = Result<String, HostError>> + Send {
+        let _ = (caller, request);
+        async {
+            Err(HostError::Other(
+                "MCP 客户端不可用 / no MCP client is available here".into(),
+            ))
+        }
     }
 
     /// Where live shell output for this caller goes while a command runs (None: nowhere).
@@ -322,6 +336,7 @@ impl<H: Host> Interpreter<H> {
                 }
                 Command::Memory(m) => self.memory(ctx, m, frame).await,
                 Command::Skill(s) => self.skill(ctx, s, frame).await,
+                Command::Mcp(m) => self.mcp(ctx, m, frame).await,
                 Command::Help { topic } => match topic {
                     None => Ok(help::overview()),
                     Some(t) => help::topic(t).map_err(CmdError::Failed),
@@ -601,6 +616,69 @@ impl<H: Host> Interpreter<H> {
             other => other.clone(),
         };
         Ok(self.host.flows(ctx.caller, FlowRequest::Manager(m)).await?)
+    }
+}
+
+impl<H: Host> Interpreter<H> {
+    async fn mcp(&self, ctx: &Ctx<'_>, m: &McpCmd, frame: &Frame) -> Res {
+        self.check(ctx.caller, Action::Mcp)?;
+        let request = match m {
+            McpCmd::List => McpRequest::List,
+            McpCmd::Use { server, tool, args } => {
+                let args = match args {
+                    McpArgs::Pairs(pairs) => {
+                        let mut out = serde_json::Map::new();
+                        for (k, v) in pairs {
+                            let v = self.expand(ctx, &parse_template(v), frame)?;
+                            out.insert(k.clone(), serde_json::Value::String(v));
+                        }
+                        out
+                    }
+                    McpArgs::Json(text) => {
+                        let v: serde_json::Value = serde_json::from_str(text)
+                            .map_err(|e| CmdError::Failed(format!("arguments: {e}")))?;
+                        match self.expand_json(ctx, v, frame)? {
+                            serde_json::Value::Object(o) => o,
+                            _ => {
+                                return Err(CmdError::Failed(
+                                    "arguments must be a JSON object".into(),
+                                ))
+                            }
+                        }
+                    }
+                };
+                McpRequest::Use {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    args,
+                }
+            }
+        };
+        Ok(self.host.mcp(ctx.caller, request).await?)
+    }
+
+    /// Expands `$var`s inside every string of a JSON value (values inserted as text).
+    fn expand_json(
+        &self,
+        ctx: &Ctx<'_>,
+        v: serde_json::Value,
+        frame: &Frame,
+    ) -> Result<serde_json::Value, CmdError> {
+        use serde_json::Value;
+        Ok(match v {
+            Value::String(s) => Value::String(self.expand(ctx, &parse_template(&s), frame)?),
+            Value::Array(a) => Value::Array(
+                a.into_iter()
+                    .map(|x| self.expand_json(ctx, x, frame))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Object(o) => Value::Object(
+                o.into_iter()
+                    .map(|(k, x)| Ok((k, self.expand_json(ctx, x, frame)?)))
+                    .collect::<Result<_, CmdError>>()?,
+            ),
+            other => other,
+        })
     }
 }
 

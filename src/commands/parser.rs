@@ -582,6 +582,7 @@ impl<'a> Parser<'a> {
             "remember" => self.parse_remember(rest),
             "memory" => self.parse_memory(rest),
             "skill" | "skills" => self.parse_skill(rest),
+            "mcp" => self.parse_mcp(rest),
             "help" => Ok(Command::Help {
                 topic: (!rest.is_empty()).then(|| self.text(rest).to_string()),
             }),
@@ -615,6 +616,7 @@ mod forms;
 mod memory_forms;
 
 pub use memory_forms::{is_skill_name, split_tags};
+mod mcp;
 
 #[cfg(test)]
 mod tests;

@@ -33,6 +33,8 @@ pub struct Permissions {
     pub set_role: bool,
     /// May write the team's memory (`remember`, `memory` add/rewrite/del/pin/unpin/summarize).
     pub memory_write: bool,
+    /// May list and call the tools of the configured MCP servers (`mcp …`).
+    pub mcp: bool,
 }
 
 impl Permissions {
@@ -47,6 +49,7 @@ impl Permissions {
                 flows: true,
                 set_role: true,
                 memory_write: true,
+                mcp: true,
             },
             Role::Foreman => Self {
                 reply_commands: true,
@@ -67,6 +70,7 @@ impl Permissions {
             flows: false,
             set_role: false,
             memory_write: false,
+            mcp: false,
         }
     }
 }
@@ -132,6 +136,8 @@ pub enum Action<'a> {
         /// `global` or a group.
         scope: &'a str,
     },
+    /// List or call MCP tools.
+    Mcp,
 }
 
 /// Why [`check`] said no.
@@ -172,6 +178,9 @@ pub enum Denied {
         /// The scope asked for.
         scope: String,
     },
+    /// MCP by someone other than the master or the person (no role card allows it).
+    #[error("无权使用 MCP / not allowed: only the master or the person may use MCP tools, unless a role card allows `mcp`")]
+    Mcp,
 }
 
 /// THE permission check. `in_group(tab, group)` tells whether a tab is in a group (the host
@@ -219,6 +228,8 @@ pub fn check(
                 })
             }
         }
+        Action::Mcp if p.mcp => Ok(()),
+        Action::Mcp => Err(Denied::Mcp),
     }
 }
 

@@ -132,8 +132,15 @@ pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
         }
         return Err(diags);
     }
-    let flow: Flow =
+    let mut flow: Flow =
         serde_saphyr::from_str(text).map_err(|e| vec![serde_diagnostic(name, &e, &tree)])?;
+    if let Err(node) = model::desugar_mcp(&mut flow) {
+        return Err(vec![Diagnostic::at(
+            name,
+            yaml::Pos { line: 1, col: 1 },
+            format!("节点内容冲突 / node `{node}` has both `command` and `mcp`; use two nodes"),
+        )]);
+    }
     let problems = validate::validate(&flow, &tree);
     if problems.is_empty() {
         Ok(flow)

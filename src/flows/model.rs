@@ -120,6 +120,9 @@ pub struct Node {
     /// A hub-side command (`?<echo saved>!` or `echo saved`), run through the command executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// A tool of an MCP server in `mcp.json`; runs as the command `mcp use SERVER TOOL {args}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpStep>,
     /// Also publish the node's output under this variable name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_var: Option<String>,
@@ -713,4 +716,38 @@ mod tests {
         let many: StringList = serde_saphyr::from_str("[a, b]").expect("many");
         assert_eq!(many.0, vec!["a", "b"]);
     }
+}
+
+/// A flow node's `mcp: {server, tool, args}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpStep {
+    /// A key of `mcpServers` in `mcp.json`.
+    pub server: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The tool's arguments; `$x` / `${node.output}` in string values are expanded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl McpStep {
+    /// The command this node runs.
+    pub fn command(&self) -> String {
+        let args = serde_json::Value::Object(self.args.clone().unwrap_or_default());
+        format!("mcp use {} {} {args}", self.server, self.tool)
+    }
+}
+
+/// `mcp:` nodes become command nodes; a node with both is an error (node id returned).
+pub fn desugar_mcp(flow: &mut Flow) -> Result<(), String> {
+    for node in &mut flow.nodes {
+        if let Some(step) = &node.mcp {
+            if node.command.is_some() {
+                return Err(node.id.clone());
+            }
+            node.command = Some(step.command());
+        }
+    }
+    Ok(())
 }

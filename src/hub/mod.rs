@@ -62,6 +62,8 @@ pub struct Hub {
     pub api: crate::api::ApiState,
     /// The dashboard's login codes and sessions.
     pub dashboard: crate::dashboard::Sessions,
+    /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
+    pub mcp: crate::mcp::McpState,
 }
 
 /// Something that happened to a tab's connection.
@@ -152,6 +154,7 @@ impl Hub {
             sse_waiting: sse::Unconfirmed::default(),
             api: crate::api::ApiState::new(registry.clone(), tasks.clone()),
             dashboard: crate::dashboard::Sessions::default(),
+            mcp: crate::mcp::McpState::new(&config),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -189,6 +192,7 @@ impl Hub {
 
     async fn finish(&self) {
         self.shutdown.cancel();
+        self.mcp.shutdown();
         self.registry.close_all(registry::close::GOING_AWAY);
         self.tracker.close();
         if tokio::time::timeout(std::time::Duration::from_secs(5), self.tracker.wait())
@@ -500,7 +504,8 @@ fn router(hub: Arc<Hub>) -> Router {
         .route("/send", post(sse::send))
         .merge(crate::api::routes())
         .merge(crate::dashboard::routes())
-        .with_state(hub)
+        .with_state(hub.clone())
+        .merge(crate::mcp::routes(hub))
 }
 
 async fn userscript(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {

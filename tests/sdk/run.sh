@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# The OpenAI Python SDK against the built hub: installs openai, websockets and pytest (once),
-# builds `aicard`, runs tests/sdk. Exits non-zero on any failure, and when no test ran.
+# The OpenAI and MCP Python SDKs against the built hub: installs what tests/sdk needs (once,
+# tests/sdk/install.sh), builds `aicard`, runs tests/sdk. Exits non-zero on any failure, and
+# when no test ran.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c 'import openai, websockets, pytest' 2>/dev/null; then
-  "$PY" -m pip install --quiet --disable-pip-version-check openai websockets pytest
-fi
+PYTHON="$PY" bash tests/sdk/install.sh
 
 if [ -z "${AICARD_BIN:-}" ]; then
   cargo build --quiet --bin aicard

@@ -1,0 +1,88 @@
+//! `mcp list` and `mcp use SERVER TOOL [key=value… | {JSON}]`.
+
+use super::{ParseError, Parser, Span};
+use crate::commands::ast::{Command, McpArgs, McpCmd};
+
+/// Server and tool names: what `mcp.json` keys and MCP tool names use.
+fn is_tool_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-' | '/' | ':'))
+}
+
+impl<'a> Parser<'a> {
+    /// mcp := "mcp" ( "list" | "use" SERVER TOOL ( {key "=" value} | JSON-object ) )
+    pub(super) fn parse_mcp(&self, rest: Span) -> Result<Command, ParseError> {
+        let words = self.words(rest);
+        match words.first().map(|w| self.text(*w)) {
+            Some("list") => match words.get(1) {
+                Some(w) => Err(self.err(w.s, "mcp", format!("unexpected `{}`", self.text(*w)))),
+                None => Ok(Command::Mcp(McpCmd::List)),
+            },
+            Some("use") => {
+                let name = |k: usize, what: &str| -> Result<String, ParseError> {
+                    let w = words.get(k).ok_or_else(|| {
+                        self.err(rest.e, "mcp", format!("expected the {what} name"))
+                    })?;
+                    let n = self.text(*w);
+                    if is_tool_name(n) {
+                        Ok(n.to_string())
+                    } else {
+                        Err(self.err(w.s, "mcp", format!("`{n}` is not a {what} name")))
+                    }
+                };
+                let server = name(1, "server")?;
+                let tool = name(2, "tool")?;
+                let args_span = self.trim(Span::new(words[2].e, rest.e));
+                let args = if self.text(args_span).starts_with('{') {
+                    let text = self.text(args_span);
+                    match serde_json::from_str::<serde_json::Value>(text) {
+                        Ok(serde_json::Value::Object(_)) => McpArgs::Json(text.to_string()),
+                        _ => {
+                            return Err(self.err(
+                                args_span.s,
+                                "mcp",
+                                "expected key=value pairs or one JSON object of arguments",
+                            ))
+                        }
+                    }
+                } else {
+                    let mut pairs = Vec::new();
+                    for w in &words[3..] {
+                        pairs.push(self.mcp_param(*w)?);
+                    }
+                    McpArgs::Pairs(pairs)
+                };
+                Ok(Command::Mcp(McpCmd::Use { server, tool, args }))
+            }
+            _ => Err(self.err(
+                words.first().map_or(rest.s, |w| w.s),
+                "mcp",
+                "expected `list` or `use SERVER TOOL key=value…`",
+            )),
+        }
+    }
+
+    /// `key=value`; a quoted value keeps its spaces, `$var`s expand when the command runs
+    /// (not inside single quotes).
+    fn mcp_param(&self, w: Span) -> Result<(String, String), ParseError> {
+        let text = self.text(w);
+        let bad = || self.err(w.s, "mcp", format!("expected key=value, found `{text}`"));
+        let eq = text.find('=').ok_or_else(bad)?;
+        let key = &text[..eq];
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            return Err(bad());
+        }
+        let value_span = Span::new(w.s + eq + 1, w.e);
+        let value = match self.quoted(value_span) {
+            Some((inner, b'"')) => self.text(inner).replace("\\\"", "\""),
+            Some((inner, _)) => self.text(inner).replace('$', "\\$"),
+            None => self.text(value_span).to_string(),
+        };
+        Ok((key.to_string(), value))
+    }
+}

@@ -1,0 +1,158 @@
+//! MCP both ways (SPEC §11), and the only module that names `rmcp` (pinned `~3.11`): its next
+//! major version touches this directory only.
+//!
+//! - **Server**: [`server::HubTools`], one handler with seven tools over the tabs, served at
+//!   `/mcp` on the hub's port (Streamable HTTP; Host, Origin and the bearer token checked
+//!   before rmcp sees the request) and by `aicard mcp` on stdio ([`relay`]), which relays to
+//!   the running hub. [`runs`] holds the runs behind `ask`, `fan_out` and `run_flow`.
+//! - **Client**: [`client::Clients`], the servers of `mcp.json` ([`config`]) for
+//!   `?<mcp list>!`, `?<mcp use …>!` and flow nodes `mcp:`.
+//! - **Skills seam**: a [`ToolSource`] set with [`McpState::set_skills`] shows up as
+//!   `skill_NAME` tools after the seven.
+
+pub mod client;
+pub mod config;
+pub mod doctor;
+pub mod relay;
+pub mod runs;
+pub mod server;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
+
+use crate::hub::Hub;
+
+/// A tool the skills seam offers (listed as `skill_NAME`).
+#[derive(Debug, Clone)]
+pub struct ExtraTool {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub input_schema: Value,
+}
+
+/// Where `skill_NAME` tools come from (the memory-and-skills work plugs in here).
+pub trait ToolSource: Send + Sync {
+    fn tools(&self) -> Vec<ExtraTool>;
+    fn call(
+        &self,
+        name: &str,
+        args: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + '_>>;
+}
+
+/// The MCP share of a hub.
+pub struct McpState {
+    pub runs: Arc<runs::Runs>,
+    pub clients: client::Clients,
+    skills: RwLock<Option<Arc<dyn ToolSource>>>,
+}
+
+impl McpState {
+    pub fn new(config: &crate::config::HubConfig) -> McpState {
+        let path = config
+            .mcp_config
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("mcp.json"));
+        if let Ok(c) = config::load(&path) {
+            if !c.servers.is_empty() {
+                tracing::info!(servers = c.servers.len(), file = %path.display(), "MCP servers configured");
+            }
+        }
+        McpState {
+            runs: Arc::new(runs::Runs::default()),
+            clients: client::Clients::new(
+                path,
+                config.data_dir.join("workspace"),
+                crate::exec::DEFAULT_TIMEOUT,
+            ),
+            skills: RwLock::new(None),
+        }
+    }
+
+    /// Plugs in the `skill_NAME` tools.
+    pub fn set_skills(&self, source: Arc<dyn ToolSource>) {
+        *self.skills.write().unwrap_or_else(|p| p.into_inner()) = Some(source);
+    }
+
+    pub fn skills(&self) -> Option<Arc<dyn ToolSource>> {
+        self.skills
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The hub is stopping: kill every MCP server it started.
+    pub fn shutdown(&self) {
+        self.clients.shutdown();
+    }
+}
+
+/// The path of `mcp.json` in a data dir.
+pub fn default_config_path(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("mcp.json")
+}
+
+/// `/mcp`: Streamable HTTP, behind the hub's checks.
+pub fn routes(hub: Arc<Hub>) -> Router {
+    let cfg = StreamableHttpServerConfig::default()
+        .with_cancellation_token(hub.shutdown.child_token())
+        // Host and Origin are checked by `guard` with the hub's own rules (every loopback
+        // name and port; chat sites, the hub, extensions, or no Origin), before rmcp.
+        .disable_allowed_hosts();
+    let h = hub.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(server::HubTools { hub: h.clone() }),
+        LocalSessionManager::default().into(),
+        cfg,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(hub, guard))
+}
+
+/// Host and Origin first (403), then the bearer token (401), as for every door.
+async fn guard(State(hub): State<Arc<Hub>>, req: Request, next: Next) -> Response {
+    match refusal(&hub, req.headers()) {
+        Some(refused) => refused,
+        None => next.run(req).await,
+    }
+}
+
+/// Why a request may not reach the tools, as its response; `None` when it may.
+fn refusal(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
+    if let Err((code, why)) = hub.check_headers(headers) {
+        return Some((code, why).into_response());
+    }
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .unwrap_or("");
+    if presented.is_empty() || !crate::hub::auth::token_matches(hub.token(), presented) {
+        return Some(
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "令牌错误或缺失 / missing or wrong bearer token (the hub token: `aicard token`)",
+            )
+                .into_response(),
+        );
+    }
+    None
+}

@@ -1,0 +1,168 @@
+//! `aicard mcp`: the stdio door (Claude Desktop only spawns stdio servers). It serves the same
+//! tools by relaying each call to the running hub's `/mcp` with the hub token, and passes the
+//! hub's `notifications/progress` back. When the hub is not running, `tools/list` still
+//! answers (the seven tools are fixed) and a call says how to start the hub.
+
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, RequestMetaObject, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{
+    ClientHandler, ErrorData as McpError, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt,
+};
+
+/// The default hub address.
+pub const DEFAULT_HUB: &str = "http://127.0.0.1:8027";
+
+#[derive(Clone, Default)]
+struct Up {
+    down: Arc<OnceLock<Peer<RoleServer>>>,
+}
+
+impl ClientHandler for Up {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(peer) = self.down.get() {
+            let _ = peer.notify_progress(params).await;
+        }
+    }
+}
+
+type Upstream = RunningService<RoleClient, Up>;
+
+/// A client of the hub's `/mcp` with the token.
+async fn connect(url: &str, token: &str, handler: Up) -> Result<Upstream, String> {
+    let endpoint = format!("{}/mcp", url.trim_end_matches('/'));
+    let cfg = StreamableHttpClientTransportConfig::with_uri(endpoint.clone()).auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(cfg);
+    handler
+        .serve(transport)
+        .await
+        .map_err(|e| format!("集线器无法连接 / cannot reach the hub at {endpoint}: {e}; is `aicard serve` running, and is the token right?"))
+}
+
+/// An MCP client of a hub (for the doctor and tests).
+pub async fn hub_client(url: &str, token: &str) -> Result<RunningService<RoleClient, ()>, String> {
+    let endpoint = format!("{}/mcp", url.trim_end_matches('/'));
+    let cfg = StreamableHttpClientTransportConfig::with_uri(endpoint.clone()).auth_header(token);
+    ().serve(StreamableHttpClientTransport::from_config(cfg))
+        .await
+        .map_err(|e| format!("cannot reach the hub at {endpoint}: {e}"))
+}
+
+struct Relay {
+    url: String,
+    token: String,
+    up: Up,
+    conn: tokio::sync::Mutex<Option<Arc<Upstream>>>,
+}
+
+impl Relay {
+    async fn upstream(&self) -> Result<Arc<Upstream>, String> {
+        let mut g = self.conn.lock().await;
+        if let Some(c) = g.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(connect(&self.url, &self.token, self.up.clone()).await?);
+        *g = Some(c.clone());
+        Ok(c)
+    }
+
+    async fn reset(&self) {
+        *self.conn.lock().await = None;
+    }
+}
+
+impl ServerHandler for Relay {
+    fn get_info(&self) -> InitializeResult {
+        super::server::info()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools: Vec<Tool> = match self.upstream().await {
+            Ok(up) => match up.list_all_tools().await {
+                Ok(t) => t,
+                Err(_) => {
+                    self.reset().await;
+                    super::server::tools()
+                }
+            },
+            Err(_) => super::server::tools(),
+        };
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let _ = self.up.down.set(context.peer.clone());
+        let mut params = CallToolRequestParams::new(request.name.clone());
+        if let Some(a) = request.arguments.clone() {
+            params = params.with_arguments(a);
+        }
+        if let Some(t) = context.meta.get_progress_token() {
+            let mut meta = RequestMetaObject::default();
+            meta.set_progress_token(t);
+            params.meta = Some(meta);
+        }
+        for attempt in 0..2 {
+            let up = match self.upstream().await {
+                Ok(u) => u,
+                Err(e) => return Ok(CallToolResult::error(vec![ContentBlock::text(e)]).into()),
+            };
+            match up.call_tool(params.clone()).await {
+                Ok(mut r) => {
+                    // The hub answered under the version the relay negotiated; the stdio
+                    // client may speak a newer one, where `resultType` is required (rmcp
+                    // drops it again for older ones).
+                    if r.result_type.is_none() {
+                        r.result_type = Some(rmcp::model::ResultType::COMPLETE);
+                    }
+                    return Ok(r.into());
+                }
+                Err(rmcp::ServiceError::McpError(e)) => return Err(e),
+                Err(e) if attempt == 0 => {
+                    tracing::warn!("hub connection lost ({e}); reconnecting");
+                    self.reset().await;
+                }
+                Err(e) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                        "集线器连接中断 / lost the hub: {e}"
+                    ))])
+                    .into())
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+}
+
+/// Serves the tools on stdin/stdout until the client closes them.
+pub async fn serve_stdio(url: String, token: String) -> anyhow::Result<()> {
+    let relay = Relay {
+        url,
+        token,
+        up: Up::default(),
+        conn: tokio::sync::Mutex::new(None),
+    };
+    if let Err(e) = relay.upstream().await {
+        tracing::warn!("{e}");
+    }
+    let running = relay.serve(rmcp::transport::stdio()).await?;
+    running.waiting().await?;
+    Ok(())
+}

@@ -1,0 +1,464 @@
+//! The one MCP handler: seven tools over the hub's tabs, runs and flows. Served at `/mcp`
+//! (Streamable HTTP) and, through the relay, by `aicard mcp` on stdio.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::runs::{RunView, StartError, Status};
+use crate::hub::registry::ConnState;
+use crate::hub::Hub;
+
+/// `wait_s` when a call does not say.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(45);
+/// The longest `wait_s` honoured.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+/// `notifications/progress` at least this often while a call waits.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// Tools from the skills seam get this prefix.
+pub const SKILL_PREFIX: &str = "skill_";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+/// Ask one tab and wait for its answer.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AskArgs {
+    /// Which tab: a site (`deepseek`, `site/deepseek`), a tab (`tab/LABEL`, a label or a tab
+    /// id from list_tabs), or `auto` (the least busy worker).
+    target: String,
+    /// The prompt typed into the tab.
+    prompt: String,
+    /// Wait at most this many seconds (default 45), then get `running` and a run_id.
+    #[serde(default)]
+    wait_s: Option<f64>,
+    /// The same key within 10 minutes returns the same run instead of a second prompt.
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// Send the same prompt to several tabs at once.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FanOutArgs {
+    /// Targets as for `ask`, each answered by a different tab.
+    targets: Vec<String>,
+    /// The prompt.
+    prompt: String,
+    /// Wait at most this many seconds (default 45).
+    #[serde(default)]
+    wait_s: Option<f64>,
+    /// As for `ask`.
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// Run a flow.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RunFlowArgs {
+    /// The flow's name (list_flows).
+    flow: String,
+    /// The flow's inputs by name; a string for the first input also works.
+    #[serde(default)]
+    inputs: Option<Value>,
+    /// Wait at most this many seconds (default 45).
+    #[serde(default)]
+    wait_s: Option<f64>,
+    /// As for `ask`.
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// Wait for a run started earlier.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GetRunArgs {
+    /// The run_id a call returned.
+    run_id: String,
+    /// Wait at most this many seconds for it to finish (default 45; 0 = just look).
+    #[serde(default)]
+    wait_s: Option<f64>,
+}
+
+/// Cancel a run: prompts still in tabs are stopped.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CancelArgs {
+    /// The run_id.
+    run_id: String,
+}
+
+fn schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("$schema");
+        o.remove("title");
+        o.entry("properties").or_insert_with(|| json!({}));
+    }
+    Arc::new(match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    })
+}
+
+/// The seven tools, in their fixed order.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "list_tabs",
+            "List the connected chat tabs: id, site, label, role, group, busy.",
+            schema::<NoArgs>(),
+        ),
+        Tool::new(
+            "ask",
+            "Send a prompt to one chat tab and return its answer (with tab, site and label). \
+             Returns status `running` and a run_id after wait_s; then call get_run.",
+            schema::<AskArgs>(),
+        ),
+        Tool::new(
+            "fan_out",
+            "Send the same prompt to several tabs at once; every answer names its tab.",
+            schema::<FanOutArgs>(),
+        ),
+        Tool::new(
+            "run_flow",
+            "Run a flow (list_flows) with inputs; returns its result, or `running` and a run_id.",
+            schema::<RunFlowArgs>(),
+        ),
+        Tool::new(
+            "get_run",
+            "Wait up to wait_s for a run (ask, fan_out, run_flow) and return what it has.",
+            schema::<GetRunArgs>(),
+        ),
+        Tool::new(
+            "cancel",
+            "Cancel a run; prompts still in tabs are stopped.",
+            schema::<CancelArgs>(),
+        ),
+        Tool::new(
+            "list_flows",
+            "List the flows run_flow can run, with their inputs.",
+            schema::<NoArgs>(),
+        ),
+    ]
+}
+
+/// What the server says about itself in `initialize` / `server/discover`.
+pub fn info() -> InitializeResult {
+    InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(Implementation::new("aicard", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "AIcard: the person's logged-in web AI chat tabs as tools. list_tabs shows them; ask \
+             and fan_out type a prompt into tabs; run_flow runs a flow. A long answer comes back \
+             as status `running` with a run_id: call get_run with it.",
+        )
+}
+
+/// The handler over a hub.
+#[derive(Clone)]
+pub struct HubTools {
+    pub hub: Arc<Hub>,
+}
+
+fn wait_of(w: Option<f64>) -> Duration {
+    match w {
+        Some(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s).min(MAX_WAIT),
+        _ => DEFAULT_WAIT,
+    }
+}
+
+fn args<T: for<'de> Deserialize<'de>>(p: &CallToolRequestParams) -> Result<T, McpError> {
+    let v = Value::Object(p.arguments.clone().unwrap_or_default());
+    serde_json::from_value(v)
+        .map_err(|e| McpError::invalid_params(format!("{}: {e}", p.name), None))
+}
+
+/// A tool's answer: the structured value, and the same as text.
+fn result(v: Value, failed: bool) -> CallToolResult {
+    if failed {
+        CallToolResult::structured_error(v)
+    } else {
+        CallToolResult::structured(v)
+    }
+}
+
+fn refusal(msg: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(msg)])
+}
+
+fn view_result(v: &RunView) -> CallToolResult {
+    result(v.structured(), matches!(v.status, Status::Failed))
+}
+
+impl HubTools {
+    fn list_tabs(&self) -> Value {
+        let adm = self.hub.api.admission().clone();
+        let mut tabs: Vec<Value> = self
+            .hub
+            .registry
+            .all()
+            .into_iter()
+            .filter(|c| c.state() == ConnState::Connected)
+            .map(|c| {
+                let info = c.info();
+                json!({
+                    "tab": c.id,
+                    "site": info.site,
+                    "label": info.label.clone().unwrap_or_else(|| c.display_of(&info)),
+                    "role": info.role.as_str(),
+                    "group": info.group,
+                    "busy": adm.busy(&c),
+                    "title": info.title,
+                })
+            })
+            .collect();
+        tabs.sort_by(|a, b| a["tab"].as_str().cmp(&b["tab"].as_str()));
+        json!({"tabs": tabs})
+    }
+
+    fn list_flows(&self) -> Value {
+        let flows: Vec<Value> = crate::api::flow_names(&self.hub)
+            .into_iter()
+            .map(
+                |name| match crate::runner::Runner::load_flow(&self.hub, &name) {
+                    Ok((f, _)) => json!({
+                        "name": name,
+                        "description": f.description,
+                        "inputs": f.inputs.keys().collect::<Vec<_>>(),
+                    }),
+                    Err(e) => json!({"name": name, "error": e.to_string()}),
+                },
+            )
+            .collect();
+        json!({"flows": flows})
+    }
+
+    /// Waits for a run, sending progress when the client asked for it.
+    async fn follow(
+        &self,
+        run_id: &str,
+        wait: Duration,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let token = ctx.meta.get_progress_token();
+        let (ptx, mut prx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+        let forward = token.as_ref().map(|_| {
+            let peer = ctx.peer.clone();
+            tokio::spawn(async move {
+                while let Some(p) = prx.recv().await {
+                    if peer.notify_progress(p).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let runs = self.hub.mcp.runs.clone();
+        let waited = tokio::select! {
+            v = runs.wait(&self.hub, run_id, wait, PROGRESS_EVERY, |v, elapsed| {
+                if let Some(t) = &token {
+                    // Seconds waited: always increasing, as progress must be.
+                    let p = ProgressNotificationParam::new(t.clone(), elapsed.as_secs_f64().max(0.001))
+                        .with_message(format!("{}/{} answers after {:.0} s", v.answers.len(), v.total, elapsed.as_secs_f64()));
+                    let _ = ptx.send(p);
+                }
+            }) => v,
+            _ = ctx.ct.cancelled() => None,
+        };
+        drop(ptx);
+        if let Some(f) = forward {
+            let _ = f.await;
+        }
+        match waited {
+            Some(v) => view_result(&v),
+            None => refusal(format!("没有这个运行 / no run `{run_id}`")),
+        }
+    }
+
+    async fn call(
+        &self,
+        p: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let hub = &self.hub;
+        tracing::info!(target: "aicard::audit", tool = %p.name, "mcp server call");
+        let started = |r: Result<String, StartError>| r.map_err(|e| e.to_string());
+        match p.name.as_ref() {
+            "list_tabs" => {
+                args::<NoArgs>(&p)?;
+                Ok(result(self.list_tabs(), false))
+            }
+            "list_flows" => {
+                args::<NoArgs>(&p)?;
+                Ok(result(self.list_flows(), false))
+            }
+            "ask" => {
+                let a: AskArgs = args(&p)?;
+                let r = hub.mcp.runs.start_ask(
+                    hub,
+                    "ask",
+                    std::slice::from_ref(&a.target),
+                    &a.prompt,
+                    a.idempotency_key.as_deref(),
+                );
+                match started(r) {
+                    Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
+                    Err(e) => Ok(refusal(e)),
+                }
+            }
+            "fan_out" => {
+                let a: FanOutArgs = args(&p)?;
+                let r = hub.mcp.runs.start_ask(
+                    hub,
+                    "fan_out",
+                    &a.targets,
+                    &a.prompt,
+                    a.idempotency_key.as_deref(),
+                );
+                match started(r) {
+                    Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
+                    Err(e) => Ok(refusal(e)),
+                }
+            }
+            "run_flow" => {
+                let a: RunFlowArgs = args(&p)?;
+                let inputs = match flow_inputs(hub, &a.flow, a.inputs) {
+                    Ok(i) => i,
+                    Err(e) => return Ok(refusal(e)),
+                };
+                let r = hub
+                    .mcp
+                    .runs
+                    .start_flow(hub, &a.flow, inputs, a.idempotency_key.as_deref());
+                match started(r) {
+                    Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
+                    Err(e) => Ok(refusal(e)),
+                }
+            }
+            "get_run" => {
+                let a: GetRunArgs = args(&p)?;
+                Ok(self.follow(&a.run_id, wait_of(a.wait_s), &ctx).await)
+            }
+            "cancel" => {
+                let a: CancelArgs = args(&p)?;
+                if !hub.mcp.runs.cancel(&a.run_id) {
+                    return Ok(refusal(format!("没有这个运行 / no run `{}`", a.run_id)));
+                }
+                let v = hub
+                    .mcp
+                    .runs
+                    .wait(
+                        hub,
+                        &a.run_id,
+                        Duration::from_secs(5),
+                        PROGRESS_EVERY,
+                        |_, _| {},
+                    )
+                    .await;
+                Ok(match v {
+                    Some(v) => view_result(&v),
+                    None => refusal(format!("没有这个运行 / no run `{}`", a.run_id)),
+                })
+            }
+            name if name.starts_with(SKILL_PREFIX) => {
+                let Some(skills) = hub.mcp.skills() else {
+                    return Err(McpError::invalid_params(format!("no tool `{name}`"), None));
+                };
+                let a = Value::Object(p.arguments.clone().unwrap_or_default());
+                match skills.call(&name[SKILL_PREFIX.len()..], a).await {
+                    Ok(text) => Ok(CallToolResult::success(vec![ContentBlock::text(text)])),
+                    Err(e) => Ok(refusal(e)),
+                }
+            }
+            other => Err(McpError::invalid_params(format!("no tool `{other}`"), None)),
+        }
+    }
+}
+
+/// `inputs` as the runner takes them: an object of values (strings kept, others as JSON), or
+/// one string for the flow's first input.
+fn flow_inputs(
+    hub: &Hub,
+    flow: &str,
+    inputs: Option<Value>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    match inputs {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, v) in m {
+                let s = match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                out.insert(k, s);
+            }
+        }
+        Some(Value::String(s)) => {
+            let (f, _) = crate::runner::Runner::load_flow(hub, flow).map_err(|e| e.to_string())?;
+            out.insert(crate::api::input_name(&f), s);
+        }
+        Some(other) => return Err(format!("`inputs` must be an object, got {other}")),
+    }
+    Ok(out)
+}
+
+/// Every tool this handler lists: the seven, then the skills seam's.
+pub fn all_tools(hub: &Hub) -> Vec<Tool> {
+    let mut t = tools();
+    if let Some(skills) = hub.mcp.skills() {
+        for s in skills.tools() {
+            let schema = match s.input_schema {
+                Value::Object(o) => o,
+                _ => JsonObject::new(),
+            };
+            t.push(Tool::new(
+                format!("{SKILL_PREFIX}{}", s.name),
+                s.description,
+                Arc::new(schema),
+            ));
+        }
+    }
+    t
+}
+
+impl ServerHandler for HubTools {
+    fn get_info(&self) -> InitializeResult {
+        info()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(all_tools(&self.hub)))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        all_tools(&self.hub).into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.call(request, context)
+            .await
+            .map(CallToolResponse::from)
+    }
+}

@@ -1,0 +1,386 @@
+//! MCP both ways against a real hub: a scripted rmcp client (the official Rust SDK) drives the
+//! `/mcp` tools at two protocol versions; the command language's MCP client drives a real
+//! third-party server, `mcp-server-time` from PyPI (tests/sdk/install.sh installs it), which
+//! runs offline. Nothing sleeps to synchronise: every wait is for a frame, an answer or an
+//! event, under a timeout.
+
+mod common;
+
+use std::time::Duration;
+
+use aicard::hub::HubEvent;
+use common::{answer_task, wait_event, Reply, TestHub, TOKEN, WAIT};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    ProtocolVersion,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+const TOOLS: [&str; 7] = [
+    "list_tabs",
+    "ask",
+    "fan_out",
+    "run_flow",
+    "get_run",
+    "cancel",
+    "list_flows",
+];
+
+/// A client that asks for one protocol version in `initialize`.
+#[derive(Clone)]
+struct At(ProtocolVersion);
+
+impl ClientHandler for At {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("aicard-tests", "1"),
+        )
+        .with_protocol_version(self.0.clone())
+    }
+}
+
+async fn client(h: &TestHub, v: ProtocolVersion) -> RunningService<RoleClient, At> {
+    let cfg = StreamableHttpClientTransportConfig::with_uri(h.http_url("/mcp")).auth_header(TOKEN);
+    tokio::time::timeout(
+        WAIT,
+        At(v).serve(StreamableHttpClientTransport::from_config(cfg)),
+    )
+    .await
+    .expect("initialize in time")
+    .expect("initialize")
+}
+
+async fn call(c: &RunningService<RoleClient, At>, tool: &str, args: Value) -> Value {
+    let p = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().expect("object").clone());
+    let r: CallToolResult = tokio::time::timeout(WAIT * 2, c.call_tool(p))
+        .await
+        .expect("answer in time")
+        .expect("call");
+    let s = r.structured_content.clone().expect("structuredContent");
+    let text = r.content[0].as_text().expect("text").text.clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), s);
+    s
+}
+
+#[tokio::test]
+async fn rmcp_client_gets_the_same_transcript_at_two_versions() {
+    let h = TestHub::start().await;
+    let tab = h
+        .scripted("ds-1", "deepseek", "worker", |p| {
+            Reply::Text(Duration::ZERO, format!("re: {p}"))
+        })
+        .await;
+    for v in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2025_06_18] {
+        let c = client(&h, v.clone()).await;
+        let info = c.peer_info().expect("server info");
+        assert_eq!(info.protocol_version, v);
+        let tools = c.list_all_tools().await.unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, TOOLS);
+        let ask = &tools[1];
+        assert_eq!(ask.input_schema["required"], json!(["target", "prompt"]));
+        let tabs = call(&c, "list_tabs", json!({})).await;
+        assert_eq!(tabs["tabs"][0]["tab"], tab.client_id.as_str());
+        let r = call(&c, "ask", json!({"target": "deepseek", "prompt": "hi"})).await;
+        assert_eq!(r["status"], "completed", "{r}");
+        assert_eq!(
+            r["answers"],
+            json!([{"tab": tab.client_id, "site": "deepseek", "label": "ds-1", "text": "re: hi"}])
+        );
+        let _ = c.cancel().await;
+    }
+}
+
+#[tokio::test]
+async fn a_slow_tab_beyond_wait_s_is_picked_up_with_get_run() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("kimi", Some("slow")).await;
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    // The tab holds the prompt: the call comes back `running` when wait_s is up.
+    let first = call(
+        &c,
+        "ask",
+        json!({"target": "tab/slow", "prompt": "think hard", "wait_s": 0.2}),
+    )
+    .await;
+    assert_eq!(first["status"], "running", "{first}");
+    let run_id = first["run_id"].as_str().unwrap().to_string();
+    let task = answer_task(&mut ws, |p| format!("thought about {p}")).await;
+    assert_eq!(task["prompt"], "think hard");
+    let done = call(&c, "get_run", json!({"run_id": run_id, "wait_s": 10})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["text"], "thought about think hard");
+    assert_eq!(done["answers"][0]["label"], "slow");
+    // cancel of a finished run answers with what it has; an unknown run is an error.
+    let gone = c
+        .call_tool(
+            CallToolRequestParams::new("get_run")
+                .with_arguments(json!({"run_id": "nope"}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(gone.is_error, Some(true));
+}
+
+#[tokio::test]
+async fn the_same_idempotency_key_twice_types_one_prompt() {
+    let h = TestHub::start().await;
+    let tab = h
+        .scripted("q", "qwen", "worker", |_| {
+            Reply::Text(Duration::ZERO, "ok".into())
+        })
+        .await;
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let args = json!({"target": "qwen", "prompt": "once", "idempotency_key": "abc"});
+    let one = call(&c, "ask", args.clone()).await;
+    let two = call(&c, "ask", args).await;
+    assert_eq!(one["run_id"], two["run_id"]);
+    assert_eq!(two["status"], "completed");
+    let other = call(
+        &c,
+        "ask",
+        json!({"target": "qwen", "prompt": "once", "idempotency_key": "other"}),
+    )
+    .await;
+    assert_ne!(other["run_id"], one["run_id"]);
+    assert_eq!(tab.prompts(), vec!["once".to_string(), "once".to_string()]);
+}
+
+#[tokio::test]
+async fn cancel_stops_the_prompt_in_the_tab() {
+    let h = TestHub::start().await;
+    let mut tab = h.scripted("s", "doubao", "worker", |_| Reply::Silent).await;
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let r = call(
+        &c,
+        "ask",
+        json!({"target": "doubao", "prompt": "never", "wait_s": 0.1}),
+    )
+    .await;
+    assert_eq!(r["status"], "running");
+    let id = r["run_id"].as_str().unwrap();
+    let stopped = call(&c, "cancel", json!({"run_id": id})).await;
+    assert_eq!(stopped["status"], "cancelled", "{stopped}");
+    let frame = tab.next("cancel").await;
+    assert!(frame["task_id"].as_str().unwrap().starts_with("mcp-"));
+}
+
+#[tokio::test]
+async fn security_refusals() {
+    let h = TestHub::start().await;
+    let http = reqwest::Client::new();
+    let url = h.http_url("/mcp");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let post = |headers: Vec<(&'static str, String)>| {
+        let mut r = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.clone());
+        for (k, v) in headers {
+            r = r.header(k, v);
+        }
+        r.send()
+    };
+    let bearer = format!("Bearer {TOKEN}");
+    let r = post(vec![]).await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    let r = post(vec![("authorization", "Bearer nope".into())])
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = post(vec![
+        ("authorization", bearer.clone()),
+        ("origin", "https://evil.example".into()),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = post(vec![
+        ("authorization", bearer.clone()),
+        ("host", "evil.example".into()),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 403);
+    // A foreign Origin is refused even without a token (403 before 401).
+    let r = post(vec![("origin", "https://evil.example".into())])
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+}
+
+fn time_config(h: &TestHub) -> std::path::PathBuf {
+    // The wrapper leaves a mark in the workspace when (and only when) the server starts.
+    let cfg = json!({"mcpServers": {
+        "time": {"command": "sh", "args": ["-c", "touch started && exec mcp-server-time --local-timezone UTC"],
+                 "env": {"PYTHONUNBUFFERED": "1"}, "someFutureKey": true},
+        "off": {"command": "false", "disabled": true}
+    }});
+    std::fs::write(h.dir.path().join("mcp.json"), cfg.to_string()).unwrap();
+    h.dir.path().join("workspace").join("started")
+}
+
+fn have_time_server() {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("mcp-server-time").is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "mcp-server-time is not on PATH: run tests/sdk/install.sh (pip install mcp-server-time)"
+    );
+}
+
+#[tokio::test]
+async fn the_command_language_uses_a_real_third_party_server() {
+    have_time_server();
+    let h = TestHub::start().await;
+    let marker = time_config(&h);
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    let r = master
+        .command("?<mcp use time get_current_time timezone=UTC>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let out: Value = serde_json::from_str(r["result"]["output"].as_str().unwrap()).unwrap();
+    assert_eq!(out["timezone"], "UTC", "{out}");
+    assert!(marker.exists());
+    let r = master.command("?<mcp list>!").await;
+    let text = r["result"]["output"].as_str().unwrap();
+    assert!(
+        text.contains("get_current_time") && text.contains("convert_time"),
+        "{text}"
+    );
+    assert!(
+        text.contains("someFutureKey"),
+        "unknown keys are warned: {text}"
+    );
+    assert!(text.contains("off — stdio `false` — disabled"), "{text}");
+    // A JSON argument object, a $variable, and a tool error.
+    let r = master.command("?<set tz = Asia/Tokyo>!").await;
+    assert_eq!(r["result"]["success"], true);
+    let r = master
+        .command(r#"?<mcp use time convert_time {"source_timezone": "UTC", "time": "12:00", "target_timezone": "$tz"}>!"#)
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(r["result"]["output"]
+        .as_str()
+        .unwrap()
+        .contains("Asia/Tokyo"));
+    let r = master.command("?<mcp use time nope>!").await;
+    assert_eq!(r["result"]["success"], false);
+    assert!(r["result"]["output"]
+        .as_str()
+        .unwrap()
+        .contains("get_current_time"));
+    // One child, in its own process group, killed at shutdown.
+    let pgids = h.hub().mcp.clients.pgids();
+    assert_eq!(pgids.len(), 1);
+    let pgid = pgids[0];
+    assert_ne!(pgid, unsafe { libc::getpgrp() });
+    let TestHub { running, dir: _dir } = h;
+    tokio::time::timeout(WAIT, running.shutdown())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    // The SIGKILL was sent during shutdown; the kernel removes the group shortly after.
+    while unsafe { libc::killpg(pgid, 0) } == 0 && is_alive(pgid) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process group {pgid} still alive"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// True unless the process is gone or a zombie.
+fn is_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_command_in_a_workers_reply_is_refused_and_starts_nothing() {
+    let h = TestHub::start().await;
+    let marker = time_config(&h);
+    let mut worker = h
+        .scripted("w", "deepseek", "worker", |_| Reply::Silent)
+        .await;
+    worker.send(json!({"type":"turn_end","turn_id":"t1",
+        "text":"Sure! ?<mcp use time get_current_time timezone=UTC>! and ?<mcp list>!"}));
+    // Frames of one socket are handled in order: once this answer is back, the reply above
+    // has been seen and refused.
+    let r = worker.command("?<help mcp>!").await;
+    assert_eq!(
+        r["command"], "help mcp",
+        "the refused commands got no answer: {r}"
+    );
+    assert!(r["result"]["output"].as_str().unwrap().contains("mcp.json"));
+    assert!(!marker.exists(), "no server may start");
+    assert_eq!(h.hub().mcp.clients.children(), 0);
+    // The person typing in the same worker tab has the person's authority.
+    have_time_server();
+    let r = worker
+        .command("?<mcp use time get_current_time timezone=UTC>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(marker.exists());
+}
+
+#[tokio::test]
+async fn a_flow_node_calls_a_tool_and_the_next_node_reads_its_output() {
+    have_time_server();
+    let flows = tempfile::tempdir().unwrap();
+    std::fs::write(
+        flows.path().join("clock.yaml"),
+        "name: clock\ndescription: what time is it\ninputs: {zone: {default: UTC}}\nnodes:\n  - id: now\n    mcp: {server: time, tool: get_current_time, args: {timezone: \"$zone\"}}\n  - id: say\n    needs: now\n    to: speaker\n    prompt: \"time is ${now.output}\"\n",
+    )
+    .unwrap();
+    let dir = flows.path().to_path_buf();
+    let h = TestHub::start_with(move |c| c.flows_dir = dir).await;
+    time_config(&h);
+    let tab = h
+        .scripted("speaker", "kimi", "worker", |p| {
+            Reply::Text(Duration::ZERO, format!("heard: {p}"))
+        })
+        .await;
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let flows = call(&c, "list_flows", json!({})).await;
+    assert_eq!(flows["flows"][0]["name"], "clock", "{flows}");
+    assert_eq!(flows["flows"][0]["inputs"], json!(["zone"]));
+    let mut events = h.hub().events.subscribe();
+    let r = call(
+        &c,
+        "run_flow",
+        json!({"flow": "clock", "inputs": {"zone": "Europe/Paris"}, "wait_s": 20}),
+    )
+    .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let text = r["text"].as_str().unwrap();
+    assert!(
+        text.contains("heard: time is") && text.contains("Europe/Paris"),
+        "{text}"
+    );
+    assert_eq!(tab.prompts().len(), 1);
+    let id = r["run_id"].as_str().unwrap().to_string();
+    wait_event(
+        &mut events,
+        |e| matches!(e, HubEvent::RunFinished { run_id, .. } if *run_id == id),
+    )
+    .await;
+    let again = call(&c, "get_run", json!({"run_id": id, "wait_s": 0})).await;
+    assert_eq!(again["status"], "completed");
+}

@@ -1,0 +1,263 @@
+"""The official MCP Python SDK (`pip install mcp`) as a real client of both MCP doors.
+
+Starts the built hub, connects simulated tabs over WebSocket, then drives the tools through
+Streamable HTTP at /mcp and through `aicard mcp` on stdio, with the legacy `initialize`
+handshake (2025-11-25) and the stateless `server/discover` (2026-07-28). Run with
+tests/sdk/run.sh.
+"""
+
+import asyncio
+import json
+import os
+import queue
+import re
+import subprocess
+import tempfile
+import threading
+import time
+
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from websockets.sync.client import connect
+
+TOKEN = "mcp-sdk-token"
+WAIT = 10
+TOOLS = ["list_tabs", "ask", "fan_out", "run_flow", "get_run", "cancel", "list_flows"]
+
+
+class Tab:
+    """A simulated chat tab answering `answer: PROMPT`; with `hold`, it answers only once
+    `release` is set. Counts the tasks it got."""
+
+    def __init__(self, base: str, label: str, hold: bool = False):
+        self.ws = connect(base.replace("http://", "ws://") + "/realtime").__enter__()
+        self.ws.send(json.dumps({"type": "hello", "token": TOKEN, "site": "sim", "label": label}))
+        welcome = json.loads(self.ws.recv(timeout=WAIT))
+        assert welcome["type"] == "welcome", welcome
+        self.id = welcome["client_id"]
+        self.hold = hold
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.tasks = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def send(self, frame):
+        with self.lock:
+            self.ws.send(json.dumps(frame))
+
+    def _read(self):
+        try:
+            for msg in self.ws:
+                frame = json.loads(msg)
+                if frame["type"] == "task":
+                    self.tasks.put(frame)
+                    threading.Thread(target=self._answer, args=(frame,), daemon=True).start()
+        except Exception:
+            pass
+
+    def _answer(self, task):
+        tid = task["task_id"]
+        self.send({"type": "task_update", "task_id": tid, "state": "accepted"})
+        if self.hold or "HOLD" in task["prompt"]:
+            assert self.release.wait(WAIT), "never released"
+        text = f"answer: {task['prompt']}"
+        self.send({"type": "turn_end", "turn_id": f"t-{tid}", "text": text, "task_id": tid})
+
+
+@pytest.fixture(scope="module")
+def hub():
+    binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
+    data = tempfile.mkdtemp(prefix="aicard-mcp-sdk-")
+    proc = subprocess.Popen(
+        [binary, "serve", "--port", "0", "--data-dir", data, "--token", TOKEN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True).start()
+    url = None
+    deadline = time.monotonic() + WAIT
+    while url is None and time.monotonic() < deadline:
+        try:
+            m = re.search(r"listening on (http://\S+)", lines.get(timeout=1))
+        except queue.Empty:
+            assert proc.poll() is None, "the hub exited"
+            continue
+        if m:
+            url = m.group(1)
+    assert url, "the hub did not say where it listens"
+    yield url
+    proc.terminate()
+    proc.wait(WAIT)
+
+
+@pytest.fixture(scope="module")
+def tabs(hub):
+    return {"a": Tab(hub, "mcp-a"), "b": Tab(hub, "mcp-b", hold=True)}
+
+
+def http_session(url):
+    client = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(30, read=120)
+    )
+    return client, streamable_http_client(url + "/mcp", http_client=client)
+
+
+async def open_session(stack, transport, mode):
+    read, write, *_ = await stack.enter_async_context(transport)
+    session = await stack.enter_async_context(ClientSession(read, write))
+    if mode == "initialize":
+        result = await session.initialize()
+        assert result.protocol_version == "2025-11-25", result.protocol_version
+        assert result.server_info.name == "aicard"
+    else:
+        result = await session.discover()
+        assert session.protocol_version == "2026-07-28", session.protocol_version
+    return session
+
+
+def structured(result):
+    assert not result.is_error, result
+    s = result.structured_content
+    # The same as text content.
+    assert json.loads(result.content[0].text) == s
+    return s
+
+
+async def transcript(session, tabs):
+    tools = await session.list_tools()
+    assert [t.name for t in tools.tools] == TOOLS
+    ask = next(t for t in tools.tools if t.name == "ask")
+    assert set(ask.input_schema["required"]) == {"target", "prompt"}
+    assert "wait_s" in ask.input_schema["properties"]
+    listed = structured(await session.call_tool("list_tabs", {}))
+    labels = {t["label"] for t in listed["tabs"]}
+    assert {"mcp-a", "mcp-b"} <= labels, listed
+    got = structured(await session.call_tool("ask", {"target": "tab/mcp-a", "prompt": "hi"}))
+    assert got["status"] == "completed", got
+    assert got["answers"] == [
+        {"tab": tabs["a"].id, "site": "sim", "label": "mcp-a", "text": "answer: hi"}
+    ]
+    assert got["text"] == "answer: hi"
+    flows = structured(await session.call_tool("list_flows", {}))
+    assert "flows" in flows
+
+
+@pytest.mark.parametrize("mode", ["initialize", "discover"])
+def test_http_door(hub, tabs, mode):
+    async def go():
+        client, transport = http_session(hub)
+        async with client:
+            async with contextlib_stack() as stack:
+                session = await open_session(stack, transport, mode)
+                await transcript(session, tabs)
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("mode", ["initialize", "discover"])
+def test_stdio_door(hub, tabs, mode):
+    binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
+    params = StdioServerParameters(command=binary, args=["mcp", "--hub", hub, "--token", TOKEN])
+
+    async def go():
+        async with contextlib_stack() as stack:
+            session = await open_session(stack, stdio_client(params), mode)
+            await transcript(session, tabs)
+
+    asyncio.run(go())
+
+
+def test_slow_tab_is_picked_up_with_get_run(hub, tabs):
+    async def go():
+        client, transport = http_session(hub)
+        async with client:
+            async with contextlib_stack() as stack:
+                session = await open_session(stack, transport, "initialize")
+                first = structured(
+                    await session.call_tool(
+                        "ask", {"target": "tab/mcp-a", "prompt": "HOLD slow", "wait_s": 0.5}
+                    )
+                )
+                assert first["status"] == "running", first
+                run_id = first["run_id"]
+                tabs["a"].release.set()
+                done = structured(
+                    await session.call_tool("get_run", {"run_id": run_id, "wait_s": WAIT})
+                )
+                assert done["status"] == "completed", done
+                assert done["run_id"] == run_id
+                assert done["answers"][0]["text"] == "answer: HOLD slow"
+
+    asyncio.run(go())
+
+
+def test_fan_out_sends_progress(hub, tabs):
+    """One tab answers, the other holds until the client saw a progress notification."""
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, message))
+        tabs["b"].release.set()
+
+    async def go():
+        client, transport = http_session(hub)
+        async with client:
+            async with contextlib_stack() as stack:
+                session = await open_session(stack, transport, "initialize")
+                r = structured(
+                    await session.call_tool(
+                        "fan_out",
+                        {"targets": ["tab/mcp-a", "tab/mcp-b"], "prompt": "both", "wait_s": WAIT},
+                        progress_callback=on_progress,
+                    )
+                )
+                assert r["status"] == "completed", r
+                assert sorted(a["label"] for a in r["answers"]) == ["mcp-a", "mcp-b"]
+                assert "[mcp-a] answer: both" in r["text"]
+
+    asyncio.run(go())
+    assert seen and "1/2" in seen[0][1], seen
+
+
+def test_same_idempotency_key_types_one_prompt(hub, tabs):
+    async def go():
+        client, transport = http_session(hub)
+        async with client:
+            async with contextlib_stack() as stack:
+                session = await open_session(stack, transport, "discover")
+                before = tabs["a"].tasks.qsize()
+                args = {"target": "tab/mcp-a", "prompt": "once", "idempotency_key": "k-1"}
+                one = structured(await session.call_tool("ask", args))
+                two = structured(await session.call_tool("ask", args))
+                assert one["run_id"] == two["run_id"]
+                assert two["status"] == "completed"
+                assert tabs["a"].tasks.qsize() - before == 1
+
+    asyncio.run(go())
+
+
+def test_security_refusals(hub):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream"}
+    with httpx2.Client(timeout=WAIT) as c:
+        r = c.post(hub + "/mcp", json=body, headers=headers)
+        assert r.status_code == 401, r.text
+        assert r.headers["www-authenticate"].startswith("Bearer")
+        auth = dict(headers, Authorization=f"Bearer {TOKEN}")
+        r = c.post(hub + "/mcp", json=body, headers=dict(auth, Origin="https://evil.example"))
+        assert r.status_code == 403, r.text
+        r = c.post(hub + "/mcp", json=body, headers=dict(auth, Host="evil.example"))
+        assert r.status_code == 403, r.text
+        r = c.post(hub + "/mcp", json=body, headers=dict(auth, Authorization="Bearer wrong"))
+        assert r.status_code == 401, r.text
+
+
+def contextlib_stack():
+    import contextlib
+
+    return contextlib.AsyncExitStack()
