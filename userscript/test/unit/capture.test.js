@@ -14,7 +14,7 @@ function setup(taskId) {
   return { capture, sent, events };
 }
 
-test('deltas become chunks and one exact turn_end; reasoning is left out', () => {
+test('deltas become chunks and one exact turn_end; reasoning rides apart, never in the text', () => {
   const { capture, sent } = setup('task-1');
   const body = 'data: {"reasoning":"think"}\n\ndata: {"delta":"你好"}\n\ndata: {"delta":" 🌏"}\n\ndata: [DONE]\n\n';
   const bytes = enc(body);
@@ -22,8 +22,8 @@ test('deltas become chunks and one exact turn_end; reasoning is left out', () =>
   for (const b of bytes) sink.push(Uint8Array.of(b));
   sink.end();
   const types = sent.map((f) => f.type);
-  assert.deepEqual(types, ['flow_report', 'chunk', 'chunk', 'flow_report', 'turn_end']);
-  assert.deepEqual(sent.filter((f) => f.type === 'chunk').map((f) => [f.seq, f.text]), [[0, '你好'], [1, ' 🌏']]);
+  assert.deepEqual(types, ['flow_report', 'chunk', 'chunk', 'chunk', 'flow_report', 'turn_end']);
+  assert.deepEqual(sent.filter((f) => f.type === 'chunk').map((f) => [f.seq, f.text, f.reasoning]), [[0, '', 'think'], [1, '你好', undefined], [2, ' 🌏', undefined]]);
   assert.deepEqual(sent.at(-1), { type: 'turn_end', turn_id: sent[0].turn_id, text: '你好 🌏', task_id: 'task-1' });
   assert.equal(capture.busy, false);
 });
