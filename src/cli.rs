@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{ExecMode, HubConfig};
-use crate::hub::Hub;
+use crate::app::App;
 
 /// AIcard: one hub for many web AI chat tabs / 把多个网页 AI 聊天标签页变成一个团队。
 #[derive(Debug, Parser)]
@@ -271,7 +271,7 @@ pub fn validate_output(
 async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
     let config = args.into_config()?;
     let data_dir = config.data_dir.clone();
-    let running = Hub::start(config).await?;
+    let running = App::start(config).await?;
     let url = running.url();
     println!("AIcard hub listening on {url}");
     println!("  安装用户脚本 / install the userscript: {url}/aicard.user.js");

@@ -19,7 +19,7 @@ use crate::exec::{ExecChunk, ExecMode, ExecPolicy};
 use crate::flows::engine::CommandCall;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::{TaskError, TaskRequest, Ticket};
-use crate::hub::Hub;
+use crate::app::App;
 use crate::protocol::{CmdOutcome, Role, ServerFrame};
 use crate::roles::{to_cmd_role, RoleCards, TabFacts};
 use crate::runner::{Control as RunControl, Runner};
@@ -121,7 +121,7 @@ impl Commands {
 }
 
 /// A streamed delta of a tab's reply: commands complete in it run now.
-pub fn on_chunk(hub: &Arc<Hub>, client: &Arc<Client>, turn_id: &str, text: &str) {
+pub fn on_chunk(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &str) {
     let items = {
         let mut turn = hub
             .commands
@@ -141,7 +141,7 @@ pub fn on_chunk(hub: &Arc<Hub>, client: &Arc<Client>, turn_id: &str, text: &str)
 }
 
 /// The reply is complete: commands not already seen in its chunks run now.
-pub fn on_turn_end(hub: &Arc<Hub>, client: &Arc<Client>, turn_id: &str, text: &str) {
+pub fn on_turn_end(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &str) {
     let items = match hub.commands.turns.remove(&client.id) {
         Some((_, mut turn)) if turn.id == turn_id => turn.scanner.turn_end(text),
         _ => TurnScanner::new().turn_end(text),
@@ -154,7 +154,7 @@ pub fn on_turn_end(hub: &Arc<Hub>, client: &Arc<Client>, turn_id: &str, text: &s
 
 /// A reply finished (a free turn or a task's answer): one turn of the memory scopes the tab
 /// is in (`global` and its group), whose memories cool down.
-pub fn count_turn(hub: &Hub, client: &Client) {
+pub fn count_turn(hub: &App, client: &Client) {
     let group = client.info().group;
     let mut scopes = vec![crate::memory::GLOBAL];
     if let Some(g) = group.as_deref().filter(|g| *g != crate::memory::GLOBAL) {
@@ -166,11 +166,11 @@ pub fn count_turn(hub: &Hub, client: &Client) {
 }
 
 /// What the person typed: every command in it runs with the person's authority.
-pub fn on_user_input(hub: &Arc<Hub>, client: &Arc<Client>, text: &str) {
+pub fn on_user_input(hub: &Arc<App>, client: &Arc<Client>, text: &str) {
     run_items(hub, client, Source::UserInput, scan_text(text));
 }
 
-fn run_items(hub: &Arc<Hub>, client: &Arc<Client>, source: Source, items: Vec<ScanItem>) {
+fn run_items(hub: &Arc<App>, client: &Arc<Client>, source: Source, items: Vec<ScanItem>) {
     for item in items {
         match item {
             Ok(found) => {
@@ -225,7 +225,7 @@ impl LiveCmd {
 }
 
 /// Sends the one `cmd_result` of a command.
-fn answer(hub: &Hub, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
+fn answer(hub: &App, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
     let frame = ServerFrame::CmdResult {
         cmd_id: cmd.cmd_id.clone(),
         command: cmd.command.clone(),
@@ -237,14 +237,14 @@ fn answer(hub: &Hub, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
 }
 
 /// Runs one command body for a caller.
-pub async fn run_command(hub: &Arc<Hub>, caller: &Caller, body: &str) -> CmdOutcome {
+pub async fn run_command(hub: &Arc<App>, caller: &Caller, body: &str) -> CmdOutcome {
     run_command_with(hub, caller, body, None, None).await
 }
 
 /// Runs one command body; tasks it sends carry `parent` as their `parent_id` (the foreman's
 /// task), so the tree of work can be followed.
 pub async fn run_command_for(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     caller: &Caller,
     body: &str,
     parent: Option<&str>,
@@ -255,7 +255,7 @@ pub async fn run_command_for(
 /// Runs one command body; with `live`, shell output streams to the tab as `cmd_output`
 /// frames, all of them sent before this returns (so before the command's `cmd_result`).
 async fn run_command_with(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     caller: &Caller,
     body: &str,
     parent: Option<&str>,
@@ -289,7 +289,7 @@ async fn run_command_with(
 /// A flow's `command:` node: runs with the master's authority (the person wrote the flow),
 /// its variables in a scope of their own, still under the exec policy.
 pub async fn run_flow_command(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     master: Option<&str>,
     call: &CommandCall,
 ) -> Result<String, String> {
@@ -321,7 +321,7 @@ pub async fn run_flow_command(
 
 /// The interpreter's view of the hub.
 struct HubHost {
-    hub: Arc<Hub>,
+    hub: Arc<App>,
     /// The task on whose behalf commands run (a foreman's), for subtasks' `parent_id`.
     parent: Option<String>,
     /// Where live shell output goes: the tab whose command this is (None: nowhere, e.g. a
@@ -580,7 +580,7 @@ impl Host for HubHost {
 /// `?<role …>!` for one tab (also the dashboard's role/group change): a role card wins, the
 /// new role and group are kept and the tab gets a fresh `welcome`.
 pub fn set_tab_role(
-    hub: &Hub,
+    hub: &App,
     client_id: &str,
     role: Role,
     group: Option<String>,
@@ -624,7 +624,7 @@ fn role_from_cmd(r: CmdRole) -> Role {
 
 /// `manager …` and `flow …` verbs.
 fn manager(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     caller: &Caller,
     request: FlowRequest,
 ) -> Result<String, crate::runner::RunError> {
@@ -767,7 +767,7 @@ fn chain_to_yaml(name: &str, chain: &str) -> String {
 }
 
 /// Reads a flow file named in a command: relative, inside the working directory.
-fn read_flow_file(hub: &Hub, path: &std::path::Path) -> Result<String, crate::runner::RunError> {
+fn read_flow_file(hub: &App, path: &std::path::Path) -> Result<String, crate::runner::RunError> {
     use crate::runner::RunError;
     if path.is_absolute()
         || path
@@ -792,7 +792,7 @@ fn read_flow_file(hub: &Hub, path: &std::path::Path) -> Result<String, crate::ru
 
 /// Exports go under `data_dir/exports`, whatever path was asked for (file name kept).
 fn export_path(
-    hub: &Hub,
+    hub: &App,
     path: &std::path::Path,
 ) -> Result<std::path::PathBuf, crate::runner::RunError> {
     let name = path

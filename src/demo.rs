@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::config::HubConfig;
-use crate::hub::Hub;
+use crate::app::App;
 use crate::sim::{Seen, SimSpec, SimTab};
 
 /// The demo flow, embedded so the demo runs from any directory.
@@ -40,7 +40,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
     config.flows_dir = tmp.path().join("flows");
     let token = uuid::Uuid::new_v4().simple().to_string();
     config.token = Some(token.clone());
-    let running = Hub::start(config).await?;
+    let running = App::start(config).await?;
     running
         .hub
         .store

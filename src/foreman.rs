@@ -10,7 +10,8 @@ use crate::commands::permissions::Source;
 use crate::commands::scanner::scan_text;
 use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
-use crate::hub::{Hub, HubEvent};
+use crate::app::App;
+use crate::hub::HubEvent;
 use crate::protocol::Role;
 
 /// Used when the foreman's card has no `split_template`.
@@ -28,7 +29,7 @@ pub const DEFAULT_FOLLOWUP: &str = "工人们的回答 / Your workers answered:\
 
 /// Runs one task through a foreman. `req.task_id` is the idempotency key of the whole cycle.
 pub async fn cycle(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     foreman: &Arc<Client>,
     req: TaskRequest,
 ) -> Result<String, TaskError> {
@@ -49,7 +50,7 @@ pub async fn cycle(
     }
 }
 
-async fn run(hub: &Arc<Hub>, foreman: &Arc<Client>, req: TaskRequest) -> Result<String, TaskError> {
+async fn run(hub: &Arc<App>, foreman: &Arc<Client>, req: TaskRequest) -> Result<String, TaskError> {
     let info = foreman.info();
     let card = hub.commands.card_for(foreman);
     let card = card.as_ref();

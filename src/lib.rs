@@ -7,6 +7,7 @@
 //! and the pure run engine), `store` (SQLite), `config`, `cli`.
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -16,7 +16,7 @@ use crate::flows::engine::{
 use crate::flows::Flow;
 use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
-use crate::hub::Hub;
+use crate::app::App;
 use crate::protocol::ServerFrame;
 use crate::store::{now_ms, JournalEntry, RunRecord};
 
@@ -77,7 +77,7 @@ const QUEUE_WAIT: Duration = Duration::from_secs(60);
 
 impl Runner {
     /// Loads flow `name`: a flow saved with `manager create` first, else `flows_dir/NAME.yaml`.
-    pub fn load_flow(hub: &Hub, name: &str) -> Result<(Flow, String), RunError> {
+    pub fn load_flow(hub: &App, name: &str) -> Result<(Flow, String), RunError> {
         if !name
             .chars()
             .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
@@ -104,7 +104,7 @@ impl Runner {
     /// Starts flow `name` for `master` (the tab that asked); returns the run id.
     pub fn start(
         &self,
-        hub: &Arc<Hub>,
+        hub: &Arc<App>,
         name: &str,
         master: Option<String>,
         inputs: BTreeMap<String, String>,
@@ -149,7 +149,7 @@ impl Runner {
     }
 
     /// Outputs of the latest finished run of a flow (for `--from-node`).
-    fn prior_outputs(&self, hub: &Hub, flow: &str) -> BTreeMap<String, String> {
+    fn prior_outputs(&self, hub: &App, flow: &str) -> BTreeMap<String, String> {
         let runs = hub
             .store
             .runs_in(&["completed", "failed", "stopped"])
@@ -170,7 +170,7 @@ impl Runner {
     /// reported to the master first.
     fn spawn(
         &self,
-        hub: &Arc<Hub>,
+        hub: &Arc<App>,
         state: RunState,
         master: Option<String>,
         started: Option<JournalEvent>,
@@ -206,7 +206,7 @@ impl Runner {
     }
 
     /// Continues every run the store says was running or paused (after a restart).
-    pub fn resume_all(&self, hub: &Arc<Hub>) {
+    pub fn resume_all(&self, hub: &Arc<App>) {
         let runs = match hub.store.runs_in(&["running", "paused"]) {
             Ok(r) => r,
             Err(e) => {
@@ -239,7 +239,7 @@ impl Runner {
     }
 
     /// Rebuilds a run's state from its journal and the flow source it started with.
-    fn rebuild(hub: &Hub, rec: &RunRecord) -> Result<RunState, RunError> {
+    fn rebuild(hub: &App, rec: &RunRecord) -> Result<RunState, RunError> {
         let flow = crate::flows::load_str(&rec.flow, &rec.flow_source)
             .map_err(|d| RunError::Invalid(join_diags(&d)))?;
         if let Ok((current, _)) = Self::load_flow(hub, &rec.flow) {
@@ -298,7 +298,7 @@ impl Runner {
     }
 
     /// Per-node state, tabs and durations of a run (in progress, or the latest finished).
-    pub fn status(&self, hub: &Hub, name_or_id: &str) -> Result<String, RunError> {
+    pub fn status(&self, hub: &App, name_or_id: &str) -> Result<String, RunError> {
         if let Some(id) = self.find(name_or_id) {
             if let Some(run) = self.runs.get(&id) {
                 let v = run.view.lock().unwrap_or_else(|p| p.into_inner());
@@ -360,7 +360,7 @@ fn join_diags(d: &[crate::flows::Diagnostic]) -> String {
 }
 
 /// The foremen's subtasks under each item: master → foreman → workers.
-fn subtask_tree(hub: &Hub, snap: &RunSnapshot) -> String {
+fn subtask_tree(hub: &App, snap: &RunSnapshot) -> String {
     let mut out = String::new();
     for n in &snap.nodes {
         for (i, item) in n.items.iter().enumerate() {
@@ -419,7 +419,7 @@ fn render_status(
 
 /// One run's driver task: the only place that mutates its `RunState`.
 struct Drive {
-    hub: Arc<Hub>,
+    hub: Arc<App>,
     run_id: String,
     flow: String,
     master: Option<String>,
@@ -717,7 +717,7 @@ struct Pick<'a> {
     pools: &'a BTreeMap<String, u32>,
 }
 
-async fn pick_tab(hub: &Arc<Hub>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+async fn pick_tab(hub: &Arc<App>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let wait = d
         .timeout
         .queue_ms
@@ -741,7 +741,7 @@ async fn pick_tab(hub: &Arc<Hub>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<C
     }
 }
 
-fn choose(hub: &Hub, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+fn choose(hub: &App, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let master = pick.master;
     let target = match &d.target {
         Target::Role(r) => format!("role:{r}"),
@@ -882,7 +882,7 @@ fn spawn_attempt(
 }
 
 async fn dispatch(
-    hub: Arc<Hub>,
+    hub: Arc<App>,
     run_id: String,
     master: Option<String>,
     pools: BTreeMap<String, u32>,
@@ -955,7 +955,7 @@ async fn dispatch(
 
 /// `ask`, failing when the tab streams nothing for `idle` (a stuck generation).
 async fn ask_with_idle(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     client: &Arc<Client>,
     req: TaskRequest,
     idle: Duration,
@@ -979,7 +979,7 @@ async fn ask_with_idle(
 }
 
 async fn run_command(
-    hub: Arc<Hub>,
+    hub: Arc<App>,
     master: Option<String>,
     c: CommandCall,
     events: mpsc::UnboundedSender<JournalEvent>,

@@ -562,20 +562,20 @@ async fn a_run_killed_right_after_it_started_resumes() {
 }
 
 /// A hub on `data` (port 0, the test token, flows from `flows`).
-async fn hub_on(data: &Path, flows: &Path) -> aicard::hub::RunningHub {
+async fn hub_on(data: &Path, flows: &Path) -> aicard::app::RunningHub {
     let mut c = aicard::config::HubConfig::for_tests(data.to_path_buf());
     c.flows_dir = flows.to_path_buf();
     c.role_cards_dir = data.join("no-cards");
-    aicard::hub::Hub::start(c).await.expect("hub starts")
+    aicard::app::App::start(c).await.expect("hub starts")
 }
 
-async fn stop(running: aicard::hub::RunningHub) {
+async fn stop(running: aicard::app::RunningHub) {
     tokio::time::timeout(WAIT, running.shutdown())
         .await
         .expect("the hub shut down in time");
 }
 
-fn ws_of(running: &aicard::hub::RunningHub) -> String {
+fn ws_of(running: &aicard::app::RunningHub) -> String {
     format!("ws://{}/realtime", running.addr)
 }
 

@@ -6,7 +6,8 @@ mod common;
 use std::time::Duration;
 
 use aicard::hub::tasks::TaskRequest;
-use aicard::hub::{HubEvent, RunningHub};
+use aicard::app::RunningHub;
+use aicard::hub::HubEvent;
 use aicard::protocol::ServerFrame;
 use common::*;
 use futures_util::SinkExt;
@@ -683,7 +684,7 @@ async fn start_with_tab(
     config: aicard::config::HubConfig,
     hello: Value,
 ) -> (RunningHub, Ws, Value) {
-    let running = aicard::hub::Hub::start(config).await.unwrap();
+    let running = aicard::app::App::start(config).await.unwrap();
     let url = format!("ws://{}/realtime", running.addr);
     let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     send(&mut ws, &hello).await;

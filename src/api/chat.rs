@@ -22,7 +22,7 @@ use super::prompt::{ChatRequest, MAX_PROMPT_BYTES};
 use super::{authorize, TapEvent};
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::TaskRequest;
-use crate::hub::Hub;
+use crate::app::App;
 use crate::protocol::ServerFrame;
 
 /// `X-AIcard-Queue-Timeout` when absent (seconds).
@@ -30,7 +30,7 @@ pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Largest `X-AIcard-Queue-Timeout` honoured (seconds).
 pub const MAX_QUEUE_TIMEOUT: Duration = Duration::from_secs(600);
 
-pub async fn models(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn models(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
     }
@@ -47,7 +47,7 @@ pub async fn models(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
 }
 
 /// Flows `flow/<name>` can run: the flows directory and the saved ones.
-pub(crate) fn flow_names(hub: &Hub) -> Vec<String> {
+pub(crate) fn flow_names(hub: &App) -> Vec<String> {
     let mut names: Vec<String> = hub.store.saved_flows().unwrap_or_default();
     if let Ok(dir) = std::fs::read_dir(&hub.config.flows_dir) {
         for e in dir.flatten() {
@@ -63,7 +63,7 @@ pub(crate) fn flow_names(hub: &Hub) -> Vec<String> {
     names
 }
 
-pub async fn method_not_allowed(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn method_not_allowed(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
     }
@@ -76,7 +76,7 @@ pub async fn method_not_allowed(State(hub): State<Arc<Hub>>, headers: HeaderMap)
     .into_response()
 }
 
-pub async fn not_found(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn not_found(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
     }
@@ -90,7 +90,7 @@ pub async fn not_found(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Respo
 }
 
 pub async fn completions(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -120,7 +120,7 @@ fn queue_timeout(headers: &HeaderMap) -> Result<Duration, ApiError> {
 }
 
 async fn complete(
-    hub: Arc<Hub>,
+    hub: Arc<App>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -215,7 +215,7 @@ async fn complete(
 /// waits for the reply. Dropping the future before it resolves cancels the prompt and tells
 /// the tab, like a client that leaves. Returns the tab that answered and its reply.
 pub(crate) async fn ask_tab(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     model: &ModelId,
     prompt: String,
     queue_timeout: Duration,
@@ -283,7 +283,7 @@ pub(super) trait Finish: Send {
 struct Job {
     /// The prompt's journal (a one-node run).
     run: ApiRun,
-    hub: Arc<Hub>,
+    hub: Arc<App>,
     client: Arc<Client>,
     task_id: String,
     lease: Option<Lease>,
@@ -335,7 +335,7 @@ impl Drop for Job {
 /// reply from `turn_end`, one finish_reason, `[DONE]`. `: keepalive` while silent.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn produce(
-    hub: Arc<Hub>,
+    hub: Arc<App>,
     reply: Reply,
     mut tap: Option<mpsc::Receiver<TapEvent>>,
     first: Option<TapEvent>,

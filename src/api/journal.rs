@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::flows::engine::{flow_hash, JournalEvent};
-use crate::hub::Hub;
+use crate::app::App;
 use crate::store::{now_ms, RunRecord, Store};
 
 /// The flow name of API runs.
@@ -36,7 +36,7 @@ impl ApiRun {
     /// `shown` (its label, else its id). The recorded flow names the tab by its id, which is
     /// always a valid target.
     pub fn begin(
-        hub: &Hub,
+        hub: &App,
         run_id: &str,
         model: &str,
         (client_id, shown): (&str, &str),

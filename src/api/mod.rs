@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 
 use crate::hub::registry::{Client, Registry};
 use crate::hub::tasks::Tasks;
-use crate::hub::Hub;
+use crate::app::App;
 use crate::protocol::TaskState;
 use admission::Admission;
 use error::ApiError;
@@ -193,7 +193,7 @@ impl ApiState {
 }
 
 /// The API's routes, merged into the hub's router.
-pub fn routes() -> Router<Arc<Hub>> {
+pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route(
             "/v1/models",
@@ -207,7 +207,7 @@ pub fn routes() -> Router<Arc<Hub>> {
 }
 
 /// Host and Origin like every door (403), then the bearer token (401).
-fn authorize(hub: &Hub, headers: &HeaderMap) -> Result<(), ApiError> {
+fn authorize(hub: &App, headers: &HeaderMap) -> Result<(), ApiError> {
     hub.check_headers(headers)
         .map_err(|(_, why)| ApiError::forbidden(why))?;
     let presented = headers

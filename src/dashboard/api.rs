@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::{authorize, runs, Caller};
 use crate::hub::registry::ConnState;
-use crate::hub::Hub;
+use crate::app::App;
 use crate::protocol::Role;
 use crate::runner::Control;
 
@@ -30,7 +30,7 @@ macro_rules! check {
 }
 
 /// `GET /api/session`: who is calling, and the session's CSRF token.
-pub async fn session(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn session(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     let caller = check!(hub, Method::GET, headers);
     let csrf = match &caller {
         Caller::Session(s) => hub.dashboard.csrf(s),
@@ -46,7 +46,7 @@ pub async fn session(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Respons
 }
 
 /// The tabs as the dashboard lists them.
-pub fn tabs_json(hub: &Hub) -> Value {
+pub fn tabs_json(hub: &App) -> Value {
     let now = crate::store::now_ms();
     let mut tabs: Vec<Value> = hub
         .registry
@@ -93,7 +93,7 @@ pub fn tabs_json(hub: &Hub) -> Value {
 }
 
 /// `GET /api/tabs`.
-pub async fn tabs(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn tabs(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     check!(hub, Method::GET, headers);
     Json(tabs_json(&hub)).into_response()
 }
@@ -108,7 +108,7 @@ pub struct RoleBody {
 
 /// `POST /api/tabs/{id}/role`: the same code as `?<role …>!`.
 pub async fn set_role(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Json(body): Json<RoleBody>,
@@ -131,7 +131,7 @@ pub async fn set_role(
 }
 
 /// `GET /api/flows`: flow files in the flows directory and flows saved on the hub.
-pub async fn flows(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn flows(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     check!(hub, Method::GET, headers);
     let mut names: Vec<String> = hub.store.saved_flows().unwrap_or_default();
     if let Ok(dir) = std::fs::read_dir(&hub.config.flows_dir) {
@@ -151,7 +151,7 @@ pub async fn flows(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response 
 
 /// `GET /api/flows/{name}`: the flow's source.
 pub async fn flow_source(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
@@ -175,7 +175,7 @@ pub async fn flow_source(
 /// `aicard flow validate NAME` prints for that text (`text/plain`); with `format=json` that
 /// text with the diagnostics and, when valid, the flow's graph.
 pub async fn validate(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
     body: String,
@@ -215,7 +215,7 @@ pub async fn validate(
 }
 
 /// `GET /api/runs`.
-pub async fn runs(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn runs(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     check!(hub, Method::GET, headers);
     Json(runs::list(&hub)).into_response()
 }
@@ -235,7 +235,7 @@ pub struct StartBody {
 /// `POST /api/runs`: starts a run like `manager run` (no master tab: the result stays in the
 /// journal and on the dashboard).
 pub async fn start_run(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     Json(body): Json<StartBody>,
 ) -> Response {
@@ -266,7 +266,7 @@ pub async fn start_run(
 
 /// `GET /api/runs/{id}`.
 pub async fn run(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
@@ -280,7 +280,7 @@ pub async fn run(
 
 /// `GET /api/runs/{id}/nodes/{node}?offset=&limit=`.
 pub async fn node(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     Path((id, node)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
@@ -301,7 +301,7 @@ pub async fn node(
 
 /// `POST /api/runs/{id}/pause|resume|stop`.
 pub async fn control(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
 ) -> Response {

@@ -7,7 +7,8 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::hub::{auth, Hub};
+use crate::app::App;
+use crate::hub::auth;
 
 /// The page's own policy: scripts, styles and connections only from the hub; no inline script.
 pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
@@ -102,7 +103,7 @@ fn serve(headers: &HeaderMap, name: &str) -> Response {
 }
 
 /// `GET /`: the page.
-pub async fn index(State(_hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn index(State(_hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     serve(&headers, "index.html")
 }
 

@@ -17,13 +17,14 @@ use serde_json::json;
 use tokio::sync::{broadcast, watch};
 
 use super::{authorize, runs};
-use crate::hub::{Hub, HubEvent};
+use crate::app::App;
+use crate::hub::HubEvent;
 
 /// Journal rows read per query.
 const PAGE: usize = 500;
 
 struct Feed {
-    hub: Arc<Hub>,
+    hub: Arc<App>,
     last: i64,
     run: Option<String>,
     journal: watch::Receiver<u64>,
@@ -97,7 +98,7 @@ impl Feed {
 
 /// `GET /api/events[?run=ID][&last_event_id=N]`.
 pub async fn events(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {

@@ -23,7 +23,8 @@ use axum::routing::{get, post};
 use axum::Router;
 use rand::RngCore;
 
-use crate::hub::{auth, Hub};
+use crate::app::App;
+use crate::hub::auth;
 
 /// Name of the session cookie.
 pub const COOKIE: &str = "aicard_session";
@@ -171,7 +172,7 @@ fn same_origin(origin: &str, host: &str) -> bool {
 }
 
 /// The checks of every `/api/*` request (see the module docs).
-pub fn authorize(hub: &Hub, method: &Method, headers: &HeaderMap) -> Result<Caller, Refusal> {
+pub fn authorize(hub: &App, method: &Method, headers: &HeaderMap) -> Result<Caller, Refusal> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -232,7 +233,7 @@ pub fn authorize(hub: &Hub, method: &Method, headers: &HeaderMap) -> Result<Call
 }
 
 /// The dashboard's routes, merged into the hub's router.
-pub fn routes() -> Router<Arc<Hub>> {
+pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/", get(assets::index))
         .route("/assets/{file}", get(assets::asset))

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::flows::engine::{Action, ItemStatus, JournalEvent, RunState};
 use crate::flows::Flow;
-use crate::hub::Hub;
+use crate::app::App;
 use crate::store::RunRecord;
 
 /// Nodes with more items than this are sent as counts only; their items come page by page
@@ -32,7 +32,7 @@ pub struct Row {
 }
 
 /// The journal rows of every run after global id `after`, oldest first, at most `limit`.
-pub fn rows_after(hub: &Hub, after: i64, limit: usize) -> Vec<Row> {
+pub fn rows_after(hub: &App, after: i64, limit: usize) -> Vec<Row> {
     hub.store
         .read(|c| {
             let mut st = c.prepare_cached(
@@ -46,7 +46,7 @@ pub fn rows_after(hub: &Hub, after: i64, limit: usize) -> Vec<Row> {
 }
 
 /// The newest global journal id (0: none yet).
-pub fn last_id(hub: &Hub) -> i64 {
+pub fn last_id(hub: &App) -> i64 {
     hub.store
         .read(|c| {
             c.query_row("SELECT COALESCE(MAX(rowid), 0) FROM journal", [], |r| {
@@ -56,7 +56,7 @@ pub fn last_id(hub: &Hub) -> i64 {
         .unwrap_or(0)
 }
 
-fn run_rows(hub: &Hub, run_id: &str) -> Vec<Row> {
+fn run_rows(hub: &App, run_id: &str) -> Vec<Row> {
     hub.store
         .read(|c| {
             let mut st = c.prepare_cached(
@@ -108,7 +108,7 @@ pub fn event_json(row: &Row) -> Value {
 }
 
 /// `GET /api/runs`: the newest runs first.
-pub fn list(hub: &Hub) -> Value {
+pub fn list(hub: &App) -> Value {
     let runs: Vec<Value> = hub
         .store
         .read(|c| {
@@ -179,7 +179,7 @@ struct Loaded {
     events: Vec<JournalEvent>,
 }
 
-fn load(hub: &Hub, run_id: &str) -> Option<Loaded> {
+fn load(hub: &App, run_id: &str) -> Option<Loaded> {
     let rec = hub.store.run(run_id).ok()??;
     let flow = crate::flows::load_str(&rec.flow, &rec.flow_source).ok()?;
     let rows = run_rows(hub, run_id);
@@ -401,7 +401,7 @@ fn items_json(
 }
 
 /// `GET /api/runs/{id}`.
-pub fn detail(hub: &Hub, run_id: &str) -> Option<Value> {
+pub fn detail(hub: &App, run_id: &str) -> Option<Value> {
     let l = load(hub, run_id)?;
     let state = RunState::replay(l.flow.clone(), &l.events, true).ok()?;
     let snap = state.snapshot();
@@ -493,7 +493,7 @@ fn prompts(l: &Loaded, node: &str, limit: usize) -> HashMap<(usize, u32), String
 }
 
 /// `GET /api/runs/{id}/nodes/{node}?offset=&limit=`: one node's items.
-pub fn node(hub: &Hub, run_id: &str, node: &str, offset: usize, limit: usize) -> Option<Value> {
+pub fn node(hub: &App, run_id: &str, node: &str, offset: usize, limit: usize) -> Option<Value> {
     let l = load(hub, run_id)?;
     let state = RunState::replay(l.flow.clone(), &l.events, true).ok()?;
     let snap = state.snapshot();

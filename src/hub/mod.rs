@@ -1,13 +1,15 @@
-//! The hub: shared state (registry, task queues, store, policy) and the HTTP/WebSocket server
-//! that tabs connect to. `Hub::start` binds, serves and returns a handle tests can drive.
+//! The hub: the transport layer and its shared state (registry, task queues, store, the
+//! cluster engine) and the HTTP/WebSocket server that tabs connect to. It knows nothing of
+//! commands, flows or the API: those sit above it (`crate::app`) and reach it through
+//! [`Hooks`]. `Hub::open` makes the state, `Hub::bind` + `Hub::serve` run the server.
 
 pub mod auth;
+pub mod hooks;
 pub mod registry;
 mod sse;
 pub mod tasks;
 mod ws;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -26,6 +28,7 @@ use crate::protocol::{
     Chunk, ClientFrame, ErrorCode, Hello, Role, ServerFrame, TaskState, TaskUpdate, TurnEnd,
     UserInput, PROTOCOL_VERSION,
 };
+pub use hooks::Hooks;
 use crate::store::Store;
 use auth::OriginPolicy;
 use registry::{Client, ClientInfo, ConnState, Registry};
@@ -52,18 +55,11 @@ pub struct Hub {
     public_url: std::sync::OnceLock<String>,
     /// Connection life events, for the demo's display and for tests to wait on.
     pub events: tokio::sync::broadcast::Sender<HubEvent>,
-    /// Scanners, variables, exec policy and role cards.
-    pub commands: crate::control::Commands,
-    /// Flow runs in progress.
-    pub runner: crate::runner::Runner,
     /// SSE event streams that sent `welcome` and wait for the tab's `ack`.
     sse_waiting: sse::Unconfirmed,
-    /// The OpenAI-compatible API's admission and streams (`crate::api`).
-    pub api: crate::api::ApiState,
-    /// The dashboard's login codes and sessions.
-    pub dashboard: crate::dashboard::Sessions,
-    /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
-    pub mcp: crate::mcp::McpState,
+    /// What the layers above the hub do with a tab's frames (set once by `crate::app`;
+    /// without it the hub only routes and queues).
+    hooks: std::sync::OnceLock<Arc<dyn Hooks>>,
 }
 
 /// Something that happened to a tab's connection.
@@ -98,33 +94,10 @@ impl HelloError {
     }
 }
 
-/// A running hub: its address and the way to stop it.
-pub struct RunningHub {
-    pub addr: SocketAddr,
-    pub hub: Arc<Hub>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl RunningHub {
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Stops accepting, closes every socket with 1001 and waits for their tasks.
-    pub async fn shutdown(self) {
-        self.hub.shutdown.cancel();
-        let _ = self.server.await;
-    }
-
-    /// Resolves when the hub has stopped (after a signal or `shutdown`).
-    pub async fn wait(self) {
-        let _ = self.server.await;
-    }
-}
-
 impl Hub {
-    /// Opens the store, loads or makes the token and binds the listener.
-    pub async fn start(config: HubConfig) -> anyhow::Result<RunningHub> {
+    /// Opens the store and loads or makes the token: a hub that routes and queues but does
+    /// not listen yet.
+    pub fn open(config: HubConfig) -> anyhow::Result<Arc<Hub>> {
         let store = Store::open(&config.data_dir)
             .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
         let token = match &config.token {
@@ -137,43 +110,55 @@ impl Hub {
                 .with_offline_bytes(config.limits.offline_bytes),
         );
         let tasks = Arc::new(Tasks::new(registry.clone(), config.limits.task_queue));
-        let commands = crate::control::Commands::new(&config, &store);
-        let hub = Arc::new(Hub {
+        Ok(Arc::new(Hub {
             origins: OriginPolicy::new(&config.extra_origins),
             token,
             store,
-            registry: registry.clone(),
-            tasks: tasks.clone(),
+            registry,
+            tasks,
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
             live: AtomicUsize::new(0),
             public_url: std::sync::OnceLock::new(),
             events: tokio::sync::broadcast::channel(1024).0,
-            commands,
-            runner: crate::runner::Runner::default(),
             sse_waiting: sse::Unconfirmed::default(),
-            api: crate::api::ApiState::new(registry.clone(), tasks.clone()),
-            dashboard: crate::dashboard::Sessions::default(),
-            mcp: crate::mcp::McpState::new(&config),
+            hooks: std::sync::OnceLock::new(),
             config,
-        });
-        let listener = tokio::net::TcpListener::bind(hub.config.bind)
+        }))
+    }
+
+    /// Sets what the layers above do with tabs' frames; the first call wins.
+    pub fn set_hooks(&self, hooks: Arc<dyn Hooks>) {
+        let _ = self.hooks.set(hooks);
+    }
+
+    fn hooks(&self) -> &dyn Hooks {
+        match self.hooks.get() {
+            Some(h) => h.as_ref(),
+            None => &hooks::NoHooks,
+        }
+    }
+
+    /// Binds the listener and records the public URL.
+    pub async fn bind(&self) -> anyhow::Result<tokio::net::TcpListener> {
+        let listener = tokio::net::TcpListener::bind(self.config.bind)
             .await
-            .with_context(|| format!("binding {}", hub.config.bind))?;
+            .with_context(|| format!("binding {}", self.config.bind))?;
         let addr = listener.local_addr()?;
-        let _ = hub.public_url.set(format!("http://{addr}"));
-        let weak = Arc::downgrade(&hub);
-        hub.tasks
-            .set_prompt_hook(Box::new(move |client, prompt| match weak.upgrade() {
-                Some(hub) => hub.commands.with_memory(client, prompt),
-                None => prompt,
-            }));
-        hub.runner.resume_all(&hub);
-        hub.clone().watch_role_cards();
-        let app = router(hub.clone());
-        let token = hub.shutdown.clone();
-        let hub2 = hub.clone();
-        let server = tokio::spawn(async move {
+        let _ = self.public_url.set(format!("http://{addr}"));
+        Ok(listener)
+    }
+
+    /// Serves `app` (the hub's own `routes()` merged with the layers above) until the
+    /// shutdown token is cancelled, then closes every socket and waits for their tasks.
+    pub fn serve(
+        self: &Arc<Self>,
+        listener: tokio::net::TcpListener,
+        app: Router,
+    ) -> tokio::task::JoinHandle<()> {
+        let token = self.shutdown.clone();
+        let hub = self.clone();
+        tokio::spawn(async move {
             // Frames are small and latency-bound (a streamed chunk, a task): without
             // TCP_NODELAY a second frame can wait for the tab's delayed ACK (up to 40 ms).
             let listener = listener.tap_io(|tcp| {
@@ -185,14 +170,13 @@ impl Hub {
             if let Err(e) = serve.await {
                 tracing::error!("server stopped: {e}");
             }
-            hub2.finish().await;
-        });
-        Ok(RunningHub { addr, hub, server })
+            hub.finish().await;
+        })
     }
 
     async fn finish(&self) {
         self.shutdown.cancel();
-        self.mcp.shutdown();
+        self.hooks().shutdown();
         self.registry.close_all(registry::close::GOING_AWAY);
         self.tracker.close();
         if tokio::time::timeout(std::time::Duration::from_secs(5), self.tracker.wait())
@@ -206,30 +190,9 @@ impl Hub {
         }
     }
 
-    /// Reloads role cards when their files change and re-applies them to connected tabs.
-    fn watch_role_cards(self: Arc<Self>) {
-        let hub = self.clone();
-        self.tracker.spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    _ = hub.shutdown.cancelled() => return,
-                }
-                if hub.commands.roles.reload_if_changed() {
-                    for c in hub.registry.all() {
-                        if c.state() == ConnState::Connected && hub.apply_card(&c) {
-                            let _ = hub.registry.send(&c.id, &hub.welcome(&c));
-                        }
-                    }
-                }
-            }
-        });
-    }
-
     /// Gives a tab the role and group its role card says; true if that changed anything.
-    fn apply_card(&self, client: &Client) -> bool {
-        let Some((role, group)) = self.commands.card_role(client) else {
+    pub fn apply_card(&self, client: &Client) -> bool {
+        let Some((role, group)) = self.hooks().card_role(client) else {
             return false;
         };
         let before = client.info();
@@ -356,7 +319,7 @@ impl Hub {
     pub fn after_welcome(&self, client: &Client, delivered: &[String]) {
         let _ = self.events.send(HubEvent::Connected(client.id.clone()));
         self.tasks.on_connected(client, delivered);
-        self.api.wake();
+        self.hooks().tasks_moved();
     }
 
     /// The connection ended; after the grace period a still-absent tab's tasks fail over.
@@ -412,11 +375,14 @@ impl Hub {
                 // A task's reply belongs to whoever asked; only free turns are scanned, and
                 // only their answer text, never the model's thinking.
                 match self.tasks.current(client) {
-                    None => crate::control::on_chunk(self, client, &turn_id, &text),
-                    Some((task_id, _)) => {
-                        self.api
-                            .on_chunk(client, &task_id, &turn_id, &text, reasoning.as_deref())
-                    }
+                    None => self.hooks().free_chunk(client, &turn_id, &text),
+                    Some((task_id, _)) => self.hooks().task_chunk(
+                        client,
+                        &task_id,
+                        &turn_id,
+                        &text,
+                        reasoning.as_deref(),
+                    ),
                 }
                 None
             }
@@ -431,18 +397,18 @@ impl Hub {
                     outcome,
                     Ok(tasks::TurnOutcome::Free | tasks::TurnOutcome::Answered)
                 ) {
-                    crate::control::count_turn(self, client);
+                    self.hooks().turn_counted(client);
                 }
                 match outcome {
                     // Commands in a free reply run if the tab's role lets its replies run
                     // them; a task's reply is data for whoever asked (the foreman cycle reads
                     // its own).
                     Ok(tasks::TurnOutcome::Free) => {
-                        crate::control::on_turn_end(self, client, &turn_id, &text);
+                        self.hooks().free_turn_end(client, &turn_id, &text);
                         None
                     }
                     Ok(tasks::TurnOutcome::Answered) => {
-                        self.api.wake();
+                        self.hooks().tasks_moved();
                         None
                     }
                     Ok(tasks::TurnOutcome::Stale) => None,
@@ -455,7 +421,7 @@ impl Hub {
                 if client.was_typed_by_hub(&text) {
                     tracing::debug!(client = %client.id, "user_input echoes a hub task; not run");
                 } else {
-                    crate::control::on_user_input(self, client, &text);
+                    self.hooks().user_input(client, &text);
                 }
                 None
             }
@@ -465,14 +431,14 @@ impl Hub {
                 error,
             }) => {
                 client.streamed();
-                self.api.on_update(&task_id, state);
+                self.hooks().task_update(&task_id, state);
                 let answer = self
                     .tasks
                     .on_update(client, &task_id, state, error.as_deref())
                     .err()
                     .map(|e| ServerFrame::error(ErrorCode::UnknownTask, e.to_string()));
                 if state == TaskState::Failed {
-                    self.api.wake();
+                    self.hooks().tasks_moved();
                 }
                 answer
             }
@@ -494,7 +460,8 @@ impl Drop for LiveGuard<'_> {
     }
 }
 
-fn router(hub: Arc<Hub>) -> Router {
+/// The hub's own endpoints: the userscript and the two transports.
+pub fn routes() -> Router<Arc<Hub>> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/aicard.user.js", get(userscript))
@@ -502,10 +469,6 @@ fn router(hub: Arc<Hub>) -> Router {
         .route("/heartbeat", get(ws::heartbeat))
         .route("/events", get(sse::events))
         .route("/send", post(sse::send))
-        .merge(crate::api::routes())
-        .merge(crate::dashboard::routes())
-        .with_state(hub.clone())
-        .merge(crate::mcp::routes(hub))
 }
 
 async fn userscript(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {

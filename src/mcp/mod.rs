@@ -31,7 +31,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 
-use crate::hub::Hub;
+use crate::app::App;
 
 /// A tool the skills seam offers (listed as `skill_NAME`).
 #[derive(Debug, Clone)]
@@ -105,7 +105,7 @@ pub fn default_config_path(data_dir: &std::path::Path) -> PathBuf {
 }
 
 /// `/mcp`: Streamable HTTP, behind the hub's checks.
-pub fn routes(hub: Arc<Hub>) -> Router {
+pub fn routes(hub: Arc<App>) -> Router {
     let cfg = StreamableHttpServerConfig::default()
         .with_cancellation_token(hub.shutdown.child_token())
         // Host and Origin are checked by `guard` with the hub's own rules (every loopback
@@ -123,7 +123,7 @@ pub fn routes(hub: Arc<Hub>) -> Router {
 }
 
 /// Host and Origin first (403), then the bearer token (401), as for every door.
-async fn guard(State(hub): State<Arc<Hub>>, req: Request, next: Next) -> Response {
+async fn guard(State(hub): State<Arc<App>>, req: Request, next: Next) -> Response {
     match refusal(&hub, req.headers()) {
         Some(refused) => refused,
         None => next.run(req).await,
@@ -131,7 +131,7 @@ async fn guard(State(hub): State<Arc<Hub>>, req: Request, next: Next) -> Respons
 }
 
 /// Why a request may not reach the tools, as its response; `None` when it may.
-fn refusal(hub: &Hub, headers: &HeaderMap) -> Option<Response> {
+fn refusal(hub: &App, headers: &HeaderMap) -> Option<Response> {
     if let Err((code, why)) = hub.check_headers(headers) {
         return Some((code, why).into_response());
     }

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::models::{candidates, ModelId};
 use crate::hub::registry::Client;
-use crate::hub::{Hub, HubEvent};
+use crate::app::App;
+use crate::hub::HubEvent;
 
 /// How long an idempotency key names its run.
 pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(600);
@@ -145,7 +146,7 @@ pub enum StartError {
 
 /// A target as MCP clients write it: `deepseek`, `site/deepseek`, `tab/LABEL`, a bare label
 /// or client id, or `auto`.
-pub fn resolve_target(hub: &Hub, target: &str) -> Result<ModelId, StartError> {
+pub fn resolve_target(hub: &App, target: &str) -> Result<ModelId, StartError> {
     let model = ModelId::parse(target);
     if let ModelId::Flow(_) = model {
         return Err(StartError::Invalid(
@@ -220,7 +221,7 @@ impl Runs {
     /// in the last ten minutes, returns that run instead and sends nothing.
     pub fn start_ask(
         self: &Arc<Self>,
-        hub: &Arc<Hub>,
+        hub: &Arc<App>,
         tool: &str,
         targets: &[String],
         prompt: &str,
@@ -265,7 +266,7 @@ impl Runs {
     /// Starts flow `name` with `inputs`; the run id is the runner's.
     pub fn start_flow(
         self: &Arc<Self>,
-        hub: &Arc<Hub>,
+        hub: &Arc<App>,
         name: &str,
         inputs: BTreeMap<String, String>,
         key: Option<&str>,
@@ -303,7 +304,7 @@ impl Runs {
     /// and every `tick` while it runs. `None`: no such run.
     pub async fn wait(
         &self,
-        hub: &Hub,
+        hub: &App,
         run_id: &str,
         wait: Duration,
         tick: Duration,
@@ -339,7 +340,7 @@ impl Runs {
 }
 
 /// A finished flow run this hub did not start through MCP (or from before a restart).
-fn stored_flow(hub: &Hub, run_id: &str) -> Option<RunView> {
+fn stored_flow(hub: &App, run_id: &str) -> Option<RunView> {
     let rec = hub.store.run(run_id).ok().flatten()?;
     let mut v = RunView::new(run_id, 1);
     match crate::api::run_outcome(hub, run_id) {
@@ -361,7 +362,7 @@ fn stored_flow(hub: &Hub, run_id: &str) -> Option<RunView> {
 }
 
 async fn ask_driver(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     models: Vec<ModelId>,
     prompt: String,
     tx: watch::Sender<RunView>,
@@ -420,7 +421,7 @@ async fn ask_driver(
 }
 
 async fn flow_driver(
-    hub: &Arc<Hub>,
+    hub: &Arc<App>,
     run_id: &str,
     mut events: tokio::sync::broadcast::Receiver<HubEvent>,
     tx: watch::Sender<RunView>,

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::runs::{RunView, StartError, Status};
 use crate::hub::registry::ConnState;
-use crate::hub::Hub;
+use crate::app::App;
 
 /// `wait_s` when a call does not say.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(45);
@@ -171,7 +171,7 @@ pub fn info() -> InitializeResult {
 /// The handler over a hub.
 #[derive(Clone)]
 pub struct HubTools {
-    pub hub: Arc<Hub>,
+    pub hub: Arc<App>,
 }
 
 fn wait_of(w: Option<f64>) -> Duration {
@@ -391,7 +391,7 @@ impl HubTools {
 /// `inputs` as the runner takes them: an object of values (strings kept, others as JSON), or
 /// one string for the flow's first input.
 fn flow_inputs(
-    hub: &Hub,
+    hub: &App,
     flow: &str,
     inputs: Option<Value>,
 ) -> Result<BTreeMap<String, String>, String> {
@@ -417,7 +417,7 @@ fn flow_inputs(
 }
 
 /// Every tool this handler lists: the seven, then the skills seam's.
-pub fn all_tools(hub: &Hub) -> Vec<Tool> {
+pub fn all_tools(hub: &App) -> Vec<Tool> {
     let mut t = tools();
     if let Some(skills) = hub.mcp.skills() {
         for s in skills.tools() {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use aicard::config::HubConfig;
-use aicard::hub::{Hub, RunningHub};
+use aicard::app::{App, RunningHub};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
@@ -34,7 +34,7 @@ impl TestHub {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = HubConfig::for_tests(dir.path().to_path_buf());
         tweak(&mut config);
-        let running = Hub::start(config).await.expect("hub starts");
+        let running = App::start(config).await.expect("hub starts");
         TestHub { running, dir }
     }
 
@@ -58,7 +58,7 @@ impl TestHub {
         format!("http://{}{}", self.running.addr, path)
     }
 
-    pub fn hub(&self) -> &std::sync::Arc<Hub> {
+    pub fn hub(&self) -> &std::sync::Arc<App> {
         &self.running.hub
     }
 

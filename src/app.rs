@@ -1,0 +1,195 @@
+//! The application above the hub: commands, flow runs, the OpenAI-compatible API, the
+//! dashboard and MCP, built on one [`Hub`] (transport, registry, task queues, engine).
+//! `App::start` opens the hub, wires the hooks it calls back through, and serves.
+//!
+//! The layering is one way: `app` (and `control`, `runner`, `foreman`, `api`, `dashboard`,
+//! `mcp`) use `hub`; `hub` never names them. An `App` dereferences to its `Hub`, so code
+//! above reads `app.registry`, `app.tasks`, `app.store` as it did when they were one type.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+
+use crate::config::HubConfig;
+use crate::hub::registry::{Client, ConnState};
+use crate::hub::{Hooks, Hub};
+use crate::protocol::{Role, TaskState};
+
+/// One running AIcard: the hub and everything that acts on what tabs say.
+pub struct App {
+    /// Transport, registry, task queues, store and the cluster engine.
+    pub hub: Arc<Hub>,
+    /// Scanners, variables, exec policy and role cards.
+    pub commands: crate::control::Commands,
+    /// Flow runs in progress.
+    pub runner: crate::runner::Runner,
+    /// The OpenAI-compatible API's admission and streams (`crate::api`).
+    pub api: crate::api::ApiState,
+    /// The dashboard's login codes and sessions.
+    pub dashboard: crate::dashboard::Sessions,
+    /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
+    pub mcp: crate::mcp::McpState,
+}
+
+impl std::ops::Deref for App {
+    type Target = Hub;
+
+    fn deref(&self) -> &Hub {
+        &self.hub
+    }
+}
+
+/// A running app: its address and the way to stop it.
+pub struct RunningHub {
+    pub addr: SocketAddr,
+    pub hub: Arc<App>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl RunningHub {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, closes every socket with 1001 and waits for their tasks.
+    pub async fn shutdown(self) {
+        self.hub.shutdown.cancel();
+        let _ = self.server.await;
+    }
+
+    /// Resolves when the hub has stopped (after a signal or `shutdown`).
+    pub async fn wait(self) {
+        let _ = self.server.await;
+    }
+}
+
+impl App {
+    /// Opens the store, loads or makes the token, binds the listener and serves.
+    pub async fn start(config: HubConfig) -> anyhow::Result<RunningHub> {
+        let hub = Hub::open(config)?;
+        let app = Arc::new(App {
+            commands: crate::control::Commands::new(&hub.config, &hub.store),
+            runner: crate::runner::Runner::default(),
+            api: crate::api::ApiState::new(hub.registry.clone(), hub.tasks.clone()),
+            dashboard: crate::dashboard::Sessions::default(),
+            mcp: crate::mcp::McpState::new(&hub.config),
+            hub: hub.clone(),
+        });
+        hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
+        let weak = Arc::downgrade(&app);
+        hub.tasks
+            .set_prompt_hook(Box::new(move |client, prompt| match weak.upgrade() {
+                Some(app) => app.commands.with_memory(client, prompt),
+                None => prompt,
+            }));
+        let listener = hub.bind().await?;
+        let addr = listener.local_addr()?;
+        app.runner.resume_all(&app);
+        app.clone().watch_role_cards();
+        let router = crate::hub::routes()
+            .with_state(hub.clone())
+            .merge(
+                crate::api::routes()
+                    .merge(crate::dashboard::routes())
+                    .with_state(app.clone()),
+            )
+            .merge(crate::mcp::routes(app.clone()));
+        let server = hub.serve(listener, router);
+        Ok(RunningHub {
+            addr,
+            hub: app,
+            server,
+        })
+    }
+
+    /// Reloads role cards when their files change and re-applies them to connected tabs.
+    fn watch_role_cards(self: Arc<Self>) {
+        let app = self.clone();
+        self.tracker.spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = app.shutdown.cancelled() => return,
+                }
+                if app.commands.roles.reload_if_changed() {
+                    for c in app.registry.all() {
+                        if c.state() == ConnState::Connected && app.apply_card(&c) {
+                            let _ = app.registry.send(&c.id, &app.welcome(&c));
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// The hub's way back up: each frame the hub does not handle itself goes to commands or the
+/// API. Holds the app weakly (the app owns the hub).
+struct AppHooks(Weak<App>);
+
+impl AppHooks {
+    fn app(&self) -> Option<Arc<App>> {
+        self.0.upgrade()
+    }
+}
+
+impl Hooks for AppHooks {
+    fn card_role(&self, client: &Client) -> Option<(Role, Option<String>)> {
+        self.app()?.commands.card_role(client)
+    }
+
+    fn free_chunk(&self, client: &Arc<Client>, turn_id: &str, text: &str) {
+        if let Some(app) = self.app() {
+            crate::control::on_chunk(&app, client, turn_id, text);
+        }
+    }
+
+    fn task_chunk(
+        &self,
+        client: &Arc<Client>,
+        task_id: &str,
+        turn_id: &str,
+        text: &str,
+        reasoning: Option<&str>,
+    ) {
+        if let Some(app) = self.app() {
+            app.api.on_chunk(client, task_id, turn_id, text, reasoning);
+        }
+    }
+
+    fn turn_counted(&self, client: &Arc<Client>) {
+        if let Some(app) = self.app() {
+            crate::control::count_turn(&app, client);
+        }
+    }
+
+    fn free_turn_end(&self, client: &Arc<Client>, turn_id: &str, text: &str) {
+        if let Some(app) = self.app() {
+            crate::control::on_turn_end(&app, client, turn_id, text);
+        }
+    }
+
+    fn user_input(&self, client: &Arc<Client>, text: &str) {
+        if let Some(app) = self.app() {
+            crate::control::on_user_input(&app, client, text);
+        }
+    }
+
+    fn task_update(&self, task_id: &str, state: TaskState) {
+        if let Some(app) = self.app() {
+            app.api.on_update(task_id, state);
+        }
+    }
+
+    fn tasks_moved(&self) {
+        if let Some(app) = self.app() {
+            app.api.wake();
+        }
+    }
+
+    fn shutdown(&self) {
+        if let Some(app) = self.app() {
+            app.mcp.shutdown();
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! What the layers above the hub (commands, the API, MCP) do with a tab's frames. The hub
+//! calls these; it never names the modules that implement them, so nothing below `app`
+//! imports anything above it.
+
+use std::sync::Arc;
+
+use super::registry::Client;
+use crate::protocol::{Role, TaskState};
+
+/// Callbacks from the transport layer to the layers above it. Every method has a no-op
+/// default: a hub without hooks routes frames and queues tasks, and does nothing else.
+pub trait Hooks: Send + Sync {
+    /// The role and group a role card gives this tab, if any.
+    fn card_role(&self, _client: &Client) -> Option<(Role, Option<String>)> {
+        None
+    }
+    /// A streamed delta of a free turn (no task in flight): commands in it may run.
+    fn free_chunk(&self, _client: &Arc<Client>, _turn_id: &str, _text: &str) {}
+    /// A streamed delta of a task's reply.
+    fn task_chunk(
+        &self,
+        _client: &Arc<Client>,
+        _task_id: &str,
+        _turn_id: &str,
+        _text: &str,
+        _reasoning: Option<&str>,
+    ) {
+    }
+    /// A turn finished (free or answering a task): counts for memory temperature.
+    fn turn_counted(&self, _client: &Arc<Client>) {}
+    /// A free turn finished: its commands may run.
+    fn free_turn_end(&self, _client: &Arc<Client>, _turn_id: &str, _text: &str) {}
+    /// The person typed something into the tab.
+    fn user_input(&self, _client: &Arc<Client>, _text: &str) {}
+    /// A tab reported progress on a task.
+    fn task_update(&self, _task_id: &str, _state: TaskState) {}
+    /// A tab became free or connected: whoever waits for a free tab may try again.
+    fn tasks_moved(&self) {}
+    /// The hub is stopping.
+    fn shutdown(&self) {}
+}
+
+/// The hooks of a bare hub.
+pub(crate) struct NoHooks;
+
+impl Hooks for NoHooks {}
