@@ -65,7 +65,7 @@ impl RunningHub {
 impl App {
     /// Opens the store, loads or makes the token, binds the listener and serves.
     pub async fn start(config: HubConfig) -> anyhow::Result<RunningHub> {
-        let hub = Hub::open(config)?;
+        let hub = Hub::open(config).await?;
         let app = Arc::new(App {
             commands: crate::control::Commands::new(&hub.config, &hub.store),
             runner: crate::runner::Runner::default(),

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{ExecMode, HubConfig};
 use crate::app::App;
+use crate::config::{ExecMode, HubConfig};
 
 /// AIcard: one hub for many web AI chat tabs / 把多个网页 AI 聊天标签页变成一个团队。
 #[derive(Debug, Parser)]
@@ -147,6 +147,20 @@ pub struct ServeArgs {
     /// MCP servers for ?<mcp …>! in Claude Desktop's format [default: DATA_DIR/mcp.json].
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
+    /// Join a cluster of hubs through this NATS server (JetStream on; nats-server -js).
+    /// Tabs on every node are then reachable from any node (docs/cluster.md).
+    #[arg(long, value_name = "nats://HOST:PORT", requires = "node")]
+    pub cluster: Option<String>,
+    /// This hub's name in the cluster, unique among its nodes ([A-Za-z0-9_-], 1–64).
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    pub node: Option<String>,
+    /// WebSocket ping and cluster presence refresh interval, in ms; a tab is dead after 3
+    /// silent intervals and a node's tabs leave the cluster's view after 3.
+    #[arg(long, value_name = "MS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(50..))]
+    pub heartbeat_ms: u64,
+    /// How long a disconnected tab keeps its tasks before they fail over, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub lost_grace_ms: u64,
 }
 
 impl ServeArgs {
@@ -170,6 +184,19 @@ impl ServeArgs {
         c.token = self.token;
         c.extra_origins = self.allow_origin;
         c.mcp_config = self.mcp_config;
+        let beat = std::time::Duration::from_millis(self.heartbeat_ms);
+        if beat != c.timing.ping_interval {
+            c.timing.ping_interval = beat;
+            c.timing.dead_after = beat * 3;
+        }
+        c.timing.lost_grace = std::time::Duration::from_millis(self.lost_grace_ms);
+        if let (Some(url), Some(node)) = (self.cluster, self.node) {
+            crate::hub::engine::check_node_name(&node).map_err(anyhow::Error::msg)?;
+            if !url.starts_with("nats://") {
+                anyhow::bail!("--cluster 需要 nats://HOST:PORT / --cluster wants nats://HOST:PORT, got `{url}`");
+            }
+            c.cluster = Some(crate::hub::engine::ClusterConfig { url, node });
+        }
         Ok(c)
     }
 }

@@ -39,6 +39,9 @@ pub struct HubConfig {
     pub exec_allow: Vec<String>,
     /// MCP servers for `?<mcp …>!` (`--mcp-config`); `data_dir/mcp.json` when unset.
     pub mcp_config: Option<PathBuf>,
+    /// `--cluster nats://… --node NAME`: join a cluster of hubs (docs/cluster.md); none =
+    /// the single hub, as always.
+    pub cluster: Option<crate::hub::engine::ClusterConfig>,
     pub limits: Limits,
     pub timing: Timing,
 }
@@ -128,6 +131,7 @@ impl HubConfig {
             exec_mode: ExecMode::Off,
             exec_allow: Vec::new(),
             mcp_config: None,
+            cluster: None,
             limits: Limits::default(),
             timing: Timing::default(),
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use crate::app::App;
 use crate::commands::ast::{
     FlowAction, FlowRequest, FlowSource, ManagerCmd, McpRequest, Role as CmdRole, Target,
 };
@@ -19,7 +20,6 @@ use crate::exec::{ExecChunk, ExecMode, ExecPolicy};
 use crate::flows::engine::CommandCall;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::{TaskError, TaskRequest, Ticket};
-use crate::app::App;
 use crate::protocol::{CmdOutcome, Role, ServerFrame};
 use crate::roles::{to_cmd_role, RoleCards, TabFacts};
 use crate::runner::{Control as RunControl, Runner};
@@ -462,6 +462,8 @@ impl Host for HubHost {
         caller: &Caller,
         work: Vec<(String, String)>,
     ) -> Vec<Result<String, HostError>> {
+        // Tasks for tabs on other nodes leave as one batch per node, after the loop.
+        let batch = self.hub.engine.hold();
         let handed: Vec<_> = work
             .into_iter()
             .map(|(target, prompt)| {
@@ -471,6 +473,7 @@ impl Host for HubHost {
                 (target, prompt, ticket)
             })
             .collect();
+        drop(batch);
         let waits = handed
             .into_iter()
             .map(|(target, prompt, ticket)| async move {

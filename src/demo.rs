@@ -8,8 +8,8 @@ use anyhow::Context;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::config::HubConfig;
 use crate::app::App;
+use crate::config::HubConfig;
 use crate::sim::{Seen, SimSpec, SimTab};
 
 /// The demo flow, embedded so the demo runs from any directory.

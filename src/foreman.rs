@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use minijinja::{context, Environment};
 
+use crate::app::App;
 use crate::commands::permissions::Source;
 use crate::commands::scanner::scan_text;
 use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
-use crate::app::App;
 use crate::hub::HubEvent;
 use crate::protocol::Role;
 

@@ -10,13 +10,13 @@ use dashmap::DashMap;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::app::App;
 use crate::flows::engine::{
     Action, CommandCall, Dispatch, JournalEvent, RunSnapshot, RunState, RunStatus, Target,
 };
 use crate::flows::Flow;
 use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
-use crate::app::App;
 use crate::protocol::ServerFrame;
 use crate::store::{now_ms, JournalEntry, RunRecord};
 

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use aicard::hub::tasks::TaskRequest;
 use aicard::app::RunningHub;
+use aicard::hub::tasks::TaskRequest;
 use aicard::hub::HubEvent;
 use aicard::protocol::ServerFrame;
 use common::*;

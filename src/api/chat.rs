@@ -20,9 +20,9 @@ use super::journal::ApiRun;
 use super::models::{self, ModelId};
 use super::prompt::{ChatRequest, MAX_PROMPT_BYTES};
 use super::{authorize, TapEvent};
+use crate::app::App;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::TaskRequest;
-use crate::app::App;
 use crate::protocol::ServerFrame;
 
 /// `X-AIcard-Queue-Timeout` when absent (seconds).

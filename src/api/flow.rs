@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use super::chat::{produce, sse_response, Answer, Finish, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
-use crate::flows::engine::events::JournalEvent;
 use crate::app::App;
+use crate::flows::engine::events::JournalEvent;
 use crate::runner::{Control, RunError, Runner};
 
 /// How often a run's state is read from the store while the request waits.

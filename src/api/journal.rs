@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::flows::engine::{flow_hash, JournalEvent};
 use crate::app::App;
+use crate::flows::engine::{flow_hash, JournalEvent};
 use crate::store::{now_ms, RunRecord, Store};
 
 /// The flow name of API runs.

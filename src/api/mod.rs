@@ -29,9 +29,9 @@ use axum::Router;
 use dashmap::DashMap;
 use tokio::sync::mpsc;
 
+use crate::app::App;
 use crate::hub::registry::{Client, Registry};
 use crate::hub::tasks::Tasks;
-use crate::app::App;
 use crate::protocol::TaskState;
 use admission::Admission;
 use error::ApiError;

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{authorize, runs, Caller};
-use crate::hub::registry::ConnState;
 use crate::app::App;
+use crate::hub::registry::ConnState;
 use crate::protocol::Role;
 use crate::runner::Control;
 
@@ -63,7 +63,10 @@ pub fn tabs_json(hub: &App) -> Value {
                 (true, None) => "idle",
             };
             let silent_ms = now - c.last_seen_ms();
-            let health = if !connected {
+            let remote_health = c.remote().map(|r| r.health);
+            let health = if let Some(h) = remote_health.as_deref() {
+                h
+            } else if !connected {
                 "lost"
             } else if silent_ms > 45_000 {
                 "silent"
@@ -76,7 +79,12 @@ pub fn tabs_json(hub: &App) -> Value {
                 "label": info.label,
                 "role": info.role.as_str(),
                 "group": info.group,
-                "node": Value::Null,
+                // In a cluster every tab names its node; a single hub says null, as before.
+                "node": match c.node() {
+                    Some(n) => Value::from(n),
+                    None if hub.engine.clustered() => Value::from(hub.engine.node()),
+                    None => Value::Null,
+                },
                 "url": info.url,
                 "title": info.title,
                 "state": state,
@@ -96,6 +104,28 @@ pub fn tabs_json(hub: &App) -> Value {
 pub async fn tabs(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     check!(hub, Method::GET, headers);
     Json(tabs_json(&hub)).into_response()
+}
+
+/// `GET /api/cluster`: this node, its engine's message counters, and what it waits for
+/// (tasks sent to other nodes, tasks taken from them): the numbers docs/cluster.md names.
+pub async fn cluster(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+    check!(hub, Method::GET, headers);
+    let s = hub.engine.stats();
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    Json(json!({
+        "node": hub.engine.node(),
+        "clustered": hub.engine.clustered(),
+        "presence_ttl_ms": hub.engine.presence_ttl().as_millis().min(u64::MAX as u128) as u64,
+        "tabs_here": hub.registry.local_connected_count(),
+        "tabs_connected": hub.registry.connected_count(),
+        "remote_waiting": hub.tasks.remote_waiting(),
+        "inbound_waiting": hub.tasks.inbound_waiting(),
+        "batches_sent": load(&s.batches_sent),
+        "envelopes_sent": load(&s.envelopes_sent),
+        "batches_received": load(&s.batches_received),
+        "presence_writes": load(&s.presence_writes),
+    }))
+    .into_response()
 }
 
 /// Body of `POST /api/tabs/{id}/role`.

@@ -242,6 +242,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/session", get(api::session))
         .route("/api/login-codes", post(login::new_code))
         .route("/api/tabs", get(api::tabs))
+        .route("/api/cluster", get(api::cluster))
         .route("/api/tabs/{id}/role", post(api::set_role))
         .route("/api/flows", get(api::flows))
         .route("/api/flows/validate", post(api::validate))

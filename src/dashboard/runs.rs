@@ -8,9 +8,9 @@ use std::sync::Arc;
 use rusqlite::params;
 use serde_json::{json, Value};
 
+use crate::app::App;
 use crate::flows::engine::{Action, ItemStatus, JournalEvent, RunState};
 use crate::flows::Flow;
-use crate::app::App;
 use crate::store::RunRecord;
 
 /// Nodes with more items than this are sent as counts only; their items come page by page

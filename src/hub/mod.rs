@@ -4,6 +4,8 @@
 //! [`Hooks`]. `Hub::open` makes the state, `Hub::bind` + `Hub::serve` run the server.
 
 pub mod auth;
+mod cluster;
+pub mod engine;
 pub mod hooks;
 pub mod registry;
 mod sse;
@@ -28,9 +30,9 @@ use crate::protocol::{
     Chunk, ClientFrame, ErrorCode, Hello, Role, ServerFrame, TaskState, TaskUpdate, TurnEnd,
     UserInput, PROTOCOL_VERSION,
 };
-pub use hooks::Hooks;
 use crate::store::Store;
 use auth::OriginPolicy;
+pub use hooks::Hooks;
 use registry::{Client, ClientInfo, ConnState, Registry};
 use tasks::Tasks;
 
@@ -45,6 +47,8 @@ pub struct Hub {
     pub store: Store,
     pub registry: Arc<Registry>,
     pub tasks: Arc<Tasks>,
+    /// Routing and presence between hubs: in-process (one node) or NATS (`--cluster`).
+    pub engine: Arc<dyn engine::Engine>,
     /// Cancelled once on SIGINT/SIGTERM or `RunningHub::shutdown`.
     pub shutdown: CancellationToken,
     /// Owns every socket task (axum's `on_upgrade` tasks escape its graceful shutdown).
@@ -97,7 +101,7 @@ impl HelloError {
 impl Hub {
     /// Opens the store and loads or makes the token: a hub that routes and queues but does
     /// not listen yet.
-    pub fn open(config: HubConfig) -> anyhow::Result<Arc<Hub>> {
+    pub async fn open(config: HubConfig) -> anyhow::Result<Arc<Hub>> {
         let store = Store::open(&config.data_dir)
             .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
         let token = match &config.token {
@@ -105,12 +109,16 @@ impl Hub {
             _ => auth::load_or_create_token(&config.data_dir)
                 .with_context(|| format!("reading the token in {}", config.data_dir.display()))?,
         };
+        let (engine, engine_events) =
+            engine::connect(config.cluster.as_ref(), config.timing.ping_interval).await?;
         let registry = Arc::new(
             Registry::new(store.clone(), config.limits.offline_frames)
-                .with_offline_bytes(config.limits.offline_bytes),
+                .with_offline_bytes(config.limits.offline_bytes)
+                .with_engine(engine.clone()),
         );
         let tasks = Arc::new(Tasks::new(registry.clone(), config.limits.task_queue));
-        Ok(Arc::new(Hub {
+        let hub = Arc::new(Hub {
+            engine,
             origins: OriginPolicy::new(&config.extra_origins),
             token,
             store,
@@ -124,7 +132,9 @@ impl Hub {
             sse_waiting: sse::Unconfirmed::default(),
             hooks: std::sync::OnceLock::new(),
             config,
-        }))
+        });
+        hub.start_cluster(engine_events);
+        Ok(hub)
     }
 
     /// Sets what the layers above do with tabs' frames; the first call wins.
@@ -188,6 +198,7 @@ impl Hub {
         for c in self.registry.all() {
             self.registry.persist(&c);
         }
+        self.engine.leave().await;
     }
 
     /// Gives a tab the role and group its role card says; true if that changed anything.
@@ -205,6 +216,7 @@ impl Hub {
         let changed = client.info() != before;
         if changed {
             self.registry.persist(client);
+            self.announce(client);
         }
         changed
     }
@@ -294,6 +306,18 @@ impl Hub {
                 title: hello.title.clone(),
             }),
         };
+        // Labels are unique cluster-wide: one held by another connected tab, here or on
+        // another node, is not given (the welcome says which label the tab got).
+        if self.engine.clustered() {
+            if let Some(l) = client
+                .info()
+                .label
+                .filter(|l| self.registry.label_taken(l, &client.id))
+            {
+                tracing::warn!(client = %client.id, label = %l, "label already held in the cluster; not given");
+                client.update_info(|i| i.label = None);
+            }
+        }
         // A matching role card wins over the role asked for in hello.
         self.apply_card(&client);
         self.registry.persist(&client);
@@ -318,6 +342,7 @@ impl Hub {
     /// `delivered`: the frames kept for the tab while it was away, sent after its `welcome`.
     pub fn after_welcome(&self, client: &Client, delivered: &[String]) {
         let _ = self.events.send(HubEvent::Connected(client.id.clone()));
+        self.announce(client);
         self.tasks.on_connected(client, delivered);
         self.hooks().tasks_moved();
     }
@@ -337,6 +362,7 @@ impl Hub {
     pub fn tab_detached(self: &Arc<Self>, client: &Arc<Client>) {
         tracing::info!(client = %client.id, "tab disconnected");
         let _ = self.events.send(HubEvent::Disconnected(client.id.clone()));
+        self.announce(client);
         let hub = self.clone();
         let client = client.clone();
         let grace = self.config.timing.lost_grace;
@@ -345,9 +371,12 @@ impl Hub {
                 _ = tokio::time::sleep(grace) => {}
                 _ = hub.shutdown.cancelled() => return,
             }
-            if client.state() == ConnState::Lost {
+            if client.state() == ConnState::Lost && !client.is_remote() {
                 tracing::info!(client = %client.id, "tab lost; failing over its tasks");
                 hub.tasks.on_lost(&client);
+                if hub.engine.clustered() {
+                    hub.engine.withdraw(&client.id);
+                }
                 let _ = hub.events.send(HubEvent::Lost(client.id.clone()));
             }
         });

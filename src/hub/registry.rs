@@ -1,13 +1,15 @@
-//! The registry of tabs and the routing seam: which tab is connected where, and delivering a
-//! frame to a tab. A multi-node engine (Redis, NATS) would replace this module, not the hub.
+//! The registry of tabs: which tab is connected where, and delivering a frame to a tab. A tab
+//! on another node of a cluster is a *remote* entry here, kept from the engine's presence:
+//! it resolves like any tab, and what is routed to it goes to its node through the engine.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use dashmap::DashMap;
 use tokio::sync::mpsc;
 
+use super::engine::{Engine, Envelope, Presence};
 use crate::protocol::{encode, frame_type, AppHeartbeat, Role, ServerFrame};
 use crate::store::{now_ms, ClientRecord, JournalEntry, KeptCap, KeptFrame, Store};
 
@@ -129,6 +131,26 @@ pub struct Client {
     typed_by_hub: Mutex<VecDeque<String>>,
     /// The tab's task queue (owned by `Tasks`).
     pub(super) queue: Mutex<super::tasks::TabQueue>,
+    /// Set while the tab lives on another node of the cluster (then `conn` and `queue` are
+    /// unused: its node has them).
+    remote: RwLock<Option<Remote>>,
+    /// Fast check of `remote.is_some()` on the hot path.
+    is_remote: AtomicBool,
+    /// When the current connection was made (ms since the epoch).
+    since_ms: AtomicI64,
+    /// Tasks this node sent to the tab on its node and still waits for.
+    pub(super) remote_waiting: AtomicUsize,
+}
+
+/// What the cluster's presence says of a tab on another node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remote {
+    pub node: String,
+    pub connected: bool,
+    pub health: String,
+    pub load: usize,
+    /// Gone from every view unless told again before this (ms since the epoch).
+    pub deadline_ms: i64,
 }
 
 impl Client {
@@ -144,7 +166,48 @@ impl Client {
             last_stream_ms: AtomicI64::new(0),
             typed_by_hub: Mutex::new(VecDeque::new()),
             queue: Mutex::default(),
+            remote: RwLock::new(None),
+            is_remote: AtomicBool::new(false),
+            since_ms: AtomicI64::new(0),
+            remote_waiting: AtomicUsize::new(0),
         }
+    }
+
+    /// True while the tab lives on another node.
+    pub fn is_remote(&self) -> bool {
+        self.is_remote.load(Ordering::Acquire)
+    }
+
+    /// What presence says of a remote tab.
+    pub fn remote(&self) -> Option<Remote> {
+        self.remote
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The node a remote tab lives on; `None` for a tab of this node.
+    pub fn node(&self) -> Option<String> {
+        self.remote
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|r| r.node.clone())
+    }
+
+    pub(crate) fn set_remote(&self, remote: Option<Remote>) {
+        let mut r = self.remote.write().unwrap_or_else(|p| p.into_inner());
+        self.is_remote.store(remote.is_some(), Ordering::Release);
+        *r = remote;
+    }
+
+    /// When the tab's current connection was made.
+    pub fn since_ms(&self) -> i64 {
+        self.since_ms.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_since_ms(&self, ms: i64) {
+        self.since_ms.store(ms, Ordering::Relaxed);
     }
 
     /// Remembers a text the hub typed into this tab (bounded to the last 16).
@@ -208,6 +271,19 @@ impl Client {
     }
 
     pub fn state(&self) -> ConnState {
+        if self.is_remote() {
+            let connected = self
+                .remote
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .is_some_and(|r| r.connected);
+            return if connected {
+                ConnState::Connected
+            } else {
+                ConnState::Lost
+            };
+        }
         if self.conn().handle.is_some() {
             ConnState::Connected
         } else {
@@ -293,6 +369,8 @@ pub struct Registry {
     store: Store,
     offline_cap: KeptCap,
     next_conn: AtomicU64,
+    /// Where frames for remote tabs go.
+    engine: Arc<dyn Engine>,
 }
 
 /// A replay reads at most this many kept frames at a time…
@@ -312,7 +390,117 @@ impl Registry {
                 bytes: 16 * 1024 * 1024,
             },
             next_conn: AtomicU64::new(1),
+            engine: super::engine::Local::new().0,
         }
+    }
+
+    /// Routes frames for remote tabs through `engine`.
+    pub fn with_engine(mut self, engine: Arc<dyn Engine>) -> Registry {
+        self.engine = engine;
+        self
+    }
+
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
+    /// Creates or refreshes the entry of a tab another node announced. Returns the entry,
+    /// or `None` when the id is a tab of this node (the hub decides what that means).
+    pub fn upsert_remote(&self, p: &Presence, deadline_ms: i64) -> Option<Arc<Client>> {
+        let info = ClientInfo {
+            site: p.site.clone(),
+            label: p.label.clone(),
+            role: Role::parse(&p.role).unwrap_or_default(),
+            group: p.group.clone(),
+            url: None,
+            title: None,
+        };
+        let remote = Remote {
+            node: p.node.clone(),
+            connected: p.state == "connected",
+            health: p.health.clone(),
+            load: p.load,
+            deadline_ms,
+        };
+        let client = match self.get(&p.id) {
+            Some(c) if !c.is_remote() => return None,
+            Some(c) => c,
+            None => {
+                let c = Arc::new(Client::new(p.id.clone(), info.clone()));
+                c.set_remote(Some(remote.clone()));
+                self.clients.entry(p.id.clone()).or_insert(c).clone()
+            }
+        };
+        if !client.is_remote() {
+            return None;
+        }
+        let renamed = client.info() != info;
+        if renamed {
+            self.unindex(&client);
+            client.update_info(|i| *i = info);
+        }
+        client.set_since_ms(p.since_ms);
+        client.set_remote(Some(remote));
+        self.index(&client);
+        Some(client)
+    }
+
+    /// Turns a tab of this node into the remote entry of a tab now on `node` (it connected
+    /// there with its id). Its connection, if it still has one, is closed as replaced.
+    pub fn make_remote(&self, client: &Client, remote: Remote) {
+        let mut conn = client.conn();
+        if let Some(h) = conn.handle.take() {
+            h.kill.kill(close::REPLACED);
+        }
+        drop(conn);
+        client.set_remote(Some(remote));
+    }
+
+    /// A remote tab's entry ends (its node said it left, or its presence was not refreshed
+    /// in time). Entries of this node's tabs are never forgotten.
+    pub fn forget_remote(&self, id: &str) -> Option<Arc<Client>> {
+        let client = self.get(id).filter(|c| c.is_remote())?;
+        self.unindex(&client);
+        self.clients.remove_if(id, |_, c| c.is_remote());
+        Some(client)
+    }
+
+    fn unindex(&self, client: &Arc<Client>) {
+        let info = client.info();
+        let mut keys = vec![
+            client.id.clone(),
+            info.site.to_lowercase(),
+            client.display_of(&info),
+        ];
+        if let Some(l) = &info.label {
+            keys.push(l.clone());
+        }
+        for k in keys {
+            if let Some(mut tabs) = self.names.get_mut(&k) {
+                tabs.retain(|c| c.id != client.id);
+            }
+            self.names.remove_if(&k, |_, v| v.is_empty());
+        }
+    }
+
+    /// Remote entries whose presence ran out before `now_ms`.
+    pub fn expired_remotes(&self, now_ms: i64) -> Vec<String> {
+        self.clients
+            .iter()
+            .filter(|e| e.value().remote().is_some_and(|r| r.deadline_ms < now_ms))
+            .map(|e| e.key().clone())
+            .collect()
+    }
+
+    /// True when a connected tab other than `except` holds `label`, here or on another node.
+    pub fn label_taken(&self, label: &str, except: &str) -> bool {
+        self.names.get(label).is_some_and(|tabs| {
+            tabs.iter().any(|c| {
+                c.id != except
+                    && c.state() == ConnState::Connected
+                    && c.info().label.as_deref() == Some(label)
+            })
+        })
     }
 
     /// Sets the byte cap on what is kept per absent tab.
@@ -382,6 +570,9 @@ impl Registry {
 
     /// Records a tab's identity in the store (role, label, group survive restarts).
     pub fn persist(&self, client: &Client) {
+        if client.is_remote() {
+            return; // its node keeps it
+        }
         let info = client.info();
         let rec = ClientRecord {
             client_id: client.id.clone(),
@@ -423,6 +614,9 @@ impl Registry {
         handle: ConnHandle,
         drains_store: bool,
     ) -> std::sync::MutexGuard<'c, Conn> {
+        // A tab that was on another node is ours from its first connection here.
+        client.set_remote(None);
+        client.set_since_ms(now_ms());
         let mut conn = client.conn();
         if let Some(old) = conn.handle.replace(handle) {
             old.kill.kill(close::REPLACED);
@@ -552,6 +746,11 @@ impl Registry {
         self.route(client, text, false)
     }
 
+    /// Sends an already encoded frame that must survive a crash (see `send_durable`).
+    pub fn send_text_durable(&self, client: &Client, text: String) -> Sent {
+        self.route(client, text, true)
+    }
+
     fn route(&self, client: &Client, text: String, durable: bool) -> Sent {
         self.route_journaled(client, text, durable, None)
     }
@@ -563,6 +762,23 @@ impl Registry {
         durable: bool,
         mut journal: Option<JournalEntry<'_>>,
     ) -> Sent {
+        if let Some(node) = client.node() {
+            // The run's journal is this node's: written here before the frame leaves.
+            if let Some(j) = journal.take() {
+                if let Err(e) = self.store.append_event(j.run_id, j.event, j.at_ms) {
+                    tracing::error!(run = j.run_id, "journal write failed: {e}");
+                }
+            }
+            self.engine.send(
+                &node,
+                Envelope::Frame {
+                    to: client.id.clone(),
+                    text,
+                    durable,
+                },
+            );
+            return Sent::Live;
+        }
         let mut conn = client.conn();
         let Some(handle) = conn.handle.as_ref() else {
             drop(conn);
@@ -684,10 +900,19 @@ impl Registry {
         found
     }
 
+    /// Connected tabs, on every node.
     pub fn connected_count(&self) -> usize {
         self.clients
             .iter()
             .filter(|e| e.value().state() == ConnState::Connected)
+            .count()
+    }
+
+    /// Connected tabs of this node only.
+    pub fn local_connected_count(&self) -> usize {
+        self.clients
+            .iter()
+            .filter(|e| !e.value().is_remote() && e.value().state() == ConnState::Connected)
             .count()
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use tokio::sync::oneshot;
 
+use super::engine::{Envelope, WireError, WireTask};
 use super::registry::{Client, Registry};
 use crate::protocol::{encode_task, TaskFrame, TaskState};
 
@@ -105,6 +106,30 @@ pub enum TaskError {
     QueueFull(String),
     #[error("任务已取消 / task cancelled")]
     Cancelled,
+}
+
+impl From<TaskError> for WireError {
+    fn from(e: TaskError) -> WireError {
+        match e {
+            TaskError::Timeout(t) => WireError::Timeout(t),
+            TaskError::TabFailed { tab, reason } => WireError::TabFailed { tab, reason },
+            TaskError::TabLost(t) => WireError::TabLost(t),
+            TaskError::QueueFull(t) => WireError::QueueFull(t),
+            TaskError::Cancelled => WireError::Cancelled,
+        }
+    }
+}
+
+impl From<WireError> for TaskError {
+    fn from(e: WireError) -> TaskError {
+        match e {
+            WireError::Timeout(t) => TaskError::Timeout(t),
+            WireError::TabFailed { tab, reason } => TaskError::TabFailed { tab, reason },
+            WireError::TabLost(t) => TaskError::TabLost(t),
+            WireError::QueueFull(t) => TaskError::QueueFull(t),
+            WireError::Cancelled => TaskError::Cancelled,
+        }
+    }
 }
 
 impl TaskError {
@@ -206,8 +231,20 @@ impl SubTree {
     }
 }
 
+/// A task this node sent to a tab on another node, waiting for its outcome.
+struct RemotePending {
+    client: Arc<Client>,
+    reply: oneshot::Sender<Result<String, TaskError>>,
+    fail_on_loss: bool,
+}
+
 /// All tabs' queues.
 pub struct Tasks {
+    /// Task id → tasks sent to tabs on other nodes (their queue is on their node).
+    remote: DashMap<String, RemotePending>,
+    /// Task ids this node took from other nodes and has not answered yet (a repeat of the
+    /// same batch is taken once).
+    inbound: DashMap<String, ()>,
     /// parent task id → its subtasks (bounded: finished parents are forgotten with their run).
     tree: DashMap<String, SubTree>,
     registry: Arc<Registry>,
@@ -228,6 +265,8 @@ impl Tasks {
 
     pub fn new(registry: Arc<Registry>, max_waiting: usize) -> Tasks {
         Tasks {
+            remote: DashMap::new(),
+            inbound: DashMap::new(),
             tree: DashMap::new(),
             registry,
             max_waiting,
@@ -247,6 +286,9 @@ impl Tasks {
     /// Hands `req.prompt` to `client` now (sent at once if the tab is idle, else queued) and
     /// returns the ticket to wait on. A fan-out submits to every tab before waiting on any.
     pub fn submit(&self, client: &Arc<Client>, req: TaskRequest) -> Result<Ticket, TaskError> {
+        if let Some(node) = client.node() {
+            return Ok(self.submit_remote(client, &node, req));
+        }
         let task_id = req
             .task_id
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
@@ -310,6 +352,94 @@ impl Tasks {
         })
     }
 
+    /// A task for a tab on another node: sent to its node (batched with whatever else goes
+    /// there now), answered by an `Envelope::Result`. The tab's node shapes the prompt.
+    fn submit_remote(&self, client: &Arc<Client>, node: &str, req: TaskRequest) -> Ticket {
+        let task_id = req
+            .task_id
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let deadline = tokio::time::Instant::now() + req.timeout;
+        let parent = req.parent_id.clone().filter(|_| req.track);
+        let (tx, rx) = oneshot::channel();
+        self.remote.insert(
+            task_id.clone(),
+            RemotePending {
+                client: client.clone(),
+                reply: tx,
+                fail_on_loss: req.fail_on_loss,
+            },
+        );
+        client
+            .remote_waiting
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        client
+            .tasks_started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(p) = &parent {
+            self.set_subtask(p, &task_id, client, "sent");
+        }
+        let task = WireTask {
+            to: client.id.clone(),
+            task_id: task_id.clone(),
+            prompt: req.prompt,
+            parent_id: req.parent_id,
+            run_id: req.run_id,
+            node_id: req.node_id,
+            priority: req.priority,
+            timeout_ms: req.timeout.as_millis() as u64,
+            retry: req.retry,
+            fail_on_loss: req.fail_on_loss,
+        };
+        let engine = self.registry.engine();
+        engine.send(
+            node,
+            Envelope::Task {
+                task,
+                reply_to: engine.node().to_string(),
+            },
+        );
+        Ticket {
+            client: client.clone(),
+            task_id,
+            parent,
+            deadline,
+            reply: rx,
+        }
+    }
+
+    /// The outcome of a task sent to another node (or why it never got there). A repeat,
+    /// or the outcome of a task this node gave up on, is dropped.
+    pub fn complete_remote(&self, task_id: &str, result: Result<String, TaskError>) -> bool {
+        let Some((_, p)) = self.remote.remove(task_id) else {
+            return false;
+        };
+        p.client
+            .remote_waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        let _ = p.reply.send(result);
+        true
+    }
+
+    /// Tasks sent to other nodes that still wait for an outcome (a leak check for tests).
+    pub fn remote_waiting(&self) -> usize {
+        self.remote.len()
+    }
+
+    /// Tasks taken from other nodes that are not answered yet.
+    pub fn inbound_waiting(&self) -> usize {
+        self.inbound.len()
+    }
+
+    /// Takes task `id` from another node once; false if it was already taken.
+    pub fn take_inbound(&self, task_id: &str) -> bool {
+        self.inbound.insert(task_id.to_string(), ()).is_none()
+    }
+
+    /// A task taken from another node was answered (or failed).
+    pub fn inbound_done(&self, task_id: &str) {
+        self.inbound.remove(task_id);
+    }
+
     fn set_subtask(&self, parent: &str, task_id: &str, tab: &Client, state: &'static str) {
         match self.tree.get_mut(parent) {
             Some(mut subs) => subs.set(task_id, tab, state),
@@ -336,6 +466,9 @@ impl Tasks {
 
     /// Sends the next waiting task if the tab is idle.
     pub fn pump(&self, client: &Client) {
+        if client.is_remote() {
+            return; // its node pumps its queue
+        }
         let mut q = Self::queue(client);
         if q.current.is_some() {
             return;
@@ -380,6 +513,7 @@ impl Tasks {
 
     /// The tab has been gone past the grace period: hand back tasks whose callers fail over.
     pub fn on_lost(&self, client: &Client) {
+        self.fail_remote_of(client);
         let mut q = Self::queue(client);
         if q.current.as_ref().is_some_and(|p| p.fail_on_loss) {
             if let Some(p) = q.end_current() {
@@ -393,6 +527,20 @@ impl Tasks {
             } else {
                 q.waiting.push_back(p);
             }
+        }
+    }
+
+    /// Fails over the tasks sent to `client` on another node (its node died or the tab left
+    /// it): those whose caller fails over get `TabLost`.
+    pub fn fail_remote_of(&self, client: &Client) {
+        let ids: Vec<String> = self
+            .remote
+            .iter()
+            .filter(|e| e.value().client.id == client.id && e.value().fail_on_loss)
+            .map(|e| e.key().clone())
+            .collect();
+        for id in ids {
+            self.complete_remote(&id, Err(TaskError::TabLost(client.display())));
         }
     }
 
@@ -468,6 +616,21 @@ impl Tasks {
 
     /// Drops a task wherever it is (caller timed out or gave up).
     pub fn cancel(&self, client: &Client, task_id: &str) {
+        if let Some(node) = client.node() {
+            if let Some((_, p)) = self.remote.remove(task_id) {
+                p.client
+                    .remote_waiting
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                self.registry.engine().send(
+                    &node,
+                    Envelope::Cancel {
+                        to: client.id.clone(),
+                        task_id: task_id.to_string(),
+                    },
+                );
+            }
+            return;
+        }
         let mut q = Self::queue(client);
         if q.holds(task_id) {
             q.end_current();
@@ -477,6 +640,13 @@ impl Tasks {
 
     /// Tasks in flight plus waiting for a tab (for least-loaded scheduling and status).
     pub fn load(&self, client: &Client) -> usize {
+        if let Some(r) = client.remote() {
+            // What its node said, plus what this node sent since.
+            return r.load
+                + client
+                    .remote_waiting
+                    .load(std::sync::atomic::Ordering::Relaxed);
+        }
         let q = Self::queue(client);
         q.waiting.len() + usize::from(q.current.is_some())
     }

@@ -16,8 +16,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::models::{candidates, ModelId};
-use crate::hub::registry::Client;
 use crate::app::App;
+use crate::hub::registry::Client;
 use crate::hub::HubEvent;
 
 /// How long an idempotency key names its run.

@@ -17,8 +17,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::runs::{RunView, StartError, Status};
-use crate::hub::registry::ConnState;
 use crate::app::App;
+use crate::hub::registry::ConnState;
 
 /// `wait_s` when a call does not say.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(45);

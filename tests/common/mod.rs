@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use aicard::config::HubConfig;
 use aicard::app::{App, RunningHub};
+use aicard::config::HubConfig;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
@@ -13,6 +13,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub mod cluster;
 
 pub const TOKEN: &str = "test-token";
 pub const WAIT: Duration = Duration::from_secs(10);
