@@ -13,6 +13,13 @@
 //! Run: `cargo bench --bench load -- --tabs 10000 --fanout 1000`
 //! (spawns the release `aicard serve` on a free port; `--url`/`--token` drive another hub,
 //! `--hub-pid` lets it read that hub's RSS).
+//!
+//! Cluster: `cargo bench --bench load -- --nodes 3 --tabs 45000 --fanout 1000` starts a
+//! nats-server (JetStream) and three `serve --cluster` hubs, and one load *agent* process per
+//! hub (a copy of this tool, `--agent`), so no process holds more sockets than its file limit.
+//! It measures, in the same run, a fan-out from a master on node a to 1,000 tabs on a (the
+//! single-node figure) and to 1,000 tabs on b and c (cross-node), and RSS per tab per node.
+//! See `benches/support/cluster_load.rs`.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -21,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+#[path = "support/cluster_load.rs"]
+mod cluster_load;
 #[path = "support/floor.rs"]
 mod floor;
 use floor::{cpu_ms, percentile};
@@ -70,6 +79,15 @@ struct Args {
     /// Pause between rounds, in ms.
     #[arg(long, default_value_t = 100)]
     settle_ms: u64,
+    /// Hubs to run as one cluster over NATS (1 = the single hub, as before).
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
+    /// Run as a load agent: open `--tabs` tabs on `--url` labelled `PREFIX0…`, answer every
+    /// task at once and print each arrival's wall-clock time (used by `--nodes`).
+    #[arg(long, hide = true)]
+    agent: bool,
+    #[arg(long, hide = true, default_value = "w")]
+    label_prefix: String,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -127,6 +145,8 @@ struct Head<'a> {
 /// A `task` frame as one tab saw it.
 struct Arrival {
     at: Instant,
+    /// The same moment in µs since the epoch (compared across processes by `--nodes`).
+    wall_us: u64,
     task_id: String,
     /// Where to send this tab's reply.
     reply: mpsc::UnboundedSender<Value>,
@@ -186,6 +206,7 @@ async fn open_tab(
                 }
             };
             let at = Instant::now();
+            let wall_us = cluster_load::wall_us();
             // Only the type and task id matter here; a borrowed head skips the rest cheaply.
             let Ok(head) = serde_json::from_str::<Head>(&msg) else {
                 continue;
@@ -202,6 +223,7 @@ async fn open_tab(
                 }
                 let _ = seen.send(Arrival {
                     at,
+                    wall_us,
                     task_id,
                     reply: reply.clone(),
                 });
@@ -220,11 +242,17 @@ async fn open_tab(
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let mut args = Args::parse();
+    if args.agent {
+        return cluster_load::agent(&args).await;
+    }
     if !args.bench {
         // Run by `cargo test --all-targets`: a small smoke run that proves the tool works.
         args.tabs = args.tabs.min(50);
         args.fanout = args.fanout.min(20);
         args.rounds = args.rounds.min(2);
+    }
+    if args.nodes > 1 {
+        return cluster_load::run(&args).await;
     }
     // 0. The floor: the same fan-out through bare loopback sockets, while the hub is idle.
     let floor = (!args.no_floor).then(|| {

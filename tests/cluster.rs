@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cluster::{converge, NatsServer, Node, HEARTBEAT_MS};
@@ -498,8 +497,11 @@ async fn labels_are_unique_cluster_wide() {
         echo("1".into()),
     )
     .await;
-    c.all_see(&[first.client_id.clone()], Duration::from_secs(10))
-        .await;
+    c.all_see(
+        std::slice::from_ref(&first.client_id),
+        Duration::from_secs(10),
+    )
+    .await;
     let (mut ws, _) = tokio_tungstenite::connect_async(c.nodes[1].ws_url())
         .await
         .unwrap();
@@ -533,7 +535,8 @@ async fn presence_converges_within_its_time_to_live_measured() {
     )
     .await;
     let id = tab.client_id.clone();
-    c.all_see(&[id.clone()], Duration::from_secs(5)).await;
+    c.all_see(std::slice::from_ref(&id), Duration::from_secs(5))
+        .await;
     let join = t0.elapsed();
     // Close: gone cluster-wide within 2 heartbeats (plus the measuring poll).
     let t1 = Instant::now();
@@ -550,7 +553,6 @@ async fn presence_converges_within_its_time_to_live_measured() {
     }
     let ids: Vec<String> = on_c.iter().map(|t| t.client_id.clone()).collect();
     c.all_see(&ids, Duration::from_secs(5)).await;
-    let t2 = Instant::now();
     c.nodes[2].kill().await;
     let survivors = &c.nodes[..2];
     let dead = converge(
@@ -566,7 +568,6 @@ async fn presence_converges_within_its_time_to_live_measured() {
         },
     )
     .await;
-    let _ = t2;
     eprintln!(
         "presence convergence (heartbeat {beat:?}, ttl {ttl:?}): join {join:?}, close {close:?}, node SIGKILL {dead:?}"
     );
@@ -580,5 +581,4 @@ async fn presence_converges_within_its_time_to_live_measured() {
         "node death took {dead:?}"
     );
     drop(on_c);
-    let _ = Arc::new(());
 }

@@ -164,7 +164,7 @@ impl Memory {
     /// then every `every`th).
     pub fn task_due(&self, tab: &str, every: u32) -> bool {
         let mut n = self.tasks_of_tab.entry(tab.to_string()).or_insert(0);
-        let due = *n % u64::from(every.max(1)) == 0;
+        let due = (*n).is_multiple_of(u64::from(every.max(1)));
         *n += 1;
         due
     }

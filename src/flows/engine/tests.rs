@@ -802,8 +802,8 @@ mod replay_property {
                             let h = crate::flows::engine::retry::fnv1a(
                                 format!("{fail_seed}/{}", d.idempotency_key).as_bytes(),
                             );
-                            let reply = if h % 3 == 0 {
-                                Err(("flaky tab".to_string(), h % 2 == 0))
+                            let reply = if h.is_multiple_of(3) {
+                                Err(("flaky tab".to_string(), h.is_multiple_of(2)))
                             } else {
                                 Ok(format!("r{}", h % 5))
                             };
