@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need on a fresh machine (Debian's
-# chromium and firefox-esr, the userscript's npm packages, the OpenAI Python SDK), then runs
+# chromium and firefox-esr, nats-server, the userscript's npm packages, the OpenAI Python SDK), then runs
 # every check: formatting, clippy, the Rust unit and integration tests, flow validation, the
 # OpenAI SDK against the hub, and the userscript's unit tests and browser matrix against the
 # real hub.
@@ -11,6 +11,16 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "install test dependencies (chromium, npm packages)"
 bash userscript/install-test-deps.sh
+
+step "install nats-server (Debian) for the cluster tests"
+if ! command -v nats-server >/dev/null && [ ! -x /usr/sbin/nats-server ]; then
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y nats-server
+fi
+# The cluster tests start their own nats-server (-js, temp store, free port on 127.0.0.1);
+# with this set they fail instead of skipping when it is missing.
+export AICARD_REQUIRE_NATS=1
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

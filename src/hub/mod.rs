@@ -283,6 +283,10 @@ impl Hub {
             .and_then(|id| self.registry.resume(id));
         let client = match resumed {
             Some(c) => {
+                // A tab that was on another node is this node's from its hello here on.
+                if c.is_remote() {
+                    c.set_remote(None);
+                }
                 c.update_info(|i| {
                     i.url = hello.url.clone().or(i.url.take());
                     i.title = hello.title.clone().or(i.title.take());
