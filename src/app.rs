@@ -113,7 +113,9 @@ impl App {
                 }
                 if app.commands.roles.reload_if_changed() {
                     for c in app.registry.all() {
-                        if c.state() == ConnState::Connected && app.apply_card(&c) {
+                        // Another node's tab gets its card from its own node.
+                        if !c.is_remote() && c.state() == ConnState::Connected && app.apply_card(&c)
+                        {
                             let _ = app.registry.send(&c.id, &app.welcome(&c));
                         }
                     }

@@ -954,6 +954,71 @@ mod tests {
         found.into_iter().map(|c| c.id.clone()).collect()
     }
 
+    fn presence(id: &str, node: &str, label: Option<&str>, state: &str) -> Presence {
+        Presence {
+            id: id.into(),
+            node: node.into(),
+            site: "kimi".into(),
+            label: label.map(str::to_string),
+            role: "worker".into(),
+            group: None,
+            state: state.into(),
+            health: "ok".into(),
+            load: 2,
+            since_ms: 1,
+        }
+    }
+
+    #[test]
+    fn remote_entries_resolve_expire_and_leave_no_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::new(Store::open(dir.path()).unwrap(), 4);
+        let local = connected(&reg, "kimi", Some("here"));
+        let r = reg
+            .upsert_remote(&presence("r1", "b", Some("there"), "connected"), 1_000)
+            .expect("a remote entry");
+        assert_eq!(r.node().as_deref(), Some("b"));
+        assert_eq!(r.state(), ConnState::Connected);
+        let mut both = vec![local.id.clone(), "r1".to_string()];
+        both.sort();
+        assert_eq!(ids(reg.resolve("kimi")), both, "a site spans nodes");
+        assert_eq!(ids(reg.resolve("there")), vec!["r1".to_string()]);
+        assert!(reg.label_taken("there", "someone-else"));
+        assert!(!reg.label_taken("there", "r1"));
+        assert!(
+            reg.upsert_remote(&presence(&local.id, "b", None, "connected"), 1_000)
+                .is_none(),
+            "a tab of this node is never overwritten by presence"
+        );
+        // Renamed on its node: the old label no longer names it.
+        reg.upsert_remote(&presence("r1", "b", Some("moved"), "connected"), 2_000);
+        assert!(reg.resolve("there").is_empty());
+        assert_eq!(ids(reg.resolve("moved")), vec!["r1".to_string()]);
+        // Lost on its node: not picked, still known.
+        reg.upsert_remote(&presence("r1", "b", Some("moved"), "lost"), 3_000);
+        assert!(reg.resolve("moved").is_empty());
+        assert_eq!(reg.connected_count(), 1);
+        assert_eq!(reg.local_connected_count(), 1);
+        // Past its deadline it goes, from the map and from the name index.
+        assert!(reg.expired_remotes(2_999).is_empty());
+        assert_eq!(reg.expired_remotes(3_001), vec!["r1".to_string()]);
+        assert!(reg.forget_remote("r1").is_some());
+        assert!(reg.get("r1").is_none());
+        assert!(reg
+            .names
+            .iter()
+            .all(|e| e.value().iter().all(|c| c.id != "r1")));
+        assert!(
+            reg.forget_remote(&local.id).is_none(),
+            "local tabs are never forgotten"
+        );
+        // Nothing of a remote entry reaches this node's store.
+        reg.upsert_remote(&presence("r2", "c", None, "connected"), 9_000);
+        let r2 = reg.get("r2").unwrap();
+        reg.persist(&r2);
+        assert!(reg.store.client("r2").unwrap().is_none());
+    }
+
     #[test]
     fn resolves_labels_sites_display_names_and_ids() {
         let dir = tempfile::tempdir().unwrap();
