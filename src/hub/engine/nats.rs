@@ -182,12 +182,14 @@ impl Nats {
                 continue;
             }
             let kv = &kv;
-            let stats = &self.stats;
+            let this = &self;
+            let failed = std::sync::atomic::AtomicUsize::new(0);
+            let failed_ref = &failed;
             futures_util::stream::iter(batch)
                 .for_each_concurrent(PUT_CONCURRENCY, |(id, p)| async move {
-                    stats.presence_writes.fetch_add(1, Ordering::Relaxed);
-                    let res = match p {
-                        Some(p) => match serde_json::to_vec(&p) {
+                    this.stats.presence_writes.fetch_add(1, Ordering::Relaxed);
+                    let res = match &p {
+                        Some(pr) => match serde_json::to_vec(pr) {
                             Ok(v) => kv
                                 .put(&id, v.into())
                                 .await
@@ -198,10 +200,22 @@ impl Nats {
                         None => kv.delete(&id).await.map_err(|e| e.to_string()),
                     };
                     if let Err(e) = res {
-                        tracing::warn!(client = %id, "presence write failed: {e}");
+                        tracing::debug!(client = %id, "presence write failed, will retry: {e}");
+                        failed_ref.fetch_add(1, Ordering::Relaxed);
+                        // Tried again, unless a newer write for the tab is already waiting.
+                        Self::lock(&this.dirty).entry(id).or_insert(p);
                     }
                 })
                 .await;
+            let failed = failed.into_inner();
+            if failed > 0 {
+                tracing::warn!(
+                    failed,
+                    "presence writes failed (NATS slow or away); retrying"
+                );
+                // Back off before the retry rather than hammer a server that is behind.
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
         }
     }
 
