@@ -9,7 +9,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use crate::commands::ast::{
-    FlowAction, FlowRequest, FlowSource, ManagerCmd, McpRequest, Role as CmdRole, Target,
+    Command, FlowAction, FlowRequest, FlowSource, ManagerCmd, McpRequest, Role as CmdRole, Target,
 };
 use crate::commands::interp::{Host, HostError, Interpreter};
 use crate::commands::permissions::{Caller, Source};
@@ -239,6 +239,25 @@ fn answer(hub: &Hub, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
 /// Runs one command body for a caller.
 pub async fn run_command(hub: &Arc<Hub>, caller: &Caller, body: &str) -> CmdOutcome {
     run_command_with(hub, caller, body, None, None).await
+}
+
+/// Runs one parsed command for a caller (a door that built the command itself, e.g. MCP's
+/// `skill_NAME` tools, so no value it carries is re-parsed as command text).
+pub async fn run_parsed(hub: &Arc<Hub>, caller: &Caller, cmd: &Command) -> CmdOutcome {
+    let interp = Interpreter::new(
+        HubHost {
+            hub: hub.clone(),
+            parent: None,
+            live: None,
+        },
+        hub.commands.exec.clone(),
+        hub.commands.vars.clone(),
+    );
+    let out = interp.run(caller, cmd).await;
+    CmdOutcome {
+        success: out.success,
+        output: out.output,
+    }
 }
 
 /// Runs one command body; tasks it sends carry `parent` as their `parent_id` (the foreman's

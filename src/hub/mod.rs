@@ -168,6 +168,8 @@ impl Hub {
                 Some(hub) => hub.commands.with_memory(client, prompt),
                 None => prompt,
             }));
+        hub.mcp
+            .set_skills(Arc::new(crate::mcp::skills::SkillTools::new(&hub)));
         hub.runner.resume_all(&hub);
         hub.clone().watch_role_cards();
         let app = router(hub.clone());

@@ -130,7 +130,17 @@ def structured(result):
 
 async def transcript(session, tabs):
     tools = await session.list_tools()
-    assert [t.name for t in tools.tools] == TOOLS
+    names = [t.name for t in tools.tools]
+    # The seven, in order, then the skills of skills/ as skill_NAME tools.
+    assert names[: len(TOOLS)] == TOOLS, names
+    assert "skill_summarize" in names[len(TOOLS) :], names
+    assert all(n.startswith("skill_") for n in names[len(TOOLS) :]), names
+    summarize = next(t for t in tools.tools if t.name == "skill_summarize")
+    assert summarize.input_schema["required"] == ["text"]
+    # Arguments are checked against the skill's schema before anything is typed anywhere.
+    bad = await session.call_tool("skill_summarize", {"words": 3})
+    assert bad.is_error, bad
+    assert "text" in bad.content[0].text and "words" in bad.content[0].text, bad
     ask = next(t for t in tools.tools if t.name == "ask")
     assert set(ask.input_schema["required"]) == {"target", "prompt"}
     assert "wait_s" in ask.input_schema["properties"]
