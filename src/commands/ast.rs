@@ -389,6 +389,8 @@ pub enum MemoryCmd {
         pin: bool,
         /// 1–10 (default 5).
         importance: Option<u8>,
+        /// `importance=ask [to=TAB]`: this tab rates the memory's importance.
+        rate: Option<Target>,
     },
     /// `memory ID TEXT [tag: …]`: rewrite one memory (tags kept unless given).
     Rewrite {

@@ -151,13 +151,13 @@ Example: ?<remember 今天的目标：完成登录页评审>!  →  短期记忆
     },
     Entry {
         topic: "memory",
-        usage: "?<memory TEXT tag: T1,T2 [-pin] [importance=N] [scope=S]>!  |  ?<memory ID TEXT [tag: …]>!  |  ?<memory search WORDS>!  |  ?<memory del|pin|unpin ID…>!  |  ?<memory tags|list [N]|summarize [SCOPE] [to=TAB]>!",
+        usage: "?<memory TEXT tag: T1,T2 [-pin] [importance=N|importance=ask [to=TAB]] [scope=S]>!  |  ?<memory ID TEXT [tag: …]>!  |  ?<memory search WORDS>!  |  ?<memory del|pin|unpin ID…>!  |  ?<memory tags|list [N]|summarize [SCOPE] [to=TAB]>!",
         zh: "团队长期记忆：写入、改写、搜索、删除、置顶、标签",
         en: "the team's long-term memory: add, rewrite, search, delete, pin, tags",
         details: "USAGE GUIDE (for people and models)\n\
 Memory is shared by every tab of the team. Scopes: `global` (default) and one per group (scope=NAME).\n\
 - ?<memory TEXT tag: T1,T2>! appends a memory and answers its id (#42). -pin pins it; importance=1..10 \
-(default 5) says how much it matters.\n\
+(default 5) says how much it matters; importance=ask [to=TAB] lets a tab (a worker by default) rate it.\n\
 - ?<memory 42 NEW TEXT tag: …>! rewrites memory 42 (tags kept unless given).\n\
 - ?<memory search WORDS>! returns each hit in full with its id, and the id, temperature and tags of the 2 \
 memories written before and after it (its neighbours), so you can ask for them next. Hits are ranked by \
@@ -165,7 +165,8 @@ relevance (bm25) x recency (temperature) x importance.\n\
 - ?<memory tags>! the tag cloud, hottest first; ?<memory list 10>! the 10 hottest memories.\n\
 - ?<memory del 42>!, ?<memory pin 42>!, ?<memory unpin 42>!.\n\
 - ?<memory summarize [SCOPE] [to=TAB]>! asks a tab to write one summary memory of the hottest 10; it \
-links to its sources.\n\
+links to its sources, and the tab rates its importance on the summary's last line.\n\
+- A flow reads memory with a node `memory: {search: WORDS, scope: S}`; its output is what search answers.\n\
 TEMPERATURE: a new memory is at 100; every turn of its scope (a reply finished by any tab in it) \
 multiplies it by 0.95; a search hit moves it halfway back to 100; a pinned memory is always hot (∞). \
 Nothing is ever deleted except by `memory del`: a cold memory is only shown less.\n\
