@@ -2,10 +2,12 @@
 //! that tabs connect to. `Hub::start` binds, serves and returns a handle tests can drive.
 
 pub mod auth;
+pub mod outq;
 pub mod registry;
 mod sse;
 pub mod tasks;
 mod ws;
+pub use ws::future_sizes;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -161,6 +163,7 @@ impl Hub {
             .await
             .with_context(|| format!("binding {}", hub.config.bind))?;
         let addr = listener.local_addr()?;
+        tracing::debug!(bytes = ?future_sizes(), "a connection's futures");
         let _ = hub.public_url.set(format!("http://{addr}"));
         let weak = Arc::downgrade(&hub);
         hub.tasks
