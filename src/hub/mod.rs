@@ -64,6 +64,10 @@ pub struct Hub {
     pub dashboard: crate::dashboard::Sessions,
     /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
     pub mcp: crate::mcp::McpState,
+    /// The decision engine's view of every tab (`target: auto`, `?<tabs>!`, `manager why`).
+    pub decide: crate::decide::Decider,
+    /// Plan drafts, the plan cache and planning sessions (`manager plan`).
+    pub planner: crate::planner::Planner,
 }
 
 /// Something that happened to a tab's connection.
@@ -138,6 +142,7 @@ impl Hub {
         );
         let tasks = Arc::new(Tasks::new(registry.clone(), config.limits.task_queue));
         let commands = crate::control::Commands::new(&config, &store);
+        let planner_store = store.clone();
         let hub = Arc::new(Hub {
             origins: OriginPolicy::new(&config.extra_origins),
             token,
@@ -155,6 +160,8 @@ impl Hub {
             api: crate::api::ApiState::new(registry.clone(), tasks.clone()),
             dashboard: crate::dashboard::Sessions::default(),
             mcp: crate::mcp::McpState::new(&config),
+            decide: crate::decide::Decider::new(),
+            planner: crate::planner::Planner::new(planner_store),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -414,6 +421,7 @@ impl Hub {
                 match self.tasks.current(client) {
                     None => crate::control::on_chunk(self, client, &turn_id, &text),
                     Some((task_id, _)) => {
+                        self.decide.chunk(&client.id, crate::store::now_ms() as u64);
                         self.api
                             .on_chunk(client, &task_id, &turn_id, &text, reasoning.as_deref())
                     }
@@ -442,6 +450,8 @@ impl Hub {
                         None
                     }
                     Ok(tasks::TurnOutcome::Answered) => {
+                        let now = crate::store::now_ms() as u64;
+                        self.decide.succeeded(&client.id, text.chars().count(), now);
                         self.api.wake();
                         None
                     }
@@ -455,6 +465,8 @@ impl Hub {
                 if client.was_typed_by_hub(&text) {
                     tracing::debug!(client = %client.id, "user_input echoes a hub task; not run");
                 } else {
+                    // The person acted in the tab: a parked tab (captcha, login) works again.
+                    self.decide.unpark(&client.id);
                     crate::control::on_user_input(self, client, &text);
                 }
                 None
@@ -463,8 +475,10 @@ impl Hub {
                 task_id,
                 state,
                 error,
+                trouble,
             }) => {
                 client.streamed();
+                crate::pick::on_task_update(self, client, state, trouble);
                 self.api.on_update(&task_id, state);
                 let answer = self
                     .tasks
