@@ -56,7 +56,10 @@ fn draft_id(output: &str) -> String {
 }
 
 fn output(v: &Value) -> String {
-    v["result"]["output"].as_str().unwrap_or_default().to_string()
+    v["result"]["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Runs in the store, any state.
@@ -91,7 +94,9 @@ async fn a_plan_that_converges_on_the_second_repair_runs_only_once_approved() {
             Reply::Text(Duration::from_millis(1), format!("reviewed: {p}"))
         })
         .await;
-    let mut master = h.scripted("boss", "chatgpt", "master", |_| Reply::Silent).await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
 
     let r = master
         .command("?<manager plan review my essay and report to me>!")
@@ -122,14 +127,11 @@ async fn a_plan_that_converges_on_the_second_repair_runs_only_once_approved() {
     let listed = output(&master.command("?<manager list>!").await);
     assert!(listed.contains(&format!("{id} [draft]")), "{listed}");
 
-    let r = master.command(&format!("?<manager approve {id} doc=\"my essay\">!")).await;
+    let r = master
+        .command(&format!("?<manager approve {id} doc=\"my essay\">!"))
+        .await;
     assert_eq!(r["result"]["success"], true, "{r}");
-    let run_id = output(&r)
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .trim()
-        .to_string();
+    let run_id = output(&r).rsplit(' ').next().unwrap().trim().to_string();
     let done = run_event(&mut master, &["completed", "failed"]).await;
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(worker.prompts(), vec!["Review: my essay".to_string()]);
@@ -140,7 +142,11 @@ async fn a_plan_that_converges_on_the_second_repair_runs_only_once_approved() {
     assert!(run.started_ms >= draft.decided_ms.unwrap());
 
     // The decision engine's pick is explained.
-    let why = output(&master.command(&format!("?<manager why {run_id} review>!")).await);
+    let why = output(
+        &master
+            .command(&format!("?<manager why {run_id} review>!"))
+            .await,
+    );
     assert!(why.contains("▶ w1"), "{why}");
     assert!(why.contains("score"), "{why}");
     // A draft is approved once.
@@ -167,11 +173,18 @@ async fn a_plan_that_never_converges_stops_at_the_limit_and_runs_nothing() {
             Reply::Text(Duration::from_millis(1), "x".into())
         })
         .await;
-    let mut master = h.scripted("boss", "chatgpt", "master", |_| Reply::Silent).await;
-    let r = master.command("?<manager plan do something impossible>!").await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    let r = master
+        .command("?<manager plan do something impossible>!")
+        .await;
     assert_eq!(r["result"]["success"], false, "{r}");
     let out = output(&r);
-    assert!(out.contains("still invalid after 2 repair round(s)"), "{out}");
+    assert!(
+        out.contains("still invalid after 2 repair round(s)"),
+        "{out}"
+    );
     assert!(out.contains("repair limit reached"), "{out}");
     assert!(out.contains("nothing was run"), "{out}");
     assert!(
@@ -207,7 +220,9 @@ async fn modify_reject_save_and_the_plan_cache() {
             Reply::Text(Duration::from_millis(1), "b".into())
         })
         .await;
-    let mut master = h.scripted("boss", "chatgpt", "master", |_| Reply::Silent).await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
 
     let first = output(&master.command("?<manager plan review my essay>!").await);
     let id1 = draft_id(&first);
@@ -229,7 +244,10 @@ async fn modify_reject_save_and_the_plan_cache() {
     assert!(p[1].contains("use two reviewers"));
     // The earlier draft stays readable, and cannot be approved any more.
     let old = output(&master.command(&format!("?<manager show {id1}>!")).await);
-    assert!(old.contains("[modified]") && old.contains("to: auto"), "{old}");
+    assert!(
+        old.contains("[modified]") && old.contains("to: auto"),
+        "{old}"
+    );
     let r = master.command(&format!("?<manager approve {id1}>!")).await;
     assert_eq!(r["result"]["success"], false, "{r}");
 
@@ -288,7 +306,9 @@ async fn auto_replaces_a_rate_limited_tab_and_tabs_shows_its_health() {
             Reply::Text(Duration::from_millis(1), format!("ok: {p}"))
         })
         .await;
-    let mut master = h.scripted("boss", "chatgpt", "master", |_| Reply::Silent).await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
     // New tabs are explored first, each once: w1 gets one task (the first or the second),
     // is rate limited, and the task is replaced on w2; then w1 cools for 30 s.
     for k in 0..3 {
@@ -296,7 +316,12 @@ async fn auto_replaces_a_rate_limited_tab_and_tabs_shows_its_health() {
         assert_eq!(r["result"]["success"], true, "{r}");
         assert_eq!(output(&r), format!("ok: hello {k}"));
     }
-    assert_eq!(w1.prompts().len(), 1, "w1 got nothing while cooling: {:?}", w1.prompts());
+    assert_eq!(
+        w1.prompts().len(),
+        1,
+        "w1 got nothing while cooling: {:?}",
+        w1.prompts()
+    );
     assert_eq!(w2.prompts().len(), 3);
     let tabs = output(&master.command("?<tabs>!").await);
     assert!(tabs.contains("冷却 / cooling 3"), "{tabs}");
@@ -314,7 +339,9 @@ async fn a_captcha_parks_a_tab_until_the_person_acts() {
             Reply::Trouble("captcha".into(), "captcha".into())
         })
         .await;
-    let mut master = h.scripted("boss", "chatgpt", "master", |_| Reply::Silent).await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
     let r = master.command("?<to auto: hello>!").await;
     assert_eq!(r["result"]["success"], false, "{r}");
     assert_eq!(w1.prompts().len(), 1);
@@ -332,6 +359,9 @@ async fn a_captcha_parks_a_tab_until_the_person_acts() {
         if !tabs.contains("parked") {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "still parked: {tabs}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still parked: {tabs}"
+        );
     }
 }

@@ -228,11 +228,12 @@ impl Decider {
                 (row(c, &stats, chars, now_ms), stats.picks)
             })
             .collect();
+        // Among probes or new tabs: the least known first (fewest outcomes, then picks).
         let pick_first = |rows: &[(Row, u64)], want: Standing| {
             rows.iter()
                 .enumerate()
                 .filter(|(_, (r, _))| r.standing == want)
-                .min_by_key(|(_, (r, picks))| (*picks, r.id.clone()))
+                .min_by_key(|(_, (r, picks))| (r.outcomes, *picks, r.id.clone()))
                 .map(|(i, _)| i)
         };
         let (picked, reason) = if let Some(i) = pick_first(&rows, Standing::Probe) {
