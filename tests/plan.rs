@@ -62,6 +62,10 @@ fn output(v: &Value) -> String {
         .to_string()
 }
 
+async fn body(r: reqwest::Response) -> Value {
+    serde_json::from_slice(&r.bytes().await.unwrap()).unwrap()
+}
+
 /// Runs in the store, any state.
 fn runs(h: &TestHub) -> usize {
     h.hub()
@@ -364,4 +368,73 @@ async fn a_captcha_parks_a_tab_until_the_person_acts() {
             "still parked: {tabs}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_dashboard_api_lists_drafts_answers_them_and_shows_tab_health() {
+    let flows = tempfile::tempdir().unwrap();
+    let h = hub(3, flows.path()).await;
+    let _planner = planner(&h, |_| GOOD.to_string()).await;
+    let worker = h
+        .scripted("w1", "deepseek", "worker", |_| {
+            Reply::Text(Duration::from_millis(1), "fine".into())
+        })
+        .await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    let id = draft_id(&output(
+        &master.command("?<manager plan check my essay>!").await,
+    ));
+    let http = reqwest::Client::new();
+    let auth = format!("Bearer {TOKEN}");
+    let get = |path: &str| {
+        http.get(h.http_url(path))
+            .header("authorization", auth.clone())
+            .send()
+    };
+    let list = body(get("/api/plans").await.unwrap()).await;
+    assert_eq!(list["plans"][0]["id"], id.as_str(), "{list}");
+    assert_eq!(list["plans"][0]["state"], "draft");
+    let one = body(get(&format!("/api/plans/{id}")).await.unwrap()).await;
+    assert_eq!(one["nodes"], 2, "{one}");
+    assert!(one["mermaid"].as_str().unwrap().contains("review"), "{one}");
+    assert!(one["yaml"].as_str().unwrap().contains("to: auto"));
+    let missing = get("/api/plans/plan-00000000").await.unwrap();
+    assert_eq!(missing.status(), 404);
+
+    let r = http
+        .post(h.http_url(&format!("/api/plans/{id}/approve")))
+        .header("authorization", auth.clone())
+        .header("content-type", "application/json")
+        .body(json!({"inputs": {"doc": "from the dashboard"}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let done = run_event(&mut master, &["completed", "failed"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(
+        worker.prompts(),
+        vec!["Review: from the dashboard".to_string()]
+    );
+    let again = http
+        .post(h.http_url(&format!("/api/plans/{id}/reject")))
+        .header("authorization", auth.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 409, "a decided draft");
+
+    let tabs = body(get("/api/tabs").await.unwrap()).await;
+    let w1 = tabs["tabs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["label"] == "w1")
+        .cloned()
+        .expect("w1 listed");
+    assert_eq!(w1["engine"]["outcomes"], 1, "{w1}");
+    assert_eq!(w1["engine"]["successes"], 1, "{w1}");
+    assert!(w1["engine"]["s_per_1k"].is_number() || w1["engine"]["ttft_s"].is_number());
 }
