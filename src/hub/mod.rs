@@ -478,7 +478,10 @@ impl Hub {
                 trouble,
             }) => {
                 client.streamed();
-                crate::pick::on_task_update(self, client, state, trouble);
+                // Before the task ends: whoever waits on it re-picks with the cooldown known.
+                if self.tasks.current(client).is_some_and(|(id, _)| id == task_id) {
+                    crate::pick::on_task_update(self, client, state, trouble);
+                }
                 self.api.on_update(&task_id, state);
                 let answer = self
                     .tasks
@@ -490,8 +493,14 @@ impl Hub {
                 }
                 answer
             }
-            ClientFrame::Heartbeat(_) => Some(ServerFrame::Heartbeat {
-                time: crate::store::now_ms() as u64,
+            ClientFrame::Heartbeat(hb) => Some({
+                // No trouble any more: a person solved the check (un-parks a parked tab).
+                if hb.trouble.is_none() {
+                    self.decide.unpark(&client.id);
+                }
+                ServerFrame::Heartbeat {
+                    time: crate::store::now_ms() as u64,
+                }
             }),
             // Only the SSE transport acts on an ack (`sse::send` takes it before this).
             ClientFrame::Ack(_) => None,
