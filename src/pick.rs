@@ -47,32 +47,34 @@ pub fn on_task_update(hub: &Hub, client: &Client, state: TaskState, trouble: Opt
     }
 }
 
-fn candidate(hub: &Hub, c: &Client) -> Candidate {
+fn candidate(hub: &Hub, c: &Client, exclude: &[String]) -> Candidate {
     let info = c.info();
+    let label = c.display_of(&info);
     Candidate {
         id: c.id.clone(),
-        label: c.display_of(&info),
+        avoid: exclude.contains(&c.id) || exclude.contains(&label),
+        label,
         site: info.site.to_lowercase(),
         in_flight: hub.tasks.load(c),
     }
 }
 
-/// Connected worker tabs an `auto` target may use (of `sites`, when named), minus `exclude`.
-pub fn eligible(hub: &Hub, sites: &[String], exclude: &[String]) -> Vec<Arc<Client>> {
+/// Connected worker tabs an `auto` target may use (of `sites`, when named).
+pub fn eligible(hub: &Hub, sites: &[String]) -> Vec<Arc<Client>> {
     let mut tabs: Vec<Arc<Client>> = hub
         .registry
         .all()
         .into_iter()
         .filter(|c| c.state() == ConnState::Connected && c.role() == Role::Worker)
         .filter(|c| sites.is_empty() || sites.contains(&c.info().site.to_lowercase()))
-        .filter(|c| !exclude.contains(&c.id) && !exclude.contains(&c.display()))
         .collect();
     tabs.sort_by(|a, b| a.id.cmp(&b.id));
     tabs
 }
 
-/// Picks a tab for `target` (`auto…`) among eligible workers not in `exclude`; the choice is
-/// kept under `why_key` for `manager why`. None: no tab is eligible now.
+/// Picks a tab for `target` (`auto…`) among eligible workers not in `exclude` (shown in the
+/// table as having failed the task); the choice is kept under `why_key` for `manager why`.
+/// None: no tab is eligible now.
 pub fn choose(
     hub: &Hub,
     target: &str,
@@ -80,8 +82,8 @@ pub fn choose(
     why_key: Option<&str>,
 ) -> Option<Arc<Client>> {
     let sites = auto_sites(target)?;
-    let tabs = eligible(hub, &sites, exclude);
-    let cands: Vec<Candidate> = tabs.iter().map(|c| candidate(hub, c)).collect();
+    let tabs = eligible(hub, &sites);
+    let cands: Vec<Candidate> = tabs.iter().map(|c| candidate(hub, c, exclude)).collect();
     let choice = hub
         .decide
         .choose(&cands, DEFAULT_REPLY_CHARS, crate::store::now_ms() as u64);
@@ -99,13 +101,13 @@ pub fn choose(
 
 /// Whether an `auto` target could be served by a tab online now (for plan validation).
 pub fn auto_online(hub: &Hub, target: &str) -> bool {
-    auto_sites(target).is_some_and(|sites| !eligible(hub, &sites, &[]).is_empty())
+    auto_sites(target).is_some_and(|sites| !eligible(hub, &sites).is_empty())
 }
 
 /// One tab's health as the engine sees it.
 pub fn health(hub: &Hub, c: &Client) -> Row {
     hub.decide
-        .health(&candidate(hub, c), crate::store::now_ms() as u64)
+        .health(&candidate(hub, c, &[]), crate::store::now_ms() as u64)
 }
 
 /// `?<tabs>!`: every tab, connected first, with its role, group and health.

@@ -438,3 +438,47 @@ async fn the_dashboard_api_lists_drafts_answers_them_and_shows_tab_health() {
     assert_eq!(w1["engine"]["successes"], 1, "{w1}");
     assert!(w1["engine"]["s_per_1k"].is_number() || w1["engine"]["ttft_s"].is_number());
 }
+
+#[tokio::test]
+async fn a_flow_item_on_auto_moves_to_another_tab_when_its_tab_is_rate_limited() {
+    let flows = tempfile::tempdir().unwrap();
+    std::fs::write(
+        flows.path().join("ask-auto.yaml"),
+        "name: ask-auto\ndefaults: {retry: {max: 2, backoff: 1s}}\nnodes:\n  - id: ask\n    to: auto\n    prompt: hello\n  - id: report\n    depends_on: ask\n    to: master\n    prompt: \"${ask.output}\"\n",
+    )
+    .unwrap();
+    let h = hub(3, flows.path()).await;
+    let w1 = h
+        .scripted("w1", "deepseek", "worker", |_| {
+            Reply::Trouble("rate limited (HTTP 429)".into(), "rate_limited".into())
+        })
+        .await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    master.send(json!({"type":"user_input","text":"?<manager run ask-auto>!"}));
+    // The only worker is rate limited: the item fails and waits for an eligible tab.
+    let failed = loop {
+        let v = master.next("flow_event").await;
+        if v["state"] == "item_failed" {
+            break v;
+        }
+    };
+    assert!(
+        failed["detail"]["error"].as_str().unwrap().contains("429"),
+        "{failed}"
+    );
+    let w2 = h
+        .scripted("w2", "qwen", "worker", |p| {
+            Reply::Text(Duration::from_millis(1), format!("ok: {p}"))
+        })
+        .await;
+    let done = run_event(&mut master, &["completed", "failed"]).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(w1.prompts().len(), 1);
+    assert_eq!(w2.prompts(), vec!["hello".to_string()]);
+    let run = done["run_id"].as_str().unwrap().to_string();
+    let why = output(&master.command(&format!("?<manager why {run} ask>!")).await);
+    assert!(why.contains("▶ w2"), "{why}");
+    assert!(why.contains("冷却 / cooling"), "w1 is shown cooling: {why}");
+}

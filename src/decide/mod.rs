@@ -42,6 +42,8 @@ pub struct Candidate {
     pub site: String,
     /// Tasks in flight and waiting in the tab's queue.
     pub in_flight: usize,
+    /// The caller would rather not use this tab (it already failed this task).
+    pub avoid: bool,
 }
 
 /// Where a tab stands for the engine.
@@ -59,6 +61,8 @@ pub enum Standing {
     Cooling(u64),
     /// A captcha or a login page: waits for a person.
     Parked(Trouble),
+    /// It already failed this task: another tab is tried first.
+    Avoided,
 }
 
 impl Standing {
@@ -77,6 +81,7 @@ impl Standing {
             Standing::Parked(Trouble::Captcha) => "暂停:人机验证 / parked: captcha".into(),
             Standing::Parked(Trouble::Login) => "暂停:未登录 / parked: login".into(),
             Standing::Parked(t) => format!("暂停 / parked: {}", t.as_str()),
+            Standing::Avoided => "已失败 / failed this task".into(),
         }
     }
 }
@@ -303,6 +308,9 @@ fn standing(c: &Candidate, s: &TabStats, now: u64) -> Standing {
     }
     if let Some(left) = s.cooling(now) {
         return Standing::Cooling(left);
+    }
+    if c.avoid {
+        return Standing::Avoided;
     }
     let (_, n) = s.window(now);
     if s.probe_due(now) {

@@ -100,6 +100,7 @@ fn simulate(mut tabs: Vec<SimTab>, n: usize, gap_s: f64, seed: u64) -> (Vec<Task
                     label: t.id.clone(),
                     site: "sim".into(),
                     in_flight: t.in_flight(),
+                    avoid: false,
                 })
                 .collect();
             let choice = engine.choose(&cands, CHARS, now);
@@ -252,6 +253,7 @@ fn a_parked_tab_gets_nothing_until_a_person_acts() {
         label: id.into(),
         site: "sim".into(),
         in_flight: 0,
+        avoid: false,
     };
     let choice = engine.choose(&[cand("b")], CHARS, 10_000_000);
     assert_eq!(choice.picked, None);
@@ -288,6 +290,7 @@ fn the_score_is_expected_time_over_success_probability() {
             label: id.to_string(),
             site: "sim".into(),
             in_flight: 0,
+            avoid: false,
         })
         .collect();
     let c = engine.choose(&cands, 1000, 400_000);
@@ -300,6 +303,13 @@ fn the_score_is_expected_time_over_success_probability() {
     let y = &c.rows[1];
     assert!((y.p - 1.0 / 6.0).abs() < 1e-9, "{y:?}");
     assert!(c.table().contains("▶ x"), "{}", c.table());
+    // A tab that failed this task is tried only when no other is eligible.
+    let mut avoid_x = cands.clone();
+    avoid_x[0].avoid = true;
+    let c2 = engine.choose(&avoid_x, 1000, 400_000);
+    assert_eq!(c2.picked.as_deref(), Some("y"));
+    assert_eq!(c2.rows[0].standing, Standing::Avoided);
+    assert!(c2.table().contains("failed this task"), "{}", c2.table());
     engine.remember("run-1/review/0", c.clone());
     assert_eq!(engine.why("run-1/review"), Some(c));
     assert_eq!(engine.why("run-2"), None);

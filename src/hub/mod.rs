@@ -479,7 +479,11 @@ impl Hub {
             }) => {
                 client.streamed();
                 // Before the task ends: whoever waits on it re-picks with the cooldown known.
-                if self.tasks.current(client).is_some_and(|(id, _)| id == task_id) {
+                if self
+                    .tasks
+                    .current(client)
+                    .is_some_and(|(id, _)| id == task_id)
+                {
                     crate::pick::on_task_update(self, client, state, trouble);
                 }
                 self.api.on_update(&task_id, state);
