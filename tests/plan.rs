@@ -482,3 +482,30 @@ async fn a_flow_item_on_auto_moves_to_another_tab_when_its_tab_is_rate_limited()
     assert!(why.contains("▶ w2"), "{why}");
     assert!(why.contains("冷却 / cooling"), "w1 is shown cooling: {why}");
 }
+
+#[tokio::test]
+async fn a_role_card_with_planner_true_names_the_planner_tab() {
+    let cards = tempfile::tempdir().unwrap();
+    std::fs::write(
+        cards.path().join("planner.yaml"),
+        "name: planner\nrole: worker\nmatch:\n  label: [thinker]\nplanner: true\n",
+    )
+    .unwrap();
+    let dir = cards.path().to_path_buf();
+    let h = TestHub::start_with(move |c| c.role_cards_dir = dir).await;
+    let thinker = h
+        .scripted("thinker", "claude", "worker", |_| {
+            Reply::Text(Duration::from_millis(1), fenced(GOOD))
+        })
+        .await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| {
+            Reply::Text(Duration::from_millis(1), "the master does not plan".into())
+        })
+        .await;
+    let r = master.command("?<manager plan review my essay>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(thinker.prompts().len(), 1);
+    assert!(master.prompts().is_empty());
+    assert!(output(&r).contains("targets: auto, master"), "{r}");
+}
