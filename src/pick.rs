@@ -99,6 +99,15 @@ pub fn choose(
     picked
 }
 
+/// Whether a tab may take work now: not cooling down, not parked, no probe in flight.
+pub fn usable(hub: &Hub, c: &Client) -> bool {
+    use crate::decide::Standing;
+    !matches!(
+        health(hub, c).standing,
+        Standing::Cooling(_) | Standing::Parked(_) | Standing::Waiting
+    )
+}
+
 /// Whether an `auto` target could be served by a tab online now (for plan validation).
 pub fn auto_online(hub: &Hub, target: &str) -> bool {
     auto_sites(target).is_some_and(|sites| !eligible(hub, &sites).is_empty())

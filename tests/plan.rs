@@ -509,3 +509,40 @@ async fn a_role_card_with_planner_true_names_the_planner_tab() {
     assert!(master.prompts().is_empty());
     assert!(output(&r).contains("targets: auto, master"), "{r}");
 }
+
+#[tokio::test]
+async fn an_api_prompt_skips_a_tab_the_engine_cools_down() {
+    let h = TestHub::start().await;
+    let limited = Arc::new(Mutex::new(true));
+    let flag = limited.clone();
+    let w1 = h
+        .scripted("w1", "deepseek", "worker", move |p| {
+            if *flag.lock().unwrap() {
+                Reply::Trouble("rate limited (HTTP 429)".into(), "rate_limited".into())
+            } else {
+                Reply::Text(Duration::from_millis(1), format!("ok: {p}"))
+            }
+        })
+        .await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    let r = master.command("?<to auto: hello>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    *limited.lock().unwrap() = false;
+    // w1 cools for 30 s: an API prompt for its site waits and gives up (429), untyped.
+    let resp = reqwest::Client::new()
+        .post(h.http_url("/v1/chat/completions"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .header("x-aicard-queue-timeout", "1")
+        .body(
+            json!({"model": "site/deepseek", "messages": [{"role": "user", "content": "hi"}]})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert_eq!(w1.prompts().len(), 1, "only the first, rate-limited prompt");
+}

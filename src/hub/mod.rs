@@ -175,6 +175,14 @@ impl Hub {
                 Some(hub) => hub.commands.with_memory(client, prompt),
                 None => prompt,
             }));
+        let weak = Arc::downgrade(&hub);
+        hub.api
+            .admission()
+            .set_usable(Box::new(move |client| match weak.upgrade() {
+                // An API prompt skips tabs the decision engine cools down or parked.
+                Some(hub) => crate::pick::usable(&hub, client),
+                None => true,
+            }));
         hub.runner.resume_all(&hub);
         hub.clone().watch_role_cards();
         let app = router(hub.clone());
