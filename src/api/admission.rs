@@ -53,8 +53,11 @@ pub struct Admission {
     answer_secs: DashMap<String, f64>,
     /// Whether a tab may take a prompt now (set by the hub: the decision engine's cooldowns
     /// and parked tabs); unset, every free tab may.
-    usable: std::sync::OnceLock<Box<dyn Fn(&Client) -> bool + Send + Sync>>,
+    usable: std::sync::OnceLock<UsableCheck>,
 }
+
+/// Whether a free tab may take a prompt now (see [`Admission::set_usable`]).
+pub type UsableCheck = Box<dyn Fn(&Client) -> bool + Send + Sync>;
 
 /// A tab held for one request; dropping it frees the tab and serves the next waiter.
 pub struct Lease {
@@ -107,7 +110,7 @@ impl Admission {
     }
 
     /// Sets the check a free tab must pass to take a prompt (once, at hub start).
-    pub fn set_usable(&self, check: Box<dyn Fn(&Client) -> bool + Send + Sync>) {
+    pub fn set_usable(&self, check: UsableCheck) {
         let _ = self.usable.set(check);
     }
 
