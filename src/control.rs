@@ -429,7 +429,11 @@ impl HubHost {
         let mut tried: Vec<String> = Vec::new();
         loop {
             let tab = ticket.tab().clone();
-            match ticket.wait(&self.hub.tasks).await {
+            let result = ticket.wait(&self.hub.tasks).await;
+            if let Err(e) = &result {
+                crate::pick::on_task_error(&self.hub, &tab, e);
+            }
+            match result {
                 Ok(text) => return Ok(text),
                 Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
                     if caller.role == CmdRole::Foreman && caller.group.is_some() =>

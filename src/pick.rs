@@ -47,6 +47,17 @@ pub fn on_task_update(hub: &Hub, client: &Client, state: TaskState, trouble: Opt
     }
 }
 
+/// A task ended without an answer the tab reported (the hub timed it out, or the tab was
+/// lost): a failed outcome for the engine. A tab's own `failed` is counted by
+/// [`on_task_update`].
+pub fn on_task_error(hub: &Hub, client: &Client, err: &crate::hub::tasks::TaskError) {
+    use crate::hub::tasks::TaskError;
+    if matches!(err, TaskError::Timeout(_) | TaskError::TabLost(_)) {
+        hub.decide
+            .failed(&client.id, None, crate::store::now_ms() as u64);
+    }
+}
+
 fn candidate(hub: &Hub, c: &Client, exclude: &[String]) -> Candidate {
     let info = c.info();
     let label = c.display_of(&info);

@@ -963,6 +963,9 @@ async fn dispatch(
             None => hub.tasks.ask(&client, req).await,
         }
     };
+    if let Err(e) = &result {
+        crate::pick::on_task_error(&hub, &client, e);
+    }
     let ev = match result {
         Ok(text) => JournalEvent::ItemOutput {
             node: d.node.clone(),

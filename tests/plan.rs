@@ -546,3 +546,22 @@ async fn an_api_prompt_skips_a_tab_the_engine_cools_down() {
     assert_eq!(resp.status(), 429);
     assert_eq!(w1.prompts().len(), 1, "only the first, rate-limited prompt");
 }
+
+#[tokio::test]
+async fn a_task_the_hub_times_out_counts_as_a_failure() {
+    let h = TestHub::start_with(|c| c.timing.task_timeout = Duration::from_millis(300)).await;
+    let _w1 = h
+        .scripted("w1", "deepseek", "worker", |_| Reply::Silent)
+        .await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    let r = master.command("?<to auto: hello>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    let tabs = output(&master.command("?<tabs>!").await);
+    let w1 = tabs
+        .lines()
+        .find(|l| l.trim_start().starts_with("w1"))
+        .unwrap();
+    assert!(w1.contains(" 0/1 "), "{tabs}");
+}

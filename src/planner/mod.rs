@@ -165,7 +165,7 @@ pub async fn plan(hub: &Arc<Hub>, master: &str, goal: &str) -> Result<String, Pl
                 let copy = Draft {
                     id: new_id(),
                     state: DraftState::Draft,
-                    parent: Some(hit.id.clone()),
+                    parent: None,
                     master: Some(master.to_string()),
                     run_id: None,
                     saved_as: None,
@@ -226,7 +226,12 @@ async fn make_draft(
         let mut req = TaskRequest::new(prompt, timeout);
         req.task_id = Some(format!("{id}/round-{round}"));
         req.parent_id = Some(master.to_string());
-        async move { hub.tasks.ask(&tab, req).await.map_err(|e| e.to_string()) }
+        async move {
+            hub.tasks.ask(&tab, req).await.map_err(|e| {
+                crate::pick::on_task_error(&hub, &tab, &e);
+                e.to_string()
+            })
+        }
     };
     let check = |text: &str| check_plan(hub, text);
     let outcome = repair::converge(ask, first, &check, max).await;
