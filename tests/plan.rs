@@ -157,6 +157,18 @@ async fn a_plan_that_converges_on_the_second_repair_runs_only_once_approved() {
     let again = master.command(&format!("?<manager approve {id}>!")).await;
     assert_eq!(again["result"]["success"], false);
     assert!(output(&again).contains("already approved"), "{again}");
+    // The same goal again: the plan cache offers the approved plan as a fresh draft, which
+    // waits for approval like any other; the planner is not asked.
+    let cached = output(
+        &master
+            .command("?<manager plan review my essay and report to me>!")
+            .await,
+    );
+    assert!(cached.contains("from the plan cache"), "{cached}");
+    assert!(cached.contains("[draft]"), "{cached}");
+    assert_ne!(draft_id(&cached), id);
+    assert_eq!(planner.prompts().len(), 3);
+    assert_eq!(worker.prompts().len(), 1);
 }
 
 #[tokio::test]
