@@ -14,9 +14,11 @@
 
 pub mod stats;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Mutex;
+
+use dashmap::DashMap;
 
 use crate::protocol::Trouble;
 pub use stats::TabStats;
@@ -161,17 +163,13 @@ fn secs(v: Option<f64>) -> String {
     v.map_or("—".into(), |s| format!("{s:.1}s"))
 }
 
-/// The engine: statistics per tab and the last picks, behind one lock (every call is short).
+/// The engine: statistics per tab (sharded: a streamed chunk touches one tab's shard, never
+/// a lock every tab shares) and the last picks.
 #[derive(Default)]
 pub struct Decider {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    tabs: HashMap<String, TabStats>,
-    /// `RUN/NODE` (or any key the caller picks) → the choice made, newest last.
-    why: VecDeque<(String, Choice)>,
+    tabs: DashMap<String, TabStats>,
+    /// `RUN/NODE/ITEM` (or any key the caller picks) → the choice made, newest last.
+    why: Mutex<VecDeque<(String, Choice)>>,
 }
 
 impl Decider {
@@ -180,8 +178,14 @@ impl Decider {
     }
 
     fn with<T>(&self, tab: &str, f: impl FnOnce(&mut TabStats) -> T) -> T {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        f(inner.tabs.entry(tab.to_string()).or_default())
+        match self.tabs.get_mut(tab) {
+            Some(mut t) => f(&mut t),
+            None => f(&mut self.tabs.entry(tab.to_string()).or_default()),
+        }
+    }
+
+    fn stats(&self, tab: &str) -> TabStats {
+        self.tabs.get(tab).map(|t| t.clone()).unwrap_or_default()
     }
 
     /// The tab accepted a task.
@@ -206,30 +210,26 @@ impl Decider {
 
     /// A person acted in the tab; true when it was parked and no longer is.
     pub fn unpark(&self, tab: &str) -> bool {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.tabs.get_mut(tab).is_some_and(TabStats::unpark)
+        self.tabs.get_mut(tab).is_some_and(|mut t| t.unpark())
     }
 
     /// Whether a tab is parked (captcha / login), for the panel and `?<tabs>!`.
     pub fn parked(&self, tab: &str) -> Option<Trouble> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.tabs.get(tab).and_then(|t| t.parked)
+        self.tabs.get(tab).and_then(|t| t.parked)
     }
 
     /// A tab's row as it stands now (its health).
     pub fn health(&self, c: &Candidate, now_ms: u64) -> Row {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let stats = inner.tabs.get(&c.id).cloned().unwrap_or_default();
+        let stats = self.stats(&c.id);
         row(c, &stats, DEFAULT_REPLY_CHARS, now_ms)
     }
 
     /// Picks one of `candidates` for a task whose reply is expected to be `chars` long.
     pub fn choose(&self, candidates: &[Candidate], chars: usize, now_ms: u64) -> Choice {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut rows: Vec<(Row, u64)> = candidates
             .iter()
             .map(|c| {
-                let stats = inner.tabs.get(&c.id).cloned().unwrap_or_default();
+                let stats = self.stats(&c.id);
                 (row(c, &stats, chars, now_ms), stats.picks)
             })
             .collect();
@@ -270,7 +270,7 @@ impl Decider {
             rows[i].0.picked = true;
             // A probe in flight makes the tab `Waiting` (by its in-flight count) until its
             // outcome: one probe at a time.
-            inner.tabs.entry(rows[i].0.id.clone()).or_default().picks += 1;
+            self.with(&rows[i].0.id, |t| t.picks += 1);
         }
         Choice {
             picked: picked.map(|i| rows[i].0.id.clone()),
@@ -281,21 +281,19 @@ impl Decider {
 
     /// Keeps a choice for `manager why` under `key` (e.g. `RUN/NODE`).
     pub fn remember(&self, key: &str, choice: Choice) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.why.retain(|(k, _)| k != key);
-        inner.why.push_back((key.to_string(), choice));
-        while inner.why.len() > REMEMBERED {
-            inner.why.pop_front();
+        let mut why = self.why.lock().unwrap_or_else(|p| p.into_inner());
+        why.retain(|(k, _)| k != key);
+        why.push_back((key.to_string(), choice));
+        while why.len() > REMEMBERED {
+            why.pop_front();
         }
     }
 
     /// The choice kept under `key`, or under the newest key starting with `key` + `/`.
     pub fn why(&self, key: &str) -> Option<Choice> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let why = self.why.lock().unwrap_or_else(|p| p.into_inner());
         let prefix = format!("{key}/");
-        inner
-            .why
-            .iter()
+        why.iter()
             .rev()
             .find(|(k, _)| k == key || k.starts_with(&prefix))
             .map(|(_, c)| c.clone())
