@@ -147,6 +147,13 @@ pub struct ServeArgs {
     /// MCP servers for ?<mcp …>! in Claude Desktop's format [default: DATA_DIR/mcp.json].
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
+    /// The tab that writes plans for ?<manager plan GOAL>! (site, label or client id)
+    /// [default: a role card with `planner: true`, else the master's own tab].
+    #[arg(long, value_name = "TARGET")]
+    pub planner: Option<String>,
+    /// Repair rounds a plan gets when the planner's flow is invalid (0 = none).
+    #[arg(long, value_name = "N", default_value_t = crate::config::DEFAULT_PLAN_REPAIRS)]
+    pub plan_repairs: usize,
 }
 
 impl ServeArgs {
@@ -170,6 +177,8 @@ impl ServeArgs {
         c.token = self.token;
         c.extra_origins = self.allow_origin;
         c.mcp_config = self.mcp_config;
+        c.planner = self.planner;
+        c.plan_repairs = self.plan_repairs;
         Ok(c)
     }
 }

@@ -17,6 +17,10 @@ pub enum ExecMode {
     On,
 }
 
+/// Repair rounds an invalid plan gets by default (n8n retries once; three rounds let a
+/// planner fix a second mistake its first fix revealed).
+pub const DEFAULT_PLAN_REPAIRS: usize = 3;
+
 /// Everything `aicard serve` can be told; `HubConfig::for_tests` gives a fast-timing variant.
 #[derive(Debug, Clone)]
 pub struct HubConfig {
@@ -39,6 +43,11 @@ pub struct HubConfig {
     pub exec_allow: Vec<String>,
     /// MCP servers for `?<mcp …>!` (`--mcp-config`); `data_dir/mcp.json` when unset.
     pub mcp_config: Option<PathBuf>,
+    /// The planner tab of `manager plan` (`--planner`); else a `planner: true` role card,
+    /// else the master's own tab.
+    pub planner: Option<String>,
+    /// Repair rounds for an invalid plan (`--plan-repairs`).
+    pub plan_repairs: usize,
     pub limits: Limits,
     pub timing: Timing,
 }
@@ -128,6 +137,8 @@ impl HubConfig {
             exec_mode: ExecMode::Off,
             exec_allow: Vec::new(),
             mcp_config: None,
+            planner: None,
+            plan_repairs: DEFAULT_PLAN_REPAIRS,
             limits: Limits::default(),
             timing: Timing::default(),
         }

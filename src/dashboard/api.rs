@@ -85,6 +85,8 @@ pub fn tabs_json(hub: &Hub) -> Value {
                 "queue": load,
                 "current_task": current.map(|(id, _)| id),
                 "tasks_started": c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
+                // The decision engine's figures (SPEC §10): standing, success, timings.
+                "engine": crate::pick::health_json(hub, c),
             })
         })
         .collect();

@@ -66,6 +66,10 @@ pub struct Hub {
     pub dashboard: crate::dashboard::Sessions,
     /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
     pub mcp: crate::mcp::McpState,
+    /// The decision engine's view of every tab (`target: auto`, `?<tabs>!`, `manager why`).
+    pub decide: crate::decide::Decider,
+    /// Plan drafts, the plan cache and planning sessions (`manager plan`).
+    pub planner: crate::planner::Planner,
 }
 
 /// Something that happened to a tab's connection.
@@ -140,6 +144,7 @@ impl Hub {
         );
         let tasks = Arc::new(Tasks::new(registry.clone(), config.limits.task_queue));
         let commands = crate::control::Commands::new(&config, &store);
+        let planner_store = store.clone();
         let hub = Arc::new(Hub {
             origins: OriginPolicy::new(&config.extra_origins),
             token,
@@ -157,6 +162,8 @@ impl Hub {
             api: crate::api::ApiState::new(registry.clone(), tasks.clone()),
             dashboard: crate::dashboard::Sessions::default(),
             mcp: crate::mcp::McpState::new(&config),
+            decide: crate::decide::Decider::new(),
+            planner: crate::planner::Planner::new(planner_store),
             config,
         });
         let listener = tokio::net::TcpListener::bind(hub.config.bind)
@@ -173,6 +180,14 @@ impl Hub {
             }));
         hub.mcp
             .set_skills(Arc::new(crate::mcp::skills::SkillTools::new(&hub)));
+        let weak = Arc::downgrade(&hub);
+        hub.api
+            .admission()
+            .set_usable(Box::new(move |client| match weak.upgrade() {
+                // An API prompt skips tabs the decision engine cools down or parked.
+                Some(hub) => crate::pick::usable(&hub, client),
+                None => true,
+            }));
         hub.runner.resume_all(&hub);
         hub.clone().watch_role_cards();
         let app = router(hub.clone());
@@ -419,6 +434,7 @@ impl Hub {
                 match self.tasks.current(client) {
                     None => crate::control::on_chunk(self, client, &turn_id, &text),
                     Some((task_id, _)) => {
+                        self.decide.chunk(&client.id, crate::store::now_ms() as u64);
                         self.api
                             .on_chunk(client, &task_id, &turn_id, &text, reasoning.as_deref())
                     }
@@ -447,6 +463,8 @@ impl Hub {
                         None
                     }
                     Ok(tasks::TurnOutcome::Answered) => {
+                        let now = crate::store::now_ms() as u64;
+                        self.decide.succeeded(&client.id, text.chars().count(), now);
                         self.api.wake();
                         None
                     }
@@ -460,6 +478,8 @@ impl Hub {
                 if client.was_typed_by_hub(&text) {
                     tracing::debug!(client = %client.id, "user_input echoes a hub task; not run");
                 } else {
+                    // The person acted in the tab: a parked tab (captcha, login) works again.
+                    self.decide.unpark(&client.id);
                     crate::control::on_user_input(self, client, &text);
                 }
                 None
@@ -468,8 +488,17 @@ impl Hub {
                 task_id,
                 state,
                 error,
+                trouble,
             }) => {
                 client.streamed();
+                // Before the task ends: whoever waits on it re-picks with the cooldown known.
+                if self
+                    .tasks
+                    .current(client)
+                    .is_some_and(|(id, _)| id == task_id)
+                {
+                    crate::pick::on_task_update(self, client, state, trouble);
+                }
                 self.api.on_update(&task_id, state);
                 let answer = self
                     .tasks
@@ -481,8 +510,14 @@ impl Hub {
                 }
                 answer
             }
-            ClientFrame::Heartbeat(_) => Some(ServerFrame::Heartbeat {
-                time: crate::store::now_ms() as u64,
+            ClientFrame::Heartbeat(hb) => Some({
+                // No trouble any more: a person solved the check (un-parks a parked tab).
+                if hb.trouble.is_none() {
+                    self.decide.unpark(&client.id);
+                }
+                ServerFrame::Heartbeat {
+                    time: crate::store::now_ms() as u64,
+                }
             }),
             // Only the SSE transport acts on an ack (`sse::send` takes it before this).
             ClientFrame::Ack(_) => None,

@@ -551,6 +551,10 @@ async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stre
         let reply = match decode(&text) {
             Ok(ClientFrame::Heartbeat(hb)) => {
                 client.touch();
+                if hb.trouble.is_none() {
+                    // The tab no longer reports trouble: a person solved the check.
+                    hub.decide.unpark(&client.id);
+                }
                 client.set_heartbeat(hb);
                 ServerFrame::Heartbeat {
                     time: crate::store::now_ms() as u64,

@@ -205,6 +205,8 @@ pub enum Reply {
     Fail(String),
     /// Never answer (a stuck tab).
     Silent,
+    /// Report the task failed with this reason and `trouble` (`rate_limited`, `captcha`, …).
+    Trouble(String, String),
 }
 
 /// A scripted tab: answers every task with `script(prompt)`, records the prompts it got, and
@@ -287,6 +289,9 @@ impl ScriptedTab {
                         }
                         Reply::Fail(reason) => {
                             let _ = out.send(json!({"type":"task_update","task_id":id,"state":"failed","error":reason}));
+                        }
+                        Reply::Trouble(reason, trouble) => {
+                            let _ = out.send(json!({"type":"task_update","task_id":id,"state":"failed","error":reason,"trouble":trouble}));
                         }
                         Reply::Silent => {}
                     }
