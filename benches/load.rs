@@ -76,6 +76,15 @@ struct Args {
     /// first, with as many sockets as `--fanout`, to put the fan-out figures in proportion.
     #[arg(long)]
     no_floor: bool,
+    /// Local source addresses to spread the tabs over (127.0.0.2, 127.0.0.3, …), so that more
+    /// tabs than one address has ephemeral ports (about 28,000) can be opened; 0 = the
+    /// kernel's choice (127.0.0.1).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=250))]
+    sources: u8,
+    /// Only open and hold the tabs (no floor, no rounds), until killed: with `--url`, several
+    /// tool processes can then load one hub, or several hubs, past one process's file limit.
+    #[arg(long)]
+    hold: bool,
     /// Pause between rounds, in ms.
     #[arg(long, default_value_t = 100)]
     settle_ms: u64,
@@ -159,8 +168,10 @@ fn turn_end(task_id: &str) -> Value {
 /// One connected tab, run as one task over the unsplit socket: it forwards `task` frames (with
 /// their arrival time) to `seen`, answering them at once with `reply_at_once`, final
 /// `cmd_result`s to `results`, and writes whatever the returned sender brings.
+#[allow(clippy::too_many_arguments)]
 async fn open_tab(
     url: String,
+    source: Option<std::net::IpAddr>,
     token: String,
     label: String,
     seen: mpsc::UnboundedSender<Arrival>,
@@ -170,10 +181,32 @@ async fn open_tab(
     let mut cfg = WebSocketConfig::default();
     cfg.read_buffer_size = 4096;
     cfg.write_buffer_size = 0;
-    let (mut ws, _) =
-        tokio_tungstenite::connect_async_with_config(format!("{url}/realtime"), Some(cfg), true)
+    let url = format!("{url}/realtime");
+    let (mut ws, _) = match source {
+        None => tokio_tungstenite::connect_async_with_config(url, Some(cfg), true)
             .await
-            .expect("connect");
+            .expect("connect"),
+        Some(ip) => {
+            let host = url
+                .trim_start_matches("ws://")
+                .split('/')
+                .next()
+                .expect("host:port");
+            let addr: std::net::SocketAddr = tokio::net::lookup_host(host)
+                .await
+                .expect("resolve")
+                .next()
+                .expect("address");
+            let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+            sock.bind((ip, 0).into()).expect("bind the source address");
+            let tcp = sock.connect(addr).await.expect("connect");
+            tcp.set_nodelay(true).expect("nodelay");
+            let tcp = tokio_tungstenite::MaybeTlsStream::Plain(tcp);
+            tokio_tungstenite::client_async_with_config(url, tcp, Some(cfg))
+                .await
+                .expect("handshake")
+        }
+    };
     let hello = json!({"type":"hello","token":token,"site":"sim","label":label});
     ws.send(Message::Text(hello.to_string().into()))
         .await
@@ -255,7 +288,7 @@ async fn main() {
         return cluster_load::run(&args).await;
     }
     // 0. The floor: the same fan-out through bare loopback sockets, while the hub is idle.
-    let floor = (!args.no_floor).then(|| {
+    let floor = (!args.no_floor && !args.hold).then(|| {
         floor::measure(&floor::Floor {
             sockets: args.fanout,
             senders: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -291,13 +324,15 @@ async fn main() {
             results_tx.clone(),
         );
         let reply_at_once = args.reply_at_once;
+        let source = (args.sources > 0)
+            .then(|| std::net::IpAddr::from([127, 0, 0, 2 + (i % args.sources as usize) as u8]));
         let label = if i < args.fanout {
             format!("w{i}")
         } else {
             format!("idle{i}")
         };
         joins.push(tokio::spawn(async move {
-            let tab = open_tab(url, token, label, seen, results, reply_at_once).await;
+            let tab = open_tab(url, source, token, label, seen, results, reply_at_once).await;
             drop(permit);
             tab
         }));
@@ -334,8 +369,13 @@ async fn main() {
     }
 
     // 3. Fan-out: a master tab asks `send_to_all`-style fan-out to the labelled workers.
+    if args.hold {
+        println!("holding {} tabs until killed", tabs.len());
+        std::future::pending::<()>().await;
+    }
     let master = open_tab(
         url.clone(),
+        None,
         args.token.clone(),
         "load-master".into(),
         mpsc::unbounded_channel().0,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 use crate::config::HubConfig;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::{Hooks, Hub};
-use crate::protocol::{Role, TaskState};
+use crate::protocol::{Role, TaskState, Trouble};
 
 /// One running AIcard: the hub and everything that acts on what tabs say.
 pub struct App {
@@ -28,6 +28,10 @@ pub struct App {
     pub dashboard: crate::dashboard::Sessions,
     /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
     pub mcp: crate::mcp::McpState,
+    /// The decision engine's view of every tab (`target: auto`, `?<tabs>!`, `manager why`).
+    pub decide: crate::decide::Decider,
+    /// Plan drafts, the plan cache and planning sessions (`manager plan`).
+    pub planner: crate::planner::Planner,
 }
 
 impl std::ops::Deref for App {
@@ -72,6 +76,8 @@ impl App {
             api: crate::api::ApiState::new(hub.registry.clone(), hub.tasks.clone()),
             dashboard: crate::dashboard::Sessions::default(),
             mcp: crate::mcp::McpState::new(&hub.config),
+            decide: crate::decide::Decider::new(),
+            planner: crate::planner::Planner::new(hub.store.clone()),
             hub: hub.clone(),
         });
         hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
@@ -80,6 +86,16 @@ impl App {
             .set_prompt_hook(Box::new(move |client, prompt| match weak.upgrade() {
                 Some(app) => app.commands.with_memory(client, prompt),
                 None => prompt,
+            }));
+        app.mcp
+            .set_skills(Arc::new(crate::mcp::skills::SkillTools::new(&app)));
+        let weak = Arc::downgrade(&app);
+        app.api
+            .admission()
+            .set_usable(Box::new(move |client| match weak.upgrade() {
+                // An API prompt skips tabs the decision engine cools down or parked.
+                Some(app) => crate::pick::usable(&app, client),
+                None => true,
             }));
         let listener = hub.bind().await?;
         let addr = listener.local_addr()?;
@@ -155,6 +171,7 @@ impl Hooks for AppHooks {
         reasoning: Option<&str>,
     ) {
         if let Some(app) = self.app() {
+            app.decide.chunk(&client.id, crate::store::now_ms() as u64);
             app.api.on_chunk(client, task_id, turn_id, text, reasoning);
         }
     }
@@ -173,13 +190,39 @@ impl Hooks for AppHooks {
 
     fn user_input(&self, client: &Arc<Client>, text: &str) {
         if let Some(app) = self.app() {
+            // The person acted in the tab: a parked tab (captcha, login) works again.
+            app.decide.unpark(&client.id);
             crate::control::on_user_input(&app, client, text);
         }
     }
 
-    fn task_update(&self, task_id: &str, state: TaskState) {
+    fn task_update(
+        &self,
+        client: &Arc<Client>,
+        task_id: &str,
+        state: TaskState,
+        trouble: Option<Trouble>,
+        current: bool,
+    ) {
         if let Some(app) = self.app() {
+            if current {
+                crate::pick::on_task_update(&app, client, state, trouble);
+            }
             app.api.on_update(task_id, state);
+        }
+    }
+
+    fn task_answered(&self, client: &Arc<Client>, chars: usize) {
+        if let Some(app) = self.app() {
+            app.decide
+                .succeeded(&client.id, chars, crate::store::now_ms() as u64);
+            app.api.wake();
+        }
+    }
+
+    fn trouble_cleared(&self, client: &Arc<Client>) {
+        if let Some(app) = self.app() {
+            app.decide.unpark(&client.id);
         }
     }
 

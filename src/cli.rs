@@ -161,6 +161,13 @@ pub struct ServeArgs {
     /// How long a disconnected tab keeps its tasks before they fail over, in ms.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub lost_grace_ms: u64,
+    /// The tab that writes plans for ?<manager plan GOAL>! (site, label or client id)
+    /// [default: a role card with `planner: true`, else the master's own tab].
+    #[arg(long, value_name = "TARGET")]
+    pub planner: Option<String>,
+    /// Repair rounds a plan gets when the planner's flow is invalid (0 = none).
+    #[arg(long, value_name = "N", default_value_t = crate::config::DEFAULT_PLAN_REPAIRS)]
+    pub plan_repairs: usize,
 }
 
 impl ServeArgs {
@@ -197,6 +204,8 @@ impl ServeArgs {
             }
             c.cluster = Some(crate::hub::engine::ClusterConfig { url, node });
         }
+        c.planner = self.planner;
+        c.plan_repairs = self.plan_repairs;
         Ok(c)
     }
 }
@@ -298,6 +307,7 @@ pub fn validate_output(
 async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
     let config = args.into_config()?;
     let data_dir = config.data_dir.clone();
+    raise_fd_limit(config.limits.max_clients);
     let running = App::start(config).await?;
     let url = running.url();
     println!("AIcard hub listening on {url}");
@@ -318,6 +328,52 @@ async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
     });
     running.wait().await;
     Ok(0)
+}
+
+/// Files the hub needs besides one socket per tab (listener, store, logs, role cards, exec).
+const FD_MARGIN: u64 = 256;
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (each tab is a socket, and the usual
+/// soft limit of 1,024 would refuse tabs long before `limits.max_clients`), and says so when
+/// even the hard limit is too low for `max_clients`.
+// `rlim_t` is u64 here but not on every unix.
+#[allow(clippy::unnecessary_cast)]
+fn raise_fd_limit(max_clients: usize) {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `lim` is a valid out-pointer for getrlimit/setrlimit.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+            tracing::warn!("could not read the open-file limit");
+            return;
+        }
+        let before = lim.rlim_cur;
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            // SAFETY: as above.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+                lim.rlim_cur = before;
+            }
+        }
+        let need = max_clients as u64 + FD_MARGIN;
+        let have = lim.rlim_cur as u64;
+        if have < need {
+            tracing::warn!(
+                open_files = have,
+                needed = need,
+                "the open-file limit is too low for limits.max_clients = {max_clients}: \
+                 about {} tabs can connect (raise `ulimit -Hn`, or LimitNOFILE= in systemd)",
+                have.saturating_sub(FD_MARGIN)
+            );
+        } else {
+            tracing::info!(from = before as u64, to = have, "open-file limit");
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = max_clients;
 }
 
 async fn shutdown_signal() {

@@ -17,6 +17,10 @@ pub enum ExecMode {
     On,
 }
 
+/// Repair rounds an invalid plan gets by default (n8n retries once; three rounds let a
+/// planner fix a second mistake its first fix revealed).
+pub const DEFAULT_PLAN_REPAIRS: usize = 3;
+
 /// Everything `aicard serve` can be told; `HubConfig::for_tests` gives a fast-timing variant.
 #[derive(Debug, Clone)]
 pub struct HubConfig {
@@ -42,6 +46,11 @@ pub struct HubConfig {
     /// `--cluster nats://… --node NAME`: join a cluster of hubs (docs/cluster.md); none =
     /// the single hub, as always.
     pub cluster: Option<crate::hub::engine::ClusterConfig>,
+    /// The planner tab of `manager plan` (`--planner`); else a `planner: true` role card,
+    /// else the master's own tab.
+    pub planner: Option<String>,
+    /// Repair rounds for an invalid plan (`--plan-repairs`).
+    pub plan_repairs: usize,
     pub limits: Limits,
     pub timing: Timing,
 }
@@ -132,6 +141,8 @@ impl HubConfig {
             exec_allow: Vec::new(),
             mcp_config: None,
             cluster: None,
+            planner: None,
+            plan_repairs: DEFAULT_PLAN_REPAIRS,
             limits: Limits::default(),
             timing: Timing::default(),
         }

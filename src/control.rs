@@ -10,7 +10,7 @@ use dashmap::DashMap;
 
 use crate::app::App;
 use crate::commands::ast::{
-    FlowAction, FlowRequest, FlowSource, ManagerCmd, McpRequest, Role as CmdRole, Target,
+    Command, FlowAction, FlowRequest, FlowSource, ManagerCmd, McpRequest, Role as CmdRole, Target,
 };
 use crate::commands::interp::{Host, HostError, Interpreter};
 use crate::commands::permissions::{Caller, Source};
@@ -241,6 +241,25 @@ pub async fn run_command(hub: &Arc<App>, caller: &Caller, body: &str) -> CmdOutc
     run_command_with(hub, caller, body, None, None).await
 }
 
+/// Runs one parsed command for a caller (a door that built the command itself, e.g. MCP's
+/// `skill_NAME` tools, so no value it carries is re-parsed as command text).
+pub async fn run_parsed(hub: &Arc<App>, caller: &Caller, cmd: &Command) -> CmdOutcome {
+    let interp = Interpreter::new(
+        HubHost {
+            hub: hub.clone(),
+            parent: None,
+            live: None,
+        },
+        hub.commands.exec.clone(),
+        hub.commands.vars.clone(),
+    );
+    let out = interp.run(caller, cmd).await;
+    CmdOutcome {
+        success: out.success,
+        output: out.output,
+    }
+}
+
 /// Runs one command body; tasks it sends carry `parent` as their `parent_id` (the foreman's
 /// task), so the tree of work can be followed.
 pub async fn run_command_for(
@@ -341,6 +360,12 @@ struct LiveOutput {
 impl HubHost {
     /// Connected tabs a name resolves to; an error names the target when there are none.
     fn resolve(&self, target: &str) -> Result<Vec<Arc<Client>>, HostError> {
+        if crate::pick::auto_sites(target).is_some() {
+            // `auto`: the decision engine picks one eligible worker.
+            return crate::pick::choose(&self.hub, target, &[], None)
+                .map(|c| vec![c])
+                .ok_or_else(|| HostError::NotConnected(target.to_string()));
+        }
         let found = self.hub.registry.resolve(target);
         if !found.is_empty() {
             return Ok(found);
@@ -358,6 +383,9 @@ impl HubHost {
         })
     }
 }
+
+/// Tabs an `auto` command target tries before it gives up.
+const AUTO_TRIES: usize = 3;
 
 fn task_error(e: TaskError, target: &str) -> HostError {
     match e {
@@ -420,7 +448,11 @@ impl HubHost {
         let mut tried: Vec<String> = Vec::new();
         loop {
             let tab = ticket.tab().clone();
-            match ticket.wait(&self.hub.tasks).await {
+            let result = ticket.wait(&self.hub.tasks).await;
+            if let Err(e) = &result {
+                crate::pick::on_task_error(&self.hub, &tab, e);
+            }
+            match result {
                 Ok(text) => return Ok(text),
                 Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
                     if caller.role == CmdRole::Foreman && caller.group.is_some() =>
@@ -436,6 +468,16 @@ impl HubHost {
                         .filter(|c| c.info().role == Role::Worker && c.id != caller.client_id)
                         .collect();
                     ticket = self.hand_out(caller, target, prompt.clone(), &workers, &tried)?;
+                }
+                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
+                    if crate::pick::auto_sites(target).is_some() && tried.len() < AUTO_TRIES =>
+                {
+                    // An `auto` target: a tab that failed mid-task is replaced by another.
+                    tracing::info!(tab = %tab.display(), "auto target failed ({e}); picking another tab");
+                    tried.push(tab.id.clone());
+                    let next = crate::pick::choose(&self.hub, target, &tried, None)
+                        .ok_or_else(|| task_error(e.clone(), target))?;
+                    ticket = self.hand_out(caller, target, prompt.clone(), &[next], &[])?;
                 }
                 Err(e) => return Err(task_error(e, target)),
             }
@@ -576,6 +618,19 @@ impl Host for HubHost {
     }
 
     async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
+        // Planning waits for the planner tab's answers: the only verbs that are async.
+        let planned = match &request {
+            FlowRequest::Manager(ManagerCmd::Plan(goal)) => {
+                Some(crate::planner::plan(&self.hub, &caller.client_id, goal).await)
+            }
+            FlowRequest::Manager(ManagerCmd::Modify { id, feedback }) => {
+                Some(crate::planner::modify(&self.hub, &caller.client_id, id, feedback).await)
+            }
+            _ => None,
+        };
+        if let Some(r) = planned {
+            return r.map_err(|e| HostError::Other(e.to_string()));
+        }
         manager(&self.hub, caller, request).map_err(|e| HostError::Other(e.to_string()))
     }
 }
@@ -679,10 +734,26 @@ fn manager(
         ManagerCmd::Resume(n) => runner.control(&n, RunControl::Resume),
         ManagerCmd::Stop(n) => runner.control(&n, RunControl::Stop("stopped by the master".into())),
         ManagerCmd::Status(n) => runner.status(hub, &n),
+        ManagerCmd::Show(n) if n.starts_with("plan-") => plan_verb(crate::planner::show(hub, &n)),
         ManagerCmd::Show(n) => {
             let (flow, _) = Runner::load_flow(hub, &n)?;
             Ok(crate::flows::render::text(&flow))
         }
+        ManagerCmd::Approve { id, params } => plan_verb(crate::planner::approve(
+            hub,
+            master,
+            &id,
+            params.into_iter().collect(),
+        )),
+        ManagerCmd::Reject(id) => plan_verb(crate::planner::reject(hub, &id)),
+        ManagerCmd::Save { id, name } => plan_verb(crate::planner::save(hub, &id, &name)),
+        ManagerCmd::Why { run, node } => {
+            crate::pick::why(hub, &run, &node).map_err(RunError::Other)
+        }
+        ManagerCmd::Tabs => Ok(crate::pick::tabs_report(hub)),
+        ManagerCmd::Plan(_) | ManagerCmd::Modify { .. } => Err(RunError::Other(
+            "内部错误 / internal: planning is answered by the command host".into(),
+        )),
         ManagerCmd::List => {
             let mut out = String::from("流程 / flows:\n");
             let mut names = hub.store.saved_flows()?;
@@ -701,6 +772,7 @@ fn manager(
             for n in names {
                 out.push_str(&format!("  {n}\n"));
             }
+            out.push_str(&crate::planner::list(hub));
             let runs = runner.list();
             if !runs.is_empty() {
                 out.push_str("运行中 / runs in progress:\n");
@@ -746,6 +818,12 @@ fn manager(
             Ok(format!("已导出 / exported {name} to {}", file.display()))
         }
     }
+}
+
+fn plan_verb(
+    r: Result<String, crate::planner::PlanError>,
+) -> Result<String, crate::runner::RunError> {
+    r.map_err(|e| crate::runner::RunError::Other(e.to_string()))
 }
 
 /// `manager create NAME from "a -> b -> c"`: one command node per step, in series.

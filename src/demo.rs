@@ -27,6 +27,10 @@ pub struct DemoArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
+    /// Plan instead of running the demo flow: a simulated planner tab writes a flow for GOAL
+    /// (with one mistake the repair loop fixes), the master approves the draft, it runs.
+    #[arg(long, value_name = "GOAL")]
+    pub plan: Option<String>,
 }
 
 const PERSONAS: &[&str] = &["严谨", "创意", "务实", "挑剔", "乐观", "简洁"];
@@ -38,6 +42,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
     config.bind = ([127, 0, 0, 1], 0).into();
     config.role_cards_dir = tmp.path().join("role-cards");
     config.flows_dir = tmp.path().join("flows");
+    if args.plan.is_some() {
+        config.planner = Some("planner".into());
+    }
     let token = uuid::Uuid::new_v4().simple().to_string();
     config.token = Some(token.clone());
     let running = App::start(config).await?;
@@ -63,25 +70,55 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
     }
     let mut master_spec = SimSpec::worker("master", "总指挥");
     master_spec.role = Some("master".into());
+    let (planner_tx, planner_rx) = mpsc::unbounded_channel::<Seen>();
+    let mut planner_spec = SimSpec::worker("planner", "规划");
+    planner_spec.site = "planner".into();
+    planner_spec.role = Some("foreman".into());
+    planner_spec.reply = Some(crate::sim::planner_reply);
+    planner_spec.chunk_delay = Duration::from_millis(5);
+    let _planner = match args.plan {
+        Some(_) => Some(SimTab::connect(&ws, &token, planner_spec, planner_tx).await?),
+        None => None,
+    };
     let master = SimTab::connect(&ws, &token, master_spec, seen_tx).await?;
     let labels: Vec<&str> = workers.iter().map(|w| w.label.as_str()).collect();
-    println!("标签页 / tabs: {} (workers), master", labels.join(", "));
-
-    let mut cmd = String::from("?<manager run demo");
-    if let Some(topic) = &args.topic {
-        cmd.push_str(&format!(" topic=\"{}\"", topic.replace('"', "'")));
-    }
-    cmd.push_str(">!");
-    println!("master 输入 / types: {cmd}\n");
-    master.send(json!({"type": "user_input", "text": cmd}));
+    let extra = if args.plan.is_some() { ", planner" } else { "" };
+    println!(
+        "标签页 / tabs: {} (workers){extra}, master",
+        labels.join(", ")
+    );
 
     let mut view = Progress::default();
-    if let Ok(flow) = crate::flows::load_str("demo.yaml", DEMO_FLOW) {
-        for node in &flow.nodes {
-            view.add(&node.id);
+    let cmd = match &args.plan {
+        Some(goal) => {
+            let plan = plan_phase(&master, &mut seen_rx, planner_rx, goal, t0, args.timeout).await;
+            match plan {
+                Ok(id) => format!("?<manager approve {id}>!"),
+                Err(e) => {
+                    eprintln!("\n演示失败 / demo failed: {e}");
+                    running.shutdown().await;
+                    return Ok(1);
+                }
+            }
         }
-    }
+        None => {
+            if let Ok(flow) = crate::flows::load_str("demo.yaml", DEMO_FLOW) {
+                for node in &flow.nodes {
+                    view.add(&node.id);
+                }
+            }
+            let mut cmd = String::from("?<manager run demo");
+            if let Some(topic) = &args.topic {
+                cmd.push_str(&format!(" topic=\"{}\"", topic.replace('"', "'")));
+            }
+            cmd.push_str(">!");
+            cmd
+        }
+    };
+    println!("master 输入 / types: {cmd}\n");
+    master.send(json!({"type": "user_input", "text": cmd}));
     let mut delivered: Option<String> = None;
+    let mut run_id: Option<String> = None;
     let deadline = tokio::time::sleep(Duration::from_secs(args.timeout));
     tokio::pin!(deadline);
     let outcome = loop {
@@ -95,6 +132,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
                 break Err(f["result"]["output"].as_str().unwrap_or("").to_string())
             }
             Some("flow_event") => {
+                if let Some(r) = f["run_id"].as_str() {
+                    run_id.get_or_insert_with(|| r.to_string());
+                }
                 if let Some(line) = view.update(f) {
                     println!("[{:>6.2}s] {line}", t0.elapsed().as_secs_f64());
                 }
@@ -124,11 +164,19 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
         Ok(text) => {
             println!("\n──────── 结果 / result ────────\n{text}\n───────────────────────────────");
             println!("{}", view.tree());
+            if let (Some(_), Some(run)) = (&args.plan, &run_id) {
+                // The node `pick` had `to: auto`: the decision engine explains its choice.
+                let why = format!("?<manager why {run} pick>!");
+                master.send(json!({"type": "user_input", "text": why}));
+                if let Some(table) = next_answer(&mut seen_rx, Duration::from_secs(10)).await {
+                    println!("master 输入 / types: {why}\n{}\n", indent(&table));
+                }
+            }
             println!(
                 "完成 / done in {:.2} s: {} nodes, {} tabs, all over real WebSockets.",
                 t0.elapsed().as_secs_f64(),
                 view.nodes.len(),
-                n + 1
+                n + 1 + usize::from(args.plan.is_some())
             );
             0
         }
@@ -140,6 +188,83 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
     };
     running.shutdown().await;
     Ok(code)
+}
+
+/// `--plan`: the master asks for a plan, the simulated planner answers (one mistake, one
+/// repair); prints each round and the draft, and returns the draft's id.
+async fn plan_phase(
+    master: &SimTab,
+    seen: &mut mpsc::UnboundedReceiver<Seen>,
+    mut planner: mpsc::UnboundedReceiver<Seen>,
+    goal: &str,
+    t0: Instant,
+    timeout: u64,
+) -> Result<String, String> {
+    let cmd = format!("?<manager plan {}>!", goal.replace(">!", "> !"));
+    println!("master 输入 / types: {cmd}\n");
+    master.send(json!({"type": "user_input", "text": cmd}));
+    let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+    tokio::pin!(deadline);
+    let at = || format!("[{:>6.2}s]", t0.elapsed().as_secs_f64());
+    loop {
+        tokio::select! {
+            Some(s) = planner.recv() => {
+                if s.frame["type"] != "task" {
+                    continue;
+                }
+                let prompt = s.frame["prompt"].as_str().unwrap_or_default();
+                match prompt.strip_prefix("修复 / REPAIR") {
+                    None => println!(
+                        "{} planner ← 规划提示 / planning prompt ({} chars: flow format from the JSON Schema, 2 examples, online tabs, the goal)",
+                        at(),
+                        prompt.chars().count()
+                    ),
+                    Some(rest) => {
+                        let diags: Vec<&str> = rest.lines().skip(2).take_while(|l| !l.is_empty()).collect();
+                        println!("{} planner ← 修复 / repair{}\n{}", at(), rest.lines().next().unwrap_or(""), indent(&diags.join("\n")));
+                    }
+                }
+            }
+            s = seen.recv() => {
+                let Some(s) = s else { return Err("master tab closed".into()) };
+                let f = &s.frame;
+                if f["type"] != "cmd_result" {
+                    continue;
+                }
+                let out = f["result"]["output"].as_str().unwrap_or_default();
+                if f["result"]["success"] != true {
+                    return Err(out.to_string());
+                }
+                println!("{} master ← 计划草案 / plan draft:\n{}\n", at(), indent(out));
+                let id = out
+                    .split_whitespace()
+                    .find(|w| w.starts_with("plan-") && w.len() == 13)
+                    .ok_or_else(|| format!("no draft id in: {out}"))?;
+                return Ok(id.to_string());
+            }
+            _ = &mut deadline => return Err(format!("timed out after {timeout} s")),
+        }
+    }
+}
+
+/// The output of the next `cmd_result` the master sees, within `wait`.
+async fn next_answer(seen: &mut mpsc::UnboundedReceiver<Seen>, wait: Duration) -> Option<String> {
+    let answer = async {
+        while let Some(s) = seen.recv().await {
+            if s.frame["type"] == "cmd_result" {
+                return s.frame["result"]["output"].as_str().map(str::to_string);
+            }
+        }
+        None
+    };
+    tokio::time::timeout(wait, answer).await.ok().flatten()
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// What the master's panel would show: each node's state and tabs.

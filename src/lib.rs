@@ -4,7 +4,9 @@
 //! JSON shapes), `hub` (server, auth, registry/routing, task queues, transports), `commands`
 //! (the `?<…>!` language), `exec` (the only module that spawns processes), `mcp` (MCP server
 //! and client; the only module that names rmcp), `flows` (flow files
-//! and the pure run engine), `store` (SQLite), `config`, `cli`.
+//! and the pure run engine), `decide` (the pure decision engine behind `auto` targets), `pick`
+//! (its bridge to the hub), `planner` (`manager plan`: goal → validated, repaired, approved
+//! flow), `store` (SQLite), `config`, `cli`.
 
 pub mod api;
 pub mod app;
@@ -13,6 +15,7 @@ pub mod commands;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod decide;
 pub mod demo;
 pub mod exec;
 pub mod flows;
@@ -20,6 +23,8 @@ pub mod foreman;
 pub mod hub;
 pub mod mcp;
 pub mod memory;
+pub mod pick;
+pub mod planner;
 pub mod protocol;
 pub mod roles;
 pub mod runner;

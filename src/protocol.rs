@@ -101,6 +101,37 @@ pub struct TaskUpdate {
     pub state: TaskState,
     #[serde(default)]
     pub error: Option<String>,
+    /// Why the site refused, when the tab can tell (the decision engine cools or parks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trouble: Option<Trouble>,
+}
+
+/// `task_update.trouble`: what kept the site from answering (SPEC §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trouble {
+    /// HTTP 429, "消息频繁", usage-limit codes: the tab cools down.
+    RateLimited,
+    /// A captcha or human check: the tab is parked until a person acts.
+    Captcha,
+    /// A login page or expired session: parked until a person acts.
+    Login,
+    /// The request did not reach the site.
+    Network,
+    /// The site failed (5xx, an error code, a web page instead of a stream).
+    SiteError,
+}
+
+impl Trouble {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trouble::RateLimited => "rate_limited",
+            Trouble::Captcha => "captcha",
+            Trouble::Login => "login",
+            Trouble::Network => "network",
+            Trouble::SiteError => "site_error",
+        }
+    }
 }
 
 /// `ack`: the tab says which frame it received.
@@ -126,6 +157,9 @@ pub struct AppHeartbeat {
     pub result_count: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<u64>,
+    /// The tab still waits for a person (captcha / login); absent once it works again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trouble: Option<Trouble>,
 }
 
 /// `heartbeat.step`: the seed sends its flow step as a name (`idle`, `start`, `streaming`,

@@ -44,6 +44,9 @@ pub struct RoleCard {
     /// `memory: every N`: prepend a `<memory>` block to this tab's tasks every N turns.
     #[serde(default)]
     pub memory: Option<crate::memory::Injection>,
+    /// This tab writes the plans of `?<manager plan GOAL>!` (unless `--planner` names one).
+    #[serde(default)]
+    pub planner: bool,
 }
 
 /// Tabs a card applies to: every listed rule must hold; entries in a list are alternatives.
@@ -218,6 +221,7 @@ pub fn parse_card(file: &str, text: &str) -> Result<RoleCard, CardError> {
             permissions: CardPermissions::default(),
             test_command: seed.test_command,
             memory: None,
+            planner: false,
         });
     }
     serde_saphyr::from_str::<RoleCard>(text).map_err(|e| {

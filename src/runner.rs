@@ -114,6 +114,22 @@ impl Runner {
             return Err(RunError::TooManyRuns(hub.config.limits.max_runs));
         }
         let (flow, source) = Self::load_flow(hub, name)?;
+        self.start_flow(hub, flow, source, master, inputs, from_node)
+    }
+
+    /// Starts an already validated flow (e.g. an approved plan draft); returns the run id.
+    pub fn start_flow(
+        &self,
+        hub: &Arc<App>,
+        flow: Flow,
+        source: String,
+        master: Option<String>,
+        inputs: BTreeMap<String, String>,
+        from_node: Option<String>,
+    ) -> Result<String, RunError> {
+        if self.runs.len() >= hub.config.limits.max_runs {
+            return Err(RunError::TooManyRuns(hub.config.limits.max_runs));
+        }
         let run_id = format!(
             "{}-{}",
             flow.name,
@@ -747,6 +763,13 @@ fn choose(hub: &App, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
         Target::Role(r) => format!("role:{r}"),
         Target::Name(n) => n.clone(),
     };
+    if crate::pick::auto_sites(&target).is_some() {
+        // `auto`: the decision engine picks among eligible workers, never a tab that failed
+        // this item before (a tab that fails mid-task is replaced by another).
+        let why = format!("{}/{}/{}", pick.run_id, d.node, d.item);
+        return crate::pick::choose(hub, &target, &d.avoid, Some(&why))
+            .or_else(|| crate::pick::choose(hub, &target, &[], Some(&why)));
+    }
     let mut candidates: Vec<Arc<Client>> = hub
         .registry
         .resolve(&target)
@@ -940,6 +963,9 @@ async fn dispatch(
             None => hub.tasks.ask(&client, req).await,
         }
     };
+    if let Err(e) = &result {
+        crate::pick::on_task_error(&hub, &client, e);
+    }
     let ev = match result {
         Ok(text) => JournalEvent::ItemOutput {
             node: d.node.clone(),

@@ -20,6 +20,8 @@ pub struct SimSpec {
     pub chunk_delay: Duration,
     /// Persona used to shape answers (e.g. "严谨的审稿人").
     pub persona: String,
+    /// Answers prompts instead of [`fake_reply`] (e.g. [`planner_reply`]).
+    pub reply: Option<fn(&SimSpec, &str) -> String>,
 }
 
 impl SimSpec {
@@ -30,8 +32,39 @@ impl SimSpec {
             role: None,
             chunk_delay: Duration::from_millis(35),
             persona: persona.into(),
+            reply: None,
         }
     }
+}
+
+/// A simulated planner for `aicard demo --plan`: writes a flow for the goal in the prompt
+/// with one mistake (a target that is not online, `gpt9`), and fixes it when the repair
+/// prompt names it — deterministic, so the demo always shows one repair round.
+pub fn planner_reply(_spec: &SimSpec, prompt: &str) -> String {
+    // The goal: at the end of a planning prompt; in a repair prompt, in the flow's description.
+    let goal = match prompt.split("## Goal / 目标\n").nth(1) {
+        Some(g) => g.trim().to_string(),
+        None => prompt
+            .lines()
+            .find_map(|l| l.strip_prefix("description: "))
+            .and_then(|d| serde_json::from_str::<String>(d).ok())
+            .unwrap_or_else(|| "the goal".into()),
+    };
+    let quoted = serde_json::Value::String(goal).to_string();
+    let repaired = prompt.starts_with("修复 / REPAIR") && prompt.contains("`gpt9`");
+    let reviewers = if repaired {
+        "[sim-a, sim-b]"
+    } else {
+        "[sim-a, gpt9]"
+    };
+    format!(
+        "好的，这是流程 / Here is the flow:\n```yaml\nname: planned\ndescription: {quoted}\n\
+         inputs:\n  goal: {{default: {quoted}}}\nnodes:\n  - id: ideas\n    name: 构思\n    \
+         to: {reviewers}\n    prompt: \"Give three ideas for: $goal\"\n  - id: pick\n    \
+         name: 选择\n    depends_on: ideas\n    to: auto\n    prompt: \"Pick the best idea and \
+         say why:\\n${{ideas.outputs}}\"\n  - id: report\n    depends_on: pick\n    to: master\n    \
+         prompt: \"${{pick.output}}\"\n```\n"
+    )
 }
 
 /// The deterministic reply of a fake model to a prompt.
@@ -198,7 +231,10 @@ async fn answer_tasks(
     while let Some(task) = tasks.recv().await {
         let id = task["task_id"].as_str().unwrap_or_default().to_string();
         let prompt = task["prompt"].as_str().unwrap_or_default();
-        let text = fake_reply(&spec, prompt);
+        let text = match spec.reply {
+            Some(reply) => reply(&spec, prompt),
+            None => fake_reply(&spec, prompt),
+        };
         let turn = format!("turn-{}", answered.len() + 1);
         let _ = out.send(json!({"type":"task_update","task_id":id,"state":"accepted"}));
         let _ = out.send(json!({"type":"task_update","task_id":id,"state":"sent"}));
@@ -217,6 +253,26 @@ async fn answer_tasks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_simulated_planner_makes_one_mistake_and_fixes_it() {
+        let spec = SimSpec::worker("planner", "规划");
+        let first = planner_reply(&spec, "…\n## Goal / 目标\nwrite a \"poem\"\n");
+        let yaml = crate::planner::check::extract(&first).expect("one fenced block");
+        let online = |t: &str| ["sim-a", "sim-b", "master", "auto"].contains(&t);
+        let names = vec!["sim-a".to_string(), "sim-b".to_string()];
+        let problems = crate::planner::check::check(&yaml, &online, &names).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].message.contains("`gpt9`"));
+        let repair =
+            crate::planner::prompt::repair(&yaml, &[problems[0].with_context(&yaml)], 1, 3);
+        let fixed = crate::planner::check::extract(&planner_reply(&spec, &repair)).unwrap();
+        let flow = crate::planner::check::check(&fixed, &online, &names).expect("valid");
+        assert_eq!(
+            flow.inputs["goal"].default.as_deref(),
+            Some("write a \"poem\"")
+        );
+    }
 
     #[test]
     fn replies_are_deterministic_and_chunks_rebuild_them() {

@@ -74,6 +74,24 @@ const MIGRATIONS: &[&str] = &[
         turns INTEGER NOT NULL DEFAULT 0,
         note TEXT NOT NULL DEFAULT ''
     );",
+    // 5: plan drafts (src/planner): a goal's validated flow waiting for the master's answer.
+    // `cache_key` = normalized goal + the online catalog, for the plan cache.
+    "CREATE TABLE plan_drafts (
+        id TEXT PRIMARY KEY,
+        goal TEXT NOT NULL,
+        yaml TEXT NOT NULL,
+        state TEXT NOT NULL,
+        parent TEXT,
+        cache_key TEXT NOT NULL,
+        master TEXT,
+        planner TEXT,
+        repairs INTEGER NOT NULL DEFAULT 0,
+        run_id TEXT,
+        saved_as TEXT,
+        created_ms INTEGER NOT NULL,
+        decided_ms INTEGER
+    );
+    CREATE INDEX plan_drafts_cache ON plan_drafts(cache_key, created_ms);",
 ];
 
 /// Kinds of kept frames that the overflow policy drops first: progress that a later frame

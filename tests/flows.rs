@@ -9,51 +9,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{json, Value};
 
-fn write_flow(dir: &Path, name: &str, yaml: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join(format!("{name}.yaml")), yaml).unwrap();
-}
-
-async fn hub_with_flows(flows: &[(&str, &str)]) -> TestHub {
-    let h = TestHub::start_with(|c| c.flows_dir = c.data_dir.join("flows")).await;
-    for (name, yaml) in flows {
-        write_flow(&h.hub().config.flows_dir, name, yaml);
-    }
-    h
-}
-
 fn slow(label: &'static str, ms: u64) -> impl Fn(&str) -> Reply + Send + Sync + 'static {
     move |p: &str| Reply::Text(Duration::from_millis(ms), format!("{label}: {p}"))
-}
-
-/// Runs `cmd` from the master and waits for the run to finish; returns (final state, the
-/// text delivered to the master).
-async fn run_flow(master: &mut ScriptedTab, cmd: &str) -> (String, Option<String>) {
-    master.send(json!({"type":"user_input","text":cmd}));
-    let mut delivered = None;
-    let state = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let v = master.frames.recv().await.expect("master open");
-            match v["type"].as_str() {
-                Some("deliver") => {
-                    delivered.get_or_insert(v["text"].as_str().unwrap().to_string());
-                }
-                Some("cmd_result") if v["result"]["success"] == false => {
-                    panic!("run refused: {v}")
-                }
-                Some("flow_event") if v["node_id"].is_null() => {
-                    let s = v["state"].as_str().unwrap().to_string();
-                    if matches!(s.as_str(), "completed" | "failed" | "stopped") {
-                        return s;
-                    }
-                }
-                _ => {}
-            }
-        }
-    })
-    .await
-    .expect("run finished in time");
-    (state, delivered)
 }
 
 const PARALLEL: &str = r#"

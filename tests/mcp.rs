@@ -82,7 +82,11 @@ async fn rmcp_client_gets_the_same_transcript_at_two_versions() {
         assert_eq!(info.protocol_version, v);
         let tools = c.list_all_tools().await.unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, TOOLS);
+        assert_eq!(names[..TOOLS.len()], TOOLS);
+        assert!(
+            names[TOOLS.len()..].contains(&"skill_summarize"),
+            "{names:?}"
+        );
         let ask = &tools[1];
         assert_eq!(ask.input_schema["required"], json!(["target", "prompt"]));
         let tabs = call(&c, "list_tabs", json!({})).await;
@@ -383,4 +387,63 @@ async fn a_flow_node_calls_a_tool_and_the_next_node_reads_its_output() {
     .await;
     let again = call(&c, "get_run", json!({"run_id": id, "wait_s": 0})).await;
     assert_eq!(again["status"], "completed");
+}
+
+/// The text of a tool answer that carries no structured content (a skill's).
+async fn call_text(c: &RunningService<RoleClient, At>, tool: &str, args: Value) -> (bool, String) {
+    let p = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().expect("object").clone());
+    let r: CallToolResult = tokio::time::timeout(WAIT * 2, c.call_tool(p))
+        .await
+        .expect("answer in time")
+        .expect("call");
+    let text = r.content[0].as_text().expect("text").text.clone();
+    (r.is_error == Some(true), text)
+}
+
+#[tokio::test]
+async fn skills_are_tools_and_their_arguments_are_checked_data() {
+    let h = TestHub::start().await;
+    let tab = h
+        .scripted("w", "qwen", "worker", |p| {
+            Reply::Text(Duration::ZERO, format!("summary of {} chars", p.len()))
+        })
+        .await;
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let tools = c.list_all_tools().await.unwrap();
+    let summarize = tools
+        .iter()
+        .find(|t| t.name == "skill_summarize")
+        .expect("skill_summarize is listed");
+    assert_eq!(summarize.input_schema["required"], json!(["text"]));
+    assert_eq!(summarize.input_schema["properties"]["words"]["default"], 80);
+
+    // A bad argument: the error names the field, and no tab gets a prompt.
+    let (err, text) = call_text(&c, "skill_summarize", json!({"text": "x", "words": 3})).await;
+    assert!(err, "{text}");
+    assert!(text.contains("words"), "{text}");
+    assert!(tab.prompts.lock().unwrap().is_empty());
+
+    // A good call reaches the worker; `$` in a value is data, not a variable.
+    let (err, text) = call_text(
+        &c,
+        "skill_summarize",
+        json!({"text": "it costs $HOME and ${RESULT}", "words": 20}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    assert!(text.contains("summary of"), "{text}");
+    let prompts = tab.prompts.lock().unwrap().clone();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert!(
+        prompts[0].contains("it costs $HOME and ${RESULT}"),
+        "{}",
+        prompts[0]
+    );
+    assert!(prompts[0].contains("at most 20 words"), "{}", prompts[0]);
+
+    // A run skill needs the exec policy's leave; it is off by default.
+    let (err, text) = call_text(&c, "skill_utc-time", json!({"when": "now"})).await;
+    assert!(err, "{text}");
+    let _ = c.cancel().await;
 }

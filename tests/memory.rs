@@ -271,3 +271,100 @@ async fn help_memory_is_a_usage_guide_with_the_anchor_habit() {
         .await
         .contains("?<skill list>!"));
 }
+
+#[tokio::test]
+async fn a_tab_rates_importance_when_asked_and_a_summary_carries_its_rating() {
+    let h = TestHub::start().await;
+    let mut m = h.scripted("m", "kimi", "master", echo_back).await;
+    let rater = h
+        .scripted("rater", "deepseek", "worker", |p: &str| {
+            let text = if p.contains("团队记忆（范围") {
+                "- logs and the API use UTC\n\nimportance: 6"
+            } else if p.contains("vault") {
+                "Importance: 9/10"
+            } else {
+                "hard to say"
+            };
+            Reply::Text(Duration::from_millis(5), text.into())
+        })
+        .await;
+    let r = ok(
+        &mut m,
+        "?<memory the staging password is in the vault tag: ops importance=ask to=rater>!",
+    )
+    .await;
+    assert!(
+        r.contains("#1") && r.contains("importance 9 rated by"),
+        "{r}"
+    );
+    assert!(
+        rater.prompts()[0].contains("1 到 10"),
+        "{:?}",
+        rater.prompts()
+    );
+    // An answer without a number keeps the default and says so.
+    let r = ok(
+        &mut m,
+        "?<memory lunch is at noon importance=ask to=rater>!",
+    )
+    .await;
+    assert!(r.contains("#2") && r.contains("default"), "{r}");
+    let list = ok(&mut m, "?<memory list>!").await;
+    assert!(list.contains("importance 9"), "{list}");
+    assert!(list.contains("importance 5"), "{list}");
+    // A summary: the tab's last line is its rating, not part of the memory.
+    let s = ok(&mut m, "?<memory summarize global to=rater n=2>!").await;
+    assert!(s.contains("summary #3"), "{s}");
+    let hit = ok(&mut m, "?<memory search logs UTC>!").await;
+    assert!(hit.contains("importance 6"), "{hit}");
+    assert!(
+        !hit.contains("importance: 6"),
+        "the rating line is not kept: {hit}"
+    );
+    // A bad importance is a clear parse error.
+    let r = m.command("?<memory x importance=11>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("1 to 10"), "{r}");
+}
+
+#[tokio::test]
+async fn a_flow_reads_memory_with_a_memory_node() {
+    let h = hub_with_flows(&[(
+        "recall",
+        r#"
+name: recall
+inputs:
+  topic: {default: vault}
+nodes:
+  - id: facts
+    memory: {search: "$topic"}
+  - id: answer
+    depends_on: facts
+    to: deepseek
+    prompt: "Known facts: ${facts.output}"
+"#,
+    )])
+    .await;
+    let mut m = h.scripted("m", "kimi", "master", echo_back).await;
+    let w = h.scripted("w1", "deepseek", "worker", echo_back).await;
+    ok(
+        &mut m,
+        "?<memory the staging password is in the vault tag: ops>!",
+    )
+    .await;
+    ok(&mut m, "?<memory lunch is at noon tag: food>!").await;
+    let (state, delivered) = run_flow(&mut m, "?<manager run recall>!").await;
+    assert_eq!(state, "completed");
+    let asked = &w.prompts()[0];
+    assert!(
+        asked.contains("the staging password is in the vault"),
+        "{asked}"
+    );
+    assert!(
+        !asked.contains("lunch is at noon"),
+        "only the hit is in full: {asked}"
+    );
+    assert!(delivered
+        .unwrap_or_default()
+        .contains("answer to: Known facts"));
+}

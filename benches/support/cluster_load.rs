@@ -46,7 +46,7 @@ pub async fn agent(args: &Args) {
         );
         let label = format!("{}{i}", args.label_prefix);
         joins.push(tokio::spawn(async move {
-            let tab = open_tab(url, token, label, seen, results, true).await;
+            let tab = open_tab(url, None, token, label, seen, results, true).await;
             drop(permit);
             tab
         }));
@@ -272,6 +272,7 @@ pub async fn run(args: &Args) {
     let (results_tx, mut results_rx) = mpsc::unbounded_channel::<Value>();
     let master = open_tab(
         hubs[0].ws.clone(),
+        None,
         args.token.clone(),
         "load-master".into(),
         mpsc::unbounded_channel().0,

@@ -285,7 +285,7 @@ nodes:
     prompt: "Review {{ topic }}"
   - id: synth
     depends_on: review
-    prompt: "Merge: {{ review.output }}"
+    prompt: "Merge: {{ nodes.review.output }}"
 `;
 
 async function flowsPage() {

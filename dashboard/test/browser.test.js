@@ -26,10 +26,10 @@ nodes:
     name: 评审
     depends_on: draft
     workers: 2
-    prompt: "Review: {{ draft.output }}"
+    prompt: "Review: {{ nodes.draft.output }}"
   - id: final
     depends_on: review
-    prompt: "Merge {{ review.output }}"
+    prompt: "Merge {{ nodes.review.output }}"
 `;
 
 const SLOW = `name: slow
@@ -39,7 +39,7 @@ nodes:
     prompt: "slow one"
   - id: two
     depends_on: one
-    prompt: "slow two {{ one.output }}"
+    prompt: "slow two {{ nodes.one.output }}"
   - id: three
     depends_on: two
     prompt: "slow three"

@@ -51,7 +51,13 @@ pub struct Admission {
     tasks: Arc<Tasks>,
     /// Client id → moving average of its API answer times (seconds).
     answer_secs: DashMap<String, f64>,
+    /// Whether a tab may take a prompt now (set by the hub: the decision engine's cooldowns
+    /// and parked tabs); unset, every free tab may.
+    usable: std::sync::OnceLock<UsableCheck>,
 }
+
+/// Whether a free tab may take a prompt now (see [`Admission::set_usable`]).
+pub type UsableCheck = Box<dyn Fn(&Client) -> bool + Send + Sync>;
 
 /// A tab held for one request; dropping it frees the tab and serves the next waiter.
 pub struct Lease {
@@ -99,7 +105,13 @@ impl Admission {
             registry,
             tasks,
             answer_secs: DashMap::new(),
+            usable: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets the check a free tab must pass to take a prompt (once, at hub start).
+    pub fn set_usable(&self, check: UsableCheck) {
+        let _ = self.usable.set(check);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -270,6 +282,7 @@ impl Admission {
             let free = candidates(&self.registry, &inner.queue[i].model)
                 .into_iter()
                 .filter(|c| !inner.leased.contains(&c.id) && self.tasks.load(c) == 0)
+                .filter(|c| self.usable.get().is_none_or(|usable| usable(c)))
                 .min_by_key(|c| c.tasks_started.load(Ordering::Relaxed));
             let Some(client) = free else {
                 i += 1;

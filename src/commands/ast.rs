@@ -322,6 +322,40 @@ pub enum ManagerCmd {
         /// Destination (relative to the hub's data/flows directory; the host decides).
         path: PathBuf,
     },
+    /// `manager plan GOAL…`: the planner tab writes a flow for the goal (a draft).
+    Plan(String),
+    /// `manager approve ID [key=value…]`: runs a plan draft.
+    Approve {
+        /// Draft id (`plan-XXXXXXXX`).
+        id: String,
+        /// Inputs; values have `$var` expanded like `manager run`'s.
+        params: Vec<(String, String)>,
+    },
+    /// `manager modify ID: FEEDBACK`: re-plans a draft with the feedback.
+    Modify {
+        /// Draft id.
+        id: String,
+        /// What to change, in plain words.
+        feedback: String,
+    },
+    /// `manager reject ID`.
+    Reject(String),
+    /// `manager save ID as NAME`: writes the draft to `flows/NAME.yaml`.
+    Save {
+        /// Draft id.
+        id: String,
+        /// Flow name (and file name).
+        name: String,
+    },
+    /// `manager why RUN NODE`: the score table of the decision engine's pick.
+    Why {
+        /// Run id.
+        run: String,
+        /// Node id.
+        node: String,
+    },
+    /// `tabs`: every tab's health.
+    Tabs,
 }
 
 impl ManagerCmd {
@@ -329,7 +363,11 @@ impl ManagerCmd {
     pub fn mutates(&self) -> bool {
         !matches!(
             self,
-            ManagerCmd::Status(_) | ManagerCmd::Show(_) | ManagerCmd::List
+            ManagerCmd::Status(_)
+                | ManagerCmd::Show(_)
+                | ManagerCmd::List
+                | ManagerCmd::Why { .. }
+                | ManagerCmd::Tabs
         )
     }
 }
@@ -389,6 +427,8 @@ pub enum MemoryCmd {
         pin: bool,
         /// 1–10 (default 5).
         importance: Option<u8>,
+        /// `importance=ask [to=TAB]`: this tab rates the memory's importance.
+        rate: Option<Target>,
     },
     /// `memory ID TEXT [tag: …]`: rewrite one memory (tags kept unless given).
     Rewrite {

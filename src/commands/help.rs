@@ -106,11 +106,32 @@ true unless empty, 0 or false. `else` pairs with the nearest `if`.\nExample: ?<i
     },
     Entry {
         topic: "manager",
-        usage: "?<manager create NAME from \"A -> B\"|file:PATH | run NAME [--from-node ID] [key=value…] | pause|resume|stop|status|show|delete NAME | list | export NAME to file:PATH>!",
-        zh: "定义、运行和管理流程",
-        en: "define, run and manage flows",
+        usage: "?<manager create NAME from \"A -> B\"|file:PATH | run NAME [--from-node ID] [key=value…] | pause|resume|stop|status|show|delete NAME | list | export NAME to file:PATH | plan GOAL… | approve ID [key=value…] | modify ID: FEEDBACK | reject ID | save ID as NAME | why RUN NODE>!",
+        zh: "定义、运行和管理流程；按目标规划流程",
+        en: "define, run and manage flows; plan a flow from a goal",
         details: "The tab that runs `manager run` is the master of that run. Only the master (or the \
-person) may create, run, pause, resume, stop, delete or export flows.\nExample: ?<manager run cross-review document=$doc>!  →  run started: …",
+person) may create, run, pause, resume, stop, delete or export flows.\n\
+`plan GOAL…` asks the planner tab (serve --planner TARGET, a role card with `planner: true`, else this \
+tab) to write a flow for the goal; the hub validates it like `aicard flow validate`, checks that every \
+target is online, and sends problems back as LINE:COL with 3 lines of context, up to --plan-repairs \
+rounds (default 3). A valid plan becomes a draft plan-XXXXXXXX; nothing reaches a tab until you \
+answer `approve ID [key=value…]` (runs it), `modify ID: FEEDBACK` (re-plans; the old draft stays \
+readable with `show ID`), `reject ID` or `save ID as NAME` (writes flows/NAME.yaml, never over an \
+existing file). The same goal with the same tabs online reuses the last draft (plan cache).\n\
+A target `auto` (or `auto:SITE,SITE`) lets the decision engine pick the worker; `why RUN NODE` shows \
+the score table of its pick, ?<tabs>! every tab's health.\n\
+Example: ?<manager run cross-review document=$doc>!  →  run started: …\n\
+Example: ?<manager plan review my essay with two models, then merge>!  →  plan draft plan-1a2b3c4d …",
+    },
+    Entry {
+        topic: "tabs",
+        usage: "?<tabs>!",
+        zh: "所有标签页及其健康状况（成功率、首字时间、冷却、暂停）",
+        en: "every tab and its health (success, time to first chunk, cooldown, parked)",
+        details: "Health comes from the decision engine: the success rate over the last 20 outcomes (10 \
+minutes), EWMAs of time to first chunk and seconds per 1,000 characters, tasks in flight, a cooldown \
+after the site rate-limited the tab (30 s, doubling to 15 min) and `parked` after a captcha or login \
+page, until a person acts in the tab.\nExample: ?<tabs>!  →  sim-a  sim  worker  -  可用 / ready  3/3  1.2s  8.0s  0",
     },
     Entry {
         topic: "mcp",
@@ -151,13 +172,13 @@ Example: ?<remember 今天的目标：完成登录页评审>!  →  短期记忆
     },
     Entry {
         topic: "memory",
-        usage: "?<memory TEXT tag: T1,T2 [-pin] [importance=N] [scope=S]>!  |  ?<memory ID TEXT [tag: …]>!  |  ?<memory search WORDS>!  |  ?<memory del|pin|unpin ID…>!  |  ?<memory tags|list [N]|summarize [SCOPE] [to=TAB]>!",
+        usage: "?<memory TEXT tag: T1,T2 [-pin] [importance=N|importance=ask [to=TAB]] [scope=S]>!  |  ?<memory ID TEXT [tag: …]>!  |  ?<memory search WORDS>!  |  ?<memory del|pin|unpin ID…>!  |  ?<memory tags|list [N]|summarize [SCOPE] [to=TAB]>!",
         zh: "团队长期记忆：写入、改写、搜索、删除、置顶、标签",
         en: "the team's long-term memory: add, rewrite, search, delete, pin, tags",
         details: "USAGE GUIDE (for people and models)\n\
 Memory is shared by every tab of the team. Scopes: `global` (default) and one per group (scope=NAME).\n\
 - ?<memory TEXT tag: T1,T2>! appends a memory and answers its id (#42). -pin pins it; importance=1..10 \
-(default 5) says how much it matters.\n\
+(default 5) says how much it matters; importance=ask [to=TAB] lets a tab (a worker by default) rate it.\n\
 - ?<memory 42 NEW TEXT tag: …>! rewrites memory 42 (tags kept unless given).\n\
 - ?<memory search WORDS>! returns each hit in full with its id, and the id, temperature and tags of the 2 \
 memories written before and after it (its neighbours), so you can ask for them next. Hits are ranked by \
@@ -165,7 +186,8 @@ relevance (bm25) x recency (temperature) x importance.\n\
 - ?<memory tags>! the tag cloud, hottest first; ?<memory list 10>! the 10 hottest memories.\n\
 - ?<memory del 42>!, ?<memory pin 42>!, ?<memory unpin 42>!.\n\
 - ?<memory summarize [SCOPE] [to=TAB]>! asks a tab to write one summary memory of the hottest 10; it \
-links to its sources.\n\
+links to its sources, and the tab rates its importance on the summary's last line.\n\
+- A flow reads memory with a node `memory: {search: WORDS, scope: S}`; its output is what search answers.\n\
 TEMPERATURE: a new memory is at 100; every turn of its scope (a reply finished by any tab in it) \
 multiplies it by 0.95; a search hit moves it halfway back to 100; a pinned memory is always hot (∞). \
 Nothing is ever deleted except by `memory del`: a cold memory is only shown less.\n\
@@ -209,6 +231,8 @@ fn canonical(topic: &str) -> &str {
         "flows" => "flow",
         "memories" | "mem" => "memory",
         "skills" => "skill",
+        "plan" | "approve" | "why" => "manager",
+        "tab" | "health" => "tabs",
         other => other,
     }
 }

@@ -613,6 +613,13 @@ impl<H: Host> Interpreter<H> {
                     .map(|(k, v)| Ok((k.clone(), self.expand(ctx, &parse_template(v), frame)?)))
                     .collect::<Result<_, CmdError>>()?,
             },
+            ManagerCmd::Approve { id, params } => ManagerCmd::Approve {
+                id: id.clone(),
+                params: params
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), self.expand(ctx, &parse_template(v), frame)?)))
+                    .collect::<Result<_, CmdError>>()?,
+            },
             other => other.clone(),
         };
         Ok(self.host.flows(ctx.caller, FlowRequest::Manager(m)).await?)

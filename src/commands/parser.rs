@@ -577,6 +577,9 @@ impl<'a> Parser<'a> {
                 })
             }
             "manager" => self.parse_manager(rest).map(Command::Manager),
+            "tabs" if rest.is_empty() => {
+                Ok(Command::Manager(crate::commands::ast::ManagerCmd::Tabs))
+            }
             "flow" => self.parse_flow(rest),
             "role" => self.parse_role(rest),
             "remember" => self.parse_remember(rest),

@@ -93,6 +93,8 @@ pub fn tabs_json(hub: &App) -> Value {
                 "queue": load,
                 "current_task": current.map(|(id, _)| id),
                 "tasks_started": c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
+                // The decision engine's figures (SPEC §10): standing, success, timings.
+                "engine": crate::pick::health_json(hub, c),
             })
         })
         .collect();

@@ -11,6 +11,7 @@ pub mod api;
 pub mod assets;
 pub mod events;
 pub mod login;
+pub mod plans;
 pub mod runs;
 
 use std::collections::HashMap;
@@ -252,6 +253,9 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/runs/{id}/nodes/{node}", get(api::node))
         .route("/api/runs/{id}/{action}", post(api::control))
         .route("/api/events", get(events::events))
+        .route("/api/plans", get(plans::list))
+        .route("/api/plans/{id}", get(plans::get))
+        .route("/api/plans/{id}/{action}", post(plans::answer))
 }
 
 #[cfg(test)]

@@ -306,3 +306,15 @@ fn a_typo_is_validated_as_what_it_suggests() {
         "unknown field `frobnicate`; expected one of",
     );
 }
+
+#[test]
+fn a_node_output_read_without_nodes_is_named_with_the_spelling_that_works() {
+    let text = "name: x\nnodes:\n  - id: facts\n    prompt: hi\n  - id: b\n    depends_on: facts\n    prompt: \"{{ facts.output }} and {{ nodes.facts.output }}\"\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs,
+        "f.yaml:7:13: ",
+        "`facts.output` in node `b` renders empty: write `{{ nodes.facts.output }}` or `${facts.output}`",
+    );
+}

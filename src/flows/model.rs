@@ -123,6 +123,10 @@ pub struct Node {
     /// A tool of an MCP server in `mcp.json`; runs as the command `mcp use SERVER TOOL {args}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpStep>,
+    /// Reads the team memory: runs as the command `memory search WORDS [scope=S]`; the
+    /// node's output is the hits in full, with their neighbours' ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryStep>,
     /// Also publish the node's output under this variable name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_var: Option<String>,
@@ -739,15 +743,67 @@ impl McpStep {
     }
 }
 
-/// `mcp:` nodes become command nodes; a node with both is an error (node id returned).
+/// A flow node's `memory: {search, scope?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryStep {
+    /// The words to search for; `$x` / `${node.output}` are expanded.
+    pub search: String,
+    /// `global` (the default) or a group's scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+}
+
+impl MemoryStep {
+    /// The command this node runs. Line breaks in the words become spaces (a command is one
+    /// line of words).
+    pub fn command(&self) -> String {
+        let words = self.search.split_whitespace().collect::<Vec<_>>().join(" ");
+        match &self.scope {
+            Some(scope) => format!("memory search {words} scope={scope}"),
+            None => format!("memory search {words}"),
+        }
+    }
+}
+
+/// `mcp:` and `memory:` nodes become command nodes; a node with two of `command`, `mcp` and
+/// `memory` is an error (the node's id returned).
 pub fn desugar_mcp(flow: &mut Flow) -> Result<(), String> {
     for node in &mut flow.nodes {
-        if let Some(step) = &node.mcp {
+        let steps = [
+            node.mcp.as_ref().map(McpStep::command),
+            node.memory.as_ref().map(MemoryStep::command),
+        ];
+        for command in steps.into_iter().flatten() {
             if node.command.is_some() {
                 return Err(node.id.clone());
             }
-            node.command = Some(step.command());
+            node.command = Some(command);
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod step_tests {
+    use super::*;
+
+    #[test]
+    fn memory_nodes_become_memory_search_commands() {
+        let mut flow: Flow = serde_saphyr::from_str(
+            "name: m\nnodes:\n  - id: recall\n    memory: {search: \"deploy\\n port\", scope: team-a}\n  - id: plain\n    memory: {search: rust}\n",
+        )
+        .expect("flow");
+        desugar_mcp(&mut flow).expect("desugar");
+        assert_eq!(
+            flow.nodes[0].command.as_deref(),
+            Some("memory search deploy port scope=team-a")
+        );
+        assert_eq!(flow.nodes[1].command.as_deref(), Some("memory search rust"));
+        let mut both: Flow = serde_saphyr::from_str(
+            "name: m\nnodes:\n  - id: x\n    command: echo hi\n    memory: {search: rust}\n",
+        )
+        .expect("flow");
+        assert_eq!(desugar_mcp(&mut both), Err("x".to_string()));
+    }
 }

@@ -192,6 +192,39 @@ pub fn references<'s>(
     Ok(classify(&converted.refs, names))
 }
 
+/// The heads `x` of `x.output` / `x.outputs` in a converted template or expression: in
+/// minijinja syntax a node's output is `nodes.x.output` (`x` alone is its text), so these
+/// render empty. The validator names them with the spelling that works.
+pub fn bare_output_reads<'s>(
+    env: &Environment<'s>,
+    converted: &'s Converted,
+    mode: Mode,
+) -> Vec<String> {
+    let names = match mode {
+        Mode::Template => env
+            .template_from_str(&converted.source)
+            .map(|t| t.undeclared_variables(true))
+            .unwrap_or_default(),
+        Mode::Expression => env
+            .compile_expression(&converted.source)
+            .map(|e| e.undeclared_variables(true))
+            .unwrap_or_default(),
+    };
+    let mut heads: Vec<String> = names
+        .iter()
+        .filter_map(|n| {
+            let mut parts = n.split('.');
+            let head = parts.next()?;
+            let field = parts.next()?;
+            (matches!(field, "output" | "outputs") && !matches!(head, "nodes" | "vars" | "loop"))
+                .then(|| head.to_string())
+        })
+        .collect();
+    heads.sort();
+    heads.dedup();
+    heads
+}
+
 /// Merges seed references with the dotted names minijinja reports (`x`, `nodes.x.outputs`,
 /// `vars.x`) into one set of [`Ref`]s.
 pub fn classify(seed_refs: &[Ref], names: HashSet<String>) -> BTreeSet<Ref> {

@@ -465,6 +465,17 @@ impl Validator<'_> {
                         self.report(self.at.field(i, field), message);
                     }
                 }
+                for head in template::bare_output_reads(&env, &converted, mode) {
+                    if self.dag.index.contains_key(head.as_str()) {
+                        self.report(
+                            self.at.field(i, field),
+                            format!(
+                                "写法错误 / `{head}.output` in node `{}` renders empty: write `{{{{ nodes.{head}.output }}}}` or `${{{head}.output}}`",
+                                node.id
+                            ),
+                        );
+                    }
+                }
             }
         }
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::registry::Client;
-use crate::protocol::{Role, TaskState};
+use crate::protocol::{Role, TaskState, Trouble};
 
 /// Callbacks from the transport layer to the layers above it. Every method has a no-op
 /// default: a hub without hooks routes frames and queues tasks, and does nothing else.
@@ -32,8 +32,23 @@ pub trait Hooks: Send + Sync {
     fn free_turn_end(&self, _client: &Arc<Client>, _turn_id: &str, _text: &str) {}
     /// The person typed something into the tab.
     fn user_input(&self, _client: &Arc<Client>, _text: &str) {}
-    /// A tab reported progress on a task.
-    fn task_update(&self, _task_id: &str, _state: TaskState) {}
+    /// A tab reported progress on a task; `current` when it is the task the tab works on
+    /// now (called before the task queue sees the update).
+    fn task_update(
+        &self,
+        _client: &Arc<Client>,
+        _task_id: &str,
+        _state: TaskState,
+        _trouble: Option<Trouble>,
+        _current: bool,
+    ) {
+    }
+    /// A tab finished the reply to its task (`chars` of answer text).
+    fn task_answered(&self, _client: &Arc<Client>, _chars: usize) {
+        self.tasks_moved();
+    }
+    /// A tab's heartbeat no longer reports trouble (a person solved the check).
+    fn trouble_cleared(&self, _client: &Arc<Client>) {}
     /// A tab became free or connected: whoever waits for a free tab may try again.
     fn tasks_moved(&self) {}
     /// The hub is stopping.

@@ -7,10 +7,12 @@ pub mod auth;
 mod cluster;
 pub mod engine;
 pub mod hooks;
+pub mod outq;
 pub mod registry;
 mod sse;
 pub mod tasks;
 mod ws;
+pub use ws::future_sizes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -142,7 +144,7 @@ impl Hub {
         let _ = self.hooks.set(hooks);
     }
 
-    fn hooks(&self) -> &dyn Hooks {
+    pub(crate) fn hooks(&self) -> &dyn Hooks {
         match self.hooks.get() {
             Some(h) => h.as_ref(),
             None => &hooks::NoHooks,
@@ -155,6 +157,7 @@ impl Hub {
             .await
             .with_context(|| format!("binding {}", self.config.bind))?;
         let addr = listener.local_addr()?;
+        tracing::debug!(bytes = ?future_sizes(), "a connection's futures");
         let _ = self.public_url.set(format!("http://{addr}"));
         Ok(listener)
     }
@@ -441,7 +444,7 @@ impl Hub {
                         None
                     }
                     Ok(tasks::TurnOutcome::Answered) => {
-                        self.hooks().tasks_moved();
+                        self.hooks().task_answered(client, text.chars().count());
                         None
                     }
                     Ok(tasks::TurnOutcome::Stale) => None,
@@ -462,9 +465,16 @@ impl Hub {
                 task_id,
                 state,
                 error,
+                trouble,
             }) => {
                 client.streamed();
-                self.hooks().task_update(&task_id, state);
+                // Before the task ends: whoever waits on it re-picks with the cooldown known.
+                let current = self
+                    .tasks
+                    .current(client)
+                    .is_some_and(|(id, _)| id == task_id);
+                self.hooks()
+                    .task_update(client, &task_id, state, trouble, current);
                 let answer = self
                     .tasks
                     .on_update(client, &task_id, state, error.as_deref())
@@ -475,8 +485,14 @@ impl Hub {
                 }
                 answer
             }
-            ClientFrame::Heartbeat(_) => Some(ServerFrame::Heartbeat {
-                time: crate::store::now_ms() as u64,
+            ClientFrame::Heartbeat(hb) => Some({
+                // No trouble any more: a person solved the check (un-parks a parked tab).
+                if hb.trouble.is_none() {
+                    self.hooks().trouble_cleared(client);
+                }
+                ServerFrame::Heartbeat {
+                    time: crate::store::now_ms() as u64,
+                }
             }),
             // Only the SSE transport acts on an ack (`sse::send` takes it before this).
             ClientFrame::Ack(_) => None,

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use super::outq;
 use dashmap::DashMap;
-use tokio::sync::mpsc;
 
 use super::engine::{Engine, Envelope, Presence};
 use crate::protocol::{encode, frame_type, AppHeartbeat, Role, ServerFrame};
@@ -41,7 +41,7 @@ pub mod close {
 pub struct ConnHandle {
     /// Distinguishes a resumed connection from the one it replaced.
     pub conn_id: u64,
-    pub tx: mpsc::Sender<Outbound>,
+    pub tx: outq::Sender<Outbound>,
     /// Ends the connection at once, bypassing a full queue.
     pub kill: Killer,
 }
@@ -123,7 +123,8 @@ pub struct Client {
     /// Counts tasks given to this tab (for least-loaded scheduling).
     pub tasks_started: AtomicU64,
     /// The page's last app heartbeat (flow step, counts), for status displays.
-    heartbeat: Mutex<Option<AppHeartbeat>>,
+    /// Boxed: most tabs never send one, and each would carry its room inline.
+    heartbeat: Mutex<Option<Box<AppHeartbeat>>>,
     /// Last streamed chunk or task progress (for the "no new tokens" timeout).
     last_stream_ms: AtomicI64,
     /// Texts the hub itself typed into this tab (task prompts), newest last. When the page
@@ -239,14 +240,15 @@ impl Client {
     }
 
     pub fn set_heartbeat(&self, hb: AppHeartbeat) {
-        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(hb);
+        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(hb));
     }
 
     pub fn heartbeat(&self) -> Option<AppHeartbeat> {
         self.heartbeat
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .as_deref()
+            .cloned()
     }
 
     pub fn info(&self) -> ClientInfo {
@@ -672,7 +674,7 @@ impl Registry {
         client: &Client,
         conn_id: u64,
         unsent: impl IntoIterator<Item = String>,
-        rx: &mut mpsc::Receiver<Outbound>,
+        rx: &mut outq::Receiver<Outbound>,
     ) -> bool {
         rx.close();
         let queued = std::iter::from_fn(|| rx.try_recv().ok().map(|Outbound::Frame(text)| text));
@@ -807,8 +809,8 @@ impl Registry {
         }
         match handle.tx.try_send(Outbound::Frame(text)) {
             Ok(()) => Sent::Live,
-            Err(mpsc::error::TrySendError::Full(Outbound::Frame(text)))
-            | Err(mpsc::error::TrySendError::Closed(Outbound::Frame(text))) => {
+            Err(outq::TrySendError::Full(Outbound::Frame(text)))
+            | Err(outq::TrySendError::Closed(Outbound::Frame(text))) => {
                 // The writer cannot keep up (or is gone): drop the connection, keep the frame.
                 tracing::warn!(client = %client.id, "slow consumer: closing its connection");
                 handle.kill.kill(close::SLOW_CONSUMER);
@@ -825,7 +827,7 @@ impl Registry {
         &self,
         client: &Client,
         unsent: impl IntoIterator<Item = String>,
-        rx: &mut mpsc::Receiver<Outbound>,
+        rx: &mut outq::Receiver<Outbound>,
     ) {
         rx.close();
         let queued = std::iter::from_fn(|| rx.try_recv().ok().map(|Outbound::Frame(text)| text));
@@ -938,7 +940,7 @@ mod tests {
             ..ClientInfo::default()
         });
         // Nothing is sent in these tests, so the receiving end can go.
-        let (tx, _) = mpsc::channel(1);
+        let (tx, _) = outq::channel(1);
         reg.attach(
             &c,
             ConnHandle {

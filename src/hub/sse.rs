@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use dashmap::DashMap;
 use futures_util::Stream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::registry::{close, Client, ConnHandle, ConnState, Killer, Outbound};
 use super::{auth, Hub};
@@ -162,7 +162,7 @@ pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
         Ok(c) => c,
         Err(r) => return r,
     };
-    let (tx, rx) = mpsc::channel(hub.config.limits.outbound_queue);
+    let (tx, rx) = super::outq::channel(hub.config.limits.outbound_queue);
     let kill = Killer::default();
     let conn_id = hub.registry.next_conn_id();
     let handle = ConnHandle {
@@ -213,7 +213,7 @@ struct EventStream {
     client: Arc<Client>,
     conn_id: u64,
     pending: std::vec::IntoIter<String>,
-    rx: mpsc::Receiver<Outbound>,
+    rx: super::outq::Receiver<Outbound>,
     kill: Killer,
 }
 

@@ -151,7 +151,8 @@ pub(crate) struct Pending {
 /// One tab's tasks; it lives in the tab's `Client`, so the hot path needs no map lookup.
 #[derive(Default)]
 pub(crate) struct TabQueue {
-    current: Option<Pending>,
+    /// Boxed: an idle tab (most of them) then holds a pointer, not a whole task.
+    current: Option<Box<Pending>>,
     waiting: VecDeque<Pending>,
     /// Tasks this tab held that ended (answered, failed, timed out, handed back), newest last:
     /// the `done` a tab reports after its `turn_end`, or a late reply, is not an unknown task.
@@ -164,7 +165,7 @@ const MAX_ENDED: usize = 16;
 impl TabQueue {
     /// Takes the in-flight task and remembers its id as ended.
     fn end_current(&mut self) -> Option<Pending> {
-        let p = self.current.take()?;
+        let p = *self.current.take()?;
         self.ended.push_back(p.frame.task_id.clone());
         while self.ended.len() > MAX_ENDED {
             self.ended.pop_front();
@@ -489,7 +490,7 @@ impl Tasks {
         if let Some(p) = task.frame.parent_id.as_ref().filter(|_| task.track) {
             self.set_subtask(p, &task.frame.task_id, client, "sent");
         }
-        q.current = Some(task);
+        q.current = Some(Box::new(task));
         drop(q);
         self.registry.send_text(client, text);
     }
@@ -665,13 +666,12 @@ mod tests {
     use super::*;
     use crate::hub::registry::{ClientInfo, ConnHandle, Killer, Outbound};
     use crate::store::Store;
-    use tokio::sync::mpsc;
 
     struct Fixture {
         _dir: tempfile::TempDir,
         tasks: Tasks,
         tab: Arc<Client>,
-        out: mpsc::Receiver<Outbound>,
+        out: crate::hub::outq::Receiver<Outbound>,
     }
 
     fn fixture(max_waiting: usize) -> Fixture {
@@ -682,7 +682,7 @@ mod tests {
             label: Some("w1".into()),
             ..ClientInfo::default()
         });
-        let (tx, out) = mpsc::channel(16);
+        let (tx, out) = crate::hub::outq::channel(16);
         registry.attach(
             &tab,
             ConnHandle {
@@ -706,7 +706,7 @@ mod tests {
         r
     }
 
-    fn sent_task(out: &mut mpsc::Receiver<Outbound>) -> Option<TaskFrame> {
+    fn sent_task(out: &mut crate::hub::outq::Receiver<Outbound>) -> Option<TaskFrame> {
         let Outbound::Frame(text) = out.try_recv().ok()?;
         match serde_json::from_str(&text).expect("json") {
             crate::protocol::ServerFrame::Task(t) => Some(t),
@@ -810,7 +810,7 @@ mod tests {
             .submit(&f.tab, req("while away", None, false))
             .unwrap();
 
-        let (tx, mut out) = mpsc::channel(16);
+        let (tx, mut out) = crate::hub::outq::channel(16);
         let handle = ConnHandle {
             conn_id: 2,
             tx,

@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::outq;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::registry::{close, Client, ConnHandle, Killer, Outbound};
@@ -28,6 +28,9 @@ enum Channel {
     Realtime,
     Heartbeat,
 }
+
+/// Bytes a socket reads at a time, and the read buffer an idle tab keeps.
+pub const READ_BUFFER: usize = 512;
 
 pub async fn realtime(
     State(hub): State<Arc<Hub>>,
@@ -54,26 +57,58 @@ fn upgrade(hub: Arc<Hub>, headers: HeaderMap, ws: WebSocketUpgrade, ch: Channel)
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
     }
     let max = hub.config.limits.max_frame_bytes;
-    // tungstenite ≥0.25 allocates a 128 KiB read buffer per socket by default; tabs send
-    // small frames, so a 4 KiB buffer that grows on demand keeps idle tabs cheap.
-    ws.read_buffer_size(4 * 1024)
+    // tungstenite ≥0.25 allocates `read_buffer_size` per socket at once (128 KiB by default)
+    // and reads at most that much per `read`. Tabs send small frames (a chunk, a heartbeat:
+    // 100–400 B), so 512 B holds one or two per read and costs an idle tab 512 B, not 4 KiB;
+    // a longer frame still arrives whole (its length is reserved once its header is read),
+    // in reads of 512 B. docs/benchmarks.md has the measurements.
+    ws.read_buffer_size(READ_BUFFER)
         .write_buffer_size(0)
         .max_write_buffer_size(4 * 1024 * 1024)
         .max_message_size(max)
         .max_frame_size(max)
         .on_upgrade(move |socket| {
+            // Split here, outside any future: an async fn keeps room for each argument for
+            // as long as it runs, so a socket passed down by value would take its ~400 bytes
+            // once in each layer. The halves are two pointers.
             let tracker = hub.tracker.clone();
-            tracker.track_future(async move {
-                let Some(_live) = hub.admit_connection() else {
-                    let mut socket = socket;
-                    let _ = socket
-                        .send(close_msg(close::POLICY, "too many tabs / 标签页过多"))
-                        .await;
-                    return;
-                };
-                run(hub.clone(), socket, ch).await;
-            })
+            let (sink, stream) = socket.split();
+            tracker.track_future(connection(hub, (sink, stream), ch))
         })
+}
+
+/// One socket's task, from the upgrade to its end.
+async fn connection(hub: Arc<Hub>, (mut sink, stream): (Sink, Stream), ch: Channel) {
+    let Some(_live) = hub.admit_connection() else {
+        let _ = sink
+            .send(close_msg(close::POLICY, "too many tabs / 标签页过多"))
+            .await;
+        return;
+    };
+    run(hub.clone(), sink, stream, ch).await;
+}
+
+/// Sizes in bytes of a connection's future and of the futures inside it (each socket's
+/// task holds the outermost one, plus tokio's task header), for `docs/benchmarks.md`.
+pub fn future_sizes() -> Vec<(&'static str, usize)> {
+    fn of<A, B, C, F: std::future::Future>(_: fn(A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    fn of4<A, B, C, D, F: std::future::Future>(_: fn(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    fn of5<A, B, C, D, E, F: std::future::Future>(_: fn(A, B, C, D, E) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    vec![
+        ("connection", of(connection)),
+        ("run", of4(run)),
+        ("session", of5(session)),
+        ("read_hello", of(read_hello)),
+        ("read_loop", of5(read_loop)),
+        ("write_loop", of5(write_loop)),
+        ("send_with_deadline", of(send_with_deadline)),
+    ]
 }
 
 fn close_msg(code: u16, reason: &str) -> Message {
@@ -116,66 +151,84 @@ async fn read_hello(hub: &Hub, sink: &mut Sink, stream: &mut Stream) -> Option<H
     }
 }
 
-async fn run(hub: Arc<Hub>, socket: WebSocket, ch: Channel) {
-    let (mut sink, mut stream) = socket.split();
+async fn run(hub: Arc<Hub>, mut sink: Sink, mut stream: Stream, ch: Channel) {
     let Some(hello) = read_hello(&hub, &mut sink, &mut stream).await else {
         return;
     };
     match ch {
-        Channel::Realtime => realtime_session(hub, hello, sink, stream).await,
-        Channel::Heartbeat => heartbeat_session(hub, hello, sink, stream).await,
+        // Boxed: `/heartbeat` sockets are few, and its future would otherwise size every
+        // `/realtime` one too.
+        Channel::Heartbeat => Box::pin(heartbeat_session(hub, hello, sink, stream)).await,
+        Channel::Realtime => match begin_realtime(&hub, hello) {
+            Ok((client, conn, welcome)) => {
+                let span =
+                    tracing::info_span!("tab", client = %client.id, site = %client.info().site);
+                session(hub, client, conn, welcome, (sink, stream))
+                    .instrument(span)
+                    .await
+            }
+            Err(err) => {
+                let _ = sink.send(Message::Text(err.into())).await;
+                let _ = sink.send(close_msg(close::POLICY, "bad token")).await;
+            }
+        },
     }
 }
 
-async fn realtime_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, stream: Stream) {
-    let (tx, rx) = mpsc::channel(hub.config.limits.outbound_queue);
+/// A realtime socket's connection state: its id, the sending side the registry holds and
+/// the receiving side its writer drains, and its kill switch.
+struct Conn {
+    id: u64,
+    tx: outq::Sender<Outbound>,
+    rx: outq::Receiver<Outbound>,
+    kill: Killer,
+}
+
+/// `hello` on `/realtime`: identifies the tab and attaches the connection (synchronous, so
+/// the `Hello` is not kept in the socket's future). Gives the encoded welcome, or the
+/// encoded error to send before closing.
+fn begin_realtime(hub: &Hub, hello: Hello) -> Result<(Arc<Client>, Conn, String), String> {
+    let client = hub.identify(hello).map_err(|e| {
+        let err = ServerFrame::error(e.code(), e.to_string());
+        encode(&err)
+    })?;
+    let (tx, rx) = outq::channel(hub.config.limits.outbound_queue);
     let kill = Killer::default();
-    let conn_id = hub.registry.next_conn_id();
+    let id = hub.registry.next_conn_id();
     let handle = ConnHandle {
-        conn_id,
+        conn_id: id,
         tx: tx.clone(),
         kill: kill.clone(),
     };
-    let client = match hub.identify(hello) {
-        Ok(c) => c,
-        Err(e) => {
-            let err = ServerFrame::error(e.code(), e.to_string());
-            let _ = sink.send(Message::Text(encode(&err).into())).await;
-            let _ = sink.send(close_msg(close::POLICY, "bad token")).await;
-            return;
-        }
-    };
     hub.registry.attach_draining(&client, handle);
-    let welcome = hub.welcome(&client);
-    let span = tracing::info_span!("tab", client = %client.id, site = %client.info().site);
-    session(hub, client, conn_id, tx, rx, kill, welcome, sink, stream)
-        .instrument(span)
-        .await;
+    let welcome = encode(&hub.welcome(&client));
+    Ok((client, Conn { id, tx, rx, kill }, welcome))
 }
 
 /// The tab's session after `hello`, inside its tracing span.
-#[allow(clippy::too_many_arguments)]
 async fn session(
     hub: Arc<Hub>,
     client: Arc<Client>,
-    conn_id: u64,
-    tx: mpsc::Sender<Outbound>,
-    mut rx: mpsc::Receiver<Outbound>,
-    kill: Killer,
-    welcome: ServerFrame,
-    mut sink: Sink,
-    stream: Stream,
+    conn: Conn,
+    welcome: String,
+    (mut sink, stream): (Sink, Stream),
 ) {
+    let Conn {
+        id: conn_id,
+        tx,
+        mut rx,
+        kill,
+    } = conn;
     // The replay has the same deadline and kill as any frame: a tab that stops reading
     // during it cannot hold up shutdown. It reads the store a page at a time, and a frame
     // leaves the store only once written, so what the tab did not get stays kept.
-    let mut ok = send_with_deadline(&mut sink, Message::Text(encode(&welcome).into()), &kill)
+    let mut ok = send_with_deadline(&mut sink, Message::Text(welcome.into()), &kill)
         .await
         .is_ok();
     // Task frames the replay sent: the task queue must not send them again.
     let mut delivered = Vec::new();
     if ok {
-        match drain_kept(&hub, &client, &mut sink, &kill, &mut delivered).await {
+        match Box::pin(drain_kept(&hub, &client, &mut sink, &kill, &mut delivered)).await {
             Ok(()) => {}
             Err(_) => ok = false,
         }
@@ -203,7 +256,7 @@ async fn session(
         let ((), left) = tokio::join!(reader, writer);
         unsent = left;
     } else {
-        close_after_failed_write(&mut sink, &kill).await;
+        Box::pin(close_after_failed_write(&mut sink, &kill)).await;
     }
     // Nothing meant for the tab is lost with the socket: the frame being written when it
     // ended, what is still queued and what came after the kill are kept, in that order.
@@ -271,7 +324,7 @@ async fn read_loop(
     hub: &Arc<Hub>,
     client: &Arc<Client>,
     mut stream: Stream,
-    tx: &mpsc::Sender<Outbound>,
+    tx: &outq::Sender<Outbound>,
     kill: &Killer,
 ) -> Option<u16> {
     let dead_after = hub.config.timing.dead_after;
@@ -352,7 +405,7 @@ async fn write_loop(
     hub: &Hub,
     client: &Client,
     mut sink: Sink,
-    rx: &mut mpsc::Receiver<Outbound>,
+    rx: &mut outq::Receiver<Outbound>,
     kill: &Killer,
 ) -> Option<String> {
     let mut ping = tokio::time::interval(hub.config.timing.ping_interval);
@@ -368,17 +421,16 @@ async fn write_loop(
         tokio::select! {
             biased;
             code = &mut killed => {
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    sink.send(close_msg(code, close_reason(code))),
-                )
-                .await;
+                // Boxed, like every rare path here: the socket's future is sized by its
+                // largest state, and it is held for as long as the tab is connected.
+                let close = sink.send(close_msg(code, close_reason(code)));
+                let _ = Box::pin(tokio::time::timeout(Duration::from_secs(1), close)).await;
                 return None;
             }
             // Before frames: a queue that never empties must not starve the pings.
             _ = ping.tick() => {
                 if send_with_deadline(&mut sink, Message::Ping(Vec::new().into()), kill).await.is_err() {
-                    close_after_failed_write(&mut sink, kill).await;
+                    Box::pin(close_after_failed_write(&mut sink, kill)).await;
                     return None;
                 }
             }
@@ -386,13 +438,16 @@ async fn write_loop(
                 // Frames still queued were sent before the ones kept: they go first.
                 while let Ok(Outbound::Frame(text)) = rx.try_recv() {
                     if let Err(text) = write_frame(&mut sink, text, kill).await {
-                        close_after_failed_write(&mut sink, kill).await;
+                        Box::pin(close_after_failed_write(&mut sink, kill)).await;
                         return Some(text);
                     }
                 }
-                if drain_kept(hub, client, &mut sink, kill, &mut no_delivered).await.is_err() {
+                if Box::pin(drain_kept(hub, client, &mut sink, kill, &mut no_delivered))
+                    .await
+                    .is_err()
+                {
                     // The frame it was writing is still kept in the store.
-                    close_after_failed_write(&mut sink, kill).await;
+                    Box::pin(close_after_failed_write(&mut sink, kill)).await;
                     return None;
                 }
                 no_delivered.clear();
@@ -400,7 +455,7 @@ async fn write_loop(
             msg = rx.recv() => match msg {
                 Some(Outbound::Frame(text)) => {
                     if let Err(text) = write_frame(&mut sink, text, kill).await {
-                        close_after_failed_write(&mut sink, kill).await;
+                        Box::pin(close_after_failed_write(&mut sink, kill)).await;
                         return Some(text);
                     }
                 }
@@ -432,14 +487,19 @@ async fn send_with_deadline(sink: &mut Sink, msg: Message, kill: &Killer) -> Res
     if let std::task::Poll::Ready(r) = first {
         return r.map_err(|_| ());
     }
-    tokio::select! {
-        biased;
-        r = tokio::time::timeout(Duration::from_secs(10), send) => match r {
-            Ok(Ok(())) => Ok(()),
-            _ => Err(()),
-        },
-        _ = kill.killed() => Err(()),
-    }
+    // The slow path (a full socket buffer) is boxed, so it does not size every socket's
+    // future.
+    Box::pin(async move {
+        tokio::select! {
+            biased;
+            r = tokio::time::timeout(Duration::from_secs(10), send) => match r {
+                Ok(Ok(())) => Ok(()),
+                _ => Err(()),
+            },
+            _ = kill.killed() => Err(()),
+        }
+    })
+    .await
 }
 
 /// `/heartbeat`: app heartbeats from a known tab; answers each with the hub's time.
@@ -491,6 +551,10 @@ async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stre
         let reply = match decode(&text) {
             Ok(ClientFrame::Heartbeat(hb)) => {
                 client.touch();
+                if hb.trouble.is_none() {
+                    // The tab no longer reports trouble: a person solved the check.
+                    hub.hooks().trouble_cleared(&client);
+                }
                 client.set_heartbeat(hb);
                 ServerFrame::Heartbeat {
                     time: crate::store::now_ms() as u64,

@@ -7,8 +7,9 @@
 //!   the running hub. [`runs`] holds the runs behind `ask`, `fan_out` and `run_flow`.
 //! - **Client**: [`client::Clients`], the servers of `mcp.json` ([`config`]) for
 //!   `?<mcp list>!`, `?<mcp use …>!` and flow nodes `mcp:`.
-//! - **Skills seam**: a [`ToolSource`] set with [`McpState::set_skills`] shows up as
-//!   `skill_NAME` tools after the seven.
+//! - **Skills**: a [`ToolSource`] set with [`McpState::set_skills`] shows up as
+//!   `skill_NAME` tools after the seven; the hub plugs in [`skills::SkillTools`], the
+//!   skills of `skills/`.
 
 pub mod client;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod doctor;
 pub mod relay;
 pub mod runs;
 pub mod server;
+pub mod skills;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -120,7 +120,7 @@ pub fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
             "list_tabs",
-            "List the connected chat tabs: id, site, label, role, group, busy.",
+            "List the connected chat tabs: id, site, label, role, group, busy, health (decision engine: standing, success, timings).",
             schema::<NoArgs>(),
         ),
         Tool::new(
@@ -223,6 +223,8 @@ impl HubTools {
                     "group": info.group,
                     "busy": adm.busy(&c),
                     "title": info.title,
+                    // The decision engine's figures, as on the dashboard and in ?<tabs>!.
+                    "health": crate::pick::health_json(&self.hub, &c),
                 })
             })
             .collect();

@@ -207,6 +207,8 @@ pub enum Reply {
     Fail(String),
     /// Never answer (a stuck tab).
     Silent,
+    /// Report the task failed with this reason and `trouble` (`rate_limited`, `captcha`, …).
+    Trouble(String, String),
 }
 
 /// A scripted tab: answers every task with `script(prompt)`, records the prompts it got, and
@@ -289,6 +291,9 @@ impl ScriptedTab {
                         }
                         Reply::Fail(reason) => {
                             let _ = out.send(json!({"type":"task_update","task_id":id,"state":"failed","error":reason}));
+                        }
+                        Reply::Trouble(reason, trouble) => {
+                            let _ = out.send(json!({"type":"task_update","task_id":id,"state":"failed","error":reason,"trouble":trouble}));
                         }
                         Reply::Silent => {}
                     }
@@ -523,4 +528,49 @@ impl SseTab {
         self.ack_welcome().await;
         stream
     }
+}
+
+// ---- flows: write them into a hub's flows dir, run one from a master and wait for its end.
+
+pub fn write_flow(dir: &std::path::Path, name: &str, yaml: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.yaml")), yaml).unwrap();
+}
+
+pub async fn hub_with_flows(flows: &[(&str, &str)]) -> TestHub {
+    let h = TestHub::start_with(|c| c.flows_dir = c.data_dir.join("flows")).await;
+    for (name, yaml) in flows {
+        write_flow(&h.hub().config.flows_dir, name, yaml);
+    }
+    h
+}
+
+/// Runs `cmd` from the master and waits for the run to finish; returns (final state, the
+/// text delivered to the master).
+pub async fn run_flow(master: &mut ScriptedTab, cmd: &str) -> (String, Option<String>) {
+    master.send(json!({"type":"user_input","text":cmd}));
+    let mut delivered = None;
+    let state = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let v = master.frames.recv().await.expect("master open");
+            match v["type"].as_str() {
+                Some("deliver") => {
+                    delivered.get_or_insert(v["text"].as_str().unwrap().to_string());
+                }
+                Some("cmd_result") if v["result"]["success"] == false => {
+                    panic!("run refused: {v}")
+                }
+                Some("flow_event") if v["node_id"].is_null() => {
+                    let s = v["state"].as_str().unwrap().to_string();
+                    if matches!(s.as_str(), "completed" | "failed" | "stopped") {
+                        return s;
+                    }
+                }
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("run finished in time");
+    (state, delivered)
 }

@@ -10,11 +10,7 @@ import asyncio
 import json
 import os
 import queue
-import re
-import subprocess
-import tempfile
 import threading
-import time
 
 import httpx2
 import pytest
@@ -22,6 +18,8 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from websockets.sync.client import connect
+
+from hubproc import running_hub
 
 TOKEN = "mcp-sdk-token"
 WAIT = 10
@@ -69,30 +67,8 @@ class Tab:
 
 @pytest.fixture(scope="module")
 def hub():
-    binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
-    data = tempfile.mkdtemp(prefix="aicard-mcp-sdk-")
-    proc = subprocess.Popen(
-        [binary, "serve", "--port", "0", "--data-dir", data, "--token", TOKEN],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True).start()
-    url = None
-    deadline = time.monotonic() + WAIT
-    while url is None and time.monotonic() < deadline:
-        try:
-            m = re.search(r"listening on (http://\S+)", lines.get(timeout=1))
-        except queue.Empty:
-            assert proc.poll() is None, "the hub exited"
-            continue
-        if m:
-            url = m.group(1)
-    assert url, "the hub did not say where it listens"
-    yield url
-    proc.terminate()
-    proc.wait(WAIT)
+    with running_hub(TOKEN, "aicard-mcp-sdk-", WAIT) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +106,17 @@ def structured(result):
 
 async def transcript(session, tabs):
     tools = await session.list_tools()
-    assert [t.name for t in tools.tools] == TOOLS
+    names = [t.name for t in tools.tools]
+    # The seven, in order, then the skills of skills/ as skill_NAME tools.
+    assert names[: len(TOOLS)] == TOOLS, names
+    assert "skill_summarize" in names[len(TOOLS) :], names
+    assert all(n.startswith("skill_") for n in names[len(TOOLS) :]), names
+    summarize = next(t for t in tools.tools if t.name == "skill_summarize")
+    assert summarize.input_schema["required"] == ["text"]
+    # Arguments are checked against the skill's schema before anything is typed anywhere.
+    bad = await session.call_tool("skill_summarize", {"words": 3})
+    assert bad.is_error, bad
+    assert "text" in bad.content[0].text and "words" in bad.content[0].text, bad
     ask = next(t for t in tools.tools if t.name == "ask")
     assert set(ask.input_schema["required"]) == {"target", "prompt"}
     assert "wait_s" in ask.input_schema["properties"]

@@ -6,18 +6,15 @@ tests/sdk/run.sh (it builds the binary and sets AICARD_BIN).
 """
 
 import json
-import os
 import queue
-import re
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 
 import openai
 import pytest
 from websockets.sync.client import connect
+
+from hubproc import running_hub
 
 TOKEN = "sdk-test-token"
 WAIT = 10
@@ -88,31 +85,8 @@ class Tab:
 
 @pytest.fixture(scope="module")
 def hub():
-    binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
-    data = tempfile.mkdtemp(prefix="aicard-sdk-")
-    proc = subprocess.Popen(
-        [binary, "serve", "--port", "0", "--data-dir", data, "--token", TOKEN],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True).start()
-    url = None
-    deadline = time.monotonic() + WAIT
-    while url is None and time.monotonic() < deadline:
-        try:
-            m = re.search(r"listening on (http://\S+)", lines.get(timeout=1))
-        except queue.Empty:
-            assert proc.poll() is None, "the hub exited"
-            continue
-        if m:
-            url = m.group(1)
-    assert url, "the hub did not say where it listens"
-    yield url
-    proc.terminate()
-    proc.wait(WAIT)
-    shutil.rmtree(data, ignore_errors=True)
+    with running_hub(TOKEN, "aicard-sdk-", WAIT) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

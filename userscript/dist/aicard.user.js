@@ -360,6 +360,18 @@
     client: (status) => `the site rejected the request (HTTP ${status}) / 站点拒绝了请求（HTTP ${status}）`,
     htmlPage: "the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）"
   };
+  var TROUBLE_KINDS = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error"]);
+  var RATE_LIMITED = /rate.?limit|too many requests|usage limit|HTTP 429|限流|频繁|使用上限|次数上限/i;
+  var LOGIN_REASON = /log ?in|sign in|session token is stale|登录|会话令牌已过期/i;
+  var CAPTCHA_REASON = /captcha|human check|人机验证|验证码/i;
+  function troubleKind(reason) {
+    const r = typeof reason === "string" ? reason : "";
+    if (r === REASONS.htmlPage || r === REASONS.forbidden) return "site_error";
+    if (r === REASONS.rateLimit || RATE_LIMITED.test(r)) return "rate_limited";
+    if (r === REASONS.captcha || CAPTCHA_REASON.test(r)) return "captcha";
+    if (r === REASONS.login || LOGIN_REASON.test(r)) return "login";
+    return "site_error";
+  }
   var CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
   var LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
   function makeTrouble({ codes = {}, codePatterns = [] } = {}) {
@@ -1747,21 +1759,24 @@
   function userInput(text) {
     return { type: "user_input", text };
   }
-  function taskUpdate(taskId, state, error) {
+  var TROUBLES = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error"]);
+  function taskUpdate(taskId, state, error, trouble10) {
     if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
-    return withOptional({ type: "task_update", task_id: taskId, state }, { error });
+    if (trouble10 !== void 0 && !TROUBLES.includes(trouble10)) throw new Error(`unknown trouble: ${trouble10}`);
+    return withOptional({ type: "task_update", task_id: taskId, state }, { error, trouble: trouble10 });
   }
   function ack(received) {
     return { type: "ack", received };
   }
-  function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending } = {}) {
+  function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending, trouble: trouble10 } = {}) {
     return withOptional({ type: "heartbeat", time }, {
       flow_id: flowId,
       flow_role: flowRole,
       step,
       cmd_count: cmdCount,
       result_count: resultCount,
-      pending
+      pending,
+      trouble: trouble10
     });
   }
   function readHubFrame(text) {
@@ -3224,7 +3239,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   var Panel = class {
     constructor({ doc, hub, findInput: findInput2, version }) {
       Object.assign(this, { doc, hub, findInput: findInput2, version });
-      this.state = { hub: { state: "idle" }, role: null, label: null, task: null, result: null, capture: null };
+      this.state = { hub: { state: "idle" }, role: null, label: null, task: null, result: null, capture: null, parked: null };
       this.runs = /* @__PURE__ */ new Map();
       this.output = /* @__PURE__ */ new Map();
     }
@@ -3370,7 +3385,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
     render() {
       if (!this.body) return;
-      const { hub, role, label, task, result, capture } = this.state;
+      const { hub, role, label, task, result, capture, parked } = this.state;
       this.dot.className = `dot ${hub.state}`;
       this.mark({ state: hub.state, transport: hub.transport, capture: capture?.path, hooks: capture?.mode, role });
       const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ""}`;
@@ -3382,6 +3397,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       ];
       if (capture) rows.push(this.row("捕获 Capture", captureText(capture)));
       if (hub.notice) rows.push(this.note(hub.notice));
+      if (parked) rows.push(this.note(parkedText(parked)));
       for (const [, out] of this.output) rows.push(this.row(`⋯ ${out.command}`.slice(0, 30), out.text.slice(-120)));
       if (result) rows.push(this.row("结果 Result", result));
       this.body.replaceChildren(...rows);
@@ -3435,6 +3451,10 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       return b;
     }
   };
+  function parkedText(trouble10) {
+    const what = trouble10 === "login" ? "站点要求登录 / the site wants you to log in" : "站点要求人机验证 / the site asks for a captcha or human check";
+    return `⏸ 已暂停接收任务：${what}。完成后在此标签页发一句话即可恢复 / parked, no tasks until you act: ${what}. When done, send any message in this tab to resume.`;
+  }
 
   // src/core/storage.js
   var PLACEHOLDER_PREFIX = "__AICARD_";
@@ -3578,6 +3598,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.current = null;
       this.awaitingTurn = null;
       this.waiters = /* @__PURE__ */ new Set();
+      this.parked = null;
       capture.on((kind, turn, detail) => this.onCapture(kind, turn, detail));
     }
     /** Handles `task` and `deliver` frames from the hub. */
@@ -3692,7 +3713,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         this.hub.send(taskUpdate(id, "sent"));
         const result = await wait.arm(deadline);
         if (result.ok) this.hub.send(taskUpdate(id, "done"));
-        else if (!result.cancelled) this.hub.send(taskUpdate(id, "failed", result.error));
+        else if (!result.cancelled) this.hub.send(taskUpdate(id, "failed", result.error, result.trouble));
       } finally {
         wait.finish({ ok: false, error: "abandoned" });
       }
@@ -3707,11 +3728,27 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         if (kind === "turn_start") wait.started = true;
         if (kind === "streaming") this.hub.send(taskUpdate(turn.taskId, "streaming"));
         if (kind === "turn_end") wait.finish({ ok: true });
-        if (kind === "trouble") wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
+        if (kind === "trouble") {
+          const trouble10 = troubleKind(detail.reason);
+          if (trouble10 === "captcha" || trouble10 === "login") this.park(trouble10);
+          wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason, trouble: trouble10 });
+        }
       }
+    }
+    /** The site wants the person (captcha / login): reported in heartbeats until they act. */
+    park(trouble10) {
+      this.parked = trouble10;
+      this.onChange?.();
+    }
+    /** The person acted in the tab: it may take tasks again. */
+    unpark() {
+      if (!this.parked) return;
+      this.parked = null;
+      this.onChange?.();
     }
     /** A turn nobody asked the tab for: the person sent something by hand. */
     reportUserInput(turn) {
+      this.unpark();
       const text = turn.prompt ?? this.personSubmitted?.text;
       this.clearPersonSubmitted();
       if (text) this.hub.send(userInput(text));
@@ -3849,7 +3886,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         role: settings.get("role", void 0),
         version: VERSION
       }),
-      heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0) })
+      heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0), trouble: runner.parked || void 0 })
     });
     let runner = null;
     capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
@@ -3863,7 +3900,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       timers,
       log,
       seen: new DeliverySeen(own.sessionStorage),
-      onChange: () => panel.update({ task: describeJob(runner.current, runner.queue.length) })
+      onChange: () => panel.update({ task: describeJob(runner.current, runner.queue.length), parked: runner.parked })
     });
     hub.on("state", (status) => panel.update({ hub: status, role: status.role || panel.state.role }));
     hub.on("frame", (frame) => {

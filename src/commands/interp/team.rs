@@ -81,22 +81,44 @@ impl<H: Host> Interpreter<H> {
                 tags,
                 pin,
                 importance,
+                rate,
             } => {
                 let scope = scope.as_deref().unwrap_or(GLOBAL);
                 self.mem_check(ctx, true, scope)?;
                 let text = self.expand(ctx, text, frame)?;
+                let mut note = String::new();
+                let mut importance = *importance;
+                if let Some(target) = rate {
+                    let tab = self.resolve(ctx, target, frame)?[0].clone();
+                    self.step(ctx)?;
+                    let answer = self
+                        .host
+                        .ask(ctx.caller, &tab, say::importance_prompt(text.trim()))
+                        .await?;
+                    match say::parse_importance(&answer) {
+                        Some(n) => {
+                            importance = Some(n);
+                            note = format!(", importance {n} rated by {tab}");
+                        }
+                        None => {
+                            note = format!(
+                                "; {tab} 未给出 1–10 的数字，重要性取默认值 / gave no number from 1 to 10, importance left at the default"
+                            );
+                        }
+                    }
+                }
                 let id = mem
                     .add(&NewMemory {
                         scope,
                         text: text.trim(),
                         tags,
                         pinned: *pin,
-                        importance: *importance,
+                        importance,
                         author: Some(&ctx.caller.client_id),
                         sources: &[],
                     })
                     .map_err(failed)?;
-                Ok(format!("已记住 / remembered #{id} ({scope})"))
+                Ok(format!("已记住 / remembered #{id} ({scope}{note})"))
             }
             MemoryCmd::Rewrite {
                 id,
@@ -179,6 +201,8 @@ impl<H: Host> Interpreter<H> {
             .host
             .ask(ctx.caller, &tab, say::summary_prompt(scope, &entries))
             .await?;
+        // The tab rates the summary on its last line; without one it counts as important (8).
+        let (answer, rated) = say::split_importance(&answer);
         let sources: Vec<i64> = entries.iter().map(|e| e.id).collect();
         let mut tags = vec!["summary".to_string()];
         for e in &entries {
@@ -194,7 +218,7 @@ impl<H: Host> Interpreter<H> {
                 text: answer.trim(),
                 tags: &tags,
                 pinned: false,
-                importance: Some(8),
+                importance: Some(rated.unwrap_or(8)),
                 author: Some(&tab),
                 sources: &sources,
             })

@@ -331,10 +331,63 @@ impl<'a> Parser<'a> {
                     }
                 }
             }
+            Some("plan") => {
+                let goal = self.trim(Span::new(words[0].e, rest.e));
+                if goal.is_empty() {
+                    return Err(self.err(goal.s, "manager", "expected the goal after `plan`"));
+                }
+                Ok(ManagerCmd::Plan(self.text(goal).to_string()))
+            }
+            Some("approve") => {
+                let id = name(1)?;
+                let params = words[2..]
+                    .iter()
+                    .map(|w| self.param_for(*w, "manager"))
+                    .collect::<Result<_, _>>()?;
+                Ok(ManagerCmd::Approve { id, params })
+            }
+            Some("modify") => {
+                let after = self.trim(Span::new(words[0].e, rest.e));
+                let text = self.text(after);
+                let colon = text.find(':').ok_or_else(|| {
+                    self.err(after.e, "manager", "expected `modify ID: FEEDBACK`")
+                })?;
+                let id = text[..colon].trim();
+                if !is_flow_name(id) {
+                    return Err(self.err(after.s, "manager", "expected a draft id before `:`"));
+                }
+                let feedback = text[colon + 1..].trim();
+                if feedback.is_empty() {
+                    return Err(self.err(
+                        after.s + colon + 1,
+                        "manager",
+                        "expected the feedback after `:`",
+                    ));
+                }
+                Ok(ManagerCmd::Modify {
+                    id: id.to_string(),
+                    feedback: feedback.to_string(),
+                })
+            }
+            Some("reject") => exactly(2, ManagerCmd::Reject(name(1)?)),
+            Some("save") => {
+                let id = name(1)?;
+                if words.get(2).map(|w| self.text(*w)) != Some("as") {
+                    let at = words.get(2).map_or(rest.e, |w| w.s);
+                    return Err(self.err(at, "manager", "expected `as NAME` after the draft id"));
+                }
+                let cmd = ManagerCmd::Save { id, name: name(3)? };
+                exactly(4, cmd)
+            }
+            Some("why") => {
+                let run = name(1)?;
+                let cmd = ManagerCmd::Why { run, node: name(2)? };
+                exactly(3, cmd)
+            }
             _ => Err(self.err(
                 words.first().map_or(rest.s, |w| w.s),
                 "manager",
-                "expected a verb: create, run, pause, resume, stop, status, show, delete, list or export",
+                "expected a verb: create, run, pause, resume, stop, status, show, delete, list, export, plan, approve, modify, reject, save or why",
             )),
         }
     }

@@ -1,7 +1,7 @@
 //! The memory and skill forms (SPEC §15): `remember`, `memory …`, `skill …`.
 
 use super::{is_flow_name, ParseError, Parser, Span};
-use crate::commands::ast::{Command, MemoryCmd, SkillCmd, Target, Template};
+use crate::commands::ast::{Command, MemoryCmd, Role, SkillCmd, Target, Template};
 
 /// How many memories `memory list` shows, and `memory summarize` summarises, by default.
 pub const DEFAULT_LIST: usize = 10;
@@ -19,6 +19,8 @@ struct Options {
     scope: Option<String>,
     pin: bool,
     importance: Option<u8>,
+    /// `importance=ask`: a tab rates the memory.
+    ask: bool,
     to: Option<Target>,
     n: Option<usize>,
 }
@@ -65,12 +67,20 @@ impl<'a> Parser<'a> {
             o.pin = true;
         } else if let Some(s) = t.strip_prefix("scope=") {
             o.scope = Some(self.scope_name(w.s, s, "memory")?);
+        } else if t == "importance=ask" {
+            o.ask = true;
         } else if let Some(n) = t.strip_prefix("importance=") {
             let n: u8 = n
                 .parse()
                 .ok()
                 .filter(|n| (1..=10).contains(n))
-                .ok_or_else(|| self.err(w.s, "memory", "importance is a number from 1 to 10"))?;
+                .ok_or_else(|| {
+                    self.err(
+                        w.s,
+                        "memory",
+                        "importance is a number from 1 to 10, or ask (a tab rates it)",
+                    )
+                })?;
             o.importance = Some(n);
         } else if let Some(n) = t.strip_prefix("n=") {
             let n: usize = n
@@ -209,6 +219,9 @@ impl<'a> Parser<'a> {
                         tags: tags.unwrap_or_default(),
                         pin: o.pin,
                         importance: o.importance,
+                        rate: o
+                            .ask
+                            .then(|| o.to.clone().unwrap_or(Target::Role(Role::Worker))),
                     }
                 }
             },
@@ -328,7 +341,7 @@ pub fn split_tags(list: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::commands::ast::{Command, MemoryCmd, SkillCmd, Template};
+    use crate::commands::ast::{Command, MemoryCmd, Role, SkillCmd, Target, Template};
     use crate::commands::parser::parse;
 
     #[test]
@@ -342,8 +355,29 @@ mod tests {
                 tags: vec!["偏好".into(), "style".into()],
                 pin: true,
                 importance: None,
+                rate: None,
             })
         );
+    }
+
+    #[test]
+    fn importance_ask_names_the_rating_tab() {
+        match parse("memory the key rotates importance=ask to=deepseek").unwrap() {
+            Command::Memory(MemoryCmd::Add {
+                importance, rate, ..
+            }) => {
+                assert_eq!(importance, None);
+                assert_eq!(rate, Some(Target::Name("deepseek".into())));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse("memory the key rotates importance=ask").unwrap() {
+            Command::Memory(MemoryCmd::Add { rate, .. }) => {
+                assert_eq!(rate, Some(Target::Role(Role::Worker)))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("memory x importance=maybe").is_err());
     }
 
     #[test]

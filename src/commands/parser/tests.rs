@@ -353,6 +353,60 @@ fn manager_forms() {
 }
 
 #[test]
+fn planning_forms() {
+    let m = |s: &str| match ok(s) {
+        C::Manager(m) => m,
+        other => panic!("{s}: {other:?}"),
+    };
+    assert_eq!(
+        m("manager plan review my essay, then merge: 两个模型"),
+        ManagerCmd::Plan("review my essay, then merge: 两个模型".into())
+    );
+    assert_eq!(
+        m("manager approve plan-1a2b3c4d doc=$d n=\"2 3\""),
+        ManagerCmd::Approve {
+            id: "plan-1a2b3c4d".into(),
+            params: vec![("doc".into(), "$d".into()), ("n".into(), "2 3".into())],
+        }
+    );
+    assert_eq!(
+        m("manager modify plan-1a2b3c4d: use kimi for the review"),
+        ManagerCmd::Modify {
+            id: "plan-1a2b3c4d".into(),
+            feedback: "use kimi for the review".into(),
+        }
+    );
+    assert_eq!(
+        m("manager modify plan-1a2b3c4d :add a summary"),
+        ManagerCmd::Modify {
+            id: "plan-1a2b3c4d".into(),
+            feedback: "add a summary".into(),
+        }
+    );
+    assert_eq!(
+        m("manager reject plan-1"),
+        ManagerCmd::Reject("plan-1".into())
+    );
+    assert_eq!(
+        m("manager save plan-1 as my-flow"),
+        ManagerCmd::Save {
+            id: "plan-1".into(),
+            name: "my-flow".into()
+        }
+    );
+    assert_eq!(
+        m("manager why run-1 review"),
+        ManagerCmd::Why {
+            run: "run-1".into(),
+            node: "review".into()
+        }
+    );
+    assert_eq!(ok("tabs"), C::Manager(ManagerCmd::Tabs));
+    assert!(!ManagerCmd::Tabs.mutates() && !m("manager why a b").mutates());
+    assert!(m("manager approve plan-1").mutates() && m("manager plan x").mutates());
+}
+
+#[test]
 fn flow_role_help() {
     assert_eq!(ok("flow start"), C::Flow(FlowAction::Start));
     assert_eq!(ok("flow pause"), C::Flow(FlowAction::Pause));
@@ -473,6 +527,38 @@ const ERRORS: &[(&str, usize, &str, &str)] = &[
         "manager",
     ),
     ("manager pause a b", 16, "unexpected `b`", "manager"),
+    ("manager plan", 12, "expected the goal", "manager"),
+    (
+        "manager modify plan-1 more",
+        26,
+        "expected `modify ID: FEEDBACK`",
+        "manager",
+    ),
+    (
+        "manager modify plan-1:",
+        22,
+        "expected the feedback",
+        "manager",
+    ),
+    (
+        "manager save plan-1 to x",
+        20,
+        "expected `as NAME`",
+        "manager",
+    ),
+    (
+        "manager save plan-1 as a b",
+        25,
+        "unexpected `b`",
+        "manager",
+    ),
+    ("manager why r", 13, "expected a flow name", "manager"),
+    (
+        "manager approve plan-1 x",
+        23,
+        "expected key=value",
+        "manager",
+    ),
     ("manager create a b", 17, "expected `from`", "manager"),
     (
         "manager create a from a -> b",

@@ -79,7 +79,7 @@ export function start(env) {
       role: settings.get('role', undefined),
       version: VERSION,
     }),
-    heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0) }),
+    heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0), trouble: runner.parked || undefined }),
   });
 
   let runner = null;
@@ -89,7 +89,7 @@ export function start(env) {
   runner = new TaskRunner({
     doc, adapter, hub, capture, timers, log,
     seen: new DeliverySeen(own.sessionStorage),
-    onChange: () => panel.update({ task: describeJob(runner.current, runner.queue.length) }),
+    onChange: () => panel.update({ task: describeJob(runner.current, runner.queue.length), parked: runner.parked }),
   });
 
   hub.on('state', (status) => panel.update({ hub: status, role: status.role || panel.state.role }));

@@ -50,7 +50,7 @@ const DONE_STATES = new Set(['completed', 'failed', 'skipped', 'cancelled']);
 export class Panel {
   constructor({ doc, hub, findInput, version }) {
     Object.assign(this, { doc, hub, findInput, version });
-    this.state = { hub: { state: 'idle' }, role: null, label: null, task: null, result: null, capture: null };
+    this.state = { hub: { state: 'idle' }, role: null, label: null, task: null, result: null, capture: null, parked: null };
     this.runs = new Map();
     this.output = new Map(); // cmd_id → live output of a running command
   }
@@ -208,7 +208,7 @@ export class Panel {
 
   render() {
     if (!this.body) return;
-    const { hub, role, label, task, result, capture } = this.state;
+    const { hub, role, label, task, result, capture, parked } = this.state;
     this.dot.className = `dot ${hub.state}`;
     this.mark({ state: hub.state, transport: hub.transport, capture: capture?.path, hooks: capture?.mode, role });
     const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ''}`;
@@ -220,6 +220,7 @@ export class Panel {
     ];
     if (capture) rows.push(this.row('捕获 Capture', captureText(capture)));
     if (hub.notice) rows.push(this.note(hub.notice));
+    if (parked) rows.push(this.note(parkedText(parked)));
     for (const [, out] of this.output) rows.push(this.row(`⋯ ${out.command}`.slice(0, 30), out.text.slice(-120)));
     if (result) rows.push(this.row('结果 Result', result));
     this.body.replaceChildren(...rows);
@@ -274,4 +275,12 @@ export class Panel {
     b.textContent = text;
     return b;
   }
+}
+
+/** What a parked tab tells the person (the hub sends it no task until they act). */
+export function parkedText(trouble) {
+  const what = trouble === 'login'
+    ? '站点要求登录 / the site wants you to log in'
+    : '站点要求人机验证 / the site asks for a captcha or human check';
+  return `⏸ 已暂停接收任务：${what}。完成后在此标签页发一句话即可恢复 / parked, no tasks until you act: ${what}. When done, send any message in this tab to resume.`;
 }

@@ -59,10 +59,14 @@ export function userInput(text) {
   return { type: 'user_input', text };
 }
 
-/** `task_update` — progress of a hub task in this tab. */
-export function taskUpdate(taskId, state, error) {
+/** `task_update.trouble` kinds (SPEC §10). */
+export const TROUBLES = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error']);
+
+/** `task_update` — progress of a hub task in this tab; `trouble` says why the site refused. */
+export function taskUpdate(taskId, state, error, trouble) {
   if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
-  return withOptional({ type: 'task_update', task_id: taskId, state }, { error });
+  if (trouble !== undefined && !TROUBLES.includes(trouble)) throw new Error(`unknown trouble: ${trouble}`);
+  return withOptional({ type: 'task_update', task_id: taskId, state }, { error, trouble });
 }
 
 /**
@@ -74,9 +78,9 @@ export function ack(received) {
 }
 
 /** App heartbeat on the `/heartbeat` socket (HELPERS.md). */
-export function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending } = {}) {
+export function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending, trouble } = {}) {
   return withOptional({ type: 'heartbeat', time }, {
-    flow_id: flowId, flow_role: flowRole, step, cmd_count: cmdCount, result_count: resultCount, pending,
+    flow_id: flowId, flow_role: flowRole, step, cmd_count: cmdCount, result_count: resultCount, pending, trouble,
   });
 }
 

@@ -5,6 +5,7 @@
  * put back after the prompt was sent.
  */
 import { taskUpdate, userInput } from './protocol.js';
+import { troubleKind } from '../adapters/lib/trouble.js';
 import { DomReplyWatcher } from './dom-fallback.js';
 import { findInput, findStopButton, insertBlock, pressSend, readInput, setInput, siteShowsStop, waitFor } from './input.js';
 
@@ -20,6 +21,8 @@ export class TaskRunner {
     this.current = null;
     this.awaitingTurn = null;
     this.waiters = new Set();
+    /** `captcha` or `login` while the tab waits for the person, else null. */
+    this.parked = null;
     capture.on((kind, turn, detail) => this.onCapture(kind, turn, detail));
   }
 
@@ -138,7 +141,7 @@ export class TaskRunner {
       this.hub.send(taskUpdate(id, 'sent'));
       const result = await wait.arm(deadline);
       if (result.ok) this.hub.send(taskUpdate(id, 'done'));
-      else if (!result.cancelled) this.hub.send(taskUpdate(id, 'failed', result.error));
+      else if (!result.cancelled) this.hub.send(taskUpdate(id, 'failed', result.error, result.trouble));
     } finally {
       wait.finish({ ok: false, error: 'abandoned' });
     }
@@ -154,12 +157,31 @@ export class TaskRunner {
       if (kind === 'turn_start') wait.started = true;
       if (kind === 'streaming') this.hub.send(taskUpdate(turn.taskId, 'streaming'));
       if (kind === 'turn_end') wait.finish({ ok: true });
-      if (kind === 'trouble') wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason });
+      if (kind === 'trouble') {
+        const trouble = troubleKind(detail.reason);
+        // A captcha or a login page needs the person: the hub parks the tab, the panel says so.
+        if (trouble === 'captcha' || trouble === 'login') this.park(trouble);
+        wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason, trouble });
+      }
     }
+  }
+
+  /** The site wants the person (captcha / login): reported in heartbeats until they act. */
+  park(trouble) {
+    this.parked = trouble;
+    this.onChange?.();
+  }
+
+  /** The person acted in the tab: it may take tasks again. */
+  unpark() {
+    if (!this.parked) return;
+    this.parked = null;
+    this.onChange?.();
   }
 
   /** A turn nobody asked the tab for: the person sent something by hand. */
   reportUserInput(turn) {
+    this.unpark();
     const text = turn.prompt ?? this.personSubmitted?.text;
     this.clearPersonSubmitted();
     if (text) this.hub.send(userInput(text));

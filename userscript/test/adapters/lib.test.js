@@ -137,3 +137,21 @@ test('parseRequestUrl: absolute, relative, Request-like objects', () => {
   assert.equal(parseRequestUrl('/a/b').host, '');
   assert.equal(parseRequestUrl({ url: 'https://claude.ai/x' }).path, '/x');
 });
+
+test('trouble reasons map to the kinds the hub acts on', async () => {
+  const { REASONS, troubleKind, TROUBLE_KINDS, makeTrouble } = await import('../../src/adapters/lib/trouble.js');
+  const { TROUBLES } = await import('../../src/core/protocol.js');
+  assert.deepEqual(TROUBLE_KINDS, TROUBLES);
+  assert.equal(troubleKind(REASONS.rateLimit), 'rate_limited');
+  assert.equal(troubleKind('Doubao rate limit, too many requests / 豆包限流，请求过于频繁'), 'rate_limited');
+  assert.equal(troubleKind('Gemini usage limit reached / Gemini 已达使用上限'), 'rate_limited');
+  assert.equal(troubleKind(REASONS.captcha), 'captcha');
+  assert.equal(troubleKind(REASONS.login), 'login');
+  assert.equal(troubleKind('Gemini session token is stale, reload the page / Gemini 会话令牌已过期，请刷新页面'), 'login');
+  assert.equal(troubleKind(REASONS.server(502)), 'site_error');
+  assert.equal(troubleKind(REASONS.htmlPage), 'site_error');
+  const trouble = makeTrouble({});
+  assert.equal(troubleKind(trouble(429, '')), 'rate_limited');
+  assert.equal(troubleKind(trouble(403, '<html>cf-chl captcha</html>')), 'captcha');
+  assert.equal(troubleKind(trouble(401, '')), 'login');
+});

@@ -25,10 +25,13 @@ test('task_update states', () => {
   for (const s of ['accepted', 'sent', 'streaming', 'done']) assert.deepEqual(p.taskUpdate('k', s), { type: 'task_update', task_id: 'k', state: s });
   assert.deepEqual(p.taskUpdate('k', 'failed', '429'), { type: 'task_update', task_id: 'k', state: 'failed', error: '429' });
   assert.throws(() => p.taskUpdate('k', 'finished'), /unknown task state/);
+  assert.deepEqual(p.taskUpdate('k', 'failed', '429', 'rate_limited'), { type: 'task_update', task_id: 'k', state: 'failed', error: '429', trouble: 'rate_limited' });
+  assert.throws(() => p.taskUpdate('k', 'failed', 'x', 'tired'), /unknown trouble/);
 });
 
 test('heartbeat', () => {
   assert.deepEqual(p.heartbeat({ time: 5, pending: 2 }), { type: 'heartbeat', time: 5, pending: 2 });
+  assert.deepEqual(p.heartbeat({ time: 5, trouble: 'captcha' }), { type: 'heartbeat', time: 5, trouble: 'captcha' });
 });
 
 test('readHubFrame', () => {

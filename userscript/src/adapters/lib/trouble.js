@@ -12,6 +12,27 @@ export const REASONS = {
     'the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）',
 };
 
+/** The `task_update.trouble` kinds the hub acts on (SPEC §10): cool down, or park until a person acts. */
+export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error']);
+
+const RATE_LIMITED = /rate.?limit|too many requests|usage limit|HTTP 429|限流|频繁|使用上限|次数上限/i;
+const LOGIN_REASON = /log ?in|sign in|session token is stale|登录|会话令牌已过期/i;
+const CAPTCHA_REASON = /captcha|human check|人机验证|验证码/i;
+
+/**
+ * The kind of a trouble reason (what `makeTrouble` returned, or a site code's reason): the hub
+ * cools a `rate_limited` tab and parks a `captcha` or `login` one until a person acts.
+ */
+export function troubleKind(reason) {
+  const r = typeof reason === 'string' ? reason : '';
+  // A web page instead of a stream may be a login page or not: the site failed, nothing more.
+  if (r === REASONS.htmlPage || r === REASONS.forbidden) return 'site_error';
+  if (r === REASONS.rateLimit || RATE_LIMITED.test(r)) return 'rate_limited';
+  if (r === REASONS.captcha || CAPTCHA_REASON.test(r)) return 'captcha';
+  if (r === REASONS.login || LOGIN_REASON.test(r)) return 'login';
+  return 'site_error';
+}
+
 const CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
 const LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
 

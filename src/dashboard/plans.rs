@@ -1,0 +1,142 @@
+//! Plan drafts on the dashboard's JSON API (SPEC §10, §13): list them, read one (its DAG as
+//! text and Mermaid), and answer it — approve, modify, reject — with the same code as
+//! `?<manager approve|modify|reject ID>!`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::authorize;
+use crate::app::App;
+use crate::planner::drafts::Draft;
+use crate::planner::PlanError;
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, Json(json!({"error": msg.into()}))).into_response()
+}
+
+fn draft_json(d: &Draft, full: bool) -> Value {
+    let mut v = json!({
+        "id": d.id,
+        "goal": d.goal,
+        "state": d.state.as_str(),
+        "parent": d.parent,
+        "planner": d.planner,
+        "master": d.master,
+        "repairs": d.repairs,
+        "run_id": d.run_id,
+        "saved_as": d.saved_as,
+        "created_ms": d.created_ms,
+        "decided_ms": d.decided_ms,
+    });
+    if full {
+        v["yaml"] = json!(d.yaml);
+        v["text"] = json!(crate::planner::present(d).unwrap_or_default());
+        if let Ok(flow) = crate::flows::load_str("plan.yaml", &d.yaml) {
+            v["nodes"] = json!(flow.nodes.len());
+            v["mermaid"] = json!(crate::flows::render::mermaid(&flow));
+        }
+    }
+    v
+}
+
+fn status_of(e: &PlanError) -> StatusCode {
+    match e {
+        PlanError::NoDraft(_) => StatusCode::NOT_FOUND,
+        PlanError::Decided { .. } => StatusCode::CONFLICT,
+        PlanError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
+    }
+}
+
+/// `GET /api/plans`: the newest drafts (any state).
+pub async fn list(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+        return r.into_response();
+    }
+    match hub.planner.drafts.recent(100) {
+        Ok(drafts) => {
+            let plans: Vec<Value> = drafts.iter().map(|d| draft_json(d, false)).collect();
+            Json(json!({"plans": plans})).into_response()
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `GET /api/plans/{id}`: one draft with its YAML, DAG text and Mermaid graph.
+pub async fn get(
+    State(hub): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+        return r.into_response();
+    }
+    match hub.planner.drafts.get(&id) {
+        Ok(Some(d)) => Json(draft_json(&d, true)).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, format!("no plan draft `{id}`")),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// Body of `POST /api/plans/{id}/{approve|modify|reject}`.
+#[derive(Debug, Default, Deserialize)]
+pub struct AnswerBody {
+    /// `approve`: the run's inputs.
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+    /// `modify`: what to change.
+    #[serde(default)]
+    pub feedback: Option<String>,
+}
+
+/// `POST /api/plans/{id}/approve|modify|reject`. An approval from the dashboard runs without
+/// a master tab (the result stays in the journal), unless the draft's master is online.
+pub async fn answer(
+    State(hub): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(String, String)>,
+    body: Option<Json<AnswerBody>>,
+) -> Response {
+    if let Err(r) = authorize(&hub, &Method::POST, &headers) {
+        return r.into_response();
+    }
+    let body = body.map(|b| b.0).unwrap_or_default();
+    let master = match hub.planner.drafts.get(&id) {
+        Ok(Some(d)) => d.master,
+        Ok(None) => return error(StatusCode::NOT_FOUND, format!("no plan draft `{id}`")),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let online_master = master.clone().filter(|m| {
+        hub.registry
+            .get(m)
+            .is_some_and(|c| c.state() == crate::hub::registry::ConnState::Connected)
+    });
+    let result = match action.as_str() {
+        "approve" => crate::planner::approve(&hub, online_master, &id, body.inputs),
+        "reject" => crate::planner::reject(&hub, &id),
+        "modify" => match body.feedback.as_deref().map(str::trim) {
+            Some(f) if !f.is_empty() => {
+                let asker = master.unwrap_or_default();
+                crate::planner::modify(&hub, &asker, &id, f).await
+            }
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "modify needs {\"feedback\": \"…\"}",
+                )
+            }
+        },
+        other => return error(StatusCode::NOT_FOUND, format!("unknown action `{other}`")),
+    };
+    match result {
+        Ok(message) => Json(json!({"ok": true, "message": message})).into_response(),
+        Err(e) => error(status_of(&e), e.to_string()),
+    }
+}

@@ -1,0 +1,222 @@
+//! The hub side of the decision engine (`crate::decide`): turns the registry's tabs into the
+//! engine's [`Candidate`] facts, feeds it what tabs report (`task_update`, chunks, answers),
+//! resolves `auto` / `auto:SITE,SITE` targets, and renders `?<tabs>!` and `manager why`.
+//!
+//! The engine itself never sees a `Hub` or an `App`; this module is the only bridge.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::app::App;
+use crate::decide::{Candidate, Choice, Row, DEFAULT_REPLY_CHARS};
+use crate::hub::registry::{Client, ConnState};
+use crate::protocol::{Role, TaskState, Trouble};
+
+/// `auto` → `Some([])` (any worker), `auto:deepseek,kimi` → `Some(["deepseek", "kimi"])`.
+pub fn auto_sites(target: &str) -> Option<Vec<String>> {
+    let t = target.trim();
+    if t == "auto" {
+        return Some(Vec::new());
+    }
+    let sites = t.strip_prefix("auto:")?;
+    Some(
+        sites
+            .split(',')
+            .map(|s| s.trim().to_lowercase())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    )
+}
+
+/// A `task_update` from a tab: the engine learns when it accepted a task and why one failed;
+/// an update without trouble from a parked tab means a person fixed it.
+pub fn on_task_update(hub: &App, client: &Client, state: TaskState, trouble: Option<Trouble>) {
+    let now = crate::store::now_ms() as u64;
+    match state {
+        TaskState::Accepted => hub.decide.started(&client.id, now),
+        TaskState::Failed => {
+            hub.decide.failed(&client.id, trouble, now);
+            if let Some(t) = trouble {
+                tracing::info!(tab = %client.display(), trouble = t.as_str(), "site trouble");
+            }
+        }
+        _ => {}
+    }
+    if trouble.is_none() && state != TaskState::Failed {
+        hub.decide.unpark(&client.id);
+    }
+}
+
+/// A task ended without an answer the tab reported (the hub timed it out, or the tab was
+/// lost): a failed outcome for the engine. A tab's own `failed` is counted by
+/// [`on_task_update`].
+pub fn on_task_error(hub: &App, client: &Client, err: &crate::hub::tasks::TaskError) {
+    use crate::hub::tasks::TaskError;
+    if matches!(err, TaskError::Timeout(_) | TaskError::TabLost(_)) {
+        hub.decide
+            .failed(&client.id, None, crate::store::now_ms() as u64);
+    }
+}
+
+fn candidate(hub: &App, c: &Client, exclude: &[String]) -> Candidate {
+    let info = c.info();
+    let label = c.display_of(&info);
+    Candidate {
+        id: c.id.clone(),
+        avoid: exclude.contains(&c.id) || exclude.contains(&label),
+        label,
+        site: info.site.to_lowercase(),
+        in_flight: hub.tasks.load(c),
+    }
+}
+
+/// Connected worker tabs an `auto` target may use (of `sites`, when named).
+pub fn eligible(hub: &App, sites: &[String]) -> Vec<Arc<Client>> {
+    let mut tabs: Vec<Arc<Client>> = hub
+        .registry
+        .all()
+        .into_iter()
+        .filter(|c| c.state() == ConnState::Connected && c.role() == Role::Worker)
+        .filter(|c| sites.is_empty() || sites.contains(&c.info().site.to_lowercase()))
+        .collect();
+    tabs.sort_by(|a, b| a.id.cmp(&b.id));
+    tabs
+}
+
+/// Picks a tab for `target` (`auto…`) among eligible workers not in `exclude` (shown in the
+/// table as having failed the task); the choice is kept under `why_key` for `manager why`.
+/// None: no tab is eligible now.
+pub fn choose(
+    hub: &App,
+    target: &str,
+    exclude: &[String],
+    why_key: Option<&str>,
+) -> Option<Arc<Client>> {
+    let sites = auto_sites(target)?;
+    let tabs = eligible(hub, &sites);
+    let cands: Vec<Candidate> = tabs.iter().map(|c| candidate(hub, c, exclude)).collect();
+    let choice = hub
+        .decide
+        .choose(&cands, DEFAULT_REPLY_CHARS, crate::store::now_ms() as u64);
+    let picked = choice
+        .picked
+        .as_ref()
+        .and_then(|id| tabs.iter().find(|c| &c.id == id).cloned());
+    if let Some(key) = why_key {
+        if picked.is_some() || hub.decide.why(key).is_none() {
+            hub.decide.remember(key, choice);
+        }
+    }
+    picked
+}
+
+/// Whether a tab may take work now: not cooling down, not parked, no probe in flight.
+pub fn usable(hub: &App, c: &Client) -> bool {
+    use crate::decide::Standing;
+    !matches!(
+        health(hub, c).standing,
+        Standing::Cooling(_) | Standing::Parked(_) | Standing::Waiting
+    )
+}
+
+/// Whether an `auto` target could be served by a tab online now (for plan validation).
+pub fn auto_online(hub: &App, target: &str) -> bool {
+    auto_sites(target).is_some_and(|sites| !eligible(hub, &sites).is_empty())
+}
+
+/// One tab's health as the engine sees it.
+pub fn health(hub: &App, c: &Client) -> Row {
+    hub.decide
+        .health(&candidate(hub, c, &[]), crate::store::now_ms() as u64)
+}
+
+/// `?<tabs>!`: every tab, connected first, with its role, group and health.
+pub fn tabs_report(hub: &App) -> String {
+    let mut tabs = hub.registry.all();
+    tabs.sort_by_key(|c| (c.state() != ConnState::Connected, c.display()));
+    let mut out = format!(
+        "标签页 / tabs ({} 在线 / online):\n  {:<20} {:<9} {:<8} {:<8} {:<22} {:>6} {:>6} {:>7} {:>4}\n",
+        hub.registry.connected_count(),
+        "tab",
+        "site",
+        "role",
+        "group",
+        "健康 / health",
+        "ok",
+        "ttft",
+        "s/1k",
+        "busy"
+    );
+    for c in tabs {
+        let info = c.info();
+        let row = health(hub, &c);
+        let state = if c.state() == ConnState::Connected {
+            row.standing.word()
+        } else {
+            "离线 / offline".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<9} {:<8} {:<8} {:<22} {:>6} {:>6} {:>7} {:>4}",
+            c.display_of(&info),
+            info.site,
+            info.role.as_str(),
+            info.group.as_deref().unwrap_or("-"),
+            state,
+            if row.outcomes == 0 {
+                "—".to_string()
+            } else {
+                format!("{}/{}", row.successes, row.outcomes)
+            },
+            row.ttft_s.map_or("—".into(), |s| format!("{s:.1}s")),
+            row.s_per_1k.map_or("—".into(), |s| format!("{s:.1}s")),
+            row.in_flight
+        );
+    }
+    out
+}
+
+/// `?<manager why RUN NODE>!`: the score table of the node's latest pick.
+pub fn why(hub: &App, run: &str, node: &str) -> Result<String, String> {
+    let key = format!("{run}/{node}");
+    let choice: Choice = hub.decide.why(&key).ok_or_else(|| {
+        format!(
+            "没有记录 / no pick recorded for node `{node}` of run `{run}` (only `auto` targets are picked by the decision engine)"
+        )
+    })?;
+    Ok(format!(
+        "{run} / {node} — 得分 = 预计完成时间 ÷ 成功概率 / score = expected completion ÷ success probability\n{}",
+        choice.table()
+    ))
+}
+
+/// A tab's health for JSON views (dashboard): standing, success, timings, in flight.
+pub fn health_json(hub: &App, c: &Client) -> serde_json::Value {
+    let r = health(hub, c);
+    serde_json::json!({
+        "standing": r.standing.word(),
+        "parked": hub.decide.parked(&c.id).map(Trouble::as_str),
+        "successes": r.successes,
+        "outcomes": r.outcomes,
+        "success_p": r.p,
+        "ttft_s": r.ttft_s,
+        "s_per_1k": r.s_per_1k,
+        "in_flight": r.in_flight,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_targets_name_their_sites() {
+        assert_eq!(auto_sites("auto"), Some(vec![]));
+        assert_eq!(
+            auto_sites("auto:DeepSeek, kimi"),
+            Some(vec!["deepseek".to_string(), "kimi".to_string()])
+        );
+        assert_eq!(auto_sites("automat"), None);
+        assert_eq!(auto_sites("deepseek"), None);
+    }
+}
