@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the hub; prints where to install the userscript / 运行集线器
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Hub + simulated chat tabs + the demo flow, end to end / 演示
     Demo(crate::demo::DemoArgs),
     /// Check or draw flow files / 校验或绘制流程文件
@@ -213,7 +213,7 @@ impl ServeArgs {
 /// Runs the parsed command line; the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Demo(args) => crate::demo::run(args).await,
         Command::Open(args) => crate::dashboard::login::open(args).await,
         Command::Flow(FlowCommand::Validate { files }) => Ok(validate(&files)),
