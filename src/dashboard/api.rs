@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{authorize, runs, Caller};
+use crate::decide::Standing;
 use crate::hub::registry::ConnState;
 use crate::hub::Hub;
 use crate::protocol::Role;
@@ -62,6 +63,19 @@ pub fn tabs_json(hub: &Hub) -> Value {
                 (true, Some(_)) => "busy",
                 (true, None) => "idle",
             };
+            let standing = crate::pick::health(hub, c).standing;
+            // What the tabs page draws: idle / busy, or why the engine holds the tab back.
+            let status = match (connected, standing) {
+                (false, _) => "offline",
+                (true, Standing::Parked(_)) => "parked",
+                (true, Standing::Cooling(_)) => "cooling",
+                (true, _) if current.is_some() || load > 0 => "busy",
+                (true, _) => "idle",
+            };
+            let cooling_ms = match standing {
+                Standing::Cooling(ms) => Some(ms),
+                _ => None,
+            };
             let silent_ms = now - c.last_seen_ms();
             let health = if !connected {
                 "lost"
@@ -80,6 +94,8 @@ pub fn tabs_json(hub: &Hub) -> Value {
                 "url": info.url,
                 "title": info.title,
                 "state": state,
+                "status": status,
+                "cooling_ms": cooling_ms,
                 "health": health,
                 "last_seen_ms": c.last_seen_ms(),
                 "queue": load,
