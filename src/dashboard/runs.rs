@@ -386,7 +386,8 @@ fn why(
     item: usize,
     attempts: &[Attempt],
 ) -> (Option<String>, Option<String>) {
-    if auto_target(ctx.flow, node) {
+    let auto = auto_target(ctx.flow, node);
+    if auto {
         let key = format!("{}/{node}/{item}", ctx.run_id);
         if let Some(choice) = ctx.hub.decide.why(&key) {
             return (Some(engine_reason(&choice)), Some(choice.table()));
@@ -395,6 +396,15 @@ fn why(
     let Some(tab) = attempts.last().and_then(|a| a.client.as_deref()) else {
         return (None, None);
     };
+    if auto {
+        // Picks are remembered in memory only: the hub restarted, or many picks came since.
+        return (
+            Some(format!(
+                "决策引擎选择了 / the decision engine picked `{tab}`; 它的得分表已不在内存中 / its score table is no longer kept (hub restarted or too many picks since)"
+            )),
+            None,
+        );
+    }
     let to = ctx
         .flow
         .nodes
