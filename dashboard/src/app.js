@@ -390,21 +390,25 @@ function planBadge(state) {
 
 async function plansPage() {
   const box = h('section', { class: 'plans-page' }, h('h2', { text: t('plans') }));
-  const { plans } = await api.plans();
-  if (!plans.length) {
-    box.append(h('p', { class: 'empty', text: t('no_plans') }));
-    return { el: box };
-  }
-  box.append(h('table', { class: 'grid' },
-    h('thead', {}, h('tr', {}, ['plans', 'goal', 'state', 'planner', 'created', 'run'].map((k) => h('th', { text: t(k) })))),
-    h('tbody', {}, plans.map((p) => h('tr', { 'data-plan': p.id },
-      h('td', {}, h('a', { href: `#/plans/${encodeURIComponent(p.id)}`, text: p.id })),
-      h('td', { text: p.goal }),
-      h('td', {}, planBadge(p.state)),
-      h('td', { text: p.planner || t('unknown') }),
-      h('td', { text: new Date(p.created_ms).toLocaleString() }),
-      h('td', {}, p.run_id ? h('a', { href: `#/runs/${encodeURIComponent(p.run_id)}`, text: p.run_id }) : t('unknown')))))));
-  return { el: box };
+  const table = h('div');
+  box.append(table);
+  const load = async () => {
+    const { plans } = await api.plans();
+    if (!plans.length) { replace(table, h('p', { class: 'empty', text: t('no_plans') })); return; }
+    replace(table, h('table', { class: 'grid' },
+      h('thead', {}, h('tr', {}, ['plan_one', 'goal', 'state', 'planner', 'created', 'run'].map((k) => h('th', { text: t(k) })))),
+      h('tbody', {}, plans.map((p) => h('tr', { 'data-plan': p.id },
+        h('td', {}, h('a', { href: `#/plans/${encodeURIComponent(p.id)}`, text: p.id })),
+        h('td', { text: p.goal }),
+        h('td', {}, planBadge(p.state)),
+        h('td', { text: p.planner || t('unknown') }),
+        h('td', { text: new Date(p.created_ms).toLocaleString() }),
+        h('td', {}, p.run_id ? h('a', { href: `#/runs/${encodeURIComponent(p.run_id)}`, text: p.run_id }) : t('unknown')))))));
+  };
+  await load();
+  // A draft answered elsewhere (a master tab) starts a run: the journal says when.
+  const refresh = throttle(load, 500);
+  return { el: box, onEvent: (kind, d) => { if (kind === 'journal' && d.event?.type === 'run_started') refresh(); } };
 }
 
 async function planPage(id) {
