@@ -493,6 +493,25 @@ async fn a_flow_item_on_auto_moves_to_another_tab_when_its_tab_is_rate_limited()
     let why = output(&master.command(&format!("?<manager why {run} ask>!")).await);
     assert!(why.contains("▶ w2"), "{why}");
     assert!(why.contains("冷却 / cooling"), "w1 is shown cooling: {why}");
+    // The dashboard's node panel gives the same pick and its reason.
+    let node = reqwest::Client::new()
+        .get(h.http_url(&format!("/api/runs/{run}/nodes/ask")))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    let node = body(node).await;
+    let item = &node["items"][0];
+    let reason = item["why"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("决策引擎 / decision engine: `w2`"),
+        "{item}"
+    );
+    assert!(reason.contains("w1 冷却 / cooling"), "{item}");
+    assert!(
+        item["why_table"].as_str().unwrap().contains("▶ w2"),
+        "{item}"
+    );
 }
 
 #[tokio::test]
@@ -576,4 +595,105 @@ async fn a_task_the_hub_times_out_counts_as_a_failure() {
         .find(|l| l.trim_start().starts_with("w1"))
         .unwrap();
     assert!(w1.contains(" 0/1 "), "{tabs}");
+}
+
+#[tokio::test]
+async fn the_dashboard_modifies_a_draft_with_edited_yaml_and_shows_parked_tabs() {
+    let flows = tempfile::tempdir().unwrap();
+    let h = hub(3, flows.path()).await;
+    let _planner = planner(&h, |_| GOOD.to_string()).await;
+    let _worker = h
+        .scripted("w1", "deepseek", "worker", |_| {
+            Reply::Text(Duration::from_millis(1), "fine".into())
+        })
+        .await;
+    let _captcha = h
+        .scripted("w2", "doubao", "worker", |_| {
+            Reply::Trouble("captcha".into(), "captcha".into())
+        })
+        .await;
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    let id = draft_id(&output(
+        &master.command("?<manager plan check my essay>!").await,
+    ));
+    let http = reqwest::Client::new();
+    let auth = format!("Bearer {TOKEN}");
+    let modify = |yaml: &str| {
+        http.post(h.http_url(&format!("/api/plans/{id}/modify")))
+            .header("authorization", auth.clone())
+            .header("content-type", "application/json")
+            .body(json!({ "yaml": yaml }).to_string())
+            .send()
+    };
+    // A target no tab answers to: refused with located problems, the draft untouched.
+    let bad = modify(&GOOD.replace("to: auto", "to: nobody"))
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 422);
+    let bad = body(bad).await;
+    assert_eq!(bad["diagnostics"][0]["line"], 6, "{bad}");
+    assert!(
+        bad["error"].as_str().unwrap().contains("E_TARGET_UNKNOWN"),
+        "{bad}"
+    );
+    assert_eq!(
+        h.hub()
+            .planner
+            .drafts
+            .get(&id)
+            .unwrap()
+            .unwrap()
+            .state
+            .as_str(),
+        "draft"
+    );
+    // Edited: a new draft (parent: the old one), the old one modified.
+    let ok = body(
+        modify(&GOOD.replace("Review:", "Review closely:"))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(ok["ok"], true, "{ok}");
+    let new = ok["id"].as_str().unwrap();
+    let d = h.hub().planner.drafts.get(new).unwrap().unwrap();
+    assert_eq!(d.parent.as_deref(), Some(id.as_str()));
+    assert!(d.yaml.contains("Review closely:"));
+    assert_eq!(d.state.as_str(), "draft");
+    assert_eq!(
+        h.hub()
+            .planner
+            .drafts
+            .get(&id)
+            .unwrap()
+            .unwrap()
+            .state
+            .as_str(),
+        "modified"
+    );
+    assert_eq!(modify(GOOD).await.unwrap().status(), 409, "decided");
+
+    // A captcha parks the tab: /api/tabs says so.
+    let r = master.command("?<to w2: hello>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    let tabs = body(
+        http.get(h.http_url("/api/tabs"))
+            .header("authorization", auth.clone())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let status = |label: &str| {
+        tabs["tabs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["label"] == label)
+            .map(|t| t["status"].clone())
+    };
+    assert_eq!(status("w2"), Some(json!("parked")), "{tabs}");
+    assert_eq!(status("w1"), Some(json!("idle")), "{tabs}");
 }

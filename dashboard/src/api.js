@@ -35,5 +35,8 @@ export const api = {
   start: (flow, inputs, source) => call('POST', '/api/runs', { flow, inputs, source }),
   flows: () => call('GET', '/api/flows'),
   flow: (name) => call('GET', `/api/flows/${encodeURIComponent(name)}`),
+  plans: () => call('GET', '/api/plans'),
+  plan: (id) => call('GET', `/api/plans/${encodeURIComponent(id)}`),
+  answerPlan: (id, action, body) => call('POST', `/api/plans/${encodeURIComponent(id)}/${action}`, body || {}),
   validate: (file, yaml) => call('POST', `/api/flows/validate?format=json&file=${encodeURIComponent(file)}`, yaml, { type: 'text/plain' }),
 };

@@ -1,9 +1,10 @@
-// The AIcard dashboard: tabs, runs (live DAG, node panel, timeline, pause/resume/stop) and the
-// flow editor. Hash routes: #/tabs, #/runs, #/runs/ID, #/flows.
+// The AIcard dashboard: tabs, runs (live DAG, node panel, timeline, pause/resume/stop), the
+// flow editor and plan drafts. Hash routes: #/tabs, #/runs, #/runs/ID, #/flows, #/plans,
+// #/plans/ID.
 import { h, s, replace, clear } from './dom.js';
 import { t, toggleLang, getLang } from './i18n.js';
 import { api, ApiError } from './api.js';
-import { badge, legend, fanoutText } from './states.js';
+import { badge, legend, tabBadge, tabLegend } from './states.js';
 import { drawDag } from './dag.js';
 import * as live from './live.js';
 
@@ -50,7 +51,7 @@ function errorBox(e) {
 
 function header() {
   const nav = h('nav', {},
-    [['#/tabs', 'tabs'], ['#/runs', 'runs'], ['#/flows', 'flows']].map(([href, key]) =>
+    [['#/tabs', 'tabs'], ['#/runs', 'runs'], ['#/flows', 'flows'], ['#/plans', 'plans']].map(([href, key]) =>
       h('a', { href, 'data-nav': key, text: t(key) })));
   return h('header', {},
     h('h1', { text: t('title') }), nav, status,
@@ -60,7 +61,7 @@ function header() {
 // ---------------------------------------------------------------- Tabs
 
 async function tabsPage() {
-  const box = h('section', { class: 'tabs-page' }, h('h2', { text: t('tabs') }));
+  const box = h('section', { class: 'tabs-page' }, h('h2', { text: t('tabs') }), tabLegend());
   const table = h('div');
   box.append(table);
   const load = async () => {
@@ -85,18 +86,32 @@ async function tabsPage() {
         h('td', { text: tab.role }),
         h('td', { text: tab.group || '—' }),
         h('td', { text: tab.node || t('unknown') }),
-        h('td', {}, h('span', { class: `badge tab-${tab.state}`, text: t(tab.state) })),
+        h('td', {}, tabBadge(tab.status || tab.state, tab.cooling_ms ? `${Math.ceil(tab.cooling_ms / 1000)} s ${t('left')}` : tab.engine?.parked)),
         h('td', {}, h('span', { class: `badge health-${tab.health}`, text: t(tab.health) })),
+        h('td', { class: 'engine' }, engineText(tab.engine)),
         h('td', { class: 'num', text: tab.queue }),
         h('td', { class: 'change' }, role, group, save, msg));
     });
     replace(table, h('table', { class: 'grid' },
-      h('thead', {}, h('tr', {}, ['site', 'label', 'role', 'group', 'node', 'state', 'health', 'queue', 'actions'].map((k) => h('th', { text: t(k) })))),
+      h('thead', {}, h('tr', {}, ['site', 'label', 'role', 'group', 'node', 'state', 'health', 'engine', 'queue', 'actions'].map((k) => h('th', { text: t(k) })))),
       h('tbody', {}, rows)));
   };
   await load();
   const refresh = throttle(load, 300);
-  return { el: box, onEvent: (kind) => { if (kind === 'tab') refresh(); } };
+  // Tabs turn busy, cool down or get parked as tasks run: the journal says when.
+  return { el: box, onEvent: (kind) => { if (kind === 'tab' || kind === 'journal') refresh(); } };
+}
+
+/** The decision engine's figures for a tab: success, time to first chunk, s/1k, in flight. */
+function engineText(e) {
+  if (!e) return t('unknown');
+  const secs = (v) => (v === null || v === undefined ? t('unknown') : `${v.toFixed(1)} s`);
+  return [
+    `${t('success')} ${e.outcomes ? `${e.successes}/${e.outcomes} (${Math.round(e.success_p * 100)}%)` : t('unknown')}`,
+    `${t('ttft')} ${secs(e.ttft_s)}`,
+    `${t('s_per_1k')} ${secs(e.s_per_1k)}`,
+    `${t('in_flight')} ${e.in_flight}`,
+  ].join(' · ');
 }
 
 // ---------------------------------------------------------------- Runs
@@ -169,7 +184,8 @@ function itemDetail(item) {
     h('h4', {}, `${item.label} `, badge(item.state)),
     h('dl', {},
       h('dt', { text: t('chosen_tab') }), h('dd', {}, item.client || t('unknown'), ' ', item.client ? tabLink(item.client) : null),
-      h('dt', { text: t('why') }), h('dd', { text: item.why || t('unknown') }),
+      h('dt', { text: t('why') }), h('dd', { class: 'why', text: item.why || t('unknown') }),
+      item.why_table ? [h('dt', { text: t('score_table') }), h('dd', {}, h('pre', { class: 'why-table', text: item.why_table }))] : null,
       h('dt', { text: t('prompt') }), h('dd', {}, last && last.prompt ? h('pre', { class: 'prompt', text: last.prompt }) : t('unknown'))),
     h('h5', { text: `${t('attempts')} (${item.attempts.length})` }),
     attemptsTable(item),
@@ -276,6 +292,33 @@ async function runPage(runId) {
 
 // ---------------------------------------------------------------- Flows
 
+/** Selects line:col in a textarea (a diagnostic's place). */
+function jump(editor, line, col) {
+  const lines = editor.value.split('\n');
+  let at = 0;
+  for (let i = 0; i < line - 1 && i < lines.length; i++) at += lines[i].length + 1;
+  at += col - 1;
+  editor.focus();
+  editor.setSelectionRange(at, at + 1);
+}
+
+/** Lists diagnostics ({line, col, message}) as buttons that jump to their place. */
+function showDiagnostics(diags, list, editor) {
+  replace(list, diags.map((d) => h('li', {},
+    h('button', { class: 'at', onclick: () => jump(editor, d.line, d.col), text: `${d.line}:${d.col}` }), ' ', d.message)));
+}
+
+/** Validates a textarea's YAML as `aicard flow validate FILE` does; shows the diagnostics and
+ *  the verdict; returns the answer ({ok, output, diagnostics, graph}). */
+async function validateInto(editor, file, diags, verdict) {
+  const r = await api.validate(file, editor.value);
+  showDiagnostics(r.diagnostics, diags, editor);
+  verdict.textContent = r.ok ? `✓ ${t('valid')} — ${r.output.trim()}` : `✗ ${t('invalid')} (${r.diagnostics.length})`;
+  verdict.className = `verdict ${r.ok ? 'ok' : 'bad'}`;
+  verdict.dataset.output = r.output;
+  return r;
+}
+
 const NEW_FLOW = `name: my-flow
 description: two reviews, one synthesis
 inputs: {topic: {default: "the dashboard"}}
@@ -301,21 +344,8 @@ async function flowsPage() {
   let graph = null;
   let file = 'flow.yaml';
 
-  const jump = (line, col) => {
-    const lines = editor.value.split('\n');
-    let at = 0;
-    for (let i = 0; i < line - 1 && i < lines.length; i++) at += lines[i].length + 1;
-    at += col - 1;
-    editor.focus();
-    editor.setSelectionRange(at, at + 1);
-  };
   const check = async () => {
-    const r = await api.validate(file, editor.value);
-    replace(diags, r.diagnostics.map((d) => h('li', {},
-      h('button', { class: 'at', onclick: () => jump(d.line, d.col), text: `${d.line}:${d.col}` }), ' ', d.message)));
-    verdict.textContent = r.ok ? `✓ ${t('valid')} — ${r.output.trim()}` : `✗ ${t('invalid')} (${r.diagnostics.length})`;
-    verdict.className = `verdict ${r.ok ? 'ok' : 'bad'}`;
-    verdict.dataset.output = r.output;
+    const r = await validateInto(editor, file, diags, verdict);
     if (r.ok) {
       graph = r.graph;
       replace(preview, drawDag(graph, null, null));
@@ -350,17 +380,134 @@ async function flowsPage() {
   return { el: box };
 }
 
+// ---------------------------------------------------------------- Plan drafts
+
+const PLAN_ICONS = { draft: '✎', approved: '✓', modified: '↺', rejected: '✗' };
+
+function planBadge(state) {
+  return h('span', { class: `badge st-${state}`, 'data-state': state }, `${PLAN_ICONS[state] || '?'} ${t(state)}`);
+}
+
+async function plansPage() {
+  const box = h('section', { class: 'plans-page' }, h('h2', { text: t('plans') }));
+  const table = h('div');
+  box.append(table);
+  const load = async () => {
+    const { plans } = await api.plans();
+    if (!plans.length) { replace(table, h('p', { class: 'empty', text: t('no_plans') })); return; }
+    replace(table, h('table', { class: 'grid' },
+      h('thead', {}, h('tr', {}, ['plan_one', 'goal', 'state', 'planner', 'created', 'run'].map((k) => h('th', { text: t(k) })))),
+      h('tbody', {}, plans.map((p) => h('tr', { 'data-plan': p.id },
+        h('td', {}, h('a', { href: `#/plans/${encodeURIComponent(p.id)}`, text: p.id })),
+        h('td', { text: p.goal }),
+        h('td', {}, planBadge(p.state)),
+        h('td', { text: p.planner || t('unknown') }),
+        h('td', { text: new Date(p.created_ms).toLocaleString() }),
+        h('td', {}, p.run_id ? h('a', { href: `#/runs/${encodeURIComponent(p.run_id)}`, text: p.run_id }) : t('unknown')))))));
+  };
+  await load();
+  // A draft answered elsewhere (a master tab) starts a run: the journal says when.
+  const refresh = throttle(load, 500);
+  return { el: box, onEvent: (kind, d) => { if (kind === 'journal' && d.event?.type === 'run_started') refresh(); } };
+}
+
+async function planPage(id) {
+  const box = h('section', { class: 'plan-page', 'data-plan': id });
+  const d = await api.plan(id);
+  const file = `${id}.yaml`;
+  const msg = h('p', { class: 'msg', id: 'plan-msg', role: 'status' });
+  const drawing = h('div', { class: 'dag-box', id: 'plan-dag' });
+  const inputs = h('form', { class: 'inputs', id: 'plan-inputs', onsubmit: (e) => e.preventDefault() });
+  const yamlView = h('pre', { class: 'yaml', id: 'plan-yaml', text: d.yaml });
+  const editor = h('textarea', { id: 'plan-editor', spellcheck: 'false', rows: 20, 'aria-label': t('plan_yaml'), hidden: true });
+  const diags = h('ul', { class: 'diags', id: 'plan-diags' });
+  const verdict = h('p', { class: 'verdict', id: 'plan-verdict' });
+  const open = d.state === 'draft';
+  const fail = (e) => {
+    msg.textContent = e.message;
+    msg.className = 'msg error';
+    if (e.diagnostics) showDiagnostics(e.diagnostics, diags, editor);
+  };
+  const draw = (r) => {
+    if (!r.ok) return;
+    replace(drawing, drawDag(r.graph, null, null));
+    const old = Object.fromEntries([...inputs.querySelectorAll('input')].map((i) => [i.name, i.value]));
+    replace(inputs, r.graph.inputs.length ? h('h4', { text: t('inputs') }) : null, r.graph.inputs.map((inp) => h('label', {},
+      h('span', { text: `${inp.name}${inp.required ? ' *' : ''}` }),
+      h('input', { name: inp.name, value: old[inp.name] ?? inp.default ?? '', required: inp.required, placeholder: inp.description || '', disabled: !open }))));
+  };
+  const answer = async (action, body) => {
+    const r = await api.answerPlan(id, action, body);
+    if (r.ok === false) { const e = new Error(r.error); e.diagnostics = r.diagnostics; throw e; }
+    return r;
+  };
+  const approve = async () => {
+    const values = Object.fromEntries([...inputs.querySelectorAll('input')].map((i) => [i.name, i.value]));
+    try {
+      await answer('approve', { inputs: values });
+      const after = await api.plan(id);
+      location.hash = after.run_id ? `#/runs/${encodeURIComponent(after.run_id)}` : `#/plans/${encodeURIComponent(id)}`;
+    } catch (e) { fail(e); }
+  };
+  const reject = async () => {
+    try { const r = await answer('reject'); msg.textContent = r.message; await route(); } catch (e) { fail(e); }
+  };
+  const recheck = throttle(() => validateInto(editor, file, diags, verdict).then(draw).catch(fail), 200);
+  editor.addEventListener('input', recheck);
+  const saveEdit = async () => {
+    try {
+      const r = await answer('modify', { yaml: editor.value });
+      location.hash = `#/plans/${encodeURIComponent(r.id)}`;
+    } catch (e) { fail(e); }
+  };
+  const editBox = h('div', { class: 'edit', id: 'plan-edit', hidden: true }, editor, verdict, diags,
+    h('div', { class: 'actions' },
+      h('button', { id: 'plan-save', onclick: saveEdit, text: `✎ ${t('save_draft')}` }),
+      h('button', { onclick: () => { editBox.hidden = true; yamlView.hidden = false; editor.value = d.yaml; recheck(); }, text: t('cancel') })));
+  const feedback = h('textarea', { id: 'plan-feedback', rows: 2, 'aria-label': t('feedback'), placeholder: t('feedback') });
+  const replan = async () => {
+    msg.textContent = '…';
+    try {
+      await answer('modify', { feedback: feedback.value });
+      location.hash = '#/plans';
+    } catch (e) { fail(e); }
+  };
+  editor.value = d.yaml;
+  box.append(
+    h('p', {}, h('a', { href: '#/plans', text: `‹ ${t('all_plans')}` })),
+    h('h2', {}, `${t('plan_one')} ${d.id} `, planBadge(d.state)),
+    h('p', { class: 'meta' }, `${t('goal')}: ${d.goal} · ${t('planner')}: ${d.planner || t('unknown')} · ${t('nodes')}: ${d.nodes ?? t('unknown')}`,
+      d.parent ? [' · ', `${t('parent')}: `, h('a', { href: `#/plans/${encodeURIComponent(d.parent)}`, text: d.parent })] : null,
+      d.run_id ? [' · ', `${t('run')}: `, h('a', { href: `#/runs/${encodeURIComponent(d.run_id)}`, text: d.run_id })] : null),
+    open ? h('div', { class: 'actions' },
+      h('button', { id: 'plan-approve', onclick: approve, text: `▶ ${t('approve')}` }),
+      h('button', { id: 'plan-edit-open', onclick: () => { editBox.hidden = false; editor.hidden = false; yamlView.hidden = true; recheck(); }, text: `✎ ${t('edit_yaml')}` }),
+      h('button', { id: 'plan-reject', onclick: reject, text: `✗ ${t('reject')}` }),
+      h('span', { class: 'note', text: t('approval_note') })) : null,
+    msg,
+    h('div', { class: 'plan-body' },
+      h('div', { class: 'plan-col' }, h('h4', { text: t('plan_yaml') }), yamlView, editBox,
+        open ? [h('h4', { text: t('feedback') }), feedback, h('div', { class: 'actions' }, h('button', { id: 'plan-replan', onclick: replan, text: t('send_feedback') }))] : null),
+      h('div', { class: 'plan-col' }, h('h4', { text: t('preview') }), drawing, inputs,
+        d.text ? h('details', {}, h('summary', { text: t('plan_text') }), h('pre', { class: 'plan-text', text: d.text })) : null)));
+  draw(await validateInto(editor, file, diags, verdict));
+  return { el: box };
+}
+
 // ---------------------------------------------------------------- Shell
 
 async function route() {
   const hash = location.hash || '#/runs';
   const m = /^#\/runs\/(.+)$/.exec(hash);
-  const key = m ? 'runs' : (hash.slice(2) || 'runs');
+  const p = /^#\/plans\/(.+)$/.exec(hash);
+  const key = m ? 'runs' : p ? 'plans' : (hash.slice(2) || 'runs');
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.nav === key);
   window.__aicard.ready = false;
   try {
     if (!tabsCache.length) tabsCache = (await api.tabs()).tabs;
     page = m ? await runPage(decodeURIComponent(m[1]))
+      : p ? await planPage(decodeURIComponent(p[1]))
+      : key === 'plans' ? await plansPage()
       : key === 'tabs' ? await tabsPage()
         : key === 'flows' ? await flowsPage()
           : await runsPage();

@@ -23,6 +23,27 @@ export function badge(state) {
   return h('span', { class: `badge st-${state}`, 'data-state': state }, `${icon(state)} ${t(state)}`);
 }
 
+/** A tab's status: what it is doing, or why the decision engine holds it back. */
+export const TAB_STATES = {
+  idle: { icon: '○' },
+  busy: { icon: '▶' },
+  cooling: { icon: '❄' },
+  parked: { icon: '⚑' },
+  offline: { icon: '✗' },
+};
+
+/** A tab badge: icon + translated name (+ detail, e.g. seconds left), coloured by class. */
+export function tabBadge(status, detail) {
+  const st = TAB_STATES[status] ? status : 'offline';
+  return h('span', { class: `badge tab-${st}`, 'data-status': st }, `${TAB_STATES[st].icon} ${t(st)}${detail ? ` · ${detail}` : ''}`);
+}
+
+export function tabLegend() {
+  return h('div', { class: 'legend', 'aria-label': t('tab_legend') },
+    h('span', { class: 'legend-title', text: `${t('tab_legend')}:` }),
+    Object.keys(TAB_STATES).map((k) => tabBadge(k)));
+}
+
 export function legend() {
   return h('div', { class: 'legend', 'aria-label': t('legend') },
     h('span', { class: 'legend-title', text: `${t('legend')}:` }),

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::{authorize, runs, Caller};
 use crate::app::App;
+use crate::decide::Standing;
 use crate::hub::registry::ConnState;
 use crate::protocol::Role;
 use crate::runner::Control;
@@ -62,6 +63,19 @@ pub fn tabs_json(hub: &App) -> Value {
                 (true, Some(_)) => "busy",
                 (true, None) => "idle",
             };
+            let standing = crate::pick::health(hub, c).standing;
+            // What the tabs page draws: idle / busy, or why the engine holds the tab back.
+            let status = match (connected, standing) {
+                (false, _) => "offline",
+                (true, Standing::Parked(_)) => "parked",
+                (true, Standing::Cooling(_)) => "cooling",
+                (true, _) if current.is_some() || load > 0 => "busy",
+                (true, _) => "idle",
+            };
+            let cooling_ms = match standing {
+                Standing::Cooling(ms) => Some(ms),
+                _ => None,
+            };
             let silent_ms = now - c.last_seen_ms();
             let remote_health = c.remote().map(|r| r.health);
             let health = if let Some(h) = remote_health.as_deref() {
@@ -88,6 +102,8 @@ pub fn tabs_json(hub: &App) -> Value {
                 "url": info.url,
                 "title": info.title,
                 "state": state,
+                "status": status,
+                "cooling_ms": cooling_ms,
                 "health": health,
                 "last_seen_ms": c.last_seen_ms(),
                 "queue": load,

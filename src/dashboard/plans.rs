@@ -1,6 +1,7 @@
 //! Plan drafts on the dashboard's JSON API (SPEC §10, §13): list them, read one (its DAG as
 //! text and Mermaid), and answer it — approve, modify, reject — with the same code as
-//! `?<manager approve|modify|reject ID>!`.
+//! `?<manager approve|modify|reject ID>!`; a modify may also carry the YAML as edited on the
+//! dashboard.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::authorize;
 use crate::app::App;
-use crate::planner::drafts::Draft;
+use crate::planner::drafts::{Draft, DraftState};
 use crate::planner::PlanError;
 
 fn error(status: StatusCode, msg: impl Into<String>) -> Response {
@@ -91,9 +92,69 @@ pub struct AnswerBody {
     /// `approve`: the run's inputs.
     #[serde(default)]
     pub inputs: BTreeMap<String, String>,
-    /// `modify`: what to change.
+    /// `modify`: what to change (the planner re-plans with it).
     #[serde(default)]
     pub feedback: Option<String>,
+    /// `modify`: the flow as edited on the dashboard; it becomes the new draft as it is,
+    /// after the planner's own checks (no planner asked).
+    #[serde(default)]
+    pub yaml: Option<String>,
+}
+
+/// `modify` with edited YAML: checked like a planner's answer, then stored as a new draft
+/// (parent: `old`) and `old` marked modified. 422 with located problems when it fails.
+fn modify_yaml(hub: &App, old: Draft, yaml: &str) -> Response {
+    if let Err(problems) = crate::planner::check_plan(hub, yaml) {
+        let diagnostics: Vec<Value> = problems
+            .iter()
+            .map(|p| json!({"line": p.line, "col": p.col, "message": p.message}))
+            .collect();
+        let text: Vec<String> = problems.iter().map(|p| p.with_context(yaml)).collect();
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"ok": false, "error": text.join("\n\n"), "diagnostics": diagnostics})),
+        )
+            .into_response();
+    }
+    let now = crate::store::now_ms();
+    let draft = Draft {
+        id: format!("plan-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
+        yaml: format!("{}\n", yaml.trim_end()),
+        state: DraftState::Draft,
+        parent: Some(old.id.clone()),
+        planner: Some("dashboard".into()),
+        repairs: 0,
+        run_id: None,
+        saved_as: None,
+        created_ms: now,
+        decided_ms: None,
+        ..old
+    };
+    let drafts = &hub.planner.drafts;
+    match drafts.decide(
+        &draft.parent.clone().unwrap_or_default(),
+        DraftState::Modified,
+        None,
+        now,
+    ) {
+        Ok(true) => {}
+        Ok(false) => {
+            return error(
+                StatusCode::CONFLICT,
+                "草案已处理 / the draft was already decided",
+            )
+        }
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+    match drafts.insert(&draft) {
+        Ok(()) => Json(json!({
+            "ok": true,
+            "id": draft.id,
+            "message": format!("已修改 / modified: new draft {}", draft.id),
+        }))
+        .into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }
 
 /// `POST /api/plans/{id}/approve|modify|reject`. An approval from the dashboard runs without
@@ -108,11 +169,23 @@ pub async fn answer(
         return r.into_response();
     }
     let body = body.map(|b| b.0).unwrap_or_default();
-    let master = match hub.planner.drafts.get(&id) {
-        Ok(Some(d)) => d.master,
+    let draft = match hub.planner.drafts.get(&id) {
+        Ok(Some(d)) => d,
         Ok(None) => return error(StatusCode::NOT_FOUND, format!("no plan draft `{id}`")),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
+    if action == "modify" {
+        if let Some(yaml) = body.yaml.as_deref().filter(|y| !y.trim().is_empty()) {
+            if draft.state != DraftState::Draft {
+                return error(
+                    StatusCode::CONFLICT,
+                    format!("草案已处理 / draft `{id}` is {}", draft.state.as_str()),
+                );
+            }
+            return modify_yaml(&hub, draft, yaml);
+        }
+    }
+    let master = draft.master;
     let online_master = master.clone().filter(|m| {
         hub.registry
             .get(m)
@@ -129,7 +202,7 @@ pub async fn answer(
             _ => {
                 return error(
                     StatusCode::BAD_REQUEST,
-                    "modify needs {\"feedback\": \"…\"}",
+                    "modify needs {\"feedback\": \"…\"} or {\"yaml\": \"…\"}",
                 )
             }
         },

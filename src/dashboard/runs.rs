@@ -9,6 +9,7 @@ use rusqlite::params;
 use serde_json::{json, Value};
 
 use crate::app::App;
+use crate::decide::Choice;
 use crate::flows::engine::{Action, ItemStatus, JournalEvent, RunState};
 use crate::flows::Flow;
 use crate::store::RunRecord;
@@ -333,11 +334,79 @@ fn item_state(s: &ItemStatus) -> &'static str {
     }
 }
 
-/// Why the runner gave an item to its tab, as far as the journal and the flow tell.
-fn why(flow: &Flow, node: &str, attempts: &[Attempt]) -> Option<String> {
-    let last = attempts.last()?;
-    let tab = last.client.as_deref()?;
-    let to = flow
+/// Whether the node's tab is picked by the decision engine (`auto` / `auto:SITE,…` targets).
+fn auto_target(flow: &Flow, node: &str) -> bool {
+    flow.nodes
+        .iter()
+        .find(|n| n.id == node)
+        .is_some_and(|n| n.to.iter().any(|t| crate::pick::auto_sites(t).is_some()))
+}
+
+/// The decision engine's reason for a pick, in words (its score table goes alongside).
+fn engine_reason(choice: &Choice) -> String {
+    let picked = choice.rows.iter().find(|r| r.picked);
+    let head = match (choice.reason, picked) {
+        ("probe", Some(r)) => format!(
+            "`{}`: 冷却结束后的试探 / a probe: its cooldown just ended",
+            r.label
+        ),
+        ("explore", Some(r)) => format!(
+            "`{}`: 探索新标签页 / exploring a new tab (fewer than {} outcomes)",
+            r.label,
+            crate::decide::EXPLORE_SAMPLES
+        ),
+        (_, Some(r)) => format!(
+            "`{}`: 得分最低 / lowest score {:.1} = 预计 / expected {:.1}s ÷ 成功率 / success {:.0}%",
+            r.label,
+            r.score,
+            r.expected_s,
+            r.p * 100.0
+        ),
+        (_, None) => "没有可用的标签页 / no tab was eligible".to_string(),
+    };
+    let others: Vec<String> = choice
+        .rows
+        .iter()
+        .filter(|r| !r.picked)
+        .map(|r| format!("{} {}", r.label, r.standing.word()))
+        .collect();
+    let mut text = format!("决策引擎 / decision engine: {head}");
+    if !others.is_empty() {
+        text.push_str(&format!("; 其他 / others: {}", others.join(", ")));
+    }
+    text
+}
+
+/// Why the runner gave an item to its tab: the decision engine's choice for `auto` targets
+/// (kept in memory since the hub started), else as far as the journal and the flow tell.
+/// Returns the reason and, for engine picks, the score table.
+fn why(
+    ctx: &Ctx<'_>,
+    node: &str,
+    item: usize,
+    attempts: &[Attempt],
+) -> (Option<String>, Option<String>) {
+    let auto = auto_target(ctx.flow, node);
+    if auto {
+        let key = format!("{}/{node}/{item}", ctx.run_id);
+        if let Some(choice) = ctx.hub.decide.why(&key) {
+            return (Some(engine_reason(&choice)), Some(choice.table()));
+        }
+    }
+    let Some(tab) = attempts.last().and_then(|a| a.client.as_deref()) else {
+        return (None, None);
+    };
+    if auto {
+        // Picks are remembered in memory only: the hub restarted, or many picks came since.
+        return (
+            Some(format!(
+                "决策引擎选择了 / the decision engine picked `{tab}`; 它的得分表已不在内存中 / its score table is no longer kept (hub restarted or too many picks since)"
+            )),
+            None,
+        );
+    }
+    let to = ctx
+        .flow
         .nodes
         .iter()
         .find(|n| n.id == node)
@@ -362,11 +431,18 @@ fn why(flow: &Flow, node: &str, attempts: &[Attempt]) -> Option<String> {
             avoided.join(", ")
         ));
     }
-    Some(text)
+    (Some(text), None)
+}
+
+/// What item views need besides the node: the hub (the engine's picks), the run, its flow.
+struct Ctx<'a> {
+    hub: &'a App,
+    run_id: &'a str,
+    flow: &'a Flow,
 }
 
 fn items_json(
-    flow: &Flow,
+    ctx: &Ctx<'_>,
     node: &crate::flows::engine::NodeSnapshot,
     by_item: Option<&BTreeMap<usize, Vec<Attempt>>>,
     range: std::ops::Range<usize>,
@@ -385,13 +461,15 @@ fn items_json(
                     v["prompt"] = Value::String(clip(p));
                 }
             }
+            let (why, why_table) = why(ctx, &node.id, i, att);
             json!({
                 "index": i,
                 "label": it.label,
                 "state": item_state(&it.status),
                 "attempt": it.attempt,
                 "client": it.client,
-                "why": why(flow, &node.id, att),
+                "why": why,
+                "why_table": why_table,
                 "output": it.text.as_deref().map(clip),
                 "error": match &it.status { ItemStatus::Failed { error } => Some(error.clone()), _ => None },
                 "attempts": atts,
@@ -407,6 +485,11 @@ pub fn detail(hub: &App, run_id: &str) -> Option<Value> {
     let snap = state.snapshot();
     let (atts, times) = attempts(&l);
     let none = HashMap::new();
+    let ctx = Ctx {
+        hub,
+        run_id,
+        flow: &l.flow,
+    };
     let nodes: Vec<Value> = snap
         .nodes
         .iter()
@@ -430,7 +513,7 @@ pub fn detail(hub: &App, run_id: &str) -> Option<Value> {
                 "counts": counts,
                 "attempts": attempts_total,
                 "items": if inline {
-                    Value::Array(items_json(&l.flow, n, atts.get(&n.id), 0..n.items.len(), &none))
+                    Value::Array(items_json(&ctx, n, atts.get(&n.id), 0..n.items.len(), &none))
                 } else {
                     Value::Null
                 },
@@ -507,12 +590,17 @@ pub fn node(hub: &App, run_id: &str, node: &str, offset: usize, limit: usize) ->
         HashMap::new()
     };
     let spec = l.flow.nodes.iter().find(|x| x.id == node);
+    let ctx = Ctx {
+        hub,
+        run_id,
+        flow: &l.flow,
+    };
     Some(json!({
         "id": n.id,
         "state": n.state.name(),
         "total": n.items.len(),
         "offset": start,
         "template": spec.and_then(|s| s.prompt.clone().or(s.command.clone())),
-        "items": items_json(&l.flow, n, atts.get(node), start..end, &prompts),
+        "items": items_json(&ctx, n, atts.get(node), start..end, &prompts),
     }))
 }
