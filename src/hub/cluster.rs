@@ -40,7 +40,10 @@ impl Hub {
             let Some(ev) = ev else { return };
             match ev {
                 EngineEvent::Presence(p) => self.on_presence(p),
-                EngineEvent::Gone { id, .. } => self.remote_gone(&id),
+                EngineEvent::Gone { id, node } => self.remote_gone(&id, &node),
+                EngineEvent::Alive { node } => {
+                    self.registry.refresh_node(&node, self.remote_deadline());
+                }
                 EngineEvent::Batch { from, items, ack } => {
                     let acks = items.into_iter().map(|e| self.take(&from, e)).collect();
                     let _ = ack.send(acks);
@@ -86,7 +89,9 @@ impl Hub {
         }
     }
 
-    /// Once a heartbeat: every tab of this node that is connected or inside its grace.
+    /// Once a heartbeat: every tab of this node that is connected or inside its grace, so
+    /// health (silent) and load changes reach the cluster. The engine sends only what changed.
+    /// A tab past its grace was withdrawn and is not announced again.
     async fn refresh_presence(self: Arc<Self>) {
         let mut tick = tokio::time::interval(self.config.timing.ping_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -95,8 +100,7 @@ impl Hub {
                 _ = tick.tick() => {}
                 _ = self.shutdown.cancelled() => return,
             }
-            let grace = (self.config.timing.lost_grace + self.config.timing.ping_interval)
-                .as_millis() as i64;
+            let grace = self.config.timing.lost_grace.as_millis() as i64;
             let now = now_ms();
             for c in self.registry.all() {
                 if c.is_remote() {
@@ -121,9 +125,16 @@ impl Hub {
             }
             for id in self.registry.expired_remotes(now_ms()) {
                 tracing::info!(client = %id, "presence expired: the tab leaves this node's view");
-                self.remote_gone(&id);
+                self.remote_gone(&id, "");
             }
         }
+    }
+
+    /// When a remote entry told of now leaves unless told again. A third of a time to live
+    /// past the engine's own expiry of a silent node, which comes first and says `Gone`.
+    fn remote_deadline(&self) -> i64 {
+        let ttl = self.engine.presence_ttl();
+        now_ms() + (ttl + ttl / 3).as_millis() as i64
     }
 
     /// Another node's tab appeared, changed or was refreshed.
@@ -131,7 +142,17 @@ impl Hub {
         if p.node == self.engine.node() {
             return; // our own write, seen back
         }
-        let deadline = now_ms() + self.engine.presence_ttl().as_millis() as i64;
+        let deadline = self.remote_deadline();
+        if let Some(r) = self.registry.get(&p.id).and_then(|c| {
+            c.remote()
+                .filter(|r| r.node != p.node && r.connected)
+                .map(|r| (r, c.since_ms()))
+        }) {
+            if p.state != "connected" || r.1 > p.since_ms {
+                // Two nodes claim the tab: the newer connection wins; this is the stale one.
+                return;
+            }
+        }
         if let Some(local) = self.registry.get(&p.id).filter(|c| !c.is_remote()) {
             if !self.moved_away(&local, &p) {
                 // A stale entry about a tab that is still ours: say again where it is.
@@ -176,9 +197,11 @@ impl Hub {
                     connected: true,
                     health: p.health.clone(),
                     load: p.load,
-                    deadline_ms: now_ms() + self.engine.presence_ttl().as_millis() as i64,
+                    deadline_ms: self.remote_deadline(),
                 },
             );
+            // No longer ours to announce: the other nodes follow the newer connection.
+            self.engine.withdraw(&local.id);
             self.tasks.on_lost(local);
             self.hooks().tasks_moved();
         }
@@ -207,7 +230,17 @@ impl Hub {
     }
 
     /// Another node's tab left every view: its tasks here fail over as a lost tab's do.
-    fn remote_gone(&self, id: &str) {
+    /// `node` (when not empty) must still be the entry's node.
+    fn remote_gone(&self, id: &str, node: &str) {
+        if !node.is_empty()
+            && self
+                .registry
+                .get(id)
+                .and_then(|c| c.remote())
+                .is_some_and(|r| r.node != node)
+        {
+            return;
+        }
         if let Some(c) = self.registry.forget_remote(id) {
             self.tasks.on_lost(&c);
             let _ = self.events.send(HubEvent::Lost(c.id.clone()));

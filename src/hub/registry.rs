@@ -485,6 +485,16 @@ impl Registry {
         }
     }
 
+    /// Every remote entry of `node` lives until `deadline_ms` (its node's beat came).
+    pub fn refresh_node(&self, node: &str, deadline_ms: i64) {
+        for e in self.clients.iter() {
+            if let Some(mut r) = e.value().remote().filter(|r| r.node == node) {
+                r.deadline_ms = deadline_ms;
+                e.value().set_remote(Some(r));
+            }
+        }
+    }
+
     /// Remote entries whose presence ran out before `now_ms`.
     pub fn expired_remotes(&self, now_ms: i64) -> Vec<String> {
         self.clients

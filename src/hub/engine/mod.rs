@@ -9,6 +9,7 @@
 //! flight, re-delivery on reconnect). See docs/cluster.md for the delivery semantics.
 
 pub mod nats;
+pub mod presence;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -105,8 +106,11 @@ pub enum Ack {
 pub enum EngineEvent {
     /// A tab on another node appeared or changed; refreshes its time to live.
     Presence(Presence),
-    /// A tab on another node left (closed for good, or its node left gracefully).
+    /// A tab on another node left (closed for good, its node left or went silent). Applies
+    /// only while the entry is still `node`'s (a tab that moved is not dropped).
     Gone { id: String, node: String },
+    /// Every tab of `node` lives another time to live (its beat came).
+    Alive { node: String },
     /// Envelopes from `from`; answer each (in order) through `ack`.
     Batch {
         from: String,
@@ -129,7 +133,7 @@ pub struct EngineStats {
     pub envelopes_sent: AtomicU64,
     /// Batches received.
     pub batches_received: AtomicU64,
-    /// Presence writes (put or delete) this node made.
+    /// Presence messages this node published (deltas, beats, snapshot parts).
     pub presence_writes: AtomicU64,
 }
 
@@ -141,7 +145,7 @@ pub trait Engine: Send + Sync {
     fn clustered(&self) -> bool;
     /// How long a presence lives without a refresh (about 3 heartbeats).
     fn presence_ttl(&self) -> Duration;
-    /// Publishes or refreshes a local tab's presence (coalesced per tab).
+    /// Publishes a local tab's presence if it changed (changes are coalesced per node).
     fn announce(&self, presence: Presence);
     /// Removes a local tab's presence (it closed for good).
     fn withdraw(&self, id: &str);
@@ -151,7 +155,7 @@ pub trait Engine: Send + Sync {
     fn hold(&self) -> Hold;
     /// Message counters.
     fn stats(&self) -> &EngineStats;
-    /// Leaves the cluster: withdraws every presence this node wrote (graceful leave).
+    /// Leaves the cluster: every node drops this node's tabs now (graceful leave).
     fn leave(&self) -> futures_util::future::BoxFuture<'_, ()> {
         Box::pin(async {})
     }

@@ -1,12 +1,16 @@
 //! The NATS engine (`serve --cluster nats://HOST:PORT --node NAME`), the only module that
-//! names `async-nats`. Works with what Debian ships (nats-server 2.9.10 with `-js`):
+//! names `async-nats`. Core NATS only (JetStream is not needed; Debian's nats-server 2.9 works):
 //!
-//! - **Presence**: a JetStream key-value bucket `aicard_tabs` (key = client id, value = a
-//!   [`Presence`]), in memory, `max_age` = 3 heartbeats. async-nats' `create_key_value` cannot
-//!   talk to 2.9 (shared/reference/integrations.md §d.3), so the bucket's stream `KV_aicard_tabs`
-//!   is created here by hand and opened with `get_key_value`. Every node refreshes its tabs
-//!   once a heartbeat and watches the bucket; 2.9 says nothing when an entry ages out, so each
-//!   node also expires what it was not told again within the time to live (`hub::cluster`).
+//! - **Presence, one stream of deltas per node** (Phoenix-style), on `aicard.presence.<NODE>`:
+//!   a node keeps a table of its own tabs and publishes what changed since the last message,
+//!   coalesced over a few milliseconds (a connect storm of 1,000 tabs is one message, not
+//!   1,000), each message with the node's `epoch` (its start) and a `seq` that grows by one.
+//!   Once a heartbeat a node publishes a `beat` carrying its last `seq`: the other nodes keep
+//!   its tabs alive for 3 heartbeats from it. A receiver that misses a message (a gap in
+//!   `seq`, a beat ahead of what it applied, a new epoch) asks the node for a snapshot on
+//!   `aicard.sync.<NODE>` and gets it in parts on its own inbox; deltas that come meanwhile
+//!   wait and are applied after it. A node that joins says `hello` and every node answers
+//!   with a beat, so the newcomer syncs at once. A graceful stop publishes `leave`.
 //! - **Routing**: core request/reply on `aicard.node.<NODE>`. Envelopes for one node are
 //!   batched (one request per node, at most one in flight per node, split at 512 KiB); the
 //!   reply carries one [`Ack`] per envelope. No responders = the node is gone; a timeout is
@@ -18,45 +22,59 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, Notify};
 
+use super::presence::{self, Change, Msg, Own, SnapPart, Step, Views};
 use super::{
     Ack, ClusterConfig, Engine, EngineEvent, EngineStats, Envelope, Gate, Hold, Presence, WireError,
 };
 
-/// The presence bucket.
-const BUCKET: &str = "aicard_tabs";
-/// A batch is split before it reaches this many bytes (nats-server's max_payload is 1 MiB).
+/// A batch or a presence message is split before it reaches this many bytes (nats-server's
+/// max_payload is 1 MiB).
 const MAX_BATCH_BYTES: usize = 512 * 1024;
 /// Envelopes waiting for one node past this are refused (the node cannot keep up).
 const MAX_WAITING_PER_NODE: usize = 100_000;
 /// One request's wait for its acks, and how many times a batch is tried.
 const ACK_TIMEOUT: Duration = Duration::from_secs(2);
 const TRIES: u32 = 3;
-/// Presence writes in flight at once.
-const PUT_CONCURRENCY: usize = 64;
+/// Changes to this node's tabs are gathered this long into one delta.
+const COALESCE: Duration = Duration::from_millis(15);
+/// How long a snapshot may take to arrive whole.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 /// Events waiting for the hub.
 const EVENTS: usize = 4096;
+
+/// A node's snapshot as it arrived (`epoch`, `seq`, tabs), or `None` when it did not.
+type Synced = (String, Option<(u64, u64, Vec<Presence>)>);
 
 fn inbox(node: &str) -> String {
     format!("aicard.node.{node}")
 }
 
+fn presence_subject(node: &str) -> String {
+    format!("aicard.presence.{node}")
+}
+
+fn sync_subject(node: &str) -> String {
+    format!("aicard.sync.{node}")
+}
+
+const PRESENCE_ALL: &str = "aicard.presence.*";
+const HELLO: &str = "aicard.hello";
+
 /// A hub's link to the cluster.
 pub struct Nats {
     node: String,
     ttl: Duration,
+    heartbeat: Duration,
     client: async_nats::Client,
-    kv: kv::Store,
     stats: EngineStats,
-    /// Presence writes not made yet, by client id (`None` = delete); a tab that changes twice
-    /// before the writer runs is written once.
-    dirty: Mutex<HashMap<String, Option<Presence>>>,
-    dirty_wake: Notify,
-    /// Client ids whose presence this node wrote and did not withdraw (for a graceful leave).
-    mine: Mutex<HashSet<String>>,
+    /// This node's tabs as published, and what changed since.
+    own: Mutex<Own>,
+    /// Wakes the presence publisher: `changed` for a delta, `beat_now` for a beat (a hello).
+    changed: Notify,
+    beat_now: Notify,
     /// Envelopes waiting, per node, and the nodes with a batch in flight.
     outbox: Mutex<Outbox>,
     gate: Arc<Gate>,
@@ -70,8 +88,8 @@ struct Outbox {
 }
 
 impl Nats {
-    /// Connects, makes sure the presence bucket exists, subscribes to this node's inbox and
-    /// starts the presence watcher, the presence writer and the batch flusher.
+    /// Connects, subscribes to this node's inbox, the presence streams, snapshot requests and
+    /// hellos, says hello, and starts the presence publisher and the batch flusher.
     pub async fn connect(
         cfg: &ClusterConfig,
         heartbeat: Duration,
@@ -83,35 +101,49 @@ impl Nats {
             .await
             .with_context(|| format!("connecting to NATS at {}", cfg.url))?;
         let ttl = heartbeat * 3;
-        let js = jetstream::new(client.clone());
-        let kv = presence_bucket(&js, ttl).await?;
-        let sub = client
-            .subscribe(inbox(&cfg.node))
-            .await
-            .with_context(|| format!("subscribing to {}", inbox(&cfg.node)))?;
-        client.flush().await.context("flushing the subscription")?;
+        let subscribe = |subject: String| {
+            let client = client.clone();
+            async move {
+                client
+                    .subscribe(subject.clone())
+                    .await
+                    .with_context(|| format!("subscribing to {subject}"))
+            }
+        };
+        let sub = subscribe(inbox(&cfg.node)).await?;
+        let presence_sub = subscribe(PRESENCE_ALL.to_string()).await?;
+        let sync_sub = subscribe(sync_subject(&cfg.node)).await?;
+        let hello_sub = subscribe(HELLO.to_string()).await?;
+        client.flush().await.context("flushing the subscriptions")?;
         let (tx, rx) = mpsc::channel(EVENTS);
+        let epoch = crate::store::now_ms() as u64;
         let engine = Arc::new(Nats {
             node: cfg.node.clone(),
             ttl,
+            heartbeat,
             client,
-            kv: kv.clone(),
             stats: EngineStats::default(),
-            dirty: Mutex::new(HashMap::new()),
-            dirty_wake: Notify::new(),
-            mine: Mutex::new(HashSet::new()),
+            own: Mutex::new(Own::new(&cfg.node, epoch)),
+            changed: Notify::new(),
+            beat_now: Notify::new(),
             outbox: Mutex::new(Outbox::default()),
             gate: Arc::new(Gate::default()),
             events: tx,
         });
-        let watch = kv
-            .watch_with_history(">")
-            .await
-            .context("watching the presence bucket")?;
-        tokio::spawn(engine.clone().watch_presence(kv.clone(), watch));
-        tokio::spawn(engine.clone().write_presence(kv));
+        tokio::spawn(engine.clone().apply_presence(presence_sub));
+        tokio::spawn(engine.clone().publish_presence());
+        tokio::spawn(engine.clone().serve_sync(sync_sub));
+        tokio::spawn(engine.clone().serve_hello(hello_sub));
         tokio::spawn(engine.clone().serve_inbox(sub));
         tokio::spawn(engine.clone().flush_loop());
+        let hello = presence::encode(&Msg::Hello {
+            node: cfg.node.clone(),
+        });
+        engine
+            .client
+            .publish(HELLO, hello.into())
+            .await
+            .context("saying hello to the cluster")?;
         tracing::info!(node = %cfg.node, url = %cfg.url, ttl_ms = ttl.as_millis() as u64, "joined the cluster");
         Ok((engine, rx))
     }
@@ -120,101 +152,173 @@ impl Nats {
         m.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies the bucket's changes, re-opening the watch if it ends (NATS reconnect).
-    async fn watch_presence(self: Arc<Self>, kv: kv::Store, mut watch: kv::Watch) {
+    async fn publish(&self, subject: String, body: Vec<u8>) {
+        self.stats.presence_writes.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = self.client.publish(subject, body.into()).await {
+            // A lost delta shows as a gap to every receiver, which then asks for a snapshot.
+            tracing::warn!("presence message not sent: {e}");
+        }
+    }
+
+    /// Publishes this node's changes (gathered for `COALESCE`) and a beat once a heartbeat.
+    async fn publish_presence(self: Arc<Self>) {
+        let subject = presence_subject(&self.node);
+        let mut tick = tokio::time::interval(self.heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            while let Some(entry) = watch.next().await {
-                let entry = match entry {
-                    Ok(e) => e,
-                    Err(e) => {
-                        tracing::warn!("presence watch: {e}");
-                        break;
-                    }
-                };
-                let ev = match entry.operation {
-                    kv::Operation::Put => match serde_json::from_slice::<Presence>(&entry.value) {
-                        Ok(p) => EngineEvent::Presence(p),
-                        Err(e) => {
-                            tracing::warn!(key = %entry.key, "bad presence entry: {e}");
-                            continue;
-                        }
-                    },
-                    kv::Operation::Delete | kv::Operation::Purge => EngineEvent::Gone {
-                        id: entry.key.clone(),
-                        node: String::new(),
-                    },
-                };
-                if self.events.send(ev).await.is_err() {
-                    return; // the hub is gone
-                }
-            }
+            let beat = tokio::select! {
+                _ = self.changed.notified() => false,
+                _ = tick.tick() => true,
+                _ = self.beat_now.notified() => true,
+            };
             if self.events.is_closed() {
                 return;
             }
-            // Re-open; entries written meanwhile come with the history.
-            loop {
-                match kv.watch_with_history(">").await {
-                    Ok(w) => {
-                        watch = w;
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!("presence watch not re-opened: {e}");
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                    }
+            if !beat {
+                // Let a burst of connects and role changes land in the same delta.
+                tokio::time::sleep(COALESCE).await;
+            }
+            let (deltas, beat_msg) = {
+                let mut own = Self::lock(&self.own);
+                if own.left {
+                    return;
                 }
+                let deltas = own.take_deltas(MAX_BATCH_BYTES);
+                (deltas, beat.then(|| own.beat()))
+            };
+            for d in deltas {
+                self.publish(subject.clone(), d).await;
+            }
+            if let Some(b) = beat_msg {
+                self.publish(subject.clone(), b).await;
             }
         }
     }
 
-    /// Makes the presence writes that `announce` and `withdraw` asked for.
-    async fn write_presence(self: Arc<Self>, kv: kv::Store) {
+    /// Applies the other nodes' presence streams, in order, and the snapshots it asked for;
+    /// expires nodes that went silent.
+    async fn apply_presence(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        let mut views = Views::new(&self.node, self.ttl);
+        let (snap_tx, mut snap_rx) = mpsc::channel::<Synced>(64);
+        let mut sweep = tokio::time::interval((self.ttl / 6).max(Duration::from_millis(20)));
         loop {
-            let batch: Vec<(String, Option<Presence>)> = {
-                let mut d = Self::lock(&self.dirty);
-                d.drain().collect()
-            };
-            if batch.is_empty() {
-                if self.events.is_closed() {
-                    return;
-                }
-                self.dirty_wake.notified().await;
-                continue;
-            }
-            let kv = &kv;
-            let this = &self;
-            let failed = std::sync::atomic::AtomicUsize::new(0);
-            let failed_ref = &failed;
-            futures_util::stream::iter(batch)
-                .for_each_concurrent(PUT_CONCURRENCY, |(id, p)| async move {
-                    this.stats.presence_writes.fetch_add(1, Ordering::Relaxed);
-                    let res = match &p {
-                        Some(pr) => match serde_json::to_vec(pr) {
-                            Ok(v) => kv
-                                .put(&id, v.into())
-                                .await
-                                .map(|_| ())
-                                .map_err(|e| e.to_string()),
-                            Err(e) => Err(e.to_string()),
-                        },
-                        None => kv.delete(&id).await.map_err(|e| e.to_string()),
-                    };
-                    if let Err(e) = res {
-                        tracing::debug!(client = %id, "presence write failed, will retry: {e}");
-                        failed_ref.fetch_add(1, Ordering::Relaxed);
-                        // Tried again, unless a newer write for the tab is already waiting.
-                        Self::lock(&this.dirty).entry(id).or_insert(p);
+            let now = crate::store::now_ms() as u64;
+            let step = tokio::select! {
+                msg = sub.next() => {
+                    let Some(msg) = msg else { return };
+                    match serde_json::from_slice::<Msg>(&msg.payload) {
+                        Ok(m) => views.on_msg(m, now),
+                        Err(e) => {
+                            tracing::warn!(subject = %msg.subject, "bad presence message: {e}");
+                            continue;
+                        }
                     }
-                })
-                .await;
-            let failed = failed.into_inner();
-            if failed > 0 {
-                tracing::warn!(
-                    failed,
-                    "presence writes failed (NATS slow or away); retrying"
-                );
-                // Back off before the retry rather than hammer a server that is behind.
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                snap = snap_rx.recv() => match snap {
+                    Some((node, Some((epoch, seq, up)))) => views.on_snapshot(&node, epoch, seq, up, now),
+                    Some((node, None)) => {
+                        views.sync_failed(&node);
+                        continue;
+                    }
+                    None => return,
+                },
+                _ = sweep.tick() => views.expire(now),
+            };
+            if !self.hand_over(step, &snap_tx).await {
+                return;
+            }
+        }
+    }
+
+    /// Gives a step's changes to the hub and starts the snapshot it asks for. False when the
+    /// hub is gone.
+    async fn hand_over(self: &Arc<Self>, step: Step, snaps: &mpsc::Sender<Synced>) -> bool {
+        if let Some(node) = step.sync {
+            tokio::spawn(self.clone().fetch_snapshot(node, snaps.clone()));
+        }
+        for c in step.changes {
+            let ev = match c {
+                Change::Up(p) => EngineEvent::Presence(p),
+                Change::Gone { id, node } => EngineEvent::Gone { id, node },
+                Change::Alive(node) => EngineEvent::Alive { node },
+            };
+            if self.events.send(ev).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Asks `node` for its whole table and collects the parts on a fresh inbox.
+    async fn fetch_snapshot(self: Arc<Self>, node: String, out: mpsc::Sender<Synced>) {
+        let got = tokio::time::timeout(SYNC_TIMEOUT, self.snapshot_of(&node)).await;
+        let result = match got {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                tracing::warn!(node = %node, "presence snapshot failed: {e}");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(node = %node, "presence snapshot not whole within {SYNC_TIMEOUT:?}");
+                None
+            }
+        };
+        let _ = out.send((node, result)).await;
+    }
+
+    async fn snapshot_of(&self, node: &str) -> anyhow::Result<(u64, u64, Vec<Presence>)> {
+        let reply = self.client.new_inbox();
+        let mut sub = self.client.subscribe(reply.clone()).await?;
+        self.client
+            .publish_with_reply(sync_subject(node), reply, Vec::new().into())
+            .await?;
+        let mut parts: Vec<Option<Vec<Presence>>> = Vec::new();
+        let mut head: Option<(u64, u64)> = None;
+        while let Some(msg) = sub.next().await {
+            let part: SnapPart = serde_json::from_slice(&msg.payload)?;
+            if head.is_some_and(|h| h != (part.epoch, part.seq)) {
+                continue; // a part of an older answer
+            }
+            head = Some((part.epoch, part.seq));
+            if parts.is_empty() {
+                parts = vec![None; part.parts.max(1) as usize];
+            }
+            if let Some(slot) = parts.get_mut(part.part as usize) {
+                *slot = Some(part.up);
+            }
+            if parts.iter().all(Option::is_some) {
+                let _ = sub.unsubscribe().await;
+                let (epoch, seq) = head.unwrap_or_default();
+                let up = parts.into_iter().flatten().flatten().collect();
+                return Ok((epoch, seq, up));
+            }
+        }
+        anyhow::bail!("the snapshot stream ended")
+    }
+
+    /// Answers snapshot requests with this node's table, in parts.
+    async fn serve_sync(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let Some(reply) = msg.reply else { continue };
+            let parts = {
+                let own = Self::lock(&self.own);
+                if own.left {
+                    continue;
+                }
+                own.snapshot(MAX_BATCH_BYTES)
+            };
+            for p in parts {
+                self.publish(reply.to_string(), p).await;
+            }
+        }
+    }
+
+    /// Another node joined: beat now, so it learns this node's place in the stream at once.
+    async fn serve_hello(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            match serde_json::from_slice::<Msg>(&msg.payload) {
+                Ok(Msg::Hello { node }) if node != self.node => self.beat_now.notify_one(),
+                _ => {}
             }
         }
     }
@@ -350,29 +454,6 @@ impl Nats {
     }
 }
 
-/// The presence bucket's stream, made by hand (see the module doc), then opened as a bucket.
-async fn presence_bucket(js: &jetstream::Context, ttl: Duration) -> anyhow::Result<kv::Store> {
-    let cfg = jetstream::stream::Config {
-        name: format!("KV_{BUCKET}"),
-        subjects: vec![format!("$KV.{BUCKET}.>")],
-        max_messages_per_subject: 1,
-        discard: jetstream::stream::DiscardPolicy::New,
-        allow_rollup: true,
-        deny_delete: true,
-        allow_direct: true,
-        max_age: ttl,
-        storage: jetstream::stream::StorageType::Memory,
-        num_replicas: 1,
-        ..Default::default()
-    };
-    js.get_or_create_stream(cfg)
-        .await
-        .context("creating the presence stream (is JetStream on? start nats-server with -js)")?;
-    js.get_key_value(BUCKET)
-        .await
-        .context("opening the presence bucket")
-}
-
 /// `{"from": NODE, "items": [...]}` from envelopes already encoded one by one.
 fn encode_batch(from: &str, items: &[(Envelope, String)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + items.iter().map(|(_, t)| t.len() + 1).sum::<usize>());
@@ -439,15 +520,15 @@ impl Engine for Nats {
     }
 
     fn announce(&self, presence: Presence) {
-        Self::lock(&self.mine).insert(presence.id.clone());
-        Self::lock(&self.dirty).insert(presence.id.clone(), Some(presence));
-        self.dirty_wake.notify_one();
+        if Self::lock(&self.own).announce(presence) {
+            self.changed.notify_one();
+        }
     }
 
     fn withdraw(&self, id: &str) {
-        Self::lock(&self.mine).remove(id);
-        Self::lock(&self.dirty).insert(id.to_string(), None);
-        self.dirty_wake.notify_one();
+        if Self::lock(&self.own).withdraw(id) {
+            self.changed.notify_one();
+        }
     }
 
     fn send(&self, node: &str, envelope: Envelope) {
@@ -482,25 +563,19 @@ impl Engine for Nats {
 
     fn leave(&self) -> futures_util::future::BoxFuture<'_, ()> {
         Box::pin(async move {
-            let ids: Vec<String> = Self::lock(&self.mine).drain().collect();
-            let n = ids.len();
-            let kv = &self.kv;
-            let deletes = futures_util::stream::iter(ids).for_each_concurrent(
-                PUT_CONCURRENCY,
-                |id| async move {
-                    if let Err(e) = kv.delete(&id).await {
-                        tracing::debug!(client = %id, "presence not withdrawn: {e}");
-                    }
-                },
-            );
-            if tokio::time::timeout(Duration::from_secs(3), deletes)
+            let (msg, n) = {
+                let mut own = Self::lock(&self.own);
+                own.left = true;
+                (own.leave(), own.len())
+            };
+            self.publish(presence_subject(&self.node), msg).await;
+            if tokio::time::timeout(Duration::from_secs(3), self.client.flush())
                 .await
                 .is_err()
             {
-                tracing::warn!("leaving the cluster: not every presence was withdrawn in 3 s");
+                tracing::warn!("leaving the cluster: NATS did not take the leave in 3 s");
             }
-            let _ = self.client.flush().await;
-            tracing::info!(node = %self.node, withdrawn = n, "left the cluster");
+            tracing::info!(node = %self.node, tabs = n, "left the cluster");
         })
     }
 }
