@@ -147,7 +147,7 @@ pub struct ServeArgs {
     /// MCP servers for ?<mcp …>! in Claude Desktop's format [default: DATA_DIR/mcp.json].
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
-    /// Join a cluster of hubs through this NATS server (JetStream on; nats-server -js).
+    /// Join a cluster of hubs through this NATS server (core NATS; `nats-server` 2.9 or later).
     /// Tabs on every node are then reachable from any node (docs/cluster.md).
     #[arg(long, value_name = "nats://HOST:PORT", requires = "node")]
     pub cluster: Option<String>,
