@@ -279,6 +279,22 @@ async fn a_fan_out_from_a_to_b_and_c_is_one_batch_per_node() {
     let mut ids: Vec<String> = tabs.iter().map(|t| t.client_id.clone()).collect();
     ids.push(master.client_id.clone());
     c.all_see(&ids, Duration::from_secs(10)).await;
+    // The OpenAI-compatible API on node a offers the tabs of b and c.
+    let models = c.nodes[0].get("/v1/models").await;
+    let names: Vec<&str> = models["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    for want in ["tab/w0", "tab/w1", "tab/w59", "site/sim"] {
+        assert!(names.contains(&want), "{want} missing from /v1/models on a: {names:?}");
+    }
+    let site = models["data"]
+        .as_array()
+        .and_then(|d| d.iter().find(|m| m["id"] == "site/sim"))
+        .expect("site/sim");
+    assert_eq!(site["aicard"]["tabs"], 60, "every worker of b and c: {site}");
     let before = c.nodes[0].cluster().await;
     fan_out_exactly_once(&mut master, &tabs, "batched").await;
     let after = c.nodes[0].cluster().await;

@@ -141,8 +141,7 @@ pub async fn run(args: &Args) {
         .unwrap()
         .port();
     let mut nats = tokio::process::Command::new(nats_binary())
-        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-        .arg(dir.path().join("nats"))
+        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)

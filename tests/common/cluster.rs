@@ -14,7 +14,7 @@ use tokio::process::{Child, Command};
 
 use super::TOKEN;
 
-/// A nats-server with JetStream on a free loopback port and a temp store.
+/// A plain nats-server (core NATS, no JetStream: the cluster needs none) on a free loopback port.
 pub struct NatsServer {
     child: Child,
     pub url: String,
@@ -80,8 +80,7 @@ impl NatsServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let mut child = Command::new(&bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path())
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
