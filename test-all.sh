@@ -18,7 +18,7 @@ if ! command -v nats-server >/dev/null && [ ! -x /usr/sbin/nats-server ]; then
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y nats-server
 fi
-# The cluster tests start their own nats-server (-js, temp store, free port on 127.0.0.1);
+# The cluster tests start their own nats-server (core NATS, free port on 127.0.0.1);
 # with this set they fail instead of skipping when it is missing.
 export AICARD_REQUIRE_NATS=1
 
