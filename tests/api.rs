@@ -515,6 +515,59 @@ async fn models_lists_what_is_online_with_load() {
     assert_eq!(by_id("tab/w1")["aicard"]["busy"], 1);
     assert_eq!(by_id("auto")["aicard"]["tabs"], 3);
     assert_eq!(by_id("tab/k1")["object"], "model");
+    // Each tab's entry carries its health as the decision engine sees it.
+    let health = &by_id("tab/w2")["aicard"]["health"];
+    assert!(health["standing"].is_string(), "{health}");
+    assert_eq!(health["outcomes"], 0);
+    assert!(by_id("site/sim")["aicard"].get("health").is_none());
+    // The same figures for Prometheus, behind the same door.
+    let metrics = http()
+        .get(h.http_url("/metrics"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    assert!(metrics.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let text = metrics.text().await.unwrap();
+    let sample = |name: &str, has: &str| -> String {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(has))
+            .unwrap_or_else(|| panic!("no {name} with {has} in\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(sample("aicard_tabs", "state=\"connected\""), "3");
+    assert_eq!(sample("aicard_tab_up", "tab=\"k1\""), "1");
+    assert_eq!(sample("aicard_tab_window_outcomes", "tab=\"w2\""), "0");
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    for (auth, origin, want) in [
+        (None, None, 401),
+        (Some("Bearer wrong"), None, 401),
+        (
+            Some(format!("Bearer {TOKEN}").as_str()),
+            Some("https://evil.example"),
+            403,
+        ),
+    ] {
+        let mut req = http().get(h.http_url("/metrics"));
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        assert_eq!(
+            req.send().await.unwrap().status(),
+            want,
+            "{auth:?} {origin:?}"
+        );
+    }
     stream_answer(&mut ws, &task, &[], "ok").await;
     assert_eq!(holder.await.unwrap().status(), 200);
 }

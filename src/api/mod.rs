@@ -12,6 +12,7 @@ mod chat;
 pub mod error;
 mod flow;
 pub mod journal;
+pub mod metrics;
 
 pub(crate) use chat::{ask_tab, flow_names};
 pub(crate) use flow::{input_name, run_outcome};
@@ -204,6 +205,10 @@ pub fn routes() -> Router<Arc<App>> {
             post(chat::completions).fallback(chat::method_not_allowed),
         )
         .route("/v1/{*rest}", any(chat::not_found))
+        .route(
+            "/metrics",
+            get(metrics::metrics).fallback(chat::method_not_allowed),
+        )
 }
 
 /// Host and Origin like every door (403), then the bearer token (401).

@@ -92,15 +92,18 @@ pub struct Load {
 }
 
 /// The `GET /v1/models` body: what is online now. `busy(c)` says whether a tab is taken;
-/// `depth(key)` how many API requests wait for a model.
+/// `depth(key)` how many API requests wait for a model; `health(c)` is a tab's health as
+/// the decision engine sees it, shown on its `tab/…` entry.
 pub fn list(
     registry: &Registry,
     flows: &[String],
     busy: impl Fn(&Client) -> bool,
     depth: impl Fn(&str) -> usize,
+    health: impl Fn(&Client) -> Value,
     created: i64,
 ) -> Value {
     let mut entries: BTreeMap<String, Load> = BTreeMap::new();
+    let mut healths: BTreeMap<String, Value> = BTreeMap::new();
     let mut auto = Load::default();
     for c in registry.all() {
         if c.state() != ConnState::Connected {
@@ -108,9 +111,9 @@ pub fn list(
         }
         let info = c.info();
         let b = usize::from(busy(&c));
-        let tab = entries
-            .entry(format!("tab/{}", c.display_of(&info)))
-            .or_default();
+        let key = format!("tab/{}", c.display_of(&info));
+        healths.insert(key.clone(), health(&c));
+        let tab = entries.entry(key).or_default();
         tab.tabs += 1;
         tab.busy += b;
         if info.role == Role::Worker {
@@ -129,11 +132,12 @@ pub fn list(
     let mut data = Vec::new();
     for (id, mut load) in entries {
         load.queue_depth = depth(&id);
-        data.push(model_object(
-            &id,
-            created,
-            json!({"tabs": load.tabs, "busy": load.busy, "queue_depth": load.queue_depth}),
-        ));
+        let mut aicard =
+            json!({"tabs": load.tabs, "busy": load.busy, "queue_depth": load.queue_depth});
+        if let Some(h) = healths.remove(&id) {
+            aicard["health"] = h;
+        }
+        data.push(model_object(&id, created, aicard));
     }
     for f in flows {
         let id = format!("flow/{f}");

@@ -1,0 +1,159 @@
+//! `GET /metrics`: the tabs' health and the hub's counters in the OpenMetrics text format
+//! (which Prometheus scrapes), encoded by `prometheus-client`. The same figures as
+//! `?<tabs>!`, `/api/tabs`, `/v1/models` and MCP `list_tabs`, read fresh on every scrape.
+//! Bearer token, Host and Origin are checked like on `/v1`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::app::App;
+use crate::decide::Standing;
+use crate::hub::registry::ConnState;
+
+/// The content type of the OpenMetrics text format.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type Labels = Vec<(String, String)>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+pub async fn metrics(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Err(e) = super::authorize(&hub, &headers) {
+        return e.into_response();
+    }
+    match render(&hub) {
+        Ok(body) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
+        Err(e) => {
+            tracing::error!("metrics not encoded: {e}");
+            (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "指标编码失败 / metrics could not be encoded",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// The whole exposition, ending in `# EOF`.
+pub fn render(hub: &App) -> Result<String, std::fmt::Error> {
+    let mut reg = Registry::with_prefix("aicard");
+    let tabs = Family::<Labels, Gauge>::default();
+    let up = Family::<Labels, Gauge>::default();
+    let in_flight = Family::<Labels, Gauge>::default();
+    let success = Family::<Labels, FloatGauge>::default();
+    let outcomes = Family::<Labels, Gauge>::default();
+    let ttft = Family::<Labels, FloatGauge>::default();
+    let per_1k = Family::<Labels, FloatGauge>::default();
+    let cooling = Family::<Labels, FloatGauge>::default();
+    let parked = Family::<Labels, Gauge>::default();
+    let node = hub.engine.node().to_string();
+    for c in hub.registry.all() {
+        let info = c.info();
+        let connected = c.state() == ConnState::Connected;
+        let state = if connected { "connected" } else { "lost" };
+        tabs.get_or_create(&vec![("state".into(), state.into())])
+            .inc();
+        let labels: Labels = vec![
+            ("tab".into(), c.display_of(&info)),
+            ("site".into(), info.site.to_lowercase()),
+            ("role".into(), info.role.as_str().into()),
+            ("node".into(), c.node().unwrap_or_else(|| node.clone())),
+        ];
+        up.get_or_create(&labels).set(i64::from(connected));
+        let row = crate::pick::health(hub, &c);
+        in_flight.get_or_create(&labels).set(row.in_flight as i64);
+        success.get_or_create(&labels).set(row.p);
+        outcomes.get_or_create(&labels).set(i64::from(row.outcomes));
+        if let Some(s) = row.ttft_s {
+            ttft.get_or_create(&labels).set(s);
+        }
+        if let Some(s) = row.s_per_1k {
+            per_1k.get_or_create(&labels).set(s);
+        }
+        match row.standing {
+            Standing::Cooling(ms) => {
+                cooling.get_or_create(&labels).set(ms as f64 / 1000.0);
+            }
+            Standing::Parked(t) => {
+                let mut l = labels.clone();
+                l.push(("reason".into(), t.as_str().into()));
+                parked.get_or_create(&l).set(1);
+            }
+            _ => {}
+        }
+    }
+    reg.register("tabs", "Tabs this hub knows, by connection state", tabs);
+    reg.register("tab_up", "1 while the tab is connected", up);
+    reg.register(
+        "tab_in_flight",
+        "Tasks the tab works on or waits for",
+        in_flight,
+    );
+    reg.register(
+        "tab_success_probability",
+        "Success probability over the tab's recent window (Beta(1,1) prior)",
+        success,
+    );
+    reg.register(
+        "tab_window_outcomes",
+        "Outcomes in the tab's sliding window",
+        outcomes,
+    );
+    reg.register(
+        "tab_first_chunk_seconds",
+        "EWMA of the time to the first streamed chunk",
+        ttft,
+    );
+    reg.register(
+        "tab_seconds_per_1k_chars",
+        "EWMA of seconds per 1,000 characters of reply",
+        per_1k,
+    );
+    reg.register(
+        "tab_cooling_seconds",
+        "Seconds left of the tab's cooldown after rate limiting",
+        cooling,
+    );
+    reg.register(
+        "tab_parked",
+        "1 while the tab waits for a person (captcha, login)",
+        parked,
+    );
+    let gauge = |v: u64| {
+        let g = Gauge::<i64>::default();
+        g.set(v as i64);
+        g
+    };
+    reg.register(
+        "runs_active",
+        "Flow runs in progress on this hub",
+        gauge(hub.runner.list().len() as u64),
+    );
+    let s = hub.engine.stats();
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    reg.register(
+        "cluster_batches_sent",
+        "Batches this node sent to other nodes (one NATS request each)",
+        gauge(load(&s.batches_sent)),
+    );
+    reg.register(
+        "cluster_envelopes_sent",
+        "Envelopes inside the batches this node sent",
+        gauge(load(&s.envelopes_sent)),
+    );
+    reg.register(
+        "cluster_presence_messages",
+        "Presence messages this node published",
+        gauge(load(&s.presence_writes)),
+    );
+    let mut out = String::new();
+    encode(&mut out, &reg)?;
+    Ok(out)
+}
