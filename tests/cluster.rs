@@ -604,3 +604,61 @@ async fn presence_converges_within_its_time_to_live_measured() {
     );
     drop(on_c);
 }
+
+/// A node that joins late learns the tabs already there from snapshots (not from deltas it
+/// never saw), and a node that restarts under the same name has its old tabs dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_node_syncs_by_snapshot_and_a_restarted_node_loses_its_old_tabs() {
+    let Some(mut c) = Cluster::start(Engine::Nats).await else {
+        return;
+    };
+    let tabs = workers(&c, 24, false).await; // 8 on each of a, b, c
+    let ids: Vec<String> = tabs.iter().map(|t| t.client_id.clone()).collect();
+    c.all_see(&ids, Duration::from_secs(10)).await;
+    let nats = c._nats.as_ref().expect("nats");
+    let late = Node::start(Some(nats), "d", None).await;
+    let mut want = ids.clone();
+    want.sort();
+    let took = converge(
+        Duration::from_secs(5),
+        "the late node sees every tab",
+        || {
+            let late = &late;
+            let want = &want;
+            async move { late.connected().await == *want }
+        },
+    )
+    .await;
+    eprintln!(
+        "late node d saw all {} tabs {took:?} after it started",
+        ids.len()
+    );
+    // b dies and comes back at once, empty: its 8 tabs go from every view.
+    let on_b: Vec<String> = tabs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 == 1)
+        .map(|(_, t)| t.client_id.clone())
+        .collect();
+    c.nodes[1].kill().await;
+    c.nodes[1] = Node::start(Some(nats), "b", None).await;
+    let rest: Vec<String> = ids.iter().filter(|i| !on_b.contains(i)).cloned().collect();
+    let mut all = c.nodes.iter().collect::<Vec<_>>();
+    all.push(&late);
+    let mut rest_sorted = rest.clone();
+    rest_sorted.sort();
+    converge(Duration::from_secs(5), "b's old tabs leave", || {
+        let all = &all;
+        let rest_sorted = &rest_sorted;
+        async move {
+            for n in all.iter() {
+                if n.connected().await != *rest_sorted {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    drop(tabs);
+}
