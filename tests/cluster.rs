@@ -288,13 +288,19 @@ async fn a_fan_out_from_a_to_b_and_c_is_one_batch_per_node() {
         .filter_map(|m| m["id"].as_str())
         .collect();
     for want in ["tab/w0", "tab/w1", "tab/w59", "site/sim"] {
-        assert!(names.contains(&want), "{want} missing from /v1/models on a: {names:?}");
+        assert!(
+            names.contains(&want),
+            "{want} missing from /v1/models on a: {names:?}"
+        );
     }
     let site = models["data"]
         .as_array()
         .and_then(|d| d.iter().find(|m| m["id"] == "site/sim"))
         .expect("site/sim");
-    assert_eq!(site["aicard"]["tabs"], 60, "every worker of b and c: {site}");
+    assert_eq!(
+        site["aicard"]["tabs"], 60,
+        "every worker of b and c: {site}"
+    );
     let before = c.nodes[0].cluster().await;
     fan_out_exactly_once(&mut master, &tabs, "batched").await;
     let after = c.nodes[0].cluster().await;
