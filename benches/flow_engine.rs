@@ -72,6 +72,7 @@ fn drive(flow: &Arc<Flow>, plan: &Arc<Plan>) -> usize {
                         attempt: d.attempt,
                         client: String::new(),
                         text: "ok".into(),
+                        first_chunk_at_ms: None,
                     });
                 }
                 Action::Complete { .. } | Action::Fail { .. } => return dispatched,

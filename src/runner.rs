@@ -16,7 +16,7 @@ use crate::flows::engine::{
 };
 use crate::flows::Flow;
 use crate::hub::registry::Client;
-use crate::hub::tasks::{TaskError, TaskRequest};
+use crate::hub::tasks::{Outcome, TaskError, TaskRequest};
 use crate::protocol::ServerFrame;
 use crate::store::{now_ms, JournalEntry, RunRecord};
 
@@ -955,12 +955,19 @@ async fn dispatch(
     req.node_id = Some(d.node.clone());
     req.retry = d.attempt.saturating_sub(1);
     let idle = d.timeout.idle_ms.map(Duration::from_millis);
-    let result = if client.info().role == crate::protocol::Role::Foreman {
-        crate::foreman::cycle(&hub, &client, req).await
+    let Outcome {
+        result,
+        first_chunk_at_ms,
+    } = if client.info().role == crate::protocol::Role::Foreman {
+        // Two turns of the foreman's: no one first chunk to speak of.
+        Outcome {
+            result: crate::foreman::cycle(&hub, &client, req).await,
+            first_chunk_at_ms: None,
+        }
     } else {
         match idle {
             Some(idle) => ask_with_idle(&hub, &client, req, idle).await,
-            None => hub.tasks.ask(&client, req).await,
+            None => hub.tasks.ask_outcome(&client, req).await,
         }
     };
     if let Err(e) = &result {
@@ -973,6 +980,7 @@ async fn dispatch(
             attempt: d.attempt,
             client: client.display(),
             text,
+            first_chunk_at_ms: first_chunk_at_ms.map(|t| t as u64),
         },
         Err(e) => failed(e.to_string(), e.retryable()),
     };
@@ -985,9 +993,9 @@ async fn ask_with_idle(
     client: &Arc<Client>,
     req: TaskRequest,
     idle: Duration,
-) -> Result<String, TaskError> {
+) -> Outcome {
     let key = req.task_id.clone().unwrap_or_default();
-    let ask = hub.tasks.ask(client, req);
+    let ask = hub.tasks.ask_outcome(client, req);
     tokio::pin!(ask);
     let started = now_ms();
     loop {
@@ -997,7 +1005,10 @@ async fn ask_with_idle(
                 let last = client.last_stream_ms().max(started);
                 if now_ms() - last > idle.as_millis() as i64 {
                     hub.tasks.cancel(client, &key);
-                    return Err(TaskError::Timeout(format!("{} (idle)", client.display())));
+                    return Outcome {
+                        result: Err(TaskError::Timeout(format!("{} (idle)", client.display()))),
+                        first_chunk_at_ms: None,
+                    };
                 }
             }
         }
@@ -1018,6 +1029,7 @@ async fn run_command(
             attempt: c.attempt,
             client: String::new(),
             text,
+            first_chunk_at_ms: None,
         },
         Err(e) => JournalEvent::ItemFailed {
             node: c.node.clone(),

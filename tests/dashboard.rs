@@ -580,3 +580,82 @@ async fn a_tabs_role_changes_through_the_role_command_code() {
     let v = api_post(&h, "/api/tabs/nobody/role", json!({"role": "worker"})).await;
     assert!(v["error"].is_string());
 }
+
+const CHUNKS: &str = r#"
+name: chunks
+nodes:
+  - id: streamed
+    to: streamer
+    prompt: "stream it"
+  - id: whole
+    to: whole
+    prompt: "in one piece"
+"#;
+
+/// The one attempt of `node`'s item 0, as the run's detail and its node view show it.
+async fn only_attempt(h: &TestHub, run_id: &str, node: &str) -> Value {
+    let d = api_get(h, &format!("/api/runs/{run_id}")).await;
+    let n = d["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == node)
+        .unwrap_or_else(|| panic!("no node {node}: {d}"))
+        .clone();
+    assert_eq!(n["state"], "completed", "{n}");
+    let atts = n["items"][0]["attempts"].as_array().unwrap();
+    assert_eq!(atts.len(), 1, "{n}");
+    let from_node = api_get(h, &format!("/api/runs/{run_id}/nodes/{node}")).await;
+    let a = from_node["items"][0]["attempts"][0].clone();
+    assert_eq!(a["first_chunk_ms"], atts[0]["first_chunk_ms"], "{a}");
+    atts[0].clone()
+}
+
+#[tokio::test]
+async fn an_attempts_first_chunk_time_is_recorded_when_its_tab_streamed() {
+    let h = hub().await;
+    std::fs::write(h.hub().config.flows_dir.join("chunks.yaml"), CHUNKS).unwrap();
+    // Each waits before answering (the model thinking); one streams its reply, one does not.
+    let _streamer = h
+        .scripted("streamer", "kimi", "worker", |p: &str| {
+            Reply::Text(Duration::from_millis(60), format!("re: {p}"))
+        })
+        .await;
+    let _whole = h
+        .scripted("whole", "deepseek", "worker", |p: &str| {
+            Reply::Unstreamed(Duration::from_millis(20), format!("re: {p}"))
+        })
+        .await;
+    let started = api_post(&h, "/api/runs", json!({"flow": "chunks"})).await;
+    let run_id = started["run_id"].as_str().unwrap().to_string();
+    let evs = read_events(&h, &format!("?run={run_id}"), Some("0"), finished).await;
+    let outputs: Vec<&Value> = evs
+        .iter()
+        .map(|(_, _, v)| &v["event"])
+        .filter(|e| e["type"] == "item_output")
+        .collect();
+    assert_eq!(outputs.len(), 2, "{evs:?}");
+    for e in &outputs {
+        let recorded = e.get("first_chunk_at_ms").is_some();
+        assert_eq!(recorded, e["node"] == "streamed", "{e}");
+    }
+
+    let a = only_attempt(&h, &run_id, "streamed").await;
+    assert_eq!(a["client"], "streamer");
+    let first = a["first_chunk_ms"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{a}"));
+    let total = a["total_ms"].as_i64().unwrap();
+    // The tab took 60 ms before its first chunk, counted from the attempt's start.
+    assert!(first >= 60, "first chunk {first} ms: {a}");
+    assert!(
+        first <= total,
+        "first chunk {first} ms after a total of {total} ms: {a}"
+    );
+    assert!(a["queue_ms"].as_i64().unwrap() <= first, "{a}");
+
+    let b = only_attempt(&h, &run_id, "whole").await;
+    assert_eq!(b["client"], "whole");
+    assert!(b["total_ms"].is_number(), "{b}");
+    assert_eq!(b["first_chunk_ms"], Value::Null, "streamed nothing: {b}");
+}

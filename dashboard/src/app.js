@@ -167,7 +167,7 @@ function attemptsTable(item) {
       h('td', {}, badge(a.outcome)),
       h('td', { text: fmtTime(a.started_ms) }),
       h('td', { text: fmtMs(a.queue_ms) }),
-      h('td', { text: a.first_chunk_ms === null ? t('not_recorded') : fmtMs(a.first_chunk_ms) }),
+      h('td', { 'data-col': 'first_chunk', title: a.first_chunk_ms == null ? t('no_chunk') : null, text: fmtMs(a.first_chunk_ms) }),
       h('td', { text: fmtMs(a.total_ms) }),
       h('td', { class: 'err', text: a.error || '' })))));
 }

@@ -1,6 +1,6 @@
 // The dashboard in Chromium against the real hub and simulated tabs: log in, see the tabs,
 // start a flow from the editor, watch its nodes complete, a failed-then-retried node shows
-// both attempts, a reload mid-run loses no event, a 2,000-item fan-out renders collapsed in
+// both attempts (with their first-chunk times), a reload mid-run loses no event, a 2,000-item fan-out renders collapsed in
 // under 1 s, zero page errors. Screenshots go to docs/dashboard/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -146,6 +146,10 @@ test('a flow started from the editor runs to completed; the retried node shows b
   assert.match(attempts[0], /failed/);
   assert.match(attempts[0], /429 rate limited/);
   assert.match(attempts[1], /completed/);
+  // Queue, first chunk and total per attempt: the retried attempt's tab streamed its reply.
+  const firstChunk = await page.$$eval('#panel tr[data-attempt] td[data-col="first_chunk"]', (tds) => tds.map((td) => td.textContent));
+  assert.equal(firstChunk[0], '—', 'the failed attempt streamed nothing');
+  assert.match(firstChunk[1], /^\d+ ms$|^\d+\.\d s$/, 'a first-chunk figure');
   const panel = await page.textContent('#panel');
   assert.match(panel, /Draft about the new dashboard/, 'the rendered prompt');
   assert.match(panel, /least loaded/, 'why this tab');

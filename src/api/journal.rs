@@ -109,6 +109,8 @@ impl ApiRun {
             attempt: 1,
             client: self.target.clone(),
             text: text.to_string(),
+            // Not carried from the `/v1` and MCP prompts yet.
+            first_chunk_at_ms: None,
         });
         self.append(&JournalEvent::NodeCompleted {
             node: NODE.into(),

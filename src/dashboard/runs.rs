@@ -202,6 +202,8 @@ struct Attempt {
     attempt: u32,
     started_ms: Option<i64>,
     sent_ms: Option<i64>,
+    /// When the tab streamed the reply's first chunk (recorded with the reply).
+    first_chunk_at_ms: Option<i64>,
     ended_ms: Option<i64>,
     client: Option<String>,
     outcome: &'static str,
@@ -216,6 +218,10 @@ impl Attempt {
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
         };
+        let first_chunk = match (self.started_ms, self.first_chunk_at_ms) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
         let total = match (self.started_ms, self.ended_ms) {
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
@@ -224,7 +230,7 @@ impl Attempt {
             "attempt": self.attempt, "started_ms": self.started_ms, "sent_ms": self.sent_ms,
             "ended_ms": self.ended_ms, "client": self.client, "outcome": self.outcome,
             "error": self.error, "retryable": self.retryable, "chars": self.chars,
-            "queue_ms": queue, "first_chunk_ms": Value::Null, "total_ms": total,
+            "queue_ms": queue, "first_chunk_ms": first_chunk, "total_ms": total,
         })
     }
 }
@@ -292,10 +298,12 @@ fn attempts(l: &Loaded) -> (Attempts, NodeTimes) {
                 attempt,
                 client,
                 text,
+                first_chunk_at_ms,
             } => {
                 let i = slot(&mut out, &node, item, attempt);
                 let a = &mut out.get_mut(&node).and_then(|m| m.get_mut(&item)).unwrap()[i];
                 a.ended_ms = Some(at);
+                a.first_chunk_at_ms = first_chunk_at_ms.map(|t| t as i64);
                 a.outcome = "completed";
                 a.chars = Some(text.chars().count());
                 if a.client.is_none() && !client.is_empty() {

@@ -409,10 +409,11 @@ impl Hub {
             }) => {
                 client.streamed();
                 // A task's reply belongs to whoever asked; only free turns are scanned, and
-                // only their answer text, never the model's thinking.
-                match self.tasks.current(client) {
+                // only their answer text, never the model's thinking. The task queue notes
+                // when a task's first chunk came.
+                match self.tasks.on_chunk(client) {
                     None => self.hooks().free_chunk(client, &turn_id, &text),
-                    Some((task_id, _)) => self.hooks().task_chunk(
+                    Some(task_id) => self.hooks().task_chunk(
                         client,
                         &task_id,
                         &turn_id,

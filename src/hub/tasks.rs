@@ -57,7 +57,27 @@ pub struct Ticket {
     /// The parent the task is recorded under in the subtask tree, if tracked.
     parent: Option<String>,
     deadline: tokio::time::Instant,
-    reply: oneshot::Receiver<Result<String, TaskError>>,
+    reply: oneshot::Receiver<Outcome>,
+}
+
+/// What a task came to: the tab's reply (or why there is none), and when the first chunk of
+/// that reply streamed in.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: Result<String, TaskError>,
+    /// When (ms since the epoch) the tab streamed the reply's first chunk. `None` when it
+    /// streamed none (answered in one piece), or the outcome came without one (a tab on
+    /// another node, a timeout, a refused task).
+    pub first_chunk_at_ms: Option<i64>,
+}
+
+impl Outcome {
+    fn without_chunk(result: Result<String, TaskError>) -> Outcome {
+        Outcome {
+            result,
+            first_chunk_at_ms: None,
+        }
+    }
 }
 
 impl Ticket {
@@ -69,6 +89,11 @@ impl Ticket {
     /// Waits for the reply until the task's deadline; on timeout the task is dropped from
     /// the tab's queue so the tab moves on.
     pub async fn wait(self, tasks: &Tasks) -> Result<String, TaskError> {
+        self.wait_outcome(tasks).await.result
+    }
+
+    /// [`Ticket::wait`], with when the reply's first chunk came.
+    pub async fn wait_outcome(self, tasks: &Tasks) -> Outcome {
         let Ticket {
             client,
             task_id,
@@ -76,20 +101,24 @@ impl Ticket {
             deadline,
             reply,
         } = self;
-        let result = match tokio::time::timeout_at(deadline, reply).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(TaskError::Cancelled),
+        let outcome = match tokio::time::timeout_at(deadline, reply).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Outcome::without_chunk(Err(TaskError::Cancelled)),
             Err(_) => {
                 tasks.cancel(&client, &task_id);
                 tasks.pump(&client);
-                Err(TaskError::Timeout(client.display()))
+                Outcome::without_chunk(Err(TaskError::Timeout(client.display())))
             }
         };
         if let Some(p) = &parent {
-            let state = if result.is_ok() { "done" } else { "failed" };
+            let state = if outcome.result.is_ok() {
+                "done"
+            } else {
+                "failed"
+            };
             tasks.set_subtask(p, &task_id, &client, state);
         }
-        result
+        outcome
     }
 }
 
@@ -143,9 +172,21 @@ pub(crate) struct Pending {
     frame: TaskFrame,
     /// `frame` encoded once, for the first send and any resend after a reconnect.
     text: String,
-    reply: oneshot::Sender<Result<String, TaskError>>,
+    reply: oneshot::Sender<Outcome>,
     fail_on_loss: bool,
     track: bool,
+    /// When the tab streamed the first chunk of its reply (ms since the epoch).
+    first_chunk_at_ms: Option<i64>,
+}
+
+impl Pending {
+    /// Ends the task with `result`, telling whoever waits (if anyone still does).
+    fn answer(self, result: Result<String, TaskError>) {
+        let _ = self.reply.send(Outcome {
+            result,
+            first_chunk_at_ms: self.first_chunk_at_ms,
+        });
+    }
 }
 
 /// One tab's tasks; it lives in the tab's `Client`, so the hot path needs no map lookup.
@@ -235,7 +276,7 @@ impl SubTree {
 /// A task this node sent to a tab on another node, waiting for its outcome.
 struct RemotePending {
     client: Arc<Client>,
-    reply: oneshot::Sender<Result<String, TaskError>>,
+    reply: oneshot::Sender<Outcome>,
     fail_on_loss: bool,
 }
 
@@ -281,7 +322,15 @@ impl Tasks {
 
     /// Types `req.prompt` into `client` and waits for its reply.
     pub async fn ask(&self, client: &Arc<Client>, req: TaskRequest) -> Result<String, TaskError> {
-        self.submit(client, req)?.wait(self).await
+        self.ask_outcome(client, req).await.result
+    }
+
+    /// [`Tasks::ask`], with when the reply's first chunk came.
+    pub async fn ask_outcome(&self, client: &Arc<Client>, req: TaskRequest) -> Outcome {
+        match self.submit(client, req) {
+            Ok(ticket) => ticket.wait_outcome(self).await,
+            Err(e) => Outcome::without_chunk(Err(e)),
+        }
     }
 
     /// Hands `req.prompt` to `client` now (sent at once if the tab is idle, else queued) and
@@ -318,6 +367,7 @@ impl Tasks {
             reply: tx,
             fail_on_loss: req.fail_on_loss,
             track: req.track,
+            first_chunk_at_ms: None,
         };
         let mut q = Self::queue(client);
         let idle = q.current.is_none() && q.waiting.is_empty();
@@ -417,7 +467,7 @@ impl Tasks {
         p.client
             .remote_waiting
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        let _ = p.reply.send(result);
+        let _ = p.reply.send(Outcome::without_chunk(result));
         true
     }
 
@@ -518,13 +568,13 @@ impl Tasks {
         let mut q = Self::queue(client);
         if q.current.as_ref().is_some_and(|p| p.fail_on_loss) {
             if let Some(p) = q.end_current() {
-                let _ = p.reply.send(Err(TaskError::TabLost(client.display())));
+                p.answer(Err(TaskError::TabLost(client.display())));
             }
         }
         let waiting = std::mem::take(&mut q.waiting);
         for p in waiting {
             if p.fail_on_loss {
-                let _ = p.reply.send(Err(TaskError::TabLost(client.display())));
+                p.answer(Err(TaskError::TabLost(client.display())));
             } else {
                 q.waiting.push_back(p);
             }
@@ -610,7 +660,7 @@ impl Tasks {
             };
         }
         if let Some(p) = q.end_current() {
-            let _ = p.reply.send(result);
+            p.answer(result);
         }
         Ok(true)
     }
@@ -650,6 +700,17 @@ impl Tasks {
         }
         let q = Self::queue(client);
         q.waiting.len() + usize::from(q.current.is_some())
+    }
+
+    /// A chunk of a reply streamed in: the id of the task it belongs to (the tab's in-flight
+    /// one), if any. The task's first chunk records when it came.
+    pub fn on_chunk(&self, client: &Client) -> Option<String> {
+        let mut q = Self::queue(client);
+        let p = q.current.as_mut()?;
+        if p.first_chunk_at_ms.is_none() {
+            p.first_chunk_at_ms = Some(crate::store::now_ms());
+        }
+        Some(p.frame.task_id.clone())
     }
 
     /// The task a tab is working on, if any: (task id, prompt head).
@@ -742,6 +803,37 @@ mod tests {
         );
         assert_eq!(second.wait(&f.tasks).await.unwrap(), "answer two");
         assert_eq!(f.tasks.load(&f.tab), 0);
+    }
+
+    #[tokio::test]
+    async fn the_outcome_carries_when_the_first_chunk_came() {
+        let mut f = fixture(4);
+        assert_eq!(f.tasks.on_chunk(&f.tab), None, "a free turn's chunk");
+        let streamed = f.tasks.submit(&f.tab, req("one", None, false)).unwrap();
+        let sent = sent_task(&mut f.out).unwrap();
+        let before = crate::store::now_ms();
+        assert_eq!(f.tasks.on_chunk(&f.tab).as_deref(), Some(&*sent.task_id));
+        let after = crate::store::now_ms();
+        f.tasks.on_chunk(&f.tab);
+        f.tasks
+            .on_turn_end(&f.tab, Some(&sent.task_id), "a")
+            .unwrap();
+        let out = streamed.wait_outcome(&f.tasks).await;
+        assert_eq!(out.result.unwrap(), "a");
+        let at = out.first_chunk_at_ms.expect("recorded");
+        assert!(
+            (before..=after).contains(&at),
+            "the first chunk's time, not a later one"
+        );
+
+        let whole = f.tasks.submit(&f.tab, req("two", None, false)).unwrap();
+        let sent = sent_task(&mut f.out).unwrap();
+        f.tasks
+            .on_turn_end(&f.tab, Some(&sent.task_id), "b")
+            .unwrap();
+        let out = whole.wait_outcome(&f.tasks).await;
+        assert_eq!(out.result.unwrap(), "b");
+        assert_eq!(out.first_chunk_at_ms, None, "streamed nothing");
     }
 
     #[tokio::test]

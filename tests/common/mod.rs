@@ -203,6 +203,8 @@ pub async fn wait_event(
 pub enum Reply {
     /// Stream this text after the delay (the model "thinking"; not synchronisation).
     Text(Duration, String),
+    /// Answer with this text after the delay in one `turn_end`, streaming no chunk.
+    Unstreamed(Duration, String),
     /// Report the task failed with this reason.
     Fail(String),
     /// Never answer (a stuck tab).
@@ -288,6 +290,10 @@ impl ScriptedTab {
                             let _ = out.send(
                                 json!({"type":"turn_end","turn_id":turn,"text":text,"task_id":id}),
                             );
+                        }
+                        Reply::Unstreamed(delay, text) => {
+                            tokio::time::sleep(delay).await;
+                            let _ = out.send(json!({"type":"turn_end","turn_id":format!("turn-{id}"),"text":text,"task_id":id}));
                         }
                         Reply::Fail(reason) => {
                             let _ = out.send(json!({"type":"task_update","task_id":id,"state":"failed","error":reason}));

@@ -79,6 +79,10 @@ pub enum JournalEvent {
         client: String,
         /// The full reply.
         text: String,
+        /// When (ms since the epoch) the tab streamed the reply's first chunk; absent when it
+        /// streamed none, for commands, and in journals written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_chunk_at_ms: Option<u64>,
     },
     /// An attempt failed (runner-reported: timeout, tab gone, rate limit, command error).
     ItemFailed {
@@ -291,11 +295,36 @@ mod tests {
             attempt: 2,
             client: "sim-a".into(),
             text: "hi {{ x }} ?<echo>!".into(),
+            first_chunk_at_ms: Some(1_700_000_000_123),
         };
         let json = serde_json::to_string(&ev).expect("json");
         assert!(json.starts_with("{\"type\":\"item_output\""), "{json}");
+        assert!(
+            json.contains("\"first_chunk_at_ms\":1700000000123"),
+            "{json}"
+        );
         let back: JournalEvent = serde_json::from_str(&json).expect("parse");
         assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn an_output_without_a_first_chunk_time_reads_and_writes_as_before() {
+        // As journals written before the first chunk was recorded have it.
+        let old =
+            r#"{"type":"item_output","node":"a","item":0,"attempt":1,"client":"w1","text":"hi"}"#;
+        let ev: JournalEvent = serde_json::from_str(old).expect("an old line parses");
+        assert_eq!(
+            ev,
+            JournalEvent::ItemOutput {
+                node: "a".into(),
+                item: 0,
+                attempt: 1,
+                client: "w1".into(),
+                text: "hi".into(),
+                first_chunk_at_ms: None,
+            }
+        );
+        assert_eq!(serde_json::to_string(&ev).expect("json"), old);
     }
 
     #[test]

@@ -45,6 +45,7 @@ impl RunState {
                 attempt,
                 client,
                 text,
+                ..
             } => self.on_output(node, *item, *attempt, client, text),
             JournalEvent::ItemFailed {
                 node,

@@ -101,6 +101,7 @@ impl Sim {
                 attempt: d.attempt,
                 client,
                 text,
+                first_chunk_at_ms: Some(self.now),
             },
             Err((error, retryable)) => JournalEvent::ItemFailed {
                 node: d.node.clone(),
@@ -139,6 +140,7 @@ impl Sim {
                             attempt: c.attempt,
                             client: String::new(),
                             text: format!("ran: {}", c.command),
+                            first_chunk_at_ms: None,
                         });
                         progressed = true;
                     }
@@ -862,6 +864,7 @@ fn a_result_is_journaled_before_it_is_delivered() {
                         attempt: c.attempt,
                         client: String::new(),
                         text: "hi".into(),
+                        first_chunk_at_ms: None,
                     }),
                     Action::Record(ev) => {
                         let v = serde_json::to_value(&ev).expect("json");
