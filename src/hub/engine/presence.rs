@@ -279,6 +279,24 @@ impl Views {
         v
     }
 
+    /// The view of `node` as a message of `epoch` arrives (a restart asks for a snapshot);
+    /// `None` for this node's own messages.
+    fn heard(&mut self, node: &str, epoch: u64, now_ms: u64, step: &mut Step) -> Option<&mut View> {
+        if node == self.me {
+            return None;
+        }
+        let view = self
+            .nodes
+            .entry(node.to_string())
+            .or_insert_with(|| View::new(epoch, now_ms));
+        view.heard_ms = now_ms;
+        if view.epoch != epoch {
+            restart(view, epoch);
+            step.sync = Some(node.to_string());
+        }
+        Some(view)
+    }
+
     pub fn on_msg(&mut self, msg: Msg, now_ms: u64) -> Step {
         let mut step = Step::default();
         match msg {
@@ -289,18 +307,9 @@ impl Views {
                 up,
                 gone,
             } => {
-                if node == self.me {
+                let Some(view) = self.heard(&node, epoch, now_ms, &mut step) else {
                     return step;
-                }
-                let view = self
-                    .nodes
-                    .entry(node.clone())
-                    .or_insert_with(|| View::new(epoch, now_ms));
-                view.heard_ms = now_ms;
-                if view.epoch != epoch {
-                    restart(view, epoch);
-                    step.sync = Some(node.clone());
-                }
+                };
                 if view.syncing {
                     keep(view, epoch, seq, up, gone);
                 } else if seq <= view.seq {
@@ -315,18 +324,9 @@ impl Views {
                 }
             }
             Msg::Beat { node, epoch, seq } => {
-                if node == self.me {
+                let Some(view) = self.heard(&node, epoch, now_ms, &mut step) else {
                     return step;
-                }
-                let view = self
-                    .nodes
-                    .entry(node.clone())
-                    .or_insert_with(|| View::new(epoch, now_ms));
-                view.heard_ms = now_ms;
-                if view.epoch != epoch {
-                    restart(view, epoch);
-                    step.sync = Some(node.clone());
-                }
+                };
                 if !view.syncing && seq > view.seq {
                     // A delta went missing (or we are new here): ask for the whole table.
                     view.syncing = true;
