@@ -85,6 +85,10 @@ struct Args {
     /// tool processes can then load one hub, or several hubs, past one process's file limit.
     #[arg(long)]
     hold: bool,
+    /// Pad each round's prompt to about this many bytes (mixed Chinese and English text with
+    /// newlines, as real prompts have); 0 = the short "load round N".
+    #[arg(long, default_value_t = 0)]
+    prompt_bytes: usize,
     /// Pause between rounds, in ms.
     #[arg(long, default_value_t = 100)]
     settle_ms: u64,
@@ -100,6 +104,24 @@ struct Args {
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
+}
+
+/// About `bytes` of prompt text after " load round N": Chinese and English, newlines and
+/// tabs (JSON-escaped on the way out), cut at a character boundary. No ASCII `"`: in a
+/// command it would open a quoted argument.
+fn prompt_padding(bytes: usize) -> String {
+    const LINE: &str =
+        "\n请审阅下面的“草稿”，列出三处问题。\tReview the draft below; list three issues.";
+    let mut pad = String::with_capacity(bytes + LINE.len());
+    while pad.len() < bytes {
+        pad.push_str(LINE);
+    }
+    let mut end = bytes.min(pad.len());
+    while !pad.is_char_boundary(end) {
+        end -= 1;
+    }
+    pad.truncate(end);
+    pad
 }
 
 fn rss_kib(pid: u32) -> Option<u64> {
@@ -387,12 +409,19 @@ async fn main() {
     let mut all = Vec::new();
     let mut round_ms = Vec::new();
     let (mut hub_cpu, mut tool_cpu) = (0.0, 0.0);
+    // The same, from the command to the master's aggregated result: the replies' handling
+    // and the answer's delivery too.
+    let (mut hub_round_cpu, mut tool_round_cpu) = (0.0, 0.0);
+    let pad = prompt_padding(args.prompt_bytes);
     let me = std::process::id();
     let mut warmup_ms = Vec::new();
     for round in 0..args.warmup + args.rounds {
         let counted = round >= args.warmup;
         let cpu0 = (pid.and_then(cpu_ms), cpu_ms(me));
-        let cmd = format!("?<parallel to=[{}] load round {round}>!", targets.join(","));
+        let cmd = format!(
+            "?<parallel to=[{}] load round {round}{pad}>!",
+            targets.join(",")
+        );
         let t0 = Instant::now();
         master
             .send(json!({"type":"user_input","text":cmd}))
@@ -437,6 +466,15 @@ async fn main() {
             .await
             .expect("master got its result in time")
             .expect("channel");
+        let (hub2, tool2) = (pid.and_then(cpu_ms), cpu_ms(me));
+        if counted {
+            if let (Some(h0), Some(h2)) = (cpu0.0, hub2) {
+                hub_round_cpu += h2 - h0;
+            }
+            if let (Some(t0), Some(t2)) = (cpu0.1, tool2) {
+                tool_round_cpu += t2 - t0;
+            }
+        }
         assert_eq!(
             result["result"]["success"], true,
             "round {round} failed: {result}"
@@ -444,6 +482,15 @@ async fn main() {
         // Let the hub finish the round's tail (acks, the master's answer) so the next
         // round's figures are the fan-out alone.
         tokio::time::sleep(Duration::from_millis(args.settle_ms)).await;
+    }
+    // A tab that had tasks should be back to what an idle tab costs (buffers let go).
+    if let (Some(pid), Some(before)) = (pid, rss_before) {
+        if let Some(now) = rss_kib(pid) {
+            println!(
+                "rss after the rounds: {now} KiB → {:.1} KiB per tab",
+                now.saturating_sub(before) as f64 / args.tabs as f64
+            );
+        }
     }
     all.sort_by(|a, b| a.total_cmp(b));
     let in_order: Vec<String> = round_ms.iter().map(|ms| format!("{ms:.1}")).collect();
@@ -482,6 +529,14 @@ async fn main() {
         hub_cpu / rounds,
         hub_cpu / rounds / args.fanout.max(1) as f64 * 1000.0,
         tool_cpu / rounds,
+    );
+    println!(
+        "CPU per whole round (tasks out, replies in, the master's result): hub {:.2} ms \
+         ({:.1} µs per task), load tool {:.2} ms; prompt {} bytes",
+        hub_round_cpu / rounds,
+        hub_round_cpu / rounds / args.fanout.max(1) as f64 * 1000.0,
+        tool_round_cpu / rounds,
+        "load round 0".len() + pad.len(),
     );
     if let Some(f) = floor {
         let mut rounds = f.rounds.clone();

@@ -101,6 +101,7 @@ impl App {
         let addr = listener.local_addr()?;
         app.runner.resume_all(&app);
         app.clone().watch_role_cards();
+        app.clone().flush_memory_turns();
         let router = crate::hub::routes()
             .with_state(hub.clone())
             .merge(
@@ -115,6 +116,28 @@ impl App {
             hub: app,
             server,
         })
+    }
+
+    /// Writes the memory turns counted from replies once a second (one transaction for all
+    /// of them), and a last time when the hub stops.
+    fn flush_memory_turns(self: Arc<Self>) {
+        let app = self.clone();
+        self.tracker.spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                let stopping = tokio::select! {
+                    _ = tick.tick() => false,
+                    _ = app.shutdown.cancelled() => true,
+                };
+                if let Err(e) = app.commands.memory.flush() {
+                    tracing::warn!("memory turns not written yet: {e}");
+                }
+                if stopping {
+                    return;
+                }
+            }
+        });
     }
 
     /// Reloads role cards when their files change and re-applies them to connected tabs.

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use dashmap::DashMap;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::commands::ast::{
@@ -20,7 +21,7 @@ use crate::exec::{ExecChunk, ExecMode, ExecPolicy};
 use crate::flows::engine::CommandCall;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::{TaskError, TaskRequest, Ticket};
-use crate::protocol::{CmdOutcome, Role, ServerFrame};
+use crate::protocol::{CmdOutcome, Prompt, Role, ServerFrame};
 use crate::roles::{to_cmd_role, RoleCards, TabFacts};
 use crate::runner::{Control as RunControl, Runner};
 
@@ -64,7 +65,7 @@ impl Commands {
 
     /// A task for `client`: its role card's `memory: every N` puts the `<memory>` block
     /// (short-term note + the tags of the hottest memories) in front of every Nth prompt.
-    pub fn with_memory(&self, client: &Client, prompt: String) -> String {
+    pub fn with_memory(&self, client: &Client, prompt: Prompt) -> Prompt {
         let Some(inject) = self.card_for(client).and_then(|c| c.memory) else {
             return prompt;
         };
@@ -78,7 +79,7 @@ impl Commands {
             (None, None) => vec![crate::memory::GLOBAL],
         };
         match self.memory.block(&scopes) {
-            Ok(Some(block)) => format!("{block}\n\n{prompt}"),
+            Ok(Some(block)) => Prompt::from(format!("{block}\n\n{prompt}")),
             Ok(None) => prompt,
             Err(e) => {
                 tracing::warn!("memory block not added: {e}");
@@ -160,9 +161,7 @@ pub fn count_turn(hub: &App, client: &Client) {
     if let Some(g) = group.as_deref().filter(|g| *g != crate::memory::GLOBAL) {
         scopes.push(g);
     }
-    if let Err(e) = hub.commands.memory.turn(&scopes) {
-        tracing::warn!("memory turn not counted: {e}");
-    }
+    hub.commands.memory.turn(&scopes);
 }
 
 /// What the person typed: every command in it runs with the person's authority.
@@ -407,7 +406,7 @@ impl HubHost {
         &self,
         caller: &Caller,
         target: &str,
-        prompt: String,
+        prompt: Prompt,
         tabs: &[Arc<Client>],
         tried: &[String],
     ) -> Result<Ticket, HostError> {
@@ -438,17 +437,28 @@ impl HubHost {
 
     /// Waits for a handed-out task. A foreman's worker that was lost or failed gets its
     /// subtask moved to another worker of the same group.
+    /// `expired`, when given, times the first ticket (a fan-out's shared timer); a ticket
+    /// handed out again keeps its own deadline.
     async fn follow(
         &self,
         caller: &Caller,
         target: &str,
-        prompt: String,
+        prompt: Prompt,
         mut ticket: Ticket,
+        mut expired: Option<&CancellationToken>,
     ) -> Result<String, HostError> {
         let mut tried: Vec<String> = Vec::new();
         loop {
             let tab = ticket.tab().clone();
-            let result = ticket.wait(&self.hub.tasks).await;
+            let result = match expired.take() {
+                Some(batch) => {
+                    ticket
+                        .wait_until(&self.hub.tasks, batch.cancelled())
+                        .await
+                        .result
+                }
+                None => ticket.wait(&self.hub.tasks).await,
+            };
             if let Err(e) = &result {
                 crate::pick::on_task_error(&self.hub, &tab, e);
             }
@@ -490,19 +500,20 @@ impl Host for HubHost {
         &self,
         caller: &Caller,
         target: &str,
-        prompt: String,
+        prompt: Prompt,
     ) -> Result<String, HostError> {
         let tabs = self.resolve(target)?;
         let ticket = self.hand_out(caller, target, prompt.clone(), &tabs, &[])?;
-        self.follow(caller, target, prompt, ticket).await
+        self.follow(caller, target, prompt, ticket, None).await
     }
 
     /// Every prompt reaches its tab before the first answer is awaited, in one pass: a
     /// fan-out to 1,000 tabs pays no per-future scheduling before the last task is sent.
+    /// One timer ends the tasks that outlive the batch's deadline (not one per task).
     async fn ask_all(
         &self,
         caller: &Caller,
-        work: Vec<(String, String)>,
+        work: Vec<(String, Prompt)>,
     ) -> Vec<Result<String, HostError>> {
         // Tasks for tabs on other nodes leave as one batch per node, after the loop.
         let batch = self.hub.engine.hold();
@@ -516,12 +527,31 @@ impl Host for HubHost {
             })
             .collect();
         drop(batch);
-        let waits = handed
-            .into_iter()
-            .map(|(target, prompt, ticket)| async move {
-                self.follow(caller, &target, prompt, ticket?).await
-            });
-        futures_util::future::join_all(waits).await
+        // The latest deadline of the batch: no task is ended before its own.
+        let deadline = handed
+            .iter()
+            .filter_map(|(_, _, t)| t.as_ref().ok().map(Ticket::deadline))
+            .max();
+        let expired = CancellationToken::new();
+        let waits = handed.into_iter().map(|(target, prompt, ticket)| {
+            let expired = &expired;
+            async move {
+                self.follow(caller, &target, prompt, ticket?, Some(expired))
+                    .await
+            }
+        });
+        let all = futures_util::future::join_all(waits);
+        let Some(deadline) = deadline else {
+            return all.await;
+        };
+        tokio::pin!(all);
+        tokio::select! {
+            answers = &mut all => answers,
+            () = tokio::time::sleep_until(deadline) => {
+                expired.cancel();
+                all.await
+            }
+        }
     }
 
     async fn last_reply(&self, target: &str) -> Result<String, HostError> {

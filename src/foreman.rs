@@ -84,7 +84,7 @@ async fn run(hub: &Arc<App>, foreman: &Arc<Client>, req: TaskRequest) -> Result<
         },
     );
     let mut first = req.clone();
-    first.prompt = prompt;
+    first.prompt = prompt.into();
     let reply = hub.tasks.ask(foreman, first).await?;
     let commands: Vec<String> = scan_text(&reply)
         .into_iter()
@@ -113,7 +113,8 @@ async fn run(hub: &Arc<App>, foreman: &Arc<Client>, req: TaskRequest) -> Result<
     second.prompt = render(
         follow,
         context! { task => req.prompt, answers => answers.join("\n\n") },
-    );
+    )
+    .into();
     hub.tasks.ask(foreman, second).await
 }
 

@@ -3,7 +3,10 @@
 //! Only this module knows the JSON shape of frames. `docs/protocol.md` documents the same
 //! frames; `tests/protocol_doc.rs` fails when the two drift apart.
 
+use std::sync::{Arc, OnceLock};
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// Protocol version the hub speaks; sent back in `welcome`.
@@ -317,7 +320,7 @@ pub struct TaskFrame {
     pub node_id: Option<String>,
     pub role: Role,
     pub priority: i32,
-    pub prompt: String,
+    pub prompt: Prompt,
     pub timeout_ms: u64,
     pub retry: u32,
     pub auto_send: bool,
@@ -470,17 +473,161 @@ pub fn encode(frame: &ServerFrame) -> String {
 }
 
 /// Encodes `ServerFrame::Task(frame)` without moving or cloning the frame (the hub keeps it
-/// to resend after a reconnect).
+/// to resend after a reconnect). The prompt goes in as the JSON string [`Prompt`] made once,
+/// so the tasks of a fan-out escape it once between them, and the frame is made in one
+/// allocation of its final size.
 pub fn encode_task(frame: &TaskFrame) -> String {
+    // The fields before and after `prompt`, in the order `ServerFrame::Task` writes them.
     #[derive(Serialize)]
     #[serde(tag = "type", rename = "task")]
-    struct Task<'a> {
-        #[serde(flatten)]
-        frame: &'a TaskFrame,
+    struct Head<'a> {
+        task_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_id: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run_id: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        node_id: Option<&'a str>,
+        role: Role,
+        priority: i32,
     }
-    serde_json::to_string(&Task { frame }).unwrap_or_else(|e| {
-        format!(r#"{{"type":"error","code":"bad_json","message":"encode: {e}"}}"#)
-    })
+    #[derive(Serialize)]
+    struct Tail {
+        timeout_ms: u64,
+        retry: u32,
+        auto_send: bool,
+    }
+    let head = serde_json::to_string(&Head {
+        task_id: &frame.task_id,
+        parent_id: frame.parent_id.as_deref(),
+        run_id: frame.run_id.as_deref(),
+        node_id: frame.node_id.as_deref(),
+        role: frame.role,
+        priority: frame.priority,
+    });
+    let tail = serde_json::to_string(&Tail {
+        timeout_ms: frame.timeout_ms,
+        retry: frame.retry,
+        auto_send: frame.auto_send,
+    });
+    let (head, tail) = match (head, tail) {
+        (Ok(h), Ok(t)) => (h, t),
+        (Err(e), _) | (_, Err(e)) => {
+            return format!(r#"{{"type":"error","code":"bad_json","message":"encode: {e}"}}"#)
+        }
+    };
+    let prompt = frame.prompt.json().get();
+    // head is `{…}`, tail is `{…}`: `{head…,"prompt":…,tail…}`.
+    let mut text = String::with_capacity(head.len() + prompt.len() + tail.len() + 10);
+    text.push_str(&head[..head.len() - 1]);
+    text.push_str(r#","prompt":"#);
+    text.push_str(prompt);
+    text.push(',');
+    text.push_str(&tail[1..]);
+    text
+}
+
+/// A task's prompt. Cloning it is a reference count, so the tasks of a fan-out (and the
+/// copies kept to fail over, resend and recognise the hub's own typing) share one text,
+/// and its JSON string encoding is made once, the first time a task frame needs it.
+#[derive(Clone, Default)]
+pub struct Prompt(Arc<PromptText>);
+
+#[derive(Default)]
+struct PromptText {
+    text: Box<str>,
+    json: OnceLock<Box<RawValue>>,
+}
+
+impl Prompt {
+    pub fn new(text: impl Into<String>) -> Prompt {
+        Prompt(Arc::new(PromptText {
+            text: text.into().into_boxed_str(),
+            json: OnceLock::new(),
+        }))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0.text
+    }
+
+    /// The text as a JSON string literal, quotes and escapes included.
+    fn json(&self) -> &RawValue {
+        self.0.json.get_or_init(|| {
+            let literal = serde_json::to_string(&*self.0.text).expect("a string encodes");
+            RawValue::from_string(literal).expect("a string literal is JSON")
+        })
+    }
+}
+
+impl std::ops::Deref for Prompt {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for Prompt {
+    fn from(text: String) -> Prompt {
+        Prompt::new(text)
+    }
+}
+
+impl From<&str> for Prompt {
+    fn from(text: &str) -> Prompt {
+        Prompt::new(text)
+    }
+}
+
+impl std::fmt::Debug for Prompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for Prompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Prompt {
+    fn eq(&self, other: &Prompt) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Prompt {}
+
+impl PartialEq<str> for Prompt {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Prompt {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for Prompt {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+/// A plain JSON string, whatever the format.
+impl Serialize for Prompt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Prompt {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Prompt, D::Error> {
+        String::deserialize(d).map(Prompt::new)
+    }
 }
 
 impl ServerFrame {
@@ -572,6 +719,33 @@ mod tests {
             assert_eq!(by_ref, encode(&ServerFrame::Task(frame.clone())));
             assert_eq!(decode_server(&by_ref), ServerFrame::Task(frame.clone()));
         }
+        frame.run_id = None;
+        frame.node_id = None;
+        let bare = encode_task(&frame);
+        assert_eq!(bare, encode(&ServerFrame::Task(frame.clone())));
+        assert!(
+            !bare.contains("run_id") && !bare.contains("node_id"),
+            "{bare}"
+        );
+    }
+
+    #[test]
+    fn a_prompt_is_shared_and_escaped_once() {
+        let p = Prompt::from("行一\n\"two\" \u{1}");
+        let copy = p.clone();
+        assert!(
+            std::ptr::eq(p.as_str(), copy.as_str()),
+            "a clone shares the text"
+        );
+        assert_eq!(p.json().get(), r#""行一\n\"two\" \u0001""#);
+        assert!(
+            std::ptr::eq(p.json(), copy.json()),
+            "encoded once for every clone"
+        );
+        assert_eq!(serde_json::to_string(&copy).unwrap(), p.json().get());
+        let back: Prompt = serde_json::from_str(p.json().get()).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(p, "行一\n\"two\" \u{1}");
     }
 
     fn decode_server(text: &str) -> ServerFrame {

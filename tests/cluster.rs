@@ -334,34 +334,6 @@ nodes:
 "#;
 
 /// Sends `cmd` and waits for the run's end; (final state, delivered text, run id).
-async fn run_flow(master: &mut ScriptedTab, cmd: &str) -> (String, Option<String>, String) {
-    master.send(json!({"type":"user_input","text":cmd}));
-    let mut delivered = None;
-    let mut run_id = String::new();
-    let state = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let v = master.frames.recv().await.expect("master open");
-            match v["type"].as_str() {
-                Some("deliver") => {
-                    delivered.get_or_insert(v["text"].as_str().unwrap().to_string());
-                }
-                Some("cmd_result") if v["result"]["success"] == false => panic!("refused: {v}"),
-                Some("flow_event") if v["node_id"].is_null() => {
-                    run_id = v["run_id"].as_str().unwrap_or_default().to_string();
-                    let s = v["state"].as_str().unwrap().to_string();
-                    if matches!(s.as_str(), "completed" | "failed" | "stopped") {
-                        return s;
-                    }
-                }
-                _ => {}
-            }
-        }
-    })
-    .await
-    .expect("run finished in time");
-    (state, delivered, run_id)
-}
-
 fn write_flow(dir: &std::path::Path, name: &str, yaml: &str) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join(format!("{name}.yaml")), yaml).unwrap();
@@ -394,7 +366,7 @@ async fn a_flow_runs_across_nodes() {
     let mut ids: Vec<String> = tabs.iter().map(|t| t.client_id.clone()).collect();
     ids.push(master.client_id.clone());
     c.all_see(&ids, Duration::from_secs(10)).await;
-    let (state, out, _) = run_flow(&mut master, "?<manager run across>!").await;
+    let (state, out) = run_flow(&mut master, "?<manager run across>!").await;
     assert_eq!(state, "completed");
     assert_eq!(out.unwrap(), "wa says wb says left + wc says right");
     for t in &tabs {

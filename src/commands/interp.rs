@@ -15,6 +15,7 @@ use super::permissions::{self, Action, Caller, Denied};
 use super::scanner::ScanItem;
 use super::vars::{VarError, Variables};
 use crate::exec::{self, ExecChunk, ExecError, ExecPolicy, ExecRequest};
+use crate::protocol::Prompt;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -95,7 +96,7 @@ pub trait Host: Send + Sync {
         &self,
         caller: &Caller,
         target: &str,
-        prompt: String,
+        prompt: Prompt,
     ) -> impl Future<Output = Result<String, HostError>> + Send;
 
     /// Ask every `(target, prompt)` concurrently; the answers come back in the same order.
@@ -104,7 +105,7 @@ pub trait Host: Send + Sync {
     fn ask_all(
         &self,
         caller: &Caller,
-        work: Vec<(String, String)>,
+        work: Vec<(String, Prompt)>,
     ) -> impl Future<Output = Vec<Result<String, HostError>>> + Send {
         async move {
             let asks = work
@@ -428,7 +429,7 @@ impl<H: Host> Interpreter<H> {
 
     async fn to(&self, ctx: &Ctx<'_>, job: &Job, frame: &Frame) -> Res {
         let names = self.resolve(ctx, &job.target, frame)?;
-        let prompt = self.expand(ctx, &job.prompt, frame)?;
+        let prompt = Prompt::from(self.expand(ctx, &job.prompt, frame)?);
         if let [one] = names.as_slice() {
             self.step(ctx)?;
             return Ok(self.host.ask(ctx.caller, one, prompt).await?);
@@ -442,8 +443,18 @@ impl<H: Host> Interpreter<H> {
 
     async fn parallel(&self, ctx: &Ctx<'_>, jobs: &[Job], frame: &Frame) -> Res {
         let mut work = Vec::new();
+        // `to=[a,b,…] TEXT` is one job per target with the same text: expanded once, and
+        // the tasks share it.
+        let mut last: Option<(&Template, Prompt)> = None;
         for job in jobs {
-            let prompt = self.expand(ctx, &job.prompt, frame)?;
+            let prompt = match &last {
+                Some((t, p)) if **t == job.prompt => p.clone(),
+                _ => {
+                    let p = Prompt::from(self.expand(ctx, &job.prompt, frame)?);
+                    last = Some((&job.prompt, p.clone()));
+                    p
+                }
+            };
             for name in self.resolve(ctx, &job.target, frame)? {
                 work.push((name, prompt.clone()));
             }
@@ -452,7 +463,7 @@ impl<H: Host> Interpreter<H> {
     }
 
     async fn send_to_all(&self, ctx: &Ctx<'_>, prompt: &Template, frame: &Frame) -> Res {
-        let prompt = self.expand(ctx, prompt, frame)?;
+        let prompt = Prompt::from(self.expand(ctx, prompt, frame)?);
         let work: Vec<_> = self
             .host
             .all_workers()
@@ -467,7 +478,7 @@ impl<H: Host> Interpreter<H> {
     }
 
     /// Ask every (tab, prompt) concurrently; answers labelled `[tab] …`, in the given order.
-    async fn fan_out(&self, ctx: &Ctx<'_>, work: Vec<(String, String)>) -> Res {
+    async fn fan_out(&self, ctx: &Ctx<'_>, work: Vec<(String, Prompt)>) -> Res {
         for _ in &work {
             self.step(ctx)?;
         }

@@ -10,7 +10,7 @@ use super::outq;
 use dashmap::DashMap;
 
 use super::engine::{Engine, Envelope, Presence};
-use crate::protocol::{encode, frame_type, AppHeartbeat, Role, ServerFrame};
+use crate::protocol::{encode, frame_type, AppHeartbeat, Prompt, Role, ServerFrame};
 use crate::store::{now_ms, ClientRecord, JournalEntry, KeptCap, KeptFrame, Store};
 
 /// What the writer half of a tab's connection is asked to do.
@@ -129,7 +129,7 @@ pub struct Client {
     last_stream_ms: AtomicI64,
     /// Texts the hub itself typed into this tab (task prompts), newest last. When the page
     /// reports one back as `user_input` it is not the person speaking and gets no authority.
-    typed_by_hub: Mutex<VecDeque<String>>,
+    typed_by_hub: Mutex<VecDeque<Prompt>>,
     /// The tab's task queue (owned by `Tasks`).
     pub(super) queue: Mutex<super::tasks::TabQueue>,
     /// Set while the tab lives on another node of the cluster (then `conn` and `queue` are
@@ -211,10 +211,11 @@ impl Client {
         self.since_ms.store(ms, Ordering::Relaxed);
     }
 
-    /// Remembers a text the hub typed into this tab (bounded to the last 16).
-    pub fn typed_by_hub(&self, text: &str) {
+    /// Remembers a prompt the hub typed into this tab (bounded to the last 16; shared with
+    /// the task, not copied).
+    pub fn typed_by_hub(&self, prompt: &Prompt) {
         let mut q = self.typed_by_hub.lock().unwrap_or_else(|p| p.into_inner());
-        q.push_back(text.trim().to_string());
+        q.push_back(prompt.clone());
         while q.len() > 16 {
             q.pop_front();
         }
@@ -227,7 +228,7 @@ impl Client {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .any(|typed| typed == t)
+            .any(|typed| typed.trim() == t)
     }
 
     /// Records that the tab streamed something for its task.
@@ -380,6 +381,20 @@ const PAGE_FRAMES: usize = 64;
 /// …and at most this many bytes (past the first frame).
 const PAGE_BYTES: usize = 1024 * 1024;
 
+/// The names a tab is found by: its id, its site, its display name and its label (each once).
+fn name_keys(client: &Client) -> Vec<String> {
+    let info = client.info();
+    let mut keys = vec![
+        client.id.clone(),
+        info.site.to_lowercase(),
+        client.display_of(&info),
+    ];
+    keys.extend(info.label);
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 impl Registry {
     /// A registry keeping at most `offline_frames` frames (and 16 MiB) per absent tab.
     pub fn new(store: Store, offline_frames: usize) -> Registry {
@@ -468,16 +483,7 @@ impl Registry {
     }
 
     fn unindex(&self, client: &Arc<Client>) {
-        let info = client.info();
-        let mut keys = vec![
-            client.id.clone(),
-            info.site.to_lowercase(),
-            client.display_of(&info),
-        ];
-        if let Some(l) = &info.label {
-            keys.push(l.clone());
-        }
-        for k in keys {
+        for k in name_keys(client) {
             if let Some(mut tabs) = self.names.get_mut(&k) {
                 tabs.retain(|c| c.id != client.id);
             }
@@ -552,18 +558,7 @@ impl Registry {
 
     /// Adds a tab's names (id, label, site, display name) to the name index.
     pub fn index(&self, client: &Arc<Client>) {
-        let info = client.info();
-        let mut keys = vec![
-            client.id.clone(),
-            info.site.to_lowercase(),
-            client.display_of(&info),
-        ];
-        if let Some(l) = &info.label {
-            keys.push(l.clone());
-        }
-        keys.sort();
-        keys.dedup();
-        for k in keys {
+        for k in name_keys(client) {
             let mut tabs = self.names.entry(k).or_default();
             if !tabs.iter().any(|c| c.id == client.id) {
                 tabs.push(client.clone());

@@ -10,12 +10,12 @@ use tokio::sync::oneshot;
 
 use super::engine::{Envelope, WireError, WireTask};
 use super::registry::{Client, Registry};
-use crate::protocol::{encode_task, TaskFrame, TaskState};
+use crate::protocol::{encode_task, Prompt, TaskFrame, TaskState};
 
 /// What a caller wants typed into a tab.
 #[derive(Debug, Clone)]
 pub struct TaskRequest {
-    pub prompt: String,
+    pub prompt: Prompt,
     /// Idempotency key: a re-sent attempt keeps its id so the tab and journal can dedupe.
     pub task_id: Option<String>,
     pub parent_id: Option<String>,
@@ -33,7 +33,7 @@ pub struct TaskRequest {
 }
 
 impl TaskRequest {
-    pub fn new(prompt: impl Into<String>, timeout: Duration) -> TaskRequest {
+    pub fn new(prompt: impl Into<Prompt>, timeout: Duration) -> TaskRequest {
         TaskRequest {
             prompt: prompt.into(),
             task_id: None,
@@ -81,6 +81,11 @@ impl Outcome {
 }
 
 impl Ticket {
+    /// When the task times out, unless a shared timer ends it first.
+    pub fn deadline(&self) -> tokio::time::Instant {
+        self.deadline
+    }
+
     /// The tab the task went to.
     pub fn tab(&self) -> &Arc<Client> {
         &self.client
@@ -94,17 +99,33 @@ impl Ticket {
 
     /// [`Ticket::wait`], with when the reply's first chunk came.
     pub async fn wait_outcome(self, tasks: &Tasks) -> Outcome {
+        let deadline = self.deadline;
+        self.wait_until(tasks, tokio::time::sleep_until(deadline))
+            .await
+    }
+
+    /// [`Ticket::wait_outcome`], timed by `expired` instead of a timer of its own: a
+    /// fan-out's tickets share one timer that ends them all (see `HubHost::ask_all`). The
+    /// task times out when `expired` completes before the reply.
+    pub async fn wait_until(
+        self,
+        tasks: &Tasks,
+        expired: impl std::future::Future<Output = ()>,
+    ) -> Outcome {
         let Ticket {
             client,
             task_id,
             parent,
-            deadline,
+            deadline: _,
             reply,
         } = self;
-        let outcome = match tokio::time::timeout_at(deadline, reply).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Outcome::without_chunk(Err(TaskError::Cancelled)),
-            Err(_) => {
+        let outcome = tokio::select! {
+            biased;
+            answer = reply => match answer {
+                Ok(outcome) => outcome,
+                Err(_) => Outcome::without_chunk(Err(TaskError::Cancelled)),
+            },
+            () = expired => {
                 tasks.cancel(&client, &task_id);
                 tasks.pump(&client);
                 Outcome::without_chunk(Err(TaskError::Timeout(client.display())))
@@ -169,9 +190,9 @@ impl TaskError {
 }
 
 pub(crate) struct Pending {
+    /// Encoded when sent (and again for a resend after a reconnect: the prompt's JSON is
+    /// kept with it, so that costs a copy, not another escape).
     frame: TaskFrame,
-    /// `frame` encoded once, for the first send and any resend after a reconnect.
-    text: String,
     reply: oneshot::Sender<Outcome>,
     fail_on_loss: bool,
     track: bool,
@@ -297,7 +318,7 @@ pub struct Tasks {
 }
 
 /// See [`Tasks::set_prompt_hook`].
-pub type PromptHook = Box<dyn Fn(&Client, String) -> String + Send + Sync>;
+pub type PromptHook = Box<dyn Fn(&Client, Prompt) -> Prompt + Send + Sync>;
 
 impl Tasks {
     /// Every prompt submitted from now on passes through `hook` first.
@@ -359,11 +380,9 @@ impl Tasks {
             auto_send: true,
         };
         let parent = frame.parent_id.clone().filter(|_| req.track);
-        let text = encode_task(&frame);
         let (tx, rx) = oneshot::channel();
         let pending = Pending {
             frame,
-            text,
             reply: tx,
             fail_on_loss: req.fail_on_loss,
             track: req.track,
@@ -535,7 +554,7 @@ impl Tasks {
 
     /// Makes `task` the tab's current one and sends it (`q` is the tab's idle queue).
     fn start(&self, client: &Client, mut q: std::sync::MutexGuard<'_, TabQueue>, task: Pending) {
-        let text = task.text.clone();
+        let text = encode_task(&task.frame);
         client.typed_by_hub(&task.frame.prompt);
         if let Some(p) = task.frame.parent_id.as_ref().filter(|_| task.track) {
             self.set_subtask(p, &task.frame.task_id, client, "sent");
@@ -552,7 +571,7 @@ impl Tasks {
         let resend = Self::queue(client)
             .current
             .as_ref()
-            .map(|p| p.text.clone())
+            .map(|p| encode_task(&p.frame))
             .filter(|text| !delivered.contains(text));
         match resend {
             Some(text) => {

@@ -11,7 +11,8 @@ pub mod commands;
 pub mod store;
 pub mod temperature;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use serde::Deserialize;
@@ -80,6 +81,11 @@ pub type MemoryResult<T> = Result<T, MemoryError>;
 pub struct Memory {
     store: crate::store::Store,
     tasks_of_tab: DashMap<String, u64>,
+    /// Turns counted since they were last written, per scope. Every reply is a turn, so a
+    /// fan-out to 1,000 tabs would otherwise be 1,000 transactions on the socket threads.
+    /// They are written before anything reads the store, by [`Memory::flush`] (the app
+    /// calls it every second and at shutdown), and kept when a write fails.
+    pending_turns: Mutex<HashMap<String, i64>>,
 }
 
 impl Memory {
@@ -87,19 +93,64 @@ impl Memory {
         Arc::new(Memory {
             store,
             tasks_of_tab: DashMap::new(),
+            pending_turns: Mutex::new(HashMap::new()),
         })
     }
 
+    /// Runs `f` on the store once the turns counted so far are written, so every read sees
+    /// them.
     fn conn<T>(
         &self,
         f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> MemoryResult<T> {
-        Ok(self.store.with_conn(f)?)
+        Ok(self.store.with_conn(|c| {
+            self.write_turns(c)?;
+            f(c)
+        })?)
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.pending_turns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes the counted turns in one transaction; on failure they stay counted.
+    fn write_turns(&self, c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
+        let turns = std::mem::take(&mut *self.pending());
+        if turns.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<(&str, i64)> = turns.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+        let written = store::add_turns(c, &rows);
+        if written.is_err() {
+            let mut pending = self.pending();
+            for (scope, n) in turns {
+                *pending.entry(scope).or_insert(0) += n;
+            }
+        }
+        written
     }
 
     /// A turn of these scopes: each of their memories cools by [`temperature::DECAY`].
-    pub fn turn(&self, scopes: &[&str]) -> MemoryResult<()> {
-        self.conn(|c| store::add_turn(c, scopes))
+    /// Counted in memory and written with the next flush or read.
+    pub fn turn(&self, scopes: &[&str]) {
+        let mut pending = self.pending();
+        for scope in scopes {
+            match pending.get_mut(*scope) {
+                Some(n) => *n += 1,
+                None => {
+                    pending.insert(scope.to_string(), 1);
+                }
+            }
+        }
+    }
+
+    /// Writes the turns counted since the last write (one transaction; none if there are
+    /// none).
+    pub fn flush(&self) -> MemoryResult<()> {
+        if self.pending().is_empty() {
+            return Ok(());
+        }
+        self.conn(|_| Ok(()))
     }
 
     pub fn turns(&self, scope: &str) -> MemoryResult<i64> {
@@ -245,7 +296,7 @@ mod tests {
         let b = add(&m, GLOBAL, "用户喜欢简短的回答", &["偏好"]);
         m.set_pinned(&[b], true).unwrap();
         for _ in 0..3 {
-            m.turn(&[GLOBAL]).unwrap();
+            m.turn(&[GLOBAL]);
         }
         let t = m.get(a).unwrap().temperature;
         assert!((t - 85.7375).abs() < 1e-9, "{t}");
@@ -255,6 +306,40 @@ mod tests {
         assert!((m.get(a).unwrap().temperature - 92.86875).abs() < 1e-9);
         m.set_pinned(&[b], false).unwrap();
         assert!((m.get(b).unwrap().temperature - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn turns_wait_in_memory_until_a_flush_or_a_read() {
+        let (_d, m) = memory();
+        let written = |scope: &str| m.store.with_conn(|c| store::turns(c, scope)).unwrap();
+        for _ in 0..1000 {
+            m.turn(&[GLOBAL, "g1"]);
+        }
+        assert_eq!(
+            (written(GLOBAL), written("g1")),
+            (0, 0),
+            "nothing written per turn"
+        );
+        m.flush().unwrap();
+        assert_eq!((written(GLOBAL), written("g1")), (1000, 1000));
+        m.turn(&[GLOBAL]);
+        assert_eq!(
+            m.turns(GLOBAL).unwrap(),
+            1001,
+            "a read sees the counted turns"
+        );
+        assert_eq!(written(GLOBAL), 1001);
+    }
+
+    #[test]
+    fn turns_survive_a_failed_write() {
+        let (_d, m) = memory();
+        m.turn(&[GLOBAL]);
+        m.store
+            .with_conn(|c| c.execute_batch("DROP TABLE memory_scopes"))
+            .unwrap();
+        assert!(m.flush().is_err());
+        assert_eq!(m.pending().get(GLOBAL), Some(&1), "kept for the next write");
     }
 
     #[test]

@@ -89,16 +89,19 @@ pub fn turns(conn: &Connection, scope: &str) -> rusqlite::Result<i64> {
         .unwrap_or(0))
 }
 
-/// One turn of each scope.
-pub fn add_turn(conn: &Connection, scopes: &[&str]) -> rusqlite::Result<()> {
-    for s in scopes {
-        conn.execute(
-            "INSERT INTO memory_scopes (scope, turns) VALUES (?1, 1)
-             ON CONFLICT(scope) DO UPDATE SET turns = turns + 1",
-            params![s],
+/// `n` turns of each scope, in one transaction (a fan-out's replies are counted together).
+pub fn add_turns(conn: &mut Connection, turns: &[(&str, i64)]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut add = tx.prepare_cached(
+            "INSERT INTO memory_scopes (scope, turns) VALUES (?1, ?2)
+             ON CONFLICT(scope) DO UPDATE SET turns = turns + ?2",
         )?;
+        for (scope, n) in turns {
+            add.execute(params![scope, n])?;
+        }
     }
-    Ok(())
+    tx.commit()
 }
 
 pub fn set_note(conn: &Connection, scope: &str, note: &str) -> rusqlite::Result<()> {

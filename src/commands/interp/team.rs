@@ -93,7 +93,7 @@ impl<H: Host> Interpreter<H> {
                     self.step(ctx)?;
                     let answer = self
                         .host
-                        .ask(ctx.caller, &tab, say::importance_prompt(text.trim()))
+                        .ask(ctx.caller, &tab, say::importance_prompt(text.trim()).into())
                         .await?;
                     match say::parse_importance(&answer) {
                         Some(n) => {
@@ -199,7 +199,11 @@ impl<H: Host> Interpreter<H> {
         self.step(ctx)?;
         let answer = self
             .host
-            .ask(ctx.caller, &tab, say::summary_prompt(scope, &entries))
+            .ask(
+                ctx.caller,
+                &tab,
+                say::summary_prompt(scope, &entries).into(),
+            )
             .await?;
         // The tab rates the summary on its last line; without one it counts as important (8).
         let (answer, rated) = say::split_importance(&answer);

@@ -14,6 +14,8 @@ struct FakeHost {
     tabs: Vec<&'static str>,
     /// Every ask, in the order they started.
     asked: Mutex<Vec<(String, String)>>,
+    /// The prompts as handed over (to see which share their text).
+    prompts: Mutex<Vec<Prompt>>,
     last: HashMap<&'static str, &'static str>,
     /// When set, every ask waits here (proves concurrency).
     barrier: Option<Barrier>,
@@ -41,7 +43,7 @@ impl Host for FakeHost {
         &self,
         _caller: &Caller,
         target: &str,
-        prompt: String,
+        prompt: Prompt,
     ) -> Result<String, HostError> {
         if !self.tabs.contains(&target) {
             return Err(HostError::UnknownTarget(target.to_string()));
@@ -49,7 +51,8 @@ impl Host for FakeHost {
         self.asked
             .lock()
             .expect("lock")
-            .push((target.to_string(), prompt.clone()));
+            .push((target.to_string(), prompt.to_string()));
+        self.prompts.lock().expect("lock").push(prompt.clone());
         if let Some(b) = &self.barrier {
             b.wait().await;
         }
@@ -194,6 +197,24 @@ async fn parallel_aggregates_labelled_answers_in_order() {
         out,
         "[deepseek] deepseek says: analyze doc\n\n[kimi] kimi says: summarize doc"
     );
+}
+
+#[tokio::test]
+async fn parallel_to_many_tabs_shares_one_prompt() {
+    let (i, _d) = interp();
+    ok(
+        &i,
+        &person(),
+        "parallel to=[deepseek,qianwen,kimi] 同一个问题",
+    )
+    .await;
+    ok(&i, &person(), "parallel to=[deepseek: a, qianwen: b]").await;
+    let prompts = i.host.prompts.lock().expect("lock").clone();
+    let [one, two, three, a, b] = prompts.as_slice() else {
+        panic!("{prompts:?}");
+    };
+    assert!(std::ptr::eq(one.as_str(), two.as_str()) && std::ptr::eq(two.as_str(), three.as_str()));
+    assert_eq!((a.as_str(), b.as_str()), ("a", "b"));
 }
 
 #[tokio::test]

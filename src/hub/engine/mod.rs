@@ -44,7 +44,7 @@ pub struct Presence {
 pub struct WireTask {
     pub to: String,
     pub task_id: String,
-    pub prompt: String,
+    pub prompt: crate::protocol::Prompt,
     pub parent_id: Option<String>,
     pub run_id: Option<String>,
     pub node_id: Option<String>,
