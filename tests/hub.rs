@@ -10,7 +10,7 @@ use aicard::hub::tasks::TaskRequest;
 use aicard::hub::HubEvent;
 use aicard::protocol::ServerFrame;
 use common::*;
-use futures_util::SinkExt;
+use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -202,6 +202,38 @@ async fn a_silent_tab_is_marked_lost_and_its_task_fails_over() {
         "{result:?}"
     );
     drop(ws);
+}
+
+#[tokio::test]
+async fn a_tab_that_answers_pings_stays_connected_past_the_silence_limit() {
+    let h = TestHub::start().await;
+    let dead_after = h.hub().config.timing.dead_after;
+    let mut events = h.hub().events.subscribe();
+    let (mut ws, welcome) = h.tab("kimi", None).await;
+    let id = welcome["client_id"].as_str().unwrap().to_string();
+    // Reading answers the hub's pings (the client library sends the pongs): the socket's
+    // one timer keeps moving its silence deadline, for four times the limit.
+    let until = tokio::time::Instant::now() + dead_after * 4;
+    let mut pings = 0;
+    while let Ok(msg) = tokio::time::timeout_at(until, ws.next()).await {
+        match msg {
+            Some(Ok(Message::Ping(_))) => pings += 1,
+            Some(Ok(_)) => {}
+            other => panic!("the hub ended a tab that answers its pings: {other:?}"),
+        }
+    }
+    assert!(pings >= 4, "pings every ping_interval, got {pings}");
+    while let Ok(e) = events.try_recv() {
+        assert_ne!(
+            e,
+            HubEvent::Disconnected(id.clone()),
+            "disconnected while answering"
+        );
+    }
+    assert_eq!(
+        h.hub().registry.get(&id).unwrap().state(),
+        aicard::hub::registry::ConnState::Connected
+    );
 }
 
 #[tokio::test]

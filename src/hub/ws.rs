@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::outq;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -327,29 +329,21 @@ async fn read_loop(
     tx: &outq::Sender<Outbound>,
     kill: &Killer,
 ) -> Option<u16> {
-    let dead_after = hub.config.timing.dead_after;
+    // No timer here: each frame only notes when it came (`touch`), and the writer's one
+    // timer ends a tab that has been silent for `dead_after`.
     let killed = kill.killed();
-    // One timer for the socket, pushed back on each frame (cheap while it only moves later).
-    let silent = tokio::time::sleep(dead_after);
-    tokio::pin!(killed, silent);
+    tokio::pin!(killed);
     loop {
         let next = tokio::select! {
             biased;
             _ = &mut killed => return None,
             n = stream.next() => n,
-            _ = &mut silent => {
-                tracing::info!("heartbeat timeout: tab marked lost");
-                return Some(close::HEARTBEAT_TIMEOUT);
-            }
         };
         let msg = match next {
             None => return None,
             Some(Err(e)) => return Some(error_close_code(&e)),
             Some(Ok(m)) => m,
         };
-        silent
-            .as_mut()
-            .reset(tokio::time::Instant::now() + dead_after);
         client.touch();
         let text = match msg {
             Message::Text(t) => t,
@@ -408,9 +402,14 @@ async fn write_loop(
     rx: &mut outq::Receiver<Outbound>,
     kill: &Killer,
 ) -> Option<String> {
-    let mut ping = tokio::time::interval(hub.config.timing.ping_interval);
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ping.tick().await;
+    // The socket's one timer: it wakes for the next ping, or when the tab will have been
+    // silent for `dead_after` (whichever comes first), and is set again from there.
+    let timing = &hub.config.timing;
+    client.touch(); // the connection is news from the tab, however long it was away
+    let mut next_ping = Instant::now() + timing.ping_interval;
+    let first = silent_until(client, timing.dead_after).unwrap_or(next_ping);
+    let wake = tokio::time::sleep_until(next_ping.min(first));
+    tokio::pin!(wake);
     // Made once, not per frame. Shutdown arrives as a kill from `Registry::close_all`, so no
     // future here waits on the token that every socket shares: polling it takes that token's
     // lock, once per frame on every socket.
@@ -428,11 +427,21 @@ async fn write_loop(
                 return None;
             }
             // Before frames: a queue that never empties must not starve the pings.
-            _ = ping.tick() => {
-                if send_with_deadline(&mut sink, Message::Ping(Vec::new().into()), kill).await.is_err() {
-                    Box::pin(close_after_failed_write(&mut sink, kill)).await;
-                    return None;
+            () = &mut wake => {
+                let now = Instant::now();
+                let Some(silent) = silent_until(client, timing.dead_after) else {
+                    tracing::info!("heartbeat timeout: tab marked lost");
+                    kill.kill(close::HEARTBEAT_TIMEOUT);
+                    continue; // the kill branch sends the close frame
+                };
+                if now >= next_ping {
+                    next_ping = now + timing.ping_interval;
+                    if send_with_deadline(&mut sink, Message::Ping(Vec::new().into()), kill).await.is_err() {
+                        Box::pin(close_after_failed_write(&mut sink, kill)).await;
+                        return None;
+                    }
                 }
+                wake.as_mut().reset(next_ping.min(silent));
             }
             _ = client.frames_kept() => {
                 // Frames still queued were sent before the ones kept: they go first.
@@ -463,6 +472,17 @@ async fn write_loop(
             },
         }
     }
+}
+
+/// When a tab that sends nothing more will have been silent for `dead_after`; `None` once
+/// it has been (the hub's clock in ms, the same one `touch` notes a frame's arrival by).
+fn silent_until(client: &Client, dead_after: Duration) -> Option<Instant> {
+    let since = crate::store::now_ms().saturating_sub(client.last_seen_ms());
+    let silent_for = Duration::from_millis(u64::try_from(since).unwrap_or(0));
+    let left = dead_after
+        .checked_sub(silent_for)
+        .filter(|d| !d.is_zero())?;
+    Some(Instant::now() + left)
 }
 
 /// Writes one text frame; gives it back if the socket did not take it (the bytes are
