@@ -8,35 +8,25 @@
 
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use futures_util::future::join_all;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+#[derive(Parser, Debug)]
+#[command(
+    about = "What a fan-out's deadline costs per task: a timer per task against one for the batch"
+)]
 struct Args {
+    /// Tasks in each fan-out.
+    #[arg(long, default_value_t = 1000)]
     tasks: usize,
+    /// Rounds of each kind, alternating.
+    #[arg(long, default_value_t = 400)]
     rounds: usize,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        tasks: 1000,
-        rounds: 400,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{flag} needs a number"))
-        };
-        match flag.as_str() {
-            "--tasks" => a.tasks = value(),
-            "--rounds" => a.rounds = value(),
-            "--bench" => {}
-            other => panic!("unknown argument {other} (use --tasks N --rounds N)"),
-        }
-    }
-    a
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 /// Every task waits on its reply or its own deadline.
@@ -100,7 +90,7 @@ fn median_us(mut v: Vec<Duration>) -> f64 {
 }
 
 fn main() {
-    let a = args();
+    let a = Args::parse();
     // One thread: the time measured is the CPU the waiting costs.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()

@@ -17,6 +17,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -82,31 +83,20 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
+#[derive(Parser, Debug)]
+#[command(
+    about = "Live heap per WebSocket connection: the hub's tungstenite against tokio-websockets and fastwebsockets"
+)]
 struct Args {
+    /// Connections each stack serves.
+    #[arg(long, default_value_t = 400)]
     conns: usize,
+    /// Bytes of the long message sent each way.
+    #[arg(long, default_value_t = 4096)]
     long: usize,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        conns: 400,
-        long: 4096,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{flag} needs a number"))
-        };
-        match flag.as_str() {
-            "--conns" => a.conns = value(),
-            "--long" => a.long = value(),
-            "--bench" => {}
-            other => panic!("unknown argument {other} (use --conns N --long BYTES)"),
-        }
-    }
-    a
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -255,7 +245,7 @@ async fn measure(stack: Stack, a: &Args, server: &tokio::runtime::Handle) -> (f6
 }
 
 fn main() {
-    let a = args();
+    let a = Args::parse();
     let server = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
