@@ -38,14 +38,20 @@ fn counted() -> bool {
 /// Counts the live bytes that the server's threads allocated (and freed, wherever freed).
 struct Counting;
 
-/// Every allocation carries a 16-byte header holding whether it was counted, so a block freed
-/// on another thread is subtracted only if it was added.
+/// Every allocation carries a header holding whether it was counted, so a block freed on
+/// another thread is subtracted only if it was added. The header takes `offset` bytes (the
+/// block's alignment, 16 at the least), so the block after it keeps its alignment.
 const HEADER: usize = 16;
+
+fn with_header(layout: Layout) -> Option<(Layout, usize)> {
+    let offset = layout.align().max(HEADER);
+    let full = Layout::from_size_align(layout.size().checked_add(offset)?, offset).ok()?;
+    Some((full, offset))
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Ok(full) = Layout::from_size_align(layout.size() + HEADER, layout.align().max(HEADER))
-        else {
+        let Some((full, offset)) = with_header(layout) else {
             return std::ptr::null_mut();
         };
         // SAFETY: `full` has a non-zero size (it includes the header).
@@ -57,24 +63,21 @@ unsafe impl GlobalAlloc for Counting {
         if on {
             LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
         }
-        // SAFETY: `base` is valid for `HEADER` bytes, aligned to at least 16.
+        // SAFETY: `base` is aligned to at least 16 and valid for `offset` ≥ 16 bytes.
         unsafe {
             base.cast::<u64>().write(u64::from(on));
-            base.add(HEADER)
+            base.add(offset)
         }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `alloc` above, `HEADER` bytes past the block's start.
+        let (full, offset) = with_header(layout).expect("the layout was allocated");
+        // SAFETY: `ptr` came from `alloc` above, `offset` bytes past the block's start.
         unsafe {
-            let base = ptr.sub(HEADER);
+            let base = ptr.sub(offset);
             if base.cast::<u64>().read() == 1 {
                 LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
             }
-            let full = Layout::from_size_align_unchecked(
-                layout.size() + HEADER,
-                layout.align().max(HEADER),
-            );
             System.dealloc(base, full);
         }
     }
@@ -215,12 +218,14 @@ async fn measure(stack: Stack, a: &Args, server: &tokio::runtime::Handle) -> (f6
     let n = a.conns;
     let before = LIVE.load(Ordering::Relaxed);
     let acceptor = server.spawn(async move {
+        let mut conns = Vec::with_capacity(n);
         for _ in 0..n {
             let (tcp, _) = listener.accept().await.expect("accept");
             let done = done_tx.clone();
-            tokio::spawn(serve(stack, tcp, done));
+            conns.push(tokio::spawn(serve(stack, tcp, done)));
             let _ = accepted_tx.send(());
         }
+        conns
     });
     let mut clients = Vec::with_capacity(n);
     for _ in 0..n {
@@ -230,7 +235,7 @@ async fn measure(stack: Stack, a: &Args, server: &tokio::runtime::Handle) -> (f6
     for _ in 0..n {
         accepted.recv().await.expect("accepted");
     }
-    acceptor.await.expect("acceptor");
+    let conns = acceptor.await.expect("acceptor");
     // A first short exchange: every server connection has polled its socket once.
     exchange(&mut clients, 16, &mut done).await;
     let idle = per_conn(before, n);
@@ -240,6 +245,11 @@ async fn measure(stack: Stack, a: &Args, server: &tokio::runtime::Handle) -> (f6
     let after_short = per_conn(before, n);
     for mut c in clients {
         let _ = c.close(None).await;
+    }
+    // Every server connection has ended (and freed what it held) before the next stack is
+    // counted.
+    for conn in conns {
+        conn.await.expect("connection task");
     }
     (idle, after_long, after_short)
 }
