@@ -18,6 +18,18 @@ use crate::store::{now_ms, ClientRecord, JournalEntry, KeptCap, KeptFrame, Store
 pub enum Outbound {
     /// One encoded JSON frame.
     Frame(String),
+    /// The answer to the tab's ping (its payload): a WebSocket control frame, never kept.
+    Pong(Vec<u8>),
+}
+
+impl Outbound {
+    /// The JSON frame, if this is one.
+    pub fn into_frame(self) -> Option<String> {
+        match self {
+            Outbound::Frame(text) => Some(text),
+            Outbound::Pong(_) => None,
+        }
+    }
 }
 
 /// Close codes the hub uses besides the standard ones.
@@ -682,7 +694,7 @@ impl Registry {
         rx: &mut outq::Receiver<Outbound>,
     ) -> bool {
         rx.close();
-        let queued = std::iter::from_fn(|| rx.try_recv().ok().map(|Outbound::Frame(text)| text));
+        let queued = std::iter::from_fn(|| rx.try_recv().ok()).filter_map(Outbound::into_frame);
         let mut conn = client.conn();
         let ours = conn.handle.as_ref().map(|h| h.conn_id) == Some(conn_id);
         if !ours {
@@ -822,6 +834,7 @@ impl Registry {
                 conn.spill.push(text);
                 Sent::SlowConsumerClosed
             }
+            Err(_) => unreachable!("a frame was sent, not a pong"),
         }
     }
 
@@ -835,7 +848,7 @@ impl Registry {
         rx: &mut outq::Receiver<Outbound>,
     ) {
         rx.close();
-        let queued = std::iter::from_fn(|| rx.try_recv().ok().map(|Outbound::Frame(text)| text));
+        let queued = std::iter::from_fn(|| rx.try_recv().ok()).filter_map(Outbound::into_frame);
         for text in unsent.into_iter().chain(queued) {
             self.send_text(client, text);
         }

@@ -268,16 +268,20 @@ impl EventStream {
         if let Some(frame) = self.pending.next() {
             return Some(frame);
         }
-        tokio::select! {
-            msg = self.rx.recv() => match msg {
-                Some(Outbound::Frame(text)) => {
-                    self.client.touch();
-                    Some(text)
-                }
-                None => None,
-            },
-            _ = self.kill.killed() => None,
-            _ = shutdown.cancelled() => None,
+        loop {
+            tokio::select! {
+                msg = self.rx.recv() => match msg {
+                    Some(Outbound::Frame(text)) => {
+                        self.client.touch();
+                        return Some(text);
+                    }
+                    // Only a WebSocket's reader queues pongs; an event stream has none.
+                    Some(Outbound::Pong(_)) => continue,
+                    None => return None,
+                },
+                _ = self.kill.killed() => return None,
+                _ = shutdown.cancelled() => return None,
+            }
         }
     }
 }

@@ -787,7 +787,7 @@ mod tests {
     }
 
     fn sent_task(out: &mut crate::hub::outq::Receiver<Outbound>) -> Option<TaskFrame> {
-        let Outbound::Frame(text) = out.try_recv().ok()?;
+        let text = out.try_recv().ok()?.into_frame()?;
         match serde_json::from_str(&text).expect("json") {
             crate::protocol::ServerFrame::Task(t) => Some(t),
             other => panic!("expected a task, got {other:?}"),

@@ -10,14 +10,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::outq;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::io::{ReadHalf, WriteHalf};
 use tracing::Instrument;
+
+use super::outq;
+use super::wsframe::{self, op, Incoming, Reader, Writer};
 
 use super::registry::{close, Client, ConnHandle, Killer, Outbound};
 use super::Hub;
@@ -31,59 +33,48 @@ enum Channel {
     Heartbeat,
 }
 
-/// Bytes a socket reads at a time, and the read buffer an idle tab keeps.
-pub const READ_BUFFER: usize = 512;
-
-pub async fn realtime(
-    State(hub): State<Arc<Hub>>,
-    headers: HeaderMap,
-    ws: WebSocketUpgrade,
-) -> Response {
-    upgrade(hub, headers, ws, Channel::Realtime)
+pub async fn realtime(State(hub): State<Arc<Hub>>, req: Request) -> Response {
+    upgrade(hub, req, Channel::Realtime)
 }
 
-pub async fn heartbeat(
-    State(hub): State<Arc<Hub>>,
-    headers: HeaderMap,
-    ws: WebSocketUpgrade,
-) -> Response {
-    upgrade(hub, headers, ws, Channel::Heartbeat)
+pub async fn heartbeat(State(hub): State<Arc<Hub>>, req: Request) -> Response {
+    upgrade(hub, req, Channel::Heartbeat)
 }
 
-fn upgrade(hub: Arc<Hub>, headers: HeaderMap, ws: WebSocketUpgrade, ch: Channel) -> Response {
-    if let Err(refusal) = hub.check_headers(&headers) {
+/// The opening handshake: the hub's checks (token, Origin, Host), then RFC 6455's; the
+/// socket's task starts once the `101` is out.
+fn upgrade(hub: Arc<Hub>, mut req: Request, ch: Channel) -> Response {
+    if let Err(refusal) = hub.check_headers(req.headers()) {
         tracing::warn!(reason = refusal.1, "refused a WebSocket upgrade");
         return refusal.into_response();
     }
     if hub.shutdown.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
     }
+    let answer = match wsframe::handshake(req.method(), req.version(), req.headers()) {
+        Ok(answer) => answer,
+        Err((status, headers, why)) => return (status, headers, why).into_response(),
+    };
+    let upgraded = hyper::upgrade::on(&mut req);
     let max = hub.config.limits.max_frame_bytes;
-    // tungstenite ≥0.25 allocates `read_buffer_size` per socket at once (128 KiB by default)
-    // and reads at most that much per `read`. Tabs send small frames (a chunk, a heartbeat:
-    // 100–400 B), so 512 B holds one or two per read and costs an idle tab 512 B, not 4 KiB;
-    // a longer frame still arrives whole (its length is reserved once its header is read),
-    // in reads of 512 B. docs/benchmarks.md has the measurements.
-    ws.read_buffer_size(READ_BUFFER)
-        .write_buffer_size(0)
-        .max_write_buffer_size(4 * 1024 * 1024)
-        .max_message_size(max)
-        .max_frame_size(max)
-        .on_upgrade(move |socket| {
-            // Split here, outside any future: an async fn keeps room for each argument for
-            // as long as it runs, so a socket passed down by value would take its ~400 bytes
-            // once in each layer. The halves are two pointers.
-            let tracker = hub.tracker.clone();
-            let (sink, stream) = socket.split();
-            tracker.track_future(connection(hub, (sink, stream), ch))
-        })
+    let tracker = hub.tracker.clone();
+    tokio::spawn(tracker.track_future(async move {
+        let Ok(io) = upgraded.await else {
+            return; // the connection ended before it was handed over
+        };
+        // Split here, outside `connection`: an async fn keeps room for each argument for as
+        // long as it runs. The halves are a pointer each, plus the reader's state.
+        let (rd, wr) = tokio::io::split(TokioIo::new(io));
+        connection(hub, (Writer::new(wr), Reader::new(rd, max)), ch).await
+    }));
+    (StatusCode::SWITCHING_PROTOCOLS, answer).into_response()
 }
 
 /// One socket's task, from the upgrade to its end.
 async fn connection(hub: Arc<Hub>, (mut sink, stream): (Sink, Stream), ch: Channel) {
     let Some(_live) = hub.admit_connection() else {
         let _ = sink
-            .send(close_msg(close::POLICY, "too many tabs / 标签页过多"))
+            .close(close::POLICY, "too many tabs / 标签页过多")
             .await;
         return;
     };
@@ -94,6 +85,9 @@ async fn connection(hub: Arc<Hub>, (mut sink, stream): (Sink, Stream), ch: Chann
 /// task holds the outermost one, plus tokio's task header), for `docs/benchmarks.md`.
 pub fn future_sizes() -> Vec<(&'static str, usize)> {
     fn of<A, B, C, F: std::future::Future>(_: fn(A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    fn of2<A, B, F: std::future::Future>(_: fn(A, B) -> F) -> usize {
         std::mem::size_of::<F>()
     }
     fn of4<A, B, C, D, F: std::future::Future>(_: fn(A, B, C, D) -> F) -> usize {
@@ -109,33 +103,30 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
         ("read_hello", of(read_hello)),
         ("read_loop", of5(read_loop)),
         ("write_loop", of5(write_loop)),
-        ("send_with_deadline", of(send_with_deadline)),
+        ("send_with_deadline", of2(send_with_deadline)),
     ]
 }
 
-fn close_msg(code: u16, reason: &str) -> Message {
-    Message::Close(Some(CloseFrame {
-        code,
-        reason: reason.into(),
-    }))
-}
-
-type Sink = SplitSink<WebSocket, Message>;
-type Stream = SplitStream<WebSocket>;
+type Io = TokioIo<Upgraded>;
+type Sink = Writer<WriteHalf<Io>>;
+type Stream = Reader<ReadHalf<Io>>;
 
 /// Waits for `hello`; refuses the socket on anything else.
 async fn read_hello(hub: &Hub, sink: &mut Sink, stream: &mut Stream) -> Option<Hello> {
     let first = tokio::time::timeout(hub.config.timing.hello_timeout, stream.next()).await;
     let text = match first {
-        Ok(Some(Ok(Message::Text(t)))) => t,
-        Ok(Some(Ok(_))) | Ok(Some(Err(_))) | Ok(None) => {
-            let _ = sink.send(close_msg(close::POLICY, "hello required")).await;
+        Ok(Some(Ok(Incoming::Text(t)))) => t,
+        Ok(Some(Err(e))) => {
+            let code = e.close_code().unwrap_or(close::POLICY);
+            let _ = sink.close(code, "hello required").await;
+            return None;
+        }
+        Ok(Some(Ok(_))) | Ok(None) => {
+            let _ = sink.close(close::POLICY, "hello required").await;
             return None;
         }
         Err(_) => {
-            let _ = sink
-                .send(close_msg(close::POLICY, "no hello in time"))
-                .await;
+            let _ = sink.close(close::POLICY, "no hello in time").await;
             return None;
         }
     };
@@ -146,8 +137,8 @@ async fn read_hello(hub: &Hub, sink: &mut Sink, stream: &mut Stream) -> Option<H
                 ErrorCode::HelloRequired,
                 "第一帧必须是 hello / the first frame must be hello",
             );
-            let _ = sink.send(Message::Text(encode(&err).into())).await;
-            let _ = sink.send(close_msg(close::POLICY, "hello required")).await;
+            let _ = sink.text(encode(&err)).await;
+            let _ = sink.close(close::POLICY, "hello required").await;
             None
         }
     }
@@ -170,8 +161,8 @@ async fn run(hub: Arc<Hub>, mut sink: Sink, mut stream: Stream, ch: Channel) {
                     .await
             }
             Err(err) => {
-                let _ = sink.send(Message::Text(err.into())).await;
-                let _ = sink.send(close_msg(close::POLICY, "bad token")).await;
+                let _ = sink.text(err).await;
+                let _ = sink.close(close::POLICY, "bad token").await;
             }
         },
     }
@@ -224,9 +215,7 @@ async fn session(
     // The replay has the same deadline and kill as any frame: a tab that stops reading
     // during it cannot hold up shutdown. It reads the store a page at a time, and a frame
     // leaves the store only once written, so what the tab did not get stays kept.
-    let mut ok = send_with_deadline(&mut sink, Message::Text(welcome.into()), &kill)
-        .await
-        .is_ok();
+    let mut ok = write_frame(&mut sink, welcome, &kill).await.is_ok();
     // Task frames the replay sent: the task queue must not send them again.
     let mut delivered = Vec::new();
     if ok {
@@ -283,8 +272,7 @@ async fn drain_kept(
             return Ok(());
         }
         for frame in page {
-            let msg = Message::Text(frame.text.clone().into());
-            if send_with_deadline(sink, msg, kill).await.is_err() {
+            if write_frame(sink, frame.text.clone(), kill).await.is_err() {
                 return Err(frame);
             }
             hub.registry.replayed(&frame);
@@ -303,8 +291,7 @@ async fn drain_kept(
 async fn close_after_failed_write(sink: &mut Sink, kill: &Killer) {
     kill.kill(close::SLOW_CONSUMER);
     let code = kill.killed().await;
-    let msg = close_msg(code, close_reason(code));
-    let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(msg)).await;
+    let _ = tokio::time::timeout(CLOSE_GRACE, sink.close(code, close_reason(code))).await;
 }
 
 /// How long a stuck socket is given to take the close frame behind its unfinished frame.
@@ -341,15 +328,18 @@ async fn read_loop(
         };
         let msg = match next {
             None => return None,
-            Some(Err(e)) => return Some(error_close_code(&e)),
+            Some(Err(e)) => {
+                tracing::info!(error = %e, "tab's frames unreadable");
+                return e.close_code();
+            }
             Some(Ok(m)) => m,
         };
         client.touch();
         let text = match msg {
-            Message::Text(t) => t,
-            Message::Close(_) => return None,
+            Incoming::Text(t) => t,
+            Incoming::Close(_) => return None,
             // Refused, not dropped: the tab learns that its frame went nowhere.
-            Message::Binary(_) => {
+            Incoming::Binary(_) => {
                 if tx
                     .try_send(Outbound::Frame(encode(&binary_refused())))
                     .is_err()
@@ -358,7 +348,14 @@ async fn read_loop(
                 }
                 continue;
             }
-            _ => continue, // pings are answered by the library; pongs only prove liveness
+            // The writer answers; a tab that pings faster than it reads fills its queue.
+            Incoming::Ping(payload) => {
+                if tx.try_send(Outbound::Pong(payload)).is_err() {
+                    return Some(close::SLOW_CONSUMER);
+                }
+                continue;
+            }
+            Incoming::Pong => continue, // proof of life only: `touch` above
         };
         let reply = match decode(&text) {
             Ok(frame) => hub.handle_frame(client, frame),
@@ -378,15 +375,6 @@ fn binary_refused() -> ServerFrame {
         ErrorCode::BadFrame,
         "只接受文本帧 / text frames only: a binary frame is not read",
     )
-}
-
-fn error_close_code(e: &axum::Error) -> u16 {
-    let text = e.to_string();
-    if text.contains("Space limit exceeded") || text.contains("too long") || text.contains("size") {
-        close::TOO_BIG
-    } else {
-        1002
-    }
 }
 
 /// Writes queued frames, frames kept in the store for the tab (durable ones, or frames sent
@@ -422,7 +410,7 @@ async fn write_loop(
             code = &mut killed => {
                 // Boxed, like every rare path here: the socket's future is sized by its
                 // largest state, and it is held for as long as the tab is connected.
-                let close = sink.send(close_msg(code, close_reason(code)));
+                let close = sink.close(code, close_reason(code));
                 let _ = Box::pin(tokio::time::timeout(Duration::from_secs(1), close)).await;
                 return None;
             }
@@ -436,7 +424,8 @@ async fn write_loop(
                 };
                 if now >= next_ping {
                     next_ping = now + timing.ping_interval;
-                    if send_with_deadline(&mut sink, Message::Ping(Vec::new().into()), kill).await.is_err() {
+                    let _ = sink.start(op::PING, Vec::new());
+                    if send_with_deadline(&mut sink, kill).await.is_err() {
                         Box::pin(close_after_failed_write(&mut sink, kill)).await;
                         return None;
                     }
@@ -445,10 +434,10 @@ async fn write_loop(
             }
             _ = client.frames_kept() => {
                 // Frames still queued were sent before the ones kept: they go first.
-                while let Ok(Outbound::Frame(text)) = rx.try_recv() {
-                    if let Err(text) = write_frame(&mut sink, text, kill).await {
+                while let Ok(out) = rx.try_recv() {
+                    if let Err(text) = write_out(&mut sink, out, kill).await {
                         Box::pin(close_after_failed_write(&mut sink, kill)).await;
-                        return Some(text);
+                        return text;
                     }
                 }
                 if Box::pin(drain_kept(hub, client, &mut sink, kill, &mut no_delivered))
@@ -462,10 +451,10 @@ async fn write_loop(
                 no_delivered.clear();
             }
             msg = rx.recv() => match msg {
-                Some(Outbound::Frame(text)) => {
-                    if let Err(text) = write_frame(&mut sink, text, kill).await {
+                Some(out) => {
+                    if let Err(text) = write_out(&mut sink, out, kill).await {
                         Box::pin(close_after_failed_write(&mut sink, kill)).await;
-                        return Some(text);
+                        return text;
                     }
                 }
                 None => return None,
@@ -485,21 +474,36 @@ fn silent_until(client: &Client, dead_after: Duration) -> Option<Instant> {
     Some(Instant::now() + left)
 }
 
-/// Writes one text frame; gives it back if the socket did not take it (the bytes are
-/// shared with the message, not copied, on the usual path).
-async fn write_frame(sink: &mut Sink, text: String, kill: &Killer) -> Result<(), String> {
-    let bytes = axum::extract::ws::Utf8Bytes::from(text);
-    send_with_deadline(sink, Message::Text(bytes.clone()), kill)
-        .await
-        .map_err(|()| bytes.as_str().to_string())
+/// Writes what the queue gave; on failure, the text frame the tab did not get, if it was one.
+async fn write_out(sink: &mut Sink, out: Outbound, kill: &Killer) -> Result<(), Option<String>> {
+    match out {
+        Outbound::Frame(text) => write_frame(sink, text, kill).await.map_err(Some),
+        Outbound::Pong(payload) => {
+            let _ = sink.start(op::PONG, payload);
+            send_with_deadline(sink, kill).await.map_err(|()| None)
+        }
+    }
 }
 
-/// A tab that does not take a frame within 10 s is treated as gone; a kill interrupts a
-/// write that is stuck behind a full socket buffer.
+/// Writes one text frame; gives it back if the socket did not take it whole. The bytes are
+/// the frame's own (no copy), dropped once written.
+async fn write_frame(sink: &mut Sink, text: String, kill: &Killer) -> Result<(), String> {
+    if let Err(body) = sink.start(op::TEXT, text.into_bytes()) {
+        // A frame still unfinished: the socket has failed already.
+        return Err(String::from_utf8(body).unwrap_or_default());
+    }
+    send_with_deadline(sink, kill)
+        .await
+        .map_err(|()| sink.unsent_text().unwrap_or_default())
+}
+
+/// Writes the frame `Writer::start` set. A tab that does not take it within 10 s is treated
+/// as gone; a kill interrupts a write that is stuck behind a full socket buffer. What was not
+/// written stays in the writer, for the close frame to follow.
 ///
 /// A frame the socket takes at once (the usual case) costs no timer and no kill waiter.
-async fn send_with_deadline(sink: &mut Sink, msg: Message, kill: &Killer) -> Result<(), ()> {
-    let mut send = std::pin::pin!(sink.send(msg));
+async fn send_with_deadline(sink: &mut Sink, kill: &Killer) -> Result<(), ()> {
+    let mut send = std::pin::pin!(sink.finish());
     let first = std::future::poll_fn(|cx| {
         std::task::Poll::Ready(std::future::Future::poll(send.as_mut(), cx))
     })
@@ -526,8 +530,8 @@ async fn send_with_deadline(sink: &mut Sink, msg: Message, kill: &Killer) -> Res
 async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stream: Stream) {
     if !super::auth::token_matches(hub.token(), &hello.token) {
         let err = ServerFrame::error(ErrorCode::BadToken, super::HelloError::BadToken.to_string());
-        let _ = sink.send(Message::Text(encode(&err).into())).await;
-        let _ = sink.send(close_msg(close::POLICY, "bad token")).await;
+        let _ = sink.text(encode(&err)).await;
+        let _ = sink.close(close::POLICY, "bad token").await;
         return;
     }
     let client = hello
@@ -537,8 +541,8 @@ async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stre
     let Some(client) = client else {
         let e = super::HelloError::UnknownClient(hello.client_id.unwrap_or_default());
         let err = ServerFrame::error(e.code(), e.to_string());
-        let _ = sink.send(Message::Text(encode(&err).into())).await;
-        let _ = sink.send(close_msg(close::POLICY, "unknown client")).await;
+        let _ = sink.text(encode(&err)).await;
+        let _ = sink.close(close::POLICY, "unknown client").await;
         return;
     };
     let dead_after = hub.config.timing.dead_after;
@@ -546,24 +550,35 @@ async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stre
         let next = tokio::select! {
             n = tokio::time::timeout(dead_after, stream.next()) => n,
             _ = hub.shutdown.cancelled() => {
-                let _ = sink.send(close_msg(close::GOING_AWAY, "hub shutting down")).await;
+                let _ = sink.close(close::GOING_AWAY, "hub shutting down").await;
                 return;
             }
         };
         let text = match next {
-            Ok(Some(Ok(Message::Text(t)))) => t,
-            Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => return,
-            Ok(Some(Ok(Message::Binary(_)))) => {
-                let refused = Message::Text(encode(&binary_refused()).into());
-                if sink.send(refused).await.is_err() {
+            Ok(Some(Ok(Incoming::Text(t)))) => t,
+            Ok(Some(Ok(Incoming::Close(_)))) | Ok(None) => return,
+            Ok(Some(Err(e))) => {
+                if let Some(code) = e.close_code() {
+                    let _ = sink.close(code, "bad frame").await;
+                }
+                return;
+            }
+            Ok(Some(Ok(Incoming::Binary(_)))) => {
+                if sink.text(encode(&binary_refused())).await.is_err() {
                     return;
                 }
                 continue;
             }
-            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Ok(Incoming::Ping(payload)))) => {
+                if sink.send(op::PONG, payload).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Ok(Some(Ok(Incoming::Pong))) => continue,
             Err(_) => {
                 let _ = sink
-                    .send(close_msg(close::HEARTBEAT_TIMEOUT, "heartbeat timeout"))
+                    .close(close::HEARTBEAT_TIMEOUT, "heartbeat timeout")
                     .await;
                 return;
             }
@@ -589,11 +604,7 @@ async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stre
             ),
             Err(e) => ServerFrame::error(e.code(), e.to_string()),
         };
-        if sink
-            .send(Message::Text(encode(&reply).into()))
-            .await
-            .is_err()
-        {
+        if sink.text(encode(&reply)).await.is_err() {
             return;
         }
     }
