@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use aicard::app::App;
 use aicard::config::HubConfig;
+use aicard::hub::tasks::TaskRequest;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
@@ -177,6 +178,8 @@ fn snapshot() -> [(i64, i64); CLASSES] {
 }
 
 const TABS: usize = 400;
+/// The length of the task each tab is sent, and of its answer, in the second part.
+const LONG: usize = 100_000;
 /// Everything an idle tab keeps on the hub's heap: its client record, queue, connection
 /// task and socket state, with no read or write buffer.
 const MAX_BYTES_PER_TAB: f64 = 5120.0;
@@ -219,8 +222,29 @@ fn an_idle_tab_holds_no_read_or_write_buffer() {
                 ws.send(Message::Text(hello.to_string().into()))
                     .await
                     .expect("hello");
-                // Read on for ever: pongs are sent while the socket is read.
-                tokio::spawn(async move { while let Some(Ok(_)) = ws.next().await {} });
+                // Read on for ever (pongs are sent while the socket is read), and answer each
+                // task at length.
+                tokio::spawn(async move {
+                    while let Some(Ok(msg)) = ws.next().await {
+                        let Message::Text(text) = msg else { continue };
+                        let frame: serde_json::Value = serde_json::from_str(&text).expect("json");
+                        if frame["type"] != "task" {
+                            continue;
+                        }
+                        let id = frame["task_id"].as_str().expect("task id");
+                        let turn = format!("t-{id}");
+                        let answer = "答".repeat(LONG / 3);
+                        for reply in [
+                            json!({"type":"task_update","task_id":id,"state":"accepted"}),
+                            json!({"type":"turn_end","turn_id":turn,"text":answer,"task_id":id}),
+                        ] {
+                            let text = reply.to_string();
+                            if ws.send(Message::Text(text.into())).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
             }
         })
     };
@@ -306,6 +330,64 @@ fn an_idle_tab_holds_no_read_or_write_buffer() {
     assert!(
         total <= MAX_BYTES_PER_TAB,
         "an idle tab holds {total:.0} B of heap, more than {MAX_BYTES_PER_TAB}"
+    );
+
+    // Then each tab is sent a long task and answers at length. Once idle again it keeps
+    // neither frame's bytes: a WebSocket stack that keeps its buffers as large as the longest
+    // frame it carried (tungstenite, tokio-websockets, fastwebsockets: benches/ws_stacks.rs)
+    // would hold two allocations of 64 KiB or more per tab here.
+    let before_long = snapshot();
+    TRACING.store(true, Ordering::Relaxed);
+    let clients = running.hub.registry.all();
+    let tasks = running.hub.tasks.clone();
+    let asks = hub_rt.spawn(async move {
+        let asks: Vec<_> = clients
+            .into_iter()
+            .map(|client| {
+                let tasks = tasks.clone();
+                // Made and dropped on hub threads, so the counts stay balanced.
+                tokio::spawn(async move {
+                    let prompt = "问".repeat(LONG / 3);
+                    let req = TaskRequest::new(prompt, Duration::from_secs(60));
+                    tasks.ask(&client, req).await.map(|a| a.len())
+                })
+            })
+            .collect();
+        let mut lens = Vec::new();
+        for a in asks {
+            lens.push(a.await.expect("join").expect("answered"));
+        }
+        lens
+    });
+    let lens = tabs_rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), asks)
+            .await
+            .expect("every tab answers in time")
+            .expect("join")
+    });
+    assert_eq!(lens.len(), TABS + 1);
+    assert!(lens.iter().all(|&n| n == LONG / 3 * 3), "{lens:?}");
+    settle(TABS + 1);
+    TRACING.store(false, Ordering::Relaxed);
+    let after_long = snapshot();
+    print_traces();
+    // Classes from 64 KiB up: a kept copy of either frame.
+    let long_class = class(64 * 1024);
+    let kept: f64 = (long_class..CLASSES)
+        .map(|c| (after_long[c].0 - before_long[c].0) as f64)
+        .sum::<f64>()
+        / (TABS + 1) as f64;
+    let grew: f64 = (0..CLASSES)
+        .map(|c| (after_long[c].1 - before_long[c].1) as f64)
+        .sum::<f64>()
+        / (TABS + 1) as f64;
+    println!(
+        "after a {LONG} B task and a {LONG} B answer each: {kept:.2} allocations of 64 KiB or \
+         more per tab, heap {grew:+.0} B per tab"
+    );
+    assert!(
+        kept < 0.1,
+        "a tab that was sent and sent {LONG} B keeps {kept:.2} allocations of 64 KiB or more"
     );
     drop(tabs_rt);
     hub_rt.block_on(running.shutdown());

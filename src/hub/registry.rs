@@ -139,9 +139,12 @@ pub struct Client {
     heartbeat: Mutex<Option<Box<AppHeartbeat>>>,
     /// Last streamed chunk or task progress (for the "no new tokens" timeout).
     last_stream_ms: AtomicI64,
-    /// Texts the hub itself typed into this tab (task prompts), newest last. When the page
-    /// reports one back as `user_input` it is not the person speaking and gets no authority.
-    typed_by_hub: Mutex<VecDeque<Prompt>>,
+    /// Texts the hub itself typed into this tab (task prompts), newest last, as keyed hashes
+    /// of their trimmed text: an idle tab does not keep its last prompts (each up to a frame
+    /// long, and encoded twice). When the page reports one back as `user_input` it is not the
+    /// person speaking and gets no authority. A collision could only take authority from the
+    /// person's words, never give it to the hub's: the text the hub typed always matches.
+    typed_by_hub: Mutex<VecDeque<u64>>,
     /// The tab's task queue (owned by `Tasks`).
     pub(super) queue: Mutex<super::tasks::TabQueue>,
     /// Set while the tab lives on another node of the cluster (then `conn` and `queue` are
@@ -223,11 +226,11 @@ impl Client {
         self.since_ms.store(ms, Ordering::Relaxed);
     }
 
-    /// Remembers a prompt the hub typed into this tab (bounded to the last 16; shared with
-    /// the task, not copied).
+    /// Remembers a prompt the hub typed into this tab (bounded to the last 16).
     pub fn typed_by_hub(&self, prompt: &Prompt) {
+        let digest = typed_digest(prompt);
         let mut q = self.typed_by_hub.lock().unwrap_or_else(|p| p.into_inner());
-        q.push_back(prompt.clone());
+        q.push_back(digest);
         while q.len() > 16 {
             q.pop_front();
         }
@@ -235,12 +238,11 @@ impl Client {
 
     /// True when `text` is something the hub typed here, not the person.
     pub fn was_typed_by_hub(&self, text: &str) -> bool {
-        let t = text.trim();
+        let digest = typed_digest(text);
         self.typed_by_hub
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .any(|typed| typed.trim() == t)
+            .contains(&digest)
     }
 
     /// Records that the tab streamed something for its task.
@@ -394,6 +396,15 @@ const PAGE_FRAMES: usize = 64;
 const PAGE_BYTES: usize = 1024 * 1024;
 
 /// The names a tab is found by: its id, its site, its display name and its label (each once).
+/// A keyed hash of a text's trimmed form, for `Client::typed_by_hub` (the key is random per
+/// process, so a text cannot be made to collide from outside).
+fn typed_digest(text: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    KEY.get_or_init(Default::default).hash_one(text.trim())
+}
+
 fn name_keys(client: &Client) -> Vec<String> {
     let info = client.info();
     let mut keys = vec![
