@@ -1,6 +1,10 @@
 //! What one WebSocket connection holds on the server's heap, for the hub's stack and the
-//! alternatives, side by side in one run: tungstenite 0.29 as the hub configures it
-//! (`hub::ws`: 512-byte read buffer), tokio-websockets 0.13 and fastwebsockets 0.10.
+//! alternatives, side by side in one run: the hub's own frames (`hub::wsframe`), tungstenite
+//! 0.29 as the hub configured it before (512-byte read buffer, no write buffer),
+//! tokio-websockets 0.13 and fastwebsockets 0.10.
+//!
+//! `hub::wsframe` reads through one 32 KiB scratch buffer per server thread; it is made on
+//! the first read and counted here, shared by the connections (32 KiB / N each).
 //!
 //! Each stack serves N connections over loopback, taken over after the handshake (the HTTP
 //! upgrade is the same for all three and is not what a connection keeps). A counting
@@ -88,7 +92,7 @@ static ALLOC: Counting = Counting;
 
 #[derive(Parser, Debug)]
 #[command(
-    about = "Live heap per WebSocket connection: the hub's tungstenite against tokio-websockets and fastwebsockets"
+    about = "Live heap per WebSocket connection: the hub's own frames against tungstenite, tokio-websockets and fastwebsockets"
 )]
 struct Args {
     /// Connections each stack serves.
@@ -104,6 +108,7 @@ struct Args {
 
 #[derive(Clone, Copy, Debug)]
 enum Stack {
+    Hub,
     Tungstenite,
     TokioWebsockets,
     FastWebsockets,
@@ -112,7 +117,8 @@ enum Stack {
 impl Stack {
     fn name(self) -> &'static str {
         match self {
-            Stack::Tungstenite => "tungstenite 0.29 (the hub's settings)",
+            Stack::Hub => "the hub's own frames (hub::wsframe)",
+            Stack::Tungstenite => "tungstenite 0.29 (512 B read buffer)",
             Stack::TokioWebsockets => "tokio-websockets 0.13",
             Stack::FastWebsockets => "fastwebsockets 0.10",
         }
@@ -123,6 +129,24 @@ impl Stack {
 /// reports each answer on `done`.
 async fn serve(stack: Stack, tcp: TcpStream, done: mpsc::UnboundedSender<()>) {
     match stack {
+        Stack::Hub => {
+            use aicard::hub::wsframe::{Incoming, Reader, Writer};
+            // Split as the hub splits its upgraded connection.
+            let (rd, wr) = tokio::io::split(tcp);
+            let (mut reader, mut writer) = (Reader::new(rd, 1 << 20), Writer::new(wr));
+            while let Some(Ok(msg)) = reader.next().await {
+                match msg {
+                    Incoming::Text(t) => {
+                        if writer.text("a".repeat(t.len())).await.is_err() {
+                            return;
+                        }
+                        let _ = done.send(());
+                    }
+                    Incoming::Close(_) => return,
+                    _ => {}
+                }
+            }
+        }
         Stack::Tungstenite => {
             let config = WebSocketConfig::default()
                 .read_buffer_size(512)
@@ -271,6 +295,7 @@ fn main() {
         a.conns, a.long
     );
     for stack in [
+        Stack::Hub,
         Stack::Tungstenite,
         Stack::TokioWebsockets,
         Stack::FastWebsockets,

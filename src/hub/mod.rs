@@ -12,7 +12,7 @@ pub mod registry;
 mod sse;
 pub mod tasks;
 mod ws;
-mod wsframe;
+pub mod wsframe;
 pub use ws::future_sizes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -706,12 +706,10 @@ mod tests {
             let (mut client, server) = duplex(1 << 16);
             client.write_all(&wire).await.unwrap();
             let mut r = Reader::new(server, 1000);
-            let err = loop {
-                match r.next().await {
-                    Some(Err(e)) => break e,
-                    Some(Ok(m)) => panic!("case {i}: read {m:?}"),
-                    None => panic!("case {i}: ended without an error"),
-                }
+            let err = match r.next().await {
+                Some(Err(e)) => e,
+                Some(Ok(m)) => panic!("case {i}: read {m:?}"),
+                None => panic!("case {i}: ended without an error"),
             };
             assert_eq!(err.close_code(), Some(code), "case {i}: {err}");
         }
