@@ -62,16 +62,18 @@ fn upgrade(hub: Arc<Hub>, mut req: Request, ch: Channel) -> Response {
         let Ok(io) = upgraded.await else {
             return; // the connection ended before it was handed over
         };
-        // Split here, outside `connection`: an async fn keeps room for each argument for as
-        // long as it runs. The halves are a pointer each, plus the reader's state.
+        // The socket's halves live here, once; everything below borrows them. (An async fn
+        // keeps room for each argument for as long as it runs, so halves passed down by
+        // value would take their room again in each layer.)
         let (rd, wr) = tokio::io::split(TokioIo::new(io));
-        connection(hub, (Writer::new(wr), Reader::new(rd, max)), ch).await
+        let (mut sink, mut stream) = (Writer::new(wr), Reader::new(rd, max));
+        connection(hub, &mut sink, &mut stream, ch).await
     }));
     (StatusCode::SWITCHING_PROTOCOLS, answer).into_response()
 }
 
 /// One socket's task, from the upgrade to its end.
-async fn connection(hub: Arc<Hub>, (mut sink, stream): (Sink, Stream), ch: Channel) {
+async fn connection(hub: Arc<Hub>, sink: &mut Sink, stream: &mut Stream, ch: Channel) {
     let Some(_live) = hub.admit_connection() else {
         let _ = sink
             .close(close::POLICY, "too many tabs / 标签页过多")
@@ -97,7 +99,7 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
         std::mem::size_of::<F>()
     }
     vec![
-        ("connection", of(connection)),
+        ("connection", of4(connection)),
         ("run", of4(run)),
         ("session", of5(session)),
         ("read_hello", of(read_hello)),
@@ -144,8 +146,8 @@ async fn read_hello(hub: &Hub, sink: &mut Sink, stream: &mut Stream) -> Option<H
     }
 }
 
-async fn run(hub: Arc<Hub>, mut sink: Sink, mut stream: Stream, ch: Channel) {
-    let Some(hello) = read_hello(&hub, &mut sink, &mut stream).await else {
+async fn run(hub: Arc<Hub>, sink: &mut Sink, stream: &mut Stream, ch: Channel) {
+    let Some(hello) = read_hello(&hub, sink, stream).await else {
         return;
     };
     match ch {
@@ -204,7 +206,7 @@ async fn session(
     client: Arc<Client>,
     conn: Conn,
     welcome: String,
-    (mut sink, stream): (Sink, Stream),
+    (sink, stream): (&mut Sink, &mut Stream),
 ) {
     let Conn {
         id: conn_id,
@@ -215,11 +217,11 @@ async fn session(
     // The replay has the same deadline and kill as any frame: a tab that stops reading
     // during it cannot hold up shutdown. It reads the store a page at a time, and a frame
     // leaves the store only once written, so what the tab did not get stays kept.
-    let mut ok = write_frame(&mut sink, welcome, &kill).await.is_ok();
+    let mut ok = write_frame(sink, welcome, &kill).await.is_ok();
     // Task frames the replay sent: the task queue must not send them again.
     let mut delivered = Vec::new();
     if ok {
-        match Box::pin(drain_kept(&hub, &client, &mut sink, &kill, &mut delivered)).await {
+        match Box::pin(drain_kept(&hub, &client, sink, &kill, &mut delivered)).await {
             Ok(()) => {}
             Err(_) => ok = false,
         }
@@ -247,7 +249,7 @@ async fn session(
         let ((), left) = tokio::join!(reader, writer);
         unsent = left;
     } else {
-        Box::pin(close_after_failed_write(&mut sink, &kill)).await;
+        Box::pin(close_after_failed_write(sink, &kill)).await;
     }
     // Nothing meant for the tab is lost with the socket: the frame being written when it
     // ended, what is still queued and what came after the kill are kept, in that order.
@@ -312,7 +314,7 @@ fn close_reason(code: u16) -> &'static str {
 async fn read_loop(
     hub: &Arc<Hub>,
     client: &Arc<Client>,
-    mut stream: Stream,
+    stream: &mut Stream,
     tx: &outq::Sender<Outbound>,
     kill: &Killer,
 ) -> Option<u16> {
@@ -386,7 +388,7 @@ fn binary_refused() -> ServerFrame {
 async fn write_loop(
     hub: &Hub,
     client: &Client,
-    mut sink: Sink,
+    sink: &mut Sink,
     rx: &mut outq::Receiver<Outbound>,
     kill: &Killer,
 ) -> Option<String> {
@@ -425,8 +427,8 @@ async fn write_loop(
                 if now >= next_ping {
                     next_ping = now + timing.ping_interval;
                     let _ = sink.start(op::PING, Vec::new());
-                    if send_with_deadline(&mut sink, kill).await.is_err() {
-                        Box::pin(close_after_failed_write(&mut sink, kill)).await;
+                    if send_with_deadline(sink, kill).await.is_err() {
+                        Box::pin(close_after_failed_write(sink, kill)).await;
                         return None;
                     }
                 }
@@ -435,25 +437,25 @@ async fn write_loop(
             _ = client.frames_kept() => {
                 // Frames still queued were sent before the ones kept: they go first.
                 while let Ok(out) = rx.try_recv() {
-                    if let Err(text) = write_out(&mut sink, out, kill).await {
-                        Box::pin(close_after_failed_write(&mut sink, kill)).await;
+                    if let Err(text) = write_out(sink, out, kill).await {
+                        Box::pin(close_after_failed_write(sink, kill)).await;
                         return text;
                     }
                 }
-                if Box::pin(drain_kept(hub, client, &mut sink, kill, &mut no_delivered))
+                if Box::pin(drain_kept(hub, client, sink, kill, &mut no_delivered))
                     .await
                     .is_err()
                 {
                     // The frame it was writing is still kept in the store.
-                    Box::pin(close_after_failed_write(&mut sink, kill)).await;
+                    Box::pin(close_after_failed_write(sink, kill)).await;
                     return None;
                 }
                 no_delivered.clear();
             }
             msg = rx.recv() => match msg {
                 Some(out) => {
-                    if let Err(text) = write_out(&mut sink, out, kill).await {
-                        Box::pin(close_after_failed_write(&mut sink, kill)).await;
+                    if let Err(text) = write_out(sink, out, kill).await {
+                        Box::pin(close_after_failed_write(sink, kill)).await;
                         return text;
                     }
                 }
@@ -527,7 +529,7 @@ async fn send_with_deadline(sink: &mut Sink, kill: &Killer) -> Result<(), ()> {
 }
 
 /// `/heartbeat`: app heartbeats from a known tab; answers each with the hub's time.
-async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, mut sink: Sink, mut stream: Stream) {
+async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, sink: &mut Sink, stream: &mut Stream) {
     if !super::auth::token_matches(hub.token(), &hello.token) {
         let err = ServerFrame::error(ErrorCode::BadToken, super::HelloError::BadToken.to_string());
         let _ = sink.text(encode(&err)).await;

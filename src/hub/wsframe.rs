@@ -837,6 +837,96 @@ mod tests {
         );
     }
 
+    use proptest::prelude::*;
+
+    /// A message as a client may send it: text or binary, cut into 1–3 frames, with a ping
+    /// before it or inside it.
+    fn message() -> impl Strategy<Value = (bool, Vec<u8>, usize, Option<usize>)> {
+        (
+            any::<bool>(),
+            prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..40),
+                prop::collection::vec(any::<u8>(), 4000..9000),
+            ],
+            1usize..4,
+            prop::option::of(0usize..3),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn any_messages_read_back_whatever_their_fragments_and_reads(
+            msgs in prop::collection::vec(message(), 1..6),
+            chunk in prop_oneof![1usize..8, 8usize..600, 600usize..20_000],
+        ) {
+            let mut wire = Vec::new();
+            let mut want = Vec::new();
+            for (text, bytes, parts, ping_at) in msgs {
+                let payload = if text {
+                    String::from_utf8_lossy(&bytes).into_owned().into_bytes()
+                } else {
+                    bytes
+                };
+                let step = payload.len().div_ceil(parts).max(1);
+                let pieces: Vec<&[u8]> = if payload.is_empty() {
+                    vec![&[]]
+                } else {
+                    payload.chunks(step).collect()
+                };
+                for (i, piece) in pieces.iter().enumerate() {
+                    if ping_at == Some(i) {
+                        wire.extend(client_frame(true, op::PING, b"!"));
+                        want.push(Ok(Incoming::Ping(b"!".to_vec())));
+                    }
+                    let opcode = match (i, text) {
+                        (0, true) => op::TEXT,
+                        (0, false) => op::BINARY,
+                        _ => op::CONTINUATION,
+                    };
+                    wire.extend(client_frame(i + 1 == pieces.len(), opcode, piece));
+                }
+                want.push(Ok(if text {
+                    Incoming::Text(String::from_utf8(payload).unwrap())
+                } else {
+                    Incoming::Binary(payload)
+                }));
+            }
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let got = rt.block_on(read_all(wire, chunk, 1 << 20));
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn any_bytes_end_in_a_message_an_error_or_more_to_read(
+            data in prop::collection::vec(any::<u8>(), 0..400),
+            cut in 1usize..50,
+        ) {
+            // The parser alone (no socket): it never panics, never reads past what it was
+            // given, and never holds a frame longer than the limit.
+            let mut r = Reader::new(tokio::io::empty(), 256);
+            'feed: for piece in data.chunks(cut) {
+                let mut at = 0;
+                while at < piece.len() {
+                    let (used, out) = r.feed(&piece[at..]);
+                    prop_assert!(used <= piece.len() - at);
+                    at += used;
+                    if let Some(f) = &r.frame {
+                        prop_assert!(f.len <= 256);
+                    }
+                    match out {
+                        Some(Err(_)) => break 'feed,
+                        Some(Ok(_)) => continue,
+                        None => prop_assert_eq!(at, piece.len()),
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn unmasking_at_any_offset_matches_byte_by_byte() {
         let mask = [1, 2, 3, 4];
