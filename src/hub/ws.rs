@@ -1,9 +1,9 @@
 //! WebSocket endpoints: `/realtime` (the business channel) and `/heartbeat` (liveness).
-//! Checks run before the upgrade. Each socket runs as one tracked task whose read and write
-//! halves are joined. (Measured: as two tasks, or joined so that only the woken half is
-//! polled, the hub parks and unparks its worker threads about 15 times as often: 12,600 vs
-//! 700 futex calls in 5 s of fan-out rounds. tokio-tungstenite wakes both halves on any
-//! readiness of the socket.)
+//! Checks run before the upgrade; the frames are `wsframe`'s. Each socket runs as one tracked
+//! task whose read and write halves are joined. (Measured when the hub used tokio-tungstenite,
+//! which woke both halves on any readiness of the socket: as two tasks, or joined so that
+//! only the woken half is polled, the hub parked and unparked its worker threads about 15
+//! times as often, 12,600 vs 700 futex calls in 5 s of fan-out rounds.)
 
 use std::sync::Arc;
 use std::time::Duration;
