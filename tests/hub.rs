@@ -438,6 +438,48 @@ async fn a_binary_frame_gets_bad_frame_and_the_socket_lives() {
 }
 
 #[tokio::test]
+async fn a_ping_gets_its_pong_and_a_request_that_is_no_websocket_is_told_why() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("kimi", None).await;
+    ws.send(Message::Ping(b"are you there".to_vec().into()))
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(WAIT, async {
+        loop {
+            match ws.next().await.expect("open").expect("read") {
+                Message::Pong(p) => return p,
+                _ => continue, // the hub's own pings
+            }
+        }
+    })
+    .await
+    .expect("a pong in time");
+    assert_eq!(&pong[..], b"are you there");
+    send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
+    assert_eq!(recv(&mut ws).await["type"], "heartbeat");
+
+    let http = reqwest::Client::new();
+    let plain = http.get(h.http_url("/realtime")).send().await.unwrap();
+    assert_eq!(plain.status().as_u16(), 426);
+    let why = plain.text().await.unwrap();
+    assert!(
+        why.contains("WebSocket only") && why.contains("只接受"),
+        "{why}"
+    );
+    let old = http
+        .get(h.http_url("/realtime"))
+        .header("Connection", "Upgrade")
+        .header("Upgrade", "websocket")
+        .header("Sec-WebSocket-Version", "8")
+        .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old.status().as_u16(), 426);
+    assert_eq!(old.headers()["sec-websocket-version"], "13");
+}
+
+#[tokio::test]
 async fn a_task_the_tab_reports_failed_returns_its_reason() {
     let h = TestHub::start().await;
     let (mut ws, welcome) = h.tab("gemini", None).await;
