@@ -28,6 +28,9 @@ pub enum Command {
     Flow(FlowCommand),
     /// Print a fresh dashboard login URL and open a browser where possible / 打开仪表盘
     Open(crate::dashboard::login::OpenArgs),
+    /// Print a fresh one-time link that installs the userscript with the token, and open it
+    /// where possible / 打印一次性的用户脚本安装链接
+    Install(crate::dashboard::login::OpenArgs),
     /// MCP on stdio, relaying to the running hub (for Claude Desktop); `doctor` checks it / MCP 服务器
     Mcp(McpArgs),
     /// Print the hub's token (creating it on first use) / 打印令牌
@@ -35,6 +38,10 @@ pub enum Command {
         /// Data directory holding the token and the store.
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
+        /// The token the hub was started with (`serve --token` / `AICARD_TOKEN`): printed as
+        /// it is, nothing is read or created.
+        #[arg(long, env = "AICARD_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
 }
 
@@ -216,6 +223,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(args) => serve(*args).await,
         Command::Demo(args) => crate::demo::run(args).await,
         Command::Open(args) => crate::dashboard::login::open(args).await,
+        Command::Install(args) => crate::dashboard::login::install(args).await,
         Command::Flow(FlowCommand::Validate { files }) => Ok(validate(&files)),
         Command::Flow(FlowCommand::Show { file, format }) => {
             let flow = match crate::flows::load_file(&file) {
@@ -236,7 +244,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Mcp(args) => mcp(args).await,
-        Command::Token { data_dir } => {
+        Command::Token {
+            token: Some(token), ..
+        } if !token.is_empty() => {
+            println!("{token}");
+            Ok(0)
+        }
+        Command::Token { data_dir, .. } => {
             let dir = data_dir.unwrap_or_else(HubConfig::default_data_dir);
             let token = crate::hub::auth::load_or_create_token(&dir)
                 .with_context(|| format!("reading the token in {}", dir.display()))?;
@@ -307,19 +321,28 @@ pub fn validate_output(
 async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
     let config = args.into_config()?;
     let data_dir = config.data_dir.clone();
+    let token_given = config.token.as_ref().is_some_and(|t| !t.is_empty());
     raise_fd_limit(config.limits.max_clients);
     let running = App::start(config).await?;
     let url = running.url();
     println!("AIcard hub listening on {url}");
-    println!("  安装用户脚本 / install the userscript: {url}/aicard.user.js");
+    println!(
+        "  安装用户脚本 / install the userscript (one-time link, 15 min; `aicard install` for \
+         a fresh one): {}",
+        running.hub.install_url()
+    );
     println!(
         "  仪表盘 / dashboard: {url}/login?code={}",
         running.hub.dashboard.login_code()
     );
-    println!(
-        "  令牌保存在 / token kept in: {}",
-        crate::hub::auth::token_path(&data_dir).display()
-    );
+    if token_given {
+        println!("  令牌 / token: the one given by --token / AICARD_TOKEN (not stored)");
+    } else {
+        println!(
+            "  令牌保存在 / token kept in: {}",
+            crate::hub::auth::token_path(&data_dir).display()
+        );
+    }
     let hub = running.hub.clone();
     tokio::spawn(async move {
         shutdown_signal().await;

@@ -679,7 +679,7 @@ async fn sse_and_post_transport_carries_the_same_frames() {
 }
 
 #[tokio::test]
-async fn healthz_and_userscript_with_token_filled_in() {
+async fn healthz_and_the_plain_userscript_without_the_token() {
     let h = TestHub::start().await;
     let ok = reqwest::get(h.http_url("/healthz")).await.unwrap();
     assert_eq!(ok.status(), 200);
@@ -693,6 +693,130 @@ async fn healthz_and_userscript_with_token_filled_in() {
     assert!(script.contains("==UserScript=="));
     assert!(!script.contains("__AICARD_HUB_URL__"));
     assert!(script.contains(&h.http_url("")));
+    assert!(!script.contains(TOKEN), "the plain script carries no token");
+    assert!(
+        !script.contains("__AICARD_TOKEN__"),
+        "the placeholder is emptied"
+    );
+}
+
+/// The request a browser makes for `<script src="http://127.0.0.1:PORT/aicard.user.js">` on
+/// any web page (SPEC §20): it must never get the token, whatever the page's own GM_setValue
+/// would do with the script.
+#[tokio::test]
+async fn a_web_page_cannot_load_the_token() {
+    let h = TestHub::start().await;
+    let client = reqwest::Client::new();
+    let page_load = |path: String| {
+        client
+            .get(path)
+            .header("Referer", "https://evil.example/")
+            .header("Sec-Fetch-Site", "cross-site")
+            .header("Sec-Fetch-Mode", "no-cors")
+            .header("Sec-Fetch-Dest", "script")
+    };
+    let plain = page_load(h.http_url("/aicard.user.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 403, "a subresource load is refused");
+    let why = plain.text().await.unwrap();
+    assert!(!why.contains(TOKEN) && why.contains("subresource"), "{why}");
+
+    // Even with a valid install code (it could only have leaked), a script load is refused.
+    let link = h.hub().install_url();
+    let path = link.split_once("/install/").unwrap().1;
+    let leaked = page_load(h.http_url(&format!("/install/{path}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(leaked.status(), 403);
+    assert!(!leaked.text().await.unwrap().contains(TOKEN));
+
+    // An old browser without Fetch Metadata gets the plain script: still no token.
+    let old = client
+        .get(h.http_url("/aicard.user.js"))
+        .header("Referer", "https://evil.example/")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old.status(), 200);
+    assert!(!old.text().await.unwrap().contains(TOKEN));
+
+    // And a page cannot mint an install link: that needs the token.
+    let mint = client
+        .post(h.http_url("/install-codes"))
+        .header("Origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mint.status(), 403);
+    let mint = client
+        .post(h.http_url("/install-codes"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mint.status(), 401);
+}
+
+/// The person's way in: the one-time link (opened as a page, then fetched again by the
+/// manager), or a tool that holds the token already.
+#[tokio::test]
+async fn the_install_link_carries_the_token_for_a_short_while() {
+    let h = TestHub::start().await;
+    let client = reqwest::Client::new();
+    let minted: Value = serde_json::from_str(
+        &client
+            .post(h.http_url("/install-codes"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let link = minted["url"].as_str().unwrap().to_string();
+    assert!(link.starts_with(&h.http_url("/install/")) && link.ends_with("/aicard.user.js"));
+    // Opened as a page by the person, then fetched by the manager's extension.
+    for dest in ["document", "empty"] {
+        let r = client
+            .get(&link)
+            .header("Sec-Fetch-Site", "none")
+            .header("Sec-Fetch-Dest", dest)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{dest}");
+        assert!(r.text().await.unwrap().contains(&format!("\"{TOKEN}\"")));
+    }
+    let unknown = client
+        .get(h.http_url("/install/0123456789abcdef0123456789abcdef/aicard.user.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 403);
+    assert!(unknown.text().await.unwrap().contains("aicard install"));
+
+    let bearer = client
+        .get(h.http_url("/aicard.user.js"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert!(bearer
+        .text()
+        .await
+        .unwrap()
+        .contains(&format!("\"{TOKEN}\"")));
+    let wrong = client
+        .get(h.http_url("/aicard.user.js"))
+        .bearer_auth("not-the-token")
+        .send()
+        .await
+        .unwrap();
+    assert!(!wrong.text().await.unwrap().contains(TOKEN));
 }
 
 #[tokio::test]

@@ -117,11 +117,33 @@ pub struct OpenArgs {
 
 /// `aicard open`: prints a fresh login URL and opens it in a browser where it can.
 pub async fn open(args: OpenArgs) -> anyhow::Result<i32> {
-    let token = match args.token.filter(|t| !t.is_empty()) {
-        Some(t) => t,
+    let (base, v) = ask_hub(&args, "/api/login-codes", "a login code").await?;
+    let code = v["code"].as_str().context("no code in the hub's answer")?;
+    show_link(&args, &format!("{base}/login?code={code}"));
+    Ok(0)
+}
+
+/// `aicard install`: prints a fresh one-time install link (the userscript with the token in
+/// it, `hub::install`) and opens it where it can, so the manager offers to install.
+pub async fn install(args: OpenArgs) -> anyhow::Result<i32> {
+    let (_, v) = ask_hub(&args, "/install-codes", "an install link").await?;
+    let url = v["url"].as_str().context("no url in the hub's answer")?;
+    show_link(&args, url);
+    Ok(0)
+}
+
+/// POSTs to the running hub with its token; the hub's base URL and its JSON answer.
+async fn ask_hub(
+    args: &OpenArgs,
+    path: &str,
+    what: &str,
+) -> anyhow::Result<(String, serde_json::Value)> {
+    let token = match args.token.as_ref().filter(|t| !t.is_empty()) {
+        Some(t) => t.clone(),
         None => {
             let dir = args
                 .data_dir
+                .clone()
                 .unwrap_or_else(crate::config::HubConfig::default_data_dir);
             let path = auth::token_path(&dir);
             std::fs::read_to_string(&path)
@@ -130,21 +152,22 @@ pub async fn open(args: OpenArgs) -> anyhow::Result<i32> {
                 .to_string()
         }
     };
-    let base = args.hub.trim_end_matches('/');
+    let base = args.hub.trim_end_matches('/').to_string();
     let hostport = base
         .strip_prefix("http://")
         .context("--hub must be an http:// URL")?;
-    let body = post_json(hostport, "/api/login-codes", &token)
+    let body = post_json(hostport, path, &token)
         .await
-        .with_context(|| format!("asking the hub at {base} for a login code (is it running?)"))?;
-    let v: serde_json::Value = serde_json::from_str(&body).context("the hub's answer")?;
-    let code = v["code"].as_str().context("no code in the hub's answer")?;
-    let url = format!("{base}/login?code={code}");
+        .with_context(|| format!("asking the hub at {base} for {what} (is it running?)"))?;
+    let v = serde_json::from_str(&body).context("the hub's answer")?;
+    Ok((base, v))
+}
+
+fn show_link(args: &OpenArgs, url: &str) {
     println!("{url}");
     if !args.no_browser {
-        open_browser(&url);
+        open_browser(url);
     }
-    Ok(0)
 }
 
 /// A minimal HTTP/1.1 POST with the bearer token; the body of a 200 answer.

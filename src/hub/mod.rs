@@ -7,6 +7,7 @@ pub mod auth;
 mod cluster;
 pub mod engine;
 pub mod hooks;
+pub mod install;
 pub mod outq;
 pub mod registry;
 mod sse;
@@ -64,6 +65,8 @@ pub struct Hub {
     pub events: tokio::sync::broadcast::Sender<HubEvent>,
     /// SSE event streams that sent `welcome` and wait for the tab's `ack`.
     sse_waiting: sse::Unconfirmed,
+    /// One-time codes for the install link that carries the token (`install.rs`).
+    pub install_codes: install::InstallCodes,
     /// What the layers above the hub do with a tab's frames (set once by `crate::app`;
     /// without it the hub only routes and queues).
     hooks: std::sync::OnceLock<Arc<dyn Hooks>>,
@@ -133,6 +136,7 @@ impl Hub {
             public_url: std::sync::OnceLock::new(),
             events: tokio::sync::broadcast::channel(1024).0,
             sse_waiting: sse::Unconfirmed::default(),
+            install_codes: install::InstallCodes::default(),
             hooks: std::sync::OnceLock::new(),
             config,
         });
@@ -231,6 +235,40 @@ impl Hub {
 
     pub fn public_url(&self) -> String {
         self.public_url.get().cloned().unwrap_or_default()
+    }
+
+    /// A fresh one-time link that installs the userscript with the token in it.
+    pub fn install_url(&self) -> String {
+        format!(
+            "{}/install/{}/aicard.user.js",
+            self.public_url(),
+            self.install_codes.mint()
+        )
+    }
+
+    /// The checks every userscript request passes: Host and Origin, then Fetch Metadata.
+    fn check_script_request(&self, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+        self.check_headers(headers)?;
+        install::check_fetch_metadata(headers).map_err(|why| (StatusCode::FORBIDDEN, why))
+    }
+
+    /// The userscript bundle with the hub URL filled in, and the token only when asked to.
+    fn script_response(&self, with_token: bool) -> Response {
+        let body = USERSCRIPT
+            .replace("__AICARD_HUB_URL__", &self.public_url())
+            .replace(
+                "__AICARD_TOKEN__",
+                if with_token { self.token() } else { "" },
+            );
+        (
+            [
+                (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-store"),
+                (header::REFERRER_POLICY, "no-referrer"),
+            ],
+            body,
+        )
+            .into_response()
     }
 
     /// Host and Origin checks shared by every endpoint that a tab uses.
@@ -516,25 +554,54 @@ pub fn routes() -> Router<Arc<Hub>> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/aicard.user.js", get(userscript))
+        .route("/install/{code}/aicard.user.js", get(userscript_install))
+        .route("/install-codes", post(new_install_code))
         .route("/realtime", get(ws::realtime))
         .route("/heartbeat", get(ws::heartbeat))
         .route("/events", get(sse::events))
         .route("/send", post(sse::send))
 }
 
+/// `GET /aicard.user.js`: the script any page may name, so without the token, unless the
+/// request already holds it (`Authorization: Bearer`). See `install.rs`.
 async fn userscript(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    if let Err(e) = hub.check_script_request(&headers) {
+        return e.into_response();
+    }
+    let with_token = install::bearer(&headers).is_some_and(|t| auth::token_matches(hub.token(), t));
+    hub.script_response(with_token)
+}
+
+/// `GET /install/{code}/aicard.user.js`: the script with the token, for a one-time code only
+/// the person was shown.
+async fn userscript_install(
+    State(hub): State<Arc<Hub>>,
+    axum::extract::Path(code): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(e) = hub.check_script_request(&headers) {
+        return e.into_response();
+    }
+    if !hub.install_codes.redeem(&code) {
+        return (
+            StatusCode::FORBIDDEN,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "安装链接无效、已用过或已过期：运行 `aicard install` 取一个新的 / this install link is \
+             unknown, used or expired: run `aicard install` for a fresh one\n",
+        )
+            .into_response();
+    }
+    hub.script_response(true)
+}
+
+/// `POST /install-codes` (token only): a fresh install link, for `aicard install`.
+async fn new_install_code(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
     if let Err(e) = hub.check_headers(&headers) {
         return e.into_response();
     }
-    let body = USERSCRIPT
-        .replace("__AICARD_HUB_URL__", &hub.public_url())
-        .replace("__AICARD_TOKEN__", hub.token());
-    (
-        [
-            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        body,
-    )
-        .into_response()
+    if !install::bearer(&headers).is_some_and(|t| auth::token_matches(hub.token(), t)) {
+        return (StatusCode::UNAUTHORIZED, "令牌错误 / bad token").into_response();
+    }
+    let url = hub.install_url();
+    axum::Json(serde_json::json!({ "url": url })).into_response()
 }

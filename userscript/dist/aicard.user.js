@@ -3233,7 +3233,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     connecting: "连接中 connecting",
     waiting: "重连等待 retrying",
     stopped: "已停止 stopped",
-    idle: "未连接 idle"
+    idle: "未连接 idle",
+    unpaired: "未配对 not paired"
   };
   var DONE_STATES = /* @__PURE__ */ new Set(["completed", "failed", "skipped", "cancelled"]);
   var Panel = class {
@@ -3942,7 +3943,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       if (kind === "dom_turn_end") panel.update({ capture: { ...panel.state.capture, path: "dom" } });
     });
     watchPersonSubmits(doc, adapter, runner);
-    hub.start();
+    if (token) hub.start();
+    else panel.update({ hub: { state: "unpaired", notice: UNPAIRED_NOTICE } });
     const mount = () => panel.mount();
     if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", mount, { once: true });
     else mount();
@@ -3965,6 +3967,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     return null;
   }
   var LNA_OPEN_MS = 1500;
+  var UNPAIRED_NOTICE = "还没有 hub 令牌：打开 `aicard serve` 打印的安装链接，或运行 `aicard install`，再装一次脚本。 / No hub token yet: open the install link `aicard serve` printed (or run `aicard install`) and install the script from it.";
   var LNA_NOTICE = `本机网络访问未允许：改用脚本管理器的通道 (SSE)。点地址栏的"允许访问本地网络"可用更快的 WebSocket。 / Local Network Access not allowed: using the userscript manager's channel (SSE). Allow "local network access" for this site to use the faster WebSocket.`;
   var DeliverySeen = class {
     constructor(store) {

@@ -112,7 +112,10 @@ export function start(env) {
     if (kind === 'dom_turn_end') panel.update({ capture: { ...panel.state.capture, path: 'dom' } });
   });
   watchPersonSubmits(doc, adapter, runner);
-  hub.start();
+  // No token: the script was installed from the plain URL, which carries none (a web page could
+  // load that one). Connecting would only be refused; say how to pair instead.
+  if (token) hub.start();
+  else panel.update({ hub: { state: 'unpaired', notice: UNPAIRED_NOTICE } });
 
   const mount = () => panel.mount();
   if (doc.readyState === 'loading') doc.addEventListener('DOMContentLoaded', mount, { once: true });
@@ -145,6 +148,9 @@ async function localNetworkAccess(nav) {
 }
 
 const LNA_OPEN_MS = 1500;
+
+const UNPAIRED_NOTICE = '还没有 hub 令牌：打开 `aicard serve` 打印的安装链接，或运行 `aicard install`，再装一次脚本。'
+  + ' / No hub token yet: open the install link `aicard serve` printed (or run `aicard install`) and install the script from it.';
 
 const LNA_NOTICE = '本机网络访问未允许：改用脚本管理器的通道 (SSE)。点地址栏的"允许访问本地网络"可用更快的 WebSocket。'
   + ' / Local Network Access not allowed: using the userscript manager\'s channel (SSE). Allow "local network access" for this site to use the faster WebSocket.';

@@ -43,7 +43,7 @@ function captureText({ mode, late, path }) {
 const ROLE_NAMES = { master: '总指挥 Master', foreman: '包工头 Foreman', worker: '工人 Worker' };
 const STATE_NAMES = {
   open: '已连接 connected', connecting: '连接中 connecting', waiting: '重连等待 retrying',
-  stopped: '已停止 stopped', idle: '未连接 idle',
+  stopped: '已停止 stopped', idle: '未连接 idle', unpaired: '未配对 not paired',
 };
 const DONE_STATES = new Set(['completed', 'failed', 'skipped', 'cancelled']);
 

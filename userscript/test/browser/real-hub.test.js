@@ -34,7 +34,10 @@ const tabHub = () => ({ url: proxy.url, token: hub.token });
 const opts = { skip: unavailable ? `real hub unavailable: ${unavailable}` : false };
 
 test('the hub serves the committed bundle with its URL and token filled in', opts, async () => {
-  const res = await fetch(`${hub.url}/aicard.user.js`);
+  // The token only for a request that holds it (or a one-time install link): docs/security.md.
+  const plain = await (await fetch(`${hub.url}/aicard.user.js`)).text();
+  assert.ok(!plain.includes(hub.token), 'the plain script carries no token');
+  const res = await fetch(`${hub.url}/aicard.user.js`, { headers: { Authorization: `Bearer ${hub.token}` } });
   assert.equal(res.status, 200);
   const served = await res.text();
   assert.ok(!served.includes('__AICARD_TOKEN__') && !served.includes('__AICARD_HUB_URL__'), 'placeholders replaced');
@@ -42,6 +45,39 @@ test('the hub serves the committed bundle with its URL and token filled in', opt
   assert.ok(served === servedUserscript(hub.url, hub.token) || served === committed.replaceAll('__AICARD_HUB_URL__', hub.url).replaceAll('__AICARD_TOKEN__', hub.token),
     'the hub embeds the current dist/aicard.user.js (rebuild the hub after npm run build)');
   assert.match(served, new RegExp(`@updateURL +${hub.url.replace(/[.]/g, '\\.')}/aicard\\.user\\.js`));
+});
+
+test('the plain script (no token): "not paired" and no hello; after an update it uses the stored token', opts, async () => {
+  const site = mock.sites.find((s) => s.name === 'deepseek') || mock.sites[0];
+  const { initScript } = await import('./harness.js');
+  const plain = await (await fetch(`${hub.url}/aicard.user.js`)).text();
+  const open = async (gmValues) => {
+    const page = await browser.context.newPage();
+    page.errors = [];
+    page.on('pageerror', (e) => page.errors.push(e));
+    // As served, but pointed at the recording proxy (the URL the hub filled in is its own).
+    await page.addInitScript({ content: initScript(plain.replaceAll(hub.url, proxy.url), gmValues) });
+    await page.goto(`https://${site.hosts[0]}/`, { waitUntil: 'domcontentloaded' });
+    return page;
+  };
+  const seen = proxy.frames.length;
+  const unpaired = await open({});
+  try {
+    await unpaired.waitForFunction(() => document.querySelector('aicard-panel')?.dataset.state === 'unpaired', null, { timeout: 10000 });
+    assert.equal(proxy.frames.slice(seen).filter((f) => f.frame?.type === 'hello').length, 0, 'no hello without a token');
+    assert.deepEqual(unpaired.errors.map(String), []);
+  } finally {
+    await unpaired.close();
+  }
+  // An update fetches the plain URL again: the token the install link stored is used.
+  const updated = await open({ token: hub.token });
+  try {
+    const hello = await proxy.waitFrame((f) => proxy.frames.indexOf(f) >= seen && f.dir === 'up' && f.frame?.type === 'hello' && f.frame.site === site.name,
+      { what: 'hello with the stored token' });
+    await proxy.waitFrame((f) => f.conn === hello.conn && f.dir === 'down' && f.frame?.type === 'welcome', { what: 'welcome' });
+  } finally {
+    await updated.close();
+  }
 });
 
 test('every site: hello → welcome from the real hub, turn_end reaches it exactly', opts, async (t) => {
