@@ -346,7 +346,16 @@ async function flowsPage() {
 
   const check = async () => {
     const r = await validateInto(editor, file, diags, verdict);
-    if (r.ok) {
+    runMsg.textContent = '';
+    if (!r.ok) {
+      // Nothing to run and nothing true to draw: the last valid drawing would mislead.
+      graph = null;
+      const button = inputs.querySelector('#run-flow');
+      if (button) { button.disabled = true; button.title = t('fix_first'); }
+      replace(preview, h('p', { class: 'empty stale', id: 'preview-stale', text: t('fix_first') }));
+      return;
+    }
+    {
       graph = r.graph;
       replace(preview, drawDag(graph, null, null));
       const old = Object.fromEntries([...inputs.querySelectorAll('input')].map((i) => [i.name, i.value]));
@@ -357,9 +366,16 @@ async function flowsPage() {
     }
   };
   const start = async () => {
+    if (!graph) { await check(); return; } // a stale click: re-check, which disables it again
     const values = Object.fromEntries([...inputs.querySelectorAll('input')].map((i) => [i.name, i.value]));
     try {
       const r = await api.start(graph.name, values, editor.value);
+      if (!r.run_id) {
+        // 422: the hub refused the flow; say why here and stay on the page.
+        runMsg.textContent = `✗ ${r.error || t('invalid')}`;
+        await check();
+        return;
+      }
       location.hash = `#/runs/${encodeURIComponent(r.run_id)}`;
     } catch (e) { runMsg.textContent = e.message; }
   };

@@ -118,6 +118,27 @@ test('the tabs page lists the simulated tabs', async () => {
   await page.screenshot({ path: join(SHOTS, 'tabs.png'), fullPage: true });
 });
 
+test('an invalid flow cannot be run: the button is disabled, the stale drawing goes, the reasons show', async () => {
+  await page.goto(`${hub.url}/#/flows`);
+  await ready();
+  await page.selectOption('#flow-pick', 'dash');
+  await page.waitForFunction(() => document.querySelector('#verdict').classList.contains('ok'));
+  await page.waitForSelector('#preview svg');
+  assert.equal(await page.$eval('#run-flow', (b) => b.disabled), false);
+  await page.fill('#editor', 'name: dash\nnodes:\n  - id: a\n    promtp: hi\n');
+  await page.waitForFunction(() => document.querySelector('#verdict').classList.contains('bad'));
+  await page.waitForFunction(() => document.querySelector('#run-flow')?.disabled === true);
+  assert.equal(await page.$('#preview svg'), null, 'the last valid drawing is gone');
+  assert.ok(await page.$('#preview-stale'));
+  assert.match(await page.textContent('#diags li'), /promtp/);
+  // Even a forced click (the button re-enabled by hand) never leaves for #/runs/undefined.
+  await page.$eval('#run-flow', (b) => { b.disabled = false; b.click(); });
+  await page.waitForFunction(() => document.querySelector('#run-flow')?.disabled === true);
+  assert.doesNotMatch(page.url(), /#\/runs\//);
+  await page.selectOption('#flow-pick', ''); // back to a new flow for the next test
+  await page.waitForFunction(() => document.querySelector('#verdict').classList.contains('ok'));
+});
+
 test('a flow started from the editor runs to completed; the retried node shows both attempts', async () => {
   await page.goto(`${hub.url}/#/flows`);
   await ready();
