@@ -6,7 +6,7 @@
 //! and client; the only module that names rmcp), `flows` (flow files
 //! and the pure run engine), `decide` (the pure decision engine behind `auto` targets), `pick`
 //! (its bridge to the hub), `planner` (`manager plan`: goal → validated, repaired, approved
-//! flow), `store` (SQLite), `config`, `cli`.
+//! flow), `store` (SQLite), `webhooks` (signed lifecycle callbacks), `config`, `cli`.
 
 pub mod api;
 pub mod app;
@@ -31,3 +31,4 @@ pub mod runner;
 pub mod sim;
 pub mod skills;
 pub mod store;
+pub mod webhooks;

@@ -34,14 +34,21 @@ pub fn token_path(data_dir: &Path) -> PathBuf {
 
 /// Reads the token kept in `data_dir`, creating a new 256-bit one (mode 0600) on first start.
 pub fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
-    let path = token_path(data_dir);
-    match fs::read_to_string(&path) {
+    load_or_create_secret(&token_path(data_dir))
+}
+
+/// Reads the secret kept in the file `path`, creating a new 256-bit one (hex, mode 0600, its
+/// folder too) when there is none: the hub token, the webhook secret.
+pub fn load_or_create_secret(path: &Path) -> std::io::Result<String> {
+    match fs::read_to_string(path) {
         Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    fs::create_dir_all(data_dir)?;
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -52,7 +59,7 @@ pub fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    let mut f = opts.open(&path)?;
+    let mut f = opts.open(path)?;
     f.write_all(token.as_bytes())?;
     f.sync_all()?;
     Ok(token)

@@ -1,0 +1,460 @@
+//! Signed callbacks (SPEC §19): `aicard serve --webhook URL[#EVENT,EVENT…]` POSTs the hub's
+//! lifecycle events as JSON to a receiver the person runs.
+//!
+//! - Each body is signed: `X-AIcard-Signature: sha256=HEX`, the HMAC-SHA256 of the raw body,
+//!   keyed with `--webhook-secret` or a secret the hub makes once and keeps in its data dir
+//!   (`webhook-secret`, mode 0600). Never the hub token: a receiver must not hold the key to
+//!   the hub.
+//! - Publishing never waits: each receiver has its own bounded backlog and its own delivery
+//!   task, so a slow or dead receiver never blocks or slows a run. A full backlog drops the
+//!   new event and counts it.
+//! - A failed delivery (connection error, timeout, 408, 429 or 5xx) is retried with
+//!   exponential backoff and jitter; another 4xx is the receiver's final word. Every body has a
+//!   `delivery` id (also in `X-AIcard-Delivery`), the same on every try, so a receiver can
+//!   drop a repeat.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hmac::{Hmac, KeyInit, Mac};
+use rand::Rng;
+use sha2::Sha256;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The lifecycle events a webhook may ask for (SPEC §19).
+pub const LIFECYCLE_EVENTS: &[&str] = &[
+    "flow_start",
+    "flow_pause",
+    "flow_resume",
+    "flow_stop",
+    "flow_complete",
+    "node_start",
+    "node_complete",
+    "node_error",
+    "data_published",
+];
+
+const SECRET_FILE: &str = "webhook-secret";
+
+/// One `--webhook URL[#EVENT,EVENT…]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookSpec {
+    pub url: String,
+    /// None: every lifecycle event.
+    pub events: Option<BTreeSet<String>>,
+}
+
+/// Why a `--webhook` value was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecError {
+    #[error("webhook 地址须以 http:// 或 https:// 开头 / the webhook URL must start with http:// or https://: `{0}`")]
+    Scheme(String),
+    #[error("未知的事件 `{event}`；可用 / unknown event `{event}`; known: {known}")]
+    UnknownEvent { event: String, known: String },
+}
+
+impl FromStr for WebhookSpec {
+    type Err = SpecError;
+
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        let (url, filter) = match s.split_once('#') {
+            Some((u, f)) => (u.trim(), Some(f)),
+            None => (s.trim(), None),
+        };
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        if rest.is_none_or(|r| r.is_empty()) {
+            return Err(SpecError::Scheme(url.to_string()));
+        }
+        let events = match filter {
+            None => None,
+            Some(f) => {
+                let mut set = BTreeSet::new();
+                for e in f.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                    if !LIFECYCLE_EVENTS.contains(&e) {
+                        return Err(SpecError::UnknownEvent {
+                            event: e.to_string(),
+                            known: LIFECYCLE_EVENTS.join(", "),
+                        });
+                    }
+                    set.insert(e.to_string());
+                }
+                (!set.is_empty()).then_some(set)
+            }
+        };
+        Ok(WebhookSpec {
+            url: url.to_string(),
+            events,
+        })
+    }
+}
+
+impl WebhookSpec {
+    fn wants(&self, event: &str) -> bool {
+        self.events.as_ref().is_none_or(|set| set.contains(event))
+    }
+}
+
+/// How deliveries are paced; the defaults suit a receiver on this machine or the LAN.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// Events waiting per receiver; more are dropped and counted.
+    pub backlog: usize,
+    /// Tries per event, the first included.
+    pub max_attempts: u32,
+    /// Backoff after the first failure; doubled each time up to `max_backoff`.
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+    /// One try's time limit (connect + answer).
+    pub timeout: Duration,
+}
+
+impl Default for Delivery {
+    fn default() -> Self {
+        Delivery {
+            backlog: 1024,
+            max_attempts: 8,
+            first_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(60),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What the delivery tasks did, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Events waiting in the backlogs now.
+    pub backlog: AtomicU64,
+    pub delivered: AtomicU64,
+    /// Tries that failed and were tried again.
+    pub retried: AtomicU64,
+    /// Events given up on after their last try, or refused by the receiver.
+    pub failed: AtomicU64,
+    /// Events dropped because a receiver's backlog was full.
+    pub dropped: AtomicU64,
+    /// Woken after each try's outcome is counted.
+    changed: tokio::sync::Notify,
+}
+
+impl Stats {
+    /// Waits until `done` holds for the counters (checked after every outcome).
+    pub async fn wait_until(&self, done: impl Fn(&Stats) -> bool) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if done(self) {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    fn count(&self, counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.changed.notify_waiters();
+    }
+}
+
+/// One receiver: where to send and the queue of its delivery task.
+struct Target {
+    spec: WebhookSpec,
+    tx: mpsc::Sender<Arc<Event>>,
+}
+
+/// An event as it is sent: its bytes are signed once and sent as they are on every try.
+struct Event {
+    name: String,
+    delivery: String,
+    body: String,
+    signature: String,
+}
+
+/// The running webhooks of one hub.
+pub struct Webhooks {
+    targets: Vec<Target>,
+    secret: Vec<u8>,
+    stats: Arc<Stats>,
+}
+
+impl Webhooks {
+    /// Starts one delivery task per receiver on `tracker`; they end with `shutdown`.
+    pub fn start(
+        specs: Vec<WebhookSpec>,
+        secret: &str,
+        delivery: Delivery,
+        shutdown: CancellationToken,
+        tracker: &TaskTracker,
+    ) -> Webhooks {
+        let stats = Arc::new(Stats::default());
+        let client = reqwest::Client::builder()
+            .timeout(delivery.timeout)
+            .user_agent(concat!("aicard/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        let targets = specs
+            .into_iter()
+            .map(|spec| {
+                let (tx, rx) = mpsc::channel(delivery.backlog.max(1));
+                tracker.spawn(deliver_loop(
+                    spec.url.clone(),
+                    rx,
+                    client.clone(),
+                    delivery.clone(),
+                    stats.clone(),
+                    shutdown.clone(),
+                ));
+                Target { spec, tx }
+            })
+            .collect();
+        Webhooks {
+            targets,
+            secret: secret.as_bytes().to_vec(),
+            stats,
+        }
+    }
+
+    /// True when no receiver is configured (publishing is then free).
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Queues `event` with `data` for every receiver that wants it. Never waits.
+    pub fn publish(&self, event: &str, data: serde_json::Value) {
+        let wanted: Vec<&Target> = self
+            .targets
+            .iter()
+            .filter(|t| t.spec.wants(event))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let delivery = uuid::Uuid::new_v4().to_string();
+        let body = serde_json::json!({
+            "delivery": delivery,
+            "event": event,
+            "time_ms": crate::store::now_ms(),
+            "data": data,
+        })
+        .to_string();
+        let signature = sign(&self.secret, body.as_bytes());
+        let ev = Arc::new(Event {
+            name: event.to_string(),
+            delivery,
+            body,
+            signature,
+        });
+        for t in wanted {
+            match t.tx.try_send(ev.clone()) {
+                Ok(()) => {
+                    self.stats.backlog.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(url = %t.spec.url, event, "webhook backlog full: event dropped");
+                }
+            }
+        }
+    }
+}
+
+/// `sha256=HEX`: the HMAC-SHA256 of `body` keyed with `secret`.
+pub fn sign(secret: &[u8], body: &[u8]) -> String {
+    let mut mac =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes a key of any length");
+    mac.update(body);
+    let tag = mac.finalize().into_bytes();
+    let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// The webhook secret: `given` if set, else the one kept in `data_dir` (made on first use).
+pub fn secret(given: Option<&str>, data_dir: &Path) -> std::io::Result<String> {
+    match given.filter(|s| !s.is_empty()) {
+        Some(s) => Ok(s.to_string()),
+        None => crate::hub::auth::load_or_create_secret(&secret_path(data_dir)),
+    }
+}
+
+pub fn secret_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(SECRET_FILE)
+}
+
+/// Sends one receiver's events in order, each until it lands or its tries run out.
+async fn deliver_loop(
+    url: String,
+    mut rx: mpsc::Receiver<Arc<Event>>,
+    client: reqwest::Client,
+    delivery: Delivery,
+    stats: Arc<Stats>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let ev = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            ev = rx.recv() => match ev { Some(ev) => ev, None => return },
+        };
+        stats.backlog.fetch_sub(1, Ordering::Relaxed);
+        let mut attempt = 1;
+        loop {
+            match try_once(&client, &url, &ev).await {
+                Outcome::Delivered => {
+                    stats.count(&stats.delivered);
+                    break;
+                }
+                Outcome::Refused(status) => {
+                    stats.count(&stats.failed);
+                    tracing::warn!(%url, event = %ev.name, status, "webhook refused the event");
+                    break;
+                }
+                Outcome::Retry(why) if attempt < delivery.max_attempts => {
+                    stats.count(&stats.retried);
+                    let wait = backoff(&delivery, attempt, rand::rng().random_range(0.5..1.0));
+                    tracing::debug!(%url, event = %ev.name, attempt, ?wait, %why, "webhook retry");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    attempt += 1;
+                }
+                Outcome::Retry(why) => {
+                    stats.count(&stats.failed);
+                    tracing::warn!(%url, event = %ev.name, attempt, %why, "webhook gave up");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+enum Outcome {
+    Delivered,
+    Refused(u16),
+    Retry(String),
+}
+
+async fn try_once(client: &reqwest::Client, url: &str, ev: &Event) -> Outcome {
+    let sent = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-aicard-event", &ev.name)
+        .header("x-aicard-delivery", &ev.delivery)
+        .header("x-aicard-signature", &ev.signature)
+        .body(ev.body.clone())
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => Outcome::Delivered,
+        Ok(r) => {
+            let s = r.status().as_u16();
+            if s == 408 || s == 429 || s >= 500 {
+                Outcome::Retry(format!("HTTP {s}"))
+            } else {
+                Outcome::Refused(s)
+            }
+        }
+        Err(e) => Outcome::Retry(e.to_string()),
+    }
+}
+
+/// The wait after the `attempt`-th failure: doubling from `first_backoff`, capped, scaled by
+/// `jitter` (0.5–1.0) so receivers that come back are not hit by every hub at once.
+fn backoff(d: &Delivery, attempt: u32, jitter: f64) -> Duration {
+    let doubled = d
+        .first_backoff
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    doubled.min(d.max_backoff).mul_f64(jitter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_sha256_matches_rfc_4231() {
+        // RFC 4231, test case 2.
+        assert_eq!(
+            sign(b"Jefe", b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn specs_parse_with_and_without_a_filter() {
+        let all: WebhookSpec = "http://127.0.0.1:9000/hook".parse().unwrap();
+        assert_eq!(all.events, None);
+        assert!(all.wants("node_error"));
+        let some: WebhookSpec = "https://example.test/h#flow_complete, node_error"
+            .parse()
+            .unwrap();
+        assert!(some.wants("flow_complete") && some.wants("node_error"));
+        assert!(!some.wants("node_start"));
+        assert_eq!(
+            "ftp://x".parse::<WebhookSpec>(),
+            Err(SpecError::Scheme("ftp://x".into()))
+        );
+        assert!(matches!(
+            "http://x/#flow_done".parse::<WebhookSpec>(),
+            Err(SpecError::UnknownEvent { event, .. }) if event == "flow_done"
+        ));
+        assert!("http://".parse::<WebhookSpec>().is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let d = Delivery::default();
+        assert_eq!(backoff(&d, 1, 1.0), Duration::from_millis(500));
+        assert_eq!(backoff(&d, 2, 1.0), Duration::from_secs(1));
+        assert_eq!(backoff(&d, 4, 1.0), Duration::from_secs(4));
+        assert_eq!(backoff(&d, 30, 1.0), Duration::from_secs(60));
+        assert_eq!(backoff(&d, 2, 0.5), Duration::from_millis(500));
+    }
+
+    #[tokio::test]
+    async fn publishing_to_a_dead_receiver_never_waits_and_the_backlog_is_bounded() {
+        // A port nothing listens on: every try fails at once, and retries wait long.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let hooks = Webhooks::start(
+            vec![format!("http://127.0.0.1:{port}/").parse().unwrap()],
+            "s",
+            Delivery {
+                backlog: 8,
+                first_backoff: Duration::from_secs(3600),
+                ..Delivery::default()
+            },
+            shutdown.clone(),
+            &tracker,
+        );
+        let started = std::time::Instant::now();
+        for i in 0..10_000 {
+            hooks.publish("node_start", serde_json::json!({ "i": i }));
+        }
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(2), "publish waited: {took:?}");
+        let s = hooks.stats();
+        let kept = s.backlog.load(Ordering::Relaxed);
+        assert!(kept <= 8, "backlog {kept}");
+        assert!(s.dropped.load(Ordering::Relaxed) >= 10_000 - 9);
+        shutdown.cancel();
+        tracker.close();
+        tracker.wait().await;
+    }
+}
