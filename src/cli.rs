@@ -175,6 +175,19 @@ pub struct ServeArgs {
     /// Repair rounds a plan gets when the planner's flow is invalid (0 = none).
     #[arg(long, value_name = "N", default_value_t = crate::config::DEFAULT_PLAN_REPAIRS)]
     pub plan_repairs: usize,
+    /// POST lifecycle events as signed JSON to URL; `#EVENT,EVENT…` picks events (flow_start,
+    /// flow_pause, flow_resume, flow_stop, flow_complete, node_start, node_complete,
+    /// node_error, data_published); repeatable / 生命周期事件回调
+    #[arg(long = "webhook", value_name = "URL[#EVENTS]")]
+    pub webhooks: Vec<crate::webhooks::WebhookSpec>,
+    /// HMAC-SHA256 key of `X-AIcard-Signature` [default: made once, kept in DATA_DIR/webhook-secret]
+    #[arg(
+        long,
+        env = "AICARD_WEBHOOK_SECRET",
+        hide_env_values = true,
+        value_name = "S"
+    )]
+    pub webhook_secret: Option<String>,
 }
 
 impl ServeArgs {
@@ -213,6 +226,8 @@ impl ServeArgs {
         }
         c.planner = self.planner;
         c.plan_repairs = self.plan_repairs;
+        c.webhooks = self.webhooks;
+        c.webhook_secret = self.webhook_secret;
         Ok(c)
     }
 }

@@ -51,6 +51,10 @@ pub struct HubConfig {
     pub planner: Option<String>,
     /// Repair rounds for an invalid plan (`--plan-repairs`).
     pub plan_repairs: usize,
+    /// Receivers of the signed lifecycle callbacks (`--webhook`, SPEC §19).
+    pub webhooks: Vec<crate::webhooks::WebhookSpec>,
+    /// Their HMAC key (`--webhook-secret`); else `data_dir/webhook-secret`, made once.
+    pub webhook_secret: Option<String>,
     pub limits: Limits,
     pub timing: Timing,
 }
@@ -143,6 +147,8 @@ impl HubConfig {
             cluster: None,
             planner: None,
             plan_repairs: DEFAULT_PLAN_REPAIRS,
+            webhooks: Vec::new(),
+            webhook_secret: None,
             limits: Limits::default(),
             timing: Timing::default(),
         }
