@@ -4,8 +4,8 @@
 //!
 //! Kept under [`MAX_CHARS`] characters: a `system_prompt` longer than [`PROMPT_CHARS`] is cut
 //! first (with a note); then, if the whole is still too long, guide sections are dropped in
-//! this order — the memory block, the MCP tools, the skills, the tabs online — and a section
-//! that still does not fit is cut to what is left. The command forms, the result format and
+//! this order — the memory block, the MCP tools, the skills, the tabs online — and the last
+//! section left is cut to the room there is. The command forms, the result format and
 //! how to finish are never dropped.
 //!
 //! Command forms are shown defused (`?‹ … ›!`, see [`super::results::defuse`]): the primer
@@ -175,11 +175,14 @@ fn assemble(head: &str, essentials: &str, mut optional: Vec<String>) -> String {
         if fixed + extra <= MAX_CHARS || optional.is_empty() {
             break;
         }
-        let room = MAX_CHARS.saturating_sub(fixed + extra - len(&optional[0]) - 1);
-        if optional.len() == 1 && room > 40 {
-            let (cut, _) = results::cut(&optional[0], room - 1);
-            optional[0] = format!("{cut}…");
-            break;
+        // With one section left: cut it to the room there is (its newline included).
+        if optional.len() == 1 {
+            let room = MAX_CHARS.saturating_sub(fixed + 1);
+            if room > 40 {
+                let (cut, _) = results::cut(&optional[0], room - 1);
+                optional[0] = format!("{cut}…");
+                break;
+            }
         }
         optional.remove(0);
     }

@@ -114,7 +114,7 @@ impl Why {
     pub fn text(&self) -> String {
         match self {
             Why::Answered => "已回答 / answered: the reply held no command".into(),
-            Why::Done => "已完成 / done: the model wrote ?<done>!".into(),
+            Why::Done => "已完成 / done: the model finished with its done command".into(),
             Why::RoundLimit(n) => format!("轮数已达上限 / stopped: round limit {n}/{n}"),
             Why::WallTime(m) => format!("超时 / stopped: wall-time limit {m} min"),
             Why::Repeated(c) => format!(

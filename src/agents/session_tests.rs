@@ -279,7 +279,7 @@ fn three_rounds_where_everything_failed_pause_for_the_person() {
     let mut s = session(limits());
     for (r, ok) in [(1, false), (2, true), (3, false), (4, false)] {
         let t = format!("t{r}");
-        s.handle(turn(&t, "?<echo x>!"), 1);
+        s.handle(turn(&t, &format!("?<echo x{r}>!")), 1);
         let got = s.handle(res(&t, 0, ok, "o"), 2);
         assert!(
             matches!(got.as_slice(), [Action::Deliver { .. }]),

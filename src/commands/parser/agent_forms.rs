@@ -296,7 +296,7 @@ mod tests {
             ("agent fly r1", 6, "unknown verb `fly`"),
             ("agent create", 12, "expected the agent's name"),
             ("agent create a/b", 13, "not an agent name"),
-            ("agent create r1 on", 16, "expected a tab after `on`"),
+            ("agent create r1 on", 18, "expected a tab after `on`"),
             (
                 "agent create r1 tools=[tabs, bash]",
                 29,
