@@ -274,7 +274,13 @@ mod tests {
         let foreman = Permissions::for_role(Role::Foreman);
         let web = [Tool::Web];
         let shell = [Tool::Shell, Tool::Mcp("x".into())];
-        let cases: [(Permissions, Option<&[Tool]>, &[&str], &[&str]); 4] = [
+        type Case<'a> = (
+            Permissions,
+            Option<&'a [Tool]>,
+            &'a [&'a str],
+            &'a [&'a str],
+        );
+        let cases: [Case<'_>; 4] = [
             (
                 master,
                 None,

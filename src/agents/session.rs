@@ -565,7 +565,7 @@ impl Session {
             }
         }
         let primer = self.primer_due
-            || (self.limits.primer_every > 0 && round % self.limits.primer_every == 0);
+            || (self.limits.primer_every > 0 && round.is_multiple_of(self.limits.primer_every));
         if self.primer_due {
             notes.push(Note::PrimerAgain);
         }

@@ -131,7 +131,8 @@ async fn who_may_run_the_agent_forms() {
         })
     };
     use crate::commands::agent::Tool;
-    let cases: Vec<(&Caller, &str, Result<AgentCmd<String>, &str>)> = vec![
+    type Case<'a> = (&'a Caller, &'a str, Result<AgentCmd<String>, &'a str>);
+    let cases: Vec<Case<'_>> = vec![
         (
             &master,
             "agent create r1 with tools=[shell]",
