@@ -8,6 +8,7 @@
 //! (its bridge to the hub), `planner` (`manager plan`: goal → validated, repaired, approved
 //! flow), `store` (SQLite), `webhooks` (signed lifecycle callbacks), `config`, `cli`.
 
+pub mod agents;
 pub mod api;
 pub mod app;
 pub mod cli;

@@ -92,6 +92,8 @@ const MIGRATIONS: &[&str] = &[
         decided_ms INTEGER
     );
     CREATE INDEX plan_drafts_cache ON plan_drafts(cache_key, created_ms);",
+    // 6: agents, their sessions and rounds (src/agents/store.rs owns these tables).
+    crate::agents::store::MIGRATION,
 ];
 
 /// Kinds of kept frames that the overflow policy drops first: progress that a later frame

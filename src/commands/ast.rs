@@ -87,6 +87,8 @@ pub enum Command {
     Skill(SkillCmd),
     /// `mcp list` / `mcp use SERVER TOOL …`: the MCP servers of `mcp.json` (through the host).
     Mcp(McpCmd),
+    /// `agent …` and `done [TEXT]`: the agent loop (SPEC §17; see [`super::agent`]).
+    Agent(super::agent::AgentCmd),
     /// `help [TOPIC]`.
     Help {
         /// The command asked about; `None` lists every command.

@@ -148,6 +148,34 @@ is audited. In a flow: a node `mcp: {server: S, tool: T, args: {…}}`, output a
 Example: ?<mcp use time get_current_time timezone=Europe/Paris>!  →  {\"timezone\": \"Europe/Paris\", …}",
     },
     Entry {
+        topic: "agent",
+        usage: "?<agent create NAME [on TARGET] [with tools=[T,…]] [max_rounds=N] [memory=SCOPE] | task NAME TEXT | status [NAME] | memory NAME | list | stop|pause|resume [NAME] | loop on|off>!",
+        zh: "代理：一个标签页的模型执行命令、读到结果、继续，直到完成",
+        en: "agents: a tab whose model runs commands, reads their results and goes on until done",
+        details: "`create` binds NAME to a tab (a label, a site, or auto, the default) and tools: tabs, shell, \
+flows, memory, mcp:SERVER, skill:NAME, web (text only); default [tabs, memory]. An agent's tools are never \
+wider than what its creator may use, and shell still obeys the exec policy. `task` starts a session: the \
+tab gets a primer and the task; after each of its replies that holds commands the hub runs them and \
+sends back one results message (⟦aicard result k/N⟧ per command, errors included), until the model \
+answers without a command or writes ?<done ANSWER>!. Limits: max_rounds (default 25), 30 minutes, the \
+same command a 4th time within 5 rounds, 3 rounds in a row where every command failed (pauses). \
+`status` says the round and why a session stopped; `stop|pause|resume` act on NAME or this tab's \
+session; `loop on|off` makes this tab's own replies loop. Only the master or the person may create, \
+task or stop agents. (The hub wires sessions in the next step; until then `agent` answers that agents \
+are not available.)\n\
+Example: ?<agent create researcher on kimi-1 with tools=[tabs,memory]>!  →  agent researcher created\n\
+Example: ?<agent task researcher 比较 qianwen 和 doubao 的评审>!  →  the agent's final answer",
+    },
+    Entry {
+        topic: "done",
+        usage: "?<done [TEXT]>!",
+        zh: "结束代理会话，TEXT 为最终回答",
+        en: "end the agent session; TEXT is the final answer",
+        details: "Written by a looping model when the task is finished. Without TEXT the final answer is the \
+text of that reply before the command. A reply with no command at all also ends the session.\n\
+Example: ?<done qianwen 的评审更完整>!  →  the caller of agent task receives: qianwen 的评审更完整",
+    },
+    Entry {
         topic: "flow",
         usage: "?<flow start|pause|resume|stop|status>!",
         zh: "控制当前流程（旧命令别名）",
@@ -233,6 +261,7 @@ fn canonical(topic: &str) -> &str {
         "skills" => "skill",
         "plan" | "approve" | "why" => "manager",
         "tab" | "health" => "tabs",
+        "agents" => "agent",
         other => other,
     }
 }

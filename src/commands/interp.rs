@@ -5,6 +5,7 @@
 //! [`CommandOutcome`] into a `cmd_result` frame. Every action passes the single permission
 //! check in [`super::permissions`]; shell commands go through [`crate::exec`] only.
 
+use super::agent::{self, AgentCmd};
 use super::ast::{
     CmpOp, Command, Cond, FlowRequest, ForItems, Job, ManagerCmd, McpArgs, McpCmd, McpRequest,
     Operand, Part, Role, SetValue, Target, Template,
@@ -165,6 +166,21 @@ pub trait Host: Send + Sync {
         async {
             Err(HostError::Other(
                 "MCP 客户端不可用 / no MCP client is available here".into(),
+            ))
+        }
+    }
+
+    /// An `agent …` or `done` command, its text expanded, for the agent loop (SPEC §17).
+    /// Default: no agent loop here.
+    fn agent(
+        &self,
+        caller: &Caller,
+        cmd: AgentCmd<String>,
+    ) -> impl Future<Output = Result<String, HostError>> + Send {
+        let _ = (caller, cmd);
+        async {
+            Err(HostError::Other(
+                "代理不可用 / agents are not available here".into(),
             ))
         }
     }
@@ -338,6 +354,7 @@ impl<H: Host> Interpreter<H> {
                 Command::Memory(m) => self.memory(ctx, m, frame).await,
                 Command::Skill(s) => self.skill(ctx, s, frame).await,
                 Command::Mcp(m) => self.mcp(ctx, m, frame).await,
+                Command::Agent(a) => self.agent(ctx, a, frame).await,
                 Command::Help { topic } => match topic {
                     None => Ok(help::overview()),
                     Some(t) => help::topic(t).map_err(CmdError::Failed),
@@ -638,6 +655,21 @@ impl<H: Host> Interpreter<H> {
 }
 
 impl<H: Host> Interpreter<H> {
+    /// `agent …` / `done`: the one permission check, the tools rule, then the host.
+    async fn agent(&self, ctx: &Ctx<'_>, a: &AgentCmd, frame: &Frame) -> Res {
+        self.check(
+            ctx.caller,
+            Action::Agent {
+                mutates: a.mutates(),
+            },
+        )?;
+        if let AgentCmd::Create(spec) = a {
+            agent::tools_within(ctx.caller, &spec.tools_or_default())?;
+        }
+        let request = a.try_map(|t| self.expand(ctx, t, frame))?;
+        Ok(self.host.agent(ctx.caller, request).await?)
+    }
+
     async fn mcp(&self, ctx: &Ctx<'_>, m: &McpCmd, frame: &Frame) -> Res {
         self.check(ctx.caller, Action::Mcp)?;
         let request = match m {
@@ -763,3 +795,6 @@ mod team;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod agent_tests;

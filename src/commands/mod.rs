@@ -5,6 +5,7 @@
 //! it into an [`ast::Command`] → [`interp::Interpreter`] checks [`permissions`] and runs it,
 //! answering with a [`interp::CommandOutcome`] for the `cmd_result` frame.
 
+pub mod agent;
 pub mod ast;
 pub mod fuzz;
 pub mod help;

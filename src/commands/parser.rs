@@ -586,6 +586,8 @@ impl<'a> Parser<'a> {
             "memory" => self.parse_memory(rest),
             "skill" | "skills" => self.parse_skill(rest),
             "mcp" => self.parse_mcp(rest),
+            "agent" | "agents" => self.parse_agent(rest),
+            "done" => Ok(self.parse_done(rest)),
             "help" => Ok(Command::Help {
                 topic: (!rest.is_empty()).then(|| self.text(rest).to_string()),
             }),
@@ -619,6 +621,7 @@ mod forms;
 mod memory_forms;
 
 pub use memory_forms::{is_skill_name, split_tags};
+mod agent_forms;
 mod mcp;
 
 #[cfg(test)]

@@ -138,6 +138,11 @@ pub enum Action<'a> {
     },
     /// List or call MCP tools.
     Mcp,
+    /// An `agent …` verb; `mutates` = changes state (create, task, stop, pause, resume, loop).
+    Agent {
+        /// Whether it changes state.
+        mutates: bool,
+    },
 }
 
 /// Why [`check`] said no.
@@ -181,6 +186,12 @@ pub enum Denied {
     /// MCP by someone other than the master or the person (no role card allows it).
     #[error("无权使用 MCP / not allowed: only the master or the person may use MCP tools, unless a role card allows `mcp`")]
     Mcp,
+    /// Agent control by someone other than the master or the person.
+    #[error("无权控制代理 / not allowed: only the master or the person may create, task, stop, pause or resume agents")]
+    Agents,
+    /// An agent tool wider than what its creator may do.
+    #[error("工具超出权限 / not allowed: an agent's tools are never wider than its creator's, and this tab may not use `{0}`")]
+    AgentTool(String),
 }
 
 /// THE permission check. `in_group(tab, group)` tells whether a tab is in a group (the host
@@ -230,6 +241,9 @@ pub fn check(
         }
         Action::Mcp if p.mcp => Ok(()),
         Action::Mcp => Err(Denied::Mcp),
+        Action::Agent { mutates: false } => Ok(()),
+        Action::Agent { .. } if p.flows => Ok(()),
+        Action::Agent { .. } => Err(Denied::Agents),
     }
 }
 
