@@ -783,10 +783,15 @@ mod tests {
             h.bounded()
         };
         for (field, set) in [
-            ("label", &(|h: &mut Hello| h.label = Some(long.clone())) as &dyn Fn(&mut Hello)),
+            (
+                "label",
+                &(|h: &mut Hello| h.label = Some(long.clone())) as &dyn Fn(&mut Hello),
+            ),
             ("site", &|h: &mut Hello| h.site = long.clone()),
             ("version", &|h: &mut Hello| h.version = Some(long.clone())),
-            ("client_id", &|h: &mut Hello| h.client_id = Some(long.clone())),
+            ("client_id", &|h: &mut Hello| {
+                h.client_id = Some(long.clone())
+            }),
             ("token", &|h: &mut Hello| h.token = long.clone()),
         ] {
             let err = hello(set).expect_err(field);
@@ -801,7 +806,11 @@ mod tests {
         })
         .expect("url and title are cut, not refused");
         let (u, t) = (h.url.expect("url"), h.title.expect("title"));
-        assert!(u.len() <= HELLO_CAPS.url && u.len() > HELLO_CAPS.url - 3, "{}", u.len());
+        assert!(
+            u.len() <= HELLO_CAPS.url && u.len() > HELLO_CAPS.url - 3,
+            "{}",
+            u.len()
+        );
         assert!(url.starts_with(&u));
         assert_eq!(t.len(), HELLO_CAPS.title);
     }

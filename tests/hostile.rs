@@ -126,7 +126,12 @@ fn cases(host: &str) -> Vec<Case> {
     );
     add(
         "send: forged Host",
-        head("POST", "/send", "evil.example", &format!("{bearer}{}", len(2))),
+        head(
+            "POST",
+            "/send",
+            "evil.example",
+            &format!("{bearer}{}", len(2)),
+        ),
         b"{}".to_vec(),
         403,
     );
@@ -149,9 +154,19 @@ fn cases(host: &str) -> Vec<Case> {
         deep.clone(),
         400,
     );
-    add("send: GET", head("GET", "/send", host, &bearer), vec![], 405);
+    add(
+        "send: GET",
+        head("GET", "/send", host, &bearer),
+        vec![],
+        405,
+    );
     // /events
-    add("events: no token", head("GET", "/events", host, ""), vec![], 401);
+    add(
+        "events: no token",
+        head("GET", "/events", host, ""),
+        vec![],
+        401,
+    );
     add(
         "events: forged Host",
         head("GET", "/events", "evil.example", &bearer),
@@ -215,7 +230,10 @@ fn cases(host: &str) -> Vec<Case> {
     let api = |extra: &str| head("POST", "/api/runs", host, extra);
     add(
         "api: forged Origin, bad body",
-        api(&format!("{evil}{bearer}Content-Type: application/json\r\n{}", len(5))),
+        api(&format!(
+            "{evil}{bearer}Content-Type: application/json\r\n{}",
+            len(5)
+        )),
         b"{bad}".to_vec(),
         403,
     );
@@ -233,15 +251,24 @@ fn cases(host: &str) -> Vec<Case> {
     );
     add(
         "api: forged Host",
-        head("POST", "/api/runs", "evil.example", &format!("{bearer}{}", len(0))),
+        head(
+            "POST",
+            "/api/runs",
+            "evil.example",
+            &format!("{bearer}{}", len(0)),
+        ),
         vec![],
         403,
     );
     add(
         "api: deep JSON",
-        api(&format!("{bearer}Content-Type: application/json\r\n{}", len(deep.len()))),
+        api(&format!(
+            "{bearer}Content-Type: application/json\r\n{}",
+            len(deep.len())
+        )),
         deep,
-        400,
+        // axum's Json: syntactically JSON, but over serde_json's depth limit.
+        422,
     );
     // /aicard.user.js
     add(
@@ -274,7 +301,10 @@ async fn every_door_refuses_hostile_requests_and_the_hub_stays_up() {
     for case in cases(&host) {
         let got = exchange(addr, &case.head, &case.body).await;
         if got != case.expect {
-            wrong.push(format!("{}: got {got:?}, want {:?}", case.name, case.expect));
+            wrong.push(format!(
+                "{}: got {got:?}, want {:?}",
+                case.name, case.expect
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -331,17 +361,37 @@ fn regex_free_position(text: &str) -> Option<(usize, usize)> {
 #[tokio::test]
 async fn hello_fields_are_capped() {
     let h = TestHub::start().await;
-    let mut ws = h.connect("/realtime").await;
+    // Over `/send` (the frame limit is 1 MiB): 600 KB labels grew the hub by 93 MB per 100.
     let long = "x".repeat(600 * 1024);
+    let resp = reqwest::Client::new()
+        .post(h.http_url("/send"))
+        .bearer_auth(TOKEN)
+        .body(json!({"type": "hello", "token": TOKEN, "site": "kimi", "label": long}).to_string())
+        .send()
+        .await
+        .expect("POST /send");
+    assert_eq!(resp.status(), 401);
+    let err: serde_json::Value =
+        serde_json::from_str(&resp.text().await.expect("body")).expect("an error frame");
+    assert_eq!(err["code"], "limit", "{err}");
+    assert!(
+        err["message"].as_str().unwrap_or("").contains("label"),
+        "{err}"
+    );
+    // Over `/realtime`: a label of 4 KiB.
+    let mut ws = h.connect("/realtime").await;
     send(
         &mut ws,
-        &json!({"type": "hello", "token": TOKEN, "site": "deepseek", "label": long}),
+        &json!({"type": "hello", "token": TOKEN, "site": "deepseek", "label": "y".repeat(4096)}),
     )
     .await;
     let err = recv(&mut ws).await;
     assert_eq!(err["type"], "error", "{err}");
     assert_eq!(err["code"], "limit", "{err}");
-    assert!(err["message"].as_str().unwrap_or("").contains("label"), "{err}");
+    assert!(
+        err["message"].as_str().unwrap_or("").contains("label"),
+        "{err}"
+    );
     assert!(close_code(&mut ws).await.is_some(), "the socket is closed");
     assert!(
         h.hub().registry.all().is_empty(),
@@ -352,7 +402,8 @@ async fn hello_fields_are_capped() {
     send(
         &mut ws,
         &json!({"type": "hello", "token": TOKEN, "site": "deepseek",
-                "url": format!("https://chat.deepseek.com/{long}"), "title": long}),
+                "url": format!("https://chat.deepseek.com/{}", "x".repeat(10_000)),
+                "title": "t".repeat(10_000)}),
     )
     .await;
     let welcome = recv(&mut ws).await;
@@ -392,8 +443,8 @@ async fn silent_and_trickling_connections_time_out_and_streams_stay_up() {
     let addr = h.running.addr;
     // A tab on each transport, before the slow clients.
     let (mut ws, _) = h.tab("deepseek", Some("ws-tab")).await;
-    let sse = common::SseTab::hello(&h, json!({"type": "hello", "token": TOKEN, "site": "kimi"}))
-        .await;
+    let sse =
+        common::SseTab::hello(&h, json!({"type": "hello", "token": TOKEN, "site": "kimi"})).await;
     let mut stream = sse.connect().await;
 
     let mut silent = TcpStream::connect(addr).await.expect("connect");
@@ -426,7 +477,9 @@ async fn silent_and_trickling_connections_time_out_and_streams_stay_up() {
     assert_eq!(again["code"], "hello_required", "{again}");
     let answer = sse.post(&json!({"type": "heartbeat"})).await;
     assert_eq!(answer["type"], "heartbeat", "{answer}");
-    assert!(stream.next_any().await.is_some(), "the event stream is open");
+    let frame = aicard::protocol::ServerFrame::Heartbeat { time: 7 };
+    h.hub().registry.send(&sse.id, &frame).expect("routed");
+    assert_eq!(stream.next("heartbeat").await["time"], 7);
 }
 
 #[tokio::test]

@@ -92,11 +92,7 @@ pub async fn not_found(State(hub): State<Arc<App>>, headers: HeaderMap) -> Respo
     .into_response()
 }
 
-pub async fn completions(
-    State(hub): State<Arc<App>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub async fn completions(State(hub): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
     match complete(hub, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -122,11 +118,7 @@ fn queue_timeout(headers: &HeaderMap) -> Result<Duration, ApiError> {
     Ok(Duration::from_secs_f64(secs).min(MAX_QUEUE_TIMEOUT))
 }
 
-async fn complete(
-    hub: Arc<App>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
+async fn complete(hub: Arc<App>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     // The token first: an unknown caller's body is never read.
     authorize(&hub, &headers)?;
     let too_big = || {

@@ -231,9 +231,9 @@ impl Size {
                 nodes: 1,
                 bytes: text.len(),
             },
-            Kind::Seq(items) => items.iter().fold(Size { nodes: 1, bytes: 0 }, |acc, i| {
-                acc.plus(Size::of(i))
-            }),
+            Kind::Seq(items) => items
+                .iter()
+                .fold(Size { nodes: 1, bytes: 0 }, |acc, i| acc.plus(Size::of(i))),
             Kind::Map(entries) => entries
                 .iter()
                 .fold(Size { nodes: 1, bytes: 0 }, |acc, (k, v)| {

@@ -28,7 +28,12 @@ pub(super) struct Bounds {
 /// Serves `app` on `listener` until `stop` is cancelled, then asks every connection to close
 /// after its current request and waits for them (upgraded sockets are not among them: the
 /// hub's tracker owns those).
-pub(super) async fn run(listener: TcpListener, app: Router, bounds: Bounds, stop: CancellationToken) {
+pub(super) async fn run(
+    listener: TcpListener,
+    app: Router,
+    bounds: Bounds,
+    stop: CancellationToken,
+) {
     let pending = Arc::new(Semaphore::new(bounds.pending.max(1)));
     let connections = TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
