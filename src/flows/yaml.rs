@@ -505,7 +505,7 @@ mod tests {
         let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for level in 1..=6 {
             let prev = format!("*a{}", level - 1);
-            let items = vec![prev.as_str(); 10].join(", ");
+            let items = [prev.as_str(); 10].join(", ");
             text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
         }
         text
