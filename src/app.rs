@@ -106,7 +106,9 @@ impl App {
             .with_state(hub.clone())
             .merge(
                 crate::api::routes()
-                    .merge(crate::dashboard::routes())
+                    .merge(crate::dashboard::routes().route_layer(
+                        axum::middleware::from_fn_with_state(app.clone(), crate::dashboard::guard),
+                    ))
                     .with_state(app.clone()),
             )
             .merge(crate::mcp::routes(app.clone()));

@@ -77,6 +77,10 @@ pub struct Limits {
     pub offline_bytes: usize,
     /// Tasks waiting for one tab.
     pub task_queue: usize,
+    /// Open HTTP connections that have not had a request accepted yet (no answer below 400:
+    /// a silent socket, a trickled header, a wrong token). At the cap the hub accepts no new
+    /// connection until one of them is answered or closed.
+    pub pending_connections: usize,
 }
 
 /// Heartbeat and timeout periods.
@@ -95,6 +99,11 @@ pub struct Timing {
     /// An SSE event stream whose `welcome` the tab has not confirmed (`ack`) within this is
     /// closed: its userscript manager buffers the response and the tab would never receive.
     pub stream_confirm: Duration,
+    /// An HTTP connection must send a whole request head within this, counted from when it
+    /// opened or its last answer: a silent or trickling client is closed, and so is a
+    /// kept-alive connection idle this long. WebSocket and SSE streams are past their head and
+    /// are not affected.
+    pub http_header_read: Duration,
 }
 
 impl Default for Limits {
@@ -110,6 +119,9 @@ impl Default for Limits {
             offline_frames: 1024,
             offline_bytes: 16 * 1024 * 1024,
             task_queue: 64,
+            // A tab's connection is pending for a millisecond or two; thousands of tabs
+            // reconnecting at once wait in the listen backlog, not in the hub's memory.
+            pending_connections: 512,
         }
     }
 }
@@ -126,6 +138,9 @@ impl Default for Timing {
             task_timeout: Duration::from_secs(300),
             // Twice the hello timeout: the welcome has to travel out and the ack back.
             stream_confirm: Duration::from_secs(10),
+            // nginx's client_header_timeout is 60 s, Go's servers are often set to 5–10 s; a
+            // browser or script on loopback sends its head in milliseconds.
+            http_header_read: Duration::from_secs(10),
         }
     }
 }
@@ -166,6 +181,7 @@ impl HubConfig {
             lost_grace: Duration::from_millis(300),
             task_timeout: Duration::from_secs(30),
             stream_confirm: Duration::from_secs(5),
+            http_header_read: Duration::from_secs(10),
         };
         c
     }

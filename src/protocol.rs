@@ -57,6 +57,77 @@ pub struct Hello {
     pub version: Option<String>,
 }
 
+/// The longest `hello` fields the hub accepts, in bytes. A tab's label, site, version and id
+/// are short names (the longest real ones are under 40 bytes); a longer one is refused. The
+/// page's URL and title are shown and kept, so a longer one is cut to its cap instead: a
+/// chat URL is under 200 bytes, a title under 300.
+pub const HELLO_CAPS: HelloCaps = HelloCaps {
+    token: 256,
+    client_id: 128,
+    site: 64,
+    label: 128,
+    version: 64,
+    url: 4096,
+    title: 1024,
+};
+
+/// See [`HELLO_CAPS`].
+#[derive(Debug, Clone, Copy)]
+pub struct HelloCaps {
+    pub token: usize,
+    pub client_id: usize,
+    pub site: usize,
+    pub label: usize,
+    pub version: usize,
+    pub url: usize,
+    pub title: usize,
+}
+
+/// A `hello` field over its cap (see [`HELLO_CAPS`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("hello 字段过长 / hello field `{field}` is longer than {max} bytes")]
+pub struct FieldTooLong {
+    pub field: &'static str,
+    pub max: usize,
+}
+
+impl Hello {
+    /// The hello within [`HELLO_CAPS`]: the name fields checked, the URL and title cut on a
+    /// character boundary.
+    pub fn bounded(mut self) -> Result<Hello, FieldTooLong> {
+        let caps = HELLO_CAPS;
+        let names = [
+            ("token", Some(&self.token), caps.token),
+            ("client_id", self.client_id.as_ref(), caps.client_id),
+            ("site", Some(&self.site), caps.site),
+            ("label", self.label.as_ref(), caps.label),
+            ("version", self.version.as_ref(), caps.version),
+        ];
+        for (field, value, max) in names {
+            if value.is_some_and(|v| v.len() > max) {
+                return Err(FieldTooLong { field, max });
+            }
+        }
+        for (value, max) in [(&mut self.url, caps.url), (&mut self.title, caps.title)] {
+            if let Some(v) = value {
+                cut(v, max);
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// Shortens `text` to at most `max` bytes, on a character boundary.
+fn cut(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}
+
 /// `chunk`: a delta of the assistant's reply. `text` is answer text only; the model's thinking,
 /// which the adapters keep apart, travels in `reasoning` (never scanned for commands).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -697,6 +768,51 @@ mod tests {
             }
             other => panic!("expected hello, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn hello_names_over_their_cap_are_refused_and_url_and_title_cut() {
+        let long = "x".repeat(600 * 1024);
+        let hello = |f: &dyn Fn(&mut Hello)| {
+            let mut h = Hello {
+                token: "t".into(),
+                site: "deepseek".into(),
+                ..Hello::default()
+            };
+            f(&mut h);
+            h.bounded()
+        };
+        for (field, set) in [
+            (
+                "label",
+                &(|h: &mut Hello| h.label = Some(long.clone())) as &dyn Fn(&mut Hello),
+            ),
+            ("site", &|h: &mut Hello| h.site = long.clone()),
+            ("version", &|h: &mut Hello| h.version = Some(long.clone())),
+            ("client_id", &|h: &mut Hello| {
+                h.client_id = Some(long.clone())
+            }),
+            ("token", &|h: &mut Hello| h.token = long.clone()),
+        ] {
+            let err = hello(set).expect_err(field);
+            assert_eq!(err.field, field);
+            assert!(err.to_string().contains("过长"), "{err}");
+        }
+        // "页" is three bytes: the cut lands on a character boundary.
+        let url = format!("https://x.example/{}", "页".repeat(10_000));
+        let h = hello(&|h: &mut Hello| {
+            h.url = Some(url.clone());
+            h.title = Some(long.clone());
+        })
+        .expect("url and title are cut, not refused");
+        let (u, t) = (h.url.expect("url"), h.title.expect("title"));
+        assert!(
+            u.len() <= HELLO_CAPS.url && u.len() > HELLO_CAPS.url - 3,
+            "{}",
+            u.len()
+        );
+        assert!(url.starts_with(&u));
+        assert_eq!(t.len(), HELLO_CAPS.title);
     }
 
     #[test]

@@ -224,7 +224,8 @@ pub fn parse_card(file: &str, text: &str) -> Result<RoleCard, CardError> {
             planner: false,
         });
     }
-    serde_saphyr::from_str::<RoleCard>(text).map_err(|e| {
+    let options = crate::flows::yaml::saphyr_options(text);
+    serde_saphyr::from_str_with_options::<RoleCard>(text, options).map_err(|e| {
         let msg = e.to_string();
         let (line, col) = line_col_in(&msg).unwrap_or((1, 1));
         located(format!("角色卡无效 / invalid role card: {msg}"), line, col)

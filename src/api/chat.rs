@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -29,6 +28,9 @@ use crate::protocol::ServerFrame;
 pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Largest `X-AIcard-Queue-Timeout` honoured (seconds).
 pub const MAX_QUEUE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The largest request body read, after the token is checked (axum's default body limit).
+const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 pub async fn models(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&hub, &headers) {
@@ -90,11 +92,7 @@ pub async fn not_found(State(hub): State<Arc<App>>, headers: HeaderMap) -> Respo
     .into_response()
 }
 
-pub async fn completions(
-    State(hub): State<Arc<App>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+pub async fn completions(State(hub): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
     match complete(hub, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -120,13 +118,25 @@ fn queue_timeout(headers: &HeaderMap) -> Result<Duration, ApiError> {
     Ok(Duration::from_secs_f64(secs).min(MAX_QUEUE_TIMEOUT))
 }
 
-async fn complete(
-    hub: Arc<App>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+async fn complete(hub: Arc<App>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    // The token first: an unknown caller's body is never read.
     authorize(&hub, &headers)?;
-    let body = body.map_err(|e| ApiError::invalid("invalid_body", e.body_text()))?;
+    let too_big = || {
+        ApiError::invalid(
+            "invalid_body",
+            format!("请求体过大或不完整 / the body is over {MAX_BODY_BYTES} bytes or cut short"),
+        )
+    };
+    let announced = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_big());
+    }
+    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| too_big())?;
     let req = ChatRequest::parse(&body)?;
     let timeout = queue_timeout(&headers)?;
     let model = ModelId::parse(&req.model);

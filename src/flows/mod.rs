@@ -132,8 +132,8 @@ pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
         }
         return Err(diags);
     }
-    let mut flow: Flow =
-        serde_saphyr::from_str(text).map_err(|e| vec![serde_diagnostic(name, &e, &tree)])?;
+    let mut flow: Flow = serde_saphyr::from_str_with_options(text, yaml::saphyr_options(text))
+        .map_err(|e| vec![serde_diagnostic(name, &e, &tree)])?;
     if let Err(node) = model::desugar_mcp(&mut flow) {
         return Err(vec![Diagnostic::at(
             name,

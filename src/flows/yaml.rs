@@ -151,9 +151,45 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-/// Parses `text` into a located tree. An empty document gives an empty mapping.
+/// What aliases may add to a tree: at least this many nodes, or one per byte of the text.
+const ALIAS_NODES_FLOOR: usize = 10_000;
+/// What aliases may add in scalar text: at least 1 MiB, or four times the text.
+const ALIAS_BYTES_FLOOR: usize = 1024 * 1024;
+
+/// How much alias expansion a text of `len` bytes may do: `(nodes, scalar bytes)`. A flow,
+/// a draft or a model's answer that reuses a block a few times stays far below; an "alias
+/// bomb" (each level ten aliases of the one before) passes it at its fourth or fifth level.
+pub fn alias_budget(len: usize) -> (usize, usize) {
+    (
+        ALIAS_NODES_FLOOR.max(len),
+        ALIAS_BYTES_FLOOR.max(len.saturating_mul(4)),
+    )
+}
+
+/// serde-saphyr's options with the same alias bound, for the YAML it deserializes directly
+/// (its default lets one document replay a million events).
+pub fn saphyr_options(text: &str) -> serde_saphyr::Options {
+    let (nodes, _) = alias_budget(text.len());
+    serde_saphyr::options! {
+        alias_limits: serde_saphyr::alias_limits! {
+            // A node is one to two events (start and end of a collection).
+            max_total_replayed_events: nodes.saturating_mul(2),
+        },
+    }
+}
+
+/// Parses `text` into a located tree. An empty document gives an empty mapping. Aliases are
+/// copied into the tree, within [`alias_budget`]: past it the text is refused at the alias.
 pub fn parse(text: &str) -> Result<Located, SyntaxError> {
-    let mut builder = Builder::default();
+    let (nodes, bytes) = alias_budget(text.len());
+    let mut builder = Builder {
+        budget: Budget {
+            nodes,
+            bytes,
+            ..Budget::default()
+        },
+        ..Builder::default()
+    };
     for item in Parser::new_from_str(text) {
         let (event, span) = item.map_err(|e| SyntaxError {
             pos: Pos {
@@ -174,9 +210,71 @@ pub fn parse(text: &str) -> Result<Located, SyntaxError> {
 #[derive(Default)]
 struct Builder {
     stack: Vec<(Located, Option<usize>, Option<Located>)>,
-    anchors: HashMap<usize, Located>,
+    /// Each anchored node, with its size (so an alias is charged without walking it).
+    anchors: HashMap<usize, (Located, Size)>,
     root: Option<Located>,
     documents: usize,
+    budget: Budget,
+}
+
+/// The nodes and scalar bytes in a subtree.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    nodes: usize,
+    bytes: usize,
+}
+
+impl Size {
+    fn of(node: &Located) -> Size {
+        match &node.kind {
+            Kind::Scalar(text, _) => Size {
+                nodes: 1,
+                bytes: text.len(),
+            },
+            Kind::Seq(items) => items
+                .iter()
+                .fold(Size { nodes: 1, bytes: 0 }, |acc, i| acc.plus(Size::of(i))),
+            Kind::Map(entries) => entries
+                .iter()
+                .fold(Size { nodes: 1, bytes: 0 }, |acc, (k, v)| {
+                    acc.plus(Size::of(k)).plus(Size::of(v))
+                }),
+        }
+    }
+
+    fn plus(self, other: Size) -> Size {
+        Size {
+            nodes: self.nodes.saturating_add(other.nodes),
+            bytes: self.bytes.saturating_add(other.bytes),
+        }
+    }
+}
+
+/// What aliases may still add (see [`alias_budget`]) and what they added so far.
+#[derive(Debug, Default)]
+struct Budget {
+    nodes: usize,
+    bytes: usize,
+    spent: Size,
+}
+
+impl Budget {
+    /// Charges one alias's copy; an error once the copies pass the budget.
+    fn charge(&mut self, copy: Size, pos: Pos) -> Result<(), SyntaxError> {
+        self.spent = self.spent.plus(copy);
+        if self.spent.nodes <= self.nodes && self.spent.bytes <= self.bytes {
+            return Ok(());
+        }
+        Err(SyntaxError {
+            pos,
+            message: format!(
+                "别名展开过多 / aliases expand too far: more than {} nodes or {} bytes of \
+                 copies for a text of this size; write the repeated part out, or reuse it \
+                 fewer times",
+                self.nodes, self.bytes
+            ),
+        })
+    }
 }
 
 impl Builder {
@@ -222,11 +320,16 @@ impl Builder {
                 }
             }
             Event::Alias(id) => {
-                let node = self.anchors.get(&id).cloned().ok_or(SyntaxError {
+                let (node, size) = self.anchors.get(&id).ok_or(SyntaxError {
                     pos,
                     message: "alias to an unknown anchor".into(),
                 })?;
-                let node = Located { pos, ..node };
+                // Charged before the copy is made: a bomb stops before it takes memory.
+                self.budget.charge(*size, pos)?;
+                let node = Located {
+                    pos,
+                    ..node.clone()
+                };
                 self.finish(node, 0);
             }
             _ => {}
@@ -236,7 +339,7 @@ impl Builder {
 
     fn finish(&mut self, node: Located, anchor: usize) {
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), Size::of(&node)));
         }
         let Some((parent, _, pending_key)) = self.stack.last_mut() else {
             self.root = Some(node);
@@ -394,6 +497,48 @@ mod tests {
     fn aliases_expand_to_the_anchored_value() {
         let tree = parse("a: &x [1, 2]\nb: *x\n").expect("parses");
         assert_eq!(tree.get("b").expect("b").items().len(), 2);
+    }
+
+    /// Six levels of ten aliases each: 291 bytes that expand to a million nodes (123 MB
+    /// through `/api/flows/validate` before the bound).
+    pub(crate) fn alias_bomb() -> String {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..=6 {
+            let prev = format!("*a{}", level - 1);
+            let items = [prev.as_str(); 10].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_at_the_alias_that_passes_the_budget() {
+        let text = alias_bomb();
+        let err = parse(&text).expect_err("an alias bomb is refused");
+        assert!(err.message.contains("aliases expand too far"), "{err:?}");
+        assert!(err.message.contains("别名"), "bilingual: {err:?}");
+        // Level 4 already copies 10,000 nodes; the refusal points into that line or the next.
+        assert!((4..=6).contains(&err.pos.line), "{err:?}");
+        assert!(err.pos.col > 1, "{err:?}");
+    }
+
+    #[test]
+    fn a_block_reused_a_few_times_is_within_the_budget() {
+        let block = format!("&p \"{}\"", "word ".repeat(2_000));
+        let mut text = format!("base: {block}\nuses:\n");
+        for _ in 0..50 {
+            text.push_str("  - *p\n");
+        }
+        let tree = parse(&text).expect("50 copies of a 10 KB prompt are fine");
+        assert_eq!(tree.get("uses").expect("uses").items().len(), 50);
+    }
+
+    #[test]
+    fn serde_saphyr_gets_the_same_bound() {
+        let text = alias_bomb();
+        let raw: Result<serde_json::Value, _> =
+            serde_saphyr::from_str_with_options(&text, saphyr_options(&text));
+        assert!(raw.is_err(), "the bomb is refused by serde-saphyr too");
     }
 
     #[test]

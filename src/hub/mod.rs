@@ -10,6 +10,7 @@ pub mod hooks;
 pub mod install;
 pub mod outq;
 pub mod registry;
+mod serve;
 mod sse;
 pub mod tasks;
 mod ws;
@@ -24,7 +25,6 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -93,6 +93,8 @@ pub enum HelloError {
     BadToken,
     #[error("未知的客户端 / unknown client id `{0}`")]
     UnknownClient(String),
+    #[error(transparent)]
+    TooLong(#[from] crate::protocol::FieldTooLong),
 }
 
 impl HelloError {
@@ -100,6 +102,7 @@ impl HelloError {
         match self {
             HelloError::BadToken => ErrorCode::BadToken,
             HelloError::UnknownClient(_) => ErrorCode::UnknownClient,
+            HelloError::TooLong(_) => ErrorCode::Limit,
         }
     }
 }
@@ -176,18 +179,12 @@ impl Hub {
     ) -> tokio::task::JoinHandle<()> {
         let token = self.shutdown.clone();
         let hub = self.clone();
+        let bounds = serve::Bounds {
+            header_read: self.config.timing.http_header_read,
+            pending: self.config.limits.pending_connections,
+        };
         tokio::spawn(async move {
-            // Frames are small and latency-bound (a streamed chunk, a task): without
-            // TCP_NODELAY a second frame can wait for the tab's delayed ACK (up to 40 ms).
-            let listener = listener.tap_io(|tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!("TCP_NODELAY not set: {e}");
-                }
-            });
-            let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
-            if let Err(e) = serve.await {
-                tracing::error!("server stopped: {e}");
-            }
+            serve::run(listener, app, bounds, token).await;
             hub.finish().await;
         })
     }
@@ -318,6 +315,8 @@ impl Hub {
         if !auth::token_matches(&self.token, &hello.token) {
             return Err(HelloError::BadToken);
         }
+        // What a tab says about itself is kept (registry, store, `/metrics`): bounded.
+        let hello = hello.bounded()?;
         let resumed = hello
             .client_id
             .as_deref()

@@ -66,15 +66,20 @@ fn client_from(hub: &Hub, headers: &HeaderMap) -> Result<Arc<Client>, Response> 
 }
 
 /// `POST /send`: one client frame. `hello` answers with `welcome`; others with their reply
-/// or an `ack`.
-pub async fn send(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: String) -> Response {
+/// or an `ack`. The body is read only after the token is checked, and only up to the frame
+/// limit.
+pub async fn send(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
     if let Err(r) = authorize(&hub, &headers) {
         return r;
     }
-    if body.len() > hub.config.limits.max_frame_bytes {
-        let frame = ServerFrame::error(ErrorCode::Limit, "帧过大 / frame too big");
-        return json(StatusCode::PAYLOAD_TOO_LARGE, &frame);
-    }
+    let body = match read_body(&headers, body, hub.config.limits.max_frame_bytes).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let frame = match decode(&body) {
         Ok(f) => f,
         Err(e) => {
@@ -106,6 +111,33 @@ pub async fn send(State(hub): State<Arc<Hub>>, headers: HeaderMap, body: String)
         StatusCode::OK,
         &reply.unwrap_or(ServerFrame::Ack { received }),
     )
+}
+
+/// The body as text, at most `max` bytes of UTF-8 (a longer `Content-Length` is refused
+/// before reading).
+async fn read_body(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    max: usize,
+) -> Result<String, Response> {
+    let too_big = || {
+        let frame = ServerFrame::error(ErrorCode::Limit, "帧过大 / frame too big");
+        json(StatusCode::PAYLOAD_TOO_LARGE, &frame)
+    };
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > max as u64) {
+        return Err(too_big());
+    }
+    let bytes = axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| too_big())?;
+    String::from_utf8(bytes.into()).map_err(|_| {
+        let frame = ServerFrame::error(ErrorCode::BadJson, "帧不是 UTF-8 / frame is not UTF-8");
+        json(StatusCode::BAD_REQUEST, &frame)
+    })
 }
 
 /// Event streams that sent `welcome` and wait for the tab to confirm it, by client id. Until

@@ -144,7 +144,8 @@ pub fn parse_skill(file: &str, text: &str) -> Result<Skill, SkillError> {
         col,
         message,
     };
-    let raw: SkillFile = serde_saphyr::from_str(text).map_err(|e| {
+    let options = crate::flows::yaml::saphyr_options(text);
+    let raw: SkillFile = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let msg = e.to_string();
         at(
             line_col_in(&msg).unwrap_or((1, 1)),
