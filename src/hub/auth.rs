@@ -23,6 +23,8 @@ pub const CHAT_SITE_HOSTS: &[&str] = &[
     "kimi.moonshot.cn",
     "www.kimi.com",
     "chatglm.cn",
+    "yiyan.baidu.com",
+    "xinghuo.xfyun.cn",
 ];
 
 const TOKEN_FILE: &str = "token";
