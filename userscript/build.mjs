@@ -17,6 +17,7 @@ export const REQUIRED_HOSTS = [
   'tongyi.aliyun.com', 'www.qianwen.com', 'chat.qwen.ai',
   'chatgpt.com', 'chat.openai.com', 'claude.ai', 'gemini.google.com',
   'kimi.moonshot.cn', 'www.kimi.com', 'chatglm.cn',
+  'yiyan.baidu.com', 'xinghuo.xfyun.cn',
 ];
 
 async function adapterHosts() {

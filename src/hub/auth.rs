@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use rand::RngCore;
 use subtle::ConstantTimeEq;
 
-/// Hostnames of the nine chat sites the userscript runs on; their https origins are allowed.
+/// Hostnames of the chat sites the userscript runs on; their https origins are allowed.
 pub const CHAT_SITE_HOSTS: &[&str] = &[
     "chat.deepseek.com",
     "www.doubao.com",
@@ -23,6 +23,8 @@ pub const CHAT_SITE_HOSTS: &[&str] = &[
     "kimi.moonshot.cn",
     "www.kimi.com",
     "chatglm.cn",
+    "yiyan.baidu.com",
+    "xinghuo.xfyun.cn",
 ];
 
 const TOKEN_FILE: &str = "token";

@@ -20,10 +20,13 @@
 // @match             https://kimi.moonshot.cn/*
 // @match             https://www.kimi.com/*
 // @match             https://chatglm.cn/*
+// @match             https://yiyan.baidu.com/*
+// @match             https://xinghuo.xfyun.cn/*
 // @match             https://doubao.com/*
 // @match             https://www.tongyi.com/*
 // @match             https://qianwen.com/*
 // @match             https://kimi.com/*
+// @match             https://ernie.baidu.com/*
 // @run-at            document-start
 // @early-start
 // @grant             GM_getValue
@@ -298,14 +301,14 @@
       return void 0;
     }
   }
-  function finishAtEof(out, { eofIsDone, trouble: trouble10, sample }) {
+  function finishAtEof(out, { eofIsDone, trouble: trouble12, sample }) {
     if (out.finished) return;
-    const reason = trouble10 ? trouble10(200, sample) : null;
+    const reason = trouble12 ? trouble12(200, sample) : null;
     if (reason) out.error(reason, "trouble");
     else if (eofIsDone) out.done();
     else out.error(INCOMPLETE, "incomplete");
   }
-  function sseParser({ onEvent: onEvent8, eofIsDone = false, trouble: trouble10 = null, init: init3 = () => ({}), atEof = null }) {
+  function sseParser({ onEvent: onEvent10, eofIsDone = false, trouble: trouble12 = null, init: init3 = () => ({}), atEof = null }) {
     return function createParser3() {
       const decoder = createUtf8Decoder();
       const splitter = createSseSplitter();
@@ -316,7 +319,7 @@
         for (const record of records) {
           if (out.finished) break;
           try {
-            onEvent8(record, out, ctx);
+            onEvent10(record, out, ctx);
           } catch {
           }
         }
@@ -334,7 +337,7 @@
           feed(decoder.flush());
           handle(splitter.end());
           if (atEof && !out.finished) atEof(out, ctx);
-          finishAtEof(out, { eofIsDone, trouble: trouble10, sample });
+          finishAtEof(out, { eofIsDone, trouble: trouble12, sample });
           return out.take();
         }
       };
@@ -375,7 +378,7 @@
   var CAPTCHA = /captcha|challenge-platform|cf-chl|turnstile|verify you are human|are you a robot|人机验证|滑块验证|验证码|rgv587_flag|FAIL_SYS_USER_VALIDATE/i;
   var LOGIN = /please log ?in|sign in to continue|login required|not logged in|unauthori[sz]ed|请登录|登录已过期|未登录|重新登录/i;
   function makeTrouble({ codes = {}, codePatterns = [] } = {}) {
-    return function trouble10(status, bodySample) {
+    return function trouble12(status, bodySample) {
       const body = typeof bodySample === "string" ? bodySample : "";
       const head = body.slice(0, 4096);
       const code = findCode(head, codes, codePatterns);
@@ -430,8 +433,8 @@
     const host = parsed.host === "relative.invalid" ? "" : parsed.hostname.toLowerCase();
     return { host, path: parsed.pathname, search: parsed.search, params: parsed.searchParams };
   }
-  function endpointMatcher({ hosts: hosts10, paths, methods = ["POST"] }) {
-    const hostSet = new Set(hosts10.map((h) => h.toLowerCase()));
+  function endpointMatcher({ hosts: hosts12, paths, methods = ["POST"] }) {
+    const hostSet = new Set(hosts12.map((h) => h.toLowerCase()));
     return function matchRequest(url, method) {
       const m = String(method || "GET").toUpperCase();
       if (!methods.includes(m)) return false;
@@ -1574,10 +1577,171 @@
     trouble: trouble8
   };
 
+  // src/adapters/xinghuo.js
+  var hosts9 = ["xinghuo.xfyun.cn"];
+  var THINK_MARK = "<deep_x1>";
+  var BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+  function base64Bytes(text) {
+    const padded = text + "=".repeat((4 - text.length % 4) % 4);
+    const bin = atob(padded);
+    const out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i += 1) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+  function siteError(out, collected) {
+    const info = parseJson(collected.replace(/^\[error\]/, "")) || {};
+    const reason = info.descr || info.desc || info.message || "Spark could not answer / 讯飞星火回答失败";
+    out.error(reason, info.key !== void 0 ? info.key : "error");
+  }
+  function onEvent7(record, out, ctx) {
+    const data = record.data.trim();
+    if (data === "") return;
+    if (ctx.error !== null) {
+      if (data === "<end>") siteError(out, ctx.error);
+      else ctx.error += data;
+      return;
+    }
+    if (data === "<end>") {
+      out.done();
+      return;
+    }
+    if (data === "[error]") {
+      ctx.error = "";
+      return;
+    }
+    if (data === "[geeError]") {
+      out.error(REASONS.captcha, "geeError");
+      return;
+    }
+    if (data === "[belongerr]") {
+      out.error("this chat is not in your Spark account, open a new one / 该对话不属于当前账号，请新建对话", "belongerr");
+      return;
+    }
+    if (/^<[^>]*>$/.test(data) || data.endsWith("<sid>")) return;
+    if (!BASE64.test(data)) return;
+    const text = ctx.decoder.decode(base64Bytes(data));
+    if (text.startsWith(THINK_MARK)) {
+      out.reasoning(text.slice(THINK_MARK.length));
+      return;
+    }
+    if (/^\s*[{[]/.test(text) && /"(allTool|multi_image_url)"/.test(text)) return;
+    out.delta(text);
+  }
+  var trouble9 = makeTrouble({ codes: {} });
+  function formField(bodyText, name) {
+    if (typeof bodyText !== "string" || bodyText === "") return null;
+    const trimmed = bodyText.trimStart();
+    if (trimmed.startsWith("--")) {
+      const boundary = trimmed.slice(0, trimmed.search(/\r?\n/));
+      if (boundary.length < 3) return null;
+      for (const part of trimmed.split(boundary)) {
+        const head = part.search(/\r?\n\r?\n/);
+        if (head < 0) continue;
+        const headers = part.slice(0, head);
+        if (!new RegExp(`name="${name}"(;|\\s|$)`, "i").test(headers)) continue;
+        const value2 = part.slice(head).replace(/^\r?\n\r?\n/, "").replace(/\r?\n$/, "");
+        return value2.replace(/\r\n/g, "\n");
+      }
+      return null;
+    }
+    if (trimmed.startsWith("{")) {
+      const body = parseJson(trimmed);
+      return body && typeof body[name] === "string" ? body[name] : null;
+    }
+    if (!bodyText.includes("=")) return null;
+    const value = new URLSearchParams(bodyText).get(name);
+    return typeof value === "string" ? value : null;
+  }
+  var xinghuo_default = {
+    name: "xinghuo",
+    hosts: hosts9,
+    matchRequest: endpointMatcher({
+      hosts: hosts9,
+      paths: [
+        /^\/iflygpt-chat\/u\/chat_message\/chat$/,
+        /^\/iflygpt\/u\/chat_message\/chat$/,
+        /^\/iflygpt-longcontext\/u\/chat_message\/web\/chat$/
+      ]
+    }),
+    promptFromRequest(bodyText) {
+      return formField(bodyText, "text");
+    },
+    createParser: sseParser({
+      onEvent: onEvent7,
+      trouble: trouble9,
+      init: () => ({ decoder: createUtf8Decoder(), error: null }),
+      atEof: (out, ctx) => {
+        if (ctx.error !== null) siteError(out, ctx.error);
+      }
+    }),
+    input: {
+      selectors: ['div[class*="chat_textAreaWrapper"] textarea', 'textarea[placeholder*="输入您要提问"]', 'div[class*="chat_inputArea"] textarea'],
+      kind: "textarea"
+    },
+    send: {
+      selectors: ['div[class*="chat_send__"]', 'div[class*="chat_inputArea"] div[class*="send"]'],
+      key: "Enter"
+    },
+    trouble: trouble9
+  };
+
+  // src/adapters/yiyan.js
+  var hosts10 = ["yiyan.baidu.com", "ernie.baidu.com"];
+  function onEvent8(record, out, ctx) {
+    const frame = parseJson(record.data);
+    if (!frame || typeof frame !== "object" || Array.isArray(frame)) return;
+    if (frame.code !== void 0 && Number(frame.code) !== 0) {
+      out.error(frame.msg || frame.message || "ERNIE Bot error / 文心一言出错", frame.code);
+      return;
+    }
+    const data = frame.data;
+    if (!data || typeof data !== "object") return;
+    if (record.event === "thought") {
+      if (typeof data.content === "string") out.reasoning(data.content);
+      return;
+    }
+    if (record.event !== "message") return;
+    if (data.isBan === true) {
+      out.error("ERNIE Bot declined to answer / 文心一言拒绝回答", "isBan");
+      return;
+    }
+    if (Number(data.is_end) === 1) {
+      const all = typeof data.tokens_all === "string" ? data.tokens_all : null;
+      if (all !== null && all.startsWith(ctx.text)) out.delta(all.slice(ctx.text.length));
+      else if (all === null && typeof data.content === "string") out.delta(data.content);
+      out.done();
+      return;
+    }
+    if (typeof data.content === "string") {
+      ctx.text += data.content;
+      out.delta(data.content);
+    }
+  }
+  var trouble10 = makeTrouble({ codes: {} });
+  var yiyan_default = {
+    name: "yiyan",
+    hosts: hosts10,
+    matchRequest: endpointMatcher({ hosts: hosts10, paths: [/^\/eb\/chat\/conversation(\/v2)?$/] }),
+    promptFromRequest(bodyText) {
+      const body = parseJson(bodyText);
+      return body && typeof body === "object" && typeof body.text === "string" ? body.text : null;
+    },
+    createParser: sseParser({ onEvent: onEvent8, trouble: trouble10, init: () => ({ text: "" }) }),
+    input: {
+      selectors: ["#dialogue-input", 'textarea[placeholder*="输入问题"]', 'div[contenteditable="true"][class*="editor"]'],
+      kind: "textarea"
+    },
+    send: {
+      selectors: ["#sendBtn", 'span[class*="sendInner"]', 'div[class*="sendBtn"]', 'button[aria-label="发送"]'],
+      key: "Enter"
+    },
+    trouble: trouble10
+  };
+
   // src/adapters/yuanbao.js
-  var hosts9 = ["yuanbao.tencent.com"];
+  var hosts11 = ["yuanbao.tencent.com"];
   var MARKUP = /\[\]\(@[A-Za-z_]+=[^)\s]*\)/g;
-  function onEvent7(record, out) {
+  function onEvent9(record, out) {
     if (record.event === "speech_type") return;
     const data = record.data.trim();
     if (data === "[DONE]") {
@@ -1602,7 +1766,7 @@
         if (frame.error && frame.error.code) out.error(frame.error.message || "Yuanbao error / 元宝出错", frame.error.code);
     }
   }
-  var trouble9 = makeTrouble({
+  var trouble11 = makeTrouble({
     codes: {
       23e3: REASONS.login,
       21007: "Yuanbao could not fetch the answer / 元宝回答拉取失败"
@@ -1610,15 +1774,15 @@
   });
   var yuanbao_default = {
     name: "yuanbao",
-    hosts: hosts9,
-    matchRequest: endpointMatcher({ hosts: hosts9, paths: [/^\/api\/chat\/[A-Za-z0-9_-]+$/] }),
+    hosts: hosts11,
+    matchRequest: endpointMatcher({ hosts: hosts11, paths: [/^\/api\/chat\/[A-Za-z0-9_-]+$/] }),
     promptFromRequest(bodyText) {
       const body = parseJson(bodyText);
       if (!body) return null;
       if (typeof body.prompt === "string") return body.prompt;
       return typeof body.displayPrompt === "string" ? body.displayPrompt : null;
     },
-    createParser: sseParser({ onEvent: onEvent7, trouble: trouble9 }),
+    createParser: sseParser({ onEvent: onEvent9, trouble: trouble11 }),
     input: {
       selectors: ['.chat-input-editor .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"]', '#search-bar [contenteditable="true"]'],
       kind: "contenteditable"
@@ -1627,11 +1791,11 @@
       selectors: ["a#yuanbao-send-btn", "#yuanbao-send-btn", 'a[class*="send-btn"]', 'button[class*="send-btn"]'],
       key: "Enter"
     },
-    trouble: trouble9
+    trouble: trouble11
   };
 
   // src/adapters/index.js
-  var adapters = [deepseek_default, doubao_default, yuanbao_default, qianwen_default, chatgpt_default, claude_default, gemini_default, kimi_default, chatglm_default];
+  var adapters = [deepseek_default, doubao_default, yuanbao_default, qianwen_default, chatgpt_default, claude_default, gemini_default, kimi_default, chatglm_default, yiyan_default, xinghuo_default];
 
   // src/core-test-site/sim-adapter.js
   function sseLines() {
@@ -1760,15 +1924,15 @@
     return { type: "user_input", text };
   }
   var TROUBLES = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error"]);
-  function taskUpdate(taskId, state, error, trouble10) {
+  function taskUpdate(taskId, state, error, trouble12) {
     if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
-    if (trouble10 !== void 0 && !TROUBLES.includes(trouble10)) throw new Error(`unknown trouble: ${trouble10}`);
-    return withOptional({ type: "task_update", task_id: taskId, state }, { error, trouble: trouble10 });
+    if (trouble12 !== void 0 && !TROUBLES.includes(trouble12)) throw new Error(`unknown trouble: ${trouble12}`);
+    return withOptional({ type: "task_update", task_id: taskId, state }, { error, trouble: trouble12 });
   }
   function ack(received) {
     return { type: "ack", received };
   }
-  function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending, trouble: trouble10 } = {}) {
+  function heartbeat({ time = Date.now(), flowId, flowRole, step, cmdCount, resultCount, pending, trouble: trouble12 } = {}) {
     return withOptional({ type: "heartbeat", time }, {
       flow_id: flowId,
       flow_role: flowRole,
@@ -1776,7 +1940,7 @@
       cmd_count: cmdCount,
       result_count: resultCount,
       pending,
-      trouble: trouble10
+      trouble: trouble12
     });
   }
   function readHubFrame(text) {
@@ -3452,8 +3616,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       return b;
     }
   };
-  function parkedText(trouble10) {
-    const what = trouble10 === "login" ? "站点要求登录 / the site wants you to log in" : "站点要求人机验证 / the site asks for a captcha or human check";
+  function parkedText(trouble12) {
+    const what = trouble12 === "login" ? "站点要求登录 / the site wants you to log in" : "站点要求人机验证 / the site asks for a captcha or human check";
     return `⏸ 已暂停接收任务：${what}。完成后在此标签页发一句话即可恢复 / parked, no tasks until you act: ${what}. When done, send any message in this tab to resume.`;
   }
 
@@ -3730,15 +3894,15 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         if (kind === "streaming") this.hub.send(taskUpdate(turn.taskId, "streaming"));
         if (kind === "turn_end") wait.finish({ ok: true });
         if (kind === "trouble") {
-          const trouble10 = troubleKind(detail.reason);
-          if (trouble10 === "captcha" || trouble10 === "login") this.park(trouble10);
-          wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason, trouble: trouble10 });
+          const trouble12 = troubleKind(detail.reason);
+          if (trouble12 === "captcha" || trouble12 === "login") this.park(trouble12);
+          wait.finish({ ok: false, error: detail.code ? `${detail.reason} [${detail.code}]` : detail.reason, trouble: trouble12 });
         }
       }
     }
     /** The site wants the person (captcha / login): reported in heartbeats until they act. */
-    park(trouble10) {
-      this.parked = trouble10;
+    park(trouble12) {
+      this.parked = trouble12;
       this.onChange?.();
     }
     /** The person acted in the tab: it may take tasks again. */

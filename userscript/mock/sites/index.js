@@ -18,7 +18,9 @@ import doubao from './doubao.js';
 import gemini from './gemini.js';
 import kimi from './kimi.js';
 import qianwen from './qianwen.js';
+import xinghuo from './xinghuo.js';
+import yiyan from './yiyan.js';
 import yuanbao from './yuanbao.js';
 
-export const sites = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, gemini, kimi, chatglm];
+export const sites = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, gemini, kimi, chatglm, yiyan, xinghuo];
 export default sites;

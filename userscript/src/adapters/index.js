@@ -8,10 +8,12 @@ import doubao from './doubao.js';
 import gemini from './gemini.js';
 import kimi from './kimi.js';
 import qianwen from './qianwen.js';
+import xinghuo from './xinghuo.js';
+import yiyan from './yiyan.js';
 import yuanbao from './yuanbao.js';
 
 /** Every adapter, in the order the sites are listed in the spec. */
-export const adapters = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, gemini, kimi, chatglm];
+export const adapters = [deepseek, doubao, yuanbao, qianwen, chatgpt, claude, gemini, kimi, chatglm, yiyan, xinghuo];
 
 /** The adapter that runs on `hostname` (exact host, or a subdomain of one), or null. */
 export function adapterForHost(hostname) {

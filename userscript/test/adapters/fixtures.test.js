@@ -97,6 +97,28 @@ test('reference error frames → one error with the site code', () => {
   expectError('qianwen', utf8('data: {"error":{"code":"Bad_Request","details":"The chat is in progress!"}}\n\n'), 'Bad_Request', 'qwen intl error');
   expectError('kimi', utf8('data: {"event":"error","error":{"error_type":"auth.token.invalid","message":"您的授权已过期"}}\n\n'), 'auth.token.invalid', 'kimi legacy error');
   expectError('doubao', utf8('data: {"code":710022004,"message":"rate limited","event_data":"{}","event_type":2001}\n\n'), '710022004', 'doubao samantha code');
+  expectError('yiyan', utf8('event:message\ndata:{"code":4001,"msg":"请先登录","data":null,"logId":null}\n\n'), '4001', 'yiyan top-level code');
+  expectError('yiyan', utf8('event:message\ndata:{"code":0,"msg":"success","data":{"content":"","isBan":true,"is_end":0}}\n\n'), 'isBan', 'yiyan isBan');
+  expectError('xinghuo', utf8('data:5L2g5aW9\n\ndata:[error]\n\ndata:{"key":20002,"descr":"今日次数已用完"}\n\ndata:<end>\n\n'), '20002', 'xinghuo [error] + JSON + <end>');
+  expectError('xinghuo', utf8('data:[error]\n\ndata:{"key":10001,\n\ndata:"descr":"服务繁忙"}\n\n'), '10001', 'xinghuo error JSON over two lines, body ends before <end>');
+  expectError('xinghuo', utf8('data:[geeError]\n\ndata:{"descr":"请完成验证"}\n\ndata:<end>\n\n'), 'geeError', 'xinghuo captcha');
+  expectError('xinghuo', utf8('data:[belongerr]\n\n'), 'belongerr', 'xinghuo chat not the person\'s');
+});
+
+test('Spark: tool and image metadata pieces and unknown markers are not text; a missing <end> is incomplete', () => {
+  const b64 = (s) => Buffer.from(s, 'utf8').toString('base64');
+  const body = `data:${b64('{"allTool":[{"name":"ifly_search"}]}')}\n\ndata:<kx>\n\ndata:${b64('答案')}\n\ndata:${b64('{"multi_image_url":["https://x.invalid/a.png"]}')}\n\ndata:<end>\n\n`;
+  expectText('xinghuo', utf8(body), '答案', '', 'xinghuo metadata');
+  const cut = summarize(runParser(adapter('xinghuo'), [utf8(`data:${b64('半句')}\n\n`)]));
+  assert.equal(cut.errors[0]?.code, 'incomplete');
+});
+
+test('ERNIE Bot: an end frame without tokens_all ends with its content; a thought is_end does not end the turn', () => {
+  const ok = (event, data) => `event:${event}\ndata:${JSON.stringify({ code: 0, msg: 'success', data })}\n\n`;
+  expectText('yiyan', utf8(ok('message', { content: '你好', is_end: 0 }) + ok('message', { content: '！', is_end: 1 })), '你好！', '', 'yiyan no tokens_all');
+  const s = summarize(runParser(adapter('yiyan'), [utf8(ok('thought', { content: '想', is_end: 1 }))]));
+  assert.equal(s.done, 0, 'the end of thinking is not the end of the turn');
+  assert.equal(s.errors[0]?.code, 'incomplete');
 });
 
 test('a login JSON body instead of a stream is reported as trouble', () => {

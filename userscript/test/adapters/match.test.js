@@ -40,6 +40,13 @@ const MATCH = {
     'https://www.kimi.com/apiv2/kimi.gateway.chat.v1.ChatService/Chat',
   ],
   chatglm: ['https://chatglm.cn/chatglm/backend-api/assistant/stream'],
+  yiyan: ['https://yiyan.baidu.com/eb/chat/conversation/v2', 'https://ernie.baidu.com/eb/chat/conversation/v2', '/eb/chat/conversation/v2', 'https://yiyan.baidu.com/eb/chat/conversation'],
+  xinghuo: [
+    'https://xinghuo.xfyun.cn/iflygpt-chat/u/chat_message/chat',
+    'https://xinghuo.xfyun.cn/iflygpt/u/chat_message/chat',
+    'https://xinghuo.xfyun.cn/iflygpt-longcontext/u/chat_message/web/chat',
+    '/iflygpt-chat/u/chat_message/chat',
+  ],
 };
 
 const NO_MATCH = {
@@ -52,6 +59,8 @@ const NO_MATCH = {
   gemini: ['https://gemini.google.com/_/BardChatUi/data/batchexecute?rpcids=MaZiqc', 'https://gemini.google.com/app'],
   kimi: ['https://kimi.moonshot.cn/api/chat', 'https://www.kimi.com/apiv2/kimi.gateway.chat.v1.ChatService/ListChats'],
   chatglm: ['https://chatglm.cn/chatglm/backend-api/assistant/conversation/list', 'https://chatglm.cn/chatglm/user-api/user/info'],
+  yiyan: ['https://yiyan.baidu.com/eb/chat/check', 'https://yiyan.baidu.com/eb/chat/history', 'https://yiyan.baidu.com/eb/session/new', 'https://chat.baidu.com/eb/chat/conversation/v2'],
+  xinghuo: ['https://xinghuo.xfyun.cn/iflygpt/u/chat-list/v1/create-chat-list', 'https://xinghuo.xfyun.cn/iflygpt/userInfo', 'https://xinghuo.xfyun.cn/iflygpt/u/chat_message/chat/extra'],
 };
 
 for (const [name, urls] of Object.entries(MATCH)) {
@@ -80,13 +89,14 @@ test('adapterForHost finds each site by its hostnames and nothing else', () => {
     'chat.deepseek.com': 'deepseek', 'www.doubao.com': 'doubao', 'yuanbao.tencent.com': 'yuanbao', 'tongyi.aliyun.com': 'qianwen',
     'www.qianwen.com': 'qianwen', 'chat.qwen.ai': 'qianwen', 'chatgpt.com': 'chatgpt', 'chat.openai.com': 'chatgpt', 'claude.ai': 'claude',
     'gemini.google.com': 'gemini', 'kimi.moonshot.cn': 'kimi', 'www.kimi.com': 'kimi', 'chatglm.cn': 'chatglm', 'CHATGPT.COM': 'chatgpt',
+    'yiyan.baidu.com': 'yiyan', 'ernie.baidu.com': 'yiyan', 'xinghuo.xfyun.cn': 'xinghuo',
   };
   for (const [host, name] of Object.entries(hosts)) assert.equal(adapterForHost(host)?.name, name, host);
-  for (const host of ['example.com', 'google.com', 'deepseek.com.evil.example', 'notclaude.ai', '']) assert.equal(adapterForHost(host), null, host);
+  for (const host of ['example.com', 'google.com', 'deepseek.com.evil.example', 'notclaude.ai', 'baidu.com', 'chat.baidu.com', 'xfyun.cn', '']) assert.equal(adapterForHost(host), null, host);
 });
 
 test('every adapter has the contract shape', () => {
-  assert.equal(adapters.length, 9);
+  assert.equal(adapters.length, 11);
   for (const a of adapters) {
     assert.equal(typeof a.name, 'string');
     assert.ok(Array.isArray(a.hosts) && a.hosts.length > 0);

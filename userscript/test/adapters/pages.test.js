@@ -29,7 +29,7 @@ for (const site of sites) {
     assert.match(html, /^<!doctype html>/i);
     assert.doesNotThrow(() => new Function(inlineScript(html)));
   });
-  test(`${site.name} mock page: the request it sends is matched by the adapter and carries the prompt`, () => {
+  test(`${site.name} mock page: the request it sends is matched by the adapter and carries the prompt`, async () => {
     const build = requestBuilder(site.page());
     const hosts = new Set(Object.values(site.variantMeta).flatMap((m) => m.hosts));
     const searches = site.name === 'doubao' ? ['', '?samantha'] : [''];
@@ -39,8 +39,16 @@ for (const site of sites) {
         const label = `${site.name} on ${host}${search}`;
         assert.equal(adapter.matchRequest(req.url, req.method), true, `${label}: ${req.url}`);
         assert.equal(adapter.matchRequest(`https://${host}${req.url}`, req.method), true, `${label}: absolute`);
-        const body = typeof req.body === 'string' ? req.body : new TextDecoder().decode(req.body);
-        assert.equal(adapter.promptFromRequest(body), PROMPT, `${label}: prompt`);
+        if (req.body instanceof FormData) {
+          // as sent on the wire (multipart), and as the page hooks report a FormData body (url-encoded pairs)
+          const wire = await new Response(req.body).text();
+          assert.equal(adapter.promptFromRequest(wire), PROMPT, `${label}: prompt from the multipart body`);
+          const pairs = [...req.body.entries()].map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+          assert.equal(adapter.promptFromRequest(pairs), PROMPT, `${label}: prompt from the hooked FormData`);
+        } else {
+          const body = typeof req.body === 'string' ? req.body : new TextDecoder().decode(req.body);
+          assert.equal(adapter.promptFromRequest(body), PROMPT, `${label}: prompt`);
+        }
         const path = req.url.split('?')[0];
         const served = Object.values(site.variantMeta).some((m) => m.hosts.includes(host) && (!m.path || (m.path instanceof RegExp ? m.path.test(path) : m.path === path)));
         assert.ok(served, `${label}: the mock serves ${path} on ${host}`);
