@@ -108,10 +108,14 @@ const EXTENSION_SCHEMES: [&str; 3] = [
     "safari-web-extension://",
 ];
 
-/// Decides which `Origin` headers may open a socket.
-#[derive(Debug, Clone)]
+/// Decides which `Origin` headers may reach a door (every door shares it: sockets, `/send`,
+/// `/events`, the API, MCP). The rule is in `docs/security.md`, "Which origins may call".
+#[derive(Debug)]
 pub struct OriginPolicy {
     extra: Vec<String>,
+    /// The hub's own port, set once its listener is bound: the hub's own pages are served
+    /// from it, and a loopback origin on any other port is some other program's page.
+    port: std::sync::OnceLock<u16>,
 }
 
 impl OriginPolicy {
@@ -121,11 +125,17 @@ impl OriginPolicy {
                 .iter()
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
                 .collect(),
+            port: std::sync::OnceLock::new(),
         }
     }
 
+    /// Records the port the hub listens on (once; later calls change nothing).
+    pub fn set_port(&self, port: u16) {
+        let _ = self.port.set(port);
+    }
+
     /// `None` (no Origin: a non-browser client with the token) is allowed; so are the chat
-    /// sites over https, the hub's own loopback origin, the configured extras, and browser
+    /// sites over https, the hub's own origins, the configured extras, and browser
     /// extensions: a userscript manager performs `GM_xmlhttpRequest` from its own pages, and
     /// Chromium stamps those POSTs `Origin: chrome-extension://ID`. No web page can send an
     /// extension's Origin, so this opens nothing to the web; the token is still required.
@@ -145,9 +155,32 @@ impl OriginPolicy {
             return CHAT_SITE_HOSTS.contains(&host);
         }
         if let Some(host) = origin.strip_prefix("http://") {
-            return host_is_loopback(host);
+            return self.is_own(host);
         }
         false
+    }
+
+    /// Whether `host[:port]` (an http origin's) is one of the hub's own: `127.0.0.1`,
+    /// `localhost`, `[::1]` or a per-tab `aicard-*.localhost` name (the userscript spreads
+    /// its tabs over those: `userscript/src/core/transports.js`), on the hub's own port.
+    fn is_own(&self, host: &str) -> bool {
+        let Some(&own) = self.port.get() else {
+            return false; // not listening: no page of its own yet
+        };
+        let (name, port) = match host.rsplit_once(':') {
+            Some((name, port)) if !port.contains(']') => (name, port.parse::<u16>().ok()),
+            _ => (host, Some(80)),
+        };
+        if port != Some(own) {
+            return false;
+        }
+        matches!(name, "127.0.0.1" | "localhost" | "[::1]")
+            || name
+                .strip_suffix(".localhost")
+                .and_then(|sub| sub.strip_prefix("aicard-"))
+                .is_some_and(|id| {
+                    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                })
     }
 }
 
@@ -182,6 +215,7 @@ mod tests {
     #[test]
     fn origins() {
         let p = OriginPolicy::new(&["http://chat.deepseek.com".into()]);
+        p.set_port(8027);
         assert!(p.allows(None));
         assert!(p.allows(Some("https://chat.deepseek.com")));
         assert!(p.allows(Some("https://claude.ai")));
@@ -196,6 +230,46 @@ mod tests {
         assert!(!p.allows(Some("chrome-extension://")));
         assert!(!p.allows(Some("chrome-extension://x.evil.example")));
         assert!(!p.allows(Some("chrome-extension-evil://abc")));
+    }
+
+    #[test]
+    fn loopback_origins_are_the_hubs_own_port_and_names_only() {
+        let p = OriginPolicy::new(&[]);
+        // Not listening yet: no page is the hub's own.
+        assert!(!p.allows(Some("http://127.0.0.1:8027")));
+        p.set_port(8027);
+        for own in [
+            "http://127.0.0.1:8027",
+            "http://localhost:8027",
+            "http://LOCALHOST:8027/",
+            "http://[::1]:8027",
+            "http://aicard-0a1b2c3d.localhost:8027",
+            "safari-web-extension://0b4c1a9e-7f0d-4f43-9d7e-2f1c3c4b5a6d",
+        ] {
+            assert!(p.allows(Some(own)), "{own}");
+        }
+        for foreign in [
+            "http://127.0.0.1:1",
+            "http://127.0.0.1",
+            "http://localhost:3000",
+            "http://[::1]:8028",
+            "http://evil.localhost:3000",
+            "http://evil.localhost:8027",
+            "http://aicard-.localhost:8027",
+            "http://aicard-x.evil.localhost:8027",
+            "http://aicard-0a1b2c3d.localhost:3000",
+            "http://127.0.0.2:8027",
+            "http://127.0.0.1:8027.evil.example",
+            "http://127.0.0.1:08027x",
+            "https://127.0.0.1:8027",
+            "null",
+        ] {
+            assert!(!p.allows(Some(foreign)), "{foreign}");
+        }
+        let on_80 = OriginPolicy::new(&[]);
+        on_80.set_port(80);
+        assert!(on_80.allows(Some("http://localhost")));
+        assert!(!on_80.allows(Some("http://localhost:8027")));
     }
 
     #[test]

@@ -167,6 +167,7 @@ impl Hub {
         let addr = listener.local_addr()?;
         tracing::debug!(bytes = ?future_sizes(), "a connection's futures");
         let _ = self.public_url.set(format!("http://{addr}"));
+        self.origins.set_port(addr.port());
         Ok(listener)
     }
 

@@ -25,6 +25,8 @@ struct State<T> {
     senders: usize,
     closed: bool,
     waker: Option<Waker>,
+    /// A sender waiting for room (`Sender::room_below`): woken by the next item taken.
+    room: Option<Waker>,
 }
 
 /// Makes a queue that holds at most `cap` items.
@@ -35,6 +37,7 @@ pub fn channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
             senders: 1,
             closed: false,
             waker: None,
+            room: None,
         }),
         cap: cap.max(1),
     });
@@ -66,6 +69,27 @@ impl<T> Sender<T> {
             w.wake();
         }
         Ok(())
+    }
+}
+
+impl<T> Sender<T> {
+    /// Waits until fewer than `below` items are queued (or the queue is closed): a sender
+    /// that makes many items in a row (the socket's reader answering a burst of pings) lets
+    /// the receiver drain instead of filling the queue. One waiter at a time: a second one
+    /// takes the first one's place.
+    pub async fn room_below(&self, below: usize) {
+        std::future::poll_fn(|cx| {
+            let mut s = self.0.lock();
+            if s.closed || s.queue.len() < below {
+                return Poll::Ready(());
+            }
+            match &s.room {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => s.room = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 
@@ -106,6 +130,11 @@ impl<T> Receiver<T> {
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let mut s = self.0.lock();
         if let Some(v) = Self::pop(&mut s) {
+            let room = s.room.take();
+            drop(s);
+            if let Some(w) = room {
+                w.wake();
+            }
             return Poll::Ready(Some(v));
         }
         if s.closed || s.senders == 0 {
@@ -121,7 +150,14 @@ impl<T> Receiver<T> {
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         let mut s = self.0.lock();
         match Self::pop(&mut s) {
-            Some(v) => Ok(v),
+            Some(v) => {
+                let room = s.room.take();
+                drop(s);
+                if let Some(w) = room {
+                    w.wake();
+                }
+                Ok(v)
+            }
             None if s.closed || s.senders == 0 => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),
         }
@@ -129,7 +165,13 @@ impl<T> Receiver<T> {
 
     /// Refuses further items; those queued can still be received.
     pub fn close(&mut self) {
-        self.0.lock().closed = true;
+        let mut s = self.0.lock();
+        s.closed = true;
+        let room = s.room.take();
+        drop(s);
+        if let Some(w) = room {
+            w.wake();
+        }
     }
 
     fn pop(s: &mut State<T>) -> Option<T> {
@@ -146,8 +188,12 @@ impl<T> Drop for Receiver<T> {
         let mut s = self.0.lock();
         s.closed = true;
         let dropped = std::mem::take(&mut s.queue);
+        let room = s.room.take();
         drop(s);
         drop(dropped);
+        if let Some(w) = room {
+            w.wake();
+        }
     }
 }
 
@@ -189,6 +235,32 @@ mod tests {
         tokio::task::yield_now().await;
         drop(tx);
         assert_eq!(waiter.await.unwrap(), (Some(1), None));
+    }
+
+    #[tokio::test]
+    async fn a_sender_waits_for_room_until_the_receiver_takes_an_item() {
+        let (tx, mut rx) = channel::<u32>(8);
+        for i in 0..4 {
+            tx.try_send(i).unwrap();
+        }
+        tx.room_below(5).await; // room already
+        let waiting = futures_util::FutureExt::now_or_never(tx.room_below(4));
+        assert!(waiting.is_none(), "4 queued: no room below 4");
+        let tx2 = tx.clone();
+        let waiter = tokio::spawn(async move { tx2.room_below(4).await });
+        tokio::task::yield_now().await;
+        assert_eq!(rx.recv().await, Some(0));
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken by the item taken")
+            .unwrap();
+        let waiter = tokio::spawn(async move { tx.room_below(1).await });
+        tokio::task::yield_now().await;
+        drop(rx);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken when the receiver goes")
+            .unwrap();
     }
 
     #[test]

@@ -322,6 +322,9 @@ async fn read_loop(
     // timer ends a tab that has been silent for `dead_after`.
     let killed = kill.killed();
     tokio::pin!(killed);
+    // The reader's answers (pongs, replies) may fill half the queue; the other half stays
+    // free for frames from elsewhere, which find a full queue a sign of a slow consumer.
+    let own_share = (hub.config.limits.outbound_queue / 2).max(1);
     loop {
         let next = tokio::select! {
             biased;
@@ -337,36 +340,35 @@ async fn read_loop(
             Some(Ok(m)) => m,
         };
         client.touch();
-        let text = match msg {
-            Incoming::Text(t) => t,
+        let answer = match msg {
+            Incoming::Text(text) => {
+                let reply = match decode(&text) {
+                    Ok(frame) => hub.handle_frame(client, frame),
+                    Err(e) => Some(ServerFrame::error(e.code(), e.to_string())),
+                };
+                match reply {
+                    Some(reply) => Outbound::Frame(encode(&reply)),
+                    None => continue,
+                }
+            }
             Incoming::Close(_) => return None,
             // Refused, not dropped: the tab learns that its frame went nowhere.
-            Incoming::Binary(_) => {
-                if tx
-                    .try_send(Outbound::Frame(encode(&binary_refused())))
-                    .is_err()
-                {
-                    return Some(close::SLOW_CONSUMER);
-                }
-                continue;
-            }
-            // The writer answers; a tab that pings faster than it reads fills its queue.
-            Incoming::Ping(payload) => {
-                if tx.try_send(Outbound::Pong(payload)).is_err() {
-                    return Some(close::SLOW_CONSUMER);
-                }
-                continue;
-            }
+            Incoming::Binary(_) => Outbound::Frame(encode(&binary_refused())),
+            // The writer answers.
+            Incoming::Ping(payload) => Outbound::Pong(payload),
             Incoming::Pong => continue, // proof of life only: `touch` above
         };
-        let reply = match decode(&text) {
-            Ok(frame) => hub.handle_frame(client, frame),
-            Err(e) => Some(ServerFrame::error(e.code(), e.to_string())),
-        };
-        if let Some(reply) = reply {
-            if tx.try_send(Outbound::Frame(encode(&reply))).is_err() {
-                return Some(close::SLOW_CONSUMER);
-            }
+        // A burst of frames is not slowness: once its answers fill its share of the queue,
+        // the reader waits for the writer to take one (reading nothing more meanwhile, so
+        // the socket pushes back on the tab). A tab that really stops reading is ended by
+        // the writer's deadline (4008), which kills this wait too.
+        tokio::select! {
+            biased;
+            _ = &mut killed => return None,
+            () = tx.room_below(own_share) => {}
+        }
+        if tx.try_send(answer).is_err() {
+            return Some(close::SLOW_CONSUMER);
         }
     }
 }
@@ -558,7 +560,12 @@ async fn heartbeat_session(hub: Arc<Hub>, hello: Hello, sink: &mut Sink, stream:
         };
         let text = match next {
             Ok(Some(Ok(Incoming::Text(t)))) => t,
-            Ok(Some(Ok(Incoming::Close(_)))) | Ok(None) => return,
+            // The closing handshake (RFC 6455 §5.5.1): a close frame is answered with one.
+            Ok(Some(Ok(Incoming::Close(_)))) => {
+                let _ = sink.close(1000, "closed").await;
+                return;
+            }
+            Ok(None) => return,
             Ok(Some(Err(e))) => {
                 if let Some(code) = e.close_code() {
                     let _ = sink.close(code, "bad frame").await;

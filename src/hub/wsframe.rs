@@ -80,9 +80,16 @@ pub fn handshake(
             "只支持 WebSocket 第 13 版 / only WebSocket version 13 is spoken",
         ));
     }
-    // The key is 16 random bytes in base64: 24 characters ending in `==` (RFC 6455 §4.1).
-    let key = match headers.get(header::SEC_WEBSOCKET_KEY) {
-        Some(k) if k.len() == 24 && k.as_bytes().ends_with(b"==") => k,
+    // The key is 16 random bytes in base64, sent once (RFC 6455 §4.1, §11.3.1).
+    let mut keys = headers.get_all(header::SEC_WEBSOCKET_KEY).iter();
+    let key = match (keys.next(), keys.next()) {
+        (Some(k), None) if key_is_16_bytes(k.as_bytes()) => k,
+        (Some(_), Some(_)) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "Sec-WebSocket-Key 只能出现一次 / `Sec-WebSocket-Key` must appear once",
+            )
+        }
         _ => {
             return refuse(
                 StatusCode::BAD_REQUEST,
@@ -99,6 +106,15 @@ pub fn handshake(
         HeaderValue::from_str(&accept).expect("base64 is a header value"),
     );
     Ok(h)
+}
+
+/// Whether a handshake key is base64 (padded, canonical) for exactly 16 bytes.
+fn key_is_16_bytes(key: &[u8]) -> bool {
+    use base64::Engine as _;
+    let mut out = [0u8; 18];
+    base64::engine::general_purpose::STANDARD
+        .decode_slice(key, &mut out)
+        .is_ok_and(|n| n == 16)
 }
 
 /// Whether a comma-separated header holds `token`, in any case.
@@ -393,14 +409,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         match f.opcode {
             op::PING => Some(Ok(Incoming::Ping(f.payload))),
             op::PONG => Some(Ok(Incoming::Pong)),
-            op::CLOSE => Some(match f.payload.len() {
-                0 => Ok(Incoming::Close(None)),
-                1 => Err(WsError::Protocol("a close frame of one byte")),
-                _ => Ok(Incoming::Close(Some(u16::from_be_bytes([
-                    f.payload[0],
-                    f.payload[1],
-                ])))),
-            }),
+            op::CLOSE => Some(close_payload(&f.payload)),
             op::CONTINUATION => {
                 let (kind, mut bytes) = self.message.take().expect("checked at the header");
                 bytes.extend_from_slice(&f.payload);
@@ -418,6 +427,31 @@ impl<R: AsyncRead + Unpin> Reader<R> {
             }
         }
     }
+}
+
+/// A close frame's body (RFC 6455 §5.5.1, §7.4): empty, or a code a peer may send followed
+/// by a UTF-8 reason.
+fn close_payload(body: &[u8]) -> Result<Incoming, WsError> {
+    let (code, reason) = match body {
+        [] => return Ok(Incoming::Close(None)),
+        [_] => return Err(WsError::Protocol("a close frame of one byte")),
+        [a, b, reason @ ..] => (u16::from_be_bytes([*a, *b]), reason),
+    };
+    if !close_code_is_sendable(code) {
+        return Err(WsError::Protocol("a close code no endpoint may send"));
+    }
+    if std::str::from_utf8(reason).is_err() {
+        return Err(WsError::NotUtf8);
+    }
+    Ok(Incoming::Close(Some(code)))
+}
+
+/// Whether a peer may put `code` in a close frame: the codes RFC 6455 §7.4.1 defines for the
+/// wire and those IANA registered since (1012–1014), and the ranges for libraries (3000–3999)
+/// and applications (4000–4999). 1004 is reserved; 1005, 1006 and 1015 only report what
+/// happened locally and must never be sent; anything else is unassigned.
+pub fn close_code_is_sendable(code: u16) -> bool {
+    matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
 }
 
 fn finish(kind: u8, bytes: Vec<u8>) -> Result<Incoming, WsError> {
@@ -715,6 +749,52 @@ mod tests {
         }
     }
 
+    /// What a close frame with this body reads as: its code, or the code the reader fails with.
+    async fn read_close(body: &[u8]) -> Result<Option<u16>, Option<u16>> {
+        let (mut client, server) = duplex(1 << 10);
+        client
+            .write_all(&client_frame(true, op::CLOSE, body))
+            .await
+            .unwrap();
+        match Reader::new(server, 1000).next().await {
+            Some(Ok(Incoming::Close(code))) => Ok(code),
+            Some(Err(e)) => Err(e.close_code()),
+            other => panic!("{body:?}: read {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn close_codes_no_endpoint_may_send_and_reasons_not_utf8_fail_the_connection() {
+        let with_code = |code: u16, reason: &[u8]| {
+            let mut b = code.to_be_bytes().to_vec();
+            b.extend_from_slice(reason);
+            b
+        };
+        for code in [
+            0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000, 65535,
+        ] {
+            assert_eq!(
+                read_close(&with_code(code, b"")).await,
+                Err(Some(1002)),
+                "{code}"
+            );
+        }
+        for code in [
+            1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999,
+            4000, 4999,
+        ] {
+            assert_eq!(
+                read_close(&with_code(code, "理由 reason".as_bytes())).await,
+                Ok(Some(code)),
+                "{code}"
+            );
+        }
+        assert_eq!(read_close(b"").await, Ok(None));
+        assert_eq!(read_close(&[0x03]).await, Err(Some(1002)));
+        let not_utf8 = with_code(1000, &[0xce, 0xba, 0xe1, 0xbd, 0xb9, 0xcf, 0x83, 0xff]);
+        assert_eq!(read_close(&not_utf8).await, Err(Some(1007)));
+    }
+
     #[tokio::test]
     async fn a_long_frame_announced_but_not_sent_is_not_allocated_whole() {
         let (mut client, server) = duplex(1 << 16);
@@ -827,14 +907,32 @@ mod tests {
                 .0,
             StatusCode::UPGRADE_REQUIRED
         );
-        let mut nokey = h.clone();
-        nokey.insert(header::SEC_WEBSOCKET_KEY, HeaderValue::from_static("short"));
-        assert_eq!(
-            handshake(&Method::GET, Version::HTTP_11, &nokey)
-                .unwrap_err()
-                .0,
-            StatusCode::BAD_REQUEST
+        for bad in [
+            "short",
+            // 24 characters ending in `==`, but not base64 of 16 bytes
+            "!!!!!!!!!!!!!!!!!!!!!!==",
+            "dGhlIHNhbXBsZSBub25jZR==", // stray bits after the 16th byte
+            "dGhlIHNhbXBsZSBub25jZQ",   // unpadded
+            "dGhlIHNhbXBsZSBub25jZSE=", // 17 bytes
+            "dGhlIHNhbXBsZSBub25j",     // 15 bytes
+        ] {
+            let mut nokey = h.clone();
+            nokey.insert(header::SEC_WEBSOCKET_KEY, HeaderValue::from_static(bad));
+            let (status, _, why) = handshake(&Method::GET, Version::HTTP_11, &nokey).unwrap_err();
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+            assert!(why.contains("16 bytes"), "{why}");
+        }
+        let mut missing = h.clone();
+        missing.remove(header::SEC_WEBSOCKET_KEY);
+        assert!(handshake(&Method::GET, Version::HTTP_11, &missing).is_err());
+        let mut twice = h.clone();
+        twice.append(
+            header::SEC_WEBSOCKET_KEY,
+            HeaderValue::from_static("AQIDBAUGBwgJCgsMDQ4PEA=="),
         );
+        let (status, _, why) = handshake(&Method::GET, Version::HTTP_11, &twice).unwrap_err();
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(why.contains("once"), "{why}");
     }
 
     use proptest::prelude::*;
