@@ -9,7 +9,16 @@
 //     readystatechange(3);
 //   - `responseType: 'stream'` (Tampermonkey, ScriptCat; `streams: true`): `response` is a
 //     ReadableStream of Uint8Array from `onloadstart` / readyState 2 on. With `streams: false`
-//     the type is ignored, as a manager that does not know it would.
+//     the type is ignored, as a manager that does not know it would;
+//   - `manager: 'violentmonkey'`: Violentmonkey 2.x as its source has it (src/injected/web/
+//     requests.js, src/offscreen/xhr.js, read at 1f882e0; behaviour re-stated, no code copied):
+//     the extension sends each event only the text added since the last text it sent, attached
+//     to the first event the script listens to; the script side keeps the pieces in a list.
+//     `responseText` is that list's only piece, or, with more, a getter that joins them into
+//     one; `response` is the same join. A `responseType` it does not know ('stream') is logged
+//     as "Unknown responseType" and the request is made as text, but the type given is kept,
+//     and with any type set a join also discards the list: later events' `responseText` then
+//     holds only the pieces that came after the join. No streams, ever.
 //
 // `createGmApi` is self-contained (no imports, no closure over this module) because each
 // extension stringifies it into the world the userscript runs in; `gmApiSource()` gives that
@@ -21,7 +30,7 @@
 // {op:'chunk', id, bytes} (bytes: a binary string, one char per byte), {op:'end', id},
 // {op:'error', id, error}, {op:'timeout', id}.
 
-export function createGmApi({ link, values = {}, info = {}, textMode = 'final', streams = true }) {
+export function createGmApi({ link, values = {}, info = {}, textMode = 'final', streams = true, manager = null }) {
   const store = new Map(Object.entries(values));
   const requests = new Map();
   let nextId = 0;
@@ -52,7 +61,89 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
     if (req) req.handle(msg);
   });
 
+  /** Violentmonkey's GM_xmlhttpRequest, for text and the types it knows (see the top). */
+  function vmRequest(details) {
+    nextId += 1;
+    const id = `x${nextId}`;
+    const known = { '': 1, text: 1, json: 1, document: 1, arraybuffer: 1, blob: 1 };
+    const given = details.responseType;
+    if (!((given || '') in known)) console.warn(`Unknown responseType "${given}"`);
+    const decoder = new TextDecoder();
+    const head = { readyState: 1, status: 0, statusText: '', responseHeaders: '', finalUrl: details.url };
+    let pieces = null; // the script side's list of text pieces
+    let cached = { responseText: undefined, response: undefined };
+    let unsent = ''; // text the extension has but has not attached to an event yet
+    let done = false;
+    const join = (prop) => {
+      if (pieces) {
+        const all = pieces.join('');
+        pieces = [all];
+        cached = { responseText: all, response: details.responseType === 'json' ? safeJson(all) : all };
+        if (given) pieces = null; // a type was given: the joined text is let go
+      }
+      const v = cached[prop];
+      return v === undefined ? null : v;
+    };
+    const safeJson = (t) => { try { return JSON.parse(t); } catch { return null; } };
+    const fire = (name, extra = {}) => {
+      const fn = details[name];
+      if (typeof fn !== 'function') return;
+      if (unsent && name !== 'onloadstart') {
+        if (!pieces) pieces = [];
+        pieces.push(unsent);
+        unsent = '';
+      }
+      const data = { ...head, ...extra, context: details.context };
+      if (!pieces || pieces.length <= 1) data.responseText = (pieces && pieces[0]) || '';
+      else Object.defineProperty(data, 'responseText', { configurable: true, enumerable: true, get() { const v = join('responseText'); Object.defineProperty(this, 'responseText', { value: v }); return v; } });
+      Object.defineProperty(data, 'response', { configurable: true, enumerable: true, get() { const v = join('response'); Object.defineProperty(this, 'response', { value: v }); return v; } });
+      try { fn.call(details, data); } catch (err) { console.error(err); }
+    };
+    const settle = () => { done = true; requests.delete(id); };
+    requests.set(id, {
+      handle(msg) {
+        if (done) return;
+        if (msg.op === 'head') {
+          Object.assign(head, { status: msg.status, statusText: msg.statusText || '', responseHeaders: msg.headers || '', finalUrl: msg.finalUrl || details.url, readyState: 2 });
+          fire('onreadystatechange');
+        } else if (msg.op === 'chunk') {
+          unsent += decoder.decode(toBytes(msg.bytes || ''), { stream: true });
+          head.readyState = 3;
+          fire('onreadystatechange');
+          fire('onprogress');
+        } else if (msg.op === 'end') {
+          settle();
+          unsent += decoder.decode();
+          head.readyState = 4;
+          fire('onreadystatechange');
+          fire('onload');
+          fire('onloadend');
+        } else if (msg.op === 'error' || msg.op === 'timeout') {
+          settle();
+          head.readyState = 4;
+          fire(msg.op === 'error' ? 'onerror' : 'ontimeout', { error: msg.error });
+          fire('onloadend');
+        }
+      },
+    });
+    link.post({
+      op: 'xhr', id, method: details.method || 'GET', url: String(details.url),
+      headers: details.headers || {}, data: details.data ?? null, timeout: details.timeout || 0,
+    });
+    fire('onloadstart');
+    return {
+      abort() {
+        if (done) return;
+        settle();
+        link.post({ op: 'abort', id });
+        fire('onabort');
+        fire('onloadend');
+      },
+    };
+  }
+
   function GM_xmlhttpRequest(details) {
+    if (manager === 'violentmonkey') return vmRequest(details);
     nextId += 1;
     const id = `x${nextId}`;
     const wantStream = streams && details.responseType === 'stream';
