@@ -296,29 +296,26 @@ export class SseTransport {
    * start there for a while.
    */
   async hello(helloFields) {
-    try {
-      return await this.post(hello(helloFields));
-    } catch (err) {
-      if (!err.unreachable || !this.spread) throw err;
-      this.log('warn', `${err.message}: trying the plain loopback addresses (is *.localhost sent elsewhere by DNS or a proxy?) / 改用 127.0.0.1 / localhost 连接 hub`);
-      const spreadUrl = this.hubUrl;
-      let last = err;
-      for (const url of this.plainUrls()) {
-        this.hubUrl = url;
-        try {
-          const welcome = await this.post(hello(helloFields));
+    const urls = [...new Set(this.spread ? [this.hubUrl, ...this.plainUrls()] : this.plainUrls())];
+    let last = null;
+    for (const [i, url] of urls.entries()) {
+      this.hubUrl = url;
+      try {
+        const welcome = await this.post(hello(helloFields));
+        if (i > 0 && this.spread) {
           // Only now is it the name, not the hub being down.
           this.spread = false;
           this.memo.set('sse_spread_broken', Date.now());
-          return welcome;
-        } catch (e) {
-          if (!e.unreachable) throw e;
-          last = e;
         }
+        return welcome;
+      } catch (err) {
+        if (!err.unreachable) throw err;
+        if (i === 0 && this.spread) this.log('warn', `${err.message}: trying the plain loopback addresses (is *.localhost sent elsewhere by DNS or a proxy?) / 改用 127.0.0.1 / localhost 连接 hub`);
+        last = err;
       }
-      this.hubUrl = spreadUrl;
-      throw last;
     }
+    this.hubUrl = urls[0];
+    throw last;
   }
 
   /**

@@ -281,3 +281,69 @@ export function performRequest(msg, post) {
 export function performRequestSource() {
   return `(${performRequest.toString()})`;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The managers' globals: what a userscript sees besides GM_*, per manager and world. Each entry
+// is code text put before the userscript, inside a block, with `__page` = the page's window (page
+// worlds) or this world's `window`, and `__global` = this world's global object.
+
+/**
+ * A manager's sandbox `window` (Violentmonkey's and Tampermonkey's, whenever a script has grants):
+ * not the window itself; `window`, `self`, `globalThis` and, in the top frame, `top` and
+ * `parent` give the wrapper back; functions are bound to the real window; writes stay in the
+ * wrapper. Self-contained (stringified into the worlds).
+ */
+export function managerWindow(real) {
+  const own = Object.create(null);
+  const isTop = real.top === real;
+  const proxy = new Proxy(real, {
+    get(t, k) {
+      if (k in own) return own[k];
+      if (k === 'window' || k === 'self' || k === 'globalThis' || (isTop && (k === 'top' || k === 'parent'))) return proxy;
+      const v = t[k];
+      return typeof v === 'function' && typeof k === 'string' && /^[a-z]/.test(k) ? v.bind(t) : v;
+    },
+    set(t, k, v) { own[k] = v; return true; },
+    has(t, k) { return k in own || k in t; },
+  });
+  return proxy;
+}
+
+/** Violentmonkey's `exportFunction` / `cloneInto` where Firefox gives none (page mode, Chromium). */
+const VM_POLYFILLS = `const exportFunction = function (fn, target, options) { if (options && options.defineAs) target[options.defineAs] = fn; return fn; };
+const cloneInto = function (obj) { return obj; };`;
+
+/**
+ * `{info, gm, prelude}` for a manager in a world. `manager`: 'scriptcat' | 'violentmonkey' |
+ * 'tampermonkey'; `world`: 'page' (the page's realm), 'content' (Chromium's USER_SCRIPT /
+ * isolated world) or 'sandbox' (Firefox's content-script sandbox); `browserName` as
+ * GM_info.platform says it.
+ */
+export function managerGlobals(manager, world, browserName) {
+  const wrap = `const window = (${managerWindow.toString()})(__page);`;
+  switch (manager) {
+    case 'violentmonkey': {
+      const info = { scriptHandler: 'Violentmonkey', version: '2.47.0', injectInto: world === 'page' ? 'page' : 'content', platform: { browserName, os: 'linux', arch: 'x86-64' } };
+      const gm = { manager: 'violentmonkey' };
+      if (world === 'page') return { info, gm, prelude: `const unsafeWindow = __page;\n${VM_POLYFILLS}\n${wrap}` };
+      // Content mode: `unsafeWindow` is this world's own global (in Firefox the sandbox, whose
+      // `wrappedJSObject` is the page's window); Chromium's runtime is hidden from the script.
+      if (world === 'content') return { info, gm, prelude: `try { __global.chrome = undefined; __global.browser = undefined; } catch (e) {}\nconst unsafeWindow = __global;\n${VM_POLYFILLS}\n${wrap}` };
+      return { info, gm, prelude: `const unsafeWindow = __global;\n${wrap}` };
+    }
+    case 'tampermonkey': {
+      const info = { scriptHandler: 'Tampermonkey', version: '5.4.1', sandboxMode: world === 'sandbox' ? 'js' : world === 'content' ? 'dom' : 'raw' };
+      const gm = { textMode: 'final', streams: true };
+      // USERSCRIPT_WORLD (Firefox, @sandbox JavaScript or a CSP fallback): `unsafeWindow` is the
+      // page's window, `exportFunction` / `cloneInto` are Firefox's own.
+      if (world === 'sandbox') return { info, gm, prelude: `const unsafeWindow = __page.wrappedJSObject;\nconst window = (${managerWindow.toString()})(__page);` };
+      return { info, gm, prelude: `const unsafeWindow = __page;\n${wrap}` };
+    }
+    default: {
+      // ScriptCat: MAIN world by default (USER_SCRIPT with @inject-into content); its
+      // sandboxMode is always 'raw'; no injectInto.
+      const info = { scriptHandler: 'ScriptCat', version: '1.3.2', sandboxMode: 'raw' };
+      return { info, gm: { textMode: 'final', streams: true }, prelude: 'const unsafeWindow = __page;' };
+    }
+  }
+}
