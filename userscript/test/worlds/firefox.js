@@ -35,6 +35,8 @@ import { pageLink } from './chromium.js';
 
 export const FIREFOX = process.env.AICARD_FIREFOX || '/usr/bin/firefox-esr';
 const EXTENSION_ID = 'aicard-test-manager@aicard.test';
+/** Where a content script wants the page's CSP nonce (filled in by the background page). */
+const NONCE_MARK = '__AICARD_PAGE_NONCE__';
 
 /**
  * Prefs that keep a headless test Firefox quiet and offline (the machine has no internet: every
@@ -230,6 +232,26 @@ function backgroundSource(controlUrl) {
   return `'use strict';
 const performRequest = ${performRequestSource()};
 const registered = new Map();
+const templates = new Map(); // host → {matches, code}; code may wait for the page's nonce
+const NONCE_MARK = ${JSON.stringify(JSON.stringify(NONCE_MARK))};
+async function registerCode(key, matches, code) {
+  const old = registered.get(key);
+  registered.delete(key);
+  if (old) await old.unregister();
+  registered.set(key, await browser.contentScripts.register({ matches, js: [{ code }], runAt: 'document_start', allFrames: false }));
+}
+// Violentmonkey in Firefox reads the page's nonce from its CSP header before the page loads and
+// gives it to the script it adds to the page: the same here, at the response's headers.
+browser.webRequest.onHeadersReceived.addListener(async (d) => {
+  let host = '';
+  try { host = new URL(d.url).hostname; } catch (e) { return {}; }
+  const t = templates.get(host);
+  if (!t || !t.code.includes(NONCE_MARK)) return {};
+  const csp = (d.responseHeaders || []).find((h) => h.name.toLowerCase() === 'content-security-policy');
+  const m = csp && /'nonce-([^']+)'/.exec(csp.value || '');
+  await registerCode(host, t.matches, t.code.replace(NONCE_MARK, JSON.stringify(m ? m[1] : '')));
+  return {};
+}, { urls: ['<all_urls>'], types: ['main_frame'] }, ['blocking', 'responseHeaders']);
 const control = new WebSocket(${JSON.stringify(controlUrl)});
 const tell = (msg) => { if (control.readyState === WebSocket.OPEN) control.send(JSON.stringify(msg)); };
 control.onmessage = async (ev) => {
@@ -237,12 +259,8 @@ control.onmessage = async (ev) => {
   try {
     const result = null;
     if (msg.op === 'register') {
-      const old = registered.get(msg.key);
-      registered.delete(msg.key);
-      if (old) await old.unregister();
-      registered.set(msg.key, await browser.contentScripts.register({
-        matches: msg.matches, js: [{ code: msg.code }], runAt: 'document_start', allFrames: false,
-      }));
+      templates.set(msg.key, { matches: msg.matches, code: msg.code });
+      await registerCode(msg.key, msg.matches, msg.code.replace(NONCE_MARK, '""'));
     }
     tell({ reply: msg.id, result });
   } catch (err) {
@@ -301,6 +319,9 @@ ${userscript}
 function managerContentScript({ userscript, values, manager }) {
   const name = manager.replace(/-content$/, '');
   const pageFirst = manager !== 'violentmonkey-content';
+  // Violentmonkey copies the page's nonce onto its script (Tampermonkey does not: on the mock
+  // sites, all with a nonce-only script-src, it ends up in its USERSCRIPT_WORLD).
+  const nonceExpr = name === 'violentmonkey' ? JSON.stringify(NONCE_MARK) : '""';
   const page = managerGlobals(name, 'page', 'firefox');
   const sandbox = managerGlobals(name, 'sandbox', 'firefox');
   const meta = scriptMeta(userscript);
@@ -336,6 +357,8 @@ if (${JSON.stringify(pageFirst)}) {
   portListeners.push(down);
   try {
     const s = document.createElement('script');
+    const nonce = ${nonceExpr};
+    if (nonce) s.setAttribute('nonce', nonce);
     s.textContent = ${JSON.stringify(pageCode)};
     (document.head || document.documentElement).appendChild(s);
     s.remove();
@@ -466,7 +489,7 @@ export async function launchFirefox({ mock, userscript, gm = {}, firefox = FIREF
       version: '1.0',
       description: 'Runs the AIcard userscript in content-script sandboxes for tests.',
       browser_specific_settings: { gecko: { id: EXTENSION_ID } },
-      permissions: ['<all_urls>'],
+      permissions: ['<all_urls>', 'webRequest', 'webRequestBlocking'],
       background: { scripts: ['background.js'] },
     }, null, 2));
     writeFileSync(join(extDir, 'background.js'), backgroundSource(`ws://127.0.0.1:${control.address().port}/${key}`));

@@ -32,16 +32,16 @@ const FLOWS = 'userscript/test/worlds/flows';
 const chromiumWith = (manager, world, more = {}) => (o) => launchChromium({ ...o, world, manager, ...more });
 const firefoxWith = (manager, more = {}) => (o) => launchFirefox({ ...o, manager, ...more });
 const WORLDS = [
-  { id: 'scriptcat-chromium-main', lna: ['granted', 'denied'], launch: chromiumWith('scriptcat', 'MAIN') },
+  { id: 'scriptcat-chromium-main', lna: ['granted', 'denied'], hooks: 'page', launch: chromiumWith('scriptcat', 'MAIN') },
   // Denied: the SSE channel, read as Violentmonkey fills responseText.
-  { id: 'violentmonkey-chromium-page', lna: ['denied'], launch: chromiumWith('violentmonkey', 'MAIN') },
+  { id: 'violentmonkey-chromium-page', lna: ['denied'], hooks: 'page', launch: chromiumWith('violentmonkey', 'MAIN') },
   // Granted: the isolated world's WebSocket; the hooks go in through a <script>.
-  { id: 'violentmonkey-chromium-content', lna: ['granted'], launch: chromiumWith('violentmonkey', 'USER_SCRIPT') },
-  { id: 'tampermonkey-chromium-main', lna: ['denied'], launch: chromiumWith('tampermonkey', 'MAIN') },
+  { id: 'violentmonkey-chromium-content', lna: ['granted'], hooks: 'inject', launch: chromiumWith('violentmonkey', 'USER_SCRIPT') },
+  { id: 'tampermonkey-chromium-main', lna: ['denied'], hooks: 'page', launch: chromiumWith('tampermonkey', 'MAIN') },
   // Firefox ESR 140 has no Local Network Access yet: one cell each, named for what it is.
-  { id: 'violentmonkey-firefox-auto', lna: ['none'], launch: firefoxWith('violentmonkey') },
-  { id: 'violentmonkey-firefox-content', lna: ['none'], launch: firefoxWith('violentmonkey-content') },
-  { id: 'tampermonkey-firefox', lna: ['none'], launch: firefoxWith('tampermonkey') },
+  { id: 'violentmonkey-firefox-auto', lna: ['none'], hooks: 'page', launch: firefoxWith('violentmonkey') },
+  { id: 'violentmonkey-firefox-content', lna: ['none'], hooks: 'xray', launch: firefoxWith('violentmonkey-content') },
+  { id: 'tampermonkey-firefox', lna: ['none'], hooks: 'xray', launch: firefoxWith('tampermonkey') },
   // The per-tab *.localhost names sent elsewhere (a DNS override, a proxy): nine tabs on the SSE
   // channel still each read their frames, over 127.0.0.1 and localhost in turn.
   { id: 'no-localhost-names-chromium', lna: ['denied'], launch: chromiumWith('scriptcat', 'MAIN', { resolverRules: ['MAP *.localhost ~NOTFOUND'] }) },
@@ -121,7 +121,8 @@ async function flowStory(world, lna, cell) {
     }
     mkdirSync(RESULTS, { recursive: true });
     await tabs.master.screenshot(join(RESULTS, `matrix-${cell}-master.png`));
-    return states;
+    const stored = browser.values ? await browser.values() : browser.storedValues();
+    return { states, stored };
   } finally {
     for (const tab of Object.values(tabs)) await tab.close().catch(() => {});
     await browser?.close();
@@ -136,9 +137,15 @@ for (const world of WORLDS) {
     for (const lna of world.lna) {
       test(`${world.id} × Local Network Access ${lna}: the flow story`, async (t) => {
         if (unavailable) { t.skip(unavailable); return; }
-        const states = await flowStory(world, lna, `${world.id}-${lna}`);
+        const { states, stored } = await flowStory(world, lna, `${world.id}-${lna}`);
+        if (world.id.startsWith('no-localhost-names')) {
+          assert.ok(Number(stored.sse_spread_broken) > 0, `the per-tab names were really unreachable and the tabs said so (${JSON.stringify(stored)})`);
+        }
         const transports = Object.fromEntries(Object.entries(states).map(([s, p]) => [s, `${p.transport}/${p.hooks}`]));
         t.diagnostic(`transport/hooks per tab: ${JSON.stringify(transports)}`);
+        if (world.hooks) {
+          for (const [site, p] of Object.entries(states)) assert.equal(p.hooks, world.hooks, `${site}: the world the manager said (${JSON.stringify(p)})`);
+        }
         if (lna === 'denied') {
           for (const [site, p] of Object.entries(states)) assert.equal(p.transport, 'sse', `${site}: without the permission only the manager's channel reaches the hub`);
         }
