@@ -2491,22 +2491,73 @@
     } catch {
       return hubUrl;
     }
-    if (!["127.0.0.1", "localhost", "[::1]"].includes(url.hostname)) return hubUrl;
+    if (!LOOPBACK_NAMES.includes(url.hostname)) return hubUrl;
     url.hostname = `aicard-${Math.floor(random() * 4294967295).toString(16).padStart(8, "0")}.localhost`;
     return url.href.replace(/\/+$/, "");
   }
+  var LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"];
+  var SPREAD_BROKEN_MS = 10 * 6e4;
+  function plainHubUrls(hubUrl, slot = 0) {
+    let url;
+    try {
+      url = new URL(hubUrl);
+    } catch {
+      return [hubUrl];
+    }
+    if (!LOOPBACK_NAMES.includes(url.hostname) && !url.hostname.endsWith(".localhost")) return [hubUrl];
+    const names = ["127.0.0.1", "localhost"];
+    if (slot % 2 === 1) names.reverse();
+    return names.map((name) => {
+      url.hostname = name;
+      return url.href.replace(/\/+$/, "");
+    });
+  }
+  function streamPlan(info) {
+    let name = "";
+    let version = "";
+    try {
+      name = String(info && info.scriptHandler || "").toLowerCase();
+      version = String(info && info.version || "");
+    } catch {
+    }
+    const major = Number.parseInt(version, 10);
+    if (name === "violentmonkey") return "text";
+    if (name === "tampermonkey") return "stream";
+    if (name === "scriptcat") return major >= 1 ? "stream" : "probe";
+    return "probe";
+  }
+  var probedBuffered = false;
   function isStream(value) {
     return Boolean(value && typeof value === "object" && typeof value.getReader === "function");
   }
   var SseTransport = class {
-    constructor({ hubUrl, gmRequest, onFrame, onClose, log, timers }) {
-      Object.assign(this, { hubUrl: spreadHubUrl(hubUrl), gmRequest, onFrame, onClose, log, timers });
+    /**
+     * `manager`: GM_info (picks `streamPlan`). `memo`: `{get(key, fallback), set(key, value)}`,
+     * the manager's storage shared by the tabs (remembers that *.localhost failed, and deals the
+     * plain addresses out in turn); in memory when absent.
+     */
+    constructor({ hubUrl, gmRequest, onFrame, onClose, log, timers, manager = null, memo = null, random = Math.random }) {
+      Object.assign(this, { baseUrl: hubUrl, gmRequest, onFrame, onClose, log, timers, memo: memo || memoryMemo() });
+      const brokenAt = Number(this.memo.get("sse_spread_broken", 0)) || 0;
+      this.spread = Date.now() - brokenAt > SPREAD_BROKEN_MS;
+      this.hubUrl = this.spread ? spreadHubUrl(hubUrl, random) : this.plainUrls()[0];
+      this.plan = streamPlan(manager);
+      if (this.plan === "probe") this.plan = probedBuffered ? "stream" : "text";
       this.name = "sse";
       this.closed = false;
       this.clientId = null;
       this.token = null;
       this.events = null;
       this.how = null;
+    }
+    /** The plain loopback addresses, this tab's turn first (a counter in the shared memo). */
+    plainUrls() {
+      if (!this.slot) {
+        const n = Number(this.memo.get("sse_plain_slot", 0)) || 0;
+        this.memo.set("sse_plain_slot", (n + 1) % 1024);
+        this.slot = { n };
+      }
+      return plainHubUrls(this.baseUrl, this.slot.n);
     }
     headers() {
       const h = { "Content-Type": "application/json", Authorization: `Bearer ${this.token}` };
@@ -2526,14 +2577,14 @@
             if (res.status >= 400 || error) reject(new Error(`hub answered ${res.status}: ${error || reply?.message || ""}`));
             else resolve(reply);
           },
-          onerror: () => reject(new Error("hub unreachable (POST /send)")),
-          ontimeout: () => reject(new Error("hub timed out (POST /send)"))
+          onerror: () => reject(Object.assign(new Error(`hub unreachable (POST ${this.hubUrl}/send)`), { unreachable: true })),
+          ontimeout: () => reject(Object.assign(new Error(`hub timed out (POST ${this.hubUrl}/send)`), { unreachable: true }))
         });
       });
     }
     async open(helloFields) {
       this.token = helloFields.token;
-      const welcome = await this.post(hello(helloFields));
+      const welcome = await this.hello(helloFields);
       if (!welcome || welcome.type !== "welcome") {
         throw new Error(`hub refused hello: ${welcome?.message || welcome?.type}`);
       }
@@ -2541,6 +2592,32 @@
       await this.listen();
       await this.post(ack("welcome"));
       return welcome;
+    }
+    /**
+     * `hello` over `POST /send`. When the per-tab name cannot be reached (no answer at all, not an
+     * HTTP error), the hub's plain addresses are tried in turn, and every tab is told (memo) to
+     * start there for a while.
+     */
+    async hello(helloFields) {
+      const urls = [...new Set(this.spread ? [this.hubUrl, ...this.plainUrls()] : this.plainUrls())];
+      let last = null;
+      for (const [i, url] of urls.entries()) {
+        this.hubUrl = url;
+        try {
+          const welcome = await this.post(hello(helloFields));
+          if (i > 0 && this.spread) {
+            this.spread = false;
+            this.memo.set("sse_spread_broken", Date.now());
+          }
+          return welcome;
+        } catch (err) {
+          if (!err.unreachable) throw err;
+          if (i === 0 && this.spread) this.log("warn", `${err.message}: trying the plain loopback addresses (is *.localhost sent elsewhere by DNS or a proxy?) / 改用 127.0.0.1 / localhost 连接 hub`);
+          last = err;
+        }
+      }
+      this.hubUrl = urls[0];
+      throw last;
     }
     /**
      * `GET /events`, read as it arrives. Resolves when the stream's first event (the welcome)
@@ -2556,6 +2633,7 @@
         let lastByte = Date.now();
         const timer = this.timers.setTimeout(() => {
           first = false;
+          if (this.plan === "text" && seen === 0) probedBuffered = true;
           this.timers.setTimeout(() => this.closeStream(), 0);
           reject(new Error(`no event from GET /events in ${WELCOME_TIMEOUT_MS / 1e3} s: this userscript manager does not stream responses (it needs responseType 'stream' or a growing responseText) / 用户脚本管理器不支持流式响应`));
         }, WELCOME_TIMEOUT_MS);
@@ -2592,7 +2670,8 @@
           ended();
         };
         const seeResponse = (res) => {
-          if (this.how === null && isStream(res.response)) {
+          if (!res) return;
+          if (this.plan === "stream" && this.how === null && isStream(res.response)) {
             this.how = "stream";
             readStream(res.response);
             return;
@@ -2622,7 +2701,7 @@
           method: "GET",
           url: `${this.hubUrl}/events`,
           headers: { ...this.headers(), Accept: "text/event-stream" },
-          responseType: "stream",
+          ...this.plan === "stream" ? { responseType: "stream" } : {},
           onloadstart: seeResponse,
           onreadystatechange: (res) => {
             if (res.readyState >= 2) seeResponse(res);
@@ -2668,6 +2747,12 @@
       this.closeStream();
     }
   };
+  function memoryMemo() {
+    const m = /* @__PURE__ */ new Map();
+    return { get: (k, d) => m.has(k) ? m.get(k) : d, set: (k, v) => {
+      m.set(k, v);
+    } };
+  }
 
   // src/core/hub-client.js
   var MAX_QUEUED_FRAMES = 2e3;
@@ -2679,6 +2764,8 @@
      * @param {TabIdentity} o.identity    keeps client_id across reloads
      * @param {Function} o.WebSocketImpl  captured at document-start
      * @param {Function} o.gmRequest      GM_xmlhttpRequest, for the SSE fallback
+     * @param {object} [o.manager]        GM_info: how the manager streams (transports.js streamPlan)
+     * @param {object} [o.memo]           `{get, set}` in the manager's storage, shared by the tabs
      * @param {string[]} [o.transports]   what this world can use, in order (default ws, sse)
      * @param {() => Promise<object|null>} [o.wsCheck] null when nothing stands in a WebSocket's way;
      *   else `{notice, openWithinMs}` (Local Network Access not granted): the WebSocket gets only
@@ -2724,7 +2811,7 @@
         onFrame: (frame) => this.dispatch(frame),
         onClose: () => this.lost(transport, "connection closed")
       };
-      const transport = kind === "ws" ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl, doc: this.o.doc, openWithinMs: caution?.openWithinMs }) : new SseTransport({ ...common, gmRequest: this.o.gmRequest });
+      const transport = kind === "ws" ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl, doc: this.o.doc, openWithinMs: caution?.openWithinMs }) : new SseTransport({ ...common, gmRequest: this.o.gmRequest, manager: this.o.manager, memo: this.o.memo });
       transport.heartbeatState = this.o.heartbeatState;
       this.transport = transport;
       try {
@@ -3263,19 +3350,52 @@
     for (let i = 0; i < binary.length; i += 1) out[i] = binary.charCodeAt(i) & 255;
     return out;
   }
+  function managerName(info) {
+    try {
+      return String(info && info.scriptHandler || "").toLowerCase();
+    } catch {
+      return "";
+    }
+  }
   function managerWorld(info) {
     const i = info || {};
-    const said = String(i.injectInto || i.sandboxMode || i.script?.options?.inject_into || "").toLowerCase();
+    const handler = managerName(i);
+    let said = "";
+    try {
+      said = String(i.injectInto || (handler === "scriptcat" ? "" : i.sandboxMode) || i.script?.options?.inject_into || "").toLowerCase();
+    } catch {
+      said = "";
+    }
     if (["page", "raw"].includes(said)) return "page";
-    if (["content", "js", "javascript", "dom", "isolated", "user_script"].includes(said)) return "isolated";
+    if (["js", "javascript"].includes(said)) return "sandbox";
+    if (["content", "dom", "isolated", "user_script"].includes(said)) return "isolated";
     return null;
   }
+  function isNativeExport(exportFn) {
+    if (typeof exportFn !== "function") return false;
+    try {
+      return /\{\s*\[native code\]\s*\}\s*$/.test(Function.prototype.toString.call(exportFn));
+    } catch {
+      return false;
+    }
+  }
   function chooseMode({ win, ownWindow, exportFn, info, hasRuntime }) {
-    if (typeof exportFn === "function" && win !== ownWindow) return "xray";
+    const sandbox = isNativeExport(exportFn);
     const said = managerWorld(info);
     if (said === "page") return "page";
-    if (said === "isolated" || hasRuntime) return "inject";
+    if (said === "sandbox") return sandbox ? "xray" : "page";
+    if (said === "isolated") return sandbox ? "xray" : "inject";
+    if (sandbox && win !== ownWindow) return "xray";
+    if (hasRuntime) return "inject";
     return "page";
+  }
+  function pageWindowOf(win) {
+    try {
+      const page = win && win.wrappedJSObject;
+      if (page && typeof page === "object") return page;
+    } catch {
+    }
+    return win;
   }
   function installNetworkHooks({ win, bridge, log, env = {} }) {
     const doc = win.document;
@@ -3296,7 +3416,8 @@
       mode = "page";
     }
     if (mode === "xray") {
-      const wrap = (fn) => exportFn(fn, win);
+      const page = pageWindowOf(win);
+      const wrap = (fn) => exportFn(fn, page);
       const ours = {
         matches: (url, method) => bridge.matches(String(url), String(method)),
         open(meta) {
@@ -3304,8 +3425,8 @@
           return sink && { push: (u8) => sink.push(new Uint8Array(u8)), end: () => sink.end(), fail: (r) => sink.fail(String(r)) };
         }
       };
-      const give = (obj) => typeof cloneInto === "function" ? cloneInto(obj, win, { cloneFunctions: true }) : obj;
-      pageHooks(win, ours, wrap, give);
+      const give = (obj) => typeof cloneInto === "function" ? cloneInto(obj, page, { cloneFunctions: true }) : obj;
+      pageHooks(page, ours, wrap, give);
     } else if (mode === "page") {
       pageHooks(win, bridge, (fn) => fn, (obj) => obj);
     }
@@ -4036,6 +4157,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       identity: new TabIdentity(own.sessionStorage),
       WebSocketImpl: env.WebSocketImpl,
       gmRequest: gm.xmlhttpRequest,
+      manager: gm.info,
+      memo: { get: (k, d) => settings.get(k, d), set: (k, v) => settings.set(k, v) },
       // Firefox's sandbox WebSocket says `Origin: null`, which the hub rightly refuses.
       transports: [...env.WebSocketImpl && !sandboxed ? ["ws"] : [], ...gm.xmlhttpRequest ? ["sse"] : []],
       wsCheck: () => localNetworkAccess(own.navigator),
@@ -4113,8 +4236,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", mount, { once: true });
     else mount();
     if (debug) {
-      const wrap = sandboxed ? (fn) => env.exportFunction(fn, win, { allowCrossOriginArguments: false }) : void 0;
-      installDebugHelpers(win, { hub, runner, capture, adapter, panel, wrap });
+      const wrap = sandboxed ? (fn) => env.exportFunction(fn, pageWindowOf(win), { allowCrossOriginArguments: false }) : void 0;
+      installDebugHelpers(sandboxed ? pageWindowOf(win) : win, { hub, runner, capture, adapter, panel, wrap });
     }
     return { hub, capture, runner, panel, adapter, hooks };
   }

@@ -17,6 +17,8 @@ export class HubClient {
    * @param {TabIdentity} o.identity    keeps client_id across reloads
    * @param {Function} o.WebSocketImpl  captured at document-start
    * @param {Function} o.gmRequest      GM_xmlhttpRequest, for the SSE fallback
+   * @param {object} [o.manager]        GM_info: how the manager streams (transports.js streamPlan)
+   * @param {object} [o.memo]           `{get, set}` in the manager's storage, shared by the tabs
    * @param {string[]} [o.transports]   what this world can use, in order (default ws, sse)
    * @param {() => Promise<object|null>} [o.wsCheck] null when nothing stands in a WebSocket's way;
    *   else `{notice, openWithinMs}` (Local Network Access not granted): the WebSocket gets only
@@ -69,7 +71,7 @@ export class HubClient {
     };
     const transport = kind === 'ws'
       ? new WebSocketTransport({ ...common, WebSocketImpl: this.o.WebSocketImpl, doc: this.o.doc, openWithinMs: caution?.openWithinMs })
-      : new SseTransport({ ...common, gmRequest: this.o.gmRequest });
+      : new SseTransport({ ...common, gmRequest: this.o.gmRequest, manager: this.o.manager, memo: this.o.memo });
     transport.heartbeatState = this.o.heartbeatState;
     this.transport = transport;
     try {

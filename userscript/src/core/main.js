@@ -16,7 +16,7 @@ import { TurnCapture } from './capture.js';
 import { installDebugHelpers } from './debug.js';
 import { HubClient } from './hub-client.js';
 import { findInput, readInput, findSendButton } from './input.js';
-import { installNetworkHooks } from './realm.js';
+import { installNetworkHooks, pageWindowOf } from './realm.js';
 import { Panel } from './panel.js';
 import { Settings, TabIdentity } from './storage.js';
 import { TaskRunner } from './tasks.js';
@@ -64,6 +64,8 @@ export function start(env) {
     identity: new TabIdentity(own.sessionStorage),
     WebSocketImpl: env.WebSocketImpl,
     gmRequest: gm.xmlhttpRequest,
+    manager: gm.info,
+    memo: { get: (k, d) => settings.get(k, d), set: (k, v) => settings.set(k, v) },
     // Firefox's sandbox WebSocket says `Origin: null`, which the hub rightly refuses.
     transports: [...(env.WebSocketImpl && !sandboxed ? ['ws'] : []), ...(gm.xmlhttpRequest ? ['sse'] : [])],
     wsCheck: () => localNetworkAccess(own.navigator),
@@ -121,8 +123,8 @@ export function start(env) {
   if (doc.readyState === 'loading') doc.addEventListener('DOMContentLoaded', mount, { once: true });
   else mount();
   if (debug) {
-    const wrap = sandboxed ? (fn) => env.exportFunction(fn, win, { allowCrossOriginArguments: false }) : undefined;
-    installDebugHelpers(win, { hub, runner, capture, adapter, panel, wrap });
+    const wrap = sandboxed ? (fn) => env.exportFunction(fn, pageWindowOf(win), { allowCrossOriginArguments: false }) : undefined;
+    installDebugHelpers(sandboxed ? pageWindowOf(win) : win, { hub, runner, capture, adapter, panel, wrap });
   }
   return { hub, capture, runner, panel, adapter, hooks };
 }

@@ -4,8 +4,10 @@
  *   - `page`: we already run in the page's realm (Tampermonkey `@sandbox raw`, ScriptCat's
  *     default MAIN world, Violentmonkey page mode): the hooks are installed directly;
  *   - `xray`: Firefox's content-script sandbox (Violentmonkey content mode, chosen by itself on
- *     pages whose `script-src` forbids injection): `unsafeWindow` is the page's window without
- *     Xrays, and every function the page will call goes through `exportFunction`;
+ *     pages whose `script-src` forbids injection; Tampermonkey's USERSCRIPT_WORLD): the hooks go
+ *     on the page's window without Xrays (`unsafeWindow.wrappedJSObject` under Violentmonkey,
+ *     whose `unsafeWindow` there is the sandbox's own global), and every function the page will
+ *     call goes through `exportFunction`;
  *   - `inject`: Chromium's isolated / USER_SCRIPT world, where the page's objects cannot be
  *     reached at all: the hooks go into a `<script>` element (checked against that world's own
  *     CSP, not the page's) and talk back over DOM events with a random name.
@@ -27,26 +29,78 @@ function toBytes(binary) {
   return out;
 }
 
-/** What the manager says about the world it chose, when it says anything. */
+/** The manager's name as it gives it in `GM_info.scriptHandler`, lower-case ('' when unsaid). */
+export function managerName(info) {
+  try { return String((info && info.scriptHandler) || '').toLowerCase(); } catch { return ''; }
+}
+
+/**
+ * What the manager says about the world it chose, when it says anything:
+ *   - Violentmonkey: `injectInto` 'page' | 'content' (its `auto` falls back to content by itself
+ *     on a page whose CSP refuses page scripts, and then says 'content');
+ *   - Tampermonkey: `sandboxMode` 'raw' (the page), 'js' (Firefox's USERSCRIPT_WORLD, raw
+ *     elsewhere), 'dom' (the isolated world);
+ *   - ScriptCat: its `sandboxMode` is a reserved field, always 'raw' even in its USER_SCRIPT
+ *     world, so it says nothing; the features decide.
+ * Returns 'page', 'sandbox' (Tampermonkey 'js') or 'isolated', or null.
+ */
 export function managerWorld(info) {
   const i = info || {};
-  const said = String(i.injectInto || i.sandboxMode || i.script?.options?.inject_into || '').toLowerCase();
+  const handler = managerName(i);
+  let said = '';
+  try {
+    said = String(i.injectInto || (handler === 'scriptcat' ? '' : i.sandboxMode) || i.script?.options?.inject_into || '').toLowerCase();
+  } catch { said = ''; }
   if (['page', 'raw'].includes(said)) return 'page';
-  if (['content', 'js', 'javascript', 'dom', 'isolated', 'user_script'].includes(said)) return 'isolated';
+  if (['js', 'javascript'].includes(said)) return 'sandbox';
+  if (['content', 'dom', 'isolated', 'user_script'].includes(said)) return 'isolated';
   return null;
 }
 
 /**
- * Decides the mode. `ownWindow` is this world's `window`; `win` is what the manager calls
- * `unsafeWindow`. `hasRuntime` says an extension runtime is visible here, which is true only
- * in an extension's own worlds, never in the page's.
+ * True for Firefox's own `exportFunction` (a content-script sandbox). Violentmonkey also defines
+ * `exportFunction` and `cloneInto` in its page mode and in Chromium, as plain functions that
+ * hand back what they are given: those say nothing about Xrays.
+ */
+export function isNativeExport(exportFn) {
+  if (typeof exportFn !== 'function') return false;
+  try {
+    return /\{\s*\[native code\]\s*\}\s*$/.test(Function.prototype.toString.call(exportFn));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Decides the mode: first from what the manager says (GM_info), then from the features.
+ * `ownWindow` is this world's `window`; `win` is what the manager calls `unsafeWindow`.
+ * `hasRuntime` says an extension runtime is visible here, which is true only in an extension's
+ * own worlds, never in the page's. A manager's wrapper makes `window !== unsafeWindow` in the
+ * page world too (Violentmonkey page mode, Tampermonkey), so that alone proves nothing.
  */
 export function chooseMode({ win, ownWindow, exportFn, info, hasRuntime }) {
-  if (typeof exportFn === 'function' && win !== ownWindow) return 'xray';
+  const sandbox = isNativeExport(exportFn);
   const said = managerWorld(info);
   if (said === 'page') return 'page';
-  if (said === 'isolated' || hasRuntime) return 'inject';
+  if (said === 'sandbox') return sandbox ? 'xray' : 'page';
+  if (said === 'isolated') return sandbox ? 'xray' : 'inject';
+  if (sandbox && win !== ownWindow) return 'xray';
+  if (hasRuntime) return 'inject';
   return 'page';
+}
+
+/**
+ * The page's own window as seen from Firefox's sandbox. Violentmonkey's content mode gives the
+ * sandbox's global as `unsafeWindow` (setting `fetch` there patches only the sandbox's): the
+ * page's window is its `wrappedJSObject`. Tampermonkey's USERSCRIPT_WORLD gives the page's
+ * window already, which has no `wrappedJSObject`.
+ */
+export function pageWindowOf(win) {
+  try {
+    const page = win && win.wrappedJSObject;
+    if (page && typeof page === 'object') return page;
+  } catch { /* not an Xray */ }
+  return win;
 }
 
 /**
@@ -70,7 +124,8 @@ export function installNetworkHooks({ win, bridge, log, env = {} }) {
     mode = 'page';
   }
   if (mode === 'xray') {
-    const wrap = (fn) => exportFn(fn, win);
+    const page = pageWindowOf(win);
+    const wrap = (fn) => exportFn(fn, page);
     // Bytes arrive as the page's typed arrays seen through Xrays: copy them into our realm.
     const ours = {
       matches: (url, method) => bridge.matches(String(url), String(method)),
@@ -80,8 +135,8 @@ export function installNetworkHooks({ win, bridge, log, env = {} }) {
       },
     };
     /* global cloneInto */
-    const give = (obj) => (typeof cloneInto === 'function' ? cloneInto(obj, win, { cloneFunctions: true }) : obj);
-    pageHooks(win, ours, wrap, give);
+    const give = (obj) => (typeof cloneInto === 'function' ? cloneInto(obj, page, { cloneFunctions: true }) : obj);
+    pageHooks(page, ours, wrap, give);
   } else if (mode === 'page') {
     pageHooks(win, bridge, (fn) => fn, (obj) => obj);
   }

@@ -8,10 +8,11 @@
  *     a refusal fails at once (`refused`), it is never waited out;
  *   - SseTransport: `POST /send` + `GET /events` through GM_xmlhttpRequest, which the manager
  *     performs from its extension (exempt from the page's CSP and from Local Network Access).
- *     The event stream is read as it arrives: `responseType: 'stream'` where the manager has
- *     it, a growing `responseText` where the manager gives one (Violentmonkey). Managers that
- *     hand over the text only at the end (ScriptCat, Tampermonkey without 'stream') are found
- *     out by the stream's first event, the `welcome`, not arriving.
+ *     The event stream is read as it arrives, the way the manager at hand gives an unfinished
+ *     response (`streamPlan`): `responseType: 'stream'` from Tampermonkey and ScriptCat, the
+ *     growing `responseText` from Violentmonkey (asked for with no `responseType` at all, and
+ *     `.response` never read). Managers that hand over the text only at the end are found out
+ *     by the stream's first event, the `welcome`, not arriving.
  */
 import { ack, heartbeat, hello, readHubFrame } from './protocol.js';
 import { EventStreamReader } from './event-stream.js';
@@ -159,10 +160,57 @@ export class WebSocketTransport {
 export function spreadHubUrl(hubUrl, random = Math.random) {
   let url;
   try { url = new URL(hubUrl); } catch { return hubUrl; }
-  if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) return hubUrl;
+  if (!LOOPBACK_NAMES.includes(url.hostname)) return hubUrl;
   url.hostname = `aicard-${Math.floor(random() * 0xffffffff).toString(16).padStart(8, '0')}.localhost`;
   return url.href.replace(/\/+$/, '');
 }
+
+const LOOPBACK_NAMES = ['127.0.0.1', 'localhost', '[::1]'];
+/** How long a tab remembers (for every tab, in the manager's storage) that *.localhost failed. */
+const SPREAD_BROKEN_MS = 10 * 60_000;
+
+/**
+ * The hub's plain loopback addresses, for when the per-tab `*.localhost` names cannot be
+ * reached (a browser whose DNS is forced elsewhere, a proxy that takes them): `127.0.0.1` and
+ * `localhost` are two hosts, so two connection groups of 6; `slot` (a counter shared by the tabs)
+ * puts every other tab on the other one first. Each tab tries the other when its first fails.
+ */
+export function plainHubUrls(hubUrl, slot = 0) {
+  let url;
+  try { url = new URL(hubUrl); } catch { return [hubUrl]; }
+  if (!LOOPBACK_NAMES.includes(url.hostname) && !url.hostname.endsWith('.localhost')) return [hubUrl];
+  const names = ['127.0.0.1', 'localhost'];
+  if (slot % 2 === 1) names.reverse();
+  return names.map((name) => { url.hostname = name; return url.href.replace(/\/+$/, ''); });
+}
+
+/**
+ * How a manager's GM_xmlhttpRequest gives a response that has not ended, from its source and
+ * documentation (docs/userscript.md has the table):
+ *   - 'stream': ask `responseType: 'stream'`, read `response` (a ReadableStream) from
+ *     `onloadstart` on — Tampermonkey (documented type), ScriptCat 1.x (its MV3 rewrite);
+ *   - 'text': ask no `responseType` and read the growing `responseText`, never `response` —
+ *     Violentmonkey 2.x, which knows no 'stream' (it warns `Unknown responseType`, falls back
+ *     to text, and, with a type set, a read of `response` or of a joined `responseText`
+ *     discards the text it had joined, so later reads hold only the newer chunks);
+ *   - 'probe' (a manager not in the table): text first, 'stream' once text proved buffered.
+ */
+export function streamPlan(info) {
+  let name = '';
+  let version = '';
+  try {
+    name = String((info && info.scriptHandler) || '').toLowerCase();
+    version = String((info && info.version) || '');
+  } catch { /* a hostile or odd GM_info: unknown manager */ }
+  const major = Number.parseInt(version, 10);
+  if (name === 'violentmonkey') return 'text';
+  if (name === 'tampermonkey') return 'stream';
+  if (name === 'scriptcat') return major >= 1 ? 'stream' : 'probe';
+  return 'probe';
+}
+
+/** What a probing tab learned: the manager buffers text, so ask it for a stream. */
+let probedBuffered = false;
 
 /** True for a ReadableStream from any realm (no `instanceof`: the manager's realm is not ours). */
 function isStream(value) {
@@ -175,14 +223,34 @@ function isStream(value) {
  * and the hub was told so (`ack`), which is when the hub starts handing this tab frames.
  */
 export class SseTransport {
-  constructor({ hubUrl, gmRequest, onFrame, onClose, log, timers }) {
-    Object.assign(this, { hubUrl: spreadHubUrl(hubUrl), gmRequest, onFrame, onClose, log, timers });
+  /**
+   * `manager`: GM_info (picks `streamPlan`). `memo`: `{get(key, fallback), set(key, value)}`,
+   * the manager's storage shared by the tabs (remembers that *.localhost failed, and deals the
+   * plain addresses out in turn); in memory when absent.
+   */
+  constructor({ hubUrl, gmRequest, onFrame, onClose, log, timers, manager = null, memo = null, random = Math.random }) {
+    Object.assign(this, { baseUrl: hubUrl, gmRequest, onFrame, onClose, log, timers, memo: memo || memoryMemo() });
+    const brokenAt = Number(this.memo.get('sse_spread_broken', 0)) || 0;
+    this.spread = Date.now() - brokenAt > SPREAD_BROKEN_MS;
+    this.hubUrl = this.spread ? spreadHubUrl(hubUrl, random) : this.plainUrls()[0];
+    this.plan = streamPlan(manager);
+    if (this.plan === 'probe') this.plan = probedBuffered ? 'stream' : 'text';
     this.name = 'sse';
     this.closed = false;
     this.clientId = null;
     this.token = null;
     this.events = null;
     this.how = null; // 'stream' | 'text': how the manager gives us the event stream
+  }
+
+  /** The plain loopback addresses, this tab's turn first (a counter in the shared memo). */
+  plainUrls() {
+    if (!this.slot) {
+      const n = Number(this.memo.get('sse_plain_slot', 0)) || 0;
+      this.memo.set('sse_plain_slot', (n + 1) % 1024);
+      this.slot = { n };
+    }
+    return plainHubUrls(this.baseUrl, this.slot.n);
   }
 
   headers() {
@@ -204,15 +272,15 @@ export class SseTransport {
           if (res.status >= 400 || error) reject(new Error(`hub answered ${res.status}: ${error || reply?.message || ''}`));
           else resolve(reply);
         },
-        onerror: () => reject(new Error('hub unreachable (POST /send)')),
-        ontimeout: () => reject(new Error('hub timed out (POST /send)')),
+        onerror: () => reject(Object.assign(new Error(`hub unreachable (POST ${this.hubUrl}/send)`), { unreachable: true })),
+        ontimeout: () => reject(Object.assign(new Error(`hub timed out (POST ${this.hubUrl}/send)`), { unreachable: true })),
       });
     });
   }
 
   async open(helloFields) {
     this.token = helloFields.token;
-    const welcome = await this.post(hello(helloFields));
+    const welcome = await this.hello(helloFields);
     if (!welcome || welcome.type !== 'welcome') {
       throw new Error(`hub refused hello: ${welcome?.message || welcome?.type}`);
     }
@@ -220,6 +288,34 @@ export class SseTransport {
     await this.listen();
     await this.post(ack('welcome'));
     return welcome;
+  }
+
+  /**
+   * `hello` over `POST /send`. When the per-tab name cannot be reached (no answer at all, not an
+   * HTTP error), the hub's plain addresses are tried in turn, and every tab is told (memo) to
+   * start there for a while.
+   */
+  async hello(helloFields) {
+    const urls = [...new Set(this.spread ? [this.hubUrl, ...this.plainUrls()] : this.plainUrls())];
+    let last = null;
+    for (const [i, url] of urls.entries()) {
+      this.hubUrl = url;
+      try {
+        const welcome = await this.post(hello(helloFields));
+        if (i > 0 && this.spread) {
+          // Only now is it the name, not the hub being down.
+          this.spread = false;
+          this.memo.set('sse_spread_broken', Date.now());
+        }
+        return welcome;
+      } catch (err) {
+        if (!err.unreachable) throw err;
+        if (i === 0 && this.spread) this.log('warn', `${err.message}: trying the plain loopback addresses (is *.localhost sent elsewhere by DNS or a proxy?) / 改用 127.0.0.1 / localhost 连接 hub`);
+        last = err;
+      }
+    }
+    this.hubUrl = urls[0];
+    throw last;
   }
 
   /**
@@ -236,6 +332,7 @@ export class SseTransport {
       let lastByte = Date.now();
       const timer = this.timers.setTimeout(() => {
         first = false; // the abort below must not report a different cause
+        if (this.plan === 'text' && seen === 0) probedBuffered = true; // next time: ask for a stream
         this.timers.setTimeout(() => this.closeStream(), 0);
         reject(new Error(`no event from GET /events in ${WELCOME_TIMEOUT_MS / 1000} s: this userscript manager does not stream responses (it needs responseType 'stream' or a growing responseText) / 用户脚本管理器不支持流式响应`));
       }, WELCOME_TIMEOUT_MS);
@@ -269,7 +366,10 @@ export class SseTransport {
         ended();
       };
       const seeResponse = (res) => {
-        if (this.how === null && isStream(res.response)) {
+        if (!res) return;
+        // Only a manager asked for a stream is asked for `response` before the end: reading it
+        // is what makes Violentmonkey drop the text it had joined.
+        if (this.plan === 'stream' && this.how === null && isStream(res.response)) {
           this.how = 'stream';
           readStream(res.response);
           return;
@@ -292,7 +392,7 @@ export class SseTransport {
         method: 'GET',
         url: `${this.hubUrl}/events`,
         headers: { ...this.headers(), Accept: 'text/event-stream' },
-        responseType: 'stream',
+        ...(this.plan === 'stream' ? { responseType: 'stream' } : {}),
         onloadstart: seeResponse,
         onreadystatechange: (res) => { if (res.readyState >= 2) seeResponse(res); },
         onprogress: seeResponse,
@@ -331,4 +431,10 @@ export class SseTransport {
     if (this.watchdog) this.timers.clearInterval(this.watchdog);
     this.closeStream();
   }
+}
+
+/** A memo in this tab only, for when no manager storage is given. */
+function memoryMemo() {
+  const m = new Map();
+  return { get: (k, d) => (m.has(k) ? m.get(k) : d), set: (k, v) => { m.set(k, v); } };
 }

@@ -5,20 +5,49 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import vm from 'node:vm';
 import { readFileSync } from 'node:fs';
-import { chooseMode, managerWorld } from '../../src/core/realm.js';
+import { chooseMode, managerWorld, pageWindowOf } from '../../src/core/realm.js';
 import { eventBridge, pageHooks } from '../../src/core/page-hooks.js';
+
+test('the manager\'s word comes before the features', () => {
+  const wrapper = {}; // a manager's `window` in its sandbox: never the page's window itself
+  const page = {};
+  const polyfill = (f) => f; // Violentmonkey's exportFunction outside Firefox's sandbox
+  const native = Function.prototype.bind.call(function exportFunction() {}, null); // prints as native code
+  const vm = (injectInto, browserName) => ({ scriptHandler: 'Violentmonkey', version: '2.47.0', injectInto, platform: { browserName } });
+  assert.equal(chooseMode({ win: page, ownWindow: wrapper, exportFn: polyfill, info: vm('page', 'firefox'), hasRuntime: false }), 'page', 'Violentmonkey page mode in Firefox: not the sandbox');
+  assert.equal(chooseMode({ win: page, ownWindow: wrapper, exportFn: polyfill, info: vm('page', 'chrome'), hasRuntime: false }), 'page');
+  assert.equal(chooseMode({ win: {}, ownWindow: wrapper, exportFn: native, info: vm('content', 'firefox'), hasRuntime: false }), 'xray', 'Violentmonkey content mode / CSP fallback in Firefox');
+  assert.equal(chooseMode({ win: {}, ownWindow: wrapper, exportFn: polyfill, info: vm('content', 'chrome'), hasRuntime: false }), 'inject', 'Violentmonkey content mode in Chromium: its runtime is hidden, its exportFunction a polyfill');
+  const tm = (sandboxMode) => ({ scriptHandler: 'Tampermonkey', version: '5.4.1', sandboxMode });
+  assert.equal(chooseMode({ win: page, ownWindow: wrapper, exportFn: undefined, info: tm('raw'), hasRuntime: false }), 'page');
+  assert.equal(chooseMode({ win: page, ownWindow: wrapper, exportFn: native, info: tm('js'), hasRuntime: false }), 'xray', 'Tampermonkey USERSCRIPT_WORLD in Firefox');
+  assert.equal(chooseMode({ win: page, ownWindow: wrapper, exportFn: undefined, info: tm('js'), hasRuntime: false }), 'page', 'Tampermonkey "js" is raw outside Firefox');
+  assert.equal(chooseMode({ win: wrapper, ownWindow: wrapper, exportFn: undefined, info: tm('dom'), hasRuntime: true }), 'inject');
+  const sc = { scriptHandler: 'ScriptCat', version: '1.3.2', sandboxMode: 'raw' };
+  assert.equal(chooseMode({ win: wrapper, ownWindow: wrapper, exportFn: undefined, info: sc, hasRuntime: true }), 'inject', 'ScriptCat\'s sandboxMode is always raw: its USER_SCRIPT world is found by the runtime');
+  assert.equal(chooseMode({ win: page, ownWindow: page, exportFn: undefined, info: sc, hasRuntime: false }), 'page');
+});
+
+test('Violentmonkey\'s content-mode unsafeWindow is the sandbox: the hooks go on wrappedJSObject', () => {
+  const pageWin = { fetch: () => {} };
+  const sandboxGlobal = { wrappedJSObject: pageWin };
+  assert.equal(pageWindowOf(sandboxGlobal), pageWin);
+  assert.equal(pageWindowOf(pageWin), pageWin, 'a window that is already the page\'s stays');
+});
 
 test('mode per world', () => {
   const own = {};
   const page = {};
-  const exportFn = () => {};
+  const exportFn = Function.prototype.bind.call(function exportFunction() {}, null);
   assert.equal(chooseMode({ win: page, ownWindow: own, exportFn, info: null, hasRuntime: true }), 'xray', 'Firefox sandbox');
   assert.equal(chooseMode({ win: own, ownWindow: own, exportFn: undefined, info: { injectInto: 'page' }, hasRuntime: false }), 'page');
   assert.equal(chooseMode({ win: own, ownWindow: own, exportFn: undefined, info: { injectInto: 'content' }, hasRuntime: false }), 'inject');
   assert.equal(chooseMode({ win: own, ownWindow: own, exportFn: undefined, info: null, hasRuntime: true }), 'inject', 'an extension runtime is never visible in the page world');
   assert.equal(chooseMode({ win: own, ownWindow: own, exportFn: undefined, info: null, hasRuntime: false }), 'page');
   assert.equal(managerWorld({ sandboxMode: 'raw' }), 'page');
-  assert.equal(managerWorld({ sandboxMode: 'js' }), 'isolated');
+  assert.equal(managerWorld({ sandboxMode: 'js' }), 'sandbox');
+  assert.equal(managerWorld({ sandboxMode: 'dom' }), 'isolated');
+  assert.equal(managerWorld({ scriptHandler: 'ScriptCat', sandboxMode: 'raw' }), null);
   assert.equal(managerWorld({}), null);
 });
 

@@ -31,7 +31,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gmApiSource, performRequestSource } from './gm-api.js';
+import { gmApiSource, managerGlobals, performRequestSource } from './gm-api.js';
 
 export const CHROMIUM = process.env.AICARD_CHROMIUM || '/usr/bin/chromium';
 export const SCRIPT_HANDLER = 'AIcard test manager';
@@ -134,16 +134,23 @@ self.aicardTest = {
 // ---------------------------------------------------------------------------------------------
 // The registered code. VALUES_MARK / GM_MARK are replaced per tab (openTab) with JSON.
 
-/** GM api + unsafeWindow + userscript in one function scope; `linkExpr` makes the GM link. */
-function scriptBody(linkExpr, info, userscript) {
+/**
+ * GM api + the manager's globals (`prelude`: unsafeWindow, its `window` wrapper, exportFunction…)
+ * + userscript in one function scope; `linkExpr` makes the GM link.
+ */
+function scriptBody(linkExpr, info, userscript, prelude = 'const unsafeWindow = __page;') {
   return `(function () {
 const { GM_xmlhttpRequest, GM_getValue, GM_setValue, GM_deleteValue, GM_info } = (${gmApiSource()})(Object.assign({
   link: ${linkExpr},
   values: ${VALUES_MARK},
   info: ${JSON.stringify(info)},
 }, ${GM_MARK}));
-const unsafeWindow = window;
+const __page = window;
+const __global = globalThis;
+{
+${prelude}
 ${userscript}
+}
 }).call(window);
 `;
 }
@@ -157,7 +164,7 @@ const portLink = `(() => {
 })()`;
 
 /** MAIN world: the link is the CustomEvent bridge (queued until the bridge says ready). */
-function pageLink(ev) {
+export function pageLink(ev) {
   return `(() => {
   const EV = ${JSON.stringify(ev)};
   const target = window;
@@ -219,14 +226,18 @@ const WORLD_CSP = "script-src 'self' 'unsafe-inline' 'unsafe-eval'";
  * values(), requests(), registered, launchMs }`.
  */
 export async function launchChromium({
-  mock, world = 'MAIN', lna = 'granted', userscript, gm = {}, headless = true,
+  mock, world = 'MAIN', lna = 'granted', userscript, gm = {}, headless = true, manager = null, resolverRules: extraRules = [],
 } = {}) {
   if (!['MAIN', 'USER_SCRIPT'].includes(world)) throw new Error(`world must be MAIN or USER_SCRIPT, not ${world}`);
   if (!['granted', 'denied'].includes(lna)) throw new Error(`lna must be granted or denied, not ${lna}`);
   if (typeof userscript !== 'string' || !userscript) throw new Error('launchChromium needs the userscript text');
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} missing: run userscript/install-test-deps.sh (never a downloaded browser)`);
   const started = Date.now();
-  const gmDefaults = { textMode: gm.textMode || 'final', streams: gm.streams !== false };
+  // `manager` ('scriptcat' | 'violentmonkey' | 'tampermonkey'): that manager's GM_info, GM
+  // semantics and globals (gm-api.js managerGlobals). Without one: ScriptCat's semantics, with
+  // GM_info naming the world (injectInto), as the older tests expect.
+  const model = manager ? managerGlobals(manager, world === 'MAIN' ? 'page' : 'content', 'chrome') : null;
+  const gmDefaults = { textMode: gm.textMode || 'final', streams: gm.streams !== false, ...(model ? model.gm : {}) };
   const scheme = mock.scheme || 'https';
 
   const root = mkdtempSync(join(tmpdir(), 'aicard-world-'));
@@ -246,7 +257,9 @@ export async function launchChromium({
       ignoreHTTPSErrors: true,
       ignoreDefaultArgs: ['--disable-extensions'],
       args: [
-        `--host-resolver-rules=${resolverRules(mock.hosts, mock.port)}`,
+        // `resolverRules`: more rules, e.g. `MAP *.localhost ~NOTFOUND` (a DNS that sends the
+        // per-tab hub names elsewhere).
+        `--host-resolver-rules=${[resolverRules(mock.hosts, mock.port), ...extraRules].join(', ')}`,
         `--ip-address-space-overrides=127.0.0.1:${mock.port}=public`,
         '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
         '--disable-background-networking', '--disable-component-update', '--disable-sync',
@@ -297,15 +310,18 @@ export async function launchChromium({
 
     // The registrations. Code templates keep the two marks; openTab fills them in.
     const meta = scriptMeta(userscript);
-    const info = { scriptHandler: SCRIPT_HANDLER, version: '1.0', injectInto: world === 'MAIN' ? 'page' : 'content', script: meta };
+    const info = model
+      ? { ...model.info, script: meta }
+      : { scriptHandler: 'ScriptCat', version: '1.3.2', injectInto: world === 'MAIN' ? 'page' : 'content', script: meta };
+    const prelude = model ? model.prelude : undefined;
     const matches = [...new Set(mock.hosts.map((h) => `${scheme}://${h}/*`))];
     const common = { matches, runAt: 'document_start', allFrames: false };
     const ev = `aicard-gm-${randomUUID()}`;
     const templates = world === 'USER_SCRIPT'
-      ? [{ id: 'aicard', world: 'USER_SCRIPT', code: scriptBody(portLink, info, userscript) }]
+      ? [{ id: 'aicard', world: 'USER_SCRIPT', code: scriptBody(portLink, info, userscript, prelude) }]
       : [
         { id: 'aicard-bridge', world: 'USER_SCRIPT', code: bridgeScript(ev) },
-        { id: 'aicard', world: 'MAIN', code: scriptBody(pageLink(ev), info, userscript) },
+        { id: 'aicard', world: 'MAIN', code: scriptBody(pageLink(ev), info, userscript, prelude) },
       ];
     // The marks sit before the userscript's text, so the first occurrence is ours.
     const replaceFirst = (s, mark, value) => { const i = s.indexOf(mark); return i < 0 ? s : s.slice(0, i) + value + s.slice(i + mark.length); };

@@ -118,7 +118,7 @@ for (const world of ['MAIN', 'USER_SCRIPT']) {
           await tab.waitFor(() => !!document.querySelector('aicard-panel'), null, { timeout: 10000 });
           const info = await waitProbe(tab, await probe(tab, { op: 'info' }), 'info');
           assert.equal(info.injectInto, world === 'MAIN' ? 'page' : 'content');
-          assert.equal(info.scriptHandler, 'AIcard test manager');
+          assert.equal(info.scriptHandler, 'ScriptCat', 'without a manager named, the model is ScriptCat\'s');
           const globalSeen = await tab.evaluate((g) => typeof window[g], PROBE_GLOBAL);
           assert.equal(globalSeen, world === 'MAIN' ? 'string' : 'undefined', 'the script\'s global is page-visible only from MAIN');
           t.diagnostic(`debug helper window.mcpStatus from the page: ${await tab.evaluate(() => typeof window.mcpStatus)}`);

@@ -30,10 +30,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WebSocketServer } from 'ws';
 import { BiDi, exceptionText, fromRemoteValue, toLocalValue } from './bidi.js';
-import { gmApiSource, performRequestSource } from './gm-api.js';
+import { gmApiSource, managerGlobals, performRequestSource } from './gm-api.js';
+import { pageLink } from './chromium.js';
 
 export const FIREFOX = process.env.AICARD_FIREFOX || '/usr/bin/firefox-esr';
 const EXTENSION_ID = 'aicard-test-manager@aicard.test';
+/** Where a content script wants the page's CSP nonce (filled in by the background page). */
+const NONCE_MARK = '__AICARD_PAGE_NONCE__';
 
 /**
  * Prefs that keep a headless test Firefox quiet and offline (the machine has no internet: every
@@ -229,6 +232,26 @@ function backgroundSource(controlUrl) {
   return `'use strict';
 const performRequest = ${performRequestSource()};
 const registered = new Map();
+const templates = new Map(); // host → {matches, code}; code may wait for the page's nonce
+const NONCE_MARK = ${JSON.stringify(JSON.stringify(NONCE_MARK))};
+async function registerCode(key, matches, code) {
+  const old = registered.get(key);
+  registered.delete(key);
+  if (old) await old.unregister();
+  registered.set(key, await browser.contentScripts.register({ matches, js: [{ code }], runAt: 'document_start', allFrames: false }));
+}
+// Violentmonkey in Firefox reads the page's nonce from its CSP header before the page loads and
+// gives it to the script it adds to the page: the same here, at the response's headers.
+browser.webRequest.onHeadersReceived.addListener(async (d) => {
+  let host = '';
+  try { host = new URL(d.url).hostname; } catch (e) { return {}; }
+  const t = templates.get(host);
+  if (!t || !t.code.includes(NONCE_MARK)) return {};
+  const csp = (d.responseHeaders || []).find((h) => h.name.toLowerCase() === 'content-security-policy');
+  const m = csp && /'nonce-([^']+)'/.exec(csp.value || '');
+  await registerCode(host, t.matches, t.code.replace(NONCE_MARK, JSON.stringify(m ? m[1] : '')));
+  return {};
+}, { urls: ['<all_urls>'], types: ['main_frame'] }, ['blocking', 'responseHeaders']);
 const control = new WebSocket(${JSON.stringify(controlUrl)});
 const tell = (msg) => { if (control.readyState === WebSocket.OPEN) control.send(JSON.stringify(msg)); };
 control.onmessage = async (ev) => {
@@ -236,12 +259,8 @@ control.onmessage = async (ev) => {
   try {
     const result = null;
     if (msg.op === 'register') {
-      const old = registered.get(msg.key);
-      registered.delete(msg.key);
-      if (old) await old.unregister();
-      registered.set(msg.key, await browser.contentScripts.register({
-        matches: msg.matches, js: [{ code: msg.code }], runAt: 'document_start', allFrames: false,
-      }));
+      templates.set(msg.key, { matches: msg.matches, code: msg.code });
+      await registerCode(msg.key, msg.matches, msg.code.replace(NONCE_MARK, '""'));
     }
     tell({ reply: msg.id, result });
   } catch (err) {
@@ -269,9 +288,10 @@ browser.runtime.onConnect.addListener((port) => {
 /**
  * The content script for one host: the GM api over a port to the background, then the userscript
  * in a function scope with `const unsafeWindow = window.wrappedJSObject`, in the content-script
- * sandbox — as Violentmonkey's content mode runs it.
+ * sandbox. With `manager`, as that manager runs it instead (`managerContentScript`).
  */
-export function contentScriptSource({ userscript, values = {}, textMode = 'final', streams = true, info = {} }) {
+export function contentScriptSource({ userscript, values = {}, textMode = 'final', streams = true, info = {}, manager = null }) {
+  if (manager) return managerContentScript({ userscript, values, manager });
   const gmInfo = { injectInto: 'content', scriptHandler: 'AIcard test manager', version: '1.0', ...scriptMeta(userscript), ...info };
   return `(function () {
 if (window.top !== window) return;
@@ -283,6 +303,71 @@ const { GM_xmlhttpRequest, GM_getValue, GM_setValue, GM_deleteValue, GM_info } =
 const unsafeWindow = window.wrappedJSObject;
 {
 ${userscript}
+}
+})();
+`;
+}
+
+/**
+ * Violentmonkey (its default `auto`) and Tampermonkey (its default `raw`) in Firefox: the page
+ * mode first — a \`<script>\` the content script adds, the GM api talking to it over DOM events —
+ * and, where the page's CSP refuses that script (it never ran), the sandbox: Violentmonkey's
+ * content mode (`unsafeWindow` = the sandbox's global), Tampermonkey's USERSCRIPT_WORLD
+ * (`unsafeWindow` = the page's window, Firefox's exportFunction). Each with its GM_info and its
+ * `window` wrapper (gm-api.js managerGlobals). `manager: 'violentmonkey-content'` skips the page.
+ */
+function managerContentScript({ userscript, values, manager }) {
+  const name = manager.replace(/-content$/, '');
+  const pageFirst = manager !== 'violentmonkey-content';
+  // Violentmonkey copies the page's nonce onto its script (Tampermonkey does not: on the mock
+  // sites, all with a nonce-only script-src, it ends up in its USERSCRIPT_WORLD).
+  const nonceExpr = name === 'violentmonkey' ? JSON.stringify(NONCE_MARK) : '""';
+  const page = managerGlobals(name, 'page', 'firefox');
+  const sandbox = managerGlobals(name, 'sandbox', 'firefox');
+  const meta = scriptMeta(userscript);
+  const ev = `aicard-gm-${randomBytes(8).toString('hex')}`;
+  const body = (linkExpr, model) => `const { GM_xmlhttpRequest, GM_getValue, GM_setValue, GM_deleteValue, GM_info } = (${gmApiSource()})(Object.assign({
+  link: ${linkExpr}, values: ${JSON.stringify(values)}, info: ${JSON.stringify({ ...model.info, ...meta })},
+}, ${JSON.stringify(model.gm)}));
+const __page = window;
+const __global = globalThis;
+{
+${model.prelude}
+${userscript}
+}`;
+  const pageCode = `(function () { window[${JSON.stringify(`${ev}:ran`)}] = 1;
+${body(pageLink(ev), page)}
+})();`;
+  return `(function () {
+if (window.top !== window) return;
+const port = browser.runtime.connect({ name: 'gm' });
+const portListeners = [];
+port.onMessage.addListener((m) => { for (const fn of portListeners) fn(m); });
+let ran = false;
+if (${JSON.stringify(pageFirst)}) {
+  const EV = ${JSON.stringify(ev)};
+  const down = (m) => window.dispatchEvent(new CustomEvent(EV + ':down', { detail: JSON.stringify(m) }));
+  window.addEventListener(EV + ':up', (e) => {
+    if (typeof e.detail !== 'string') return;
+    e.stopImmediatePropagation();
+    const m = JSON.parse(e.detail);
+    if (m && m.op === 'hello') { down({ op: 'ready' }); return; }
+    port.postMessage(m);
+  });
+  portListeners.push(down);
+  try {
+    const s = document.createElement('script');
+    const nonce = ${nonceExpr};
+    if (nonce) s.setAttribute('nonce', nonce);
+    s.textContent = ${JSON.stringify(pageCode)};
+    (document.head || document.documentElement).appendChild(s);
+    s.remove();
+    ran = window.wrappedJSObject[${JSON.stringify(`${ev}:ran`)}] === 1;
+  } catch (e) { ran = false; }
+  if (!ran) portListeners.length = 0;
+}
+if (!ran) {
+${body('{ post: (m) => port.postMessage(m), onMessage: (fn) => portListeners.push(fn) }', sandbox)}
 }
 })();
 `;
@@ -322,7 +407,7 @@ function firstVisible(selectors) {
  * more `host → local port` for the proxy (https pages of a test's own). Returns `{openTab(
  * {host, path, values, userscript?, gm?}), close(), storedValues(), bidi, proxy, output, launchMs}`.
  */
-export async function launchFirefox({ mock, userscript, gm = {}, firefox = FIREFOX, prefs = {}, routes: extraRoutes = {} } = {}) {
+export async function launchFirefox({ mock, userscript, gm = {}, firefox = FIREFOX, prefs = {}, routes: extraRoutes = {}, manager = null } = {}) {
   if (!existsSync(firefox)) throw new Error(`${firefox} missing (Debian package firefox-esr)`);
   const started = Date.now();
   const scheme = mock?.scheme || 'https';
@@ -379,9 +464,9 @@ export async function launchFirefox({ mock, userscript, gm = {}, firefox = FIREF
       bg.send(JSON.stringify({ ...msg, id: nextCall }));
     });
     /** (Re-)registers the content script of `host` with `{...store, ...values}` baked in. */
-    const register = (host, { values, userscript: script, textMode, streams }) => callBg({
+    const register = (host, { values, userscript: script, textMode, streams, manager: kind }) => callBg({
       op: 'register', key: host, matches: [`${scheme}://${host}/*`],
-      code: contentScriptSource({ userscript: script, values: { ...store, ...values }, textMode, streams }),
+      code: contentScriptSource({ userscript: script, values: { ...store, ...values }, textMode, streams, manager: kind }),
     });
     // One registration per host: openTab / reload on the same host take turns until each has loaded.
     const hostLocks = new Map();
@@ -404,7 +489,7 @@ export async function launchFirefox({ mock, userscript, gm = {}, firefox = FIREF
       version: '1.0',
       description: 'Runs the AIcard userscript in content-script sandboxes for tests.',
       browser_specific_settings: { gecko: { id: EXTENSION_ID } },
-      permissions: ['<all_urls>'],
+      permissions: ['<all_urls>', 'webRequest', 'webRequestBlocking'],
       background: { scripts: ['background.js'] },
     }, null, 2));
     writeFileSync(join(extDir, 'background.js'), backgroundSource(`ws://127.0.0.1:${control.address().port}/${key}`));
@@ -463,7 +548,7 @@ export async function launchFirefox({ mock, userscript, gm = {}, firefox = FIREF
       if (!host) throw new Error('openTab: host required');
       host = host.toLowerCase();
       const mode = { ...gm, ...gmOverride };
-      const setup = { values: { ...values }, userscript: script, textMode: mode.textMode || 'final', streams: mode.streams !== false };
+      const setup = { values: { ...values }, userscript: script, textMode: mode.textMode || 'final', streams: mode.streams !== false, manager };
       return withHost(host, async () => {
         await register(host, setup);
         const { context } = await bidi.send('browsingContext.create', { type: 'tab' });

@@ -1,6 +1,10 @@
-// The browser matrix (SPEC §9): the userscript run as real managers run it, in every world —
-// Chromium's page (MAIN) world and its USER_SCRIPT world through our MV3 test extension
-// (./chromium.js), Firefox ESR's content-script sandbox through our WebExtension (./firefox.js) —
+// The browser matrix (SPEC §9): the userscript run as each real manager runs it, in the browsers
+// that manager supports (issue 29) — ScriptCat (Chromium, MAIN world), Violentmonkey (Chromium page
+// and content modes; Firefox `auto`, i.e. page mode with its own fall-back to the content sandbox
+// where the page's CSP refuses page scripts, and content mode), Tampermonkey (Chromium raw; Firefox
+// raw with its USERSCRIPT_WORLD fall-back) — each with its GM_info, its GM_xmlhttpRequest semantics
+// and its globals (./gm-api.js managerGlobals), through our MV3 test extension (./chromium.js) and
+// our Firefox WebExtension (./firefox.js) —
 // against mock sites that send their real site's CSP (Gemini enforces Trusted Types) and that
 // Chromium counts as public, so Local Network Access applies; with the permission granted and not.
 // In each cell the flow story runs on the real hub: nine tabs, one per adapter; the person types
@@ -8,7 +12,7 @@
 // merges, and the report lands in the master's input box. Every worker must have captured its
 // reply from the network (not the DOM fallback), and every tab must be truly connected.
 //   node --test --test-concurrency=1 --test-reporter=spec test/worlds/matrix.test.js
-// AICARD_WORLDS=chromium-main,chromium-user-script,firefox-sandbox picks cells' worlds.
+// AICARD_WORLDS=scriptcat-chromium-main,violentmonkey-firefox-auto,… picks cells' worlds.
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -25,11 +29,25 @@ const SYNTH = 'chatgpt';
 const MASTER = 'claude';
 const FLOWS = 'userscript/test/worlds/flows';
 
+const chromiumWith = (manager, world, more = {}) => (o) => launchChromium({ ...o, world, manager, ...more });
+const firefoxWith = (manager, more = {}) => (o) => launchFirefox({ ...o, manager, ...more });
 const WORLDS = [
-  { id: 'chromium-main', lna: ['granted', 'denied'], launch: (o) => launchChromium({ ...o, world: 'MAIN' }) },
-  { id: 'chromium-user-script', lna: ['granted', 'denied'], launch: (o) => launchChromium({ ...o, world: 'USER_SCRIPT' }) },
-  // Firefox ESR 140 has no Local Network Access yet: one cell, named for what it is.
-  { id: 'firefox-sandbox', lna: ['none'], launch: (o) => launchFirefox({ ...o, gm: { textMode: 'growing', streams: false } }) },
+  { id: 'scriptcat-chromium-main', lna: ['granted', 'denied'], hooks: 'page', launch: chromiumWith('scriptcat', 'MAIN') },
+  // Denied: the SSE channel, read as Violentmonkey fills responseText.
+  { id: 'violentmonkey-chromium-page', lna: ['denied'], hooks: 'page', launch: chromiumWith('violentmonkey', 'MAIN') },
+  // Granted: the isolated world's WebSocket; the hooks go in through a <script>.
+  { id: 'violentmonkey-chromium-content', lna: ['granted'], hooks: 'inject', launch: chromiumWith('violentmonkey', 'USER_SCRIPT') },
+  { id: 'tampermonkey-chromium-main', lna: ['denied'], hooks: 'page', launch: chromiumWith('tampermonkey', 'MAIN') },
+  // Firefox ESR 140 has no Local Network Access yet: one cell each, named for what it is.
+  { id: 'violentmonkey-firefox-auto', lna: ['none'], hooks: 'page', launch: firefoxWith('violentmonkey') },
+  { id: 'violentmonkey-firefox-content', lna: ['none'], hooks: 'xray', launch: firefoxWith('violentmonkey-content') },
+  { id: 'tampermonkey-firefox', lna: ['none'], hooks: 'xray', launch: firefoxWith('tampermonkey') },
+  // The per-tab *.localhost names sent elsewhere (a DNS override, a proxy): nine tabs on the SSE
+  // channel still each read their frames, over 127.0.0.1 and localhost in turn.
+  { id: 'no-localhost-names-chromium', lna: ['denied'], launch: chromiumWith('scriptcat', 'MAIN', { resolverRules: ['MAP *.localhost ~NOTFOUND'] }) },
+  // Firefox's network.dns.forceResolve: every name DNS would resolve goes to 127.0.0.2, where
+  // nothing listens (the mock sites go through the test's proxy, the hub by its IP).
+  { id: 'no-localhost-names-firefox', lna: ['none'], launch: firefoxWith('violentmonkey', { prefs: { 'network.dns.forceResolve': '127.0.0.2' } }) },
 ];
 const picked = (process.env.AICARD_WORLDS || '').split(',').filter(Boolean);
 
@@ -103,7 +121,8 @@ async function flowStory(world, lna, cell) {
     }
     mkdirSync(RESULTS, { recursive: true });
     await tabs.master.screenshot(join(RESULTS, `matrix-${cell}-master.png`));
-    return states;
+    const stored = browser.values ? await browser.values() : browser.storedValues();
+    return { states, stored };
   } finally {
     for (const tab of Object.values(tabs)) await tab.close().catch(() => {});
     await browser?.close();
@@ -118,13 +137,19 @@ for (const world of WORLDS) {
     for (const lna of world.lna) {
       test(`${world.id} × Local Network Access ${lna}: the flow story`, async (t) => {
         if (unavailable) { t.skip(unavailable); return; }
-        const states = await flowStory(world, lna, `${world.id}-${lna}`);
+        const { states, stored } = await flowStory(world, lna, `${world.id}-${lna}`);
+        if (world.id.startsWith('no-localhost-names')) {
+          assert.ok(Number(stored.sse_spread_broken) > 0, `the per-tab names were really unreachable and the tabs said so (${JSON.stringify(stored)})`);
+        }
         const transports = Object.fromEntries(Object.entries(states).map(([s, p]) => [s, `${p.transport}/${p.hooks}`]));
         t.diagnostic(`transport/hooks per tab: ${JSON.stringify(transports)}`);
+        if (world.hooks) {
+          for (const [site, p] of Object.entries(states)) assert.equal(p.hooks, world.hooks, `${site}: the world the manager said (${JSON.stringify(p)})`);
+        }
         if (lna === 'denied') {
           for (const [site, p] of Object.entries(states)) assert.equal(p.transport, 'sse', `${site}: without the permission only the manager's channel reaches the hub`);
         }
-        if (world.id === 'chromium-user-script' && lna === 'granted') {
+        if (world.id === 'violentmonkey-chromium-content' && lna === 'granted') {
           for (const [site, p] of Object.entries(states)) assert.equal(p.transport, 'ws', `${site}: the isolated world's WebSocket is exempt from the page's CSP`);
         }
       });
