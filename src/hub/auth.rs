@@ -24,6 +24,7 @@ pub const CHAT_SITE_HOSTS: &[&str] = &[
     "www.kimi.com",
     "chatglm.cn",
     "yiyan.baidu.com",
+    "ernie.baidu.com",
     "xinghuo.xfyun.cn",
 ];
 
