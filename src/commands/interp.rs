@@ -207,6 +207,8 @@ enum CmdError {
     Var(#[from] VarError),
     #[error("变量未定义 / undefined variable: ${0}")]
     UndefinedVar(String),
+    #[error("未知命令 / unknown command `{word}`{}; `?<help>!` lists them all (a program runs only when the hub was started with `--exec allowlist` or `--exec on`)", if near.is_empty() { String::new() } else { format!(" — did you mean: {near}?") })]
+    UnknownCommand { word: String, near: String },
     #[error("没有可用的工人 / no worker tabs are available")]
     NoWorkers,
     #[error("没有匹配的标签页 / no tab matches {0}")]
@@ -387,6 +389,15 @@ impl<H: Host> Interpreter<H> {
 
     async fn shell(&self, ctx: &Ctx<'_>, text: &str, frame: &Frame) -> Res {
         self.check(ctx.caller, Action::Shell)?;
+        if self.exec.mode == exec::ExecMode::Off {
+            // With no shell, a word we do not know is a mistyped or unknown command, not a
+            // program: say so, and what it may have meant (SPEC §18).
+            let word = text.split_whitespace().next().unwrap_or(text);
+            return Err(CmdError::UnknownCommand {
+                word: word.to_string(),
+                near: parser::nearest_words(word).join(", "),
+            });
+        }
         let mut vars = self.vars.snapshot(&ctx.caller.client_id);
         vars.extend(frame.iter().map(|(k, v)| (k.clone(), v.clone())));
         let req = ExecRequest {

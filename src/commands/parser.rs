@@ -603,6 +603,44 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The words that start a command (besides `if`, `for` and `$v = …`): anything else is a
+/// shell command line, run only under an exec policy that allows it.
+pub const COMMAND_WORDS: &[&str] = &[
+    "set",
+    "parallel",
+    "to",
+    "from",
+    "send_to_all",
+    "manager",
+    "tabs",
+    "flow",
+    "role",
+    "remember",
+    "memory",
+    "skill",
+    "skills",
+    "mcp",
+    "agent",
+    "done",
+    "help",
+    "if",
+    "for",
+];
+
+/// The known command words nearest to `word` (edit distance ≤ 2, or `word` of 3+ letters
+/// begins one),
+/// best first: for "unknown command" answers.
+pub fn nearest_words(word: &str) -> Vec<&'static str> {
+    let w = word.to_ascii_lowercase();
+    let mut near: Vec<(usize, &'static str)> = COMMAND_WORDS
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(&w, k), *k))
+        .filter(|(d, k)| *d <= 2 || (w.len() >= 3 && k.starts_with(w.as_str())))
+        .collect();
+    near.sort();
+    near.into_iter().map(|(_, k)| k).take(3).collect()
+}
+
 /// `[A-Za-z_][A-Za-z0-9_]*`
 fn is_name(s: &str) -> bool {
     let mut b = s.bytes();

@@ -460,9 +460,11 @@ async fn role_changes_go_to_the_host() {
 #[tokio::test]
 async fn shell_follows_the_exec_policy() {
     let (off, _d) = interp();
-    assert!(fails(&off, &person(), "echo hi")
-        .await
-        .contains("shell execution is off"));
+    let refused = fails(&off, &person(), "echo hi").await;
+    assert!(
+        refused.contains("unknown command `echo`") && refused.contains("--exec on"),
+        "{refused}"
+    );
     let (on, _d2) = interp_with(FakeHost::new(), ExecMode::Allowlist(vec!["echo".into()]));
     let c = person();
     assert_eq!(ok(&on, &c, "echo hello").await, "hello");
@@ -529,4 +531,26 @@ async fn run_found_gives_the_cmd_result_fields() {
     assert!(command.is_empty() && !outcome.success && outcome.output.contains("command too long"));
     let json = serde_json::to_value(&outcome).expect("serialize");
     assert_eq!(json["success"], false);
+}
+
+#[tokio::test]
+async fn an_unknown_word_is_an_unknown_command_with_the_nearest_ones() {
+    let (off, _d) = interp();
+    for (typed, word, near) in [
+        ("frobnicate", "frobnicate", None),
+        ("manger run x", "manger", Some("manager")),
+        ("remeber this", "remeber", Some("remember")),
+        ("agnet list", "agnet", Some("agent")),
+    ] {
+        let r = fails(&off, &person(), typed).await;
+        assert!(
+            r.contains(&format!("unknown command `{word}`")),
+            "{typed}: {r}"
+        );
+        assert!(!r.contains("shell execution is off"), "{typed}: {r}");
+        match near {
+            Some(n) => assert!(r.contains(&format!("did you mean: {n}")), "{typed}: {r}"),
+            None => assert!(!r.contains("did you mean"), "{typed}: {r}"),
+        }
+    }
 }
