@@ -28,8 +28,8 @@ pub struct App {
     pub dashboard: crate::dashboard::Sessions,
     /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
     pub mcp: crate::mcp::McpState,
-    /// The decision engine's view of every tab (`target: auto`, `?<tabs>!`, `manager why`).
-    pub decide: crate::decide::Decider,
+    /// Asking tabs: resolve, pick (the decision engine), submit, wait (`crate::ask`).
+    pub asks: Arc<crate::ask::Asks>,
     /// Plan drafts, the plan cache and planning sessions (`manager plan`).
     pub planner: crate::planner::Planner,
 }
@@ -70,13 +70,16 @@ impl App {
     /// Opens the store, loads or makes the token, binds the listener and serves.
     pub async fn start(config: HubConfig) -> anyhow::Result<RunningHub> {
         let hub = Hub::open(config).await?;
-        let app = Arc::new(App {
+        let app = Arc::new_cyclic(|me: &Weak<App>| App {
             commands: crate::control::Commands::new(&hub.config, &hub.store),
-            runner: crate::runner::Runner::default(),
+            runner: crate::runner::Runner::new(Arc::new(RunWork(me.clone()))),
             api: crate::api::ApiState::new(hub.registry.clone(), hub.tasks.clone()),
             dashboard: crate::dashboard::Sessions::default(),
             mcp: crate::mcp::McpState::new(&hub.config),
-            decide: crate::decide::Decider::new(),
+            asks: Arc::new(crate::ask::Asks::new(
+                hub.clone(),
+                crate::decide::Decider::new(),
+            )),
             planner: crate::planner::Planner::new(hub.store.clone()),
             hub: hub.clone(),
         });
@@ -94,7 +97,7 @@ impl App {
             .admission()
             .set_usable(Box::new(move |client| match weak.upgrade() {
                 // An API prompt skips tabs the decision engine cools down or parked.
-                Some(app) => crate::pick::usable(&app, client),
+                Some(app) => crate::pick::usable(&app.asks.pick, client),
                 None => true,
             }));
         let listener = hub.bind().await?;
@@ -166,6 +169,38 @@ impl App {
     }
 }
 
+/// What runs ask of the layers above the runner: commands (`control`) and the foreman
+/// cycle (`foreman`). Holds the app weakly (the app owns the runner).
+struct RunWork(Weak<App>);
+
+impl crate::runner::Work for RunWork {
+    fn command<'a>(
+        &'a self,
+        master: Option<&'a str>,
+        call: &'a crate::flows::engine::CommandCall,
+    ) -> futures_util::future::BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            match self.0.upgrade() {
+                Some(app) => crate::control::run_flow_command(&app, master, call).await,
+                None => Err("集线器正在停止 / the hub is stopping".into()),
+            }
+        })
+    }
+
+    fn foreman<'a>(
+        &'a self,
+        foreman: &'a Arc<Client>,
+        req: crate::hub::tasks::TaskRequest,
+    ) -> futures_util::future::BoxFuture<'a, Result<String, crate::hub::tasks::TaskError>> {
+        Box::pin(async move {
+            match self.0.upgrade() {
+                Some(app) => crate::foreman::cycle(&app, foreman, req).await,
+                None => Err(crate::hub::tasks::TaskError::TabLost(foreman.display())),
+            }
+        })
+    }
+}
+
 /// The hub's way back up: each frame the hub does not handle itself goes to commands or the
 /// API. Holds the app weakly (the app owns the hub).
 struct AppHooks(Weak<App>);
@@ -196,7 +231,10 @@ impl Hooks for AppHooks {
         reasoning: Option<&str>,
     ) {
         if let Some(app) = self.app() {
-            app.decide.chunk(&client.id, crate::store::now_ms() as u64);
+            app.asks
+                .pick
+                .decide
+                .chunk(&client.id, crate::store::now_ms() as u64);
             app.api.on_chunk(client, task_id, turn_id, text, reasoning);
         }
     }
@@ -216,7 +254,7 @@ impl Hooks for AppHooks {
     fn user_input(&self, client: &Arc<Client>, text: &str) {
         if let Some(app) = self.app() {
             // The person acted in the tab: a parked tab (captcha, login) works again.
-            app.decide.unpark(&client.id);
+            app.asks.pick.decide.unpark(&client.id);
             crate::control::on_user_input(&app, client, text);
         }
     }
@@ -231,7 +269,7 @@ impl Hooks for AppHooks {
     ) {
         if let Some(app) = self.app() {
             if current {
-                crate::pick::on_task_update(&app, client, state, trouble);
+                crate::pick::on_task_update(&app.asks.pick, client, state, trouble);
             }
             app.api.on_update(task_id, state);
         }
@@ -239,7 +277,9 @@ impl Hooks for AppHooks {
 
     fn task_answered(&self, client: &Arc<Client>, chars: usize) {
         if let Some(app) = self.app() {
-            app.decide
+            app.asks
+                .pick
+                .decide
                 .succeeded(&client.id, chars, crate::store::now_ms() as u64);
             app.api.wake();
         }
@@ -247,7 +287,7 @@ impl Hooks for AppHooks {
 
     fn trouble_cleared(&self, client: &Arc<Client>) {
         if let Some(app) = self.app() {
-            app.decide.unpark(&client.id);
+            app.asks.pick.decide.unpark(&client.id);
         }
     }
 

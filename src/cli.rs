@@ -317,20 +317,12 @@ fn validate(files: &[PathBuf]) -> i32 {
     for f in files {
         let loaded = crate::flows::load_file(f);
         bad += usize::from(loaded.is_err());
-        print!("{}", validate_output(&f.display().to_string(), &loaded));
+        print!(
+            "{}",
+            crate::flows::validate_output(&f.display().to_string(), &loaded)
+        );
     }
     i32::from(bad > 0)
-}
-
-/// What `flow validate` prints for one file (also the answer of `POST /api/flows/validate`).
-pub fn validate_output(
-    file: &str,
-    loaded: &Result<crate::flows::Flow, Vec<crate::flows::Diagnostic>>,
-) -> String {
-    match loaded {
-        Ok(flow) => format!("{file}: ok ({} nodes)\n", flow.nodes.len()),
-        Err(diags) => diags.iter().map(|d| format!("{d}\n")).collect(),
-    }
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<i32> {

@@ -6,10 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use dashmap::DashMap;
-use tokio_util::sync::CancellationToken;
-
 use crate::app::App;
+use crate::ask::{AskError, AskOpts};
 use crate::commands::ast::{
     Command, FlowAction, FlowRequest, FlowSource, ManagerCmd, McpRequest, Role as CmdRole, Target,
 };
@@ -20,10 +18,10 @@ use crate::commands::vars::Variables;
 use crate::exec::{ExecChunk, ExecMode, ExecPolicy};
 use crate::flows::engine::CommandCall;
 use crate::hub::registry::{Client, ConnState};
-use crate::hub::tasks::{TaskError, TaskRequest, Ticket};
 use crate::protocol::{CmdOutcome, Prompt, Role, ServerFrame};
 use crate::roles::{to_cmd_role, RoleCards, TabFacts};
 use crate::runner::{Control as RunControl, Runner};
+use dashmap::DashMap;
 
 /// A tab's reply in progress: its turn id and scanner state.
 struct Turn {
@@ -359,139 +357,30 @@ struct LiveOutput {
 impl HubHost {
     /// Connected tabs a name resolves to; an error names the target when there are none.
     fn resolve(&self, target: &str) -> Result<Vec<Arc<Client>>, HostError> {
-        if crate::pick::auto_sites(target).is_some() {
-            // `auto`: the decision engine picks one eligible worker.
-            return crate::pick::choose(&self.hub, target, &[], None)
-                .map(|c| vec![c])
-                .ok_or_else(|| HostError::NotConnected(target.to_string()));
-        }
-        let found = self.hub.registry.resolve(target);
-        if !found.is_empty() {
-            return Ok(found);
-        }
-        let known = self
-            .hub
-            .registry
-            .all()
-            .into_iter()
-            .any(|c| c.matches(target));
-        Err(if known {
-            HostError::NotConnected(target.to_string())
-        } else {
-            HostError::UnknownTarget(target.to_string())
-        })
+        self.hub.asks.resolve(target).map_err(host_error)
     }
-}
 
-/// Tabs an `auto` command target tries before it gives up.
-const AUTO_TRIES: usize = 3;
-
-fn task_error(e: TaskError, target: &str) -> HostError {
-    match e {
-        TaskError::Timeout(_) => HostError::Timeout {
-            target: target.to_string(),
-            secs: 0,
-        },
-        other => HostError::Failed {
-            target: target.to_string(),
-            message: other.to_string(),
-        },
-    }
-}
-
-impl HubHost {
-    /// Hands `prompt` to the least-loaded tab `target` names (not the caller, when the name
-    /// matches several), skipping tabs in `tried`.
-    fn hand_out(
-        &self,
-        caller: &Caller,
-        target: &str,
-        prompt: Prompt,
-        tabs: &[Arc<Client>],
-        tried: &[String],
-    ) -> Result<Ticket, HostError> {
-        let mut untried = tabs
-            .iter()
-            .filter(|c| !tried.contains(&c.id))
-            .filter(|c| tabs.len() == 1 || c.id != caller.client_id);
-        let pick = if tabs.len() == 1 {
-            untried.next()
-        } else {
-            untried.min_by_key(|c| self.hub.tasks.load(c))
-        };
-        let Some(tab) = pick else {
-            return Err(HostError::NotConnected(target.to_string()));
-        };
-        let mut req = TaskRequest::new(prompt, self.hub.config.timing.task_timeout);
-        req.track = self.parent.is_some();
-        req.parent_id = Some(
-            self.parent
+    /// How the ask service follows this caller's tasks: its subtasks carry `parent` (a
+    /// foreman's task); a foreman's lost worker is replaced within its group.
+    fn ask_opts(&self, caller: &Caller) -> AskOpts {
+        AskOpts {
+            from: caller.client_id.clone(),
+            parent: self.parent.clone(),
+            regroup: caller
+                .group
                 .clone()
-                .unwrap_or_else(|| caller.client_id.clone()),
-        );
-        self.hub
-            .tasks
-            .submit(tab, req)
-            .map_err(|e| task_error(e, target))
-    }
-
-    /// Waits for a handed-out task. A foreman's worker that was lost or failed gets its
-    /// subtask moved to another worker of the same group.
-    /// `expired`, when given, times the first ticket (a fan-out's shared timer); a ticket
-    /// handed out again keeps its own deadline.
-    async fn follow(
-        &self,
-        caller: &Caller,
-        target: &str,
-        prompt: Prompt,
-        mut ticket: Ticket,
-        mut expired: Option<&CancellationToken>,
-    ) -> Result<String, HostError> {
-        let mut tried: Vec<String> = Vec::new();
-        loop {
-            let tab = ticket.tab().clone();
-            let result = match expired.take() {
-                Some(batch) => {
-                    ticket
-                        .wait_until(&self.hub.tasks, batch.cancelled())
-                        .await
-                        .result
-                }
-                None => ticket.wait(&self.hub.tasks).await,
-            };
-            if let Err(e) = &result {
-                crate::pick::on_task_error(&self.hub, &tab, e);
-            }
-            match result {
-                Ok(text) => return Ok(text),
-                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
-                    if caller.role == CmdRole::Foreman && caller.group.is_some() =>
-                {
-                    tracing::info!(tab = %tab.display(), "subtask failed ({e}); trying another worker of the group");
-                    tried.push(tab.id.clone());
-                    let group = caller.group.clone().unwrap_or_default();
-                    let workers: Vec<Arc<Client>> = self
-                        .hub
-                        .registry
-                        .resolve(&format!("group:{group}"))
-                        .into_iter()
-                        .filter(|c| c.info().role == Role::Worker && c.id != caller.client_id)
-                        .collect();
-                    ticket = self.hand_out(caller, target, prompt.clone(), &workers, &tried)?;
-                }
-                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
-                    if crate::pick::auto_sites(target).is_some() && tried.len() < AUTO_TRIES =>
-                {
-                    // An `auto` target: a tab that failed mid-task is replaced by another.
-                    tracing::info!(tab = %tab.display(), "auto target failed ({e}); picking another tab");
-                    tried.push(tab.id.clone());
-                    let next = crate::pick::choose(&self.hub, target, &tried, None)
-                        .ok_or_else(|| task_error(e.clone(), target))?;
-                    ticket = self.hand_out(caller, target, prompt.clone(), &[next], &[])?;
-                }
-                Err(e) => return Err(task_error(e, target)),
-            }
+                .filter(|_| caller.role == CmdRole::Foreman),
         }
+    }
+}
+
+/// The command language's wording of an ask that got no answer.
+fn host_error(e: AskError) -> HostError {
+    match e {
+        AskError::UnknownTarget(t) => HostError::UnknownTarget(t),
+        AskError::NotConnected(t) => HostError::NotConnected(t),
+        AskError::Timeout { target } => HostError::Timeout { target, secs: 0 },
+        AskError::Failed { target, message } => HostError::Failed { target, message },
     }
 }
 
@@ -502,56 +391,27 @@ impl Host for HubHost {
         target: &str,
         prompt: Prompt,
     ) -> Result<String, HostError> {
-        let tabs = self.resolve(target)?;
-        let ticket = self.hand_out(caller, target, prompt.clone(), &tabs, &[])?;
-        self.follow(caller, target, prompt, ticket, None).await
+        let opts = self.ask_opts(caller);
+        match self.hub.asks.ask(target, prompt, &opts).await {
+            Ok(answer) => Ok(answer.text),
+            Err(e) => Err(host_error(e)),
+        }
     }
 
-    /// Every prompt reaches its tab before the first answer is awaited, in one pass: a
-    /// fan-out to 1,000 tabs pays no per-future scheduling before the last task is sent.
-    /// One timer ends the tasks that outlive the batch's deadline (not one per task).
+    /// Every prompt reaches its tab before the first answer is awaited (`Asks::ask_all`).
     async fn ask_all(
         &self,
         caller: &Caller,
         work: Vec<(String, Prompt)>,
     ) -> Vec<Result<String, HostError>> {
-        // Tasks for tabs on other nodes leave as one batch per node, after the loop.
-        let batch = self.hub.engine.hold();
-        let handed: Vec<_> = work
+        let opts = self.ask_opts(caller);
+        self.hub
+            .asks
+            .ask_all(work, &opts)
+            .await
             .into_iter()
-            .map(|(target, prompt)| {
-                let ticket = self
-                    .resolve(&target)
-                    .and_then(|tabs| self.hand_out(caller, &target, prompt.clone(), &tabs, &[]));
-                (target, prompt, ticket)
-            })
-            .collect();
-        drop(batch);
-        // The latest deadline of the batch: no task is ended before its own.
-        let deadline = handed
-            .iter()
-            .filter_map(|(_, _, t)| t.as_ref().ok().map(Ticket::deadline))
-            .max();
-        let expired = CancellationToken::new();
-        let waits = handed.into_iter().map(|(target, prompt, ticket)| {
-            let expired = &expired;
-            async move {
-                self.follow(caller, &target, prompt, ticket?, Some(expired))
-                    .await
-            }
-        });
-        let all = futures_util::future::join_all(waits);
-        let Some(deadline) = deadline else {
-            return all.await;
-        };
-        tokio::pin!(all);
-        tokio::select! {
-            answers = &mut all => answers,
-            () = tokio::time::sleep_until(deadline) => {
-                expired.cancel();
-                all.await
-            }
-        }
+            .map(|r| r.map(|a| a.text).map_err(host_error))
+            .collect()
     }
 
     async fn last_reply(&self, target: &str) -> Result<String, HostError> {
@@ -778,9 +638,9 @@ fn manager(
         ManagerCmd::Reject(id) => plan_verb(crate::planner::reject(hub, &id)),
         ManagerCmd::Save { id, name } => plan_verb(crate::planner::save(hub, &id, &name)),
         ManagerCmd::Why { run, node } => {
-            crate::pick::why(hub, &run, &node).map_err(RunError::Other)
+            crate::pick::why(&hub.asks.pick, &run, &node).map_err(RunError::Other)
         }
-        ManagerCmd::Tabs => Ok(crate::pick::tabs_report(hub)),
+        ManagerCmd::Tabs => Ok(crate::pick::tabs_report(&hub.asks.pick)),
         ManagerCmd::Plan(_) | ManagerCmd::Modify { .. } => Err(RunError::Other(
             "内部错误 / internal: planning is answered by the command host".into(),
         )),

@@ -5,12 +5,14 @@
 //! (the `?<…>!` language), `exec` (the only module that spawns processes), `mcp` (MCP server
 //! and client; the only module that names rmcp), `flows` (flow files
 //! and the pure run engine), `decide` (the pure decision engine behind `auto` targets), `pick`
-//! (its bridge to the hub), `planner` (`manager plan`: goal → validated, repaired, approved
+//! (its bridge to the hub), `ask` (asking tabs: resolve, pick, submit, wait), `agents` (the
+//! agent loop's pure core), `planner` (`manager plan`: goal → validated, repaired, approved
 //! flow), `store` (SQLite), `webhooks` (signed lifecycle callbacks), `config`, `cli`.
 
 pub mod agents;
 pub mod api;
 pub mod app;
+pub mod ask;
 pub mod cli;
 pub mod commands;
 pub mod config;

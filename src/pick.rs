@@ -2,15 +2,37 @@
 //! engine's [`Candidate`] facts, feeds it what tabs report (`task_update`, chunks, answers),
 //! resolves `auto` / `auto:SITE,SITE` targets, and renders `?<tabs>!` and `manager why`.
 //!
-//! The engine itself never sees a `Hub` or an `App`; this module is the only bridge.
+//! The engine itself never sees a `Hub`; this module is the only bridge. Its functions take
+//! a [`Picker`]: the hub and the engine's state, owned by the ask service (`crate::ask`).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::app::App;
-use crate::decide::{Candidate, Choice, Row, DEFAULT_REPLY_CHARS};
+use crate::decide::{Candidate, Choice, Decider, Row, DEFAULT_REPLY_CHARS};
 use crate::hub::registry::{Client, ConnState};
+use crate::hub::Hub;
 use crate::protocol::{Role, TaskState, Trouble};
+
+/// The decision engine next to the hub whose tabs it judges. Dereferences to the [`Hub`].
+pub struct Picker {
+    hub: Arc<Hub>,
+    /// Every tab's outcomes, timings, cooldowns and parks.
+    pub decide: Decider,
+}
+
+impl Picker {
+    pub fn new(hub: Arc<Hub>, decide: Decider) -> Picker {
+        Picker { hub, decide }
+    }
+}
+
+impl std::ops::Deref for Picker {
+    type Target = Hub;
+
+    fn deref(&self) -> &Hub {
+        &self.hub
+    }
+}
 
 /// `auto` → `Some([])` (any worker), `auto:deepseek,kimi` → `Some(["deepseek", "kimi"])`.
 pub fn auto_sites(target: &str) -> Option<Vec<String>> {
@@ -30,7 +52,7 @@ pub fn auto_sites(target: &str) -> Option<Vec<String>> {
 
 /// A `task_update` from a tab: the engine learns when it accepted a task and why one failed;
 /// an update without trouble from a parked tab means a person fixed it.
-pub fn on_task_update(hub: &App, client: &Client, state: TaskState, trouble: Option<Trouble>) {
+pub fn on_task_update(hub: &Picker, client: &Client, state: TaskState, trouble: Option<Trouble>) {
     let now = crate::store::now_ms() as u64;
     match state {
         TaskState::Accepted => hub.decide.started(&client.id, now),
@@ -50,7 +72,7 @@ pub fn on_task_update(hub: &App, client: &Client, state: TaskState, trouble: Opt
 /// A task ended without an answer the tab reported (the hub timed it out, or the tab was
 /// lost): a failed outcome for the engine. A tab's own `failed` is counted by
 /// [`on_task_update`].
-pub fn on_task_error(hub: &App, client: &Client, err: &crate::hub::tasks::TaskError) {
+pub fn on_task_error(hub: &Picker, client: &Client, err: &crate::hub::tasks::TaskError) {
     use crate::hub::tasks::TaskError;
     if matches!(err, TaskError::Timeout(_) | TaskError::TabLost(_)) {
         hub.decide
@@ -58,7 +80,7 @@ pub fn on_task_error(hub: &App, client: &Client, err: &crate::hub::tasks::TaskEr
     }
 }
 
-fn candidate(hub: &App, c: &Client, exclude: &[String]) -> Candidate {
+fn candidate(hub: &Picker, c: &Client, exclude: &[String]) -> Candidate {
     let info = c.info();
     let label = c.display_of(&info);
     Candidate {
@@ -71,7 +93,7 @@ fn candidate(hub: &App, c: &Client, exclude: &[String]) -> Candidate {
 }
 
 /// Connected worker tabs an `auto` target may use (of `sites`, when named).
-pub fn eligible(hub: &App, sites: &[String]) -> Vec<Arc<Client>> {
+pub fn eligible(hub: &Picker, sites: &[String]) -> Vec<Arc<Client>> {
     let mut tabs: Vec<Arc<Client>> = hub
         .registry
         .all()
@@ -87,7 +109,7 @@ pub fn eligible(hub: &App, sites: &[String]) -> Vec<Arc<Client>> {
 /// table as having failed the task); the choice is kept under `why_key` for `manager why`.
 /// None: no tab is eligible now.
 pub fn choose(
-    hub: &App,
+    hub: &Picker,
     target: &str,
     exclude: &[String],
     why_key: Option<&str>,
@@ -111,7 +133,7 @@ pub fn choose(
 }
 
 /// Whether a tab may take work now: not cooling down, not parked, no probe in flight.
-pub fn usable(hub: &App, c: &Client) -> bool {
+pub fn usable(hub: &Picker, c: &Client) -> bool {
     use crate::decide::Standing;
     !matches!(
         health(hub, c).standing,
@@ -120,18 +142,18 @@ pub fn usable(hub: &App, c: &Client) -> bool {
 }
 
 /// Whether an `auto` target could be served by a tab online now (for plan validation).
-pub fn auto_online(hub: &App, target: &str) -> bool {
+pub fn auto_online(hub: &Picker, target: &str) -> bool {
     auto_sites(target).is_some_and(|sites| !eligible(hub, &sites).is_empty())
 }
 
 /// One tab's health as the engine sees it.
-pub fn health(hub: &App, c: &Client) -> Row {
+pub fn health(hub: &Picker, c: &Client) -> Row {
     hub.decide
         .health(&candidate(hub, c, &[]), crate::store::now_ms() as u64)
 }
 
 /// `?<tabs>!`: every tab, connected first, with its role, group and health.
-pub fn tabs_report(hub: &App) -> String {
+pub fn tabs_report(hub: &Picker) -> String {
     let mut tabs = hub.registry.all();
     tabs.sort_by_key(|c| (c.state() != ConnState::Connected, c.display()));
     let mut out = format!(
@@ -177,7 +199,7 @@ pub fn tabs_report(hub: &App) -> String {
 }
 
 /// `?<manager why RUN NODE>!`: the score table of the node's latest pick.
-pub fn why(hub: &App, run: &str, node: &str) -> Result<String, String> {
+pub fn why(hub: &Picker, run: &str, node: &str) -> Result<String, String> {
     let key = format!("{run}/{node}");
     let choice: Choice = hub.decide.why(&key).ok_or_else(|| {
         format!(
@@ -191,7 +213,7 @@ pub fn why(hub: &App, run: &str, node: &str) -> Result<String, String> {
 }
 
 /// A tab's health for JSON views (dashboard): standing, success, timings, in flight.
-pub fn health_json(hub: &App, c: &Client) -> serde_json::Value {
+pub fn health_json(hub: &Picker, c: &Client) -> serde_json::Value {
     let r = health(hub, c);
     serde_json::json!({
         "standing": r.standing.word(),

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
+use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -19,6 +20,10 @@ use crate::hub::registry::Client;
 use crate::hub::tasks::{Outcome, TaskError, TaskRequest};
 use crate::protocol::ServerFrame;
 use crate::store::{now_ms, JournalEntry, RunRecord};
+
+/// The flow name under which every API prompt is journaled as a one-node run
+/// (`crate::api::journal`); such runs are never resumed.
+pub const API_FLOW: &str = "api";
 
 /// Why a run could not be started or controlled; shown to the person.
 #[derive(Debug, thiserror::Error)]
@@ -65,17 +70,43 @@ struct RunView {
 }
 
 /// All runs of a hub.
-#[derive(Default)]
 pub struct Runner {
     runs: DashMap<String, RunHandle>,
     /// Flow name → its latest run id.
     latest: DashMap<String, String>,
+    /// What runs ask of the layers above (commands, the foreman cycle), wired by `app`.
+    work: Arc<dyn Work>,
+}
+
+/// What a run needs from the layers above the runner, wired by the composition root: a
+/// flow's `command:` node runs as a command with the master's authority, and a task for a
+/// foreman tab runs through the foreman cycle.
+pub trait Work: Send + Sync {
+    fn command<'a>(
+        &'a self,
+        master: Option<&'a str>,
+        call: &'a CommandCall,
+    ) -> BoxFuture<'a, Result<String, String>>;
+
+    fn foreman<'a>(
+        &'a self,
+        foreman: &'a Arc<Client>,
+        req: TaskRequest,
+    ) -> BoxFuture<'a, Result<String, TaskError>>;
 }
 
 /// Default waits when a flow does not set them.
 const QUEUE_WAIT: Duration = Duration::from_secs(60);
 
 impl Runner {
+    pub fn new(work: Arc<dyn Work>) -> Runner {
+        Runner {
+            runs: DashMap::new(),
+            latest: DashMap::new(),
+            work,
+        }
+    }
+
     /// Loads flow `name`: a flow saved with `manager create` first, else `flows_dir/NAME.yaml`.
     pub fn load_flow(hub: &App, name: &str) -> Result<(Flow, String), RunError> {
         if !name
@@ -231,7 +262,7 @@ impl Runner {
             }
         };
         for rec in runs {
-            if rec.flow == crate::api::journal::API_FLOW {
+            if rec.flow == API_FLOW {
                 // An API prompt: its client went with the old process; nobody waits for it.
                 tracing::info!(run = %rec.run_id, "API prompt interrupted by the restart");
                 let _ = hub
@@ -767,8 +798,8 @@ fn choose(hub: &App, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
         // `auto`: the decision engine picks among eligible workers, never a tab that failed
         // this item before (a tab that fails mid-task is replaced by another).
         let why = format!("{}/{}/{}", pick.run_id, d.node, d.item);
-        return crate::pick::choose(hub, &target, &d.avoid, Some(&why))
-            .or_else(|| crate::pick::choose(hub, &target, &[], Some(&why)));
+        return crate::pick::choose(&hub.asks.pick, &target, &d.avoid, Some(&why))
+            .or_else(|| crate::pick::choose(&hub.asks.pick, &target, &[], Some(&why)));
     }
     let mut candidates: Vec<Arc<Client>> = hub
         .registry
@@ -961,7 +992,7 @@ async fn dispatch(
     } = if client.info().role == crate::protocol::Role::Foreman {
         // Two turns of the foreman's: no one first chunk to speak of.
         Outcome {
-            result: crate::foreman::cycle(&hub, &client, req).await,
+            result: hub.runner.work.foreman(&client, req).await,
             first_chunk_at_ms: None,
         }
     } else {
@@ -971,7 +1002,7 @@ async fn dispatch(
         }
     };
     if let Err(e) = &result {
-        crate::pick::on_task_error(&hub, &client, e);
+        crate::pick::on_task_error(&hub.asks.pick, &client, e);
     }
     let ev = match result {
         Ok(text) => JournalEvent::ItemOutput {
@@ -1021,7 +1052,7 @@ async fn run_command(
     c: CommandCall,
     events: mpsc::UnboundedSender<JournalEvent>,
 ) {
-    let result = crate::control::run_flow_command(&hub, master.as_deref(), &c).await;
+    let result = hub.runner.work.command(master.as_deref(), &c).await;
     let ev = match result {
         Ok(text) => JournalEvent::ItemOutput {
             node: c.node.clone(),

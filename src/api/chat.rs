@@ -43,7 +43,7 @@ pub async fn models(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response
         &flows,
         |c| adm.busy(c),
         |k| adm.depth(k),
-        |c| crate::pick::health_json(&hub, c),
+        |c| crate::pick::health_json(&hub.asks.pick, c),
         now_secs(),
     );
     axum::Json(body).into_response()

@@ -10,7 +10,7 @@ use crate::flows::engine::{flow_hash, JournalEvent};
 use crate::store::{now_ms, RunRecord, Store};
 
 /// The flow name of API runs.
-pub const API_FLOW: &str = "api";
+pub use crate::runner::API_FLOW;
 const NODE: &str = "ask";
 
 /// The one-node flow an API run records, so it can be rebuilt and shown like any run.

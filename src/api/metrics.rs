@@ -67,7 +67,7 @@ pub fn render(hub: &App) -> Result<String, std::fmt::Error> {
             ("node".into(), c.node().unwrap_or_else(|| node.clone())),
         ];
         up.get_or_create(&labels).set(i64::from(connected));
-        let row = crate::pick::health(hub, &c);
+        let row = crate::pick::health(&hub.asks.pick, &c);
         in_flight.get_or_create(&labels).set(row.in_flight as i64);
         success.get_or_create(&labels).set(row.p);
         outcomes.get_or_create(&labels).set(i64::from(row.outcomes));

@@ -63,7 +63,7 @@ pub fn tabs_json(hub: &App) -> Value {
                 (true, Some(_)) => "busy",
                 (true, None) => "idle",
             };
-            let standing = crate::pick::health(hub, c).standing;
+            let standing = crate::pick::health(&hub.asks.pick, c).standing;
             // What the tabs page draws: idle / busy, or why the engine holds the tab back.
             let status = match (connected, standing) {
                 (false, _) => "offline",
@@ -110,7 +110,7 @@ pub fn tabs_json(hub: &App) -> Value {
                 "current_task": current.map(|(id, _)| id),
                 "tasks_started": c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
                 // The decision engine's figures (SPEC §10): standing, success, timings.
-                "engine": crate::pick::health_json(hub, c),
+                "engine": crate::pick::health_json(&hub.asks.pick, c),
             })
         })
         .collect();
@@ -234,7 +234,7 @@ pub async fn validate(
         .cloned()
         .unwrap_or_else(|| "flow.yaml".to_string());
     let loaded = crate::flows::load_str(&file, &body);
-    let output = crate::cli::validate_output(&file, &loaded);
+    let output = crate::flows::validate_output(&file, &loaded);
     let ok = loaded.is_ok();
     if q.get("format").map(String::as_str) != Some("json") {
         let status = if ok {
@@ -298,7 +298,7 @@ pub async fn start_run(
                 }
             }
             Err(d) => {
-                let text = crate::cli::validate_output("flow.yaml", &Err(d));
+                let text = crate::flows::validate_output("flow.yaml", &Err(d));
                 return error(StatusCode::UNPROCESSABLE_ENTITY, text);
             }
         }

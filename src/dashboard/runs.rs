@@ -397,7 +397,7 @@ fn why(
     let auto = auto_target(ctx.flow, node);
     if auto {
         let key = format!("{}/{node}/{item}", ctx.run_id);
-        if let Some(choice) = ctx.hub.decide.why(&key) {
+        if let Some(choice) = ctx.hub.asks.pick.decide.why(&key) {
             return (Some(engine_reason(&choice)), Some(choice.table()));
         }
     }

@@ -179,3 +179,11 @@ fn serde_diagnostic(name: &str, err: &serde_saphyr::Error, tree: &yaml::Located)
 
 #[cfg(test)]
 mod load_tests;
+
+/// What `flow validate` prints for one file (also the answer of `POST /api/flows/validate`).
+pub fn validate_output(file: &str, loaded: &Result<Flow, Vec<Diagnostic>>) -> String {
+    match loaded {
+        Ok(flow) => format!("{file}: ok ({} nodes)\n", flow.nodes.len()),
+        Err(diags) => diags.iter().map(|d| format!("{d}\n")).collect(),
+    }
+}

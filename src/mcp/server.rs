@@ -224,7 +224,7 @@ impl HubTools {
                     "busy": adm.busy(&c),
                     "title": info.title,
                     // The decision engine's figures, as on the dashboard and in ?<tabs>!.
-                    "health": crate::pick::health_json(&self.hub, &c),
+                    "health": crate::pick::health_json(&self.hub.asks.pick, &c),
                 })
             })
             .collect();

@@ -83,7 +83,7 @@ pub fn catalog(hub: &App) -> Catalog {
                 label: c.display_of(&info),
                 role: info.role.as_str().to_string(),
                 group: info.group.clone(),
-                health: crate::pick::health(hub, &c).standing.word(),
+                health: crate::pick::health(&hub.asks.pick, &c).standing.word(),
             }
         })
         .collect();
@@ -95,7 +95,7 @@ pub fn catalog(hub: &App) -> Catalog {
 fn online(hub: &App, target: &str) -> bool {
     let t = target.trim();
     t == "master"
-        || crate::pick::auto_online(hub, t)
+        || crate::pick::auto_online(&hub.asks.pick, t)
         || (crate::pick::auto_sites(t).is_none() && !hub.registry.resolve(t).is_empty())
 }
 
@@ -226,12 +226,7 @@ async fn make_draft(
         let mut req = TaskRequest::new(prompt, timeout);
         req.task_id = Some(format!("{id}/round-{round}"));
         req.parent_id = Some(master.to_string());
-        async move {
-            hub.tasks.ask(&tab, req).await.map_err(|e| {
-                crate::pick::on_task_error(&hub, &tab, &e);
-                e.to_string()
-            })
-        }
+        async move { hub.asks.ask_tab(&tab, req).await.map_err(|e| e.to_string()) }
     };
     let check = |text: &str| check_plan(hub, text);
     let outcome = repair::converge(ask, first, &check, max).await;

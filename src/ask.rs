@@ -1,0 +1,333 @@
+//! Asking tabs, once for everything that asks: a target is resolved (a label, an id, a site,
+//! `role:…`, `group:…`, `auto…`), a tab is picked (the decision engine through `pick` for
+//! `auto`, the least loaded otherwise), the prompt is submitted to its task queue, and the
+//! answer is waited for (the task's timeout, a fan-out's shared deadline, a failed tab's
+//! task handed to another).
+//!
+//! The command host (`control`), the runner, the planner, the foreman, MCP and the API stand
+//! on this service; it names only the hub, `pick` / `decide` and `protocol`.
+//!
+//! ```text
+//! asks.ask("kimi", prompt, &AskOpts::from_tab(me))      → Ok(Answer { tab, text })
+//! asks.ask_all(vec![(target, prompt), …], &opts)         → one result per target, in order
+//! asks.deliver("boss", "text", false)                    → typed into the tab's input box
+//! ```
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::registry::Client;
+use crate::hub::tasks::{TaskError, TaskRequest, Ticket};
+use crate::hub::Hub;
+use crate::pick::Picker;
+use crate::protocol::{Prompt, Role, ServerFrame};
+
+/// The ask service: the hub's registry and task queues, and the decision engine's view of
+/// every tab (through [`Picker`]).
+pub struct Asks {
+    hub: Arc<Hub>,
+    /// The decision engine over the hub's tabs (`auto` targets, health, `manager why`).
+    pub pick: Picker,
+}
+
+/// Who asks, and how its tasks are followed.
+#[derive(Clone, Debug, Default)]
+pub struct AskOpts {
+    /// The asking tab's id: not asked itself when the target names several tabs, and the
+    /// tasks' `parent_id` unless `parent` is given.
+    pub from: String,
+    /// The task on whose behalf this asks (a foreman's), for the subtasks' `parent_id`;
+    /// such subtasks are tracked.
+    pub parent: Option<String>,
+    /// A foreman's group: a worker that was lost or failed gets its subtask moved to another
+    /// worker of this group.
+    pub regroup: Option<String>,
+}
+
+impl AskOpts {
+    /// A tab asks for itself.
+    pub fn from_tab(id: impl Into<String>) -> AskOpts {
+        AskOpts {
+            from: id.into(),
+            ..AskOpts::default()
+        }
+    }
+}
+
+/// A tab's answer.
+#[derive(Clone)]
+pub struct Answer {
+    /// The tab that answered (after a hand-over, the last one).
+    pub tab: Arc<Client>,
+    /// Its reply.
+    pub text: String,
+}
+
+/// Why an ask got no answer. The command language words each the same way as its
+/// `HostError` twin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AskError {
+    /// No tab matches the name.
+    UnknownTarget(String),
+    /// The tab exists but is not connected (or no tab of an `auto` target is eligible).
+    NotConnected(String),
+    /// The task timed out.
+    Timeout { target: String },
+    /// The tab failed, was lost, or the task could not be submitted.
+    Failed { target: String, message: String },
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AskError::UnknownTarget(t) => write!(f, "没有这个标签页 / no such tab: {t}"),
+            AskError::NotConnected(t) => write!(f, "标签页未连接 / tab not connected: {t}"),
+            AskError::Timeout { target } => {
+                write!(f, "等待超时 / no answer from {target} in time")
+            }
+            AskError::Failed { target, message } => {
+                write!(f, "{target} 失败 / {target} failed: {message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AskError {}
+
+/// Tabs an `auto` command target tries before it gives up.
+const AUTO_TRIES: usize = 3;
+
+fn task_error(e: TaskError, target: &str) -> AskError {
+    match e {
+        TaskError::Timeout(_) => AskError::Timeout {
+            target: target.to_string(),
+        },
+        other => AskError::Failed {
+            target: target.to_string(),
+            message: other.to_string(),
+        },
+    }
+}
+
+impl Asks {
+    pub fn new(hub: Arc<Hub>, decide: crate::decide::Decider) -> Asks {
+        Asks {
+            pick: Picker::new(hub.clone(), decide),
+            hub,
+        }
+    }
+
+    /// The hub this service asks through.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// Connected tabs a name resolves to; an error names the target when there are none.
+    pub fn resolve(&self, target: &str) -> Result<Vec<Arc<Client>>, AskError> {
+        if crate::pick::auto_sites(target).is_some() {
+            // `auto`: the decision engine picks one eligible worker.
+            return crate::pick::choose(&self.pick, target, &[], None)
+                .map(|c| vec![c])
+                .ok_or_else(|| AskError::NotConnected(target.to_string()));
+        }
+        let found = self.hub.registry.resolve(target);
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let known = self
+            .hub
+            .registry
+            .all()
+            .into_iter()
+            .any(|c| c.matches(target));
+        Err(if known {
+            AskError::NotConnected(target.to_string())
+        } else {
+            AskError::UnknownTarget(target.to_string())
+        })
+    }
+
+    /// Hands `prompt` to the least-loaded tab `target` names (not the asker, when the name
+    /// matches several), skipping tabs in `tried`.
+    pub fn hand_out(
+        &self,
+        opts: &AskOpts,
+        target: &str,
+        prompt: Prompt,
+        tabs: &[Arc<Client>],
+        tried: &[String],
+    ) -> Result<Ticket, AskError> {
+        let mut untried = tabs
+            .iter()
+            .filter(|c| !tried.contains(&c.id))
+            .filter(|c| tabs.len() == 1 || c.id != opts.from);
+        let pick = if tabs.len() == 1 {
+            untried.next()
+        } else {
+            untried.min_by_key(|c| self.hub.tasks.load(c))
+        };
+        let Some(tab) = pick else {
+            return Err(AskError::NotConnected(target.to_string()));
+        };
+        let mut req = TaskRequest::new(prompt, self.hub.config.timing.task_timeout);
+        req.track = opts.parent.is_some();
+        req.parent_id = Some(opts.parent.clone().unwrap_or_else(|| opts.from.clone()));
+        self.hub
+            .tasks
+            .submit(tab, req)
+            .map_err(|e| task_error(e, target))
+    }
+
+    /// Waits for a handed-out task. A foreman's worker that was lost or failed gets its
+    /// subtask moved to another worker of the same group.
+    /// `expired`, when given, times the first ticket (a fan-out's shared timer); a ticket
+    /// handed out again keeps its own deadline.
+    pub async fn follow(
+        &self,
+        opts: &AskOpts,
+        target: &str,
+        prompt: Prompt,
+        mut ticket: Ticket,
+        mut expired: Option<&CancellationToken>,
+    ) -> Result<Answer, AskError> {
+        let mut tried: Vec<String> = Vec::new();
+        loop {
+            let tab = ticket.tab().clone();
+            let result = match expired.take() {
+                Some(batch) => {
+                    ticket
+                        .wait_until(&self.hub.tasks, batch.cancelled())
+                        .await
+                        .result
+                }
+                None => ticket.wait(&self.hub.tasks).await,
+            };
+            if let Err(e) = &result {
+                crate::pick::on_task_error(&self.pick, &tab, e);
+            }
+            match result {
+                Ok(text) => return Ok(Answer { tab, text }),
+                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
+                    if opts.regroup.is_some() =>
+                {
+                    tracing::info!(tab = %tab.display(), "subtask failed ({e}); trying another worker of the group");
+                    tried.push(tab.id.clone());
+                    let group = opts.regroup.clone().unwrap_or_default();
+                    let workers: Vec<Arc<Client>> = self
+                        .hub
+                        .registry
+                        .resolve(&format!("group:{group}"))
+                        .into_iter()
+                        .filter(|c| c.info().role == Role::Worker && c.id != opts.from)
+                        .collect();
+                    ticket = self.hand_out(opts, target, prompt.clone(), &workers, &tried)?;
+                }
+                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
+                    if crate::pick::auto_sites(target).is_some() && tried.len() < AUTO_TRIES =>
+                {
+                    // An `auto` target: a tab that failed mid-task is replaced by another.
+                    tracing::info!(tab = %tab.display(), "auto target failed ({e}); picking another tab");
+                    tried.push(tab.id.clone());
+                    let next = crate::pick::choose(&self.pick, target, &tried, None)
+                        .ok_or_else(|| task_error(e.clone(), target))?;
+                    ticket = self.hand_out(opts, target, prompt.clone(), &[next], &[])?;
+                }
+                Err(e) => return Err(task_error(e, target)),
+            }
+        }
+    }
+
+    /// Asks a tab already chosen a task as it is (its own id, run, node, timeout) and waits
+    /// for the answer; a task that ends without one counts against the tab.
+    pub async fn ask_tab(&self, tab: &Arc<Client>, req: TaskRequest) -> Result<String, TaskError> {
+        let result = self.hub.tasks.ask(tab, req).await;
+        if let Err(e) = &result {
+            crate::pick::on_task_error(&self.pick, tab, e);
+        }
+        result
+    }
+
+    /// Asks one target and waits for its answer.
+    pub async fn ask(
+        &self,
+        target: &str,
+        prompt: Prompt,
+        opts: &AskOpts,
+    ) -> Result<Answer, AskError> {
+        let tabs = self.resolve(target)?;
+        let ticket = self.hand_out(opts, target, prompt.clone(), &tabs, &[])?;
+        self.follow(opts, target, prompt, ticket, None).await
+    }
+
+    /// Every prompt reaches its tab before the first answer is awaited, in one pass: a
+    /// fan-out to 1,000 tabs pays no per-future scheduling before the last task is sent.
+    /// One timer ends the tasks that outlive the batch's deadline (not one per task).
+    pub async fn ask_all(
+        &self,
+        work: Vec<(String, Prompt)>,
+        opts: &AskOpts,
+    ) -> Vec<Result<Answer, AskError>> {
+        // Tasks for tabs on other nodes leave as one batch per node, after the loop.
+        let batch = self.hub.engine.hold();
+        let handed: Vec<_> = work
+            .into_iter()
+            .map(|(target, prompt)| {
+                let ticket = self
+                    .resolve(&target)
+                    .and_then(|tabs| self.hand_out(opts, &target, prompt.clone(), &tabs, &[]));
+                (target, prompt, ticket)
+            })
+            .collect();
+        drop(batch);
+        // The latest deadline of the batch: no task is ended before its own.
+        let deadline = handed
+            .iter()
+            .filter_map(|(_, _, t)| t.as_ref().ok().map(Ticket::deadline))
+            .max();
+        let expired = CancellationToken::new();
+        let waits = handed.into_iter().map(|(target, prompt, ticket)| {
+            let expired = &expired;
+            async move {
+                self.follow(opts, &target, prompt, ticket?, Some(expired))
+                    .await
+            }
+        });
+        let all = futures_util::future::join_all(waits);
+        let Some(deadline) = deadline else {
+            return all.await;
+        };
+        tokio::pin!(all);
+        tokio::select! {
+            answers = &mut all => answers,
+            () = tokio::time::sleep_until(deadline) => {
+                expired.cancel();
+                all.await
+            }
+        }
+    }
+
+    /// Types `text` into the input box of the tab `target` names (sent with `auto_send`),
+    /// without a task: nothing is waited for. A tab that is away gets it when it returns.
+    pub fn deliver(&self, target: &str, text: &str, auto_send: bool) -> Result<(), AskError> {
+        let tab = self
+            .resolve(target)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| AskError::NotConnected(target.to_string()))?;
+        let frame = ServerFrame::Deliver {
+            text: text.to_string(),
+            auto_send,
+            run_id: None,
+            deliver_id: None,
+        };
+        self.hub
+            .registry
+            .send(&tab.id, &frame)
+            .map(|_| ())
+            .map_err(|e| AskError::Failed {
+                target: target.to_string(),
+                message: e.to_string(),
+            })
+    }
+}
