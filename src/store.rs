@@ -92,8 +92,34 @@ const MIGRATIONS: &[&str] = &[
         decided_ms INTEGER
     );
     CREATE INDEX plan_drafts_cache ON plan_drafts(cache_key, created_ms);",
-    // 6: agents, their sessions and rounds (src/agents/store.rs owns these tables).
-    crate::agents::store::MIGRATION,
+    // 6: agents, their sessions and rounds (read and written by src/agents/store.rs).
+    "CREATE TABLE agents (
+        name TEXT PRIMARY KEY,
+        target TEXT NOT NULL,
+        tools TEXT NOT NULL,
+        max_rounds INTEGER,
+        memory TEXT,
+        creator TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE agent_sessions (
+        id TEXT PRIMARY KEY,
+        agent TEXT,
+        tab TEXT NOT NULL,
+        state TEXT NOT NULL,
+        round INTEGER NOT NULL DEFAULT 0,
+        started_ms INTEGER NOT NULL,
+        ended_ms INTEGER,
+        why TEXT
+    );
+    CREATE INDEX agent_sessions_agent ON agent_sessions(agent, started_ms);
+    CREATE TABLE agent_rounds (
+        session TEXT NOT NULL,
+        round INTEGER NOT NULL,
+        commands TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        PRIMARY KEY (session, round)
+    )",
 ];
 
 /// Kinds of kept frames that the overflow policy drops first: progress that a later frame
@@ -653,4 +679,32 @@ mod tests {
             .unwrap();
         assert_eq!(v as usize, MIGRATIONS.len());
     }
+}
+
+/// Reads the secret kept in the file `path`, creating a new 256-bit one (hex, mode 0600, its
+/// folder too) when there is none: the hub token, the webhook secret.
+pub fn load_or_create_secret(path: &Path) -> std::io::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut bytes = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    std::io::Write::write_all(&mut f, token.as_bytes())?;
+    f.sync_all()?;
+    Ok(token)
 }

@@ -284,7 +284,7 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
 pub fn secret(given: Option<&str>, data_dir: &Path) -> std::io::Result<String> {
     match given.filter(|s| !s.is_empty()) {
         Some(s) => Ok(s.to_string()),
-        None => crate::hub::auth::load_or_create_secret(&secret_path(data_dir)),
+        None => crate::store::load_or_create_secret(&secret_path(data_dir)),
     }
 }
 

@@ -1,42 +1,13 @@
 //! Agents, their sessions and each session's rounds in the SQLite store ([`crate::store`]):
 //! agents persist, and a session goes on from its last round after a hub restart.
 //!
-//! The schema is one numbered migration ([`MIGRATION`]), listed at the end of the store's
-//! migrations; this module owns its tables.
+//! The schema is the store's migration 6 (`src/store.rs`, which owns every migration: the
+//! store names nothing above it); this module reads and writes those tables.
 
 use rusqlite::{params, OptionalExtension};
 
 use crate::commands::agent::{AgentSpec, Tool};
 use crate::store::{Store, StoreResult};
-
-/// The migration that creates the agent tables.
-pub const MIGRATION: &str = "CREATE TABLE agents (
-        name TEXT PRIMARY KEY,
-        target TEXT NOT NULL,
-        tools TEXT NOT NULL,
-        max_rounds INTEGER,
-        memory TEXT,
-        creator TEXT NOT NULL,
-        created_ms INTEGER NOT NULL
-    );
-    CREATE TABLE agent_sessions (
-        id TEXT PRIMARY KEY,
-        agent TEXT,
-        tab TEXT NOT NULL,
-        state TEXT NOT NULL,
-        round INTEGER NOT NULL DEFAULT 0,
-        started_ms INTEGER NOT NULL,
-        ended_ms INTEGER,
-        why TEXT
-    );
-    CREATE INDEX agent_sessions_agent ON agent_sessions(agent, started_ms);
-    CREATE TABLE agent_rounds (
-        session TEXT NOT NULL,
-        round INTEGER NOT NULL,
-        commands TEXT NOT NULL,
-        at_ms INTEGER NOT NULL,
-        PRIMARY KEY (session, round)
-    )";
 
 /// An agent as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

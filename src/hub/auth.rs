@@ -1,11 +1,8 @@
 //! Who may talk to the hub: the token, the `Host` check (DNS rebinding) and the `Origin`
 //! allowlist (cross-site WebSocket hijacking). All checks run before a socket is upgraded.
 
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use rand::RngCore;
 use subtle::ConstantTimeEq;
 
 /// Hostnames of the chat sites the userscript runs on; their https origins are allowed.
@@ -37,35 +34,7 @@ pub fn token_path(data_dir: &Path) -> PathBuf {
 
 /// Reads the token kept in `data_dir`, creating a new 256-bit one (mode 0600) on first start.
 pub fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
-    load_or_create_secret(&token_path(data_dir))
-}
-
-/// Reads the secret kept in the file `path`, creating a new 256-bit one (hex, mode 0600, its
-/// folder too) when there is none: the hub token, the webhook secret.
-pub fn load_or_create_secret(path: &Path) -> std::io::Result<String> {
-    match fs::read_to_string(path) {
-        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let mut opts = fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path)?;
-    f.write_all(token.as_bytes())?;
-    f.sync_all()?;
-    Ok(token)
+    crate::store::load_or_create_secret(&token_path(data_dir))
 }
 
 /// Compares a presented token with the hub's in constant time.
@@ -283,7 +252,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = fs::metadata(token_path(dir.path()))
+            let mode = std::fs::metadata(token_path(dir.path()))
                 .unwrap()
                 .permissions()
                 .mode();
