@@ -69,6 +69,22 @@ impl<T> Sender<T> {
     }
 }
 
+impl<T> Sender<T> {
+    /// Closes the queue from the sending side and takes what it holds, oldest first: the
+    /// receiver gets nothing more (a connection that was killed hands its frames on).
+    pub fn close_take(&self) -> Vec<T> {
+        let mut s = self.0.lock();
+        s.closed = true;
+        let taken = std::mem::take(&mut s.queue);
+        let waker = s.waker.take();
+        drop(s);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        taken.into()
+    }
+}
+
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
         self.0.lock().senders += 1;
