@@ -796,8 +796,8 @@ mod tests {
             bytes: 1 << 20,
         };
         let batch = [
-            (first, "first".to_string(), "deliver".to_string()),
-            (first + 1, "second".to_string(), "flow_event".to_string()),
+            (first, "first".to_string(), "flow_event".to_string()),
+            (first + 1, "second".to_string(), "deliver".to_string()),
         ];
         // Three frames, a cap of two: the progress frame goes, once.
         assert_eq!(s.keep_frames_at("c", &batch, cap).unwrap(), 1);
@@ -807,7 +807,7 @@ mod tests {
             .into_iter()
             .map(|f| f.text)
             .collect();
-        assert_eq!(texts, ["first", "third"]);
+        assert_eq!(texts, ["second", "third"]);
         // Ids set aside on an empty table too, and a later frame still sorts after them.
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path()).unwrap();

@@ -668,7 +668,7 @@ impl Registry {
     /// Attaches a live connection that is handed everything kept for the tab (SSE); any
     /// previous connection of this id is told to close. Returns the frames that waited while
     /// the tab was away, oldest first (bounded by the per-tab cap).
-    pub fn attach(&self, client: &Client, handle: ConnHandle) -> Vec<String> {
+    pub fn attach(&self, client: &Arc<Client>, handle: ConnHandle) -> Vec<String> {
         let mut conn = self.replace_conn(client, handle, false);
         let waiting = self.store.take_pending(&client.id).unwrap_or_else(|e| {
             tracing::warn!(client = %client.id, "could not read kept frames: {e}");
@@ -680,14 +680,14 @@ impl Registry {
 
     /// Attaches a live connection that replays the kept frames itself, a page at a time
     /// (`kept_page`, `replayed`), before any newer frame (the WebSocket).
-    pub fn attach_draining(&self, client: &Client, handle: ConnHandle) {
+    pub fn attach_draining(&self, client: &Arc<Client>, handle: ConnHandle) {
         let mut conn = self.replace_conn(client, handle, true);
         conn.catching_up = true;
     }
 
     fn replace_conn<'c>(
         &self,
-        client: &'c Client,
+        client: &'c Arc<Client>,
         handle: ConnHandle,
         drains_store: bool,
     ) -> std::sync::MutexGuard<'c, Conn> {
@@ -695,6 +695,23 @@ impl Registry {
         client.set_remote(None);
         client.set_since_ms(now_ms());
         let mut conn = client.conn();
+        // Found just before `forget_local` dropped it from memory: it is known again (under
+        // its lock, so the two cannot cross).
+        let inserted = match self.clients.entry(client.id.clone()) {
+            dashmap::mapref::entry::Entry::Occupied(e) => {
+                if !Arc::ptr_eq(e.get(), client) {
+                    tracing::warn!(client = %client.id, "a tab known twice: its new entry is used");
+                }
+                false
+            }
+            dashmap::mapref::entry::Entry::Vacant(v) => {
+                v.insert(client.clone());
+                true
+            }
+        };
+        if inserted {
+            self.index(client);
+        }
         if let Some(old) = conn.handle.replace(handle) {
             old.kill.kill(close::REPLACED);
         }
