@@ -94,6 +94,13 @@ pub struct Timing {
     pub dead_after: Duration,
     /// A lost tab's in-flight task goes back to the queue after this grace.
     pub lost_grace: Duration,
+    /// A tab that did not come back is dropped from memory this long after it was last seen
+    /// (its identity stays in the store), unless a task still waits on it.
+    pub forget_in_memory: Duration,
+    /// A tab that did not come back for this long is forgotten for good: its identity and
+    /// the frames kept for it leave the store (not while a run in progress has it as master
+    /// or a task waits on it).
+    pub forget_after: Duration,
     /// Default time a tab has to answer a task.
     pub task_timeout: Duration,
     /// An SSE event stream whose `welcome` the tab has not confirmed (`ack`) within this is
@@ -135,6 +142,9 @@ impl Default for Timing {
             ping_interval: Duration::from_secs(20),
             dead_after: Duration::from_secs(60),
             lost_grace: Duration::from_secs(30),
+            // Twice the reconnect grace: its tasks have failed over by then.
+            forget_in_memory: Duration::from_secs(60),
+            forget_after: Duration::from_secs(24 * 3600),
             task_timeout: Duration::from_secs(300),
             // Twice the hello timeout: the welcome has to travel out and the ack back.
             stream_confirm: Duration::from_secs(10),
@@ -179,6 +189,8 @@ impl HubConfig {
             ping_interval: Duration::from_millis(200),
             dead_after: Duration::from_millis(800),
             lost_grace: Duration::from_millis(300),
+            forget_in_memory: Duration::from_secs(600),
+            forget_after: Duration::from_secs(24 * 3600),
             task_timeout: Duration::from_secs(30),
             stream_confirm: Duration::from_secs(5),
             http_header_read: Duration::from_secs(10),

@@ -120,6 +120,13 @@ const MIGRATIONS: &[&str] = &[
         at_ms INTEGER NOT NULL,
         PRIMARY KEY (session, round)
     )",
+
+    // 7: the per-tab cap's accounting reads `kind` and `bytes` from this index alone: in the
+    // table they come after the frame text (up to a frame long), so reading them walked every
+    // kept frame's overflow pages (about 65 ms per kept frame with 1,000 frames of 64 KiB).
+    // Identities are forgotten by `last_seen_ms`.
+    "CREATE INDEX pending_frames_cap ON pending_frames(client_id, kind, bytes);
+    CREATE INDEX clients_last_seen ON clients(last_seen_ms);",
 ];
 
 /// Kinds of kept frames that the overflow policy drops first: progress that a later frame
@@ -278,6 +285,38 @@ impl Store {
             .optional()?)
     }
 
+    /// Forgets the identities of tabs last seen before `cutoff_ms`, and the frames kept for
+    /// them, except `keep` (tabs something still waits on) and the masters of runs still in
+    /// progress. Returns each forgotten tab with how many kept frames went with it.
+    pub fn forget_clients_before(
+        &self,
+        cutoff_ms: i64,
+        keep: &[String],
+    ) -> StoreResult<Vec<(String, usize)>> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let old: Vec<String> = {
+            let mut stmt = tx.prepare(
+                "SELECT client_id FROM clients WHERE last_seen_ms < ?1 AND client_id NOT IN
+                   (SELECT master FROM runs WHERE master IS NOT NULL
+                      AND state IN ('running', 'paused'))",
+            )?;
+            let rows = stmt.query_map(params![cutoff_ms], |r| r.get::<_, String>(0))?;
+            rows.collect::<Result<Vec<_>, _>>()?
+        };
+        let mut gone = Vec::new();
+        for id in old.into_iter().filter(|id| !keep.contains(id)) {
+            tx.execute("DELETE FROM clients WHERE client_id = ?1", params![id])?;
+            let frames = tx.execute(
+                "DELETE FROM pending_frames WHERE client_id = ?1",
+                params![id],
+            )?;
+            gone.push((id, frames));
+        }
+        tx.commit()?;
+        Ok(gone)
+    }
+
     /// Keeps a frame for a tab that is not connected (test helper; no cap).
     pub fn push_pending(&self, client_id: &str, frame: &str) -> StoreResult<()> {
         self.keep_frame(client_id, frame, "", None).map(|_| ())
@@ -316,43 +355,66 @@ impl Store {
             params![client_id, frame, kind, frame.len() as i64],
         )?;
         let newest = tx.last_insert_rowid();
-        let mut dropped = 0;
-        if let Some(cap) = cap {
-            let droppable = DROPPABLE_KINDS
-                .iter()
-                .map(|k| format!("'{k}'"))
-                .collect::<Vec<_>>()
-                .join(",");
-            loop {
-                let (n, bytes): (i64, i64) = tx.query_row(
-                    "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM pending_frames
-                     WHERE client_id = ?1",
-                    params![client_id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )?;
-                if (n as usize) <= cap.frames && (bytes as usize) <= cap.bytes {
-                    break;
-                }
-                let victim: Option<i64> = tx
-                    .query_row(
-                        &format!(
-                            "SELECT id FROM pending_frames WHERE client_id = ?1 AND id != ?2
-                             ORDER BY (kind IN ({droppable})) DESC, id LIMIT 1"
-                        ),
-                        params![client_id, newest],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                let Some(victim) = victim else { break };
-                tx.execute("DELETE FROM pending_frames WHERE id = ?1", params![victim])?;
-                dropped += 1;
-            }
-        }
+        let dropped = match cap {
+            Some(cap) => hold_to_cap(&tx, client_id, newest, cap)?,
+            None => 0,
+        };
         tx.commit()?;
         drop(conn);
         if journal.is_some() {
             self.journal_written();
         }
+        Ok(dropped)
+    }
+
+    /// Sets aside `n` frame ids for a tab's frames that are not written yet: a frame kept
+    /// later gets a larger id, so `keep_frames_at` can write these afterwards (off the
+    /// caller's thread) and a replay still reads them first. Returns the first id.
+    pub fn reserve_frame_ids(&self, n: usize) -> StoreResult<i64> {
+        let conn = self.conn();
+        // `sqlite_sequence` holds the largest id AUTOINCREMENT handed out; it has no row
+        // before the table's first insert.
+        conn.execute(
+            "INSERT INTO sqlite_sequence (name, seq)
+             SELECT 'pending_frames', COALESCE((SELECT MAX(id) FROM pending_frames), 0)
+             WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'pending_frames')",
+            [],
+        )?;
+        let last: i64 = conn.query_row(
+            "UPDATE sqlite_sequence SET seq = seq + ?1 WHERE name = 'pending_frames'
+             RETURNING seq",
+            params![n as i64],
+            |r| r.get(0),
+        )?;
+        Ok(last - n as i64 + 1)
+    }
+
+    /// Keeps a tab's frames (`(id, text, kind)`, oldest first, each id from
+    /// `reserve_frame_ids`) in ONE transaction, then holds the tab's kept frames to `cap`
+    /// once; the newest frame of the batch always stays. Returns how many frames were
+    /// dropped to fit the cap.
+    pub fn keep_frames_at(
+        &self,
+        client_id: &str,
+        frames: &[(i64, String, String)],
+        cap: KeptCap,
+    ) -> StoreResult<usize> {
+        let Some(newest) = frames.iter().map(|f| f.0).max() else {
+            return Ok(0);
+        };
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO pending_frames (id, client_id, frame, kind, bytes)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for (id, text, kind) in frames {
+                insert.execute(params![id, client_id, text, kind, text.len() as i64])?;
+            }
+        }
+        let dropped = hold_to_cap(&tx, client_id, newest, cap)?;
+        tx.commit()?;
         Ok(dropped)
     }
 
@@ -549,6 +611,49 @@ fn append_in(conn: &Connection, run_id: &str, event_json: &str, now_ms: i64) -> 
     Ok(seq)
 }
 
+/// Holds a tab's kept frames to `cap`: the oldest droppable frames (`DROPPABLE_KINDS`) go
+/// first, then the oldest of any kind; `keep` (the frame just kept) always stays. Reads only
+/// the `pending_frames_cap` index: one sum, then victims in order until the tab fits.
+fn hold_to_cap(tx: &Connection, client_id: &str, keep: i64, cap: KeptCap) -> StoreResult<usize> {
+    let (n, bytes): (i64, i64) = tx.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM pending_frames INDEXED BY pending_frames_cap
+         WHERE client_id = ?1",
+        params![client_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let (mut n, mut bytes) = (n as usize, bytes as usize);
+    if n <= cap.frames && bytes <= cap.bytes {
+        return Ok(0);
+    }
+    let droppable = DROPPABLE_KINDS
+        .iter()
+        .map(|k| format!("'{k}'"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let victims: Vec<(i64, i64)> = {
+        let mut stmt = tx.prepare_cached(&format!(
+            "SELECT id, bytes FROM pending_frames INDEXED BY pending_frames_cap
+             WHERE client_id = ?1 AND id != ?2
+             ORDER BY (kind IN ({droppable})) DESC, id"
+        ))?;
+        let mut rows = stmt.query(params![client_id, keep])?;
+        let mut v = Vec::new();
+        while n > cap.frames || bytes > cap.bytes {
+            let Some(r) = rows.next()? else { break };
+            let (id, b): (i64, i64) = (r.get(0)?, r.get(1)?);
+            v.push((id, b));
+            n -= 1;
+            bytes = bytes.saturating_sub(b as usize);
+        }
+        v
+    };
+    let mut delete = tx.prepare_cached("DELETE FROM pending_frames WHERE id = ?1")?;
+    for (id, _) in &victims {
+        delete.execute(params![id])?;
+    }
+    Ok(victims.len())
+}
+
 fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
     Ok(RunRecord {
         run_id: r.get(0)?,
@@ -678,6 +783,119 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(v as usize, MIGRATIONS.len());
+    }
+
+    /// The cap's accounting reads an index, never the frames: with frames of 64 KiB it
+    /// walked every kept frame's overflow pages, once per frame kept.
+    #[test]
+    fn kept_frame_accounting_reads_only_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let plan = |sql: &str| -> String {
+            s.read(|c| {
+                let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                let rows = stmt.query_map(["c"], |r| r.get::<_, String>(3))?;
+                rows.collect::<Result<Vec<_>, _>>()
+            })
+            .unwrap()
+            .join("; ")
+        };
+        let sum = plan(
+            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM pending_frames WHERE client_id = ?1",
+        );
+        assert!(sum.contains("COVERING INDEX pending_frames_cap"), "{sum}");
+        let victims = plan(&format!(
+            "SELECT id, bytes FROM pending_frames WHERE client_id = ?1 ORDER BY (kind IN ('{}')) DESC, id",
+            DROPPABLE_KINDS[0]
+        ));
+        assert!(
+            victims.contains("COVERING INDEX pending_frames_cap"),
+            "{victims}"
+        );
+    }
+
+    #[test]
+    fn frames_written_later_at_set_aside_ids_are_read_first_and_capped_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let first = s.reserve_frame_ids(2).unwrap();
+        s.keep_frame("c", "third", "deliver", None).unwrap();
+        let cap = KeptCap {
+            frames: 2,
+            bytes: 1 << 20,
+        };
+        let batch = [
+            (first, "first".to_string(), "flow_event".to_string()),
+            (first + 1, "second".to_string(), "deliver".to_string()),
+        ];
+        // Three frames, a cap of two: the progress frame goes, once.
+        assert_eq!(s.keep_frames_at("c", &batch, cap).unwrap(), 1);
+        let texts: Vec<String> = s
+            .pending_page("c", 10, 1 << 20)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.text)
+            .collect();
+        assert_eq!(texts, ["second", "third"]);
+        // Ids set aside on an empty table too, and a later frame still sorts after them.
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let a = s.reserve_frame_ids(1).unwrap();
+        s.keep_frame("d", "later", "", None).unwrap();
+        s.keep_frames_at("d", &[(a, "earlier".into(), String::new())], cap)
+            .unwrap();
+        let texts: Vec<String> = s
+            .pending_page("d", 10, 1 << 20)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.text)
+            .collect();
+        assert_eq!(texts, ["earlier", "later"]);
+    }
+
+    #[test]
+    fn tabs_not_seen_for_long_are_forgotten_unless_still_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let tab = |id: &str, seen: i64| ClientRecord {
+            client_id: id.into(),
+            site: "kimi".into(),
+            label: None,
+            role: "worker".into(),
+            group: None,
+            url: None,
+            last_seen_ms: seen,
+        };
+        for (id, seen) in [("old", 10), ("master", 10), ("busy", 10), ("new", 1_000)] {
+            s.upsert_client(&tab(id, seen)).unwrap();
+        }
+        s.push_pending("old", "{}").unwrap();
+        s.insert_run(
+            &RunRecord {
+                run_id: "r".into(),
+                flow: "f".into(),
+                flow_hash: "h".into(),
+                flow_source: "".into(),
+                master: Some("master".into()),
+                state: "running".into(),
+                started_ms: 1,
+                updated_ms: 1,
+            },
+            "{}",
+        )
+        .unwrap();
+        let gone = s.forget_clients_before(500, &["busy".to_string()]).unwrap();
+        assert_eq!(gone, vec![("old".to_string(), 1)]);
+        assert!(s.client("old").unwrap().is_none());
+        assert_eq!(s.pending_count("old").unwrap(), 0);
+        for id in ["master", "busy", "new"] {
+            assert!(s.client(id).unwrap().is_some(), "{id} stays");
+        }
+        assert_eq!(
+            s.events("r").unwrap().len(),
+            1,
+            "journals are never touched"
+        );
     }
 }
 

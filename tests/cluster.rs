@@ -519,7 +519,7 @@ async fn presence_converges_within_its_time_to_live_measured() {
         return;
     };
     let beat = Duration::from_millis(HEARTBEAT_MS);
-    let ttl = beat * 3;
+    let ttl = beat * 5 / 2;
     // Join: a tab on b is seen on a and c.
     let t0 = Instant::now();
     let tab = ScriptedTab::connect(
@@ -569,10 +569,67 @@ async fn presence_converges_within_its_time_to_live_measured() {
         close <= beat * 2 + Duration::from_millis(300),
         "close took {close:?}"
     );
-    // TTL plus one sweep period (ttl/6) plus the poll.
+    // Within 3 heartbeats of the kill (TTL 2.5, swept every tenth), plus the poll.
     assert!(
-        dead <= ttl + ttl / 6 + Duration::from_millis(300),
+        dead <= beat * 3 + Duration::from_millis(300),
         "node death took {dead:?}"
+    );
+    drop(on_c);
+}
+
+/// A killed node's tabs leave every other view within 3 heartbeats of its last message, at a
+/// heartbeat long enough for the arithmetic to show (2 s; the default is 20 s, unit-tested on
+/// a virtual clock in `presence.rs`). Before, the time to live was 3 heartbeats and the sweep
+/// judged silence by the clock read before it waited: never under 3 heartbeats, up to 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_leaves_every_view_within_three_heartbeats() {
+    let Some(nats) = NatsServer::start().await else {
+        return;
+    };
+    let beat = Duration::from_secs(2);
+    let mut nodes = Vec::new();
+    for n in ["a", "b", "c"] {
+        nodes.push(Node::start_with_heartbeat(Some(&nats), n, None, beat.as_millis() as u64).await);
+    }
+    let mut c = nodes.pop().expect("node c");
+    let survivors_see = |mut want: Vec<String>| {
+        want.sort();
+        let nodes = &nodes;
+        async move {
+            for n in nodes {
+                if n.connected().await != want {
+                    return false;
+                }
+            }
+            true
+        }
+    };
+    let mut on_c = Vec::new();
+    for i in 0..3 {
+        let l = format!("c{i}");
+        on_c.push(ScriptedTab::connect(&c.ws_url(), hello(&l, "sim", "worker"), echo(l)).await);
+    }
+    // c's last message is the delta of this tab: the clock runs from before it was sent.
+    let t0 = Instant::now();
+    on_c.push(
+        ScriptedTab::connect(&c.ws_url(), hello("c3", "sim", "worker"), echo("c3".into())).await,
+    );
+    let ids: Vec<String> = on_c.iter().map(|t| t.client_id.clone()).collect();
+    converge(beat * 2, "a and b see c's tabs", || {
+        survivors_see(ids.clone())
+    })
+    .await;
+    c.kill().await;
+    let killed = t0.elapsed();
+    converge(beat * 5, "a killed node's tabs leave", || {
+        survivors_see(Vec::new())
+    })
+    .await;
+    let gone = t0.elapsed();
+    eprintln!("node SIGKILL at heartbeat {beat:?}: killed {killed:?} after its last message, gone from a and b {gone:?} after it");
+    assert!(
+        gone < beat * 3,
+        "a killed node's tabs left {gone:?} after its last message, over 3 heartbeats"
     );
     drop(on_c);
 }

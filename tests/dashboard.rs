@@ -659,3 +659,63 @@ async fn an_attempts_first_chunk_time_is_recorded_when_its_tab_streamed() {
     assert!(b["total_ms"].is_number(), "{b}");
     assert_eq!(b["first_chunk_ms"], Value::Null, "streamed nothing: {b}");
 }
+
+/// Every event of the stream carries an `id:` (the hello, tab and run events too, not only
+/// journal rows), and a resume with `Last-Event-ID` after any of them gives exactly the
+/// journal rows that followed it: no gap, nothing twice.
+#[tokio::test]
+async fn every_event_carries_an_id_and_a_resume_after_any_of_them_misses_nothing() {
+    let h = hub().await;
+    std::fs::write(h.hub().config.flows_dir.join("retry.yaml"), RETRY).unwrap();
+    let _tab = h
+        .scripted("w1", "kimi", "worker", |p: &str| {
+            Reply::Text(Duration::from_millis(5), format!("re: {p}"))
+        })
+        .await;
+    // Read from the journal's start until the run's end event (`event: run`).
+    let run_end = |evs: &[(Option<String>, String, Value)]| evs.iter().any(|(_, e, _)| e == "run");
+    let reader = read_events(&h, "", Some("0"), run_end);
+    let started = api_post(&h, "/api/runs", json!({"flow": "retry"}));
+    let (evs, started) = tokio::join!(reader, started);
+    assert!(started["run_id"].is_string(), "{started}");
+    for (id, name, data) in &evs {
+        assert!(
+            id.as_deref().is_some_and(|i| i.parse::<i64>().is_ok()),
+            "an event without an id: {name} {data}"
+        );
+    }
+    let kinds: Vec<&str> = evs.iter().map(|(_, e, _)| e.as_str()).collect();
+    assert_eq!(kinds[0], "hello");
+    assert_eq!(kinds.last(), Some(&"run"));
+    // Resume after every event that is not a journal row (and after a journal row).
+    let journal_after = |i: usize| -> Vec<String> {
+        evs[i + 1..]
+            .iter()
+            .filter(|(_, e, _)| e == "journal")
+            .map(|(id, _, _)| id.clone().unwrap())
+            .collect()
+    };
+    let cuts: Vec<usize> = (0..evs.len())
+        .filter(|&i| evs[i].1 != "journal" || i == 3)
+        .collect();
+    assert!(cuts.len() >= 3, "{kinds:?}");
+    for i in cuts {
+        let want = journal_after(i);
+        let at = evs[i].0.clone().unwrap();
+        let n = want.len();
+        let got = read_events(&h, "", Some(&at), |evs| {
+            evs.iter().filter(|(_, e, _)| e == "journal").count() >= n
+        })
+        .await;
+        let got: Vec<String> = got
+            .iter()
+            .filter(|(_, e, _)| e == "journal")
+            .map(|(id, _, _)| id.clone().unwrap())
+            .collect();
+        assert_eq!(
+            got, want,
+            "resumed after {} (id {at}): the journal rows after it",
+            evs[i].1
+        );
+    }
+}

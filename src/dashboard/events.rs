@@ -1,8 +1,9 @@
-//! `GET /api/events`: the hub's events over SSE. Journal events carry `id:` = their global
-//! journal sequence (the journal row's id) and resume after `Last-Event-ID` (header, or the
-//! `last_event_id` query parameter for a page that reopens its stream after a reload); tab
-//! events (`event: tab`) carry no id. The stream waits on the store's journal signal: no
-//! polling.
+//! `GET /api/events`: the hub's events over SSE. Every event carries an `id:`: journal
+//! events their global journal sequence (the journal row's id), every other event (`hello`,
+//! `mark`, `tab`, `run`) the sequence of the last journal row sent before it, so a client
+//! that resumes after any event with `Last-Event-ID` (header, or the `last_event_id` query
+//! parameter for a page that reopens its stream after a reload) gets every journal row after
+//! it and none twice. The stream waits on the store's journal signal: no polling.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -79,14 +80,21 @@ impl Feed {
                             HubEvent::RunFinished { run_id, .. } => ("run_finished", run_id.clone()),
                         };
                         let name = if kind == "run_finished" { "run" } else { "tab" };
+                        // The journal position it was sent at: a resume after it misses nothing.
                         self.queue.push_back(
                             Event::default()
+                                .id(self.last.to_string())
                                 .event(name)
                                 .data(json!({"kind": kind, "id": id}).to_string()),
                         );
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
-                        self.queue.push_back(Event::default().event("tab").data(r#"{"kind":"lagged"}"#));
+                        self.queue.push_back(
+                            Event::default()
+                                .id(self.last.to_string())
+                                .event("tab")
+                                .data(r#"{"kind":"lagged"}"#),
+                        );
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
@@ -121,6 +129,7 @@ pub async fn events(
         last,
         run: q.get("run").cloned().filter(|r| !r.is_empty()),
         queue: VecDeque::from([Event::default()
+            .id(last.to_string())
             .event("hello")
             .data(json!({"last_event_id": last}).to_string())]),
     };

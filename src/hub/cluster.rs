@@ -20,6 +20,8 @@ impl Hub {
         let hub = self.clone();
         self.tracker
             .spawn(async move { hub.engine_events(events).await });
+        let hub = self.clone();
+        self.tracker.spawn(async move { hub.forget_tabs().await });
         if !self.engine.clustered() {
             return;
         }
@@ -29,6 +31,71 @@ impl Hub {
         let hub = self.clone();
         self.tracker
             .spawn(async move { hub.sweep_presence().await });
+    }
+
+    /// Tabs that did not come back are forgotten: from memory `forget_in_memory` after they
+    /// were last seen, from the store `forget_after` (see `forget_gone_tabs`).
+    async fn forget_tabs(self: Arc<Self>) {
+        let t = &self.config.timing;
+        let period = (t.forget_in_memory.min(t.forget_after) / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(60));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = self.shutdown.cancelled() => return,
+            }
+            self.forget_gone_tabs(now_ms());
+        }
+    }
+
+    /// Forgets this node's tabs that are away and were last seen long enough before `now`:
+    /// from memory after `forget_in_memory`, and their identity and kept frames after
+    /// `forget_after`. A tab a task still waits on (its queue) stays, and so does the master
+    /// of a run in progress (in the store: the run's results are still sent to it). The
+    /// runs' journals are never touched. Returns (dropped from memory, forgotten in store).
+    pub fn forget_gone_tabs(&self, now: i64) -> (usize, usize) {
+        let t = &self.config.timing;
+        let mem_cut = now.saturating_sub(t.forget_in_memory.as_millis() as i64);
+        let store_cut = now.saturating_sub(t.forget_after.as_millis() as i64);
+        let mut needed = Vec::new();
+        let mut from_memory = 0;
+        for c in self.registry.all() {
+            if c.is_remote() {
+                continue;
+            }
+            if c.state() == ConnState::Connected || self.tasks.load(&c) > 0 {
+                needed.push(c.id.clone());
+            } else if c.last_seen_ms() < mem_cut && self.registry.forget_local(&c) {
+                from_memory += 1;
+            }
+        }
+        if from_memory > 0 {
+            tracing::info!(
+                tabs = from_memory,
+                "tabs that did not come back dropped from memory"
+            );
+        }
+        let gone = match self.store.forget_clients_before(store_cut, &needed) {
+            Ok(gone) => gone,
+            Err(e) => {
+                tracing::warn!("could not forget old tabs: {e}");
+                return (from_memory, 0);
+            }
+        };
+        for (id, frames) in &gone {
+            if let Some(c) = self.registry.get(id) {
+                self.registry.forget_local(&c);
+            }
+            if *frames > 0 {
+                tracing::warn!(client = %id, dropped = frames,
+                    "tab forgotten after it did not come back: its {frames} kept frames go with it");
+            } else {
+                tracing::info!(client = %id, "tab forgotten after it did not come back");
+            }
+        }
+        (from_memory, gone.len())
     }
 
     async fn engine_events(self: Arc<Self>, mut events: mpsc::Receiver<EngineEvent>) {
@@ -114,9 +181,10 @@ impl Hub {
         }
     }
 
-    /// Every third of the time to live: other nodes' tabs that were not refreshed leave.
+    /// Every 25th of the time to live (a tenth of a heartbeat): other nodes' tabs that were
+    /// not refreshed leave.
     async fn sweep_presence(self: Arc<Self>) {
-        let period = (self.engine.presence_ttl() / 6).max(Duration::from_millis(20));
+        let period = (self.engine.presence_ttl() / 25).max(Duration::from_millis(20));
         let mut tick = tokio::time::interval(period);
         loop {
             tokio::select! {
@@ -130,11 +198,12 @@ impl Hub {
         }
     }
 
-    /// When a remote entry told of now leaves unless told again. A third of a time to live
-    /// past the engine's own expiry of a silent node, which comes first and says `Gone`.
+    /// When a remote entry told of now leaves unless told again. A fifth of a time to live
+    /// (half a heartbeat) past the engine's own expiry of a silent node, which comes first
+    /// and says `Gone`: 3 heartbeats after the node was last heard.
     fn remote_deadline(&self) -> i64 {
         let ttl = self.engine.presence_ttl();
-        now_ms() + (ttl + ttl / 3).as_millis() as i64
+        now_ms() + (ttl + ttl / 5).as_millis() as i64
     }
 
     /// Another node's tab appeared, changed or was refreshed.

@@ -91,6 +91,20 @@ impl<T> Sender<T> {
         })
         .await
     }
+
+    /// Closes the queue from the sending side and takes what it holds, oldest first: the
+    /// receiver gets nothing more (a connection that was killed hands its frames on).
+    pub fn close_take(&self) -> Vec<T> {
+        let mut s = self.0.lock();
+        s.closed = true;
+        let taken = std::mem::take(&mut s.queue);
+        let wakers = [s.waker.take(), s.room.take()];
+        drop(s);
+        for w in wakers.into_iter().flatten() {
+            w.wake();
+        }
+        taken.into()
+    }
 }
 
 impl<T> Clone for Sender<T> {

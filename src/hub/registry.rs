@@ -81,6 +81,11 @@ impl Killer {
         self.token.is_cancelled()
     }
 
+    /// The close code `kill` was called with (0 before).
+    pub fn code(&self) -> u16 {
+        self.code.load(Ordering::Relaxed)
+    }
+
     /// Resolves with the close code once `kill` was called.
     pub async fn killed(&self) -> u16 {
         self.token.cancelled().await;
@@ -118,9 +123,15 @@ struct Conn {
     /// While set, every frame for the tab is kept in the store behind the ones its writer is
     /// still replaying; the writer clears it when the store is empty.
     catching_up: bool,
-    /// Frames sent after the connection was killed (slow consumer) while it still holds its
-    /// queue: they belong after what is queued, and are kept with it when it ends.
-    spill: Vec<String>,
+    /// Set once a frame was routed to the connection after its kill: what its queue held
+    /// went to the store then, and every later frame goes to the store too (within the
+    /// per-tab cap), never to memory.
+    to_store: bool,
+    /// The frame id set aside then for the frame its writer may still have been writing
+    /// (older than everything its queue held); `release` keeps that frame there.
+    slot: Option<i64>,
+    /// Frames meant for the connection that it did not get since its kill (for the log).
+    not_delivered: usize,
 }
 
 /// One tab, connected or not. Shared by the connection task, the task queue and commands.
@@ -156,6 +167,9 @@ pub struct Client {
     since_ms: AtomicI64,
     /// Tasks this node sent to the tab on its node and still waits for.
     pub(super) remote_waiting: AtomicUsize,
+    /// Batches of the tab's frames on their way to the store (written off the async workers,
+    /// with ids set aside in order): a replay waits for them.
+    flushing: AtomicUsize,
 }
 
 /// What the cluster's presence says of a tab on another node.
@@ -186,6 +200,7 @@ impl Client {
             is_remote: AtomicBool::new(false),
             since_ms: AtomicI64::new(0),
             remote_waiting: AtomicUsize::new(0),
+            flushing: AtomicUsize::new(0),
         }
     }
 
@@ -386,6 +401,8 @@ pub struct Registry {
     store: Store,
     offline_cap: KeptCap,
     next_conn: AtomicU64,
+    /// Frames dropped to hold tabs to the per-tab cap, since the start (each drop is logged).
+    dropped: Arc<AtomicU64>,
     /// Where frames for remote tabs go.
     engine: Arc<dyn Engine>,
 }
@@ -430,6 +447,7 @@ impl Registry {
                 bytes: 16 * 1024 * 1024,
             },
             next_conn: AtomicU64::new(1),
+            dropped: Arc::default(),
             engine: super::engine::Local::new().0,
         }
     }
@@ -505,6 +523,30 @@ impl Registry {
         Some(client)
     }
 
+    /// Drops a tab of this node from memory (not from the store: it can still come back
+    /// with its id) if it is away and nothing of its connection is left. The caller checks
+    /// that no task waits on it. True if it went.
+    pub fn forget_local(&self, client: &Arc<Client>) -> bool {
+        if client.is_remote() || client.flushing.load(Ordering::Acquire) > 0 {
+            return false;
+        }
+        // Under the tab's lock: a connection attaching now either came first (kept) or
+        // finds the entry gone and makes a new one from the store.
+        let conn = client.conn();
+        if conn.handle.is_some() {
+            return false;
+        }
+        let gone = self
+            .clients
+            .remove_if(&client.id, |_, c| Arc::ptr_eq(c, client) && !c.is_remote())
+            .is_some();
+        drop(conn);
+        if gone {
+            self.unindex(client);
+        }
+        gone
+    }
+
     fn unindex(&self, client: &Arc<Client>) {
         for k in name_keys(client) {
             if let Some(mut tabs) = self.names.get_mut(&k) {
@@ -548,6 +590,11 @@ impl Registry {
     pub fn with_offline_bytes(mut self, bytes: usize) -> Registry {
         self.offline_cap.bytes = bytes.max(1);
         self
+    }
+
+    /// Frames dropped to hold tabs to the per-tab cap since the hub started.
+    pub fn frames_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     pub fn next_conn_id(&self) -> u64 {
@@ -621,7 +668,7 @@ impl Registry {
     /// Attaches a live connection that is handed everything kept for the tab (SSE); any
     /// previous connection of this id is told to close. Returns the frames that waited while
     /// the tab was away, oldest first (bounded by the per-tab cap).
-    pub fn attach(&self, client: &Client, handle: ConnHandle) -> Vec<String> {
+    pub fn attach(&self, client: &Arc<Client>, handle: ConnHandle) -> Vec<String> {
         let mut conn = self.replace_conn(client, handle, false);
         let waiting = self.store.take_pending(&client.id).unwrap_or_else(|e| {
             tracing::warn!(client = %client.id, "could not read kept frames: {e}");
@@ -633,14 +680,14 @@ impl Registry {
 
     /// Attaches a live connection that replays the kept frames itself, a page at a time
     /// (`kept_page`, `replayed`), before any newer frame (the WebSocket).
-    pub fn attach_draining(&self, client: &Client, handle: ConnHandle) {
+    pub fn attach_draining(&self, client: &Arc<Client>, handle: ConnHandle) {
         let mut conn = self.replace_conn(client, handle, true);
         conn.catching_up = true;
     }
 
     fn replace_conn<'c>(
         &self,
-        client: &'c Client,
+        client: &'c Arc<Client>,
         handle: ConnHandle,
         drains_store: bool,
     ) -> std::sync::MutexGuard<'c, Conn> {
@@ -648,14 +695,30 @@ impl Registry {
         client.set_remote(None);
         client.set_since_ms(now_ms());
         let mut conn = client.conn();
+        // Found just before `forget_local` dropped it from memory: it is known again (under
+        // its lock, so the two cannot cross).
+        let inserted = match self.clients.entry(client.id.clone()) {
+            dashmap::mapref::entry::Entry::Occupied(e) => {
+                if !Arc::ptr_eq(e.get(), client) {
+                    tracing::warn!(client = %client.id, "a tab known twice: its new entry is used");
+                }
+                false
+            }
+            dashmap::mapref::entry::Entry::Vacant(v) => {
+                v.insert(client.clone());
+                true
+            }
+        };
+        if inserted {
+            self.index(client);
+        }
         if let Some(old) = conn.handle.replace(handle) {
             old.kill.kill(close::REPLACED);
         }
-        // What the replaced connection could not send after its kill is older than anything
-        // the new one will get: keep it first.
-        for text in std::mem::take(&mut conn.spill) {
-            self.keep_offline(client, text);
-        }
+        // What the replaced connection did not send after its kill is in the store already.
+        conn.to_store = false;
+        conn.slot = None;
+        conn.not_delivered = 0;
         conn.drains_store = drains_store;
         client.touch();
         conn
@@ -664,6 +727,11 @@ impl Registry {
     /// The next page of frames kept for a tab whose connection drains the store. Empty when
     /// nothing is left; from then on frames go to the connection's queue again.
     pub fn kept_page(&self, client: &Client) -> Vec<KeptFrame> {
+        if client.flushing.load(Ordering::Acquire) > 0 {
+            // Older frames are still on their way to the store: nothing is replayed past
+            // them. The connection stays catching up; the batch's end wakes its writer.
+            return Vec::new();
+        }
         let page = |store: &Store| {
             store
                 .pending_page(&client.id, PAGE_FRAMES, PAGE_BYTES)
@@ -715,23 +783,148 @@ impl Registry {
             }
             return false;
         }
-        let spill = std::mem::take(&mut conn.spill);
-        for text in unsent.into_iter().chain(queued).chain(spill) {
-            self.keep_offline(client, text);
+        let code = conn.handle.as_ref().map_or(0, |h| h.kill.code());
+        let mut unsent: Vec<String> = unsent.into_iter().collect();
+        // The frame being written when it ended goes where its id was set aside, if it was
+        // (it is older than what its queue held, which went to the store at the kill).
+        let mut batch = Vec::new();
+        if let (Some(slot), 1) = (conn.slot, unsent.len()) {
+            let text = unsent.remove(0);
+            batch.push((slot, frame_type(&text).unwrap_or_default(), text));
+        }
+        let rest: Vec<String> = unsent.into_iter().chain(queued).collect();
+        let not_delivered = conn.not_delivered + batch.len() + rest.len();
+        if !rest.is_empty() {
+            match self.store.reserve_frame_ids(rest.len()) {
+                Ok(first) => batch.extend(rest.into_iter().enumerate().map(|(i, text)| {
+                    (
+                        first + i as i64,
+                        frame_type(&text).unwrap_or_default(),
+                        text,
+                    )
+                })),
+                Err(e) => {
+                    tracing::warn!(client = %client.id, "could not set frame ids aside: {e}");
+                    for text in rest {
+                        self.keep_offline(client, text);
+                    }
+                }
+            }
         }
         *conn = Conn::default();
+        // Counted before the lock is let go: a replay cannot pass the batch.
+        if !batch.is_empty() {
+            client.flushing.fetch_add(1, Ordering::AcqRel);
+        }
         drop(conn);
+        if not_delivered > 0 {
+            tracing::warn!(
+                client = %client.id,
+                code,
+                not_delivered,
+                "connection ended with frames it did not get: kept for its return (within the per-tab cap)"
+            );
+        }
+        self.flush(client, batch);
         self.persist(client);
         true
+    }
+
+    /// Writes a batch of a tab's frames (ids set aside, `flushing` already counted) to the
+    /// store in one transaction, on a blocking thread when there is a runtime, never under
+    /// the tab's lock; then wakes the tab's writer, which may be waiting to replay them.
+    fn flush(&self, client: &Client, batch: Vec<(i64, String, String)>) {
+        if batch.is_empty() {
+            return;
+        }
+        let store = self.store.clone();
+        let cap = self.offline_cap;
+        let counter = self.dropped.clone();
+        let owner = self.get(&client.id);
+        let write = move |client: &Client| {
+            let n = batch.len();
+            let frames: Vec<(i64, String, String)> = batch
+                .into_iter()
+                .map(|(id, kind, text)| (id, text, kind))
+                .collect();
+            match store.keep_frames_at(&client.id, &frames, cap) {
+                Ok(0) => {}
+                Ok(dropped) => {
+                    counter.fetch_add(dropped as u64, Ordering::Relaxed);
+                    tracing::warn!(
+                        client = %client.id,
+                        dropped,
+                        "kept frames over the cap: dropped the {dropped} oldest (progress first)"
+                    )
+                }
+                Err(e) => tracing::warn!(
+                    client = %client.id,
+                    lost = n,
+                    "could not store {n} frames: {e}"
+                ),
+            }
+            client.flushing.fetch_sub(1, Ordering::AcqRel);
+            client.kept.notify_one();
+        };
+        match (owner, tokio::runtime::Handle::try_current()) {
+            (Some(owner), Ok(rt)) => {
+                rt.spawn_blocking(move || write(&owner));
+            }
+            _ => write(client),
+        }
+    }
+
+    /// The first frame routed to a killed connection: what its queue holds goes to the store
+    /// (after an id set aside for the frame its writer may still hold), and so does every
+    /// later frame. Called under the tab's lock.
+    fn spill_to_store(&self, client: &Client, conn: &mut Conn) {
+        if conn.to_store {
+            return;
+        }
+        conn.to_store = true;
+        let Some(handle) = conn.handle.as_ref() else {
+            return;
+        };
+        let queued: Vec<String> = handle
+            .tx
+            .close_take()
+            .into_iter()
+            .filter_map(Outbound::into_frame)
+            .collect();
+        conn.not_delivered += queued.len();
+        let first = match self.store.reserve_frame_ids(queued.len() + 1) {
+            Ok(first) => first,
+            Err(e) => {
+                tracing::warn!(client = %client.id, "could not set frame ids aside: {e}");
+                for text in queued {
+                    self.keep_offline(client, text);
+                }
+                return;
+            }
+        };
+        conn.slot = Some(first);
+        let batch: Vec<(i64, String, String)> = queued
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                (
+                    first + 1 + i as i64,
+                    frame_type(&text).unwrap_or_default(),
+                    text,
+                )
+            })
+            .collect();
+        if !batch.is_empty() {
+            client.flushing.fetch_add(1, Ordering::AcqRel);
+            self.flush(client, batch);
+        }
     }
 
     /// Detaches connection `conn_id` if it is still the current one; true if it was.
     pub fn detach(&self, client: &Client, conn_id: u64) -> bool {
         let mut conn = client.conn();
         if conn.handle.as_ref().map(|h| h.conn_id) == Some(conn_id) {
-            for text in std::mem::take(&mut conn.spill) {
-                self.keep_offline(client, text);
-            }
+            // What came after its kill is in the store already.
             *conn = Conn::default();
             drop(conn);
             self.persist(client);
@@ -815,18 +1008,22 @@ impl Registry {
             self.keep(client, &text, journal);
             return Sent::Stored;
         };
-        if durable && (handle.kill.is_killed() || !conn.drains_store) {
+        if handle.kill.is_killed() {
+            // Behind what its queue held (in the store now, or on its way there): kept in
+            // the store within the per-tab cap, with its journal entry, never in memory.
+            self.spill_to_store(client, &mut conn);
+            conn.not_delivered += 1;
+            drop(conn);
+            self.keep(client, &text, journal);
+            return Sent::Stored;
+        }
+        if durable && !conn.drains_store {
             // Not kept by the paths below: the journal goes first, on its own.
             if let Some(j) = journal.take() {
                 if let Err(e) = self.store.append_event(j.run_id, j.event, j.at_ms) {
                     tracing::error!(run = j.run_id, "journal write failed: {e}");
                 }
             }
-        }
-        if handle.kill.is_killed() {
-            // Behind what its queue still holds; kept with it when the connection ends.
-            conn.spill.push(text);
-            return Sent::Stored;
         }
         if conn.drains_store && (conn.catching_up || durable) {
             // Kept under the lock, so the writer's "store is empty" check cannot miss it.
@@ -842,7 +1039,10 @@ impl Registry {
                 // The writer cannot keep up (or is gone): drop the connection, keep the frame.
                 tracing::warn!(client = %client.id, "slow consumer: closing its connection");
                 handle.kill.kill(close::SLOW_CONSUMER);
-                conn.spill.push(text);
+                self.spill_to_store(client, &mut conn);
+                conn.not_delivered += 1;
+                drop(conn);
+                self.keep(client, &text, journal);
                 Sent::SlowConsumerClosed
             }
             Err(_) => unreachable!("a frame was sent, not a pong"),
@@ -881,10 +1081,14 @@ impl Registry {
             journal,
         ) {
             Ok(0) => {}
-            Ok(n) => tracing::warn!(
-                client = %client.id,
-                "kept frames over the cap: dropped the {n} oldest (progress first)"
-            ),
+            Ok(n) => {
+                self.dropped.fetch_add(n as u64, Ordering::Relaxed);
+                tracing::warn!(
+                    client = %client.id,
+                    dropped = n,
+                    "kept frames over the cap: dropped the {n} oldest (progress first)"
+                )
+            }
             Err(e) => tracing::warn!(client = %client.id, "could not store frame: {e}"),
         }
     }
@@ -1086,5 +1290,102 @@ mod tests {
         reg.index(&a);
         assert!(reg.resolve("w1").is_empty());
         assert_eq!(ids(reg.resolve("lead")), vec![a.id.clone()]);
+    }
+
+    fn numbered(i: usize) -> String {
+        encode(&ServerFrame::Deliver {
+            text: format!("frame {i}"),
+            auto_send: false,
+            run_id: None,
+            deliver_id: None,
+        })
+    }
+
+    /// A connection killed as a slow consumer: what its queue held and everything sent to it
+    /// afterwards is in the store at once (nothing waits in memory for the connection to
+    /// end), and the frame its writer held goes first when it ends: the replay order is the
+    /// order the frames were sent in.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_killed_connection_s_frames_go_to_the_store_in_order_not_to_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::new(Store::open(dir.path()).unwrap(), 1000);
+        let c = reg.create(ClientInfo {
+            site: "s".into(),
+            ..ClientInfo::default()
+        });
+        let (tx, mut rx) = outq::channel(3);
+        let conn_id = reg.next_conn_id();
+        let kill = Killer::default();
+        assert!(reg
+            .attach(
+                &c,
+                ConnHandle {
+                    conn_id,
+                    tx,
+                    kill: kill.clone(),
+                },
+            )
+            .is_empty());
+        for i in 0..4 {
+            assert_eq!(reg.send_text(&c, numbered(i)), Sent::Live);
+            if i == 0 {
+                // The writer takes frame 0 and is stuck writing it.
+                assert!(rx.try_recv().is_ok());
+            }
+        }
+        assert_eq!(reg.send_text(&c, numbered(4)), Sent::SlowConsumerClosed);
+        assert!(kill.is_killed());
+        for i in 5..10 {
+            assert_eq!(reg.send_text(&c, numbered(i)), Sent::Stored);
+        }
+        // Frames 1–9 are in the store before the connection ends (the queue's three are
+        // written off this thread: wait for them).
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while c.flushing.load(Ordering::Acquire) > 0 {
+                c.frames_kept().await;
+            }
+        })
+        .await
+        .expect("the batch is written");
+        assert_eq!(reg.store.pending_count(&c.id).unwrap(), 9);
+        assert!(rx.try_recv().is_err(), "the killed queue holds nothing");
+        // The connection ends with frame 0 unsent: it is replayed first.
+        assert!(reg.release(&c, conn_id, Some(numbered(0)), &mut rx));
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while c.flushing.load(Ordering::Acquire) > 0 {
+                c.frames_kept().await;
+            }
+        })
+        .await
+        .expect("the last frame is written");
+        let texts: Vec<String> = reg
+            .store
+            .pending_page(&c.id, 100, 1 << 20)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.text)
+            .collect();
+        assert_eq!(texts, (0..10).map(numbered).collect::<Vec<_>>());
+        assert_eq!(c.state(), ConnState::Lost);
+    }
+
+    #[test]
+    fn a_tab_that_is_away_can_be_dropped_from_memory_and_still_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::new(Store::open(dir.path()).unwrap(), 4);
+        let here = connected(&reg, "kimi", Some("here"));
+        assert!(!reg.forget_local(&here), "a connected tab stays");
+        let away = reg.create(ClientInfo {
+            site: "kimi".into(),
+            label: Some("away".into()),
+            ..ClientInfo::default()
+        });
+        reg.persist(&away);
+        assert!(reg.forget_local(&away));
+        assert!(reg.get(&away.id).is_none());
+        assert!(reg.names.get("away").is_none());
+        // Its identity is in the store: it comes back with its id and label.
+        let back = reg.resume(&away.id).expect("known from the store");
+        assert_eq!(back.info().label.as_deref(), Some("away"));
     }
 }

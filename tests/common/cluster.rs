@@ -102,7 +102,7 @@ impl Drop for NatsServer {
     }
 }
 
-/// Timings of the hubs under test: heartbeat 200 ms (presence lives 600 ms), grace 300 ms.
+/// Timings of the hubs under test: heartbeat 200 ms (presence lives 500 ms), grace 300 ms.
 pub const HEARTBEAT_MS: u64 = 200;
 pub const LOST_GRACE_MS: u64 = 300;
 
@@ -117,6 +117,16 @@ pub struct Node {
 impl Node {
     /// Starts a hub; in the cluster of `nats` as `name` when given.
     pub async fn start(nats: Option<&NatsServer>, name: &str, flows: Option<&Path>) -> Node {
+        Self::start_with_heartbeat(nats, name, flows, HEARTBEAT_MS).await
+    }
+
+    /// `start`, with its own heartbeat (ms).
+    pub async fn start_with_heartbeat(
+        nats: Option<&NatsServer>,
+        name: &str,
+        flows: Option<&Path>,
+        heartbeat_ms: u64,
+    ) -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = std::fs::File::create(dir.path().join("hub.log")).expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_aicard"));
@@ -133,7 +143,7 @@ impl Node {
             .arg(dir.path().join("role-cards"))
             .arg("--skills")
             .arg(dir.path().join("skills"))
-            .args(["--heartbeat-ms", &HEARTBEAT_MS.to_string()])
+            .args(["--heartbeat-ms", &heartbeat_ms.to_string()])
             .args(["--lost-grace-ms", &LOST_GRACE_MS.to_string()])
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())

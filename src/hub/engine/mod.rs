@@ -143,7 +143,7 @@ pub trait Engine: Send + Sync {
     fn node(&self) -> &str;
     /// True when other nodes may exist.
     fn clustered(&self) -> bool;
-    /// How long a presence lives without a refresh (about 3 heartbeats).
+    /// How long a presence lives without a refresh (2.5 heartbeats).
     fn presence_ttl(&self) -> Duration;
     /// Publishes a local tab's presence if it changed (changes are coalesced per node).
     fn announce(&self, presence: Presence);

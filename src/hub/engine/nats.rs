@@ -6,8 +6,10 @@
 //!   coalesced over a few milliseconds (a connect storm of 1,000 tabs is one message, not
 //!   1,000), each message with the node's `epoch` (its start) and a `seq` that grows by one.
 //!   Once a heartbeat a node publishes a `beat` carrying its last `seq`: the other nodes keep
-//!   its tabs alive for 3 heartbeats from it. A receiver that misses a message (a gap in
-//!   `seq`, a beat ahead of what it applied, a new epoch) asks the node for a snapshot on
+//!   its tabs alive for 2.5 heartbeats from its last message, checked every tenth of a
+//!   heartbeat, so a killed node's tabs leave within 3 heartbeats. A receiver that misses a
+//!   message (a gap in `seq`, a beat ahead of what it applied, a new epoch) asks the node for
+//!   a snapshot on
 //!   `aicard.sync.<NODE>` and gets it in parts on its own inbox; deltas that come meanwhile
 //!   wait and are applied after it. A node that joins says `hello` and every node answers
 //!   with a beat, so the newcomer syncs at once. A graceful stop publishes `leave`.
@@ -100,7 +102,7 @@ impl Nats {
             .connect(cfg.url.as_str())
             .await
             .with_context(|| format!("connecting to NATS at {}", cfg.url))?;
-        let ttl = heartbeat * 3;
+        let ttl = presence::ttl_for(heartbeat);
         let subscribe = |subject: String| {
             let client = client.clone();
             async move {
@@ -200,14 +202,19 @@ impl Nats {
     async fn apply_presence(self: Arc<Self>, mut sub: async_nats::Subscriber) {
         let mut views = Views::new(&self.node, self.ttl);
         let (snap_tx, mut snap_rx) = mpsc::channel::<Synced>(64);
-        let mut sweep = tokio::time::interval((self.ttl / 6).max(Duration::from_millis(20)));
+        let mut sweep = tokio::time::interval(presence::sweep_period(self.heartbeat));
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        enum Next {
+            Msg(Msg),
+            Snap(String, Option<(u64, u64, Vec<Presence>)>),
+            Sweep,
+        }
         loop {
-            let now = crate::store::now_ms() as u64;
-            let step = tokio::select! {
+            let next = tokio::select! {
                 msg = sub.next() => {
                     let Some(msg) = msg else { return };
                     match serde_json::from_slice::<Msg>(&msg.payload) {
-                        Ok(m) => views.on_msg(m, now),
+                        Ok(m) => Next::Msg(m),
                         Err(e) => {
                             tracing::warn!(subject = %msg.subject, "bad presence message: {e}");
                             continue;
@@ -215,14 +222,24 @@ impl Nats {
                     }
                 }
                 snap = snap_rx.recv() => match snap {
-                    Some((node, Some((epoch, seq, up)))) => views.on_snapshot(&node, epoch, seq, up, now),
-                    Some((node, None)) => {
-                        views.sync_failed(&node);
-                        continue;
-                    }
+                    Some((node, s)) => Next::Snap(node, s),
                     None => return,
                 },
-                _ = sweep.tick() => views.expire(now),
+                _ = sweep.tick() => Next::Sweep,
+            };
+            // The clock is read when something happened, not before the wait: a sweep that
+            // waited a whole period must not judge silence by the time it started waiting.
+            let now = crate::store::now_ms() as u64;
+            let step = match next {
+                Next::Msg(m) => views.on_msg(m, now),
+                Next::Snap(node, Some((epoch, seq, up))) => {
+                    views.on_snapshot(&node, epoch, seq, up, now)
+                }
+                Next::Snap(node, None) => {
+                    views.sync_failed(&node);
+                    continue;
+                }
+                Next::Sweep => views.expire(now),
             };
             if !self.hand_over(step, &snap_tx).await {
                 return;

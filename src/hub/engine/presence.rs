@@ -226,6 +226,20 @@ pub struct Step {
     pub sync: Option<String>,
 }
 
+/// How long another node's tabs stay in view after its last message: 2.5 heartbeats, so a
+/// node that misses one beat stays, and with the sweep below a killed node's tabs are gone
+/// within 3 heartbeats of its kill even when its last beat came just before it
+/// (docs/cluster.md).
+pub fn ttl_for(heartbeat: Duration) -> Duration {
+    heartbeat * 5 / 2
+}
+
+/// How often the views are checked for silent nodes: a tenth of a heartbeat, so the check
+/// adds at most that to the time to live.
+pub fn sweep_period(heartbeat: Duration) -> Duration {
+    (heartbeat / 10).max(Duration::from_millis(20))
+}
+
 /// Deltas kept while a snapshot is on its way, per node; past this the oldest go (the
 /// snapshot then shows a gap and another is asked for).
 const PENDING_MAX: usize = 4096;
@@ -634,6 +648,56 @@ mod tests {
         assert_eq!(
             views.on_msg(decode(&a.take_deltas(1 << 20)[0]), 0),
             Step::default()
+        );
+    }
+
+    /// The default 20 s heartbeat on a virtual clock: a node killed right after its beat
+    /// leaves within 3 heartbeats of the kill, checked only when the sweep runs; a live node
+    /// that misses one beat stays.
+    #[test]
+    fn at_the_default_heartbeat_a_killed_node_leaves_within_three_beats() {
+        let beat = Duration::from_secs(20);
+        let (ttl, period) = (ttl_for(beat), sweep_period(beat));
+        let ms = |d: Duration| d.as_millis() as u64;
+        let mut views = Views::new("a", ttl);
+        let mut b = Own::new("b", 1);
+        b.announce(tab("b1", "b", 0));
+        let mut c = Own::new("c", 1);
+        c.announce(tab("c1", "c", 0));
+        let t0 = 1_000_000;
+        views.on_msg(decode(&b.take_deltas(1 << 20)[0]), t0);
+        views.on_msg(decode(&c.take_deltas(1 << 20)[0]), t0);
+        // b beats every heartbeat and is killed right after its beat at 60 s; c's beat at
+        // 40 s is lost, the others come.
+        let kill = t0 + 3 * ms(beat);
+        let mut gone_at = None;
+        let mut now = t0;
+        let mut next_beat = t0 + ms(beat);
+        while now < kill + 10 * ms(beat) {
+            now += ms(period);
+            while next_beat <= now {
+                if next_beat <= kill {
+                    views.on_msg(decode(&b.beat()), next_beat);
+                }
+                if next_beat != t0 + 2 * ms(beat) {
+                    views.on_msg(decode(&c.beat()), next_beat);
+                }
+                next_beat += ms(beat);
+            }
+            let step = views.expire(now);
+            assert!(
+                !gones(&step).contains(&"c1".to_string()),
+                "c lives at {now}"
+            );
+            if gones(&step).contains(&"b1".to_string()) {
+                gone_at.get_or_insert(now);
+            }
+        }
+        let gone_at = gone_at.expect("b's tab leaves");
+        assert!(
+            gone_at - kill <= 3 * ms(beat),
+            "gone {} ms after the kill, over 3 heartbeats",
+            gone_at - kill
         );
     }
 }
