@@ -32,6 +32,8 @@ pub struct App {
     pub asks: Arc<crate::ask::Asks>,
     /// Plan drafts, the plan cache and planning sessions (`manager plan`).
     pub planner: crate::planner::Planner,
+    /// The signed lifecycle callbacks of `--webhook` (none configured: publishing is free).
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
 }
 
 impl std::ops::Deref for App {
@@ -70,6 +72,21 @@ impl App {
     /// Opens the store, loads or makes the token, binds the listener and serves.
     pub async fn start(config: HubConfig) -> anyhow::Result<RunningHub> {
         let hub = Hub::open(config).await?;
+        // The secret is made (and kept in the data dir) only once a webhook asks for it.
+        let secret = match hub.config.webhooks.is_empty() {
+            true => String::new(),
+            false => crate::webhooks::secret(
+                hub.config.webhook_secret.as_deref(),
+                &hub.config.data_dir,
+            )?,
+        };
+        let webhooks = Arc::new(crate::webhooks::Webhooks::start(
+            hub.config.webhooks.clone(),
+            &secret,
+            crate::webhooks::Delivery::default(),
+            hub.shutdown.clone(),
+            &hub.tracker,
+        ));
         let app = Arc::new_cyclic(|me: &Weak<App>| App {
             commands: crate::control::Commands::new(&hub.config, &hub.store),
             runner: crate::runner::Runner::new(Arc::new(RunWork(me.clone()))),
@@ -81,6 +98,7 @@ impl App {
                 crate::decide::Decider::new(),
             )),
             planner: crate::planner::Planner::new(hub.store.clone()),
+            webhooks: webhooks.clone(),
             hub: hub.clone(),
         });
         hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
@@ -102,6 +120,11 @@ impl App {
             }));
         let listener = hub.bind().await?;
         let addr = listener.local_addr()?;
+        hub.tracker.spawn(crate::webhooks::follow_journal(
+            hub.store.clone(),
+            webhooks,
+            hub.shutdown.clone(),
+        ));
         app.runner.resume_all(&app);
         app.clone().watch_role_cards();
         app.clone().flush_memory_turns();

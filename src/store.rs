@@ -129,6 +129,30 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX clients_last_seen ON clients(last_seen_ms);",
 ];
 
+/// One row of the journal with its global id (the dashboard's SSE `id:`).
+#[derive(Debug, Clone)]
+pub struct JournalRow {
+    pub id: i64,
+    pub run_id: String,
+    pub seq: i64,
+    pub at_ms: i64,
+    /// The event's JSON (`flows::engine::JournalEvent`).
+    pub event: String,
+}
+
+impl JournalRow {
+    /// From a row of `SELECT rowid, run_id, seq, at_ms, event FROM journal`.
+    pub fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<JournalRow> {
+        Ok(JournalRow {
+            id: r.get(0)?,
+            run_id: r.get(1)?,
+            seq: r.get(2)?,
+            at_ms: r.get(3)?,
+            event: r.get(4)?,
+        })
+    }
+}
+
 /// Kinds of kept frames that the overflow policy drops first: progress that a later frame
 /// supersedes, never an answer or a result.
 pub const DROPPABLE_KINDS: &[&str] = &["flow_event", "heartbeat", "ack"];
@@ -222,6 +246,30 @@ impl Store {
     /// Changes after every journal write (its value counts the writes).
     pub fn journal_watch(&self) -> tokio::sync::watch::Receiver<u64> {
         self.journal_tick.subscribe()
+    }
+
+    /// The journal rows of every run after global id `after` (the row id), oldest first, at
+    /// most `limit`: what the dashboard's event stream and the webhooks follow.
+    pub fn journal_after(&self, after: i64, limit: usize) -> Vec<JournalRow> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT rowid, run_id, seq, at_ms, event FROM journal WHERE rowid > ?1
+                 ORDER BY rowid LIMIT ?2",
+            )?;
+            let rows = st.query_map(rusqlite::params![after, limit as i64], JournalRow::read)?;
+            rows.collect()
+        })
+        .unwrap_or_default()
+    }
+
+    /// The newest global journal id (0: none yet).
+    pub fn journal_last_id(&self) -> i64 {
+        self.read(|c| {
+            c.query_row("SELECT COALESCE(MAX(rowid), 0) FROM journal", [], |r| {
+                r.get(0)
+            })
+        })
+        .unwrap_or(0)
     }
 
     fn journal_written(&self) {

@@ -270,6 +270,82 @@ impl Webhooks {
     }
 }
 
+/// Longest text (a node's output, an error) carried in one event; the journal keeps it whole.
+const MAX_EVENT_TEXT: usize = 4_000;
+
+/// Publishes every run's lifecycle events as the journal records them, from the journal's end
+/// at start-up, until `shutdown`. The journal is written before anything happens, so an
+/// event is never announced for a step that is not recorded.
+pub async fn follow_journal(store: crate::store::Store, hooks: Arc<Webhooks>, shutdown: CancellationToken) {
+    if hooks.is_empty() {
+        return;
+    }
+    let mut tick = store.journal_watch();
+    let mut last = store.journal_last_id();
+    loop {
+        // Seen before reading: a write after this read wakes `changed` below.
+        tick.borrow_and_update();
+        let rows = store.journal_after(last, 500);
+        for row in &rows {
+            if let Some((name, data)) = lifecycle(&row.run_id, &row.event) {
+                hooks.publish(name, data);
+            }
+        }
+        if let Some(r) = rows.last() {
+            last = r.id;
+            continue;
+        }
+        tokio::select! {
+            changed = tick.changed() => if changed.is_err() { return },
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// A journal event (its JSON) as a lifecycle event: its name and data, or None for the steps
+/// that are not one (attempts, prompts, items).
+pub fn lifecycle(run: &str, event: &str) -> Option<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+    let ev: serde_json::Value = serde_json::from_str(event).ok()?;
+    let text = |k: &str| {
+        let s = ev[k].as_str().unwrap_or("");
+        match s.char_indices().nth(MAX_EVENT_TEXT) {
+            Some((i, _)) => format!("{}…", &s[..i]),
+            None => s.to_string(),
+        }
+    };
+    Some(match ev["type"].as_str()? {
+        "run_started" => (
+            "flow_start",
+            json!({"run": run, "flow": ev["flow"], "inputs": ev["inputs"]}),
+        ),
+        "node_queued" => (
+            "node_start",
+            json!({"run": run, "node": ev["node"], "items": ev["items"].as_array().map_or(0, Vec::len)}),
+        ),
+        "node_completed" => (
+            "node_complete",
+            json!({"run": run, "node": ev["node"], "output": text("output")}),
+        ),
+        "node_failed" => (
+            "node_error",
+            json!({"run": run, "node": ev["node"], "error": text("error")}),
+        ),
+        "run_paused" => ("flow_pause", json!({"run": run})),
+        "run_resumed" => ("flow_resume", json!({"run": run})),
+        "run_stopped" => ("flow_stop", json!({"run": run, "reason": ev["reason"]})),
+        "run_completed" => (
+            "flow_complete",
+            json!({"run": run, "state": "completed", "output": text("output")}),
+        ),
+        "run_failed" => (
+            "flow_complete",
+            json!({"run": run, "state": "failed", "error": text("error")}),
+        ),
+        _ => return None,
+    })
+}
+
 /// `sha256=HEX`: the HMAC-SHA256 of `body` keyed with `secret`.
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac =
@@ -410,6 +486,36 @@ mod tests {
             Err(SpecError::UnknownEvent { event, .. }) if event == "flow_done"
         ));
         assert!("http://".parse::<WebhookSpec>().is_err());
+    }
+
+    #[test]
+    fn journal_events_map_to_lifecycle_events() {
+        let cases = [
+            (r#"{"type":"run_started","run_id":"r","flow":"f","flow_hash":"h","inputs":{"a":"1"},"seed":1,"at_ms":1}"#, Some("flow_start")),
+            (r#"{"type":"node_queued","node":"a","items":["x","y"],"at_ms":1}"#, Some("node_start")),
+            (r#"{"type":"attempt_started","node":"a","item":0,"attempt":1,"idempotency_key":"k","at_ms":1}"#, None),
+            (r#"{"type":"node_completed","node":"a","output":"done"}"#, Some("node_complete")),
+            (r#"{"type":"node_failed","node":"a","error":"boom"}"#, Some("node_error")),
+            (r#"{"type":"run_paused","at_ms":1}"#, Some("flow_pause")),
+            (r#"{"type":"run_resumed","at_ms":1}"#, Some("flow_resume")),
+            (r#"{"type":"run_stopped","reason":"person"}"#, Some("flow_stop")),
+            (r#"{"type":"run_completed","output":"all"}"#, Some("flow_complete")),
+            (r#"{"type":"run_failed","error":"x"}"#, Some("flow_complete")),
+            ("not json", None),
+        ];
+        for (event, want) in cases {
+            let got = lifecycle("r1", event);
+            assert_eq!(got.as_ref().map(|(n, _)| *n), want, "{event}");
+            if let Some((name, data)) = got {
+                assert!(LIFECYCLE_EVENTS.contains(&name));
+                assert_eq!(data["run"], "r1");
+            }
+        }
+        let (_, items) = lifecycle("r", r#"{"type":"node_queued","node":"a","items":["x","y"],"at_ms":1}"#).unwrap();
+        assert_eq!(items["items"], 2);
+        let long = format!(r#"{{"type":"node_completed","node":"a","output":"{}"}}"#, "x".repeat(10_000));
+        let (_, cut) = lifecycle("r", &long).unwrap();
+        assert_eq!(cut["output"].as_str().unwrap().chars().count(), MAX_EVENT_TEXT + 1);
     }
 
     #[test]

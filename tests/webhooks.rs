@@ -1,6 +1,8 @@
 //! Signed callbacks (SPEC §19) against a real receiver on a real socket: the signature checks
 //! out, a receiver that fails first gets the event again with the same delivery id and lands
-//! it once, and a refusal (4xx) is final.
+//! it once, and a refusal (4xx) is final; and a real hub's flow run announced to a receiver.
+
+mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -169,4 +171,58 @@ async fn a_refusal_is_final_and_filters_pick_the_events() {
     );
     assert_eq!(hooks.stats().delivered.load(Relaxed), 1);
     shutdown.cancel();
+}
+
+fn echo_back(prompt: &str) -> common::Reply {
+    common::Reply::Text(Duration::ZERO, format!("echo: {prompt}"))
+}
+
+const TWO_STEPS: &str = r#"
+name: two
+nodes:
+  - id: ask
+    to: w1
+    prompt: "say hi"
+  - id: out
+    needs: ask
+    to: master
+    prompt: "${ask.output}"
+"#;
+
+/// `serve --webhook URL#…` on a real hub: a flow run's lifecycle reaches the receiver in order,
+/// signed with `--webhook-secret`, filtered to the events asked for.
+#[tokio::test]
+async fn a_flow_run_is_announced_to_the_webhook_in_order() {
+    let (r, url) = start_receiver(vec![]).await;
+    let h = common::TestHub::start_with(|c| {
+        c.flows_dir = c.data_dir.join("flows");
+        c.webhooks = vec![format!("{url}#flow_start,node_start,node_complete,flow_complete")
+            .parse()
+            .unwrap()];
+        c.webhook_secret = Some(SECRET.into());
+    })
+    .await;
+    common::write_flow(&h.hub().config.flows_dir, "two", TWO_STEPS);
+    let ws = h.ws_url("/realtime");
+    let mut master = common::ScriptedTab::connect(
+        &ws,
+        common::hello("boss", "chatgpt", "master"),
+        echo_back,
+    )
+    .await;
+    let _w1 = common::ScriptedTab::connect(&ws, common::hello("w1", "sim", "worker"), echo_back).await;
+    let (state, _) = common::run_flow(&mut master, "?<manager run two>!").await;
+    assert_eq!(state, "completed");
+    // flow_start, node_start ×2, node_complete ×2, flow_complete.
+    wait_for(&r, 6).await;
+    let seen = r.seen.lock().unwrap().clone();
+    let events: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
+    assert_eq!(events.first(), Some(&"flow_start"), "{events:?}");
+    assert_eq!(events.last(), Some(&"flow_complete"), "{events:?}");
+    assert_eq!(events.iter().filter(|e| **e == "node_complete").count(), 2, "{events:?}");
+    assert!(seen.iter().all(|(_, _, ok, _)| *ok), "signed with --webhook-secret");
+    let run = seen[0].3["data"]["run"].as_str().unwrap().to_string();
+    assert!(seen.iter().all(|s| s.3["data"]["run"] == run.as_str()));
+    assert_eq!(seen.last().unwrap().3["data"]["state"], "completed");
+    assert!(!h.dir.path().join("webhook-secret").exists(), "the given secret is not stored");
 }

@@ -23,38 +23,16 @@ pub const MAX_TEXT: usize = 20_000;
 pub const JOURNAL_TAIL: usize = 300;
 
 /// One row of the journal with its global id (the SSE `id:`).
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub id: i64,
-    pub run_id: String,
-    pub seq: i64,
-    pub at_ms: i64,
-    pub event: String,
-}
+pub use crate::store::JournalRow as Row;
 
 /// The journal rows of every run after global id `after`, oldest first, at most `limit`.
 pub fn rows_after(hub: &App, after: i64, limit: usize) -> Vec<Row> {
-    hub.store
-        .read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT rowid, run_id, seq, at_ms, event FROM journal WHERE rowid > ?1
-                 ORDER BY rowid LIMIT ?2",
-            )?;
-            let rows = st.query_map(params![after, limit as i64], row)?;
-            rows.collect()
-        })
-        .unwrap_or_default()
+    hub.store.journal_after(after, limit)
 }
 
 /// The newest global journal id (0: none yet).
 pub fn last_id(hub: &App) -> i64 {
-    hub.store
-        .read(|c| {
-            c.query_row("SELECT COALESCE(MAX(rowid), 0) FROM journal", [], |r| {
-                r.get(0)
-            })
-        })
-        .unwrap_or(0)
+    hub.store.journal_last_id()
 }
 
 fn run_rows(hub: &App, run_id: &str) -> Vec<Row> {
@@ -64,21 +42,12 @@ fn run_rows(hub: &App, run_id: &str) -> Vec<Row> {
                 "SELECT rowid, run_id, seq, at_ms, event FROM journal WHERE run_id = ?1
                  ORDER BY seq",
             )?;
-            let rows = st.query_map(params![run_id], row)?;
+            let rows = st.query_map(params![run_id], Row::read)?;
             rows.collect()
         })
         .unwrap_or_default()
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok(Row {
-        id: r.get(0)?,
-        run_id: r.get(1)?,
-        seq: r.get(2)?,
-        at_ms: r.get(3)?,
-        event: r.get(4)?,
-    })
-}
 
 /// Cuts long text to [`MAX_TEXT`] characters, saying so.
 pub fn clip(text: &str) -> String {
