@@ -75,10 +75,9 @@ impl App {
         // The secret is made (and kept in the data dir) only once a webhook asks for it.
         let secret = match hub.config.webhooks.is_empty() {
             true => String::new(),
-            false => crate::webhooks::secret(
-                hub.config.webhook_secret.as_deref(),
-                &hub.config.data_dir,
-            )?,
+            false => {
+                crate::webhooks::secret(hub.config.webhook_secret.as_deref(), &hub.config.data_dir)?
+            }
         };
         let webhooks = Arc::new(crate::webhooks::Webhooks::start(
             hub.config.webhooks.clone(),

@@ -120,7 +120,6 @@ const MIGRATIONS: &[&str] = &[
         at_ms INTEGER NOT NULL,
         PRIMARY KEY (session, round)
     )",
-
     // 7: the per-tab cap's accounting reads `kind` and `bytes` from this index alone: in the
     // table they come after the frame text (up to a frame long), so reading them walked every
     // kept frame's overflow pages (about 65 ms per kept frame with 1,000 frames of 64 KiB).

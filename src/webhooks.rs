@@ -276,7 +276,11 @@ const MAX_EVENT_TEXT: usize = 4_000;
 /// Publishes every run's lifecycle events as the journal records them, from the journal's end
 /// at start-up, until `shutdown`. The journal is written before anything happens, so an
 /// event is never announced for a step that is not recorded.
-pub async fn follow_journal(store: crate::store::Store, hooks: Arc<Webhooks>, shutdown: CancellationToken) {
+pub async fn follow_journal(
+    store: crate::store::Store,
+    hooks: Arc<Webhooks>,
+    shutdown: CancellationToken,
+) {
     if hooks.is_empty() {
         return;
     }
@@ -491,16 +495,40 @@ mod tests {
     #[test]
     fn journal_events_map_to_lifecycle_events() {
         let cases = [
-            (r#"{"type":"run_started","run_id":"r","flow":"f","flow_hash":"h","inputs":{"a":"1"},"seed":1,"at_ms":1}"#, Some("flow_start")),
-            (r#"{"type":"node_queued","node":"a","items":["x","y"],"at_ms":1}"#, Some("node_start")),
-            (r#"{"type":"attempt_started","node":"a","item":0,"attempt":1,"idempotency_key":"k","at_ms":1}"#, None),
-            (r#"{"type":"node_completed","node":"a","output":"done"}"#, Some("node_complete")),
-            (r#"{"type":"node_failed","node":"a","error":"boom"}"#, Some("node_error")),
+            (
+                r#"{"type":"run_started","run_id":"r","flow":"f","flow_hash":"h","inputs":{"a":"1"},"seed":1,"at_ms":1}"#,
+                Some("flow_start"),
+            ),
+            (
+                r#"{"type":"node_queued","node":"a","items":["x","y"],"at_ms":1}"#,
+                Some("node_start"),
+            ),
+            (
+                r#"{"type":"attempt_started","node":"a","item":0,"attempt":1,"idempotency_key":"k","at_ms":1}"#,
+                None,
+            ),
+            (
+                r#"{"type":"node_completed","node":"a","output":"done"}"#,
+                Some("node_complete"),
+            ),
+            (
+                r#"{"type":"node_failed","node":"a","error":"boom"}"#,
+                Some("node_error"),
+            ),
             (r#"{"type":"run_paused","at_ms":1}"#, Some("flow_pause")),
             (r#"{"type":"run_resumed","at_ms":1}"#, Some("flow_resume")),
-            (r#"{"type":"run_stopped","reason":"person"}"#, Some("flow_stop")),
-            (r#"{"type":"run_completed","output":"all"}"#, Some("flow_complete")),
-            (r#"{"type":"run_failed","error":"x"}"#, Some("flow_complete")),
+            (
+                r#"{"type":"run_stopped","reason":"person"}"#,
+                Some("flow_stop"),
+            ),
+            (
+                r#"{"type":"run_completed","output":"all"}"#,
+                Some("flow_complete"),
+            ),
+            (
+                r#"{"type":"run_failed","error":"x"}"#,
+                Some("flow_complete"),
+            ),
             ("not json", None),
         ];
         for (event, want) in cases {
@@ -511,11 +539,21 @@ mod tests {
                 assert_eq!(data["run"], "r1");
             }
         }
-        let (_, items) = lifecycle("r", r#"{"type":"node_queued","node":"a","items":["x","y"],"at_ms":1}"#).unwrap();
+        let (_, items) = lifecycle(
+            "r",
+            r#"{"type":"node_queued","node":"a","items":["x","y"],"at_ms":1}"#,
+        )
+        .unwrap();
         assert_eq!(items["items"], 2);
-        let long = format!(r#"{{"type":"node_completed","node":"a","output":"{}"}}"#, "x".repeat(10_000));
+        let long = format!(
+            r#"{{"type":"node_completed","node":"a","output":"{}"}}"#,
+            "x".repeat(10_000)
+        );
         let (_, cut) = lifecycle("r", &long).unwrap();
-        assert_eq!(cut["output"].as_str().unwrap().chars().count(), MAX_EVENT_TEXT + 1);
+        assert_eq!(
+            cut["output"].as_str().unwrap().chars().count(),
+            MAX_EVENT_TEXT + 1
+        );
     }
 
     #[test]

@@ -196,21 +196,21 @@ async fn a_flow_run_is_announced_to_the_webhook_in_order() {
     let (r, url) = start_receiver(vec![]).await;
     let h = common::TestHub::start_with(|c| {
         c.flows_dir = c.data_dir.join("flows");
-        c.webhooks = vec![format!("{url}#flow_start,node_start,node_complete,flow_complete")
-            .parse()
-            .unwrap()];
+        c.webhooks = vec![
+            format!("{url}#flow_start,node_start,node_complete,flow_complete")
+                .parse()
+                .unwrap(),
+        ];
         c.webhook_secret = Some(SECRET.into());
     })
     .await;
     common::write_flow(&h.hub().config.flows_dir, "two", TWO_STEPS);
     let ws = h.ws_url("/realtime");
-    let mut master = common::ScriptedTab::connect(
-        &ws,
-        common::hello("boss", "chatgpt", "master"),
-        echo_back,
-    )
-    .await;
-    let _w1 = common::ScriptedTab::connect(&ws, common::hello("w1", "sim", "worker"), echo_back).await;
+    let mut master =
+        common::ScriptedTab::connect(&ws, common::hello("boss", "chatgpt", "master"), echo_back)
+            .await;
+    let _w1 =
+        common::ScriptedTab::connect(&ws, common::hello("w1", "sim", "worker"), echo_back).await;
     let (state, _) = common::run_flow(&mut master, "?<manager run two>!").await;
     assert_eq!(state, "completed");
     // flow_start, node_start ×2, node_complete ×2, flow_complete.
@@ -219,10 +219,20 @@ async fn a_flow_run_is_announced_to_the_webhook_in_order() {
     let events: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
     assert_eq!(events.first(), Some(&"flow_start"), "{events:?}");
     assert_eq!(events.last(), Some(&"flow_complete"), "{events:?}");
-    assert_eq!(events.iter().filter(|e| **e == "node_complete").count(), 2, "{events:?}");
-    assert!(seen.iter().all(|(_, _, ok, _)| *ok), "signed with --webhook-secret");
+    assert_eq!(
+        events.iter().filter(|e| **e == "node_complete").count(),
+        2,
+        "{events:?}"
+    );
+    assert!(
+        seen.iter().all(|(_, _, ok, _)| *ok),
+        "signed with --webhook-secret"
+    );
     let run = seen[0].3["data"]["run"].as_str().unwrap().to_string();
     assert!(seen.iter().all(|s| s.3["data"]["run"] == run.as_str()));
     assert_eq!(seen.last().unwrap().3["data"]["state"], "completed");
-    assert!(!h.dir.path().join("webhook-secret").exists(), "the given secret is not stored");
+    assert!(
+        !h.dir.path().join("webhook-secret").exists(),
+        "the given secret is not stored"
+    );
 }

@@ -155,11 +155,31 @@ pub fn render(hub: &App) -> Result<String, std::fmt::Error> {
     );
     let w = hub.webhooks.stats();
     for (name, help, v) in [
-        ("webhook_backlog", "Lifecycle events waiting for their webhook receivers", &w.backlog),
-        ("webhook_delivered", "Webhook events a receiver accepted (2xx)", &w.delivered),
-        ("webhook_retried", "Webhook tries that failed and were tried again", &w.retried),
-        ("webhook_failed", "Webhook events given up on or refused by the receiver", &w.failed),
-        ("webhook_dropped", "Webhook events dropped because a receiver's backlog was full", &w.dropped),
+        (
+            "webhook_backlog",
+            "Lifecycle events waiting for their webhook receivers",
+            &w.backlog,
+        ),
+        (
+            "webhook_delivered",
+            "Webhook events a receiver accepted (2xx)",
+            &w.delivered,
+        ),
+        (
+            "webhook_retried",
+            "Webhook tries that failed and were tried again",
+            &w.retried,
+        ),
+        (
+            "webhook_failed",
+            "Webhook events given up on or refused by the receiver",
+            &w.failed,
+        ),
+        (
+            "webhook_dropped",
+            "Webhook events dropped because a receiver's backlog was full",
+            &w.dropped,
+        ),
     ] {
         reg.register(name, help, gauge(load(v)));
     }

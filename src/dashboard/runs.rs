@@ -48,7 +48,6 @@ fn run_rows(hub: &App, run_id: &str) -> Vec<Row> {
         .unwrap_or_default()
 }
 
-
 /// Cuts long text to [`MAX_TEXT`] characters, saying so.
 pub fn clip(text: &str) -> String {
     match text.char_indices().nth(MAX_TEXT) {
