@@ -733,6 +733,34 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Reads the secret kept in the file `path`, creating a new 256-bit one (hex, mode 0600, its
+/// folder too) when there is none: the hub token, the webhook secret.
+pub fn load_or_create_secret(path: &Path) -> std::io::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut bytes = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    std::io::Write::write_all(&mut f, token.as_bytes())?;
+    f.sync_all()?;
+    Ok(token)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -944,32 +972,4 @@ mod tests {
             "journals are never touched"
         );
     }
-}
-
-/// Reads the secret kept in the file `path`, creating a new 256-bit one (hex, mode 0600, its
-/// folder too) when there is none: the hub token, the webhook secret.
-pub fn load_or_create_secret(path: &Path) -> std::io::Result<String> {
-    match std::fs::read_to_string(path) {
-        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut bytes = [0u8; 32];
-    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path)?;
-    std::io::Write::write_all(&mut f, token.as_bytes())?;
-    f.sync_all()?;
-    Ok(token)
 }
