@@ -175,6 +175,62 @@ async fn cancel_stops_the_prompt_in_the_tab() {
     assert!(frame["task_id"].as_str().unwrap().starts_with("mcp-"));
 }
 
+/// What Claude Desktop, Cursor and the Inspector do: `notifications/cancelled` for a call in
+/// flight. The tab gets `cancel`, and the next call is not stuck behind the cancelled prompt.
+#[tokio::test]
+async fn an_mcp_cancel_notification_stops_the_prompt_in_the_tab() {
+    use rmcp::model::{ClientRequest, Request};
+    use rmcp::service::PeerRequestOptions;
+    let h = TestHub::start().await;
+    let got = std::sync::Arc::new(tokio::sync::Notify::new());
+    let arrived = got.clone();
+    let mut tab = h
+        .scripted("s", "doubao", "worker", move |p: &str| {
+            if p.contains("never") {
+                arrived.notify_one();
+                Reply::Silent
+            } else {
+                Reply::Text(Duration::from_millis(5), "second answer".into())
+            }
+        })
+        .await;
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let params = CallToolRequestParams::new("ask".to_string()).with_arguments(
+        json!({"target": "doubao", "prompt": "never", "wait_s": 30})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let handle = c
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .expect("sent");
+    // The prompt is in the tab before the client gives up.
+    tokio::time::timeout(WAIT, got.notified())
+        .await
+        .expect("the prompt reached the tab");
+    handle
+        .cancel(Some("the person pressed stop".into()))
+        .await
+        .expect("cancel sent");
+    let frame = tab.next("cancel").await;
+    assert!(
+        frame["task_id"].as_str().unwrap().starts_with("mcp-"),
+        "{frame}"
+    );
+    let next = call(
+        &c,
+        "ask",
+        json!({"target": "doubao", "prompt": "again", "wait_s": 10}),
+    )
+    .await;
+    assert_eq!(next["status"], "completed", "{next}");
+}
+
 #[tokio::test]
 async fn security_refusals() {
     let h = TestHub::start().await;

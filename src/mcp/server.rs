@@ -278,7 +278,13 @@ impl HubTools {
                     let _ = ptx.send(p);
                 }
             }) => v,
-            _ = ctx.ct.cancelled() => None,
+            _ = ctx.ct.cancelled() => {
+                // `notifications/cancelled` (Claude Desktop's, Cursor's, the Inspector's cancel):
+                // the client gave up on this call, so the run stops and its tabs get `cancel`,
+                // as with our own `cancel` tool.
+                runs.cancel(run_id);
+                None
+            }
         };
         drop(ptx);
         if let Some(f) = forward {
