@@ -393,11 +393,43 @@ async fn a_wait_beyond_the_queue_timeout_is_429_with_retry_after() {
 async fn refusals_carry_real_statuses_and_openai_error_bodies() {
     let h = TestHub::start().await;
     let (_ws, _) = h.tab("sim", Some("w")).await;
-    // 503: nothing serves the model.
-    let resp = post(&h, &chat_body("site/nowhere", "x", true), &[]).await;
+    // 503: a site we serve, but no tab of it is online now (worth a retry).
+    let resp = post(&h, &chat_body("site/kimi", "x", true), &[]).await;
     assert_eq!(resp.status(), 503);
     assert!(resp.headers().contains_key("retry-after"));
     assert_eq!(json_of(resp).await["error"]["code"], "model_not_available");
+    // 404: an id that can never be served (OpenAI's answer; SDKs do not retry it).
+    for model in ["gpt-4o", "site/nowhere", "tab/ghost"] {
+        let resp = post(&h, &chat_body(model, "x", false), &[]).await;
+        assert_eq!(resp.status(), 404, "{model}");
+        assert!(!resp.headers().contains_key("retry-after"), "{model}");
+        let e = json_of(resp).await;
+        assert_eq!(e["error"]["code"], "model_not_found", "{model}");
+        assert_eq!(e["error"]["param"], "model", "{model}");
+    }
+    // GET /v1/models/{id}: one entry, or 404 with the same body.
+    let one = http()
+        .get(h.http_url("/v1/models/site/sim"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(one.status(), 200);
+    assert_eq!(json_of(one).await["id"], "site/sim");
+    let none = http()
+        .get(h.http_url("/v1/models/gpt-4o"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(none.status(), 404);
+    assert_eq!(json_of(none).await["error"]["code"], "model_not_found");
+    // response_format asking for JSON is refused, never ignored; `text` is fine.
+    let mut json_mode = chat_body("site/sim", "x", false);
+    json_mode["response_format"] = json!({"type": "json_object"});
+    let resp = post(&h, &json_mode, &[]).await;
+    assert_eq!(resp.status(), 400);
+    assert_eq!(json_of(resp).await["error"]["param"], "response_format");
     // 401: no token, wrong token, on both endpoints.
     for path in ["/v1/chat/completions", "/v1/models"] {
         let r = http()

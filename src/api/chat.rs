@@ -36,17 +36,42 @@ pub async fn models(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
     }
+    let body = model_list(&hub);
+    axum::Json(body).into_response()
+}
+
+/// The live model list of `GET /v1/models`.
+fn model_list(hub: &App) -> serde_json::Value {
     let adm = hub.api.admission().clone();
-    let flows = flow_names(&hub);
-    let body = models::list(
+    let flows = flow_names(hub);
+    models::list(
         &hub.registry,
         &flows,
         |c| adm.busy(c),
         |k| adm.depth(k),
         |c| crate::pick::health_json(&hub.asks.pick, c),
         now_secs(),
-    );
-    axum::Json(body).into_response()
+    )
+}
+
+/// `GET /v1/models/{id}` (ids hold a `/`: `site/deepseek`): the one entry of the list, or
+/// 404 `model_not_found`.
+pub async fn model(
+    State(hub): State<Arc<App>>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    if let Err(e) = authorize(&hub, &headers) {
+        return e.into_response();
+    }
+    let body = model_list(&hub);
+    let found = body["data"]
+        .as_array()
+        .and_then(|d| d.iter().find(|m| m["id"] == id.as_str()).cloned());
+    match found {
+        Some(m) => axum::Json(m).into_response(),
+        None => ApiError::model_not_found(&id).into_response(),
+    }
 }
 
 /// Flows `flow/<name>` can run: the flows directory and the saved ones.
@@ -140,6 +165,9 @@ async fn complete(hub: Arc<App>, headers: HeaderMap, body: Body) -> Result<Respo
     let req = ChatRequest::parse(&body)?;
     let timeout = queue_timeout(&headers)?;
     let model = ModelId::parse(&req.model);
+    if !model.exists(&hub.registry) {
+        return Err(ApiError::model_not_found(&req.model));
+    }
     let reply = Reply::new(&req, &model);
     if let ModelId::Flow(name) = &model {
         return super::flow::complete(hub, req, name, reply).await;

@@ -70,6 +70,21 @@ impl ApiError {
         ApiError::new(StatusCode::FORBIDDEN, "permission_error", "forbidden", why)
     }
 
+    /// 404: no such model, now or later (OpenAI's answer for an unknown id).
+    pub fn model_not_found(model: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            format!(
+                "没有模型 `{model}`：可用 site/SITE、tab/LABEL、flow/NAME、auto（见 GET /v1/models） / \
+                 the model `{model}` does not exist: use site/SITE, tab/LABEL, flow/NAME or auto \
+                 (GET /v1/models lists them)"
+            ),
+        )
+        .param("model")
+    }
+
     /// 503: no tab online serves the model.
     pub fn no_tab(model: &str) -> ApiError {
         ApiError::new(

@@ -201,6 +201,10 @@ pub fn routes() -> Router<Arc<App>> {
             get(chat::models).fallback(chat::method_not_allowed),
         )
         .route(
+            "/v1/models/{*id}",
+            get(chat::model).fallback(chat::method_not_allowed),
+        )
+        .route(
             "/v1/chat/completions",
             post(chat::completions).fallback(chat::method_not_allowed),
         )

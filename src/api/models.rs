@@ -51,6 +51,31 @@ impl ModelId {
     }
 }
 
+/// The sites the userscript has adapters for (`hello.site`), plus the test site.
+pub const KNOWN_SITES: &[&str] = &[
+    "deepseek", "doubao", "yuanbao", "qianwen", "chatgpt", "claude", "gemini", "kimi", "chatglm",
+    "yiyan", "xinghuo", "sim",
+];
+
+impl ModelId {
+    /// False when the id can never be served: not a site we have an adapter for (nor one a
+    /// tab said it is), not a tab this hub has ever seen. Such an id is 404 `model_not_found`
+    /// (a client must not retry it); a known one with no tab online now is 503.
+    pub fn exists(&self, registry: &Registry) -> bool {
+        match self {
+            ModelId::Auto | ModelId::Flow(_) => true,
+            ModelId::Site(site) => {
+                KNOWN_SITES.contains(&site.as_str())
+                    || registry
+                        .all()
+                        .iter()
+                        .any(|c| c.info().site.eq_ignore_ascii_case(site))
+            }
+            ModelId::Tab(name) => !registry.resolve(name).is_empty(),
+        }
+    }
+}
+
 fn worker(c: &Client) -> bool {
     c.state() == ConnState::Connected && c.role() == Role::Worker
 }

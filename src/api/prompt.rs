@@ -100,6 +100,17 @@ impl ChatRequest {
                 "chat sites do not expose log probabilities",
             ));
         }
+        // A web chat cannot be held to a JSON schema: refused, never ignored, so a client such
+        // as LangChain's `with_structured_output` learns it now, not from bad JSON later.
+        if let Some(f) = obj.get("response_format").filter(|f| !f.is_null()) {
+            let kind = f.get("type").and_then(Value::as_str).unwrap_or("");
+            if kind != "text" {
+                return Err(ApiError::unsupported(
+                    "response_format",
+                    "chat tabs cannot be held to JSON output; ask for JSON in the prompt and parse the text / 网页对话无法保证 JSON 输出：请在提示里要求 JSON 并自行解析",
+                ));
+            }
+        }
         if let Some(m) = obj.get("modalities").and_then(Value::as_array) {
             if m.iter().any(|x| x.as_str() != Some("text")) {
                 return Err(ApiError::unsupported(

@@ -179,9 +179,20 @@ def test_unsupported_parameters_and_absent_models(hub, tab):
     with pytest.raises(openai.BadRequestError) as e:
         c.chat.completions.create(model="site/sim", messages=[{"role": "user", "content": "x"}], n=2)
     assert e.value.param == "n"
+    # A site with no tab online now: 503, worth retrying.
     with pytest.raises(openai.APIStatusError) as e:
-        c.chat.completions.create(model="site/nowhere", messages=[{"role": "user", "content": "x"}])
+        c.chat.completions.create(model="site/kimi", messages=[{"role": "user", "content": "x"}])
     assert e.value.status_code == 503
+    # An id that can never be served: 404, which the SDK does not retry.
+    with pytest.raises(openai.NotFoundError) as e:
+        c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert e.value.code == "model_not_found" and e.value.param == "model"
+    assert c.models.retrieve("site/sim").id == "site/sim"
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(
+            model="site/sim", messages=[{"role": "user", "content": "x"}], response_format={"type": "json_object"}
+        )
+    assert e.value.param == "response_format"
 
 
 def test_closing_a_stream_mid_way_frees_the_tab_within_2s(hub, tab):
