@@ -3,13 +3,15 @@
 //! hub's `notifications/progress` back. When the hub is not running, `tools/list` still
 //! answers (the seven tools are fixed) and a call says how to start the hub.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, RequestMetaObject, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientRequest, ContentBlock, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, Request, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{
@@ -22,16 +24,39 @@ pub const DEFAULT_HUB: &str = "http://127.0.0.1:8027";
 #[derive(Clone, Default)]
 struct Up {
     down: Arc<OnceLock<Peer<RoleServer>>>,
+    /// Progress tokens of relayed calls: rmcp gives each call to the hub a token of its own
+    /// (it overwrites ours), so the hub's progress comes back under that token and must go
+    /// down under the one the stdio client chose, or the client drops it.
+    tokens: Arc<Mutex<HashMap<ProgressToken, ProgressToken>>>,
 }
 
 impl ClientHandler for Up {
     async fn on_progress(
         &self,
-        params: ProgressNotificationParam,
+        mut params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Some(peer) = self.down.get() {
+        let down = self.lock().get(&params.progress_token).cloned();
+        if let (Some(peer), Some(token)) = (self.down.get(), down) {
+            params.progress_token = token;
             let _ = peer.notify_progress(params).await;
+        }
+    }
+}
+
+impl Up {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressToken>> {
+        self.tokens.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Forgets a call's token pair when the call ends, however it ends.
+struct TokenPair<'a>(&'a Up, Option<ProgressToken>);
+
+impl Drop for TokenPair<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.1.take() {
+            self.0.lock().remove(&t);
         }
     }
 }
@@ -114,18 +139,46 @@ impl ServerHandler for Relay {
         if let Some(a) = request.arguments.clone() {
             params = params.with_arguments(a);
         }
-        if let Some(t) = context.meta.get_progress_token() {
-            let mut meta = RequestMetaObject::default();
-            meta.set_progress_token(t);
-            params.meta = Some(meta);
-        }
+        let down_token = context.meta.get_progress_token();
         for attempt in 0..2 {
             let up = match self.upstream().await {
                 Ok(u) => u,
                 Err(e) => return Ok(CallToolResult::error(vec![ContentBlock::text(e)]).into()),
             };
-            match up.call_tool(params.clone()).await {
-                Ok(mut r) => {
+            let sent = up
+                .peer()
+                .send_cancellable_request(
+                    ClientRequest::CallToolRequest(Request::new(params.clone())),
+                    PeerRequestOptions::no_options(),
+                )
+                .await;
+            let answer = match sent {
+                Ok(handle) => {
+                    let _pair = TokenPair(
+                        &self.up,
+                        down_token.clone().map(|t| {
+                            self.up.lock().insert(handle.progress_token.clone(), t);
+                            handle.progress_token.clone()
+                        }),
+                    );
+                    let (peer, id) = (handle.peer.clone(), handle.id.clone());
+                    tokio::select! {
+                        r = handle.await_response() => r,
+                        _ = context.ct.cancelled() => {
+                            // The stdio client cancelled (Claude Desktop's stop): pass it up, so
+                            // the hub cancels the run and its tabs get `cancel`.
+                            let why = "cancelled by the stdio client / 客户端取消".to_string();
+                            let _ = peer
+                                .notify_cancelled(CancelledNotificationParam::new(Some(id), Some(why.clone())))
+                                .await;
+                            return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
+                        }
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            match answer {
+                Ok(ServerResult::CallToolResult(mut r)) => {
                     // The hub answered under the version the relay negotiated; the stdio
                     // client may speak a newer one, where `resultType` is required (rmcp
                     // drops it again for older ones).
@@ -133,6 +186,12 @@ impl ServerHandler for Relay {
                         r.result_type = Some(rmcp::model::ResultType::COMPLETE);
                     }
                     return Ok(r.into());
+                }
+                Ok(_) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(
+                        "集线器的回答不是工具结果 / the hub's answer was not a tool result",
+                    )])
+                    .into())
                 }
                 Err(rmcp::ServiceError::McpError(e)) => return Err(e),
                 Err(e) if attempt == 0 => {

@@ -182,8 +182,10 @@ def test_slow_tab_is_picked_up_with_get_run(hub, tabs):
     asyncio.run(go())
 
 
-def test_fan_out_sends_progress(hub, tabs):
-    """One tab answers, the other holds until the client saw a progress notification."""
+@pytest.mark.parametrize("door", ["http", "stdio"])
+def test_fan_out_sends_progress(hub, tabs, door):
+    """One tab answers, the other holds until the client saw a progress notification: over
+    HTTP, and through the stdio relay (`aicard mcp`, the door Claude Desktop and Cline use)."""
     seen = []
 
     async def on_progress(progress, total, message):
@@ -191,20 +193,25 @@ def test_fan_out_sends_progress(hub, tabs):
         tabs["b"].release.set()
 
     async def go():
-        client, transport = http_session(hub)
-        async with client:
-            async with contextlib_stack() as stack:
-                session = await open_session(stack, transport, "initialize")
-                r = structured(
-                    await session.call_tool(
-                        "fan_out",
-                        {"targets": ["tab/mcp-a", "tab/mcp-b"], "prompt": "both", "wait_s": WAIT},
-                        progress_callback=on_progress,
-                    )
+        async with contextlib_stack() as stack:
+            if door == "http":
+                client, transport = http_session(hub)
+                await stack.enter_async_context(client)
+            else:
+                binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
+                params = StdioServerParameters(command=binary, args=["mcp", "--hub", hub, "--token", TOKEN])
+                transport = stdio_client(params)
+            session = await open_session(stack, transport, "initialize")
+            r = structured(
+                await session.call_tool(
+                    "fan_out",
+                    {"targets": ["tab/mcp-a", "tab/mcp-b"], "prompt": "both", "wait_s": WAIT},
+                    progress_callback=on_progress,
                 )
-                assert r["status"] == "completed", r
-                assert sorted(a["label"] for a in r["answers"]) == ["mcp-a", "mcp-b"]
-                assert "[mcp-a] answer: both" in r["text"]
+            )
+            assert r["status"] == "completed", r
+            assert sorted(a["label"] for a in r["answers"]) == ["mcp-a", "mcp-b"]
+            assert "[mcp-a] answer: both" in r["text"]
 
     asyncio.run(go())
     assert seen and "1/2" in seen[0][1], seen
