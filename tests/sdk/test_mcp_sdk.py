@@ -187,6 +187,7 @@ def test_fan_out_sends_progress(hub, tabs, door):
     """One tab answers, the other holds until the client saw a progress notification: over
     HTTP, and through the stdio relay (`aicard mcp`, the door Claude Desktop and Cline use)."""
     seen = []
+    tabs["b"].release.clear()  # the tabs outlive one test: b holds again until progress comes
 
     async def on_progress(progress, total, message):
         seen.append((progress, message))
