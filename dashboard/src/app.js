@@ -512,7 +512,12 @@ async function planPage(id) {
 
 // ---------------------------------------------------------------- Shell
 
+// Navigations overlap (a hash change while the previous page still loads): only the newest
+// may fill the page, or a slow older page would replace it after it was shown.
+let routeGen = 0;
+
 async function route() {
+  const gen = ++routeGen;
   const hash = location.hash || '#/runs';
   const m = /^#\/runs\/(.+)$/.exec(hash);
   const p = /^#\/plans\/(.+)$/.exec(hash);
@@ -521,14 +526,17 @@ async function route() {
   window.__aicard.ready = false;
   try {
     if (!tabsCache.length) tabsCache = (await api.tabs()).tabs;
-    page = m ? await runPage(decodeURIComponent(m[1]))
+    const next = m ? await runPage(decodeURIComponent(m[1]))
       : p ? await planPage(decodeURIComponent(p[1]))
       : key === 'plans' ? await plansPage()
       : key === 'tabs' ? await tabsPage()
         : key === 'flows' ? await flowsPage()
           : await runsPage();
+    if (gen !== routeGen) return; // a newer navigation owns the page
+    page = next;
     replace(main, page.el);
   } catch (e) {
+    if (gen !== routeGen) return;
     page = null;
     replace(main, e instanceof ApiError && e.status === 401 ? h('p', { class: 'login', text: t('login_needed') }) : errorBox(e));
   }
