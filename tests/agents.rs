@@ -358,3 +358,68 @@ async fn a_session_goes_on_after_a_hub_restart() {
     assert_eq!(d2["agent"]["round"], 2, "{d2}");
     running.shutdown().await;
 }
+
+/// `aicard demo --agent`, as it runs: two simulated workers, a simulated master whose model
+/// writes a turn after each results message. Three rounds: parallel, a skill on `$R1`, a memory.
+#[tokio::test]
+async fn the_agent_demo_finishes_in_three_rounds() {
+    use aicard::sim::{SimSpec, SimTab};
+    let hub = TestHub::start_with(|c| {
+        c.skills_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    })
+    .await;
+    let ws = format!("ws://{}", hub.running.addr);
+    let sink = tokio::sync::mpsc::unbounded_channel().0;
+    let mut names = Vec::new();
+    let mut workers = Vec::new();
+    for (label, persona) in [("sim-a", "严谨"), ("sim-b", "创意")] {
+        let mut spec = SimSpec::worker(label, persona);
+        spec.chunk_delay = Duration::from_millis(1);
+        workers.push(
+            SimTab::connect(&ws, common::TOKEN, spec, sink.clone())
+                .await
+                .unwrap(),
+        );
+        names.push(label.to_string());
+    }
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let mut spec = SimSpec::worker("master", "总指挥");
+    spec.role = Some("master".into());
+    let master = SimTab::connect(&ws, common::TOKEN, spec, seen_tx)
+        .await
+        .unwrap();
+    let run = aicard::demo::agent::run(
+        &master,
+        &mut seen,
+        &names,
+        Instant::now(),
+        Duration::from_secs(30),
+        false,
+    )
+    .await
+    .expect("the demo finishes");
+    assert_eq!(run.rounds, 3, "{run:?}");
+    assert!(run.commands[0].starts_with("parallel"), "{run:?}");
+    assert!(run.commands[1].starts_with("skill summarize"), "{run:?}");
+    assert!(run.commands[2].starts_with("memory"), "{run:?}");
+    // Round 1: both workers answered; round 2: the skill ran on their answers; round 3: kept.
+    assert!(run.results[0].contains("→ ✓"), "{run:?}");
+    assert!(
+        run.results[0].contains("[sim-a]") && run.results[0].contains("[sim-b]"),
+        "{run:?}"
+    );
+    assert!(
+        run.results[1].contains("skill summarize") && run.results[1].contains("→ ✓"),
+        "{run:?}"
+    );
+    assert!(run.results[2].contains("→ ✓"), "{run:?}");
+    assert!(run.answer.contains("add 函数正确"), "{run:?}");
+    assert!(run.why.contains("done"), "{run:?}");
+    let hits = hub
+        .hub()
+        .commands
+        .memory
+        .search("global", "评审", 5)
+        .unwrap();
+    assert!(!hits.is_empty(), "the memory was written");
+}
