@@ -15,8 +15,6 @@ use std::path::{Path, PathBuf};
 /// Circles known and owned elsewhere, each as its sorted members. Each entry must still
 /// exist (a stale exception fails too).
 const KNOWN_CIRCLES: &[&[&str]] = &[
-    // removed by the lead's hub change (`TabQueue` lives in `Client`, `tasks` names `Client`).
-    &["hub::registry", "hub::tasks"],
     // Issue 26, not done yet: these still take `&App` (see KNOWN_CLIMBS). Removed when each
     // takes its own handles from `app`.
     &[
@@ -29,12 +27,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "planner",
         "runner",
     ],
-    // Below the hub, in `commands/` (another change is under way there): removed by moving
-    // `parser::var_ref_at` into `exec` and `is_skill_name` into `skills`.
-    &["commands", "exec", "skills"],
-    // `config` names `hub::engine::ClusterConfig`, the engine names `hub`, `hub` reads
-    // `config`: removed by the lead's hub change (the cluster settings move into `config`).
-    &["config", "hub", "hub::engine"],
 ];
 
 /// Arrows that still climb the layer table, each with what removes it; the test fails once
