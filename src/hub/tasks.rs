@@ -7,7 +7,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use tokio::sync::oneshot;
 
-use super::engine::{Envelope, WireError, WireTask};
+use super::engine::{Envelope, WireTask};
 use super::queue::{Pending, TabQueue};
 pub use super::queue::{Outcome, TaskError};
 use super::registry::{Client, Registry};
