@@ -19,19 +19,19 @@ pub struct App {
     /// Transport, registry, task queues, store and the cluster engine.
     pub hub: Arc<Hub>,
     /// Scanners, variables, exec policy and role cards.
-    pub commands: crate::control::Commands,
+    pub commands: Arc<crate::control::Commands>,
     /// Flow runs in progress.
-    pub runner: crate::runner::Runner,
+    pub runner: Arc<crate::runner::Runner>,
     /// The OpenAI-compatible API's admission and streams (`crate::api`).
-    pub api: crate::api::ApiState,
+    pub api: Arc<crate::api::ApiState>,
     /// The dashboard's login codes and sessions.
-    pub dashboard: crate::dashboard::Sessions,
+    pub dashboard: Arc<crate::dashboard::Sessions>,
     /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
-    pub mcp: crate::mcp::McpState,
+    pub mcp: Arc<crate::mcp::McpState>,
     /// Asking tabs: resolve, pick (the decision engine), submit, wait (`crate::ask`).
     pub asks: Arc<crate::ask::Asks>,
     /// Plan drafts, the plan cache and planning sessions (`manager plan`).
-    pub planner: crate::planner::Planner,
+    pub planner: Arc<crate::planner::Planner>,
     /// The signed lifecycle callbacks of `--webhook` (none configured: publishing is free).
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// The agent loop's sessions (SPEC §17), on the ask service.
@@ -88,28 +88,45 @@ impl App {
             hub.shutdown.clone(),
             &hub.tracker,
         ));
-        let commands = crate::control::Commands::new(&hub.config, &hub.store);
         let asks = Arc::new(crate::ask::Asks::new(
             hub.clone(),
             crate::decide::Decider::new(),
         ));
+        let commands = Arc::new(crate::control::Commands::new(&hub.config, &hub.store));
         let loops = crate::agent_loop::Loops::new(
             asks.clone(),
             commands.vars(),
             commands.memory.clone(),
             hub.config.agent.clone(),
         );
-        let app = Arc::new_cyclic(|me: &Weak<App>| App {
-            commands,
-            runner: crate::runner::Runner::new(Arc::new(RunWork(me.clone()))),
-            api: crate::api::ApiState::new(hub.registry.clone(), hub.tasks.clone()),
-            dashboard: crate::dashboard::Sessions::default(),
-            mcp: crate::mcp::McpState::new(&hub.config),
-            asks,
-            planner: crate::planner::Planner::new(hub.store.clone()),
-            webhooks: webhooks.clone(),
-            loops: loops.clone(),
-            hub: hub.clone(),
+        let app = Arc::new_cyclic(|me: &Weak<App>| {
+            let runner = crate::runner::Runner::new(
+                hub.clone(),
+                asks.clone(),
+                Arc::new(RunWork(me.clone())),
+            );
+            let cards = commands.clone();
+            let planner = crate::planner::Planner::new(
+                hub.clone(),
+                asks.clone(),
+                runner.clone(),
+                Box::new(move |client| cards.card_for(client)),
+            );
+            App {
+                commands,
+                runner,
+                api: Arc::new(crate::api::ApiState::new(
+                    hub.registry.clone(),
+                    hub.tasks.clone(),
+                )),
+                dashboard: Arc::default(),
+                mcp: Arc::new(crate::mcp::McpState::new(&hub.config)),
+                asks,
+                planner: Arc::new(planner),
+                webhooks: webhooks.clone(),
+                loops: loops.clone(),
+                hub: hub.clone(),
+            }
         });
         loops.set_host(Arc::new(Primers(Arc::downgrade(&app))));
         hub.tracker.spawn(loops.clone().run(hub.shutdown.clone()));
@@ -120,8 +137,7 @@ impl App {
                 Some(app) => app.commands.with_memory(client, prompt),
                 None => prompt,
             }));
-        app.mcp
-            .set_skills(Arc::new(crate::mcp::skills::SkillTools::new(&app)));
+        app.mcp.set_skills(Arc::new(skill_tools(&app)));
         let weak = Arc::downgrade(&app);
         app.api
             .admission()
@@ -137,25 +153,60 @@ impl App {
             webhooks,
             hub.shutdown.clone(),
         ));
-        app.runner.resume_all(&app);
+        app.runner.resume_all();
         app.clone().watch_role_cards();
         app.clone().flush_memory_turns();
-        let router = crate::hub::routes()
-            .with_state(hub.clone())
-            .merge(
-                crate::api::routes()
-                    .merge(crate::dashboard::routes().route_layer(
-                        axum::middleware::from_fn_with_state(app.clone(), crate::dashboard::guard),
-                    ))
-                    .with_state(app.clone()),
-            )
-            .merge(crate::mcp::routes(app.clone()));
+        let router = app.router();
         let server = hub.serve(listener, router);
         Ok(RunningHub {
             addr,
             hub: app,
             server,
         })
+    }
+
+    /// The hub's routes and each door's, every door with the components it uses as its
+    /// state.
+    fn router(self: &Arc<Self>) -> axum::Router {
+        let api = Arc::new(crate::api::Door {
+            hub: self.hub.clone(),
+            api: self.api.clone(),
+            asks: self.asks.clone(),
+            runner: self.runner.clone(),
+            webhooks: self.webhooks.clone(),
+        });
+        let weak = Arc::downgrade(self);
+        let dashboard = Arc::new(crate::dashboard::Door {
+            hub: self.hub.clone(),
+            dashboard: self.dashboard.clone(),
+            asks: self.asks.clone(),
+            runner: self.runner.clone(),
+            planner: self.planner.clone(),
+            set_role: Box::new(move |id, role, group| match weak.upgrade() {
+                Some(app) => crate::control::set_tab_role(&app, id, role, group)
+                    .map_err(|e| e.to_string()),
+                None => Err(STOPPING.into()),
+            }),
+        });
+        let mcp = Arc::new(crate::mcp::Door {
+            hub: self.hub.clone(),
+            mcp: self.mcp.clone(),
+            api: api.clone(),
+            asks: self.asks.clone(),
+            runner: self.runner.clone(),
+        });
+        crate::hub::routes()
+            .with_state(self.hub.clone())
+            .merge(crate::api::routes().with_state(api))
+            .merge(
+                crate::dashboard::routes()
+                    .route_layer(axum::middleware::from_fn_with_state(
+                        dashboard.clone(),
+                        crate::dashboard::guard,
+                    ))
+                    .with_state(dashboard),
+            )
+            .merge(crate::mcp::routes(mcp))
     }
 
     /// Writes the memory turns counted from replies once a second (one transaction for all
@@ -204,6 +255,37 @@ impl App {
     }
 }
 
+/// What a door tells a caller when the app is gone.
+const STOPPING: &str = "集线器正在停止 / the hub is stopping";
+
+/// The skills as MCP tools: the set the command host loaded, run through its interpreter.
+/// Holds the app weakly (the app owns its MCP state, which holds the tools).
+fn skill_tools(app: &Arc<App>) -> crate::mcp::skills::SkillTools {
+    let (list, run) = (Arc::downgrade(app), Arc::downgrade(app));
+    crate::mcp::skills::SkillTools::new(
+        Box::new(move || list.upgrade().map(|app| app.commands.skills.get())),
+        Box::new(move |caller, cmd| {
+            let app = run.upgrade();
+            Box::pin(async move {
+                let app = app.ok_or_else(|| STOPPING.to_string())?;
+                let out = crate::control::run_parsed(&app, &caller, &cmd).await;
+                if out.success {
+                    Ok(out.output)
+                } else {
+                    Err(out.output)
+                }
+            })
+        }),
+    )
+}
+
+/// The planner as the command host reaches it, through the app that owns it.
+impl crate::planner::Planning for App {
+    fn planning(&self) -> &crate::planner::Planner {
+        &self.planner
+    }
+}
+
 /// What runs ask of the layers above the runner: commands (`control`) and the foreman
 /// cycle (`foreman`). Holds the app weakly (the app owns the runner).
 struct RunWork(Weak<App>);
@@ -217,7 +299,7 @@ impl crate::runner::Work for RunWork {
         Box::pin(async move {
             match self.0.upgrade() {
                 Some(app) => crate::control::run_flow_command(&app, master, call).await,
-                None => Err("集线器正在停止 / the hub is stopping".into()),
+                None => Err(STOPPING.into()),
             }
         })
     }

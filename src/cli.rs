@@ -246,7 +246,7 @@ impl ServeArgs {
             if !url.starts_with("nats://") {
                 anyhow::bail!("--cluster 需要 nats://HOST:PORT / --cluster wants nats://HOST:PORT, got `{url}`");
             }
-            c.cluster = Some(crate::hub::engine::ClusterConfig { url, node });
+            c.cluster = Some(crate::config::ClusterConfig { url, node });
         }
         c.planner = self.planner;
         c.plan_repairs = self.plan_repairs;

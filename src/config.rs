@@ -21,6 +21,15 @@ pub enum ExecMode {
 /// planner fix a second mistake its first fix revealed).
 pub const DEFAULT_PLAN_REPAIRS: usize = 3;
 
+/// `serve --cluster URL --node NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// `nats://HOST:PORT`.
+    pub url: String,
+    /// This node's name, unique in the cluster (`[A-Za-z0-9_-]+`).
+    pub node: String,
+}
+
 /// Everything `aicard serve` can be told; `HubConfig::for_tests` gives a fast-timing variant.
 #[derive(Debug, Clone)]
 pub struct HubConfig {
@@ -45,7 +54,7 @@ pub struct HubConfig {
     pub mcp_config: Option<PathBuf>,
     /// `--cluster nats://… --node NAME`: join a cluster of hubs (docs/cluster.md); none =
     /// the single hub, as always.
-    pub cluster: Option<crate::hub::engine::ClusterConfig>,
+    pub cluster: Option<ClusterConfig>,
     /// The planner tab of `manager plan` (`--planner`); else a `planner: true` role card,
     /// else the master's own tab.
     pub planner: Option<String>,

@@ -22,6 +22,32 @@ use tokio::task::JoinHandle;
 
 use plan::{plan, Plan};
 
+/// A variable reference starting with the `$` at `at` in `b` (`$name`, or `${name}` whose
+/// name may hold `.` and `-`): the name's byte range and the index after the reference. The
+/// command parser reads references with it too, so both read them alike.
+pub(crate) fn var_ref_at(b: &[u8], at: usize) -> Option<((usize, usize), usize)> {
+    let start = at + 1;
+    if b.get(start) == Some(&b'{') {
+        let close = start + 1 + memchr::memchr(b'}', &b[start + 1..])?;
+        let name = (start + 1, close);
+        let ok = name.1 > name.0
+            && (b[name.0].is_ascii_alphabetic() || b[name.0] == b'_')
+            && b[name.0..name.1]
+                .iter()
+                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'));
+        return ok.then_some((name, close + 1));
+    }
+    let first = *b.get(start)?;
+    if !(first.is_ascii_alphabetic() || first == b'_') {
+        return None;
+    }
+    let end = b[start..]
+        .iter()
+        .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+        .map_or(b.len(), |n| start + n);
+    Some(((start, end), end))
+}
+
 /// Default time a command may run before its process group is killed.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default cap on each of stdout and stderr.

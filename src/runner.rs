@@ -11,12 +11,13 @@ use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::app::App;
+use crate::ask::Asks;
 use crate::flows::engine::{
     Action, CommandCall, Dispatch, JournalEvent, RunSnapshot, RunState, RunStatus, Target,
 };
 use crate::flows::Flow;
 use crate::hub::registry::Client;
+use crate::hub::Hub;
 use crate::hub::tasks::{Outcome, TaskError, TaskRequest};
 use crate::protocol::ServerFrame;
 use crate::store::{now_ms, JournalEntry, RunRecord};
@@ -76,6 +77,29 @@ pub struct Runner {
     latest: DashMap<String, String>,
     /// What runs ask of the layers above (commands, the foreman cycle), wired by `app`.
     work: Arc<dyn Work>,
+    /// The hub the runs act on: its store, registry, task queues and tracker.
+    hub: Arc<Hub>,
+    /// The ask service, for its decision engine (which tab takes an item, what a failure
+    /// tells about a tab).
+    asks: Arc<Asks>,
+    /// The runner itself, handed to each run's driver (the driver ends its run here).
+    me: std::sync::Weak<Runner>,
+}
+
+/// What a run's driver and its attempts reach: the hub (through `Deref`), the ask service
+/// and the runner.
+struct Ctx {
+    hub: Arc<Hub>,
+    asks: Arc<Asks>,
+    runner: Arc<Runner>,
+}
+
+impl std::ops::Deref for Ctx {
+    type Target = Hub;
+
+    fn deref(&self) -> &Hub {
+        &self.hub
+    }
 }
 
 /// What a run needs from the layers above the runner, wired by the composition root: a
@@ -99,16 +123,19 @@ pub trait Work: Send + Sync {
 const QUEUE_WAIT: Duration = Duration::from_secs(60);
 
 impl Runner {
-    pub fn new(work: Arc<dyn Work>) -> Runner {
-        Runner {
+    pub fn new(hub: Arc<Hub>, asks: Arc<Asks>, work: Arc<dyn Work>) -> Arc<Runner> {
+        Arc::new_cyclic(|me| Runner {
             runs: DashMap::new(),
             latest: DashMap::new(),
             work,
-        }
+            hub,
+            asks,
+            me: me.clone(),
+        })
     }
 
     /// Loads flow `name`: a flow saved with `manager create` first, else `flows_dir/NAME.yaml`.
-    pub fn load_flow(hub: &App, name: &str) -> Result<(Flow, String), RunError> {
+    pub fn load_flow(hub: &Hub, name: &str) -> Result<(Flow, String), RunError> {
         if !name
             .chars()
             .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
@@ -135,7 +162,7 @@ impl Runner {
     /// Starts flow `name` for `master` (the tab that asked); returns the run id.
     pub fn start(
         &self,
-        hub: &Arc<App>,
+        hub: &Hub,
         name: &str,
         master: Option<String>,
         inputs: BTreeMap<String, String>,
@@ -151,7 +178,7 @@ impl Runner {
     /// Starts an already validated flow (e.g. an approved plan draft); returns the run id.
     pub fn start_flow(
         &self,
-        hub: &Arc<App>,
+        hub: &Hub,
         flow: Flow,
         source: String,
         master: Option<String>,
@@ -191,12 +218,12 @@ impl Runner {
             },
             &started_json,
         )?;
-        self.spawn(hub, state, master, Some(started));
+        self.spawn(state, master, Some(started));
         Ok(run_id)
     }
 
     /// Outputs of the latest finished run of a flow (for `--from-node`).
-    fn prior_outputs(&self, hub: &App, flow: &str) -> BTreeMap<String, String> {
+    fn prior_outputs(&self, hub: &Hub, flow: &str) -> BTreeMap<String, String> {
         let runs = hub
             .store
             .runs_in(&["completed", "failed", "stopped"])
@@ -217,7 +244,6 @@ impl Runner {
     /// reported to the master first.
     fn spawn(
         &self,
-        hub: &Arc<App>,
         state: RunState,
         master: Option<String>,
         started: Option<JournalEvent>,
@@ -234,6 +260,11 @@ impl Runner {
             ctl: ctl_tx,
             view: view.clone(),
         };
+        let hub = Arc::new(Ctx {
+            hub: self.hub.clone(),
+            asks: self.asks.clone(),
+            runner: self.me.upgrade().expect("a runner is made in an Arc (Runner::new)"),
+        });
         let drive = Drive {
             hub: hub.clone(),
             run_id: state.run_id().to_string(),
@@ -253,7 +284,8 @@ impl Runner {
     }
 
     /// Continues every run the store says was running or paused (after a restart).
-    pub fn resume_all(&self, hub: &Arc<App>) {
+    pub fn resume_all(&self) {
+        let hub = &*self.hub;
         let runs = match hub.store.runs_in(&["running", "paused"]) {
             Ok(r) => r,
             Err(e) => {
@@ -273,7 +305,7 @@ impl Runner {
             match Self::rebuild(hub, &rec) {
                 Ok(state) => {
                     tracing::info!(run = %rec.run_id, "resuming run after restart");
-                    self.spawn(hub, state, rec.master.clone(), None);
+                    self.spawn(state, rec.master.clone(), None);
                 }
                 Err(e) => {
                     tracing::error!(run = %rec.run_id, "cannot resume: {e}");
@@ -286,7 +318,7 @@ impl Runner {
     }
 
     /// Rebuilds a run's state from its journal and the flow source it started with.
-    fn rebuild(hub: &App, rec: &RunRecord) -> Result<RunState, RunError> {
+    fn rebuild(hub: &Hub, rec: &RunRecord) -> Result<RunState, RunError> {
         let flow = crate::flows::load_str(&rec.flow, &rec.flow_source)
             .map_err(|d| RunError::Invalid(join_diags(&d)))?;
         if let Ok((current, _)) = Self::load_flow(hub, &rec.flow) {
@@ -345,7 +377,7 @@ impl Runner {
     }
 
     /// Per-node state, tabs and durations of a run (in progress, or the latest finished).
-    pub fn status(&self, hub: &App, name_or_id: &str) -> Result<String, RunError> {
+    pub fn status(&self, hub: &Hub, name_or_id: &str) -> Result<String, RunError> {
         if let Some(id) = self.find(name_or_id) {
             if let Some(run) = self.runs.get(&id) {
                 let v = run.view.lock().unwrap_or_else(|p| p.into_inner());
@@ -407,7 +439,7 @@ fn join_diags(d: &[crate::flows::Diagnostic]) -> String {
 }
 
 /// The foremen's subtasks under each item: master → foreman → workers.
-fn subtask_tree(hub: &App, snap: &RunSnapshot) -> String {
+fn subtask_tree(hub: &Hub, snap: &RunSnapshot) -> String {
     let mut out = String::new();
     for n in &snap.nodes {
         for (i, item) in n.items.iter().enumerate() {
@@ -466,7 +498,7 @@ fn render_status(
 
 /// One run's driver task: the only place that mutates its `RunState`.
 struct Drive {
-    hub: Arc<App>,
+    hub: Arc<Ctx>,
     run_id: String,
     flow: String,
     master: Option<String>,
@@ -765,7 +797,7 @@ struct Pick<'a> {
     pools: &'a BTreeMap<String, u32>,
 }
 
-async fn pick_tab(hub: &Arc<App>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+async fn pick_tab(hub: &Arc<Ctx>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let wait = d
         .timeout
         .queue_ms
@@ -789,7 +821,7 @@ async fn pick_tab(hub: &Arc<App>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<C
     }
 }
 
-fn choose(hub: &App, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+fn choose(hub: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let master = pick.master;
     let target = match &d.target {
         Target::Role(r) => format!("role:{r}"),
@@ -937,7 +969,7 @@ fn spawn_attempt(
 }
 
 async fn dispatch(
-    hub: Arc<App>,
+    hub: Arc<Ctx>,
     run_id: String,
     master: Option<String>,
     pools: BTreeMap<String, u32>,
@@ -1021,7 +1053,7 @@ async fn dispatch(
 
 /// `ask`, failing when the tab streams nothing for `idle` (a stuck generation).
 async fn ask_with_idle(
-    hub: &Arc<App>,
+    hub: &Arc<Ctx>,
     client: &Arc<Client>,
     req: TaskRequest,
     idle: Duration,
@@ -1048,7 +1080,7 @@ async fn ask_with_idle(
 }
 
 async fn run_command(
-    hub: Arc<App>,
+    hub: Arc<Ctx>,
     master: Option<String>,
     c: CommandCall,
     events: mpsc::UnboundedSender<JournalEvent>,

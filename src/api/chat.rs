@@ -19,7 +19,8 @@ use super::journal::ApiRun;
 use super::models::{self, ModelId};
 use super::prompt::{ChatRequest, MAX_PROMPT_BYTES};
 use super::{authorize, TapEvent};
-use crate::app::App;
+use super::Door;
+use crate::hub::Hub;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::TaskRequest;
 use crate::protocol::ServerFrame;
@@ -32,7 +33,7 @@ pub const MAX_QUEUE_TIMEOUT: Duration = Duration::from_secs(600);
 /// The largest request body read, after the token is checked (axum's default body limit).
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
-pub async fn models(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn models(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
     }
@@ -41,7 +42,7 @@ pub async fn models(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response
 }
 
 /// The live model list of `GET /v1/models`.
-fn model_list(hub: &App) -> serde_json::Value {
+fn model_list(hub: &Door) -> serde_json::Value {
     let adm = hub.api.admission().clone();
     let flows = flow_names(hub);
     models::list(
@@ -57,7 +58,7 @@ fn model_list(hub: &App) -> serde_json::Value {
 /// `GET /v1/models/{id}` (ids hold a `/`: `site/deepseek`): the one entry of the list, or
 /// 404 `model_not_found`.
 pub async fn model(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
@@ -75,7 +76,7 @@ pub async fn model(
 }
 
 /// Flows `flow/<name>` can run: the flows directory and the saved ones.
-pub(crate) fn flow_names(hub: &App) -> Vec<String> {
+pub(crate) fn flow_names(hub: &Hub) -> Vec<String> {
     let mut names: Vec<String> = hub.store.saved_flows().unwrap_or_default();
     if let Ok(dir) = std::fs::read_dir(&hub.config.flows_dir) {
         for e in dir.flatten() {
@@ -91,7 +92,7 @@ pub(crate) fn flow_names(hub: &App) -> Vec<String> {
     names
 }
 
-pub async fn method_not_allowed(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn method_not_allowed(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
     }
@@ -104,7 +105,7 @@ pub async fn method_not_allowed(State(hub): State<Arc<App>>, headers: HeaderMap)
     .into_response()
 }
 
-pub async fn not_found(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn not_found(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
     }
@@ -117,7 +118,7 @@ pub async fn not_found(State(hub): State<Arc<App>>, headers: HeaderMap) -> Respo
     .into_response()
 }
 
-pub async fn completions(State(hub): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+pub async fn completions(State(hub): State<Arc<Door>>, headers: HeaderMap, body: Body) -> Response {
     match complete(hub, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -143,7 +144,7 @@ fn queue_timeout(headers: &HeaderMap) -> Result<Duration, ApiError> {
     Ok(Duration::from_secs_f64(secs).min(MAX_QUEUE_TIMEOUT))
 }
 
-async fn complete(hub: Arc<App>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     // The token first: an unknown caller's body is never read.
     authorize(&hub, &headers)?;
     let too_big = || {
@@ -254,7 +255,7 @@ async fn complete(hub: Arc<App>, headers: HeaderMap, body: Body) -> Result<Respo
 /// waits for the reply. Dropping the future before it resolves cancels the prompt and tells
 /// the tab, like a client that leaves. Returns the tab that answered and its reply.
 pub(crate) async fn ask_tab(
-    hub: &Arc<App>,
+    hub: &Arc<Door>,
     model: &ModelId,
     prompt: String,
     queue_timeout: Duration,
@@ -322,7 +323,7 @@ pub(super) trait Finish: Send {
 struct Job {
     /// The prompt's journal (a one-node run).
     run: ApiRun,
-    hub: Arc<App>,
+    hub: Arc<Door>,
     client: Arc<Client>,
     task_id: String,
     lease: Option<Lease>,
@@ -374,7 +375,7 @@ impl Drop for Job {
 /// reply from `turn_end`, one finish_reason, `[DONE]`. `: keepalive` while silent.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn produce(
-    hub: Arc<App>,
+    hub: Arc<Door>,
     reply: Reply,
     mut tap: Option<mpsc::Receiver<TapEvent>>,
     first: Option<TapEvent>,

@@ -13,7 +13,8 @@ use tokio::sync::mpsc;
 use super::chat::{produce, sse_response, Answer, Finish, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
-use crate::app::App;
+use super::Door;
+use crate::hub::Hub;
 use crate::flows::engine::events::JournalEvent;
 use crate::runner::{Control, RunError, Runner};
 
@@ -34,7 +35,7 @@ pub fn input_name(flow: &crate::flows::Flow) -> String {
 }
 
 struct RunGuard {
-    hub: Arc<App>,
+    hub: Arc<Door>,
     run_id: String,
     finished: bool,
 }
@@ -55,7 +56,7 @@ impl Drop for RunGuard {
 }
 
 pub(super) async fn complete(
-    hub: Arc<App>,
+    hub: Arc<Door>,
     req: ChatRequest,
     name: &str,
     reply: Reply,
@@ -118,7 +119,7 @@ pub(super) async fn complete(
 }
 
 /// Waits for the run to end; its result, or why it has none.
-async fn wait_run(hub: Arc<App>, run_id: String) -> Result<String, ApiError> {
+async fn wait_run(hub: Arc<Door>, run_id: String) -> Result<String, ApiError> {
     loop {
         if let Some(outcome) = run_outcome(&hub, &run_id) {
             return outcome.map_err(|why| {
@@ -130,7 +131,7 @@ async fn wait_run(hub: Arc<App>, run_id: String) -> Result<String, ApiError> {
 }
 
 /// How a run ended, from the store: `None` while it runs; its output, or why it has none.
-pub(crate) fn run_outcome(hub: &App, run_id: &str) -> Option<Result<String, String>> {
+pub(crate) fn run_outcome(hub: &Hub, run_id: &str) -> Option<Result<String, String>> {
     let state = hub
         .store
         .run(run_id)

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::app::App;
+use super::Door;
 use crate::flows::engine::{flow_hash, JournalEvent};
 use crate::store::{now_ms, RunRecord, Store};
 
@@ -36,7 +36,7 @@ impl ApiRun {
     /// `shown` (its label, else its id). The recorded flow names the tab by its id, which is
     /// always a valid target.
     pub fn begin(
-        hub: &App,
+        hub: &Door,
         run_id: &str,
         model: &str,
         (client_id, shown): (&str, &str),

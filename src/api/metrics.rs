@@ -14,7 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::app::App;
+use super::Door;
 use crate::decide::Standing;
 use crate::hub::registry::ConnState;
 
@@ -24,7 +24,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-pub async fn metrics(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn metrics(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     if let Err(e) = super::authorize(&hub, &headers) {
         return e.into_response();
     }
@@ -42,7 +42,7 @@ pub async fn metrics(State(hub): State<Arc<App>>, headers: HeaderMap) -> Respons
 }
 
 /// The whole exposition, ending in `# EOF`.
-pub fn render(hub: &App) -> Result<String, std::fmt::Error> {
+pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
     let mut reg = Registry::with_prefix("aicard");
     let tabs = Family::<Labels, Gauge>::default();
     let up = Family::<Labels, Gauge>::default();

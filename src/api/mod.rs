@@ -30,12 +30,44 @@ use axum::Router;
 use dashmap::DashMap;
 use tokio::sync::mpsc;
 
-use crate::app::App;
+use crate::ask::Asks;
+use crate::hub::Hub;
 use crate::hub::registry::{Client, Registry};
 use crate::hub::tasks::Tasks;
+use crate::runner::Runner;
+use crate::webhooks::Webhooks;
 use crate::protocol::TaskState;
 use admission::Admission;
 use error::ApiError;
+
+/// What the API's handlers reach, the state of its routes: built by `app` from the
+/// components it names, the hub's own parts through `Deref`.
+pub struct Door {
+    pub hub: Arc<Hub>,
+    /// Admission and the streams of requests in progress.
+    pub api: Arc<ApiState>,
+    /// The decision engine's view of each tab (health, what `auto` would pick).
+    pub asks: Arc<Asks>,
+    /// Flow runs (a flow as a model, `/metrics`).
+    pub runner: Arc<Runner>,
+    /// The signed callbacks' counters (`/metrics`).
+    pub webhooks: Arc<Webhooks>,
+}
+
+impl Door {
+    /// The API's admission (who waits for which tab).
+    pub fn admission(&self) -> &Arc<Admission> {
+        self.api.admission()
+    }
+}
+
+impl std::ops::Deref for Door {
+    type Target = Hub;
+
+    fn deref(&self) -> &Hub {
+        &self.hub
+    }
+}
 
 /// Events of one API prompt, from the tab's socket to the request streaming them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,7 +226,7 @@ impl ApiState {
 }
 
 /// The API's routes, merged into the hub's router.
-pub fn routes() -> Router<Arc<App>> {
+pub fn routes() -> Router<Arc<Door>> {
     Router::new()
         .route(
             "/v1/models",
@@ -216,7 +248,7 @@ pub fn routes() -> Router<Arc<App>> {
 }
 
 /// Host and Origin like every door (403), then the bearer token (401).
-fn authorize(hub: &App, headers: &HeaderMap) -> Result<(), ApiError> {
+fn authorize(hub: &Door, headers: &HeaderMap) -> Result<(), ApiError> {
     hub.check_headers(headers)
         .map_err(|(_, why)| ApiError::forbidden(why))?;
     let presented = headers

@@ -87,33 +87,10 @@ pub fn parse_template(text: &str) -> Template {
     Template { parts }
 }
 
-/// For the exec module: the name's byte range and the index after a reference at `at`.
-pub(crate) fn var_ref_at(b: &[u8], at: usize) -> Option<((usize, usize), usize)> {
-    var_ref(b, at).map(|(name, next)| ((name.s, name.e), next))
-}
-
-/// The name span and the index after a reference starting with the `$` at `at`.
+/// The name span and the index after a reference starting with the `$` at `at` (`$name` or
+/// `${name}`; the one reading of a reference, shared with the exec policy's splitter).
 fn var_ref(b: &[u8], at: usize) -> Option<(Span, usize)> {
-    let start = at + 1;
-    if b.get(start) == Some(&b'{') {
-        let close = start + 1 + memchr::memchr(b'}', &b[start + 1..])?;
-        let name = Span::new(start + 1, close);
-        let ok = name.e > name.s
-            && (b[name.s].is_ascii_alphabetic() || b[name.s] == b'_')
-            && b[name.s..name.e]
-                .iter()
-                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'));
-        return ok.then_some((name, close + 1));
-    }
-    let first = *b.get(start)?;
-    if !(first.is_ascii_alphabetic() || first == b'_') {
-        return None;
-    }
-    let end = b[start..]
-        .iter()
-        .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
-        .map_or(b.len(), |n| start + n);
-    Some((Span::new(start, end), end))
+    crate::exec::var_ref_at(b, at).map(|((s, e), next)| (Span::new(s, e), next))
 }
 
 /// A byte range of the body.
@@ -658,7 +635,7 @@ fn is_flow_name(s: &str) -> bool {
 mod forms;
 mod memory_forms;
 
-pub use memory_forms::{is_skill_name, split_tags};
+pub use memory_forms::split_tags;
 mod agent_forms;
 mod mcp;
 

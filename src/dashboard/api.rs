@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{authorize, runs, Caller};
-use crate::app::App;
+use super::Door;
 use crate::decide::Standing;
 use crate::hub::registry::ConnState;
 use crate::protocol::Role;
@@ -31,7 +31,7 @@ macro_rules! check {
 }
 
 /// `GET /api/session`: who is calling, and the session's CSRF token.
-pub async fn session(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn session(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     let caller = check!(hub, Method::GET, headers);
     let csrf = match &caller {
         Caller::Session(s) => hub.dashboard.csrf(s),
@@ -47,7 +47,7 @@ pub async fn session(State(hub): State<Arc<App>>, headers: HeaderMap) -> Respons
 }
 
 /// The tabs as the dashboard lists them.
-pub fn tabs_json(hub: &App) -> Value {
+pub fn tabs_json(hub: &Door) -> Value {
     let now = crate::store::now_ms();
     let mut tabs: Vec<Value> = hub
         .registry
@@ -119,14 +119,14 @@ pub fn tabs_json(hub: &App) -> Value {
 }
 
 /// `GET /api/tabs`.
-pub async fn tabs(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn tabs(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     check!(hub, Method::GET, headers);
     Json(tabs_json(&hub)).into_response()
 }
 
 /// `GET /api/cluster`: this node, its engine's message counters, and what it waits for
 /// (tasks sent to other nodes, tasks taken from them): the numbers docs/cluster.md names.
-pub async fn cluster(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn cluster(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     check!(hub, Method::GET, headers);
     let s = hub.engine.stats();
     let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
@@ -156,7 +156,7 @@ pub struct RoleBody {
 
 /// `POST /api/tabs/{id}/role`: the same code as `?<role …>!`.
 pub async fn set_role(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Json(body): Json<RoleBody>,
@@ -169,7 +169,7 @@ pub async fn set_role(
         other => return error(StatusCode::BAD_REQUEST, format!("unknown role `{other}`")),
     };
     let group = body.group.filter(|g| !g.trim().is_empty());
-    match crate::control::set_tab_role(&hub, &id, role, group) {
+    match (hub.set_role)(&id, role, group) {
         Ok(msg) => {
             let _ = hub.events.send(crate::hub::HubEvent::Connected(id));
             Json(json!({"ok": true, "message": msg})).into_response()
@@ -179,7 +179,7 @@ pub async fn set_role(
 }
 
 /// `GET /api/flows`: flow files in the flows directory and flows saved on the hub.
-pub async fn flows(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn flows(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     check!(hub, Method::GET, headers);
     let mut names: Vec<String> = hub.store.saved_flows().unwrap_or_default();
     if let Ok(dir) = std::fs::read_dir(&hub.config.flows_dir) {
@@ -199,7 +199,7 @@ pub async fn flows(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response 
 
 /// `GET /api/flows/{name}`: the flow's source.
 pub async fn flow_source(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
@@ -223,7 +223,7 @@ pub async fn flow_source(
 /// `aicard flow validate NAME` prints for that text (`text/plain`); with `format=json` that
 /// text with the diagnostics and, when valid, the flow's graph.
 pub async fn validate(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
     body: String,
@@ -263,7 +263,7 @@ pub async fn validate(
 }
 
 /// `GET /api/runs`.
-pub async fn runs(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn runs(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     check!(hub, Method::GET, headers);
     Json(runs::list(&hub)).into_response()
 }
@@ -283,7 +283,7 @@ pub struct StartBody {
 /// `POST /api/runs`: starts a run like `manager run` (no master tab: the result stays in the
 /// journal and on the dashboard).
 pub async fn start_run(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Json(body): Json<StartBody>,
 ) -> Response {
@@ -314,7 +314,7 @@ pub async fn start_run(
 
 /// `GET /api/runs/{id}`.
 pub async fn run(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
@@ -328,7 +328,7 @@ pub async fn run(
 
 /// `GET /api/runs/{id}/nodes/{node}?offset=&limit=`.
 pub async fn node(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Path((id, node)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
@@ -349,7 +349,7 @@ pub async fn node(
 
 /// `POST /api/runs/{id}/pause|resume|stop`.
 pub async fn control(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
 ) -> Response {

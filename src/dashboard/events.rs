@@ -18,14 +18,14 @@ use serde_json::json;
 use tokio::sync::{broadcast, watch};
 
 use super::{authorize, runs};
-use crate::app::App;
+use super::Door;
 use crate::hub::HubEvent;
 
 /// Journal rows read per query.
 const PAGE: usize = 500;
 
 struct Feed {
-    hub: Arc<App>,
+    hub: Arc<Door>,
     last: i64,
     run: Option<String>,
     journal: watch::Receiver<u64>,
@@ -106,7 +106,7 @@ impl Feed {
 
 /// `GET /api/events[?run=ID][&last_event_id=N]`.
 pub async fn events(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {

@@ -13,12 +13,12 @@ use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{assets, authorize, session_cookie, Caller, COOKIE, SESSION_TTL};
-use crate::app::App;
+use super::Door;
 use crate::hub::auth;
 
 /// `GET /login?code=…`.
 pub async fn login(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
@@ -63,7 +63,7 @@ pub async fn login(
 }
 
 /// `POST /logout`: ends the session (same checks as the API).
-pub async fn logout(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn logout(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorize(&hub, &Method::POST, &headers) {
         return r.into_response();
     }
@@ -81,7 +81,7 @@ pub async fn logout(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response
 }
 
 /// `POST /api/login-codes` (token only): a fresh login URL for `aicard open`.
-pub async fn new_code(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn new_code(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     match authorize(&hub, &Method::POST, &headers) {
         Ok(Caller::Token) => {}
         Ok(Caller::Session(_)) => {

@@ -24,8 +24,40 @@ use axum::routing::{get, post};
 use axum::Router;
 use rand::RngCore;
 
-use crate::app::App;
-use crate::hub::auth;
+use crate::ask::Asks;
+use crate::hub::{auth, Hub};
+use crate::planner::Planner;
+use crate::protocol::Role;
+use crate::runner::Runner;
+
+/// What the dashboard's handlers reach, the state of its routes: built by `app` from the
+/// components it names, the hub's own parts through `Deref`.
+pub struct Door {
+    pub hub: Arc<Hub>,
+    /// Login codes and sessions.
+    pub dashboard: Arc<Sessions>,
+    /// The decision engine's view of each tab and of each pick.
+    pub asks: Arc<Asks>,
+    /// Flow runs: start, pause, resume, stop.
+    pub runner: Arc<Runner>,
+    /// Plan drafts: approve, reject, modify.
+    pub planner: Arc<Planner>,
+    /// A tab's role and group, set as `?<role …>!` sets them (the command host's, wired by
+    /// `app`).
+    pub set_role: SetRole,
+}
+
+/// See [`Door::set_role`]: the tab's id, its new role and group; the message for the person,
+/// or why not.
+pub type SetRole = Box<dyn Fn(&str, Role, Option<String>) -> Result<String, String> + Send + Sync>;
+
+impl std::ops::Deref for Door {
+    type Target = Hub;
+
+    fn deref(&self) -> &Hub {
+        &self.hub
+    }
+}
 
 /// Name of the session cookie.
 pub const COOKIE: &str = "aicard_session";
@@ -176,7 +208,7 @@ fn same_origin(origin: &str, host: &str) -> bool {
 /// is never read or parsed for a caller who may not send it (a foreign Origin with a bad
 /// body is 403, not 400). Applied with `route_layer` where the router is built.
 pub async fn guard(
-    axum::extract::State(hub): axum::extract::State<Arc<App>>,
+    axum::extract::State(hub): axum::extract::State<Arc<Door>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
@@ -189,7 +221,7 @@ pub async fn guard(
 }
 
 /// The checks of every `/api/*` request (see the module docs).
-pub fn authorize(hub: &App, method: &Method, headers: &HeaderMap) -> Result<Caller, Refusal> {
+pub fn authorize(hub: &Door, method: &Method, headers: &HeaderMap) -> Result<Caller, Refusal> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -250,7 +282,7 @@ pub fn authorize(hub: &App, method: &Method, headers: &HeaderMap) -> Result<Call
 }
 
 /// The dashboard's routes, merged into the hub's router.
-pub fn routes() -> Router<Arc<App>> {
+pub fn routes() -> Router<Arc<Door>> {
     Router::new()
         .route("/", get(assets::index))
         .route("/assets/{file}", get(assets::asset))

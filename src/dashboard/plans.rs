@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::authorize;
-use crate::app::App;
+use super::Door;
 use crate::planner::drafts::{Draft, DraftState};
 use crate::planner::PlanError;
 
@@ -57,7 +57,7 @@ fn status_of(e: &PlanError) -> StatusCode {
 }
 
 /// `GET /api/plans`: the newest drafts (any state).
-pub async fn list(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn list(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorize(&hub, &Method::GET, &headers) {
         return r.into_response();
     }
@@ -72,7 +72,7 @@ pub async fn list(State(hub): State<Arc<App>>, headers: HeaderMap) -> Response {
 
 /// `GET /api/plans/{id}`: one draft with its YAML, DAG text and Mermaid graph.
 pub async fn get(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
@@ -103,8 +103,8 @@ pub struct AnswerBody {
 
 /// `modify` with edited YAML: checked like a planner's answer, then stored as a new draft
 /// (parent: `old`) and `old` marked modified. 422 with located problems when it fails.
-fn modify_yaml(hub: &App, old: Draft, yaml: &str) -> Response {
-    if let Err(problems) = crate::planner::check_plan(hub, yaml) {
+fn modify_yaml(hub: &Door, old: Draft, yaml: &str) -> Response {
+    if let Err(problems) = crate::planner::check_plan(&hub.planner, yaml) {
         let diagnostics: Vec<Value> = problems
             .iter()
             .map(|p| json!({"line": p.line, "col": p.col, "message": p.message}))
@@ -160,7 +160,7 @@ fn modify_yaml(hub: &App, old: Draft, yaml: &str) -> Response {
 /// `POST /api/plans/{id}/approve|modify|reject`. An approval from the dashboard runs without
 /// a master tab (the result stays in the journal), unless the draft's master is online.
 pub async fn answer(
-    State(hub): State<Arc<App>>,
+    State(hub): State<Arc<Door>>,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
     body: Option<Json<AnswerBody>>,
@@ -192,12 +192,12 @@ pub async fn answer(
             .is_some_and(|c| c.state() == crate::hub::registry::ConnState::Connected)
     });
     let result = match action.as_str() {
-        "approve" => crate::planner::approve(&hub, online_master, &id, body.inputs),
-        "reject" => crate::planner::reject(&hub, &id),
+        "approve" => crate::planner::approve(&hub.planner, online_master, &id, body.inputs),
+        "reject" => crate::planner::reject(&hub.planner, &id),
         "modify" => match body.feedback.as_deref().map(str::trim) {
             Some(f) if !f.is_empty() => {
                 let asker = master.unwrap_or_default();
-                crate::planner::modify(&hub, &asker, &id, f).await
+                crate::planner::modify(&hub.planner, &asker, &id, f).await
             }
             _ => {
                 return error(

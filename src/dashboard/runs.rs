@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rusqlite::params;
 use serde_json::{json, Value};
 
-use crate::app::App;
+use super::Door;
 use crate::decide::Choice;
 use crate::flows::engine::{Action, ItemStatus, JournalEvent, RunState};
 use crate::flows::Flow;
@@ -26,16 +26,16 @@ pub const JOURNAL_TAIL: usize = 300;
 pub use crate::store::JournalRow as Row;
 
 /// The journal rows of every run after global id `after`, oldest first, at most `limit`.
-pub fn rows_after(hub: &App, after: i64, limit: usize) -> Vec<Row> {
+pub fn rows_after(hub: &Door, after: i64, limit: usize) -> Vec<Row> {
     hub.store.journal_after(after, limit)
 }
 
 /// The newest global journal id (0: none yet).
-pub fn last_id(hub: &App) -> i64 {
+pub fn last_id(hub: &Door) -> i64 {
     hub.store.journal_last_id()
 }
 
-fn run_rows(hub: &App, run_id: &str) -> Vec<Row> {
+fn run_rows(hub: &Door, run_id: &str) -> Vec<Row> {
     hub.store
         .read(|c| {
             let mut st = c.prepare_cached(
@@ -77,7 +77,7 @@ pub fn event_json(row: &Row) -> Value {
 }
 
 /// `GET /api/runs`: the newest runs first.
-pub fn list(hub: &App) -> Value {
+pub fn list(hub: &Door) -> Value {
     let runs: Vec<Value> = hub
         .store
         .read(|c| {
@@ -148,7 +148,7 @@ struct Loaded {
     events: Vec<JournalEvent>,
 }
 
-fn load(hub: &App, run_id: &str) -> Option<Loaded> {
+fn load(hub: &Door, run_id: &str) -> Option<Loaded> {
     let rec = hub.store.run(run_id).ok()??;
     let flow = crate::flows::load_str(&rec.flow, &rec.flow_source).ok()?;
     let rows = run_rows(hub, run_id);
@@ -412,7 +412,7 @@ fn why(
 
 /// What item views need besides the node: the hub (the engine's picks), the run, its flow.
 struct Ctx<'a> {
-    hub: &'a App,
+    hub: &'a Door,
     run_id: &'a str,
     flow: &'a Flow,
 }
@@ -455,7 +455,7 @@ fn items_json(
 }
 
 /// `GET /api/runs/{id}`.
-pub fn detail(hub: &App, run_id: &str) -> Option<Value> {
+pub fn detail(hub: &Door, run_id: &str) -> Option<Value> {
     let l = load(hub, run_id)?;
     let state = RunState::replay(l.flow.clone(), &l.events, true).ok()?;
     let snap = state.snapshot();
@@ -552,7 +552,7 @@ fn prompts(l: &Loaded, node: &str, limit: usize) -> HashMap<(usize, u32), String
 }
 
 /// `GET /api/runs/{id}/nodes/{node}?offset=&limit=`: one node's items.
-pub fn node(hub: &App, run_id: &str, node: &str, offset: usize, limit: usize) -> Option<Value> {
+pub fn node(hub: &Door, run_id: &str, node: &str, offset: usize, limit: usize) -> Option<Value> {
     let l = load(hub, run_id)?;
     let state = RunState::replay(l.flow.clone(), &l.events, true).ok()?;
     let snap = state.snapshot();

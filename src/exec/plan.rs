@@ -70,7 +70,7 @@ pub(super) fn lex(cmd: &str) -> (Vec<Seg<'_>>, Option<(&'static str, usize)>) {
             b'"' => double = !double,
             b'`' => forbid("backtick `…`", i),
             b'$' => {
-                if let Some(((s, e), next)) = crate::commands::parser::var_ref_at(b, i) {
+                if let Some(((s, e), next)) = super::var_ref_at(b, i) {
                     segs.push(Seg::Raw(&cmd[raw_start..i]));
                     segs.push(Seg::Var {
                         name: &cmd[s..e],

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod hooks;
 pub mod install;
 pub mod outq;
+mod queue;
 pub mod registry;
 mod serve;
 mod sse;

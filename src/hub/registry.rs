@@ -157,7 +157,7 @@ pub struct Client {
     /// person's words, never give it to the hub's: the text the hub typed always matches.
     typed_by_hub: Mutex<VecDeque<u64>>,
     /// The tab's task queue (owned by `Tasks`).
-    pub(super) queue: Mutex<super::tasks::TabQueue>,
+    pub(super) queue: Mutex<super::queue::TabQueue>,
     /// Set while the tab lives on another node of the cluster (then `conn` and `queue` are
     /// unused: its node has them).
     remote: RwLock<Option<Remote>>,

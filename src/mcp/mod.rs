@@ -33,7 +33,31 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 
-use crate::app::App;
+use crate::ask::Asks;
+use crate::hub::Hub;
+use crate::runner::Runner;
+
+/// What the MCP tools reach, the state of `/mcp`: built by `app` from the components it
+/// names, the hub's own parts through `Deref`.
+pub struct Door {
+    pub hub: Arc<Hub>,
+    /// MCP runs and the `skill_NAME` tools.
+    pub mcp: Arc<McpState>,
+    /// The API door: a prompt to a model's tab goes through its admission, as for `/v1`.
+    pub api: Arc<crate::api::Door>,
+    /// The decision engine's view of each tab.
+    pub asks: Arc<Asks>,
+    /// Flow runs (`run_flow`).
+    pub runner: Arc<Runner>,
+}
+
+impl std::ops::Deref for Door {
+    type Target = Hub;
+
+    fn deref(&self) -> &Hub {
+        &self.hub
+    }
+}
 
 /// A tool the skills seam offers (listed as `skill_NAME`).
 #[derive(Debug, Clone)]
@@ -107,7 +131,7 @@ pub fn default_config_path(data_dir: &std::path::Path) -> PathBuf {
 }
 
 /// `/mcp`: Streamable HTTP, behind the hub's checks.
-pub fn routes(hub: Arc<App>) -> Router {
+pub fn routes(hub: Arc<Door>) -> Router {
     let cfg = StreamableHttpServerConfig::default()
         .with_cancellation_token(hub.shutdown.child_token())
         // Host and Origin are checked by `guard` with the hub's own rules (every loopback
@@ -125,7 +149,7 @@ pub fn routes(hub: Arc<App>) -> Router {
 }
 
 /// Host and Origin first (403), then the bearer token (401), as for every door.
-async fn guard(State(hub): State<Arc<App>>, req: Request, next: Next) -> Response {
+async fn guard(State(hub): State<Arc<Door>>, req: Request, next: Next) -> Response {
     match refusal(&hub, req.headers()) {
         Some(refused) => refused,
         None => next.run(req).await,
@@ -133,7 +157,7 @@ async fn guard(State(hub): State<Arc<App>>, req: Request, next: Next) -> Respons
 }
 
 /// Why a request may not reach the tools, as its response; `None` when it may.
-fn refusal(hub: &App, headers: &HeaderMap) -> Option<Response> {
+fn refusal(hub: &Door, headers: &HeaderMap) -> Option<Response> {
     if let Err((code, why)) = hub.check_headers(headers) {
         return Some((code, why).into_response());
     }

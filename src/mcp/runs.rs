@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::models::{candidates, ModelId};
-use crate::app::App;
+use super::Door;
 use crate::hub::registry::Client;
 use crate::hub::HubEvent;
 
@@ -146,7 +146,7 @@ pub enum StartError {
 
 /// A target as MCP clients write it: `deepseek`, `site/deepseek`, `tab/LABEL`, a bare label
 /// or client id, or `auto`.
-pub fn resolve_target(hub: &App, target: &str) -> Result<ModelId, StartError> {
+pub fn resolve_target(hub: &Door, target: &str) -> Result<ModelId, StartError> {
     let model = ModelId::parse(target);
     if let ModelId::Flow(_) = model {
         return Err(StartError::Invalid(
@@ -221,7 +221,7 @@ impl Runs {
     /// in the last ten minutes, returns that run instead and sends nothing.
     pub fn start_ask(
         self: &Arc<Self>,
-        hub: &Arc<App>,
+        hub: &Arc<Door>,
         tool: &str,
         targets: &[String],
         prompt: &str,
@@ -266,7 +266,7 @@ impl Runs {
     /// Starts flow `name` with `inputs`; the run id is the runner's.
     pub fn start_flow(
         self: &Arc<Self>,
-        hub: &Arc<App>,
+        hub: &Arc<Door>,
         name: &str,
         inputs: BTreeMap<String, String>,
         key: Option<&str>,
@@ -304,7 +304,7 @@ impl Runs {
     /// and every `tick` while it runs. `None`: no such run.
     pub async fn wait(
         &self,
-        hub: &App,
+        hub: &Door,
         run_id: &str,
         wait: Duration,
         tick: Duration,
@@ -340,7 +340,7 @@ impl Runs {
 }
 
 /// A finished flow run this hub did not start through MCP (or from before a restart).
-fn stored_flow(hub: &App, run_id: &str) -> Option<RunView> {
+fn stored_flow(hub: &Door, run_id: &str) -> Option<RunView> {
     let rec = hub.store.run(run_id).ok().flatten()?;
     let mut v = RunView::new(run_id, 1);
     match crate::api::run_outcome(hub, run_id) {
@@ -362,7 +362,7 @@ fn stored_flow(hub: &App, run_id: &str) -> Option<RunView> {
 }
 
 async fn ask_driver(
-    hub: &Arc<App>,
+    hub: &Arc<Door>,
     models: Vec<ModelId>,
     prompt: String,
     tx: watch::Sender<RunView>,
@@ -375,7 +375,7 @@ async fn ask_driver(
             let prompt = prompt.clone();
             let m = m.clone();
             async move {
-                let r = crate::api::ask_tab(&hub, &m, prompt, QUEUE_TIMEOUT).await;
+                let r = crate::api::ask_tab(&hub.api, &m, prompt, QUEUE_TIMEOUT).await;
                 (m, r)
             }
         })
@@ -421,7 +421,7 @@ async fn ask_driver(
 }
 
 async fn flow_driver(
-    hub: &Arc<App>,
+    hub: &Arc<Door>,
     run_id: &str,
     mut events: tokio::sync::broadcast::Receiver<HubEvent>,
     tx: watch::Sender<RunView>,

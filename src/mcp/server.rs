@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::runs::{RunView, StartError, Status};
-use crate::app::App;
+use super::Door;
 use crate::hub::registry::ConnState;
 
 /// `wait_s` when a call does not say.
@@ -171,7 +171,7 @@ pub fn info() -> InitializeResult {
 /// The handler over a hub.
 #[derive(Clone)]
 pub struct HubTools {
-    pub hub: Arc<App>,
+    pub hub: Arc<Door>,
 }
 
 fn wait_of(w: Option<f64>) -> Duration {
@@ -399,7 +399,7 @@ impl HubTools {
 /// `inputs` as the runner takes them: an object of values (strings kept, others as JSON), or
 /// one string for the flow's first input.
 fn flow_inputs(
-    hub: &App,
+    hub: &Door,
     flow: &str,
     inputs: Option<Value>,
 ) -> Result<BTreeMap<String, String>, String> {
@@ -425,7 +425,7 @@ fn flow_inputs(
 }
 
 /// Every tool this handler lists: the seven, then the skills seam's.
-pub fn all_tools(hub: &App) -> Vec<Tool> {
+pub fn all_tools(hub: &Door) -> Vec<Tool> {
     let mut t = tools();
     if let Some(skills) = hub.mcp.skills() {
         for s in skills.tools() {

@@ -9,28 +9,37 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::{ExtraTool, ToolSource};
-use crate::app::App;
 use crate::commands::ast::{Command, Role as CmdRole, SkillCmd};
 use crate::commands::permissions::{Caller, Source};
+use crate::skills::SkillSet;
 
 /// The caller id (and variable scope) of MCP skill calls.
 pub const CALLER: &str = "mcp";
 
-/// The hub's skills, as a [`ToolSource`]. Holds the hub weakly: the hub owns it.
+/// The hub's skills, as a [`ToolSource`]: the set loaded now, and the command host that
+/// runs a `skill` command (both wired by `app`, which owns the command host).
 pub struct SkillTools {
-    hub: Weak<App>,
+    skills: Box<dyn Fn() -> Option<Arc<SkillSet>> + Send + Sync>,
+    run: RunCommand,
 }
 
+/// Runs one command as `caller`: its output, `Err` when it failed.
+pub type RunCommand =
+    Box<dyn Fn(Caller, Command) -> BoxFuture<'static, Result<String, String>> + Send + Sync>;
+
 impl SkillTools {
-    pub fn new(hub: &Arc<App>) -> SkillTools {
-        SkillTools {
-            hub: Arc::downgrade(hub),
-        }
+    /// `skills` gives the set loaded now (`None` once the hub stops); `run` runs a command.
+    pub fn new(
+        skills: Box<dyn Fn() -> Option<Arc<SkillSet>> + Send + Sync>,
+        run: RunCommand,
+    ) -> SkillTools {
+        SkillTools { skills, run }
     }
 }
 
@@ -46,10 +55,9 @@ fn arg_text(v: &Value) -> String {
 
 impl ToolSource for SkillTools {
     fn tools(&self) -> Vec<ExtraTool> {
-        let Some(hub) = self.hub.upgrade() else {
+        let Some(set) = (self.skills)() else {
             return Vec::new();
         };
-        let set = hub.commands.skills.get();
         set.skills
             .iter()
             .map(|s| {
@@ -77,10 +85,6 @@ impl ToolSource for SkillTools {
     ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + '_>> {
         let name = name.to_string();
         Box::pin(async move {
-            let hub = self
-                .hub
-                .upgrade()
-                .ok_or_else(|| "集线器正在关闭 / the hub is stopping".to_string())?;
             let args = match args {
                 Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), arg_text(v))).collect(),
                 Value::Null => Vec::new(),
@@ -88,12 +92,7 @@ impl ToolSource for SkillTools {
             };
             let caller = Caller::new(CALLER, CmdRole::Master, None, Source::UserInput);
             let cmd = Command::Skill(SkillCmd::Run { name, args });
-            let out = crate::control::run_parsed(&hub, &caller, &cmd).await;
-            if out.success {
-                Ok(out.output)
-            } else {
-                Err(out.output)
-            }
+            (self.run)(caller, cmd).await
         })
     }
 }

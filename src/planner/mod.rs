@@ -20,23 +20,62 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::app::App;
+use crate::ask::Asks;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::TaskRequest;
+use crate::hub::Hub;
+use crate::roles::RoleCard;
+use crate::runner::Runner;
 use crate::store::now_ms;
 use drafts::{Draft, DraftState, Drafts};
 use prompt::{Catalog, OnlineTab};
 
-/// The hub's planner state: the drafts table (and through it the plan cache).
+/// The planner: the drafts table (and through it the plan cache), and the handles it plans
+/// with: the hub (tabs, settings, store), the ask service (the planner tab's answer, each
+/// tab's health), the runner (an approved plan's run) and the role cards.
 pub struct Planner {
     pub drafts: Drafts,
+    hub: Arc<Hub>,
+    asks: Arc<Asks>,
+    runner: Arc<Runner>,
+    cards: CardOf,
 }
 
+/// The role card that applies to a tab now (the command host keeps the cards; `app` wires
+/// this to them).
+pub type CardOf = Box<dyn Fn(&Client) -> Option<RoleCard> + Send + Sync>;
+
 impl Planner {
-    pub fn new(store: crate::store::Store) -> Planner {
+    pub fn new(hub: Arc<Hub>, asks: Arc<Asks>, runner: Arc<Runner>, cards: CardOf) -> Planner {
         Planner {
-            drafts: Drafts::new(store),
+            drafts: Drafts::new(hub.store.clone()),
+            hub,
+            asks,
+            runner,
+            cards,
         }
+    }
+
+    fn card_for(&self, client: &Client) -> Option<RoleCard> {
+        (self.cards)(client)
+    }
+}
+
+/// Whatever holds the planner: the planner itself, or what owns one (the command host still
+/// reaches it through the app that owns it).
+pub trait Planning {
+    fn planning(&self) -> &Planner;
+}
+
+impl Planning for Planner {
+    fn planning(&self) -> &Planner {
+        self
+    }
+}
+
+impl<T: Planning + ?Sized> Planning for Arc<T> {
+    fn planning(&self) -> &Planner {
+        (**self).planning()
     }
 }
 
@@ -70,8 +109,8 @@ pub enum PlanError {
 }
 
 /// The tabs online now, as the planner is told about them (connected, with their health).
-pub fn catalog(hub: &App) -> Catalog {
-    let mut tabs: Vec<OnlineTab> = hub
+fn catalog(p: &Planner) -> Catalog {
+    let mut tabs: Vec<OnlineTab> = p.hub
         .registry
         .all()
         .into_iter()
@@ -83,7 +122,7 @@ pub fn catalog(hub: &App) -> Catalog {
                 label: c.display_of(&info),
                 role: info.role.as_str().to_string(),
                 group: info.group.clone(),
-                health: crate::pick::health(&hub.asks.pick, &c).standing.word(),
+                health: crate::pick::health(&p.asks.pick, &c).standing.word(),
             }
         })
         .collect();
@@ -92,38 +131,42 @@ pub fn catalog(hub: &App) -> Catalog {
 }
 
 /// Whether `target` reaches a tab online now (`master` always does: it is the asker).
-fn online(hub: &App, target: &str) -> bool {
+fn online(p: &Planner, target: &str) -> bool {
     let t = target.trim();
     t == "master"
-        || crate::pick::auto_online(&hub.asks.pick, t)
-        || (crate::pick::auto_sites(t).is_none() && !hub.registry.resolve(t).is_empty())
+        || crate::pick::auto_online(&p.asks.pick, t)
+        || (crate::pick::auto_sites(t).is_none() && !p.hub.registry.resolve(t).is_empty())
 }
 
 /// Checks plan text against the flow rules and what is online now.
-pub fn check_plan(hub: &App, text: &str) -> Result<crate::flows::Flow, Vec<check::Problem>> {
-    let names = catalog(hub).targets();
-    check::check(text, &|t| online(hub, t), &names)
+pub fn check_plan(
+    hub: &(impl Planning + ?Sized),
+    text: &str,
+) -> Result<crate::flows::Flow, Vec<check::Problem>> {
+    let p = hub.planning();
+    let names = catalog(p).targets();
+    check::check(text, &|t| online(p, t), &names)
 }
 
 /// The planner tab: `--planner`, else a `planner: true` role card's tab, else the master's.
-fn planner_tab(hub: &App, master: &str) -> Result<Arc<Client>, PlanError> {
-    if let Some(t) = &hub.config.planner {
-        return hub
+fn planner_tab(p: &Planner, master: &str) -> Result<Arc<Client>, PlanError> {
+    if let Some(t) = &p.hub.config.planner {
+        return p.hub
             .registry
             .resolve(t)
             .into_iter()
             .next()
             .ok_or_else(|| PlanError::PlannerOffline(t.clone()));
     }
-    let mut tabs = hub.registry.all();
+    let mut tabs = p.hub.registry.all();
     tabs.sort_by(|a, b| a.id.cmp(&b.id));
     if let Some(c) = tabs.into_iter().find(|c| {
         c.state() == ConnState::Connected
-            && hub.commands.card_for(c).is_some_and(|card| card.planner)
+            && p.card_for(c).is_some_and(|card| card.planner)
     }) {
         return Ok(c);
     }
-    hub.registry
+    p.hub.registry
         .get(master)
         .filter(|c| c.state() == ConnState::Connected)
         .ok_or_else(|| PlanError::PlannerOffline(master.to_string()))
@@ -147,7 +190,12 @@ fn new_id() -> String {
 
 /// `manager plan GOAL`: a draft for the master `master` (a client id), from the cache when
 /// the same goal was planned against the same tabs.
-pub async fn plan(hub: &Arc<App>, master: &str, goal: &str) -> Result<String, PlanError> {
+pub async fn plan(
+    hub: &(impl Planning + ?Sized),
+    master: &str,
+    goal: &str,
+) -> Result<String, PlanError> {
+    let p = hub.planning();
     let goal = goal.trim();
     if goal.is_empty() {
         return Err(PlanError::Other(
@@ -155,10 +203,10 @@ pub async fn plan(hub: &Arc<App>, master: &str, goal: &str) -> Result<String, Pl
                 .into(),
         ));
     }
-    let cat = catalog(hub);
+    let cat = catalog(p);
     let key = cache_key(goal, &cat);
-    if let Some(hit) = hub.planner.drafts.cached(&key)? {
-        if check_plan(hub, &hit.yaml).is_ok() {
+    if let Some(hit) = p.drafts.cached(&key)? {
+        if check_plan(p, &hit.yaml).is_ok() {
             let draft = if hit.state == DraftState::Draft {
                 hit
             } else {
@@ -174,7 +222,7 @@ pub async fn plan(hub: &Arc<App>, master: &str, goal: &str) -> Result<String, Pl
                     decided_ms: None,
                     ..hit
                 };
-                hub.planner.drafts.insert(&copy)?;
+                p.drafts.insert(&copy)?;
                 copy
             };
             let mut text = present(&draft)?;
@@ -186,49 +234,49 @@ pub async fn plan(hub: &Arc<App>, master: &str, goal: &str) -> Result<String, Pl
         }
     }
     let first = prompt::planning(goal, &cat, None);
-    make_draft(hub, master, goal, first, None, key).await
+    make_draft(p, master, goal, first, None, key).await
 }
 
 /// `manager modify ID: FEEDBACK`: re-plans with the feedback; the earlier draft stays readable.
 pub async fn modify(
-    hub: &Arc<App>,
+    hub: &(impl Planning + ?Sized),
     master: &str,
     id: &str,
     feedback: &str,
 ) -> Result<String, PlanError> {
-    let old = open_draft(hub, id)?;
-    let cat = catalog(hub);
+    let p = hub.planning();
+    let old = open_draft(p, id)?;
+    let cat = catalog(p);
     let first = prompt::planning(&old.goal, &cat, Some((&old.yaml, feedback)));
     let key = cache_key(&old.goal, &cat);
-    let text = make_draft(hub, master, &old.goal, first, Some(old.id.clone()), key).await?;
-    hub.planner
-        .drafts
+    let text = make_draft(p, master, &old.goal, first, Some(old.id.clone()), key).await?;
+    p.drafts
         .decide(&old.id, DraftState::Modified, None, now_ms())?;
     Ok(text)
 }
 
 /// Asks the planner, runs the repair loop, stores the valid plan as a draft.
 async fn make_draft(
-    hub: &Arc<App>,
+    p: &Planner,
     master: &str,
     goal: &str,
     first: String,
     parent: Option<String>,
     key: String,
 ) -> Result<String, PlanError> {
-    let tab = planner_tab(hub, master)?;
+    let tab = planner_tab(p, master)?;
     let id = new_id();
-    let max = hub.config.plan_repairs;
-    let timeout = hub.config.timing.task_timeout;
+    let max = p.hub.config.plan_repairs;
+    let timeout = p.hub.config.timing.task_timeout;
     let ask = |prompt: String, round: usize| {
-        let hub = hub.clone();
+        let asks = p.asks.clone();
         let tab = tab.clone();
         let mut req = TaskRequest::new(prompt, timeout);
         req.task_id = Some(format!("{id}/round-{round}"));
         req.parent_id = Some(master.to_string());
-        async move { hub.asks.ask_tab(&tab, req).await.map_err(|e| e.to_string()) }
+        async move { asks.ask_tab(&tab, req).await.map_err(|e| e.to_string()) }
     };
-    let check = |text: &str| check_plan(hub, text);
+    let check = |text: &str| check_plan(p, text);
     let outcome = repair::converge(ask, first, &check, max).await;
     let (yaml, repairs) = match outcome {
         repair::Outcome::Valid { yaml, repairs, .. } => (yaml, repairs),
@@ -268,14 +316,13 @@ async fn make_draft(
         created_ms: now_ms(),
         decided_ms: None,
     };
-    hub.planner.drafts.insert(&draft)?;
+    p.drafts.insert(&draft)?;
     tracing::info!(draft = %draft.id, repairs, "plan draft ready");
     present(&draft)
 }
 
-fn open_draft(hub: &App, id: &str) -> Result<Draft, PlanError> {
-    let d = hub
-        .planner
+fn open_draft(p: &Planner, id: &str) -> Result<Draft, PlanError> {
+    let d = p
         .drafts
         .get(id)?
         .ok_or_else(|| PlanError::NoDraft(id.to_string()))?;
@@ -350,47 +397,46 @@ pub fn present(d: &Draft) -> Result<String, PlanError> {
 /// `manager approve ID [key=value…]`: the draft becomes `approved` in the store, then its
 /// run starts (never the other way round).
 pub fn approve(
-    hub: &Arc<App>,
+    hub: &(impl Planning + ?Sized),
     master: Option<String>,
     id: &str,
     inputs: BTreeMap<String, String>,
 ) -> Result<String, PlanError> {
-    let d = open_draft(hub, id)?;
+    let p = hub.planning();
+    let d = open_draft(p, id)?;
     let flow = crate::flows::load_str(&format!("{id}.yaml"), &d.yaml)
         .map_err(|_| PlanError::Other(format!("草案 {id} 无法加载 / draft {id} does not load")))?;
-    if !hub
-        .planner
+    if !p
         .drafts
         .decide(id, DraftState::Approved, None, now_ms())?
     {
-        let again = hub
-            .planner
+        let again = p
             .drafts
             .get(id)?
             .ok_or_else(|| PlanError::NoDraft(id.into()))?;
         return Err(decided(&again));
     }
-    match hub
+    match p
         .runner
-        .start_flow(hub, flow, d.yaml.clone(), master, inputs, None)
+        .start_flow(&p.hub, flow, d.yaml.clone(), master, inputs, None)
     {
         Ok(run_id) => {
-            hub.planner.drafts.set_run(id, &run_id)?;
+            p.drafts.set_run(id, &run_id)?;
             Ok(format!("已批准 / approved {id}; 已启动 / started {run_id}"))
         }
         Err(e) => {
             // Not started: the draft waits again.
-            hub.planner.drafts.reopen(id)?;
+            p.drafts.reopen(id)?;
             Err(PlanError::Other(e.to_string()))
         }
     }
 }
 
 /// `manager reject ID`.
-pub fn reject(hub: &App, id: &str) -> Result<String, PlanError> {
-    open_draft(hub, id)?;
-    if hub
-        .planner
+pub fn reject(hub: &(impl Planning + ?Sized), id: &str) -> Result<String, PlanError> {
+    let p = hub.planning();
+    open_draft(p, id)?;
+    if p
         .drafts
         .decide(id, DraftState::Rejected, None, now_ms())?
     {
@@ -398,8 +444,7 @@ pub fn reject(hub: &App, id: &str) -> Result<String, PlanError> {
             "已拒绝 / rejected {id}; 没有运行任何任务 / nothing was run"
         ))
     } else {
-        let d = hub
-            .planner
+        let d = p
             .drafts
             .get(id)?
             .ok_or_else(|| PlanError::NoDraft(id.into()))?;
@@ -409,14 +454,14 @@ pub fn reject(hub: &App, id: &str) -> Result<String, PlanError> {
 
 /// `manager save ID as NAME`: writes `flows/NAME.yaml` (its `name:` set to NAME). An existing
 /// file is never overwritten.
-pub fn save(hub: &App, id: &str, name: &str) -> Result<String, PlanError> {
-    let d = hub
-        .planner
+pub fn save(hub: &(impl Planning + ?Sized), id: &str, name: &str) -> Result<String, PlanError> {
+    let p = hub.planning();
+    let d = p
         .drafts
         .get(id)?
         .ok_or_else(|| PlanError::NoDraft(id.to_string()))?;
-    let path = hub.config.flows_dir.join(format!("{name}.yaml"));
-    if path.exists() || hub.store.flow_source(name)?.is_some() {
+    let path = p.hub.config.flows_dir.join(format!("{name}.yaml"));
+    if path.exists() || p.hub.store.flow_source(name)?.is_some() {
         return Err(PlanError::Other(format!(
             "流程 {name} 已存在，未覆盖 / a flow named `{name}` exists already ({}); pick another name",
             path.display()
@@ -432,10 +477,10 @@ pub fn save(hub: &App, id: &str, name: &str) -> Result<String, PlanError> {
                 .join("\n"),
         )
     })?;
-    std::fs::create_dir_all(&hub.config.flows_dir)
+    std::fs::create_dir_all(&p.hub.config.flows_dir)
         .and_then(|_| std::fs::write(&path, &text))
         .map_err(|e| PlanError::Other(format!("cannot write {}: {e}", path.display())))?;
-    hub.planner.drafts.set_saved(id, name)?;
+    p.drafts.set_saved(id, name)?;
     Ok(format!(
         "已保存 / saved {id} as {} (?<manager run {name}>!)",
         path.display()
@@ -463,9 +508,9 @@ fn rename(yaml: &str, name: &str) -> String {
 }
 
 /// `manager show plan-…`: the draft, whatever its state.
-pub fn show(hub: &App, id: &str) -> Result<String, PlanError> {
-    let d = hub
-        .planner
+pub fn show(hub: &(impl Planning + ?Sized), id: &str) -> Result<String, PlanError> {
+    let p = hub.planning();
+    let d = p
         .drafts
         .get(id)?
         .ok_or_else(|| PlanError::NoDraft(id.to_string()))?;
@@ -475,8 +520,9 @@ pub fn show(hub: &App, id: &str) -> Result<String, PlanError> {
 }
 
 /// The drafts part of `manager list`.
-pub fn list(hub: &App) -> String {
-    let drafts = hub.planner.drafts.recent(20).unwrap_or_default();
+pub fn list(hub: &(impl Planning + ?Sized)) -> String {
+    let p = hub.planning();
+    let drafts = p.drafts.recent(20).unwrap_or_default();
     if drafts.is_empty() {
         return String::new();
     }

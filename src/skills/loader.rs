@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::commands::parser::is_skill_name;
+use super::is_skill_name;
 
 /// A skill as written.
 #[derive(Debug, Clone, Deserialize)]

@@ -22,6 +22,13 @@ use serde_json::Value;
 pub use args::{prepare, Action};
 pub use loader::{parse_skill, Body, Skill, SkillError};
 
+/// `[a-z0-9_-]+`: a skill's name (also keeps every lookup inside the skills directory).
+pub fn is_skill_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
+}
+
 /// Every skill of the directory and the problems found; replaced whole on reload.
 #[derive(Debug, Default)]
 pub struct SkillSet {

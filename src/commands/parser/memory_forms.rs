@@ -6,13 +6,6 @@ use crate::commands::ast::{Command, MemoryCmd, Role, SkillCmd, Target, Template}
 /// How many memories `memory list` shows, and `memory summarize` summarises, by default.
 pub const DEFAULT_LIST: usize = 10;
 
-/// `[a-z0-9_-]+`: a skill's name (also keeps every lookup inside the skills directory).
-pub fn is_skill_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
-}
-
 /// The option words of a memory command, pulled out of its words.
 #[derive(Default)]
 struct Options {
@@ -292,7 +285,7 @@ impl<'a> Parser<'a> {
         };
         let name_at = |w: &Span| -> Result<String, ParseError> {
             let n = self.text(*w);
-            if is_skill_name(n) {
+            if crate::skills::is_skill_name(n) {
                 Ok(n.to_string())
             } else {
                 Err(self.err(

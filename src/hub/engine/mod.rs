@@ -18,6 +18,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+/// The cluster settings live with the hub's other settings; named here too, where the engine
+/// is chosen.
+pub use crate::config::ClusterConfig;
+
 /// What every node knows about a tab, local or not (the cluster-wide view).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Presence {
@@ -263,15 +267,6 @@ impl Engine for Local {
     fn stats(&self) -> &EngineStats {
         &self.stats
     }
-}
-
-/// `serve --cluster URL --node NAME`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterConfig {
-    /// `nats://HOST:PORT`.
-    pub url: String,
-    /// This node's name, unique in the cluster (`[A-Za-z0-9_-]+`).
-    pub node: String,
 }
 
 /// Why `--node` was refused.
