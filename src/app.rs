@@ -174,6 +174,7 @@ impl App {
             asks: self.asks.clone(),
             runner: self.runner.clone(),
             webhooks: self.webhooks.clone(),
+            loops: self.loops.clone(),
         });
         let weak = Arc::downgrade(self);
         let dashboard = Arc::new(crate::dashboard::Door {
@@ -182,6 +183,7 @@ impl App {
             asks: self.asks.clone(),
             runner: self.runner.clone(),
             planner: self.planner.clone(),
+            loops: self.loops.clone(),
             set_role: Box::new(move |id, role, group| match weak.upgrade() {
                 Some(app) => crate::control::set_tab_role(&app, id, role, group)
                     .map_err(|e| e.to_string()),
@@ -194,6 +196,7 @@ impl App {
             api: api.clone(),
             asks: self.asks.clone(),
             runner: self.runner.clone(),
+            loops: self.loops.clone(),
         });
         crate::hub::routes()
             .with_state(self.hub.clone())

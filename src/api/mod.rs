@@ -52,6 +52,8 @@ pub struct Door {
     pub runner: Arc<Runner>,
     /// The signed callbacks' counters (`/metrics`).
     pub webhooks: Arc<Webhooks>,
+    /// Agents' sessions (`agent/NAME` model ids).
+    pub loops: Arc<crate::agent_loop::Loops>,
 }
 
 impl Door {

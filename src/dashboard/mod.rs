@@ -42,6 +42,8 @@ pub struct Door {
     pub runner: Arc<Runner>,
     /// Plan drafts: approve, reject, modify.
     pub planner: Arc<Planner>,
+    /// Agents' sessions: the Agents page and its Stop.
+    pub loops: Arc<crate::agent_loop::Loops>,
     /// A tab's role and group, set as `?<role …>!` sets them (the command host's, wired by
     /// `app`).
     pub set_role: SetRole,

@@ -49,6 +49,8 @@ pub struct Door {
     pub asks: Arc<Asks>,
     /// Flow runs (`run_flow`).
     pub runner: Arc<Runner>,
+    /// Agents' sessions (`agent_task`).
+    pub loops: Arc<crate::agent_loop::Loops>,
 }
 
 impl std::ops::Deref for Door {
