@@ -90,6 +90,12 @@ impl TabStats {
     /// The current task failed; `trouble` says why when the tab could tell.
     pub fn failed(&mut self, trouble: Option<Trouble>, now: u64) {
         self.current = None;
+        if trouble == Some(Trouble::ParserMiss) {
+            // The adapter is outdated, the site answered: not held against the tab (SPEC §21);
+            // the hub's answer paths count it and flag the adapter.
+            self.cooled = false;
+            return;
+        }
         self.push(now, false);
         self.cooled = false;
         match trouble {
