@@ -43,7 +43,7 @@ const BLOCK_TAGS = new Set(['P', 'DIV', 'SECTION', 'ARTICLE', 'MAIN', 'HEADER', 
 /** The page's chrome around code blocks and replies: copy buttons, language banners, toolbars. */
 const CHROME_CLASS = /(^|[\s_-])(copy|toolbar|code-?block-?(banner|header|decoration|title|toolbar|actions?)|code-header|header-wrapper|segment-code-header|highlighter-header|actions?|sr-only|visually-hidden)([\s_-]|$)/i;
 const LANG_WORD = /^[A-Za-z][\w+#.-]{0,19}$/;
-const NOT_LANG = /^(copy|copied|复制|复制代码|下载|download|run|运行|edit|编辑|code)$/i;
+const NOT_LANG = /^(copy|copied|copy code|content_copy|复制|复制代码|下载|download|run|运行|edit|编辑|code)$/i;
 
 function hidden(el) {
   if (el.hidden || el.getAttribute('aria-hidden') === 'true') return true;
@@ -76,7 +76,7 @@ function codeLanguage(pre) {
     for (const el of wrap.querySelectorAll('span, div, p')) {
       if (el.contains(pre) || pre.contains(el) || el.children.length) continue;
       const t = (el.textContent || '').trim();
-      if (LANG_WORD.test(t) && !NOT_LANG.test(t)) return t;
+      if (LANG_WORD.test(t) && !NOT_LANG.test(t)) return t.toLowerCase();
     }
   }
   return '';
@@ -89,17 +89,19 @@ function codeText(pre) {
 
 /** Inline text of an element: whitespace collapsed, `br` kept, inline code and bold marked. */
 function inline(node, out) {
-  for (const child of node.childNodes) {
-    if (child.nodeType === 3) { out.push(child.data.replace(/[ \t\r\n]+/g, ' ')); continue; }
-    if (child.nodeType !== 1 || skipped(child)) continue;
-    const tag = child.tagName;
-    if (tag === 'BR') { out.push('\n'); continue; }
-    if (BLOCK_TAGS.has(tag)) { out.push(`\n${blockText(child)}\n`); continue; }
-    if (tag === 'CODE') { out.push(`\`${child.textContent}\``); continue; }
-    if (tag === 'STRONG' || tag === 'B') { out.push(`**${inlineText(child)}**`); continue; }
-    inline(child, out);
-  }
+  for (const child of node.childNodes) inlineChild(child, out);
   return out;
+}
+
+function inlineChild(child, out) {
+  if (child.nodeType === 3) { out.push(child.data.replace(/[ \t\r\n]+/g, ' ')); return; }
+  if (child.nodeType !== 1 || skipped(child)) return;
+  const tag = child.tagName;
+  if (tag === 'BR') out.push('\n');
+  else if (BLOCK_TAGS.has(tag)) out.push(`\n${blockText(child)}\n`);
+  else if (tag === 'CODE') out.push(`\`${child.textContent}\``);
+  else if (tag === 'STRONG' || tag === 'B') out.push(`**${inlineText(child)}**`);
+  else inline(child, out);
 }
 
 function inlineText(node) {
@@ -127,8 +129,33 @@ function tableText(table) {
   return [line(rows[0]), line(rows[0].map(() => '---')), ...rows.slice(1).map(line)].join('\n');
 }
 
+/**
+ * The box a site draws around one code block: one `pre` at most four levels down, and outside it
+ * only a language name, copy or download labels (no paragraph text). Its text is the fenced code.
+ */
+function codeWrapperPre(el) {
+  if (/^(LI|P|BLOCKQUOTE|TD|TH|H[1-6])$/.test(el.tagName)) return null;
+  const pres = [...el.querySelectorAll('pre')].filter((p) => !hidden(p));
+  if (pres.length !== 1) return null;
+  const pre = pres[0];
+  let depth = 0;
+  for (let p = pre.parentElement; p && p !== el; p = p.parentElement) depth += 1;
+  if (depth > 3) return null;
+  const walker = el.ownerDocument.createTreeWalker(el, 4); // text nodes
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (pre.contains(n)) continue;
+    const t = n.data.trim();
+    if (!t) continue;
+    if (n.parentElement?.closest('p, li, h1, h2, h3, h4, h5, h6, blockquote') && el.contains(n.parentElement.closest('p, li, h1, h2, h3, h4, h5, h6, blockquote'))) return null;
+    if (!LANG_WORD.test(t) && !NOT_LANG.test(t) && !/copy|复制|下载/i.test(t)) return null;
+  }
+  return pre;
+}
+
 /** Text of a block element: its children's blocks joined by blank lines, inline runs kept. */
 function blockText(el) {
+  const wrapped = el.tagName === 'PRE' ? null : codeWrapperPre(el);
+  if (wrapped) return blockText(wrapped);
   switch (el.tagName) {
     case 'PRE': {
       const lang = codeLanguage(el);
@@ -153,13 +180,11 @@ function blocksOf(el) {
     run = [];
   };
   for (const child of el.childNodes) {
-    if (child.nodeType === 3) { run.push(child.data.replace(/[ \t\r\n]+/g, ' ')); continue; }
-    if (child.nodeType !== 1 || skipped(child)) continue;
-    if (child.tagName === 'BR') { run.push('\n'); continue; }
-    if (!BLOCK_TAGS.has(child.tagName) && !child.querySelector('pre, p, ul, ol, table, blockquote, h1, h2, h3, h4, h5, h6')) {
-      inline(child, run);
+    if (child.nodeType !== 1 || (!BLOCK_TAGS.has(child.tagName) && !child.querySelector('pre, p, ul, ol, table, blockquote, h1, h2, h3, h4, h5, h6'))) {
+      inlineChild(child, run);
       continue;
     }
+    if (skipped(child)) continue;
     endRun();
     const t = blockText(child);
     if (t) parts.push(t);
