@@ -2998,6 +2998,8 @@ ${codeText(el)}
           reads: turn.raw.map((r) => r.length)
         };
       },
+      /** Requests seen after a send that no adapter matched: where a moved endpoint went. */
+      mcpUnmatched: () => capture.unmatched.map((u) => ({ ...u })),
       /** The panel's text, position and buttons. */
       mcpPanel: () => panel.describe()
     };
