@@ -212,4 +212,16 @@ mod tests {
         t.failed(Some(Trouble::Network), 2);
         assert_eq!((t.parked, t.cooling(2)), (None, None));
     }
+
+    #[test]
+    fn a_parser_miss_is_not_held_against_the_tab() {
+        let mut t = TabStats::default();
+        t.started(0);
+        t.failed(Some(Trouble::ParserMiss), 1_000);
+        assert_eq!(t.window(1_000), (0, 0));
+        assert_eq!((t.parked, t.cooling(1_000)), (None, None));
+        assert!(t.current.is_none());
+        t.failed(Some(Trouble::SiteError), 2_000);
+        assert_eq!(t.window(2_000), (0, 1));
+    }
 }
