@@ -21,7 +21,10 @@ async fn ask_in_background(
     let prompt = prompt.to_string();
     tokio::spawn(async move {
         tasks
-            .ask(&client, TaskRequest::new(&prompt, Duration::from_secs(10)))
+            .ask(
+                &client,
+                TaskRequest::new(prompt.as_str(), Duration::from_secs(10)),
+            )
             .await
     })
 }
@@ -127,15 +130,18 @@ async fn a_tab_reported_parser_miss_counts_as_empty_and_the_site_is_flagged_ever
     );
     assert!(metrics.contains(r#"path="empty"} 1"#), "{metrics}");
 
-    let models: serde_json::Value = http
-        .get(h.http_url("/v1/models"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models: serde_json::Value = serde_json::from_str(
+        &http
+            .get(h.http_url("/v1/models"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     let data = models["data"].as_array().unwrap();
     let site = data.iter().find(|m| m["id"] == "site/deepseek").unwrap();
     assert_eq!(site["aicard"]["answers"]["flag"], json!(flag), "{site}");
