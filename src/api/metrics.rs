@@ -72,7 +72,11 @@ pub fn render(hub: &App) -> Result<String, std::fmt::Error> {
         ];
         up.get_or_create(&labels).set(i64::from(connected));
         let paths = hub.paths.tab(&c.id);
-        for (path, n) in [("network", paths.network), ("dom", paths.dom), ("empty", paths.empty)] {
+        for (path, n) in [
+            ("network", paths.network),
+            ("dom", paths.dom),
+            ("empty", paths.empty),
+        ] {
             let mut l = labels.clone();
             l.push(("path".into(), path.into()));
             answers.get_or_create(&l).set(n as i64);
@@ -102,7 +106,11 @@ pub fn render(hub: &App) -> Result<String, std::fmt::Error> {
     }
     for site in &sites {
         let paths = hub.paths.site(site);
-        for (path, n) in [("network", paths.network), ("dom", paths.dom), ("empty", paths.empty)] {
+        for (path, n) in [
+            ("network", paths.network),
+            ("dom", paths.dom),
+            ("empty", paths.empty),
+        ] {
             let l: Labels = vec![("site".into(), site.clone()), ("path".into(), path.into())];
             site_answers.get_or_create(&l).set(n as i64);
         }

@@ -479,7 +479,8 @@ impl Hub {
                     // task's fails as a parser miss (counted there); a free one is only counted.
                     tracing::warn!(client = %client.id, %site, "empty turn_end: parser miss");
                     let Some(id) = task_id.as_deref() else {
-                        self.paths.record(&client.id, &site, paths::AnswerPath::Empty);
+                        self.paths
+                            .record(&client.id, &site, paths::AnswerPath::Empty);
                         return None;
                     };
                     let error = format!(
@@ -551,7 +552,8 @@ impl Hub {
                 if state == TaskState::Failed {
                     if trouble == Some(crate::protocol::Trouble::ParserMiss) {
                         let site = client.info().site;
-                        self.paths.record(&client.id, &site, paths::AnswerPath::Empty);
+                        self.paths
+                            .record(&client.id, &site, paths::AnswerPath::Empty);
                     }
                     self.hooks().tasks_moved();
                 }
