@@ -157,7 +157,7 @@ pub fn tabs_report(hub: &Picker) -> String {
     let mut tabs = hub.registry.all();
     tabs.sort_by_key(|c| (c.state() != ConnState::Connected, c.display()));
     let mut out = format!(
-        "标签页 / tabs ({} 在线 / online):\n  {:<20} {:<9} {:<8} {:<8} {:<22} {:>6} {:>6} {:>7} {:>4}\n",
+        "标签页 / tabs ({} 在线 / online):\n  {:<20} {:<9} {:<8} {:<8} {:<22} {:>6} {:>6} {:>7} {:>4} {:>12}\n",
         hub.registry.connected_count(),
         "tab",
         "site",
@@ -167,8 +167,10 @@ pub fn tabs_report(hub: &Picker) -> String {
         "ok",
         "ttft",
         "s/1k",
-        "busy"
+        "busy",
+        "net/dom/空"
     );
+    let mut flags = std::collections::BTreeSet::new();
     for c in tabs {
         let info = c.info();
         let row = health(hub, &c);
@@ -179,7 +181,7 @@ pub fn tabs_report(hub: &Picker) -> String {
         };
         let _ = writeln!(
             out,
-            "  {:<20} {:<9} {:<8} {:<8} {:<22} {:>6} {:>6} {:>7} {:>4}",
+            "  {:<20} {:<9} {:<8} {:<8} {:<22} {:>6} {:>6} {:>7} {:>4} {:>12}",
             c.display_of(&info),
             info.site,
             info.role.as_str(),
@@ -192,8 +194,18 @@ pub fn tabs_report(hub: &Picker) -> String {
             },
             row.ttft_s.map_or("—".into(), |s| format!("{s:.1}s")),
             row.s_per_1k.map_or("—".into(), |s| format!("{s:.1}s")),
-            row.in_flight
+            row.in_flight,
+            {
+                let a = hub.paths.tab(&c.id);
+                format!("{}/{}/{}", a.network, a.dom, a.empty)
+            }
         );
+        if let Some(flag) = hub.paths.flag(&info.site) {
+            flags.insert(flag);
+        }
+    }
+    for flag in flags {
+        let _ = writeln!(out, "  ⚠ {flag}");
     }
     out
 }
@@ -224,6 +236,8 @@ pub fn health_json(hub: &Picker, c: &Client) -> serde_json::Value {
         "ttft_s": r.ttft_s,
         "s_per_1k": r.s_per_1k,
         "in_flight": r.in_flight,
+        // Which path its answers took, its site's, and the "adapter outdated" flag (SPEC §21).
+        "answers": hub.paths.json(&c.id, &c.info().site),
     })
 }
 

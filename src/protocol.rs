@@ -160,6 +160,28 @@ pub struct TurnEnd {
     pub text: String,
     #[serde(default)]
     pub task_id: Option<String>,
+    /// How the tab read the reply (SPEC §21); absent from older tabs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<AnswerSource>,
+}
+
+/// `turn_end.source`: the path a reply took to the hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerSource {
+    /// The adapter parsed the site's stream.
+    Network,
+    /// The stream was missed or not understood; the reply was read from the page.
+    Dom,
+}
+
+impl AnswerSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerSource::Network => "network",
+            AnswerSource::Dom => "dom",
+        }
+    }
 }
 
 /// `user_input`: what the person submitted.
@@ -194,6 +216,9 @@ pub enum Trouble {
     Network,
     /// The site failed (5xx, an error code, a web page instead of a stream).
     SiteError,
+    /// The adapter found no answer in the stream and the page showed none either: the
+    /// adapter is outdated, not the site at fault (not counted against the tab).
+    ParserMiss,
 }
 
 impl Trouble {
@@ -204,6 +229,7 @@ impl Trouble {
             Trouble::Login => "login",
             Trouble::Network => "network",
             Trouble::SiteError => "site_error",
+            Trouble::ParserMiss => "parser_miss",
         }
     }
 }

@@ -541,7 +541,8 @@ async fn models_lists_what_is_online_with_load() {
     };
     assert_eq!(
         by_id("site/sim")["aicard"],
-        json!({"tabs":2,"busy":1,"queue_depth":0})
+        json!({"tabs":2,"busy":1,"queue_depth":0,
+            "answers":{"site":{"network":0,"dom":0,"empty":0},"flag":null}})
     );
     assert_eq!(by_id("site/kimi")["aicard"]["tabs"], 1);
     assert_eq!(by_id("tab/w1")["aicard"]["busy"], 1);

@@ -111,7 +111,16 @@ function engineText(e) {
     `${t('ttft')} ${secs(e.ttft_s)}`,
     `${t('s_per_1k')} ${secs(e.s_per_1k)}`,
     `${t('in_flight')} ${e.in_flight}`,
+    ...answersText(e.answers),
   ].join(' · ');
+}
+
+/** Which path the tab's answers took (network / page text / empty), and its site's flag. */
+function answersText(a) {
+  if (!a?.tab) return [];
+  const parts = [`${t('answers')} ${a.tab.network}/${a.tab.dom}/${a.tab.empty}`];
+  if (a.flag) parts.push(`⚠ ${a.flag}`);
+  return parts;
 }
 
 // ---------------------------------------------------------------- Runs

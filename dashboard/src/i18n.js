@@ -22,7 +22,7 @@ const DICT = {
     cancel: 'Cancel', feedback: 'Ask the planner for changes', send_feedback: 'Re-plan with this feedback',
     plan_yaml: 'Flow YAML', plan_text: 'Summary', approval_note: 'Nothing is sent to any tab before approval.',
     cooling: 'cooling', parked: 'parked', engine: 'Engine', success: 'Success', ttft: 'First chunk',
-    s_per_1k: 's / 1k chars', in_flight: 'In flight', score_table: 'Decision engine scores', left: 'left',
+    s_per_1k: 's / 1k chars', in_flight: 'In flight', answers: 'Answers network/page/empty', score_table: 'Decision engine scores', left: 'left',
     tab_legend: 'Tab states', all_plans: 'All drafts',
   },
   zh: {
@@ -47,7 +47,7 @@ const DICT = {
     cancel: '取消', feedback: '请规划者修改', send_feedback: '按此意见重新规划',
     plan_yaml: '流程 YAML', plan_text: '摘要', approval_note: '批准前不会向任何标签页发送任务。',
     cooling: '冷却中', parked: '已暂停', engine: '引擎', success: '成功率', ttft: '首个片段',
-    s_per_1k: '秒 / 千字', in_flight: '在途', score_table: '决策引擎得分', left: '剩余',
+    s_per_1k: '秒 / 千字', in_flight: '在途', answers: '回复 网络/页面/空', score_table: '决策引擎得分', left: '剩余',
     tab_legend: '标签页状态', all_plans: '全部草案',
   },
 };

@@ -45,14 +45,29 @@ pub async fn models(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Respons
 fn model_list(hub: &Door) -> serde_json::Value {
     let adm = hub.api.admission().clone();
     let flows = flow_names(hub);
-    models::list(
+    let mut list = models::list(
         &hub.registry,
         &flows,
         |c| adm.busy(c),
         |k| adm.depth(k),
         |c| crate::pick::health_json(&hub.asks.pick, c),
         now_secs(),
-    )
+    );
+    // A site's answers by path and its "adapter outdated" flag (SPEC §21); tab entries carry
+    // their own in `health.answers`.
+    if let Some(data) = list["data"].as_array_mut() {
+        for entry in data {
+            let Some(site) = entry["id"].as_str().and_then(|id| id.strip_prefix("site/")) else {
+                continue;
+            };
+            let answers = serde_json::json!({
+                "site": hub.paths.site(site),
+                "flag": hub.paths.flag(site),
+            });
+            entry["aicard"]["answers"] = answers;
+        }
+    }
+    list
 }
 
 /// `GET /v1/models/{id}` (ids hold a `/`: `site/deepseek`): the one entry of the list, or
@@ -172,6 +187,9 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
     let reply = Reply::new(&req, &model);
     if let ModelId::Flow(name) = &model {
         return super::flow::complete(hub, req, name, reply).await;
+    }
+    if let ModelId::Agent(name) = &model {
+        return super::agent::complete(hub, req, name, reply).await;
     }
     let prompt = req.prompt();
     if prompt.len() > MAX_PROMPT_BYTES {

@@ -53,6 +53,10 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
     let per_1k = Family::<Labels, FloatGauge>::default();
     let cooling = Family::<Labels, FloatGauge>::default();
     let parked = Family::<Labels, Gauge>::default();
+    let answers = Family::<Labels, Gauge>::default();
+    let site_answers = Family::<Labels, Gauge>::default();
+    let outdated = Family::<Labels, Gauge>::default();
+    let mut sites = std::collections::BTreeSet::new();
     let node = hub.engine.node().to_string();
     for c in hub.registry.all() {
         let info = c.info();
@@ -67,6 +71,17 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
             ("node".into(), c.node().unwrap_or_else(|| node.clone())),
         ];
         up.get_or_create(&labels).set(i64::from(connected));
+        let paths = hub.paths.tab(&c.id);
+        for (path, n) in [
+            ("network", paths.network),
+            ("dom", paths.dom),
+            ("empty", paths.empty),
+        ] {
+            let mut l = labels.clone();
+            l.push(("path".into(), path.into()));
+            answers.get_or_create(&l).set(n as i64);
+        }
+        sites.insert(info.site.to_lowercase());
         let row = crate::pick::health(&hub.asks.pick, &c);
         in_flight.get_or_create(&labels).set(row.in_flight as i64);
         success.get_or_create(&labels).set(row.p);
@@ -89,7 +104,37 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
             _ => {}
         }
     }
+    for site in &sites {
+        let paths = hub.paths.site(site);
+        for (path, n) in [
+            ("network", paths.network),
+            ("dom", paths.dom),
+            ("empty", paths.empty),
+        ] {
+            let l: Labels = vec![("site".into(), site.clone()), ("path".into(), path.into())];
+            site_answers.get_or_create(&l).set(n as i64);
+        }
+        let flagged = hub.paths.flag(site).is_some();
+        outdated
+            .get_or_create(&vec![("site".into(), site.clone())])
+            .set(i64::from(flagged));
+    }
     reg.register("tabs", "Tabs this hub knows, by connection state", tabs);
+    reg.register(
+        "tab_answers",
+        "Answers of the tab by the path they took: network (stream parsed), dom (page text), empty",
+        answers,
+    );
+    reg.register(
+        "site_answers",
+        "Answers on the site by the path they took: network, dom, empty",
+        site_answers,
+    );
+    reg.register(
+        "site_adapter_outdated",
+        "1 when more than half of the site's last 10 answers came by page text or empty",
+        outdated,
+    );
     reg.register("tab_up", "1 while the tab is connected", up);
     reg.register(
         "tab_in_flight",

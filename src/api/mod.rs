@@ -8,6 +8,7 @@
 //! chunks and progress to it through [`ApiState::on_chunk`] and [`ApiState::on_update`].
 
 pub mod admission;
+mod agent;
 mod chat;
 pub mod error;
 mod flow;

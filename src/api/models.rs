@@ -18,6 +18,8 @@ pub enum ModelId {
     Tab(String),
     /// A flow; the last user message becomes its first input.
     Flow(String),
+    /// An agent (SPEC §17); the last user message is its task, its final answer the reply.
+    Agent(String),
     /// The least loaded worker tab (until the decision engine exists).
     Auto,
 }
@@ -37,6 +39,9 @@ impl ModelId {
         if let Some(f) = m.strip_prefix("flow/") {
             return ModelId::Flow(f.to_string());
         }
+        if let Some(a) = m.strip_prefix("agent/") {
+            return ModelId::Agent(a.to_string());
+        }
         ModelId::Site(m.to_lowercase())
     }
 
@@ -46,6 +51,7 @@ impl ModelId {
             ModelId::Site(s) => format!("site/{s}"),
             ModelId::Tab(t) => format!("tab/{t}"),
             ModelId::Flow(f) => format!("flow/{f}"),
+            ModelId::Agent(a) => format!("agent/{a}"),
             ModelId::Auto => "auto".into(),
         }
     }
@@ -63,7 +69,8 @@ impl ModelId {
     /// (a client must not retry it); a known one with no tab online now is 503.
     pub fn exists(&self, registry: &Registry) -> bool {
         match self {
-            ModelId::Auto | ModelId::Flow(_) => true,
+            // A flow or an agent is looked up when it is asked for (404 if unknown).
+            ModelId::Auto | ModelId::Flow(_) | ModelId::Agent(_) => true,
             ModelId::Site(site) => {
                 KNOWN_SITES.contains(&site.as_str())
                     || registry
@@ -104,7 +111,7 @@ pub fn candidates(registry: &Registry, model: &ModelId) -> Vec<Arc<Client>> {
             all.sort_by(|a, b| a.id.cmp(&b.id));
             all
         }
-        ModelId::Flow(_) => Vec::new(),
+        ModelId::Flow(_) | ModelId::Agent(_) => Vec::new(),
     }
 }
 
@@ -193,6 +200,8 @@ mod tests {
         assert_eq!(ModelId::parse("kimi"), ModelId::Site("kimi".into()));
         assert_eq!(ModelId::parse("tab/ds-1"), ModelId::Tab("ds-1".into()));
         assert_eq!(ModelId::parse("flow/chain"), ModelId::Flow("chain".into()));
+        assert_eq!(ModelId::parse("agent/研究员"), ModelId::Agent("研究员".into()));
+        assert_eq!(ModelId::parse("agent/r").key(), "agent/r");
         assert_eq!(ModelId::parse("AUTO"), ModelId::Auto);
         assert_eq!(ModelId::parse("kimi").key(), "site/kimi");
     }

@@ -90,6 +90,12 @@ impl TabStats {
     /// The current task failed; `trouble` says why when the tab could tell.
     pub fn failed(&mut self, trouble: Option<Trouble>, now: u64) {
         self.current = None;
+        if trouble == Some(Trouble::ParserMiss) {
+            // The adapter is outdated, the site answered: not held against the tab (SPEC §21);
+            // the hub's answer paths count it and flag the adapter.
+            self.cooled = false;
+            return;
+        }
         self.push(now, false);
         self.cooled = false;
         match trouble {
@@ -205,5 +211,17 @@ mod tests {
         assert!(!t.unpark());
         t.failed(Some(Trouble::Network), 2);
         assert_eq!((t.parked, t.cooling(2)), (None, None));
+    }
+
+    #[test]
+    fn a_parser_miss_is_not_held_against_the_tab() {
+        let mut t = TabStats::default();
+        t.started(0);
+        t.failed(Some(Trouble::ParserMiss), 1_000);
+        assert_eq!(t.window(1_000), (0, 0));
+        assert_eq!((t.parked, t.cooling(1_000)), (None, None));
+        assert!(t.current.is_none());
+        t.failed(Some(Trouble::SiteError), 2_000);
+        assert_eq!(t.window(2_000), (0, 1));
     }
 }

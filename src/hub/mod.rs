@@ -9,6 +9,7 @@ pub mod engine;
 pub mod hooks;
 pub mod install;
 pub mod outq;
+pub mod paths;
 mod queue;
 pub mod registry;
 mod serve;
@@ -68,6 +69,8 @@ pub struct Hub {
     sse_waiting: sse::Unconfirmed,
     /// One-time codes for the install link that carries the token (`install.rs`).
     pub install_codes: install::InstallCodes,
+    /// Which path each answer took, per tab and per site (SPEC §21).
+    pub paths: paths::Paths,
     /// What the layers above the hub do with a tab's frames (set once by `crate::app`;
     /// without it the hub only routes and queues).
     hooks: std::sync::OnceLock<Arc<dyn Hooks>>,
@@ -141,6 +144,7 @@ impl Hub {
             events: tokio::sync::broadcast::channel(1024).0,
             sse_waiting: sse::Unconfirmed::default(),
             install_codes: install::InstallCodes::default(),
+            paths: paths::Paths::default(),
             hooks: std::sync::OnceLock::new(),
             config,
         });
@@ -468,7 +472,32 @@ impl Hub {
                 turn_id,
                 task_id,
                 text,
+                source,
             }) => {
+                let site = client.info().site;
+                if text.trim().is_empty() {
+                    // An empty answer is never a success (SPEC §21): the adapter missed it. A
+                    // task's fails as a parser miss (counted there); a free one is only counted.
+                    tracing::warn!(client = %client.id, %site, "empty turn_end: parser miss");
+                    let Some(id) = task_id.as_deref() else {
+                        self.paths
+                            .record(&client.id, &site, paths::AnswerPath::Empty);
+                        return None;
+                    };
+                    let error = format!(
+                        "parser_miss: {site} adapter found no answer (empty turn_end) / {site} 适配器没有解析到回复"
+                    );
+                    return self.handle_frame(
+                        client,
+                        ClientFrame::TaskUpdate(TaskUpdate {
+                            task_id: id.to_string(),
+                            state: TaskState::Failed,
+                            error: Some(error),
+                            trouble: Some(crate::protocol::Trouble::ParserMiss),
+                        }),
+                    );
+                }
+                self.paths.record(&client.id, &site, source.into());
                 let outcome = self.tasks.on_turn_end(client, task_id.as_deref(), &text);
                 if matches!(
                     outcome,
@@ -522,6 +551,11 @@ impl Hub {
                     .err()
                     .map(|e| ServerFrame::error(ErrorCode::UnknownTask, e.to_string()));
                 if state == TaskState::Failed {
+                    if trouble == Some(crate::protocol::Trouble::ParserMiss) {
+                        let site = client.info().site;
+                        self.paths
+                            .record(&client.id, &site, paths::AnswerPath::Empty);
+                    }
                     self.hooks().tasks_moved();
                 }
                 answer

@@ -289,6 +289,54 @@ impl Runs {
         })
     }
 
+    /// `agent_task`: a session of `agent` on its tab with `task` (SPEC §17); the run's text
+    /// is the agent's final answer. Cancelling the run stops the session.
+    pub fn start_agent(
+        self: &Arc<Self>,
+        hub: &Arc<Door>,
+        agent: crate::agents::store::AgentRecord,
+        task: &str,
+        key: Option<&str>,
+    ) -> Result<String, StartError> {
+        let key = key.map(|k| format!("agent_task:{k}"));
+        self.keyed(key.as_deref(), || {
+            let id = format!("agent-{}", uuid::Uuid::new_v4().simple());
+            let (tx, rx) = watch::channel(RunView::new(&id, 1));
+            let cancel = CancellationToken::new();
+            self.insert(&id, rx, cancel.clone());
+            let runs = self.clone();
+            let loops = hub.loops.clone();
+            let run_id = id.clone();
+            let task = task.to_string();
+            hub.tracker.spawn(async move {
+                let name = agent.spec.name.clone();
+                let mut view = RunView::new(&run_id, 1);
+                tokio::select! {
+                    r = loops.task(agent, &task) => match r {
+                        Ok(answer) => {
+                            view.status = Status::Completed;
+                            view.text = answer;
+                        }
+                        Err(e) => {
+                            view.status = Status::Failed;
+                            view.errors.push(e.to_string());
+                        }
+                    },
+                    _ = cancel.cancelled() => {
+                        let _ = loops.control(
+                            &crate::agent_loop::Who::Agent(&name),
+                            crate::agent_loop::Control::Stop,
+                        );
+                        view.status = Status::Cancelled;
+                    }
+                }
+                tx.send_replace(view);
+                runs.mark_finished(&run_id);
+            });
+            Ok(id)
+        })
+    }
+
     /// Cancels a run; false when no such run is known.
     pub fn cancel(&self, run_id: &str) -> bool {
         match self.lock().get(run_id) {

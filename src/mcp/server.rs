@@ -83,6 +83,22 @@ struct RunFlowArgs {
     idempotency_key: Option<String>,
 }
 
+/// Give an agent a task.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AgentTaskArgs {
+    /// The agent's name (`?<agent list>!` in a tab lists them).
+    agent: String,
+    /// The task; the agent's tab gets it after its primer.
+    task: String,
+    /// Wait at most this many seconds (default 45); then get_run with the run_id.
+    #[serde(default)]
+    wait_s: Option<f64>,
+    /// As for `ask`.
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
 /// Wait for a run started earlier.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -153,6 +169,13 @@ pub fn tools() -> Vec<Tool> {
             "list_flows",
             "List the flows run_flow can run, with their inputs.",
             schema::<NoArgs>(),
+        ),
+        Tool::new(
+            "agent_task",
+            "Give an agent (made in a tab with ?<agent create NAME on TAB>!) a task: its tab's \
+             model works in rounds, running commands and reading their results, until it is \
+             done; returns its final answer, or `running` and a run_id after wait_s.",
+            schema::<AgentTaskArgs>(),
         ),
     ]
 }
@@ -351,6 +374,28 @@ impl HubTools {
                     .mcp
                     .runs
                     .start_flow(hub, &a.flow, inputs, a.idempotency_key.as_deref());
+                match started(r) {
+                    Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
+                    Err(e) => Ok(refusal(e)),
+                }
+            }
+            "agent_task" => {
+                let a: AgentTaskArgs = args(&p)?;
+                let agent = match crate::agents::store::agent(&hub.store, &a.agent) {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) => {
+                        return Ok(refusal(
+                            crate::agent_loop::LoopError::NoAgent(a.agent).to_string(),
+                        ))
+                    }
+                    Err(e) => return Ok(refusal(e.to_string())),
+                };
+                let r = hub.mcp.runs.start_agent(
+                    hub,
+                    agent,
+                    &a.task,
+                    a.idempotency_key.as_deref(),
+                );
                 match started(r) {
                     Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
                     Err(e) => Ok(refusal(e)),

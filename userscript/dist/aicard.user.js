@@ -363,7 +363,7 @@
     client: (status) => `the site rejected the request (HTTP ${status}) / 站点拒绝了请求（HTTP ${status}）`,
     htmlPage: "the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）"
   };
-  var TROUBLE_KINDS = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error"]);
+  var TROUBLE_KINDS = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss"]);
   var RATE_LIMITED = /rate.?limit|too many requests|usage limit|HTTP 429|限流|频繁|使用上限|次数上限/i;
   var LOGIN_REASON = /log ?in|sign in|session token is stale|登录|会话令牌已过期/i;
   var CAPTCHA_REASON = /captcha|human check|人机验证|验证码/i;
@@ -1872,6 +1872,739 @@
     return null;
   }
 
+  // src/adapters/lib/bend.js
+  var MAX_SCAN_CHARS = 4 * 1024 * 1024;
+  var MIN_GROWTH_FRAMES = 3;
+  function leaves(value, path, out, depth = 0) {
+    if (depth > 40) return out;
+    if (typeof value === "string") {
+      const t = value.trim();
+      if ((t.startsWith("{") || t.startsWith("[")) && t.length > 1) {
+        try {
+          return leaves(JSON.parse(t), path, out, depth + 1);
+        } catch {
+        }
+      }
+      out.push([path, value]);
+    } else if (Array.isArray(value)) {
+      value.forEach((v, i) => leaves(v, [...path, String(i)], out, depth + 1));
+    } else if (value && typeof value === "object") {
+      for (const [k, v] of Object.entries(value)) leaves(v, [...path, k], out, depth + 1);
+    }
+    return out;
+  }
+  function jsonFrames(text) {
+    const frames = [];
+    const tryParse = (s) => {
+      const i = s.search(/[[{]/);
+      if (i < 0) return;
+      try {
+        frames.push(JSON.parse(s.slice(i)));
+      } catch {
+      }
+    };
+    const whole = text.trim();
+    if (whole.startsWith("{") || whole.startsWith("[")) {
+      try {
+        return [JSON.parse(whole)];
+      } catch {
+      }
+    }
+    for (const line of text.split(/\r\n|\r|\n|\u0000|\u0002/)) {
+      const l = line.startsWith("data:") ? line.slice(5) : line;
+      if (l.trim()) tryParse(l);
+    }
+    return frames;
+  }
+  function pathMatches(pattern, path) {
+    if (pattern.length !== path.length) return false;
+    return pattern.every((p, i) => p === "*" || p === path[i]);
+  }
+  function fallbackText(frames, textOverride) {
+    if (textOverride && Array.isArray(textOverride.paths) && textOverride.paths.length) {
+      const patterns = textOverride.paths.map((p) => String(p).split("."));
+      const values = [];
+      for (const frame of frames) {
+        for (const [path, v] of leaves(frame, [], [])) if (patterns.some((p) => pathMatches(p, path))) values.push(v);
+      }
+      if (textOverride.mode === "cumulative") return values.reduce((best, v) => v.length >= best.length ? v : best, "");
+      return values.join("");
+    }
+    const chains = /* @__PURE__ */ new Map();
+    for (const frame of frames) {
+      const seenHere = /* @__PURE__ */ new Set();
+      for (const [path, v] of leaves(frame, [], [])) {
+        const key = path.join(".");
+        if (seenHere.has(key)) continue;
+        seenHere.add(key);
+        const c = chains.get(key) || { last: "", grew: 0, broken: false };
+        if (!c.broken) {
+          if (v.length > c.last.length && v.startsWith(c.last)) {
+            c.grew += 1;
+            c.last = v;
+          } else if (v !== c.last) c.broken = true;
+        }
+        chains.set(key, c);
+      }
+    }
+    const grown = [...chains.values()].filter((c) => !c.broken && c.grew >= MIN_GROWTH_FRAMES);
+    if (grown.length === 0) return "";
+    grown.sort((a, b) => b.last.length - a.last.length);
+    if (grown.length > 1 && grown[1].last.length === grown[0].last.length && grown[1].last !== grown[0].last) return "";
+    return grown[0].last;
+  }
+  function extraEndpoints(endpoints, methods = ["POST"]) {
+    const res = endpoints.map((e) => {
+      try {
+        return new RegExp(e);
+      } catch {
+        return null;
+      }
+    }).filter(Boolean);
+    return (url, method) => {
+      if (!methods.includes(String(method || "GET").toUpperCase())) return false;
+      const u = parseRequestUrl(url);
+      return Boolean(u) && res.some((re) => re.test(u.path));
+    };
+  }
+  function withFallback(adapter, override = null) {
+    const o = override && typeof override === "object" ? override : {};
+    const extra = Array.isArray(o.endpoints) && o.endpoints.length ? extraEndpoints(o.endpoints, o.methods) : null;
+    const base = adapter.createParser;
+    return {
+      ...adapter,
+      override: override || void 0,
+      matchRequest: extra ? (url, method) => adapter.matchRequest(url, method) || extra(url, method) : adapter.matchRequest,
+      createParser() {
+        const parser = base();
+        const decoder = new TextDecoder();
+        let text = "";
+        let answered = false;
+        let finished = false;
+        const pass = (events) => {
+          const out = [];
+          for (const ev of events || []) {
+            if (finished) break;
+            if (ev.type === "delta" && ev.text) answered = true;
+            const terminal = ev.type === "done" || ev.type === "error" && ev.code === "incomplete";
+            if (terminal && !answered) {
+              const rescued = fallbackText(jsonFrames(text), o.text);
+              if (rescued) {
+                answered = true;
+                finished = true;
+                out.push({ type: "delta", text: rescued }, { type: "done" });
+                break;
+              }
+            }
+            if (ev.type === "done" || ev.type === "error") finished = true;
+            out.push(ev);
+          }
+          return out;
+        };
+        return {
+          push(bytes) {
+            if (text.length < MAX_SCAN_CHARS) text += decoder.decode(bytes instanceof Uint8Array ? bytes : new TextEncoder().encode(String(bytes)), { stream: true });
+            return pass(parser.push(bytes));
+          },
+          end() {
+            text += decoder.decode();
+            return pass(parser.end());
+          }
+        };
+      }
+    };
+  }
+  function overrideFor(stored, name) {
+    let all = stored;
+    if (typeof all === "string") {
+      try {
+        all = JSON.parse(all);
+      } catch {
+        return null;
+      }
+    }
+    const o = all && typeof all === "object" ? all[name] : null;
+    return o && typeof o === "object" ? o : null;
+  }
+
+  // src/core/input.js
+  var GENERIC_INPUTS = 'textarea, [contenteditable="true"], [contenteditable=""], [contenteditable="plaintext-only"], [role="textbox"]';
+  var SEND_LABEL = /send|submit|发送|提交|送出/i;
+  var STOP_LABEL = /stop[ _-]?(generating|streaming|response|answer|button)|^stop$|停止(生成|输出|回答|响应)?$|中止|取消生成/i;
+  function isVisible(el) {
+    if (!el || !el.isConnected) return false;
+    const rect = el.getBoundingClientRect();
+    if (rect.width < 2 || rect.height < 2) return false;
+    const style = el.ownerDocument.defaultView.getComputedStyle(el);
+    return style.visibility !== "hidden" && style.display !== "none" && Number(style.opacity) > 0.05;
+  }
+  function firstVisible(doc, selectors = []) {
+    for (const sel of selectors) {
+      let nodes;
+      try {
+        nodes = doc.querySelectorAll(sel);
+      } catch {
+        continue;
+      }
+      for (const el of nodes) if (isVisible(el)) return el;
+    }
+    return null;
+  }
+  function findInput(doc, adapter) {
+    const own = firstVisible(doc, adapter?.input?.selectors);
+    if (own) return own;
+    let best = null;
+    let bestBottom = -Infinity;
+    for (const el of doc.querySelectorAll(GENERIC_INPUTS)) {
+      if (!isVisible(el) || el.closest("[data-aicard-panel]") || el.readOnly || el.disabled) continue;
+      if (el.parentElement?.closest('[contenteditable="true"], [contenteditable=""]')) continue;
+      const bottom = el.getBoundingClientRect().bottom;
+      if (bottom > bestBottom) {
+        best = el;
+        bestBottom = bottom;
+      }
+    }
+    return best;
+  }
+  function isTextField(el) {
+    return el.tagName === "TEXTAREA" || el.tagName === "INPUT";
+  }
+  var BLOCK_TAGS = /^(P|DIV|LI|H[1-6]|PRE|BLOCKQUOTE|UL|OL)$/;
+  function editorText(el) {
+    const lines = [];
+    let inline2 = null;
+    const flush2 = () => {
+      if (inline2 !== null) {
+        lines.push(inline2);
+        inline2 = null;
+      }
+    };
+    for (const node of el.childNodes) {
+      if (node.nodeType === 1 && BLOCK_TAGS.test(node.tagName)) {
+        flush2();
+        lines.push(editorText(node));
+      } else if (node.nodeType === 1 && node.tagName === "BR") {
+        const last = node === el.lastChild;
+        if (!last) inline2 = `${inline2 ?? ""}
+`;
+        else if (inline2 === null && lines.length === 0) inline2 = "";
+      } else if (node.nodeType === 3 || node.nodeType === 1) {
+        inline2 = (inline2 ?? "") + (node.nodeType === 3 ? node.data : editorText(node));
+      }
+    }
+    flush2();
+    return lines.join("\n");
+  }
+  function readInput(el) {
+    if (isTextField(el)) return el.value;
+    return editorText(el);
+  }
+  function setNativeValue(el, value) {
+    const win = el.ownerDocument.defaultView;
+    const proto = el.tagName === "TEXTAREA" ? win.HTMLTextAreaElement.prototype : win.HTMLInputElement.prototype;
+    const setter = Object.getOwnPropertyDescriptor(proto, "value").set;
+    setter.call(el, value);
+  }
+  function fireInput(el, data, inputType = "insertText") {
+    const win = el.ownerDocument.defaultView;
+    el.dispatchEvent(new win.InputEvent("input", { bubbles: true, composed: true, inputType, data }));
+  }
+  function replaceTextField(el, value) {
+    el.focus();
+    setNativeValue(el, value);
+    fireInput(el, value);
+    el.dispatchEvent(new el.ownerDocument.defaultView.Event("change", { bubbles: true }));
+  }
+  function selectContents(el) {
+    const doc = el.ownerDocument;
+    const range = doc.createRange();
+    const walker = doc.createTreeWalker(
+      el,
+      4
+      /* NodeFilter.SHOW_TEXT */
+    );
+    let first = null;
+    let last = null;
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      first = first || n;
+      last = n;
+    }
+    if (first) {
+      range.setStart(first, 0);
+      range.setEnd(last, last.data.length);
+    } else {
+      range.selectNodeContents(el);
+    }
+    const sel = doc.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+  }
+  function replaceEditable(el, value) {
+    const doc = el.ownerDocument;
+    const win = doc.defaultView;
+    el.focus();
+    selectContents(el);
+    if (value === "") {
+      doc.execCommand("delete", false);
+      if (readInput(el) !== "") {
+        el.textContent = "";
+        fireInput(el, null, "deleteContentBackward");
+      }
+      return;
+    }
+    const before = new win.InputEvent("beforeinput", {
+      bubbles: true,
+      cancelable: true,
+      composed: true,
+      inputType: "insertText",
+      data: value
+    });
+    const handled = !el.dispatchEvent(before);
+    if (handled && readInput(el) === value) return;
+    if (handled) selectContents(el);
+    if (doc.execCommand("insertText", false, value) && readInput(el) === value) return;
+    el.replaceChildren(...value.split("\n").map((line) => {
+      const p = doc.createElement("p");
+      p.textContent = line;
+      if (!line) p.appendChild(doc.createElement("br"));
+      return p;
+    }));
+    fireInput(el, value);
+  }
+  function setInput(el, value) {
+    if (isTextField(el)) replaceTextField(el, value);
+    else replaceEditable(el, value);
+  }
+  function composeWithDraft(draft, block, caret = draft.length) {
+    const before = draft.slice(0, caret);
+    const after = draft.slice(caret);
+    const sepBefore = before && !before.endsWith("\n") ? "\n" : "";
+    const sepAfter = after && !after.startsWith("\n") ? "\n" : "";
+    return `${before}${sepBefore}${block}${sepAfter}${after}`;
+  }
+  function caretIn(el) {
+    if (isTextField(el)) return el.ownerDocument.activeElement === el ? el.selectionStart : void 0;
+    return void 0;
+  }
+  function insertBlock(el, block) {
+    const draft = readInput(el);
+    setInput(el, composeWithDraft(draft, block, caretIn(el)));
+  }
+  function isEnabled(btn) {
+    return !btn.disabled && btn.getAttribute("aria-disabled") !== "true";
+  }
+  function findSendButton(doc, adapter, input) {
+    const own = firstVisible(doc, adapter?.send?.selectors);
+    if (own) return own;
+    const buttons = [...doc.querySelectorAll('button, [role="button"]')].filter((b) => isVisible(b) && !b.closest("[data-aicard-panel]"));
+    const label = (b) => `${b.getAttribute("aria-label") || ""} ${b.getAttribute("title") || ""} ${b.getAttribute("data-testid") || ""} ${b.textContent || ""}`;
+    const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b).trim()));
+    if (byLabel) return byLabel;
+    const form = input?.closest("form");
+    const submit = form && [...form.querySelectorAll('button[type="submit"], input[type="submit"]')].find(isVisible);
+    if (submit) return submit;
+    if (!input) return null;
+    const box = input.getBoundingClientRect();
+    let best = null;
+    let bestDist = Infinity;
+    for (const b of buttons) {
+      if (!b.querySelector("svg, img")) continue;
+      const r = b.getBoundingClientRect();
+      if (r.left < box.left || r.top < box.top - 80) continue;
+      const dist = Math.hypot(r.right - box.right, r.bottom - box.bottom);
+      if (dist < bestDist && dist < 200) {
+        best = b;
+        bestDist = dist;
+      }
+    }
+    return best;
+  }
+  function siteShowsStop(doc) {
+    return Boolean(findStopButton(doc));
+  }
+  function findStopButton(doc) {
+    for (const b of doc.querySelectorAll('button, [role="button"]')) {
+      const labels = [b.getAttribute("aria-label"), b.getAttribute("data-testid"), b.getAttribute("title")].filter(Boolean);
+      if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest("[data-aicard-panel]")) return b;
+    }
+    return null;
+  }
+  function pressEnter(el, key = "Enter") {
+    const win = el.ownerDocument.defaultView;
+    const init3 = { key, code: key, keyCode: 13, which: 13, bubbles: true, cancelable: true, composed: true };
+    el.focus();
+    el.dispatchEvent(new win.KeyboardEvent("keydown", init3));
+    el.dispatchEvent(new win.KeyboardEvent("keypress", init3));
+    el.dispatchEvent(new win.KeyboardEvent("keyup", init3));
+  }
+  function waitFor(check, { timeoutMs = 3e3, everyMs = 50, timers = globalThis } = {}) {
+    return new Promise((resolve) => {
+      const started = Date.now();
+      const tick = () => {
+        let value;
+        try {
+          value = check();
+        } catch {
+          value = null;
+        }
+        if (value) {
+          resolve(value);
+          return;
+        }
+        if (Date.now() - started >= timeoutMs) {
+          resolve(null);
+          return;
+        }
+        timers.setTimeout(tick, everyMs);
+      };
+      tick();
+    });
+  }
+  async function pressSend(doc, adapter, input, timers) {
+    const button = await waitFor(() => {
+      const b = findSendButton(doc, adapter, input);
+      return b && isEnabled(b) ? b : null;
+    }, { timeoutMs: 3e3, timers });
+    if (button) {
+      button.click();
+      return "button";
+    }
+    pressEnter(input, adapter?.send?.key || "Enter");
+    return "key";
+  }
+
+  // src/core/dom-fallback.js
+  var REPLY_SELECTORS = [
+    '[data-message-author-role="assistant"]',
+    // ChatGPT
+    ".ds-markdown",
+    // DeepSeek
+    '[data-testid="receive_message"]',
+    // Doubao
+    ".font-claude-response",
+    ".font-claude-message",
+    "[data-is-streaming]",
+    // Claude
+    "model-response message-content",
+    // Gemini
+    ".hyc-content-md",
+    // Yuanbao
+    ".markdown-body",
+    ".markdown",
+    // Kimi, Qwen, ChatGLM, many others
+    '[data-role="assistant"]',
+    ".assistant",
+    '[class*="assistant-message"]'
+  ];
+  function candidates(doc, selectors) {
+    const seen = /* @__PURE__ */ new Set();
+    for (const sel of selectors) {
+      let nodes;
+      try {
+        nodes = doc.querySelectorAll(sel);
+      } catch {
+        continue;
+      }
+      for (const el of nodes) if (!el.closest("[data-aicard-panel]")) seen.add(el);
+    }
+    return [...seen].filter((el) => ![...seen].some((o) => o !== el && o.contains(el))).sort((a, b) => a.compareDocumentPosition(b) & 4 ? -1 : 1);
+  }
+  var SKIP_TAGS = /* @__PURE__ */ new Set(["BUTTON", "SVG", "svg", "STYLE", "SCRIPT", "NOSCRIPT", "TEMPLATE", "TEXTAREA", "INPUT", "SELECT", "IMG", "CANVAS", "VIDEO", "AUDIO", "IFRAME"]);
+  var BLOCK_TAGS2 = /* @__PURE__ */ new Set([
+    "P",
+    "DIV",
+    "SECTION",
+    "ARTICLE",
+    "MAIN",
+    "HEADER",
+    "FOOTER",
+    "FIGURE",
+    "FIGCAPTION",
+    "DETAILS",
+    "SUMMARY",
+    "UL",
+    "OL",
+    "LI",
+    "PRE",
+    "BLOCKQUOTE",
+    "TABLE",
+    "HR",
+    "H1",
+    "H2",
+    "H3",
+    "H4",
+    "H5",
+    "H6",
+    "DL",
+    "DT",
+    "DD",
+    "CODE-BLOCK",
+    "MESSAGE-CONTENT",
+    "MODEL-RESPONSE"
+  ]);
+  var CHROME_CLASS = /(^|[\s_-])(copy|toolbar|code-?block-?(banner|header|decoration|title|toolbar|actions?)|code-header|header-wrapper|segment-code-header|highlighter-header|actions?|sr-only|visually-hidden)([\s_-]|$)/i;
+  var LANG_WORD = /^[A-Za-z][\w+#.-]{0,19}$/;
+  var NOT_LANG = /^(copy|copied|copy code|content_copy|复制|复制代码|下载|download|run|运行|edit|编辑|code)$/i;
+  function hidden(el) {
+    if (el.hidden || el.getAttribute("aria-hidden") === "true") return true;
+    const view = el.ownerDocument?.defaultView;
+    if (!view?.getComputedStyle) return false;
+    const style = view.getComputedStyle(el);
+    return style.display === "none" || style.visibility === "hidden";
+  }
+  function skipped(el) {
+    if (SKIP_TAGS.has(el.tagName)) return true;
+    if (el.getAttribute("role") === "button" || el.hasAttribute("data-aicard-panel")) return true;
+    const cls = typeof el.className === "string" ? el.className : el.getAttribute("class") || "";
+    if (cls && CHROME_CLASS.test(cls) && !el.querySelector("pre")) return true;
+    return hidden(el);
+  }
+  function codeLanguage(pre) {
+    for (const el of [pre.querySelector("code"), pre]) {
+      if (!el) continue;
+      const m = /(?:^|\s)(?:language|lang)-([\w+#.-]+)/.exec(el.getAttribute("class") || "");
+      if (m) return m[1];
+      const data = el.getAttribute("data-language") || el.getAttribute("data-lang");
+      if (data) return data;
+    }
+    let wrap = pre.parentElement;
+    for (let depth = 0; wrap && depth < 4; depth += 1, wrap = wrap.parentElement) {
+      if (wrap.querySelectorAll("pre").length > 1) break;
+      for (const el of wrap.querySelectorAll("span, div, p")) {
+        if (el.contains(pre) || pre.contains(el) || el.children.length) continue;
+        const t = (el.textContent || "").trim();
+        if (LANG_WORD.test(t) && !NOT_LANG.test(t)) return t.toLowerCase();
+      }
+    }
+    return "";
+  }
+  function codeText(pre) {
+    const code = pre.querySelector("code") || pre;
+    return (code.textContent || "").replace(/\n$/, "");
+  }
+  function inline(node, out) {
+    for (const child of node.childNodes) inlineChild(child, out);
+    return out;
+  }
+  function inlineChild(child, out) {
+    if (child.nodeType === 3) {
+      out.push(child.data.replace(/[ \t\r\n]+/g, " "));
+      return;
+    }
+    if (child.nodeType !== 1 || skipped(child)) return;
+    const tag = child.tagName;
+    if (tag === "BR") out.push("\n");
+    else if (BLOCK_TAGS2.has(tag)) out.push(`
+${blockText(child)}
+`);
+    else if (tag === "CODE") out.push(`\`${child.textContent}\``);
+    else if (tag === "STRONG" || tag === "B") out.push(`**${inlineText(child)}**`);
+    else inline(child, out);
+  }
+  function inlineText(node) {
+    return inline(node, []).join("").split("\n").map((l) => l.trim()).join("\n").replace(/\n{3,}/g, "\n\n").trim();
+  }
+  function listText(list) {
+    const ordered = list.tagName === "OL";
+    let n = Number(list.getAttribute("start")) || 1;
+    const items = [];
+    for (const li of list.children) {
+      if (li.tagName !== "LI" || skipped(li)) continue;
+      const marker = ordered ? `${n}. ` : "- ";
+      n += 1;
+      const body = blockText(li);
+      items.push(marker + body.split("\n").map((l, i) => i === 0 || l === "" ? l : " ".repeat(marker.length) + l).join("\n"));
+    }
+    return items.join("\n");
+  }
+  function tableText(table) {
+    const rows = [...table.querySelectorAll("tr")].map((tr) => [...tr.children].map((c) => inlineText(c).replace(/\n/g, " ")));
+    if (!rows.length) return "";
+    const line = (cells) => `| ${cells.join(" | ")} |`;
+    return [line(rows[0]), line(rows[0].map(() => "---")), ...rows.slice(1).map(line)].join("\n");
+  }
+  function codeWrapperPre(el) {
+    if (/^(LI|P|BLOCKQUOTE|TD|TH|H[1-6])$/.test(el.tagName)) return null;
+    const pres = [...el.querySelectorAll("pre")].filter((p) => !hidden(p));
+    if (pres.length !== 1) return null;
+    const pre = pres[0];
+    let depth = 0;
+    for (let p = pre.parentElement; p && p !== el; p = p.parentElement) depth += 1;
+    if (depth > 3) return null;
+    const walker = el.ownerDocument.createTreeWalker(el, 4);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      if (pre.contains(n)) continue;
+      const t = n.data.trim();
+      if (!t) continue;
+      if (n.parentElement?.closest("p, li, h1, h2, h3, h4, h5, h6, blockquote") && el.contains(n.parentElement.closest("p, li, h1, h2, h3, h4, h5, h6, blockquote"))) return null;
+      if (!LANG_WORD.test(t) && !NOT_LANG.test(t) && !/copy|复制|下载/i.test(t)) return null;
+    }
+    return pre;
+  }
+  function blockText(el) {
+    const wrapped = el.tagName === "PRE" ? null : codeWrapperPre(el);
+    if (wrapped) return blockText(wrapped);
+    switch (el.tagName) {
+      case "PRE": {
+        const lang = codeLanguage(el);
+        return `\`\`\`${lang}
+${codeText(el)}
+\`\`\``;
+      }
+      case "UL":
+      case "OL":
+        return listText(el);
+      case "TABLE":
+        return tableText(el);
+      case "HR":
+        return "---";
+      case "BLOCKQUOTE":
+        return blocksOf(el).split("\n").map((l) => l ? `> ${l}` : ">").join("\n");
+      case "H1":
+      case "H2":
+      case "H3":
+      case "H4":
+      case "H5":
+      case "H6":
+        return `${"#".repeat(Number(el.tagName[1]))} ${inlineText(el)}`;
+      default:
+        return blocksOf(el);
+    }
+  }
+  function blocksOf(el) {
+    const parts = [];
+    let run = [];
+    const endRun = () => {
+      const t = run.join("").split("\n").map((l) => l.trim()).join("\n").replace(/\n{3,}/g, "\n\n").trim();
+      if (t) parts.push(t);
+      run = [];
+    };
+    for (const child of el.childNodes) {
+      if (child.nodeType !== 1 || !BLOCK_TAGS2.has(child.tagName) && !child.querySelector("pre, p, ul, ol, table, blockquote, h1, h2, h3, h4, h5, h6")) {
+        inlineChild(child, run);
+        continue;
+      }
+      if (skipped(child)) continue;
+      endRun();
+      const t = blockText(child);
+      if (t) parts.push(t);
+    }
+    endRun();
+    return parts.join(el.tagName === "LI" ? "\n" : "\n\n");
+  }
+  function replyText(el) {
+    return blockText(el).replace(/[ \t]+\n/g, "\n").replace(/\n{3,}/g, "\n\n").trim();
+  }
+  var DomReplyWatcher = class {
+    /**
+     * Takes the baseline (the reply elements on the page and their text) at construction: call it
+     * just before sending. An element counts as the reply when it is new or its text changed.
+     */
+    constructor({ doc, adapter, timers, stableChecks = 3, everyMs = 350 }) {
+      Object.assign(this, { doc, timers, stableChecks, everyMs });
+      this.selectors = [...adapter?.reply?.selectors || [], ...REPLY_SELECTORS];
+      this.baseline = new Map(candidates(doc, this.selectors).map((el) => [el, safeText(el)]));
+      this.timer = null;
+      this.running = false;
+    }
+    /** The newest reply element that is new or changed since the baseline, and its text. */
+    read() {
+      const fresh = candidates(this.doc, this.selectors).filter((el) => isVisible(el));
+      for (let i = fresh.length - 1; i >= 0; i -= 1) {
+        const el = fresh[i];
+        const text = safeText(el);
+        if (!text) continue;
+        if (this.baseline.has(el) && this.baseline.get(el) === text) return "";
+        return text;
+      }
+      return "";
+    }
+    /** Starts watching; `onReply(text)` is called once with the settled reply text. */
+    start(onReply) {
+      if (this.running) return;
+      this.running = true;
+      let last = null;
+      let stable = 0;
+      const tick = () => {
+        if (!this.running) return;
+        const text = this.read();
+        if (text) this.sawSomething = true;
+        if (text && text === last && !siteShowsStop(this.doc)) stable += 1;
+        else stable = 0;
+        last = text;
+        if (stable >= this.stableChecks) {
+          this.running = false;
+          onReply(text);
+          return;
+        }
+        this.timer = this.timers.setTimeout(tick, this.everyMs);
+      };
+      tick();
+    }
+    stop() {
+      this.running = false;
+      if (this.timer) this.timers.clearTimeout(this.timer);
+    }
+  };
+  function safeText(el) {
+    try {
+      return replyText(el);
+    } catch {
+      return (el.innerText || el.textContent || "").trim();
+    }
+  }
+  var PAGE_READ_AFTER_MISS_MS = 6e3;
+  var PERSON_NO_STREAM_MS = 1500;
+  var PersonTurnFallback = class {
+    constructor({ doc, adapter, capture, timers, log }) {
+      Object.assign(this, { doc, adapter, capture, timers, log });
+      this.pending = null;
+      capture.on((kind, turn) => this.onCapture(kind, turn));
+    }
+    /** The person pressed send: take the baseline, wait briefly for the stream. */
+    sent() {
+      this.cancel();
+      this.capture.noteSend();
+      const watcher = new DomReplyWatcher({ doc: this.doc, adapter: this.adapter, timers: this.timers });
+      const p = { watcher, started: false };
+      p.timer = this.timers.setTimeout(() => {
+        if (this.pending !== p || p.started) return;
+        this.log("warn", "no stream after the person sent, reading the page / 未捕获到网络流，改读页面");
+        this.read(p, PERSON_NO_STREAM_MS * 20);
+      }, PERSON_NO_STREAM_MS);
+      this.pending = p;
+    }
+    onCapture(kind, turn) {
+      const p = this.pending;
+      if (!p || turn?.taskId) return;
+      if (kind === "turn_start") p.started = true;
+      if (kind === "turn_end") this.cancel();
+      if (kind === "parser_miss") this.read(p, PAGE_READ_AFTER_MISS_MS);
+    }
+    read(p, giveUpMs) {
+      const giveUp = this.timers.setTimeout(() => {
+        if (this.pending !== p) return;
+        this.log("warn", `${this.adapter.name}: the page showed no reply either / 页面上也没有回复`);
+        this.cancel();
+      }, giveUpMs);
+      p.watcher.start((text) => {
+        this.timers.clearTimeout(giveUp);
+        if (this.pending !== p) return;
+        this.pending = null;
+        this.capture.domTurn(text, void 0);
+      });
+      p.giveUp = giveUp;
+    }
+    cancel() {
+      const p = this.pending;
+      if (!p) return;
+      this.pending = null;
+      p.watcher.stop();
+      this.timers.clearTimeout(p.timer);
+      if (p.giveUp) this.timers.clearTimeout(p.giveUp);
+    }
+  };
+
   // src/core/protocol.js
   var TASK_STATES = Object.freeze(["accepted", "sent", "streaming", "done", "failed"]);
   var HUB_FRAME_TYPES = Object.freeze([
@@ -1923,7 +2656,7 @@
   function userInput(text) {
     return { type: "user_input", text };
   }
-  var TROUBLES = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error"]);
+  var TROUBLES = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss"]);
   function taskUpdate(taskId, state, error, trouble12) {
     if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
     if (trouble12 !== void 0 && !TROUBLES.includes(trouble12)) throw new Error(`unknown trouble: ${trouble12}`);
@@ -1973,6 +2706,11 @@
     }
     return null;
   }
+  function parserMissReason(adapterName) {
+    return `parser_miss: ${adapterName} adapter found no answer / ${adapterName} 适配器没有解析到回复`;
+  }
+  var UNMATCHED_WINDOW_MS = 15e3;
+  var UNMATCHED_KEEP = 20;
   var turnCounter = 0;
   function newTurnId() {
     turnCounter += 1;
@@ -2079,7 +2817,8 @@
           this.finish();
           return;
         case "error":
-          this.fail(ev.reason || `site error${ev.code ? ` ${ev.code}` : ""}`, ev.code);
+          if (ev.code === "incomplete" && this.text === "") this.miss();
+          else this.fail(ev.reason || `site error${ev.code ? ` ${ev.code}` : ""}`, ev.code);
           return;
         default:
           this.capture.log("warn", `unknown parser event ${ev.type}`);
@@ -2092,6 +2831,17 @@
       if (!this.closed && this.text === "" && !this.troubleChecked) this.checkTrouble();
       if (!this.closed) this.finish();
     }
+    /** The stream carried no answer the adapter could read: the page is read instead. */
+    miss() {
+      if (this.closed) return;
+      this.flush();
+      this.closed = true;
+      const reason = parserMissReason(this.capture.adapter.name);
+      this.capture.log("warn", `${reason} (${this.meta.contentType || "no content type"})`);
+      this.capture.hub.send(flowReport(this.id, "flow_end", { status: "failed", fragmentCount: this.seq }));
+      this.capture.emit("parser_miss", this, { reason });
+      this.capture.closeTurn(this);
+    }
     fail(reason, code) {
       if (this.closed) return;
       this.flush();
@@ -2102,10 +2852,14 @@
     }
     finish() {
       if (this.closed) return;
+      if (this.text === "") {
+        this.miss();
+        return;
+      }
       this.flush();
       this.closed = true;
       this.capture.hub.send(flowReport(this.id, "flow_end", { status: "finished", fragmentCount: this.seq }));
-      this.capture.hub.send(turnEnd(this.id, this.text, this.taskId));
+      this.capture.hub.send(turnEnd(this.id, this.text, this.taskId, { source: "network" }));
       this.capture.emit("turn_end", this);
       this.capture.closeTurn(this);
     }
@@ -2120,6 +2874,12 @@
       this.active = /* @__PURE__ */ new Set();
       this.listeners = /* @__PURE__ */ new Set();
       this.lastTurn = null;
+      this.sentAt = 0;
+      this.unmatched = [];
+    }
+    /** A prompt was just sent (by a task or by the person): note unmatched requests for a while. */
+    noteSend(now = Date.now()) {
+      this.sentAt = now;
     }
     on(fn) {
       this.listeners.add(fn);
@@ -2139,12 +2899,21 @@
       return this.active.size > 0;
     }
     matches(url, method) {
+      let matched = false;
       try {
-        return Boolean(this.adapter.matchRequest(url, method));
+        matched = Boolean(this.adapter.matchRequest(url, method));
       } catch (err) {
         this.log("warn", `${this.adapter.name}.matchRequest failed: ${err.message}`);
-        return false;
       }
+      if (!matched && this.sentAt && Date.now() - this.sentAt < UNMATCHED_WINDOW_MS) this.noteUnmatched(url, method);
+      return matched;
+    }
+    noteUnmatched(url, method) {
+      const raw = url && typeof url === "object" && "url" in url ? url.url : String(url);
+      const m = String(method || "GET").toUpperCase();
+      this.unmatched.push({ method: m, url: raw, at: Date.now() });
+      if (this.unmatched.length > UNMATCHED_KEEP) this.unmatched.shift();
+      this.log("info", `after a send, no adapter matched ${m} ${raw} / 发送后的请求未被适配器识别`);
     }
     /** Called by the interceptor for each matching response; returns the byte sink. */
     begin(meta) {
@@ -2172,7 +2941,7 @@
       this.emit("turn_start", turn);
       return turn;
     }
-    /** A reply read from the DOM by the fallback: reported as one chunk and a turn_end. */
+    /** A reply read from the page by the fallback: reported as one chunk and a turn_end. */
     domTurn(text, taskId) {
       const turnId = newTurnId();
       this.hub.send(chunk(turnId, 0, text));
@@ -2229,6 +2998,8 @@
           reads: turn.raw.map((r) => r.length)
         };
       },
+      /** Requests seen after a send that no adapter matched: where a moved endpoint went. */
+      mcpUnmatched: () => capture.unmatched.map((u) => ({ ...u })),
       /** The panel's text, position and buttons. */
       mcpPanel: () => panel.describe()
     };
@@ -2871,252 +3642,6 @@
       }
     }
   };
-
-  // src/core/input.js
-  var GENERIC_INPUTS = 'textarea, [contenteditable="true"], [contenteditable=""], [contenteditable="plaintext-only"], [role="textbox"]';
-  var SEND_LABEL = /send|submit|发送|提交|送出/i;
-  var STOP_LABEL = /stop[ _-]?(generating|streaming|response|answer|button)|^stop$|停止(生成|输出|回答|响应)?$|中止|取消生成/i;
-  function isVisible(el) {
-    if (!el || !el.isConnected) return false;
-    const rect = el.getBoundingClientRect();
-    if (rect.width < 2 || rect.height < 2) return false;
-    const style = el.ownerDocument.defaultView.getComputedStyle(el);
-    return style.visibility !== "hidden" && style.display !== "none" && Number(style.opacity) > 0.05;
-  }
-  function firstVisible(doc, selectors = []) {
-    for (const sel of selectors) {
-      let nodes;
-      try {
-        nodes = doc.querySelectorAll(sel);
-      } catch {
-        continue;
-      }
-      for (const el of nodes) if (isVisible(el)) return el;
-    }
-    return null;
-  }
-  function findInput(doc, adapter) {
-    const own = firstVisible(doc, adapter?.input?.selectors);
-    if (own) return own;
-    let best = null;
-    let bestBottom = -Infinity;
-    for (const el of doc.querySelectorAll(GENERIC_INPUTS)) {
-      if (!isVisible(el) || el.closest("[data-aicard-panel]") || el.readOnly || el.disabled) continue;
-      if (el.parentElement?.closest('[contenteditable="true"], [contenteditable=""]')) continue;
-      const bottom = el.getBoundingClientRect().bottom;
-      if (bottom > bestBottom) {
-        best = el;
-        bestBottom = bottom;
-      }
-    }
-    return best;
-  }
-  function isTextField(el) {
-    return el.tagName === "TEXTAREA" || el.tagName === "INPUT";
-  }
-  var BLOCK_TAGS = /^(P|DIV|LI|H[1-6]|PRE|BLOCKQUOTE|UL|OL)$/;
-  function editorText(el) {
-    const lines = [];
-    let inline = null;
-    const flush2 = () => {
-      if (inline !== null) {
-        lines.push(inline);
-        inline = null;
-      }
-    };
-    for (const node of el.childNodes) {
-      if (node.nodeType === 1 && BLOCK_TAGS.test(node.tagName)) {
-        flush2();
-        lines.push(editorText(node));
-      } else if (node.nodeType === 1 && node.tagName === "BR") {
-        const last = node === el.lastChild;
-        if (!last) inline = `${inline ?? ""}
-`;
-        else if (inline === null && lines.length === 0) inline = "";
-      } else if (node.nodeType === 3 || node.nodeType === 1) {
-        inline = (inline ?? "") + (node.nodeType === 3 ? node.data : editorText(node));
-      }
-    }
-    flush2();
-    return lines.join("\n");
-  }
-  function readInput(el) {
-    if (isTextField(el)) return el.value;
-    return editorText(el);
-  }
-  function setNativeValue(el, value) {
-    const win = el.ownerDocument.defaultView;
-    const proto = el.tagName === "TEXTAREA" ? win.HTMLTextAreaElement.prototype : win.HTMLInputElement.prototype;
-    const setter = Object.getOwnPropertyDescriptor(proto, "value").set;
-    setter.call(el, value);
-  }
-  function fireInput(el, data, inputType = "insertText") {
-    const win = el.ownerDocument.defaultView;
-    el.dispatchEvent(new win.InputEvent("input", { bubbles: true, composed: true, inputType, data }));
-  }
-  function replaceTextField(el, value) {
-    el.focus();
-    setNativeValue(el, value);
-    fireInput(el, value);
-    el.dispatchEvent(new el.ownerDocument.defaultView.Event("change", { bubbles: true }));
-  }
-  function selectContents(el) {
-    const doc = el.ownerDocument;
-    const range = doc.createRange();
-    const walker = doc.createTreeWalker(
-      el,
-      4
-      /* NodeFilter.SHOW_TEXT */
-    );
-    let first = null;
-    let last = null;
-    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-      first = first || n;
-      last = n;
-    }
-    if (first) {
-      range.setStart(first, 0);
-      range.setEnd(last, last.data.length);
-    } else {
-      range.selectNodeContents(el);
-    }
-    const sel = doc.getSelection();
-    sel.removeAllRanges();
-    sel.addRange(range);
-  }
-  function replaceEditable(el, value) {
-    const doc = el.ownerDocument;
-    const win = doc.defaultView;
-    el.focus();
-    selectContents(el);
-    if (value === "") {
-      doc.execCommand("delete", false);
-      if (readInput(el) !== "") {
-        el.textContent = "";
-        fireInput(el, null, "deleteContentBackward");
-      }
-      return;
-    }
-    const before = new win.InputEvent("beforeinput", {
-      bubbles: true,
-      cancelable: true,
-      composed: true,
-      inputType: "insertText",
-      data: value
-    });
-    const handled = !el.dispatchEvent(before);
-    if (handled && readInput(el) === value) return;
-    if (handled) selectContents(el);
-    if (doc.execCommand("insertText", false, value) && readInput(el) === value) return;
-    el.replaceChildren(...value.split("\n").map((line) => {
-      const p = doc.createElement("p");
-      p.textContent = line;
-      if (!line) p.appendChild(doc.createElement("br"));
-      return p;
-    }));
-    fireInput(el, value);
-  }
-  function setInput(el, value) {
-    if (isTextField(el)) replaceTextField(el, value);
-    else replaceEditable(el, value);
-  }
-  function composeWithDraft(draft, block, caret = draft.length) {
-    const before = draft.slice(0, caret);
-    const after = draft.slice(caret);
-    const sepBefore = before && !before.endsWith("\n") ? "\n" : "";
-    const sepAfter = after && !after.startsWith("\n") ? "\n" : "";
-    return `${before}${sepBefore}${block}${sepAfter}${after}`;
-  }
-  function caretIn(el) {
-    if (isTextField(el)) return el.ownerDocument.activeElement === el ? el.selectionStart : void 0;
-    return void 0;
-  }
-  function insertBlock(el, block) {
-    const draft = readInput(el);
-    setInput(el, composeWithDraft(draft, block, caretIn(el)));
-  }
-  function isEnabled(btn) {
-    return !btn.disabled && btn.getAttribute("aria-disabled") !== "true";
-  }
-  function findSendButton(doc, adapter, input) {
-    const own = firstVisible(doc, adapter?.send?.selectors);
-    if (own) return own;
-    const buttons = [...doc.querySelectorAll('button, [role="button"]')].filter((b) => isVisible(b) && !b.closest("[data-aicard-panel]"));
-    const label = (b) => `${b.getAttribute("aria-label") || ""} ${b.getAttribute("title") || ""} ${b.getAttribute("data-testid") || ""} ${b.textContent || ""}`;
-    const byLabel = buttons.find((b) => SEND_LABEL.test(label(b)) && !STOP_LABEL.test(label(b).trim()));
-    if (byLabel) return byLabel;
-    const form = input?.closest("form");
-    const submit = form && [...form.querySelectorAll('button[type="submit"], input[type="submit"]')].find(isVisible);
-    if (submit) return submit;
-    if (!input) return null;
-    const box = input.getBoundingClientRect();
-    let best = null;
-    let bestDist = Infinity;
-    for (const b of buttons) {
-      if (!b.querySelector("svg, img")) continue;
-      const r = b.getBoundingClientRect();
-      if (r.left < box.left || r.top < box.top - 80) continue;
-      const dist = Math.hypot(r.right - box.right, r.bottom - box.bottom);
-      if (dist < bestDist && dist < 200) {
-        best = b;
-        bestDist = dist;
-      }
-    }
-    return best;
-  }
-  function siteShowsStop(doc) {
-    return Boolean(findStopButton(doc));
-  }
-  function findStopButton(doc) {
-    for (const b of doc.querySelectorAll('button, [role="button"]')) {
-      const labels = [b.getAttribute("aria-label"), b.getAttribute("data-testid"), b.getAttribute("title")].filter(Boolean);
-      if (labels.some((l) => STOP_LABEL.test(l.trim())) && isVisible(b) && !b.closest("[data-aicard-panel]")) return b;
-    }
-    return null;
-  }
-  function pressEnter(el, key = "Enter") {
-    const win = el.ownerDocument.defaultView;
-    const init3 = { key, code: key, keyCode: 13, which: 13, bubbles: true, cancelable: true, composed: true };
-    el.focus();
-    el.dispatchEvent(new win.KeyboardEvent("keydown", init3));
-    el.dispatchEvent(new win.KeyboardEvent("keypress", init3));
-    el.dispatchEvent(new win.KeyboardEvent("keyup", init3));
-  }
-  function waitFor(check, { timeoutMs = 3e3, everyMs = 50, timers = globalThis } = {}) {
-    return new Promise((resolve) => {
-      const started = Date.now();
-      const tick = () => {
-        let value;
-        try {
-          value = check();
-        } catch {
-          value = null;
-        }
-        if (value) {
-          resolve(value);
-          return;
-        }
-        if (Date.now() - started >= timeoutMs) {
-          resolve(null);
-          return;
-        }
-        timers.setTimeout(tick, everyMs);
-      };
-      tick();
-    });
-  }
-  async function pressSend(doc, adapter, input, timers) {
-    const button = await waitFor(() => {
-      const b = findSendButton(doc, adapter, input);
-      return b && isEnabled(b) ? b : null;
-    }, { timeoutMs: 3e3, timers });
-    if (button) {
-      button.click();
-      return "button";
-    }
-    pressEnter(input, adapter?.send?.key || "Enter");
-    return "key";
-  }
 
   // src/core/page-hooks.js
   function pageHooks(win, bridge, wrap, give) {
@@ -3801,82 +4326,11 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
   };
 
-  // src/core/dom-fallback.js
-  var REPLY_SELECTORS = [
-    '[data-message-author-role="assistant"]',
-    // ChatGPT
-    ".ds-markdown",
-    // DeepSeek
-    '[data-testid="receive_message"]',
-    // Doubao
-    ".font-claude-message",
-    "[data-is-streaming]",
-    // Claude
-    "model-response message-content",
-    // Gemini
-    ".hyc-content-md",
-    // Yuanbao
-    ".markdown-body",
-    ".markdown",
-    // Kimi, Qwen, ChatGLM, many others
-    '[data-role="assistant"]',
-    ".assistant",
-    '[class*="assistant-message"]'
-  ];
-  function candidates(doc, selectors) {
-    const seen = /* @__PURE__ */ new Set();
-    for (const sel of selectors) {
-      let nodes;
-      try {
-        nodes = doc.querySelectorAll(sel);
-      } catch {
-        continue;
-      }
-      for (const el of nodes) if (!el.closest("[data-aicard-panel]")) seen.add(el);
-    }
-    return [...seen].filter((el) => ![...seen].some((o) => o !== el && o.contains(el))).sort((a, b) => a.compareDocumentPosition(b) & 4 ? -1 : 1);
-  }
-  var DomReplyWatcher = class {
-    /**
-     * Takes the baseline (the reply elements already on the page) at construction: call it just
-     * before sending.
-     */
-    constructor({ doc, adapter, timers, stableChecks = 3, everyMs = 700 }) {
-      Object.assign(this, { doc, timers, stableChecks, everyMs });
-      this.selectors = [...adapter?.reply?.selectors || [], ...REPLY_SELECTORS];
-      this.baseline = new Set(candidates(doc, this.selectors));
-      this.timer = null;
-    }
-    /** Starts watching; `onReply(text)` is called once with the settled reply text. */
-    start(onReply) {
-      let last = null;
-      let stable = 0;
-      const tick = () => {
-        const fresh = candidates(this.doc, this.selectors).filter((el2) => !this.baseline.has(el2) && isVisible(el2));
-        const el = fresh[fresh.length - 1];
-        const text = el ? el.innerText.trim() : "";
-        if (text) this.sawSomething = true;
-        if (text && text === last && !siteShowsStop(this.doc)) stable += 1;
-        else stable = 0;
-        last = text;
-        if (stable >= this.stableChecks) {
-          onReply(text);
-          return;
-        }
-        this.timer = this.timers.setTimeout(tick, this.everyMs);
-      };
-      tick();
-    }
-    stop() {
-      if (this.timer) this.timers.clearTimeout(this.timer);
-    }
-  };
-
   // src/core/tasks.js
   var DEFAULT_TIMEOUT_MS = 12e4;
   var FIND_INPUT_MS = 1e4;
   var TURN_START_MS = 2e4;
-  var DOM_FALLBACK_AFTER_MS = 8e3;
+  var DOM_FALLBACK_AFTER_MS = 1500;
   var TaskRunner = class {
     constructor({ doc, adapter, hub, capture, timers, log, onChange, seen }) {
       Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange, seen });
@@ -4075,17 +4529,27 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.timeoutMs = timeoutMs;
       this.started = false;
       this.done = false;
+      this.missed = null;
       this.timers = [];
       this.dom = new DomReplyWatcher({ doc: runner.doc, adapter: runner.adapter, timers: runner.timers });
       this.promise = new Promise((resolve) => {
         this.resolve = resolve;
       });
       runner.waiters.add(this);
+      this.off = runner.capture.on((kind, turn, detail) => {
+        if (turn?.taskId !== this.id) return;
+        if (kind === "turn_start") {
+          this.started = true;
+          if (!this.missed) this.dom.stop();
+        }
+        if (kind === "parser_miss") this.parserMiss(detail.reason);
+      });
     }
-    /** Starts the clocks (after sending); resolves with `{ok, error?}`. */
+    /** Starts the clocks (after sending); resolves with `{ok, error?, trouble?}`. */
     arm(deadline) {
       const { timers } = this.runner;
       const left = () => Math.max(0, deadline - Date.now());
+      this.runner.capture.noteSend();
       this.timers.push(timers.setTimeout(() => this.finish({
         ok: false,
         error: `no complete reply before the task timeout / 任务超时 (${this.timeoutMs} ms)`
@@ -4096,12 +4560,25 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       }, Math.min(TURN_START_MS, left())));
       return this.promise;
     }
-    /** Network capture saw nothing: read the reply from the page instead. */
+    /** Network capture saw no matching request: read the reply from the page instead. */
     domFallback() {
       if (this.started || this.done) return;
       this.runner.log("warn", "no stream captured, reading the reply from the page / 未捕获到网络流，改读页面");
+      this.readPage();
+    }
+    /** The stream that answers this task carried no answer the adapter could read. */
+    parserMiss(reason) {
+      if (this.done || this.missed) return;
+      this.missed = reason;
+      this.runner.log("warn", `${reason}: reading the reply from the page / 网络解析失败，改读页面`);
+      this.timers.push(this.runner.timers.setTimeout(() => {
+        if (!this.done) this.finish({ ok: false, error: `${reason} (the page showed no reply either / 页面上也没有回复)`, trouble: "parser_miss" });
+      }, PAGE_READ_AFTER_MISS_MS));
+      this.readPage();
+    }
+    readPage() {
       this.dom.start((text) => {
-        if (this.started || this.done) return;
+        if (this.done || this.started && !this.missed) return;
         this.runner.claimTask();
         this.runner.capture.domTurn(text, this.id);
         this.finish({ ok: true });
@@ -4111,6 +4588,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       if (this.done) return;
       this.done = true;
       this.dom.stop();
+      this.off?.();
       for (const t of this.timers) this.runner.timers.clearTimeout(t);
       this.runner.waiters.delete(this);
       this.resolve(result);
@@ -4129,8 +4607,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     const log = (level, msg) => {
       if (debug || level === "error") (level === "error" ? console.error : console.debug)(`[AIcard] ${msg}`);
     };
-    const adapter = pickAdapter([...adapters, sim_adapter_default], own.location.hostname);
-    if (!adapter) return null;
+    const picked = pickAdapter([...adapters, sim_adapter_default], own.location.hostname);
+    if (!picked) return null;
+    const adapter = withFallback(picked, overrideFor(settings.get("adapter_overrides", null), picked.name));
     if (own.top !== own) return null;
     const token = settings.adoptToken(EMBEDDED_TOKEN);
     const hubUrl = settings.adoptHubUrl(EMBEDDED_HUB_URL);
@@ -4228,8 +4707,10 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       if (kind === "trouble") panel.update({ result: `⚠ ${detail.reason}` });
       if (kind === "turn_start") panel.update({ capture: { ...panel.state.capture, path: "network" } });
       if (kind === "dom_turn_end") panel.update({ capture: { ...panel.state.capture, path: "dom" } });
+      if (kind === "parser_miss") panel.update({ result: `⚠ ${PARSER_MISS_NOTICE}` });
     });
-    watchPersonSubmits(doc, adapter, runner);
+    const personFallback = new PersonTurnFallback({ doc, adapter, capture, timers, log });
+    watchPersonSubmits(doc, adapter, runner, personFallback);
     if (token) hub.start();
     else panel.update({ hub: { state: "unpaired", notice: UNPAIRED_NOTICE } });
     const mount = () => panel.mount();
@@ -4291,7 +4772,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     const out = String(r.output ?? "");
     return `${r.success === false ? "✗" : "✓"} ${frame.command || ""} ${out.length > 80 ? `${out.slice(0, 77)}…` : out}`.trim();
   }
-  function watchPersonSubmits(doc, adapter, runner) {
+  function watchPersonSubmits(doc, adapter, runner, personFallback) {
     const current = () => {
       const input = findInput(doc, adapter);
       return input ? readInput(input) : "";
@@ -4299,15 +4780,20 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     doc.addEventListener("keydown", (ev) => {
       if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing || !ev.isTrusted) return;
       const input = findInput(doc, adapter);
-      if (input && (ev.target === input || input.contains(ev.target))) runner.notePersonSubmit(readInput(input));
+      if (input && (ev.target === input || input.contains(ev.target))) personSent(runner, personFallback, readInput(input));
     }, true);
     doc.addEventListener("click", (ev) => {
       if (!ev.isTrusted) return;
       const input = findInput(doc, adapter);
       const send = findSendButton(doc, adapter, input);
-      if (send && (ev.target === send || send.contains(ev.target))) runner.notePersonSubmit(current());
+      if (send && (ev.target === send || send.contains(ev.target))) personSent(runner, personFallback, current());
     }, true);
   }
+  function personSent(runner, personFallback, text) {
+    runner.notePersonSubmit(text);
+    if (!runner.sending && text && text.trim()) personFallback.sent();
+  }
+  var PARSER_MISS_NOTICE = "网络解析失败，改读页面 / parser found no answer, read the page";
 
   // src/userscript.js
   function grants() {

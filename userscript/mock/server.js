@@ -14,6 +14,9 @@
 // Run on its own: `node mock/server.js [--port 8100] [--http] [--no-csp]` — prints the hosts it serves.
 // Control routes (any host): POST /__mock/next {site, answer, reasoning?, variant?, status?, body?}
 // queues the next reply of `site`; GET /__mock/requests?site=S lists the bodies the site received.
+// Drift (sites/lib/drift.js): a reply with `drift: 'field' | 'json'` is sent renamed or as plain JSON;
+// a page loaded with `?mock_drift=endpoint` posts to the moved endpoint. A drifted reply (or one with
+// `render: true`) also carries its answer (`x-mock-answer`) for the page to render as the site's markup.
 import { createServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { execFileSync } from 'node:child_process';
@@ -22,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { cspHeader, newNonce } from './sites/lib/csp.js';
+import { driftChunks, MOVED_PREFIX, unmovedPath } from './sites/lib/drift.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const SITES_DIR = join(here, 'sites');
@@ -68,7 +72,8 @@ function pathMatches(path, method, pathWithQuery, wantMethod) {
 }
 
 /** True when the request is the site's stream endpoint (or a variant's own endpoint path). */
-function endpointMatches(def, method, pathWithQuery) {
+function endpointMatches(def, method, rawPathWithQuery) {
+  const pathWithQuery = unmovedPath(rawPathWithQuery);
   const ep = def.endpoint;
   if (!ep) return false;
   if (pathMatches(ep.path, method, pathWithQuery, ep.method)) return true;
@@ -161,10 +166,17 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
       return;
     }
     const variant = reply.variant || 'default';
-    const chunks = def.stream({ answer: reply.answer, reasoning: reply.reasoning || '', variant, seed: reply.seed ?? 1 });
+    const moved = req.url.startsWith(`${MOVED_PREFIX}/`);
+    let chunks = def.stream({ answer: reply.answer, reasoning: reply.reasoning || '', variant, seed: reply.seed ?? 1 });
+    let contentType = def.variantMeta?.[variant]?.contentType || def.contentType || 'text/event-stream; charset=utf-8';
+    if (reply.drift) ({ chunks, contentType } = driftChunks(def.name, reply.drift, chunks, { answer: reply.answer ?? DEFAULT_ANSWER, contentType }));
+    const render = reply.drift || moved || reply.render
+      ? { 'x-mock-answer': encodeURIComponent(reply.answer ?? DEFAULT_ANSWER), 'access-control-expose-headers': 'x-mock-answer' }
+      : {};
     res.writeHead(200, {
-      'content-type': def.variantMeta?.[variant]?.contentType || def.contentType || 'text/event-stream; charset=utf-8',
+      'content-type': contentType,
       'cache-control': 'no-cache',
+      ...render,
       ...corsHeaders(req),
     });
     res.flushHeaders();

@@ -3,6 +3,9 @@
  * one turn; the adapter's parser yields answer deltas (sent as `chunk`), reasoning (kept out of
  * the answer), `done` and `error`; the turn closes with `turn_end` carrying the exact full text.
  * Site trouble (HTTP 429, captcha or login page, rate-limit codes) becomes a `trouble` event.
+ * A turn that ends with no answer text and no trouble (a renamed text field, a plain JSON body
+ * instead of the stream) is a *parser miss*: never an empty `turn_end`; the `parser_miss` event
+ * lets the tab read the reply from the page instead (SPEC §21).
  */
 import { chunk, flowReport, turnEnd } from './protocol.js';
 
@@ -23,6 +26,15 @@ export function genericTrouble(status, sample = '', contentType = '') {
   }
   return null;
 }
+
+/** The reason a parser miss is reported with: it names the adapter, not the site. */
+export function parserMissReason(adapterName) {
+  return `parser_miss: ${adapterName} adapter found no answer / ${adapterName} 适配器没有解析到回复`;
+}
+
+/** How long after a send the requests no adapter matched are noted (debug log, `unmatched`). */
+const UNMATCHED_WINDOW_MS = 15_000;
+const UNMATCHED_KEEP = 20;
 
 let turnCounter = 0;
 function newTurnId() {
@@ -139,7 +151,9 @@ class Turn {
         this.finish();
         return;
       case 'error':
-        this.fail(ev.reason || `site error${ev.code ? ` ${ev.code}` : ''}`, ev.code);
+        // A body that ended before the end marker with no answer at all was not understood.
+        if (ev.code === 'incomplete' && this.text === '') this.miss();
+        else this.fail(ev.reason || `site error${ev.code ? ` ${ev.code}` : ''}`, ev.code);
         return;
       default:
         this.capture.log('warn', `unknown parser event ${ev.type}`);
@@ -155,6 +169,18 @@ class Turn {
     if (!this.closed) this.finish();
   }
 
+  /** The stream carried no answer the adapter could read: the page is read instead. */
+  miss() {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    const reason = parserMissReason(this.capture.adapter.name);
+    this.capture.log('warn', `${reason} (${this.meta.contentType || 'no content type'})`);
+    this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'failed', fragmentCount: this.seq }));
+    this.capture.emit('parser_miss', this, { reason });
+    this.capture.closeTurn(this);
+  }
+
   fail(reason, code) {
     if (this.closed) return;
     this.flush();
@@ -166,10 +192,11 @@ class Turn {
 
   finish() {
     if (this.closed) return;
+    if (this.text === '') { this.miss(); return; } // an empty answer is never a success
     this.flush();
     this.closed = true;
     this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'finished', fragmentCount: this.seq }));
-    this.capture.hub.send(turnEnd(this.id, this.text, this.taskId));
+    this.capture.hub.send(turnEnd(this.id, this.text, this.taskId, { source: 'network' }));
     this.capture.emit('turn_end', this);
     this.capture.closeTurn(this);
   }
@@ -189,6 +216,14 @@ export class TurnCapture {
     this.active = new Set();
     this.listeners = new Set();
     this.lastTurn = null;
+    this.sentAt = 0;
+    /** Requests seen shortly after a send that no adapter matched (where an endpoint moved). */
+    this.unmatched = [];
+  }
+
+  /** A prompt was just sent (by a task or by the person): note unmatched requests for a while. */
+  noteSend(now = Date.now()) {
+    this.sentAt = now;
   }
 
   on(fn) {
@@ -208,12 +243,22 @@ export class TurnCapture {
   }
 
   matches(url, method) {
+    let matched = false;
     try {
-      return Boolean(this.adapter.matchRequest(url, method));
+      matched = Boolean(this.adapter.matchRequest(url, method));
     } catch (err) {
       this.log('warn', `${this.adapter.name}.matchRequest failed: ${err.message}`);
-      return false;
     }
+    if (!matched && this.sentAt && Date.now() - this.sentAt < UNMATCHED_WINDOW_MS) this.noteUnmatched(url, method);
+    return matched;
+  }
+
+  noteUnmatched(url, method) {
+    const raw = url && typeof url === 'object' && 'url' in url ? url.url : String(url);
+    const m = String(method || 'GET').toUpperCase();
+    this.unmatched.push({ method: m, url: raw, at: Date.now() });
+    if (this.unmatched.length > UNMATCHED_KEEP) this.unmatched.shift();
+    this.log('info', `after a send, no adapter matched ${m} ${raw} / 发送后的请求未被适配器识别`);
   }
 
   /** Called by the interceptor for each matching response; returns the byte sink. */
@@ -236,7 +281,7 @@ export class TurnCapture {
     return turn;
   }
 
-  /** A reply read from the DOM by the fallback: reported as one chunk and a turn_end. */
+  /** A reply read from the page by the fallback: reported as one chunk and a turn_end. */
   domTurn(text, taskId) {
     const turnId = newTurnId();
     this.hub.send(chunk(turnId, 0, text));

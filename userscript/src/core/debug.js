@@ -37,6 +37,8 @@ export function installDebugHelpers(win, { hub, runner, capture, adapter, panel,
         text: new TextDecoder().decode(bytes), base64: btoa(binary), reads: turn.raw.map((r) => r.length),
       };
     },
+    /** Requests seen after a send that no adapter matched: where a moved endpoint went. */
+    mcpUnmatched: () => capture.unmatched.map((u) => ({ ...u })),
     /** The panel's text, position and buttons. */
     mcpPanel: () => panel.describe(),
   };

@@ -12,6 +12,8 @@
 import { adapters as siteAdapters } from '../adapters/index.js';
 import simAdapter from '../core-test-site/sim-adapter.js';
 import { pickAdapter } from './adapters.js';
+import { overrideFor, withFallback } from '../adapters/lib/bend.js';
+import { PersonTurnFallback } from './dom-fallback.js';
 import { TurnCapture } from './capture.js';
 import { installDebugHelpers } from './debug.js';
 import { HubClient } from './hub-client.js';
@@ -34,8 +36,10 @@ export function start(env) {
   const log = (level, msg) => {
     if (debug || level === 'error') (level === 'error' ? console.error : console.debug)(`[AIcard] ${msg}`);
   };
-  const adapter = pickAdapter([...siteAdapters, simAdapter], own.location.hostname);
-  if (!adapter) return null;
+  const picked = pickAdapter([...siteAdapters, simAdapter], own.location.hostname);
+  if (!picked) return null;
+  // The person's override of the endpoint and text fields (GM `adapter_overrides`), and the growing-field fallback.
+  const adapter = withFallback(picked, overrideFor(settings.get('adapter_overrides', null), picked.name));
   if (own.top !== own) return null; // chat tabs only, never their frames
 
   const token = settings.adoptToken(EMBEDDED_TOKEN);
@@ -112,8 +116,10 @@ export function start(env) {
     if (kind === 'trouble') panel.update({ result: `⚠ ${detail.reason}` });
     if (kind === 'turn_start') panel.update({ capture: { ...panel.state.capture, path: 'network' } });
     if (kind === 'dom_turn_end') panel.update({ capture: { ...panel.state.capture, path: 'dom' } });
+    if (kind === 'parser_miss') panel.update({ result: `⚠ ${PARSER_MISS_NOTICE}` });
   });
-  watchPersonSubmits(doc, adapter, runner);
+  const personFallback = new PersonTurnFallback({ doc, adapter, capture, timers, log });
+  watchPersonSubmits(doc, adapter, runner, personFallback);
   // No token: the script was installed from the plain URL, which carries none (a web page could
   // load that one). Connecting would only be refused; say how to pair instead.
   if (token) hub.start();
@@ -193,7 +199,7 @@ function summarize(frame) {
 }
 
 /** Notes what the person sends by hand (Enter in the box, or a click on send). */
-function watchPersonSubmits(doc, adapter, runner) {
+function watchPersonSubmits(doc, adapter, runner, personFallback) {
   const current = () => {
     const input = findInput(doc, adapter);
     return input ? readInput(input) : '';
@@ -201,12 +207,20 @@ function watchPersonSubmits(doc, adapter, runner) {
   doc.addEventListener('keydown', (ev) => {
     if (ev.key !== 'Enter' || ev.shiftKey || ev.isComposing || !ev.isTrusted) return;
     const input = findInput(doc, adapter);
-    if (input && (ev.target === input || input.contains(ev.target))) runner.notePersonSubmit(readInput(input));
+    if (input && (ev.target === input || input.contains(ev.target))) personSent(runner, personFallback, readInput(input));
   }, true);
   doc.addEventListener('click', (ev) => {
     if (!ev.isTrusted) return;
     const input = findInput(doc, adapter);
     const send = findSendButton(doc, adapter, input);
-    if (send && (ev.target === send || send.contains(ev.target))) runner.notePersonSubmit(current());
+    if (send && (ev.target === send || send.contains(ev.target))) personSent(runner, personFallback, current());
   }, true);
 }
+
+/** The person sent by hand: noted for the hub, and the page is read if no stream answers it. */
+function personSent(runner, personFallback, text) {
+  runner.notePersonSubmit(text);
+  if (!runner.sending && text && text.trim()) personFallback.sent();
+}
+
+const PARSER_MISS_NOTICE = '网络解析失败，改读页面 / parser found no answer, read the page';

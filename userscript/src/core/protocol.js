@@ -39,7 +39,10 @@ export function chunk(turnId, seq, text, reasoning) {
   return withOptional({ type: 'chunk', turn_id: turnId, seq, text }, { reasoning });
 }
 
-/** `turn_end` — the reply is complete; `text` is the exact full answer. */
+/**
+ * `turn_end` — the reply is complete; `text` is the exact full answer, never empty (an empty
+ * answer is a parser miss); `extra.source` says how it was read: `network` or `dom`.
+ */
 export function turnEnd(turnId, text, taskId, extra = {}) {
   return withOptional({ type: 'turn_end', turn_id: turnId, text }, { task_id: taskId, ...extra });
 }
@@ -60,7 +63,7 @@ export function userInput(text) {
 }
 
 /** `task_update.trouble` kinds (SPEC §10). */
-export const TROUBLES = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error']);
+export const TROUBLES = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss']);
 
 /** `task_update` — progress of a hub task in this tab; `trouble` says why the site refused. */
 export function taskUpdate(taskId, state, error, trouble) {

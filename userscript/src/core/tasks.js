@@ -6,13 +6,14 @@
  */
 import { taskUpdate, userInput } from './protocol.js';
 import { troubleKind } from '../adapters/lib/trouble.js';
-import { DomReplyWatcher } from './dom-fallback.js';
+import { DomReplyWatcher, PAGE_READ_AFTER_MISS_MS } from './dom-fallback.js';
 import { findInput, findStopButton, insertBlock, pressSend, readInput, setInput, siteShowsStop, waitFor } from './input.js';
 
 const DEFAULT_TIMEOUT_MS = 120_000;
 const FIND_INPUT_MS = 10_000;
 const TURN_START_MS = 20_000;
-const DOM_FALLBACK_AFTER_MS = 8_000;
+/** No matching request this long after a send: the reply is read from the page (SPEC §21). */
+const DOM_FALLBACK_AFTER_MS = 1_500;
 
 export class TaskRunner {
   constructor({ doc, adapter, hub, capture, timers, log, onChange, seen }) {
@@ -221,7 +222,9 @@ export class TaskRunner {
 
 /**
  * What the runner waits for once a task was sent: the end of the turn that answers it, site
- * trouble, the DOM fallback's reply when no stream was captured, or the task's timeout.
+ * trouble, the page's reply when no matching request started within `DOM_FALLBACK_AFTER_MS` or
+ * the stream was a parser miss, or the task's timeout. A parser miss whose page shows no reply
+ * either fails the task with `trouble: parser_miss` and a reason naming the adapter.
  */
 class TaskWait {
   constructor(runner, id, timeoutMs) {
@@ -230,17 +233,24 @@ class TaskWait {
     this.timeoutMs = timeoutMs;
     this.started = false;
     this.done = false;
+    this.missed = null;
     this.timers = [];
     // Baseline of reply elements, taken before sending.
     this.dom = new DomReplyWatcher({ doc: runner.doc, adapter: runner.adapter, timers: runner.timers });
     this.promise = new Promise((resolve) => { this.resolve = resolve; });
     runner.waiters.add(this);
+    this.off = runner.capture.on((kind, turn, detail) => {
+      if (turn?.taskId !== this.id) return;
+      if (kind === 'turn_start') { this.started = true; if (!this.missed) this.dom.stop(); }
+      if (kind === 'parser_miss') this.parserMiss(detail.reason);
+    });
   }
 
-  /** Starts the clocks (after sending); resolves with `{ok, error?}`. */
+  /** Starts the clocks (after sending); resolves with `{ok, error?, trouble?}`. */
   arm(deadline) {
     const { timers } = this.runner;
     const left = () => Math.max(0, deadline - Date.now());
+    this.runner.capture.noteSend();
     this.timers.push(timers.setTimeout(() => this.finish({
       ok: false, error: `no complete reply before the task timeout / 任务超时 (${this.timeoutMs} ms)`,
     }), left()));
@@ -251,12 +261,27 @@ class TaskWait {
     return this.promise;
   }
 
-  /** Network capture saw nothing: read the reply from the page instead. */
+  /** Network capture saw no matching request: read the reply from the page instead. */
   domFallback() {
     if (this.started || this.done) return;
     this.runner.log('warn', 'no stream captured, reading the reply from the page / 未捕获到网络流，改读页面');
+    this.readPage();
+  }
+
+  /** The stream that answers this task carried no answer the adapter could read. */
+  parserMiss(reason) {
+    if (this.done || this.missed) return;
+    this.missed = reason;
+    this.runner.log('warn', `${reason}: reading the reply from the page / 网络解析失败，改读页面`);
+    this.timers.push(this.runner.timers.setTimeout(() => {
+      if (!this.done) this.finish({ ok: false, error: `${reason} (the page showed no reply either / 页面上也没有回复)`, trouble: 'parser_miss' });
+    }, PAGE_READ_AFTER_MISS_MS));
+    this.readPage();
+  }
+
+  readPage() {
     this.dom.start((text) => {
-      if (this.started || this.done) return;
+      if (this.done || (this.started && !this.missed)) return;
       this.runner.claimTask(); // a late stream must not answer this task a second time
       this.runner.capture.domTurn(text, this.id);
       this.finish({ ok: true });
@@ -267,6 +292,7 @@ class TaskWait {
     if (this.done) return;
     this.done = true;
     this.dom.stop();
+    this.off?.();
     for (const t of this.timers) this.runner.timers.clearTimeout(t);
     this.runner.waiters.delete(this);
     this.resolve(result);

@@ -64,6 +64,141 @@ ${site.body}
     });
   }
 
+  // ---- drift (lib/drift.js): the moved endpoint, and the reply rendered as the real site's markup
+  var drift = (/[?&]mock_drift=([\\w-]+)/.exec(location.search) || [])[1] || '';
+
+  function moveEndpoint(url) {
+    var u = new URL(url, location.href);
+    u.pathname = '/drift-v2' + u.pathname;
+    return u.href;
+  }
+
+  function h(tag, attrs, kids) {
+    var el = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { el.setAttribute(k, attrs[k]); });
+    (kids == null ? [] : [].concat(kids)).forEach(function (k) {
+      el.appendChild(typeof k === 'string' ? document.createTextNode(k) : k);
+    });
+    return el;
+  }
+
+  /** Inline markdown: **bold** and \`code\`. */
+  function inline(text) {
+    var out = [];
+    text.split(/(\\*\\*[^*]+\\*\\*|\`[^\`]+\`)/).forEach(function (part) {
+      if (!part) return;
+      if (/^\\*\\*[^*]+\\*\\*$/.test(part)) out.push(h('strong', {}, part.slice(2, -2)));
+      else if (/^\`[^\`]+\`$/.test(part)) out.push(h('code', {}, part.slice(1, -1)));
+      else out.push(part);
+    });
+    return out;
+  }
+
+  var LIST = /^(\\d+\\.|[-*])\\s+/;
+  function parseMarkdown(md) {
+    var lines = md.split('\\n'); var blocks = []; var i = 0;
+    function plain(l) { return !/^\\s*$/.test(l) && !/^\`\`\`/.test(l) && !/^#{1,6}\\s/.test(l) && !LIST.test(l); }
+    while (i < lines.length) {
+      var line = lines[i];
+      var fence = /^\`\`\`(\\S*)\\s*$/.exec(line);
+      if (fence) {
+        var code = []; i += 1;
+        while (i < lines.length && !/^\`\`\`\\s*$/.test(lines[i])) { code.push(lines[i]); i += 1; }
+        i += 1;
+        blocks.push({ t: 'code', lang: fence[1], text: code.join('\\n') });
+      } else if (/^\\s*$/.test(line)) {
+        i += 1;
+      } else if (/^#{1,6}\\s/.test(line)) {
+        var m = /^(#{1,6})\\s+(.*)$/.exec(line);
+        blocks.push({ t: 'h', level: m[1].length, text: m[2] }); i += 1;
+      } else if (LIST.test(line)) {
+        var ordered = /^\\d+\\./.test(line); var items = [];
+        var same = ordered ? /^\\d+\\.\\s/ : /^[-*]\\s/;
+        while (i < lines.length && same.test(lines[i])) { items.push(lines[i].replace(LIST, '')); i += 1; }
+        blocks.push({ t: ordered ? 'ol' : 'ul', items: items, start: ordered ? parseInt(line, 10) : 1 });
+      } else {
+        var para = [];
+        while (i < lines.length && plain(lines[i])) { para.push(lines[i]); i += 1; }
+        blocks.push({ t: 'p', lines: para });
+      }
+    }
+    return blocks;
+  }
+
+  // Each site's reply root and code block, written from the real pages' structure.
+  var MARKUP = [
+    { host: /deepseek/, root: ['div', { 'class': 'ds-markdown ds-markdown--block' }], code: function (lang, text) {
+      return h('div', { 'class': 'md-code-block' }, [
+        h('div', { 'class': 'md-code-block-banner-wrap' }, h('div', { 'class': 'md-code-block-banner' }, [
+          h('span', { 'class': 'd813de27' }, lang), h('div', { 'class': 'efa13877' }, h('div', { role: 'button', 'class': 'ds-button' }, '复制'))])),
+        h('pre', {}, text)]); } },
+    { host: /doubao/, root: ['div', { 'data-testid': 'message_text_content', 'class': 'flow-markdown-body' }], code: function (lang, text) {
+      return h('div', { 'class': 'code-block-element' }, [
+        h('div', { 'class': 'header-wrapper' }, [h('div', { 'class': 'title' }, lang), h('button', { type: 'button' }, '复制')]),
+        h('pre', {}, h('code', { 'class': 'language-' + lang }, text))]); } },
+    { host: /yuanbao/, root: ['div', { 'class': 'hyc-content-md' }], code: function (lang, text) {
+      return h('div', { 'class': 'hyc-common-markdown__code' }, [
+        h('div', { 'class': 'hyc-common-markdown__code__hd' }, [h('span', { 'class': 'hyc-common-markdown__code__hd__l' }, lang), h('div', { 'class': 'hyc-common-markdown__code__hd__r' }, '复制')]),
+        h('pre', { 'class': 'hyc-common-markdown__code-lan' }, h('code', {}, text))]); } },
+    { host: /qianwen|qwen|tongyi/, root: ['div', { 'class': 'tongyi-markdown markdown-body' }], code: function (lang, text) {
+      return h('div', { 'class': 'tongyi-design-highlighter' }, [
+        h('div', { 'class': 'tongyi-design-highlighter-header' }, [h('span', { 'class': 'tongyi-design-highlighter-lang' }, lang), h('div', { 'class': 'tongyi-design-highlighter-right-actions' }, '复制代码')]),
+        h('pre', {}, h('code', {}, text))]); } },
+    { host: /chatgpt/, root: ['div', { 'data-message-author-role': 'assistant' }, ['div', { 'class': 'markdown prose w-full break-words' }]], code: function (lang, text) {
+      return h('pre', { 'class': 'overflow-visible!' }, h('div', { 'class': 'contain-inline-size rounded-2xl relative' }, [
+        h('div', { 'class': 'flex items-center text-token-text-secondary px-4 py-2 text-xs font-sans' }, lang),
+        h('div', { 'class': 'sticky top-9' }, h('button', { 'class': 'flex gap-1 items-center', 'aria-label': 'Copy' }, 'Copy code')),
+        h('div', { 'class': 'overflow-y-auto p-4', dir: 'ltr' }, h('code', { 'class': 'whitespace-pre! language-' + lang }, text))])); } },
+    { host: /claude/, root: ['div', { 'class': 'font-claude-response' }, ['div', { 'class': 'standard-markdown' }]], code: function (lang, text) {
+      return h('div', { 'class': 'relative flex flex-col rounded-lg' }, [
+        h('div', { 'class': 'text-text-500 font-small p-3.5 pb-0' }, lang),
+        h('pre', { 'class': 'code-block__code' }, h('code', { 'class': 'language-' + lang }, text)),
+        h('button', { 'class': 'inline-flex', 'aria-label': 'Copy to clipboard' }, 'Copy')]); } },
+    { host: /gemini/, root: ['message-content', { 'class': 'model-response-text' }, ['div', { 'class': 'markdown markdown-main-panel' }]], code: function (lang, text) {
+      return h('code-block', {}, h('div', { 'class': 'code-block' }, [
+        h('div', { 'class': 'code-block-decoration header-formatted' }, [h('span', {}, lang), h('button', { 'aria-label': 'Copy code' }, 'content_copy')]),
+        h('div', { 'class': 'formatted-code-block-internal-container' }, h('pre', {}, h('code', { 'class': 'code-container formatted' }, text)))])); } },
+    { host: /kimi/, root: ['div', { 'class': 'markdown-container' }, ['div', { 'class': 'markdown' }]], code: function (lang, text) {
+      return h('div', { 'class': 'segment-code' }, [
+        h('div', { 'class': 'segment-code-header' }, [h('span', { 'class': 'segment-code-lang' }, lang), h('button', { 'class': 'segment-code-copy' }, '复制')]),
+        h('div', { 'class': 'segment-code-content' }, h('pre', {}, h('code', {}, text)))]); } },
+    { host: /chatglm/, root: ['div', { 'class': 'markdown-body' }], code: function (lang, text) {
+      return h('div', { 'class': 'code-wrap' }, [
+        h('div', { 'class': 'code-header' }, [h('span', { 'class': 'code-lang' }, lang), h('span', { 'class': 'copy' }, '复制')]),
+        h('pre', {}, h('code', { 'class': 'hljs language-' + lang }, text))]); } },
+    { host: /yiyan|baidu/, root: ['div', { 'class': 'custom-html md-stream-desktop' }], code: function (lang, text) {
+      return h('div', { 'class': 'code-wrapper' }, [
+        h('div', { 'class': 'code-header' }, [h('span', { 'class': 'code-lang' }, lang), h('span', { 'class': 'code-copy' }, '复制代码')]),
+        h('pre', {}, h('code', {}, text))]); } },
+    { host: /./, root: ['div', { 'class': 'markdown-body' }], code: function (lang, text) {
+      return h('div', { 'class': 'code-block' }, [h('div', { 'class': 'code-header' }, [h('span', {}, lang), h('button', {}, '复制')]), h('pre', {}, h('code', {}, text))]); } },
+  ];
+
+  /** Renders \`md\` into the bubble as the site does (the raw wire stays, hidden). */
+  function renderReply(target, md) {
+    var site = MARKUP.filter(function (m) { return m.host.test(location.hostname); })[0];
+    var spec = site.root; var root = null; var leaf = null;
+    while (spec) {
+      var el = h(spec[0], spec[1]);
+      if (leaf) leaf.appendChild(el); else root = el;
+      leaf = el; spec = spec[2];
+    }
+    parseMarkdown(md).forEach(function (b) {
+      if (b.t === 'code') { leaf.appendChild(site.code(b.lang, b.text)); return; }
+      if (b.t === 'h') { leaf.appendChild(h('h' + b.level, {}, inline(b.text))); return; }
+      if (b.t === 'ol' || b.t === 'ul') {
+        var list = h(b.t, b.t === 'ol' && b.start !== 1 ? { start: String(b.start) } : {});
+        b.items.forEach(function (it) { list.appendChild(h('li', {}, inline(it))); });
+        leaf.appendChild(list); return;
+      }
+      var p = h('p');
+      b.lines.forEach(function (l, i) { if (i) p.appendChild(h('br')); inline(l).forEach(function (k) { p.appendChild(typeof k === 'string' ? document.createTextNode(k) : k); }); });
+      leaf.appendChild(p);
+    });
+    target.style.whiteSpace = 'normal';
+    target.appendChild(root);
+  }
+
   function updateSend() {
     var enabled = !busy && model.trim() !== '';
     sendButton.setAttribute('aria-disabled', String(!enabled));
@@ -257,7 +392,9 @@ ${site.body}
       wire.textContent += decoder.decode(bytes, { stream: true });
       target.setAttribute('data-bytes', String(received));
     }
+    var answer = null;
     function finish(ok) {
+      if (answer !== null) { wire.style.display = 'none'; renderReply(target, decodeURIComponent(answer)); }
       target.setAttribute('data-done', ok ? 'true' : 'error');
       busy = false;
       updateSend();
@@ -273,13 +410,14 @@ ${site.body}
         seen = t.length;
         target.setAttribute('data-bytes', String(seen));
       };
-      xhr.onload = function () { xhr.onprogress(); finish(xhr.status < 400); };
+      xhr.onload = function () { xhr.onprogress(); answer = xhr.getResponseHeader('x-mock-answer'); finish(xhr.status < 400); };
       xhr.onerror = function () { finish(false); };
       xhr.send(req.body);
       return;
     }
     fetch(req.url, { method: req.method || 'POST', headers: req.headers || {}, body: req.body, credentials: 'include' })
       .then(function (res) {
+        answer = res.headers.get('x-mock-answer');
         var reader = res.body.getReader();
         function pump() {
           return reader.read().then(function (r) {
@@ -304,6 +442,7 @@ ${site.body}
     bubble('user', prompt);
     var target = bubble('assistant', '');
     var req = buildRequest(prompt, { uuid: uuid, turn: turn, now: Date.now(), host: location.hostname });
+    if (drift === 'endpoint') req.url = moveEndpoint(req.url);
     streamReply(req, target);
   }
 

@@ -13,7 +13,7 @@ export const REASONS = {
 };
 
 /** The `task_update.trouble` kinds the hub acts on (SPEC §10): cool down, or park until a person acts. */
-export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error']);
+export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss']);
 
 const RATE_LIMITED = /rate.?limit|too many requests|usage limit|HTTP 429|限流|频繁|使用上限|次数上限/i;
 const LOGIN_REASON = /log ?in|sign in|session token is stale|登录|会话令牌已过期/i;

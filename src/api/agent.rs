@@ -1,0 +1,110 @@
+//! `agent/<name>`: the last user message is the agent's task (SPEC §17); the answer is the
+//! agent's final answer, after as many rounds as its tab's model needs. A client that leaves
+//! stops the session.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+
+use super::chat::{produce, sse_response, Answer, Finish, Reply};
+use super::error::ApiError;
+use super::prompt::ChatRequest;
+use super::Door;
+use crate::agent_loop::{Control, LoopError, Who};
+
+/// Stops the session when the client leaves before the answer.
+struct SessionGuard {
+    hub: Arc<Door>,
+    agent: String,
+    finished: bool,
+}
+
+impl Finish for SessionGuard {
+    fn finish(&mut self, _outcome: Result<&str, &ApiError>) {
+        self.finished = true;
+    }
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = self
+                .hub
+                .loops
+                .control(&Who::Agent(&self.agent), Control::Stop);
+        }
+    }
+}
+
+/// The OpenAI wording of why an agent gave no answer.
+fn api_error(e: LoopError) -> ApiError {
+    let msg = e.to_string();
+    match e {
+        LoopError::NoAgent(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", msg)
+                .param("model")
+        }
+        LoopError::Off | LoopError::NoTab { .. } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "no_tab_available",
+            msg,
+        )
+        .retry_after(10),
+        LoopError::Busy(_) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "agent_busy",
+            msg,
+        )
+        .retry_after(10),
+        LoopError::Ended(_) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "server_error", "agent_stopped", msg)
+        }
+        LoopError::Store(_) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "store_error",
+            msg,
+        ),
+    }
+}
+
+pub(super) async fn complete(
+    hub: Arc<Door>,
+    req: ChatRequest,
+    name: &str,
+    reply: Reply,
+) -> Result<Response, ApiError> {
+    let agent = crate::agents::store::agent(&hub.store, name)
+        .map_err(|e| api_error(LoopError::Store(e.to_string())))?
+        .ok_or_else(|| api_error(LoopError::NoAgent(name.to_string())))?;
+    let task = req.last_user().to_string();
+    let mut guard = SessionGuard {
+        hub: hub.clone(),
+        agent: name.to_string(),
+        finished: false,
+    };
+    let loops = hub.loops.clone();
+    let answer: Answer = Box::pin(async move { loops.task(agent, &task).await.map_err(api_error) });
+    if !req.stream {
+        let r = answer.await;
+        guard.finish(r.as_deref());
+        return Ok(axum::Json(reply.object(&r?)).into_response());
+    }
+    let (tx, rx) = mpsc::channel(32);
+    let keepalive = hub.api.keepalive();
+    hub.tracker.spawn(produce(
+        hub.clone(),
+        reply,
+        None,
+        None,
+        answer,
+        Box::new(guard),
+        tx,
+        keepalive,
+    ));
+    Ok(sse_response(rx))
+}
