@@ -3,6 +3,8 @@
  * one turn; the adapter's parser yields answer deltas (sent as `chunk`), reasoning (kept out of
  * the answer), `done` and `error`; the turn closes with `turn_end` carrying the exact full text.
  * Site trouble (HTTP 429, captcha or login page, rate-limit codes) becomes a `trouble` event.
+ * A reply that comes again after a reload of the page keeps its `turn_id` (turn-memory.js): such a
+ * turn is announced (`flow_start`, `turn_start`) only once its first text says which turn it is.
  */
 import { chunk, flowReport, turnEnd } from './protocol.js';
 
@@ -111,15 +113,37 @@ class Turn {
     this.flush();
   }
 
+  /**
+   * A turn that may be the reply cut by a reload: once its text says so, it takes that reply's id
+   * (and task, and who typed its prompt); false while it cannot tell yet.
+   */
+  settle(final) {
+    const { memory } = this.capture;
+    const verdict = memory.judge(this.resume, this.prompt, this.text, final);
+    if (verdict === 'wait') return false;
+    if (verdict === 'same') {
+      this.id = this.resume.id;
+      this.taskId = this.taskId || this.resume.task_id || undefined;
+      this.hubTyped = this.hubTyped || this.resume.hub_typed;
+      this.resumed = true;
+    }
+    this.resume = null;
+    this.capture.announce(this);
+    return true;
+  }
+
   /** One `chunk` per network read at most: the deltas parsed from it, joined. */
   flush() {
     if (!this.pending && !this.pendingReasoning) return;
+    if (this.resume && !this.settle(false)) return;
+    const noting = this.text.length - this.pending.length < 200;
     const text = this.pending;
     const reasoning = this.pendingReasoning;
     this.pending = '';
     this.pendingReasoning = '';
     this.capture.hub.send(chunk(this.id, this.seq, text, reasoning || undefined));
     this.seq += 1;
+    if (noting) this.capture.memory?.note(this);
     if (this.seq === 1) this.capture.emit('streaming', this);
   }
 
@@ -157,6 +181,7 @@ class Turn {
 
   fail(reason, code) {
     if (this.closed) return;
+    if (this.resume) this.settle(true);
     this.flush();
     this.closed = true;
     this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'failed', fragmentCount: this.seq }));
@@ -166,8 +191,10 @@ class Turn {
 
   finish() {
     if (this.closed) return;
+    if (this.resume) this.settle(true);
     this.flush();
     this.closed = true;
+    this.capture.memory?.note(this, { ended: true });
     this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'finished', fragmentCount: this.seq }));
     this.capture.hub.send(turnEnd(this.id, this.text, this.taskId));
     this.capture.emit('turn_end', this);
@@ -180,8 +207,9 @@ class Turn {
  * (the task runner hands out the id of a task that was just sent, once).
  */
 export class TurnCapture {
-  constructor({ adapter, hub, log, claimTask, record = false }) {
+  constructor({ adapter, hub, log, claimTask, memory = null, record = false }) {
     this.record = record; // debug: keep the raw bytes of each stream for fixtures
+    this.memory = memory; // TurnMemory: turn ids kept across a reload (none: every turn is new)
     this.adapter = adapter;
     this.hub = hub;
     this.log = log;
@@ -231,9 +259,17 @@ export class TurnCapture {
     }
     this.active.add(turn);
     this.lastTurn = turn;
+    // Only a request whose body was read can say it carried no prompt (a resume request).
+    turn.resume = meta.requestBody ? this.memory?.candidate(turn.prompt ?? null) || null : null;
+    if (!turn.resume) this.announce(turn);
+    return turn;
+  }
+
+  /** The turn's id is known: its `flow_start`, and `turn_start` to the listeners. */
+  announce(turn) {
     this.hub.send(flowReport(turn.id, 'flow_start', { status: 'streaming' }));
     this.emit('turn_start', turn);
-    return turn;
+    this.memory?.note(turn); // after the listeners: they say whether the hub typed its prompt
   }
 
   /** A reply read from the DOM by the fallback: reported as one chunk and a turn_end. */
