@@ -14,6 +14,8 @@
 // Run on its own: `node mock/server.js [--port 8100] [--http] [--no-csp]` — prints the hosts it serves.
 // Control routes (any host): POST /__mock/next {site, answer, reasoning?, variant?, status?, body?}
 // queues the next reply of `site`; GET /__mock/requests?site=S lists the bodies the site received.
+// With nothing queued, a prompt that asks for the agent script gets it (./agent-model.js), else
+// DEFAULT_ANSWER.
 import { createServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { execFileSync } from 'node:child_process';
@@ -22,6 +24,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { cspHeader, newNonce } from './sites/lib/csp.js';
+import { agentReply } from './agent-model.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const SITES_DIR = join(here, 'sites');
@@ -154,7 +157,7 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
     const body = await readBody(req);
     if (!received.has(def.name)) received.set(def.name, []);
     received.get(def.name).push({ path: req.url, body });
-    const reply = queues.get(def.name)?.shift() || { answer: DEFAULT_ANSWER };
+    const reply = queues.get(def.name)?.shift() || agentReply(body) || { answer: DEFAULT_ANSWER };
     if (reply.status && reply.status >= 400) {
       res.writeHead(reply.status, { 'content-type': reply.contentType || 'text/html; charset=utf-8', ...corsHeaders(req) });
       res.end(reply.body || `<html><body>HTTP ${reply.status}</body></html>`);
