@@ -210,8 +210,11 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
       const from = mock.requests('deepseek').length;
       const answer = desk.run(`agent task bot_reload ${taskText('AGENT-PROBE-reload', ' AGENT-HOLD«agent-reload»')}`, 120000);
       await mock.held('agent-reload');
-      const chunk = await proxy.waitFrame((f) => f.dir === 'up' && f.frame?.type === 'chunk' && f.frame.text?.includes('>!')
-        && framesOf(proxy, tab.clientId).includes(f), { what: 'the command reached the hub before the reload' });
+      // The command's `>!` may be split between chunks: the turn's text so far must hold it.
+      const textOf = (turnId) => framesOf(proxy, tab.clientId).filter((f) => f.dir === 'up' && f.frame?.type === 'chunk' && f.frame.turn_id === turnId)
+        .map((f) => f.frame.text).join('');
+      const chunk = await proxy.waitFrame((f) => f.dir === 'up' && f.frame?.type === 'chunk' && framesOf(proxy, tab.clientId).includes(f)
+        && textOf(f.frame.turn_id).includes('>!'), { what: 'the command reached the hub before the reload' });
       const { body } = mock.requests('deepseek').at(-1);
       const mark = proxy.frames.length;
       await tab.reload();
