@@ -182,7 +182,7 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
       const made = await desk.run(`agent create bot_${site} on bot-${site}`);
       assert.ok(okOf(made), `agent create for ${site}: ${outputOf(made)}`);
     }
-    const answers = await Promise.all(sites.map((site) => desk.run(`agent task bot_${site} ${taskText(`AGENT-PROBE-${site}`)}`, 120000)));
+    const answers = await Promise.all(sites.map((site) => desk.run(`agent task bot_${site} ${taskText(`AGENTPROBE${site}`)}`, 120000)));
     for (const [i, site] of sites.entries()) {
       await t.test(site, async () => {
         const answer = answers[i];
@@ -208,7 +208,7 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
     try {
       await desk.run('agent create bot_reload on reload-ds');
       const from = mock.requests('deepseek').length;
-      const answer = desk.run(`agent task bot_reload ${taskText('AGENT-PROBE-reload', ' AGENT-HOLD«agent-reload»')}`, 120000);
+      const answer = desk.run(`agent task bot_reload ${taskText('AGENTPROBERELOAD', ' AGENT-HOLD«agent-reload»')}`, 120000);
       await mock.held('agent-reload');
       // The command's `>!` may be split between chunks: the turn's text so far must hold it.
       const textOf = (turnId) => framesOf(proxy, tab.clientId).filter((f) => f.dir === 'up' && f.frame?.type === 'chunk' && f.frame.turn_id === turnId)
@@ -230,8 +230,8 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
       assertOneRound('deepseek', from, outputOf(final));
       const ends = proxy.frames.slice(mark).filter((f) => f.dir === 'up' && f.frame?.type === 'turn_end' && f.frame.text.includes('?<memory'));
       assert.deepEqual(ends.map((f) => f.frame.turn_id), [chunk.frame.turn_id], 'the reply ended with the turn_id it had before the reload');
-      const search = await desk.run('memory search AGENT-PROBE-reload');
-      assert.equal((outputOf(search).match(/AGENT-PROBE-reload/g) || []).length, 1, `one memory written, not two: ${outputOf(search)}`);
+      const search = await desk.run('memory search AGENTPROBERELOAD');
+      assert.equal((outputOf(search).match(/AGENTPROBERELOAD/g) || []).length, 1, `one memory written, not two: ${outputOf(search)}`);
     } finally {
       mock.release('agent-reload');
       await tab.close();
@@ -245,7 +245,7 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
     try {
       await desk.run('agent create bot_stop on stop-gpt');
       const from = mock.requests('chatgpt').length;
-      const answer = desk.run(`agent task bot_stop ${taskText('AGENT-PROBE-stop', ' AGENT-HOLD«agent-stop»')}`, 60000);
+      const answer = desk.run(`agent task bot_stop ${taskText('AGENTPROBESTOP', ' AGENT-HOLD«agent-stop»')}`, 60000);
       await mock.held('agent-stop');
       await until(() => tab.evaluate(() => window.mcpPanel?.().buttons.some((b) => b.act === 'agent-stop')), Boolean,
         { timeoutMs: 15000, what: 'the panel\'s Stop button' });
@@ -287,7 +287,7 @@ for (const world of WORLDS) {
           const fromAgent = mock.requests(CELL_SITES.agent).length;
           // The agent: made and tasked from the desk.
           await desk.run(`agent create cellbot on bot-${id}`);
-          const tasked = desk.run(`agent task cellbot ${taskText(`AGENT-PROBE-${id}`)}`, 120000);
+          const tasked = desk.run(`agent task cellbot ${taskText(`AGENTPROBE${id.replace(/[^A-Za-z0-9]/g, '')}`)}`, 120000);
           // The master: the person turns the loop on, then asks.
           const m = adapters.get(CELL_SITES.master);
           await master.typeAndSend(m.input.selectors, m.send.selectors, '?<agent loop on>!', m.send.key || 'Enter');
