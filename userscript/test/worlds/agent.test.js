@@ -231,6 +231,7 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
       const ends = proxy.frames.slice(mark).filter((f) => f.dir === 'up' && f.frame?.type === 'turn_end' && f.frame.text.includes('?<memory'));
       assert.deepEqual(ends.map((f) => f.frame.turn_id), [chunk.frame.turn_id], 'the reply ended with the turn_id it had before the reload');
       const search = await desk.run('memory search AGENTPROBERELOAD');
+      assert.match(outputOf(search), /: 1 hit\(s\)/, `one memory written, not two: ${outputOf(search)}`);
       assert.equal((outputOf(search).match(/AGENTPROBERELOAD/g) || []).length, 1, `one memory written, not two: ${outputOf(search)}`);
     } finally {
       mock.release('agent-reload');
