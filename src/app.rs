@@ -34,6 +34,8 @@ pub struct App {
     pub planner: crate::planner::Planner,
     /// The signed lifecycle callbacks of `--webhook` (none configured: publishing is free).
     pub webhooks: Arc<crate::webhooks::Webhooks>,
+    /// The agent loop's sessions (SPEC §17), on the ask service.
+    pub loops: Arc<crate::agent_loop::Loops>,
 }
 
 impl std::ops::Deref for App {
@@ -86,20 +88,31 @@ impl App {
             hub.shutdown.clone(),
             &hub.tracker,
         ));
+        let commands = crate::control::Commands::new(&hub.config, &hub.store);
+        let asks = Arc::new(crate::ask::Asks::new(
+            hub.clone(),
+            crate::decide::Decider::new(),
+        ));
+        let loops = crate::agent_loop::Loops::new(
+            asks.clone(),
+            commands.vars(),
+            commands.memory.clone(),
+            hub.config.agent.clone(),
+        );
         let app = Arc::new_cyclic(|me: &Weak<App>| App {
-            commands: crate::control::Commands::new(&hub.config, &hub.store),
+            commands,
             runner: crate::runner::Runner::new(Arc::new(RunWork(me.clone()))),
             api: crate::api::ApiState::new(hub.registry.clone(), hub.tasks.clone()),
             dashboard: crate::dashboard::Sessions::default(),
             mcp: crate::mcp::McpState::new(&hub.config),
-            asks: Arc::new(crate::ask::Asks::new(
-                hub.clone(),
-                crate::decide::Decider::new(),
-            )),
+            asks,
             planner: crate::planner::Planner::new(hub.store.clone()),
             webhooks: webhooks.clone(),
+            loops: loops.clone(),
             hub: hub.clone(),
         });
+        loops.set_host(Arc::new(Primers(Arc::downgrade(&app))));
+        hub.tracker.spawn(loops.clone().run(hub.shutdown.clone()));
         hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
         let weak = Arc::downgrade(&app);
         hub.tasks
@@ -220,6 +233,23 @@ impl crate::runner::Work for RunWork {
                 None => Err(crate::hub::tasks::TaskError::TabLost(foreman.display())),
             }
         })
+    }
+}
+
+/// The agent loop's primers, built where role cards, skills and memory are (`control`).
+struct Primers(Weak<App>);
+
+impl crate::agent_loop::LoopHost for Primers {
+    fn primer(
+        &self,
+        tab: &Arc<Client>,
+        agent: Option<&crate::agents::store::AgentRecord>,
+        limits: &crate::agents::session::Limits,
+    ) -> String {
+        match self.0.upgrade() {
+            Some(app) => crate::control::primer(&app, tab, agent, limits),
+            None => String::new(),
+        }
     }
 }
 

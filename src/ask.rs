@@ -320,6 +320,7 @@ impl Asks {
             auto_send,
             run_id: None,
             deliver_id: None,
+            agent: None,
         };
         self.hub
             .registry

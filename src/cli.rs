@@ -188,6 +188,30 @@ pub struct ServeArgs {
         value_name = "S"
     )]
     pub webhook_secret: Option<String>,
+    /// The agent loop: on (default) lets agents and `loop: true` masters act on their
+    /// commands' results; off stops every loop / 代理循环开关
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub agent_loop: OnOff,
+    /// Seconds between two automatic sends to one tab, picked at random in MIN-MAX
+    /// (0-0: at once) / 自动发送间隔
+    #[arg(long, value_name = "MIN-MAX", default_value = "2-5", value_parser = crate::config::parse_gap)]
+    pub agent_gap: (u64, u64),
+    /// Most rounds of one agent session (a role card's `max_rounds` wins for its tab).
+    #[arg(long, value_name = "N", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub agent_max_rounds: u32,
+    /// Most minutes of one agent session.
+    #[arg(long, value_name = "MIN", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=1440))]
+    pub agent_max_minutes: u64,
+    /// Characters of one command's output typed back; the rest is kept as $R1, $R2, ….
+    #[arg(long, value_name = "N", default_value_t = 4000, value_parser = clap::value_parser!(u64).range(200..=100_000))]
+    pub agent_result_chars: u64,
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 impl ServeArgs {
@@ -228,6 +252,11 @@ impl ServeArgs {
         c.plan_repairs = self.plan_repairs;
         c.webhooks = self.webhooks;
         c.webhook_secret = self.webhook_secret;
+        c.agent.enabled = self.agent_loop == OnOff::On;
+        c.agent.gap_ms = self.agent_gap;
+        c.agent.max_rounds = self.agent_max_rounds;
+        c.agent.max_minutes = self.agent_max_minutes;
+        c.agent.result_chars = self.agent_result_chars as usize;
         Ok(c)
     }
 }

@@ -55,8 +55,60 @@ pub struct HubConfig {
     pub webhooks: Vec<crate::webhooks::WebhookSpec>,
     /// Their HMAC key (`--webhook-secret`); else `data_dir/webhook-secret`, made once.
     pub webhook_secret: Option<String>,
+    /// The agent loop (SPEC §17): `--agent-loop`, `--agent-gap`, `--agent-max-*`.
+    pub agent: AgentSettings,
     pub limits: Limits,
     pub timing: Timing,
+}
+
+/// The agent loop's switches and limits (SPEC §17; docs/agents.md says why each is what it is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSettings {
+    /// `--agent-loop on|off`: off, no tab loops (agents' tasks are refused).
+    pub enabled: bool,
+    /// `--agent-max-rounds` (25).
+    pub max_rounds: u32,
+    /// `--agent-max-minutes` (30).
+    pub max_minutes: u64,
+    /// `--agent-gap MIN-MAX`, in ms (2,000–5,000): the pause between two automatic sends.
+    pub gap_ms: (u64, u64),
+    /// `--agent-result-chars` (4,000): longer outputs are cut, kept whole as `$Rk`.
+    pub result_chars: usize,
+    /// How long a send may take to show the new turn before one resend (15 s).
+    pub arrival_ms: u64,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_rounds: 25,
+            max_minutes: 30,
+            gap_ms: (2_000, 5_000),
+            result_chars: 4_000,
+            arrival_ms: 15_000,
+        }
+    }
+}
+
+/// Parses `--agent-gap MIN-MAX` (seconds, decimals allowed; `0-0` sends at once).
+pub fn parse_gap(s: &str) -> Result<(u64, u64), String> {
+    let bad = || {
+        format!("--agent-gap 需要 最小-最大 秒数 / --agent-gap wants MIN-MAX seconds, e.g. 2-5; got `{s}`")
+    };
+    let (a, b) = s.split_once('-').ok_or_else(bad)?;
+    let secs = |t: &str| -> Result<u64, String> {
+        let v: f64 = t.trim().parse().map_err(|_| bad())?;
+        if !(0.0..=3600.0).contains(&v) {
+            return Err(bad());
+        }
+        Ok((v * 1000.0).round() as u64)
+    };
+    let (lo, hi) = (secs(a)?, secs(b)?);
+    if lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
 }
 
 /// Bounds that keep one bad tab from growing the hub's memory.
@@ -174,6 +226,7 @@ impl HubConfig {
             plan_repairs: DEFAULT_PLAN_REPAIRS,
             webhooks: Vec::new(),
             webhook_secret: None,
+            agent: AgentSettings::default(),
             limits: Limits::default(),
             timing: Timing::default(),
         }
@@ -195,6 +248,7 @@ impl HubConfig {
             stream_confirm: Duration::from_secs(5),
             http_header_read: Duration::from_secs(10),
         };
+        c.agent.gap_ms = (0, 0);
         c
     }
 

@@ -13,7 +13,7 @@ use crate::commands::ast::{
 };
 use crate::commands::interp::{Host, HostError, Interpreter};
 use crate::commands::permissions::{Caller, Source};
-use crate::commands::scanner::{scan_text, ScanItem, TurnScanner};
+use crate::commands::scanner::{scan_text, FoundCommand, ScanItem, TurnScanner};
 use crate::commands::vars::Variables;
 use crate::exec::{ExecChunk, ExecMode, ExecPolicy};
 use crate::flows::engine::CommandCall;
@@ -23,15 +23,47 @@ use crate::roles::{to_cmd_role, RoleCards, TabFacts};
 use crate::runner::{Control as RunControl, Runner};
 use dashmap::DashMap;
 
-/// A tab's reply in progress: its turn id and scanner state.
+/// A tab's reply in progress: its turn id, scanner state and the commands found so far.
 struct Turn {
     id: String,
     scanner: TurnScanner,
+    /// Commands (and commands given up on) found so far, in order: a command's index in
+    /// its turn is its place here.
+    found: Vec<FoundCommand>,
 }
+
+impl Turn {
+    fn new(id: &str) -> Turn {
+        Turn {
+            id: id.to_string(),
+            scanner: TurnScanner::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// Notes the items of one scan; returns the index of the first.
+    fn note(&mut self, items: &[ScanItem]) -> u32 {
+        let first = self.found.len() as u32;
+        self.found.extend(items.iter().map(|i| match i {
+            Ok(f) => f.clone(),
+            Err(e) => FoundCommand {
+                body: e.to_string(),
+                start: 0,
+                end: 0,
+            },
+        }));
+        first
+    }
+}
+
+/// Turns that ended, per tab, remembered so that a re-sent `turn_end` runs nothing twice.
+const ENDED_TURNS_KEPT: usize = 16;
 
 /// Command state of a hub: scanners per tab, variables, exec policy, role cards.
 pub struct Commands {
     turns: DashMap<String, Turn>,
+    /// The last turns that ended, per tab (newest last).
+    ended_turns: DashMap<String, std::collections::VecDeque<String>>,
     /// The last full reply of each tab, for `from X:`.
     last_reply: DashMap<String, String>,
     vars: Arc<Variables>,
@@ -52,6 +84,7 @@ impl Commands {
         };
         Commands {
             turns: DashMap::new(),
+            ended_turns: DashMap::new(),
             last_reply: DashMap::new(),
             vars: Arc::new(Variables::new()),
             exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
@@ -121,34 +154,46 @@ impl Commands {
 
 /// A streamed delta of a tab's reply: commands complete in it run now.
 pub fn on_chunk(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &str) {
-    let items = {
+    if hub.commands.turn_ended(&client.id, turn_id) {
+        return;
+    }
+    let (items, first) = {
         let mut turn = hub
             .commands
             .turns
             .entry(client.id.clone())
-            .or_insert_with(|| Turn {
-                id: turn_id.to_string(),
-                scanner: TurnScanner::new(),
-            });
+            .or_insert_with(|| Turn::new(turn_id));
         if turn.id != turn_id {
-            turn.id = turn_id.to_string();
-            turn.scanner = TurnScanner::new();
+            *turn = Turn::new(turn_id);
         }
-        turn.scanner.push_chunk(text)
+        let items = turn.scanner.push_chunk(text);
+        let first = turn.note(&items);
+        (items, first)
     };
-    run_items(hub, client, Source::Reply, items);
+    hub.loops.chunk(&client.id);
+    run_items(hub, client, Source::Reply, items, Some((turn_id, first)));
 }
 
-/// The reply is complete: commands not already seen in its chunks run now.
+/// The reply is complete: commands not already seen in its chunks run now. A turn that
+/// already ended (a re-sent `turn_end`, a re-rendered page) runs nothing again.
 pub fn on_turn_end(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &str) {
-    let items = match hub.commands.turns.remove(&client.id) {
-        Some((_, mut turn)) if turn.id == turn_id => turn.scanner.turn_end(text),
-        _ => TurnScanner::new().turn_end(text),
+    if hub.commands.turn_ended(&client.id, turn_id) {
+        tracing::debug!(client = %client.id, turn_id, "turn already ended: its commands ran once");
+        return;
+    }
+    let mut turn = match hub.commands.turns.remove(&client.id) {
+        Some((_, turn)) if turn.id == turn_id => turn,
+        _ => Turn::new(turn_id),
     };
+    let items = turn.scanner.turn_end(text);
+    let first = turn.note(&items);
+    hub.commands.end_turn(&client.id, turn_id);
     hub.commands
         .last_reply
         .insert(client.id.clone(), text.to_string());
-    run_items(hub, client, Source::Reply, items);
+    run_items(hub, client, Source::Reply, items, Some((turn_id, first)));
+    hub.loops
+        .turn_ended(&client.id, turn_id, text, std::mem::take(&mut turn.found));
 }
 
 /// A reply finished (a free turn or a task's answer): one turn of the memory scopes the tab
@@ -162,16 +207,86 @@ pub fn count_turn(hub: &App, client: &Client) {
     hub.commands.memory.turn(&scopes);
 }
 
-/// What the person typed: every command in it runs with the person's authority.
+/// What the person typed: every command in it runs with the person's authority. A message
+/// to a tab that loops pauses its session, unless it only says `agent stop|pause|resume`
+/// (the panel's buttons send exactly that).
 pub fn on_user_input(hub: &Arc<App>, client: &Arc<Client>, text: &str) {
-    run_items(hub, client, Source::UserInput, scan_text(text));
+    let items = scan_text(text);
+    if hub.loops.has_session(&client.id) && !only_agent_control(text, &items) {
+        hub.loops.person_spoke(&client.id);
+    }
+    run_items(hub, client, Source::UserInput, items, None);
 }
 
-fn run_items(hub: &Arc<App>, client: &Arc<Client>, source: Source, items: Vec<ScanItem>) {
+/// Whether a message is nothing but `agent stop|pause|resume|status` commands.
+fn only_agent_control(text: &str, items: &[ScanItem]) -> bool {
+    use crate::commands::agent::AgentCmd;
+    let mut rest = text.to_string();
     for item in items {
+        let Ok(found) = item else { return false };
+        match crate::commands::parser::parse(&found.body) {
+            Ok(Command::Agent(
+                AgentCmd::Stop(_) | AgentCmd::Pause(_) | AgentCmd::Resume(_) | AgentCmd::Status(_),
+            )) => rest = rest.replacen(&format!("?<{}>!", found.body), "", 1),
+            _ => return false,
+        }
+    }
+    !items.is_empty() && rest.trim().is_empty()
+}
+
+impl Commands {
+    /// Whether `turn_id` of this tab already ended.
+    fn turn_ended(&self, tab: &str, turn_id: &str) -> bool {
+        self.ended_turns
+            .get(tab)
+            .is_some_and(|t| t.iter().any(|id| id == turn_id))
+    }
+
+    fn end_turn(&self, tab: &str, turn_id: &str) {
+        let mut ended = self.ended_turns.entry(tab.to_string()).or_default();
+        ended.push_back(turn_id.to_string());
+        while ended.len() > ENDED_TURNS_KEPT {
+            ended.pop_front();
+        }
+    }
+
+    /// The variables of every caller (the agent loop keeps `$R1`, `$R2`, … there).
+    pub fn vars(&self) -> Arc<Variables> {
+        self.vars.clone()
+    }
+}
+
+/// Whether this tab's replies loop when no session runs there yet: `Some(max_rounds)` for a
+/// master or foreman whose card says `loop: true` or that said `agent loop on`.
+fn loop_wish(hub: &App, client: &Client) -> Option<Option<u32>> {
+    let card = hub.commands.card_for(client);
+    let role = client.info().role;
+    if role == Role::Worker {
+        return None;
+    }
+    let card_loop = card.as_ref().is_some_and(|c| c.looping && c.role == role);
+    (card_loop || hub.loops.loop_is_on(&client.id)).then(|| card.and_then(|c| c.max_rounds))
+}
+
+fn run_items(
+    hub: &Arc<App>,
+    client: &Arc<Client>,
+    source: Source,
+    items: Vec<ScanItem>,
+    turn: Option<(&str, u32)>,
+) {
+    for (k, item) in items.into_iter().enumerate() {
+        // (turn id, index in the turn) of a reply's command, for the agent loop.
+        let at = turn.map(|(id, first)| (id.to_string(), first + k as u32));
         match item {
             Ok(found) => {
-                let caller = hub.commands.caller(client, source);
+                let mut caller = hub.commands.caller(client, source);
+                if source == Source::Reply {
+                    // An agent session's tab acts with its agent's tools.
+                    if let Some(p) = hub.loops.agent_permissions(&client.id) {
+                        caller.permissions = p;
+                    }
+                }
                 if source == Source::Reply && !caller.permissions.reply_commands {
                     // A worker's reply: commands are data. Say so once, quietly, in the log; an
                     // MCP call refused gets its audit line like every other MCP call.
@@ -181,24 +296,53 @@ fn run_items(hub: &Arc<App>, client: &Arc<Client>, source: Source, items: Vec<Sc
                     }
                     continue;
                 }
+                let looped = at.as_ref().is_some_and(|(turn_id, index)| {
+                    let wish = loop_wish(hub, client);
+                    hub.loops
+                        .command_started(client, turn_id, *index, &found.body, wish)
+                });
                 let hub = hub.clone();
                 let client = client.clone();
                 hub.tracker.clone().spawn(async move {
                     let cmd = LiveCmd::new(&client, found.body.trim());
                     let outcome =
                         run_command_with(&hub, &caller, &found.body, None, Some(&cmd)).await;
+                    if let Some((turn_id, index)) = at.filter(|_| looped) {
+                        let malformed = crate::commands::parser::parse(&found.body).is_err();
+                        hub.loops.result(
+                            &client.id,
+                            &turn_id,
+                            index,
+                            outcome.success,
+                            &outcome.output,
+                            malformed,
+                        );
+                    }
                     answer(&hub, &client, &cmd, outcome);
                 });
             }
-            Err(e) => answer(
-                hub,
-                client,
-                &LiveCmd::new(client, ""),
-                CmdOutcome {
-                    success: false,
-                    output: e.to_string(),
-                },
-            ),
+            Err(e) => {
+                let output = e.to_string();
+                if let Some((turn_id, index)) = &at {
+                    let wish = loop_wish(hub, client);
+                    if hub
+                        .loops
+                        .command_started(client, turn_id, *index, &output, wish)
+                    {
+                        hub.loops
+                            .result(&client.id, turn_id, *index, false, &output, true);
+                    }
+                }
+                answer(
+                    hub,
+                    client,
+                    &LiveCmd::new(client, ""),
+                    CmdOutcome {
+                        success: false,
+                        output,
+                    },
+                )
+            }
         }
     }
 }
@@ -507,6 +651,16 @@ impl Host for HubHost {
         .map_err(HostError::Other)
     }
 
+    async fn agent(
+        &self,
+        caller: &Caller,
+        cmd: crate::commands::agent::AgentCmd<String>,
+    ) -> Result<String, HostError> {
+        agent_verb(&self.hub, caller, cmd)
+            .await
+            .map_err(HostError::Other)
+    }
+
     async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
         // Planning waits for the planner tab's answers: the only verbs that are async.
         let planned = match &request {
@@ -523,6 +677,245 @@ impl Host for HubHost {
         }
         manager(&self.hub, caller, request).map_err(|e| HostError::Other(e.to_string()))
     }
+}
+
+/// `agent …` and `done` (SPEC §17): agents are made and kept in the store, their sessions run
+/// in the loop service (`crate::agent_loop`).
+async fn agent_verb(
+    hub: &Arc<App>,
+    caller: &Caller,
+    cmd: crate::commands::agent::AgentCmd<String>,
+) -> Result<String, String> {
+    use crate::agent_loop::Control;
+    use crate::agents::store as agents;
+    use crate::commands::agent::AgentCmd;
+    let store = &hub.store;
+    match cmd {
+        AgentCmd::Create(spec) => {
+            let rec = agents::AgentRecord {
+                creator: caller.client_id.clone(),
+                spec,
+            };
+            agents::save_agent(store, &rec, crate::store::now_ms()).map_err(|e| e.to_string())?;
+            let tools: Vec<String> = rec
+                .spec
+                .tools_or_default()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            Ok(format!(
+                "已创建代理 / agent `{}` created on {} with tools [{}]; give it work with ?‹agent task {} …›!",
+                rec.spec.name,
+                rec.spec.target,
+                tools.join(", "),
+                rec.spec.name
+            ))
+        }
+        AgentCmd::Task { name, text } => {
+            let rec = agents::agent(store, &name)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| crate::agent_loop::LoopError::NoAgent(name.clone()).to_string())?;
+            hub.loops.task(rec, &text).await.map_err(|e| e.to_string())
+        }
+        AgentCmd::Status(name) => Ok(agent_status(hub, name.as_deref())),
+        AgentCmd::Memory(name) => {
+            let rec = agents::agent(store, &name)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| crate::agent_loop::LoopError::NoAgent(name.clone()).to_string())?;
+            let scope = rec
+                .spec
+                .memory
+                .clone()
+                .unwrap_or_else(|| format!("agent.{name}"));
+            let entries = hub
+                .commands
+                .memory
+                .hottest(&scope, 20)
+                .map_err(|e| e.to_string())?;
+            let mut out = format!("代理 {name} 的记忆 / memory of agent `{name}` ({scope}):\n");
+            if entries.is_empty() {
+                out.push_str("  (none)\n");
+            }
+            for e in entries {
+                out.push_str(&format!("  #{} [{}] {}\n", e.id, e.importance, e.text));
+            }
+            Ok(out)
+        }
+        AgentCmd::List => {
+            let list = agents::agents(store).map_err(|e| e.to_string())?;
+            let mut out = String::from("代理 / agents:\n");
+            if list.is_empty() {
+                out.push_str("  (none) — ?‹agent create NAME on TAB›!\n");
+            }
+            for a in list {
+                let tools: Vec<String> = a
+                    .spec
+                    .tools_or_default()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                out.push_str(&format!(
+                    "  {} on {} tools [{}]\n",
+                    a.spec.name,
+                    a.spec.target,
+                    tools.join(", ")
+                ));
+            }
+            Ok(out)
+        }
+        AgentCmd::Stop(name) => hub.loops.control(&whose(&name, caller), Control::Stop),
+        AgentCmd::Pause(name) => hub.loops.control(&whose(&name, caller), Control::Pause),
+        AgentCmd::Resume(name) => hub.loops.control(&whose(&name, caller), Control::Resume),
+        AgentCmd::Loop(on) => {
+            if caller.role == CmdRole::Worker && !caller.is_person() {
+                return Err("工人的回复不循环 / a worker's replies never loop".into());
+            }
+            if !hub.loops.enabled() {
+                return Err(crate::agent_loop::LoopError::Off.to_string());
+            }
+            hub.loops.set_loop(&caller.client_id, on);
+            Ok(if on {
+                "循环已开启：命令结果会发回这个对话 / loop on: the results of this tab's commands come back into its chat".into()
+            } else {
+                "循环已关闭 / loop off".into()
+            })
+        }
+        AgentCmd::Done(_) => Ok(if hub.loops.has_session(&caller.client_id) {
+            "已完成 / done".into()
+        } else {
+            "没有运行中的会话 / no session runs in this tab".into()
+        }),
+    }
+}
+
+/// The session an `agent stop|pause|resume [NAME]` acts on: the agent's, or the tab's own.
+fn whose<'a>(name: &'a Option<String>, caller: &'a Caller) -> crate::agent_loop::Who<'a> {
+    match name {
+        Some(n) => crate::agent_loop::Who::Agent(n),
+        None => crate::agent_loop::Who::Tab(&caller.client_id),
+    }
+}
+
+/// `agent status [NAME]`: sessions now and lately, newest first.
+fn agent_status(hub: &App, name: Option<&str>) -> String {
+    let views: Vec<_> = hub
+        .loops
+        .sessions()
+        .into_iter()
+        .filter(|v| name.is_none() || v.agent.as_deref() == name)
+        .collect();
+    let mut out = String::from("代理会话 / agent sessions:\n");
+    if views.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for v in views {
+        let tab = hub
+            .registry
+            .get(&v.tab)
+            .map(|c| c.display())
+            .unwrap_or(v.tab.clone());
+        out.push_str(&format!(
+            "  {} {} on {tab}: {} round {}/{}",
+            v.session,
+            v.agent.as_deref().unwrap_or("(loop)"),
+            v.state,
+            v.round,
+            v.of
+        ));
+        if let Some(c) = &v.running {
+            out.push_str(&format!(", running {}", crate::agents::results::defuse(c)));
+        }
+        if let Some(w) = &v.why {
+            out.push_str(&format!(" — {w}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The primer of a tab (SPEC §17): its role card's `system_prompt`, then what it may do now.
+pub fn primer(
+    hub: &App,
+    tab: &Arc<Client>,
+    agent: Option<&crate::agents::store::AgentRecord>,
+    limits: &crate::agents::session::Limits,
+) -> String {
+    use crate::agents::primer::{build, Facts, SkillFact, TabFact};
+    let card = hub.commands.card_for(tab);
+    let tools = agent.map(|a| a.spec.tools_or_default());
+    let permissions = match &tools {
+        Some(t) => crate::commands::agent::Tool::permissions(t),
+        None => hub.commands.caller(tab, Source::Reply).permissions,
+    };
+    let tabs = hub
+        .registry
+        .all()
+        .into_iter()
+        .filter(|c| c.id != tab.id && c.state() == ConnState::Connected)
+        .map(|c| TabFact {
+            label: c.display(),
+            site: c.info().site,
+            health: if crate::pick::usable(&hub.asks.pick, &c) {
+                "ready".into()
+            } else {
+                "busy".into()
+            },
+        })
+        .collect();
+    let skills = hub
+        .commands
+        .skills
+        .get()
+        .skills
+        .iter()
+        .map(|s| SkillFact {
+            name: s.name.clone(),
+            params: skill_params(&s.schema),
+        })
+        .collect();
+    let memory_scope = agent.map(|a| {
+        a.spec
+            .memory
+            .clone()
+            .unwrap_or_else(|| format!("agent.{}", a.spec.name))
+    });
+    let memory_block = memory_scope
+        .as_deref()
+        .and_then(|s| hub.commands.memory.block(&[s]).ok().flatten());
+    build(&Facts {
+        system_prompt: card.and_then(|c| c.instructions),
+        permissions: Some(permissions),
+        tools,
+        tabs,
+        skills,
+        mcp_tools: Vec::new(),
+        memory_scope,
+        memory_block,
+        max_rounds: limits.max_rounds,
+        result_chars: limits.result_chars,
+    })
+}
+
+/// A skill's parameters as `name: type`, required first.
+fn skill_params(schema: &serde_json::Value) -> Vec<String> {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let mut params: Vec<(bool, String)> = schema["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .iter()
+                .map(|(k, v)| {
+                    let ty = v["type"].as_str().unwrap_or("any");
+                    (!required.contains(&k.as_str()), format!("{k}: {ty}"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    params.sort();
+    params.into_iter().map(|(_, p)| p).collect()
 }
 
 /// `?<role …>!` for one tab (also the dashboard's role/group change): a role card wins, the

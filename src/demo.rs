@@ -29,9 +29,19 @@ pub struct DemoArgs {
     pub timeout: u64,
     /// Plan instead of running the demo flow: a simulated planner tab writes a flow for GOAL
     /// (with one mistake the repair loop fixes), the master approves the draft, it runs.
-    #[arg(long, value_name = "GOAL")]
+    #[arg(long, value_name = "GOAL", conflicts_with = "agent")]
     pub plan: Option<String>,
+    /// The agent loop instead: the master's model asks two workers at once, runs a skill on
+    /// their answers, writes a memory and answers, each round's results typed back into its
+    /// tab by the hub / 演示代理循环
+    #[arg(long)]
+    pub agent: bool,
 }
+
+pub mod agent;
+
+/// The skill the agent demo runs, embedded so the demo runs from any directory.
+const SUMMARIZE_SKILL: &str = include_str!("../skills/summarize.yaml");
 
 const PERSONAS: &[&str] = &["严谨", "创意", "务实", "挑剔", "乐观", "简洁"];
 
@@ -44,6 +54,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
     config.flows_dir = tmp.path().join("flows");
     if args.plan.is_some() {
         config.planner = Some("planner".into());
+    }
+    if args.agent {
+        let skills = tmp.path().join("skills");
+        std::fs::create_dir_all(&skills)?;
+        std::fs::write(skills.join("summarize.yaml"), SUMMARIZE_SKILL)?;
+        config.skills_dir = skills;
+        // Short pauses between automatic sends, so the demo is quick but shows them.
+        config.agent.gap_ms = (200, 500);
     }
     let token = uuid::Uuid::new_v4().simple().to_string();
     config.token = Some(token.clone());
@@ -88,6 +106,31 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
         labels.join(", ")
     );
 
+    if args.agent {
+        let names: Vec<String> = workers.iter().take(2).map(|w| w.label.clone()).collect();
+        let timeout = Duration::from_secs(args.timeout);
+        let code = match agent::run(&master, &mut seen_rx, &names, t0, timeout, true).await {
+            Ok(run) => {
+                println!(
+                    "\n──────── 答案 / answer ────────\n{}\n───────────────────────────────",
+                    run.answer
+                );
+                println!(
+                    "完成 / done in {:.2} s: {} rounds, commands: {}",
+                    t0.elapsed().as_secs_f64(),
+                    run.rounds,
+                    run.commands.join(" · ")
+                );
+                0
+            }
+            Err(e) => {
+                eprintln!("\n演示失败 / demo failed: {e}");
+                1
+            }
+        };
+        running.shutdown().await;
+        return Ok(code);
+    }
     let mut view = Progress::default();
     let cmd = match &args.plan {
         Some(goal) => {

@@ -9,6 +9,7 @@
 //! agent loop's pure core), `planner` (`manager plan`: goal → validated, repaired, approved
 //! flow), `store` (SQLite), `webhooks` (signed lifecycle callbacks), `config`, `cli`.
 
+pub mod agent_loop;
 pub mod agents;
 pub mod api;
 pub mod app;

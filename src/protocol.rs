@@ -309,6 +309,21 @@ pub enum TaskState {
     Failed,
 }
 
+/// Which agent session and round a `deliver` belongs to (SPEC §17): the panel shows
+/// "round k/N"; round 0 is a session's first message (the primer and the task).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTag {
+    /// The session id.
+    pub session: String,
+    /// The round these results close (0: the first message).
+    pub round: u32,
+    /// The round limit.
+    pub of: u32,
+    /// The agent's name (none for a looping master or foreman tab).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
 /// A frame the hub sends to a tab.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -348,6 +363,9 @@ pub enum ServerFrame {
         /// the text of one `deliver_id` into the input box once.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deliver_id: Option<String>,
+        /// An agent loop's message (SPEC §17): its session and round, for the panel.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<AgentTag>,
     },
     /// Ask the tab to change its sending behaviour.
     FlowControl { action: String, reason: String },
@@ -931,6 +949,7 @@ mod tests {
             auto_send: false,
             run_id: None,
             deliver_id: None,
+            agent: None,
         };
         let v: Value = serde_json::from_str(&encode(&f)).unwrap();
         assert_eq!(v["type"], "deliver");

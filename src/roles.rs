@@ -47,6 +47,13 @@ pub struct RoleCard {
     /// This tab writes the plans of `?<manager plan GOAL>!` (unless `--planner` names one).
     #[serde(default)]
     pub planner: bool,
+    /// `loop: true`: a master's or foreman's replies loop (SPEC §17): the results of its
+    /// commands go back into its chat until it is done.
+    #[serde(default, rename = "loop")]
+    pub looping: bool,
+    /// The most rounds of this tab's agent sessions (default: `--agent-max-rounds`).
+    #[serde(default)]
+    pub max_rounds: Option<u32>,
 }
 
 /// Tabs a card applies to: every listed rule must hold; entries in a list are alternatives.
@@ -222,6 +229,8 @@ pub fn parse_card(file: &str, text: &str) -> Result<RoleCard, CardError> {
             test_command: seed.test_command,
             memory: None,
             planner: false,
+            looping: false,
+            max_rounds: None,
         });
     }
     let options = crate::flows::yaml::saphyr_options(text);

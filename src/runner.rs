@@ -728,6 +728,7 @@ impl Drive {
             auto_send: false,
             run_id: Some(self.run_id.clone()),
             deliver_id: Some(deliver_id(&self.run_id, node)),
+            agent: None,
         };
         // Kept in the store until a socket took it: the master may be away, or come back
         // only after a restart.

@@ -141,6 +141,7 @@ async fn resume_keeps_identity_and_delivers_what_waited() {
         auto_send: false,
         run_id: None,
         deliver_id: None,
+        agent: None,
     };
     h.hub().registry.send(&id, &frame).unwrap();
     let mut ws = h.connect("/realtime").await;
@@ -252,6 +253,7 @@ async fn a_slow_consumer_is_closed_not_buffered() {
         auto_send: false,
         run_id: None,
         deliver_id: None,
+        agent: None,
     };
     // The tab does not read; the socket buffers fill, then the bounded queue does.
     let mut closed = false;
@@ -918,6 +920,7 @@ async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
         auto_send: false,
         run_id: None,
         deliver_id: None,
+        agent: None,
     };
     for i in 0..96 {
         assert_eq!(
@@ -954,6 +957,7 @@ async fn an_sse_replay_cut_short_keeps_the_rest() {
         auto_send: false,
         run_id: None,
         deliver_id: None,
+        agent: None,
     };
     for _ in 0..96 {
         assert_eq!(
@@ -985,6 +989,7 @@ async fn an_event_stream_gets_nothing_until_the_tab_acks_its_welcome() {
         auto_send: false,
         run_id: None,
         deliver_id: None,
+        agent: None,
     };
     // Opened, its welcome sent, but not confirmed (a manager that buffers the response
     // never hands the tab a byte): the tab is not live and nothing is sent on the stream.
@@ -1054,6 +1059,7 @@ async fn a_newer_event_stream_replaces_one_still_waiting_for_its_ack() {
                 auto_send: false,
                 run_id: None,
                 deliver_id: None,
+                agent: None,
             },
         )
         .unwrap();
@@ -1066,6 +1072,7 @@ fn numbered(i: usize) -> ServerFrame {
         auto_send: false,
         run_id: None,
         deliver_id: None,
+        agent: None,
     }
 }
 
@@ -1137,6 +1144,7 @@ async fn the_frame_being_written_when_a_slow_tab_is_closed_is_kept() {
         auto_send: false,
         run_id: None,
         deliver_id: None,
+        agent: None,
     };
     // The tab does not read: one frame is stuck half written when the hub gives up.
     let mut n = 0;

@@ -84,6 +84,7 @@ async fn a_stalled_tab_never_slows_the_others_and_every_frame_is_counted() {
                         auto_send: false,
                         run_id: Some(run_id.clone()),
                         deliver_id: Some(format!("d-{seq}")),
+                        agent: None,
                     };
                     let event = json!({"type": "delivered", "seq": seq}).to_string();
                     let journal = JournalEntry {

@@ -316,6 +316,43 @@ impl Session {
         }
     }
 
+    /// A session journaled before a hub restart, going on from its last round: it waits for
+    /// the tab's next turn (or, `paused`, for the person).
+    pub fn restore(
+        id: impl Into<String>,
+        tab: impl Into<String>,
+        limits: Limits,
+        seed: u64,
+        started_ms: u64,
+        round: u32,
+        paused: bool,
+    ) -> Self {
+        let mut s = Self::new(id, tab, limits, seed, started_ms);
+        s.round = round;
+        if paused {
+            s.state = State::Paused {
+                why: Why::PausedByPerson,
+                before: Box::new(State::ModelTurn),
+            };
+        }
+        s
+    }
+
+    /// When the wall-time limit ends the session, whatever it waits for.
+    pub fn deadline(&self) -> u64 {
+        self.started_ms + self.limits.max_wall_ms
+    }
+
+    /// The tab's client id.
+    pub fn tab(&self) -> &str {
+        &self.tab
+    }
+
+    /// The round limit.
+    pub fn max_rounds(&self) -> u32 {
+        self.limits.max_rounds
+    }
+
     /// The first message (`agent task`): the primer and the task, sent at once.
     pub fn begin(&mut self, task: &str, now_ms: u64) -> Vec<Action> {
         self.state = State::Ready(Box::new(Outgoing {
@@ -377,7 +414,7 @@ impl Session {
                 turn_id,
                 text,
                 commands,
-            } if tab == self.tab => self.turn_ended(turn_id, &text, commands, now_ms),
+            } if tab == self.tab => self.turn_ended_maybe_paused(turn_id, &text, commands, now_ms),
             Input::Result {
                 id,
                 ok,
@@ -444,6 +481,31 @@ impl Session {
             before: Box::new(before),
         };
         vec![Action::Pause { why }]
+    }
+
+    /// A turn that ends while the session waits for the person (the model answering the
+    /// person's own message) is still collected: its results wait for `resume`.
+    fn turn_ended_maybe_paused(
+        &mut self,
+        turn_id: String,
+        text: &str,
+        commands: Vec<FoundCommand>,
+        now_ms: u64,
+    ) -> Vec<Action> {
+        let State::Paused { why, before } = &mut self.state else {
+            return self.turn_ended(turn_id, text, commands, now_ms);
+        };
+        let why = why.clone();
+        self.state = std::mem::replace(&mut **before, State::ModelTurn);
+        let actions = self.turn_ended(turn_id, text, commands, now_ms);
+        if !matches!(self.state, State::Paused { .. } | State::Ended(_)) {
+            let before = std::mem::replace(&mut self.state, State::ModelTurn);
+            self.state = State::Paused {
+                why,
+                before: Box::new(before),
+            };
+        }
+        actions
     }
 
     fn turn_ended(

@@ -502,3 +502,42 @@ fn every_why_has_both_languages_and_a_code() {
         assert!(codes.insert(w.code()), "{}", w.code());
     }
 }
+
+#[test]
+fn a_turn_that_ends_while_paused_is_collected_and_sent_on_resume() {
+    let mut s = session(limits());
+    s.handle(turn("t1", "?<to a: x>!"), 0);
+    deliver(&s.handle(res("t1", 0, true, "A"), 10));
+    s.handle(seen(), 20);
+    let paused = s.handle(Input::PersonMessage, 30);
+    assert!(matches!(
+        paused.as_slice(),
+        [Action::Pause {
+            why: Why::PersonSpoke
+        }]
+    ));
+    // The model answers the person with a command: it runs, its results wait.
+    assert!(s.handle(turn("t2", "?<to a: y>!"), 40).is_empty());
+    assert!(s.handle(res("t2", 0, true, "B"), 50).is_empty());
+    assert_eq!(s.status().0, "paused");
+    let (text, round, _) = deliver(&s.handle(Input::Resume, 60));
+    assert_eq!(round, 2);
+    assert!(text.contains('B'), "{text}");
+    // A turn without a command while paused is the answer: the session ends.
+    let mut s = session(limits());
+    s.handle(turn("t1", "?<to a: x>!"), 0);
+    s.handle(res("t1", 0, true, "A"), 10);
+    s.handle(seen(), 20);
+    s.handle(Input::PersonMessage, 30);
+    let end = s.handle(turn("t2", "好的"), 40);
+    assert!(
+        matches!(
+            end.as_slice(),
+            [Action::End {
+                why: Why::Answered,
+                ..
+            }]
+        ),
+        "{end:?}"
+    );
+}

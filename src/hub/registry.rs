@@ -1298,6 +1298,7 @@ mod tests {
             auto_send: false,
             run_id: None,
             deliver_id: None,
+            agent: None,
         })
     }
 

@@ -1,0 +1,835 @@
+//! The agent loop wired to the hub (SPEC §17): one [`Loops`] service holds the sessions of
+//! the tabs that loop, feeds each [`Session`] what its tab does (commands found, their results,
+//! the turn's end, the next turn starting, the person speaking) and carries out what the
+//! session decides: the results message typed and sent through the ask service, the journal,
+//! the panel's progress, the caller of `agent task` answered.
+//!
+//! It stands on the ask service (`crate::ask`), the store and the pure core in
+//! `crate::agents`; `control` feeds it, and the doors start agents' tasks through it. It never
+//! runs a command itself: commands run in `control` like every other command, and only their
+//! results come here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::sync::{oneshot, Notify};
+
+use crate::agents::memory_stream::Observation;
+use crate::agents::session::{Action, CmdId, Input, Limits, Session, Why};
+use crate::agents::store::{self as agent_store, AgentRecord, RoundCommand, SessionRecord};
+use crate::ask::Asks;
+use crate::commands::agent::Tool;
+use crate::commands::permissions::Permissions;
+use crate::commands::scanner::FoundCommand;
+use crate::commands::vars::Variables;
+use crate::config::AgentSettings;
+use crate::hub::registry::Client;
+use crate::protocol::{AgentTag, ServerFrame};
+
+/// What the loop needs from the layers above it: the primer of a tab (its role card's
+/// `system_prompt` and a guide of what it may do now), built where cards, skills and MCP live.
+pub trait LoopHost: Send + Sync + 'static {
+    /// The primer for `tab`, under 3,000 characters.
+    fn primer(&self, tab: &Arc<Client>, agent: Option<&AgentRecord>, limits: &Limits) -> String;
+}
+
+/// Why `agent task` (or a door's agent call) could not start or did not answer.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum LoopError {
+    /// The hub runs with `--agent-loop off`.
+    #[error("代理循环已关闭 / the agent loop is off on this hub (--agent-loop off)")]
+    Off,
+    /// No agent of that name.
+    #[error("没有代理 {0} / no agent `{0}`: create it with ?<agent create {0} on TAB>!")]
+    NoAgent(String),
+    /// The agent's tab is not connected.
+    #[error(
+        "代理 {name} 的标签页 {target} 不在线 / agent `{name}`: no tab `{target}` is connected"
+    )]
+    NoTab {
+        /// The agent.
+        name: String,
+        /// Its target.
+        target: String,
+    },
+    /// The tab already runs a session.
+    #[error("标签页 {0} 已在运行一个会话 / tab {0} already runs a session: stop it first (?<agent stop>!)")]
+    Busy(String),
+    /// The session ended without an answer (a limit, Stop).
+    #[error("{0}")]
+    Ended(String),
+    /// The store refused.
+    #[error("存储错误 / store: {0}")]
+    Store(String),
+}
+
+/// One session in progress.
+struct Live {
+    session: Session,
+    /// The agent, when `agent task` started it; none for a looping master or foreman.
+    agent: Option<AgentRecord>,
+    /// The commands of the round being collected, by index, with their results.
+    round: BTreeMap<u32, RoundCommand>,
+    /// The turn they came from.
+    round_turn: String,
+    /// The command running now (for the panel).
+    running: Option<String>,
+    /// Callers waiting for the final answer (`agent task`).
+    waiters: Vec<oneshot::Sender<Result<String, LoopError>>>,
+}
+
+/// A session that ended, kept for `agent status` until the next one of its tab.
+#[derive(Debug, Clone)]
+struct Ended {
+    session: String,
+    agent: Option<String>,
+    tab: String,
+    round: u32,
+    of: u32,
+    why: String,
+}
+
+/// The sessions of looping tabs, by tab client id.
+pub struct Loops {
+    asks: Arc<Asks>,
+    vars: Arc<Variables>,
+    memory: Arc<crate::memory::Memory>,
+    settings: AgentSettings,
+    host: OnceLock<Arc<dyn LoopHost>>,
+    live: Mutex<HashMap<String, Live>>,
+    /// Tabs whose replies loop after `?<agent loop on>!` (a role card's `loop: true` is asked
+    /// of the card each time).
+    loop_on: Mutex<HashSet<String>>,
+    /// Recently ended sessions, newest last (bounded).
+    ended: Mutex<Vec<Ended>>,
+    /// Wakes the timer task when a session changed.
+    wake: Notify,
+}
+
+/// Recently ended sessions kept for `agent status`.
+const ENDED_KEPT: usize = 64;
+
+fn now() -> u64 {
+    crate::store::now_ms().max(0) as u64
+}
+
+impl Loops {
+    /// A loop service asking through `asks`; `vars` receives `$R1`, `$R2`, … of each round.
+    pub fn new(
+        asks: Arc<Asks>,
+        vars: Arc<Variables>,
+        memory: Arc<crate::memory::Memory>,
+        settings: AgentSettings,
+    ) -> Arc<Loops> {
+        Arc::new(Loops {
+            asks,
+            vars,
+            memory,
+            settings,
+            host: OnceLock::new(),
+            live: Mutex::new(HashMap::new()),
+            loop_on: Mutex::new(HashSet::new()),
+            ended: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Installs what builds primers (the composition root does, once).
+    pub fn set_host(&self, host: Arc<dyn LoopHost>) {
+        let _ = self.host.set(host);
+    }
+
+    /// Whether loops run at all on this hub.
+    pub fn enabled(&self) -> bool {
+        self.settings.enabled
+    }
+
+    /// The limits of a session: the hub's, with a card's or an agent's `max_rounds`.
+    pub fn limits(&self, max_rounds: Option<u32>) -> Limits {
+        let s = &self.settings;
+        Limits {
+            max_rounds: max_rounds.unwrap_or(s.max_rounds).max(1),
+            max_wall_ms: s.max_minutes * 60_000,
+            gap_ms: s.gap_ms,
+            arrival_ms: s.arrival_ms,
+            result_chars: s.result_chars,
+            ..Limits::default()
+        }
+    }
+
+    /// Goes on with the sessions journaled before a restart and runs the timers; returns
+    /// when the hub stops.
+    pub async fn run(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+        self.restore();
+        loop {
+            let next = self.next_wake();
+            let sleep = match next {
+                Some(t) => std::time::Duration::from_millis(t.saturating_sub(now()).min(1_000)),
+                None => std::time::Duration::from_secs(1),
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(sleep) => {}
+            }
+            self.tick_due();
+        }
+    }
+
+    fn restore(&self) {
+        let open = match agent_store::open_sessions(&self.asks.hub().store) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!("agent sessions not restored: {e}");
+                return;
+            }
+        };
+        for rec in open {
+            let agent = rec
+                .agent
+                .as_deref()
+                .and_then(|n| agent_store::agent(&self.asks.hub().store, n).ok().flatten());
+            let limits = self.limits(agent.as_ref().and_then(|a| a.spec.max_rounds));
+            let session = Session::restore(
+                rec.id.clone(),
+                rec.tab.clone(),
+                limits,
+                rand::random(),
+                rec.started_ms.max(0) as u64,
+                rec.round,
+                rec.state == "paused",
+            );
+            tracing::info!(session = %rec.id, tab = %rec.tab, round = rec.round, "agent session goes on after a restart");
+            self.live.lock().expect("loops").insert(
+                rec.tab.clone(),
+                Live {
+                    session,
+                    agent,
+                    round: BTreeMap::new(),
+                    round_turn: String::new(),
+                    running: None,
+                    waiters: Vec::new(),
+                },
+            );
+        }
+    }
+
+    fn next_wake(&self) -> Option<u64> {
+        let live = self.live.lock().expect("loops");
+        live.values()
+            .map(|l| {
+                l.session
+                    .next_wake()
+                    .map_or(l.session.deadline(), |t| t.min(l.session.deadline()))
+            })
+            .min()
+    }
+
+    fn tick_due(&self) {
+        let t = now();
+        let due: Vec<String> = {
+            let live = self.live.lock().expect("loops");
+            live.iter()
+                .filter(|(_, l)| {
+                    l.session.deadline() <= t || l.session.next_wake().is_some_and(|w| w <= t)
+                })
+                .map(|(tab, _)| tab.clone())
+                .collect()
+        };
+        for tab in due {
+            self.feed(&tab, Input::Tick);
+        }
+    }
+
+    /// Whether `tab` runs a session now (running or paused).
+    pub fn has_session(&self, tab: &str) -> bool {
+        self.live.lock().expect("loops").contains_key(tab)
+    }
+
+    /// The permissions an agent session gives its tab (its tools), if one runs there.
+    pub fn agent_permissions(&self, tab: &str) -> Option<Permissions> {
+        let live = self.live.lock().expect("loops");
+        let a = live.get(tab)?.agent.as_ref()?;
+        Some(Tool::permissions(&a.spec.tools_or_default()))
+    }
+
+    /// `?<agent loop on|off>!` in a tab.
+    pub fn set_loop(&self, tab: &str, on: bool) {
+        let mut set = self.loop_on.lock().expect("loops");
+        if on {
+            set.insert(tab.to_string());
+        } else {
+            set.remove(tab);
+        }
+    }
+
+    /// Whether the tab turned its loop on with `agent loop on`.
+    pub fn loop_is_on(&self, tab: &str) -> bool {
+        self.loop_on.lock().expect("loops").contains(tab)
+    }
+
+    /// A command of a tab's turn is about to run (`index` in the turn). A tab that loops
+    /// (`wants`: its card's `loop: true` or `agent loop on`, with the card's `max_rounds`)
+    /// and has no session gets one now. Returns whether the command belongs to a session.
+    pub fn command_started(
+        &self,
+        tab: &Arc<Client>,
+        turn_id: &str,
+        index: u32,
+        body: &str,
+        wants: Option<Option<u32>>,
+    ) -> bool {
+        let session_id = {
+            let mut live = self.live.lock().expect("loops");
+            if !live.contains_key(&tab.id) {
+                let Some(max_rounds) = wants.filter(|_| self.settings.enabled) else {
+                    return false;
+                };
+                let id = format!("s-{}", uuid::Uuid::new_v4().simple());
+                let session =
+                    Session::new(&id, &tab.id, self.limits(max_rounds), rand::random(), now());
+                self.record_start(&id, None, &tab.id);
+                live.insert(
+                    tab.id.clone(),
+                    Live {
+                        session,
+                        agent: None,
+                        round: BTreeMap::new(),
+                        round_turn: String::new(),
+                        running: None,
+                        waiters: Vec::new(),
+                    },
+                );
+            }
+            let Some(l) = live.get_mut(&tab.id) else {
+                return false;
+            };
+            if l.round_turn != turn_id {
+                // A new turn: what an earlier turn left uncollected is not this round's.
+                l.round.clear();
+                l.round_turn = turn_id.to_string();
+            }
+            l.round.insert(
+                index,
+                RoundCommand {
+                    command: body.trim().to_string(),
+                    ok: false,
+                    output: String::new(),
+                },
+            );
+            l.running = Some(body.trim().to_string());
+            l.session.id().to_string()
+        };
+        self.progress(&tab.id, &session_id, "running", Some(body.trim()), None);
+        true
+    }
+
+    /// The tab's reply streams: the new turn has arrived, and nothing is typed meanwhile.
+    pub fn chunk(&self, tab: &str) {
+        if !self.has_session(tab) {
+            return;
+        }
+        self.feed(tab, Input::Streaming(true));
+        self.feed(
+            tab,
+            Input::TurnSeen {
+                tab: tab.to_string(),
+            },
+        );
+    }
+
+    /// The tab's turn ended with these commands (all of them, in order).
+    pub fn turn_ended(&self, tab: &str, turn_id: &str, text: &str, commands: Vec<FoundCommand>) {
+        if !self.has_session(tab) {
+            return;
+        }
+        self.feed(tab, Input::Streaming(false));
+        self.feed(
+            tab,
+            Input::TurnEnded {
+                tab: tab.to_string(),
+                turn_id: turn_id.to_string(),
+                text: text.to_string(),
+                commands,
+            },
+        );
+    }
+
+    /// A command of the tab's turn has its result.
+    pub fn result(
+        &self,
+        tab: &str,
+        turn_id: &str,
+        index: u32,
+        ok: bool,
+        output: &str,
+        malformed: bool,
+    ) {
+        {
+            let mut live = self.live.lock().expect("loops");
+            let Some(l) = live.get_mut(tab) else { return };
+            if let Some(c) = l.round.get_mut(&index) {
+                c.ok = ok;
+                c.output = output.to_string();
+            }
+            l.running = None;
+        }
+        self.feed(
+            tab,
+            Input::Result {
+                id: CmdId {
+                    tab: tab.to_string(),
+                    turn_id: turn_id.to_string(),
+                    index,
+                },
+                ok,
+                output: output.to_string(),
+                malformed,
+            },
+        );
+    }
+
+    /// The person submitted a message in the tab: its session pauses.
+    pub fn person_spoke(&self, tab: &str) {
+        if self.has_session(tab) {
+            self.feed(tab, Input::PersonMessage);
+        }
+    }
+
+    /// Stop, pause or resume the session of a tab (or of an agent's tab, by name).
+    pub fn control(&self, who: &Who<'_>, what: Control) -> Result<String, String> {
+        let tab = self.tab_of(who).ok_or_else(|| match who {
+            Who::Tab(_) => "这个标签页没有运行中的会话 / no session runs in this tab".to_string(),
+            Who::Agent(n) => format!("代理 {n} 没有运行中的会话 / agent `{n}` runs no session"),
+            Who::Session(s) => format!("没有会话 {s} / no session `{s}` runs"),
+        })?;
+        let input = match what {
+            Control::Stop => Input::Stop,
+            Control::Pause => Input::Pause,
+            Control::Resume => Input::Resume,
+        };
+        self.feed(&tab, input);
+        Ok(match what {
+            Control::Stop => "已停止 / stopped".into(),
+            Control::Pause => "已暂停 / paused".into(),
+            Control::Resume => "已继续 / resumed".into(),
+        })
+    }
+
+    fn tab_of(&self, who: &Who<'_>) -> Option<String> {
+        let live = self.live.lock().expect("loops");
+        match who {
+            Who::Tab(t) => live.contains_key(*t).then(|| t.to_string()),
+            Who::Agent(n) => live
+                .iter()
+                .find(|(_, l)| l.agent.as_ref().is_some_and(|a| a.spec.name == *n))
+                .map(|(t, _)| t.clone()),
+            Who::Session(s) => live
+                .iter()
+                .find(|(_, l)| l.session.id() == *s)
+                .map(|(t, _)| t.clone()),
+        }
+    }
+
+    /// Starts a session of `agent` on its tab with `task` after the primer, and waits for
+    /// its final answer (or why it ended without one).
+    pub async fn task(&self, agent: AgentRecord, task: &str) -> Result<String, LoopError> {
+        if !self.settings.enabled {
+            return Err(LoopError::Off);
+        }
+        let name = agent.spec.name.clone();
+        let target = agent.spec.target.clone();
+        let tab = self
+            .asks
+            .resolve(&target)
+            .ok()
+            .and_then(|tabs| {
+                tabs.into_iter()
+                    .find(|c| c.state() == crate::hub::registry::ConnState::Connected)
+            })
+            .ok_or_else(|| LoopError::NoTab {
+                name: name.clone(),
+                target: target.clone(),
+            })?;
+        let (tx, rx) = oneshot::channel();
+        let actions = {
+            let mut live = self.live.lock().expect("loops");
+            if live.contains_key(&tab.id) {
+                return Err(LoopError::Busy(tab.display()));
+            }
+            let id = format!("s-{}", uuid::Uuid::new_v4().simple());
+            let mut session = Session::new(
+                &id,
+                &tab.id,
+                self.limits(agent.spec.max_rounds),
+                rand::random(),
+                now(),
+            );
+            self.record_start(&id, Some(&name), &tab.id);
+            let actions = session.begin(task, now());
+            live.insert(
+                tab.id.clone(),
+                Live {
+                    session,
+                    agent: Some(agent),
+                    round: BTreeMap::new(),
+                    round_turn: String::new(),
+                    running: None,
+                    waiters: vec![tx],
+                },
+            );
+            actions
+        };
+        self.act(&tab.id, actions);
+        self.wake.notify_one();
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => Err(LoopError::Ended(
+                "集线器正在停止 / the hub is stopping".into(),
+            )),
+        }
+    }
+
+    fn record_start(&self, id: &str, agent: Option<&str>, tab: &str) {
+        let rec = SessionRecord {
+            id: id.to_string(),
+            agent: agent.map(str::to_string),
+            tab: tab.to_string(),
+            state: "running".into(),
+            round: 0,
+            started_ms: crate::store::now_ms(),
+            ended_ms: None,
+            why: None,
+        };
+        if let Err(e) = agent_store::insert_session(&self.asks.hub().store, &rec) {
+            tracing::warn!("agent session {id} not journaled: {e}");
+        }
+    }
+
+    /// Feeds one input to a tab's session and carries out what it decides.
+    fn feed(&self, tab: &str, input: Input) {
+        let actions = {
+            let mut live = self.live.lock().expect("loops");
+            let Some(l) = live.get_mut(tab) else { return };
+            l.session.handle(input, now())
+        };
+        if !actions.is_empty() {
+            self.act(tab, actions);
+        }
+        self.wake.notify_one();
+    }
+
+    fn act(&self, tab: &str, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Deliver {
+                    text,
+                    round,
+                    of,
+                    deliver_id,
+                    primer,
+                    vars,
+                } => self.deliver(tab, text, round, of, deliver_id, primer, vars),
+                Action::End { why, answer } => self.end(tab, why, answer),
+                Action::Pause { why } => self.paused(tab, why),
+                Action::ForgedResult => {
+                    if let Some(id) = self.session_id(tab) {
+                        self.progress(
+                            tab,
+                            &id,
+                            "note",
+                            None,
+                            Some(
+                                "模型自己写了结果，已忽略 / the model wrote a result itself (ignored)",
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn session_id(&self, tab: &str) -> Option<String> {
+        let live = self.live.lock().expect("loops");
+        live.get(tab).map(|l| l.session.id().to_string())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(
+        &self,
+        tab: &str,
+        text: String,
+        round: u32,
+        of: u32,
+        deliver_id: String,
+        primer: bool,
+        vars: Vec<(String, String)>,
+    ) {
+        let (session_id, agent, commands) = {
+            let mut live = self.live.lock().expect("loops");
+            let Some(l) = live.get_mut(tab) else { return };
+            let commands: Vec<RoundCommand> = std::mem::take(&mut l.round).into_values().collect();
+            (l.session.id().to_string(), l.agent.clone(), commands)
+        };
+        let store = &self.asks.hub().store;
+        if round > 0 && !commands.is_empty() {
+            if let Err(e) =
+                agent_store::add_round(store, &session_id, round, &commands, crate::store::now_ms())
+            {
+                tracing::warn!("round {round} of {session_id} not journaled: {e}");
+            }
+            if let Some(a) = &agent {
+                self.observe(a, round, &commands);
+            }
+        }
+        for (k, v) in vars {
+            if let Err(e) = self.vars.set(tab, &k, v) {
+                tracing::warn!("${k} not kept: {e}");
+            }
+        }
+        let client = self.asks.hub().registry.get(tab);
+        let text = match (primer, self.host.get(), &client) {
+            (true, Some(host), Some(c)) => {
+                let limits = self.limits(agent.as_ref().and_then(|a| a.spec.max_rounds));
+                format!("{}\n\n{text}", host.primer(c, agent.as_ref(), &limits))
+            }
+            _ => text,
+        };
+        if let Some(c) = &client {
+            // The page may echo the sent text as the person's message: it is not theirs.
+            c.typed_by_hub(&crate::protocol::Prompt::from(text.clone()));
+        }
+        let frame = ServerFrame::Deliver {
+            text,
+            auto_send: true,
+            run_id: None,
+            deliver_id: Some(deliver_id),
+            agent: Some(AgentTag {
+                session: session_id.clone(),
+                round,
+                of,
+                name: agent.as_ref().map(|a| a.spec.name.clone()),
+            }),
+        };
+        if let Err(e) = self.asks.hub().registry.send(tab, &frame) {
+            tracing::warn!("agent results not sent to {tab}: {e}");
+        }
+        self.progress(tab, &session_id, "sent", None, None);
+    }
+
+    /// One observation per command of the round in the agent's memory scope.
+    fn observe(&self, agent: &AgentRecord, round: u32, commands: &[RoundCommand]) {
+        let scope = agent
+            .spec
+            .memory
+            .clone()
+            .unwrap_or_else(|| format!("agent.{}", agent.spec.name));
+        let tags = vec!["observation".to_string()];
+        for c in commands {
+            let o = Observation::new(round, &c.command, c.ok, &c.output, None);
+            let text = o.text();
+            if let Err(e) = self.memory.add(&o.as_memory(&scope, &text, &tags)) {
+                tracing::warn!("observation not kept: {e}");
+            }
+        }
+    }
+
+    fn end(&self, tab: &str, why: Why, answer: Option<String>) {
+        let Some(l) = self.live.lock().expect("loops").remove(tab) else {
+            return;
+        };
+        let id = l.session.id().to_string();
+        let why_text = why.text();
+        let _ = agent_store::set_session_state(
+            &self.asks.hub().store,
+            &id,
+            "ended",
+            Some(&format!("{}: {why_text}", why.code())),
+            Some(crate::store::now_ms()),
+        );
+        tracing::info!(session = %id, tab, why = why.code(), round = l.session.round(), "agent session ended");
+        {
+            let mut ended = self.ended.lock().expect("loops");
+            ended.retain(|e| e.tab != tab);
+            ended.push(Ended {
+                session: id.clone(),
+                agent: l.agent.as_ref().map(|a| a.spec.name.clone()),
+                tab: tab.to_string(),
+                round: l.session.round(),
+                of: l.session.max_rounds(),
+                why: why_text.clone(),
+            });
+            if ended.len() > ENDED_KEPT {
+                let over = ended.len() - ENDED_KEPT;
+                ended.drain(..over);
+            }
+        }
+        self.progress_of(
+            tab,
+            &id,
+            l.agent.as_ref(),
+            "ended",
+            None,
+            Some(&why_text),
+            (l.session.round(), l.session.max_rounds()),
+        );
+        let result = match answer {
+            Some(a) => Ok(a),
+            None => Err(LoopError::Ended(why_text)),
+        };
+        for w in l.waiters {
+            let _ = w.send(result.clone());
+        }
+    }
+
+    fn paused(&self, tab: &str, why: Why) {
+        let Some(id) = self.session_id(tab) else {
+            return;
+        };
+        let text = why.text();
+        let _ = agent_store::set_session_state(
+            &self.asks.hub().store,
+            &id,
+            "paused",
+            Some(&format!("{}: {text}", why.code())),
+            None,
+        );
+        self.progress(tab, &id, "paused", None, Some(&text));
+    }
+
+    /// A `flow_event` for the tab's panel: the session's round, the command running, why
+    /// it paused or ended (for the person; never typed to the model).
+    fn progress(
+        &self,
+        tab: &str,
+        session: &str,
+        state: &str,
+        command: Option<&str>,
+        why: Option<&str>,
+    ) {
+        let (agent, round, of) = {
+            let live = self.live.lock().expect("loops");
+            match live.get(tab) {
+                Some(l) => (l.agent.clone(), l.session.round(), l.session.max_rounds()),
+                None => (None, 0, 0),
+            }
+        };
+        self.progress_of(
+            tab,
+            session,
+            agent.as_ref(),
+            state,
+            command,
+            why,
+            (round, of),
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn progress_of(
+        &self,
+        tab: &str,
+        session: &str,
+        agent: Option<&AgentRecord>,
+        state: &str,
+        command: Option<&str>,
+        why: Option<&str>,
+        (round, of): (u32, u32),
+    ) {
+        let mut detail = serde_json::json!({"kind": "agent", "round": round, "of": of});
+        if let Some(c) = command {
+            detail["command"] = c.into();
+        }
+        if let Some(w) = why {
+            detail["why"] = w.into();
+        }
+        let frame = ServerFrame::FlowEvent {
+            run_id: session.to_string(),
+            flow: match agent {
+                Some(a) => format!("agent:{}", a.spec.name),
+                None => "agent".into(),
+            },
+            node_id: None,
+            state: state.to_string(),
+            detail: Some(detail),
+        };
+        let _ = self.asks.hub().registry.send(tab, &frame);
+    }
+
+    /// Sessions now and lately, for `agent status`, the dashboard and the doors.
+    pub fn sessions(&self) -> Vec<SessionView> {
+        let mut out: Vec<SessionView> = {
+            let live = self.live.lock().expect("loops");
+            live.iter()
+                .map(|(tab, l)| {
+                    let (state, why) = l.session.status();
+                    SessionView {
+                        session: l.session.id().to_string(),
+                        agent: l.agent.as_ref().map(|a| a.spec.name.clone()),
+                        tab: tab.clone(),
+                        state: state.to_string(),
+                        round: l.session.round(),
+                        of: l.session.max_rounds(),
+                        running: l.running.clone(),
+                        why: why.map(Why::text),
+                    }
+                })
+                .collect()
+        };
+        let ended = self.ended.lock().expect("loops");
+        out.extend(ended.iter().rev().map(|e| SessionView {
+            session: e.session.clone(),
+            agent: e.agent.clone(),
+            tab: e.tab.clone(),
+            state: "ended".into(),
+            round: e.round,
+            of: e.of,
+            running: None,
+            why: Some(e.why.clone()),
+        }));
+        out
+    }
+}
+
+/// Whose session a control verb acts on.
+#[derive(Debug, Clone, Copy)]
+pub enum Who<'a> {
+    /// The session of this tab (client id).
+    Tab(&'a str),
+    /// The session of this agent.
+    Agent(&'a str),
+    /// This session id.
+    Session(&'a str),
+}
+
+/// Stop, pause, resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// End it now (within 1 s).
+    Stop,
+    /// Wait for the person.
+    Pause,
+    /// Go on.
+    Resume,
+}
+
+/// A session as `agent status`, the panel and the dashboard show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionView {
+    /// Its id.
+    pub session: String,
+    /// The agent, if any.
+    pub agent: Option<String>,
+    /// The tab's client id.
+    pub tab: String,
+    /// `running`, `paused`, `ended`.
+    pub state: String,
+    /// Rounds closed.
+    pub round: u32,
+    /// The round limit.
+    pub of: u32,
+    /// The command running now.
+    pub running: Option<String>,
+    /// Why it paused or ended.
+    pub why: Option<String>,
+}
