@@ -2065,6 +2065,11 @@
         this.taskId = this.taskId || this.resume.task_id || void 0;
         this.hubTyped = this.hubTyped || this.resume.hub_typed;
         this.resumed = true;
+        if (this.text.startsWith(String(this.resume.prefix || "").slice(0, this.text.length))) {
+          this.seq = Number(this.resume.seq) || 0;
+          this.skip = Number(this.resume.sent) || 0;
+          this.sentChars = this.skip;
+        }
       }
       this.resume = null;
       this.capture.announce(this);
@@ -2074,14 +2079,20 @@
     flush() {
       if (!this.pending && !this.pendingReasoning) return;
       if (this.resume && !this.settle(false)) return;
-      const noting = this.text.length - this.pending.length < 200;
+      if (this.skip) {
+        const drop = Math.min(this.skip, this.pending.length);
+        this.pending = this.pending.slice(drop);
+        this.skip -= drop;
+        if (!this.pending && !this.pendingReasoning) return;
+      }
       const text = this.pending;
       const reasoning = this.pendingReasoning;
       this.pending = "";
       this.pendingReasoning = "";
       this.capture.hub.send(chunk(this.id, this.seq, text, reasoning || void 0));
       this.seq += 1;
-      if (noting) this.capture.memory?.note(this);
+      this.sentChars = (this.sentChars || 0) + text.length;
+      this.capture.memory?.note(this);
       if (this.seq === 1) this.capture.emit("streaming", this);
     }
     event(ev) {
@@ -4373,6 +4384,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     /** Keeps `turn` as the turn in progress (called when it starts, while it grows, when it ends). */
     note(turn, { ended = false } = {}) {
       this.write({
+        seq: turn.seq || 0,
+        sent: turn.sentChars || 0,
         id: turn.id,
         life: this.life,
         at: this.now(),

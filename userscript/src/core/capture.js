@@ -126,6 +126,12 @@ class Turn {
       this.taskId = this.taskId || this.resume.task_id || undefined;
       this.hubTyped = this.hubTyped || this.resume.hub_typed;
       this.resumed = true;
+      // Sent again from its start: what the hub already has is not sent twice.
+      if (this.text.startsWith(String(this.resume.prefix || '').slice(0, this.text.length))) {
+        this.seq = Number(this.resume.seq) || 0;
+        this.skip = Number(this.resume.sent) || 0;
+        this.sentChars = this.skip;
+      }
     }
     this.resume = null;
     this.capture.announce(this);
@@ -136,14 +142,20 @@ class Turn {
   flush() {
     if (!this.pending && !this.pendingReasoning) return;
     if (this.resume && !this.settle(false)) return;
-    const noting = this.text.length - this.pending.length < 200;
+    if (this.skip) {
+      const drop = Math.min(this.skip, this.pending.length);
+      this.pending = this.pending.slice(drop);
+      this.skip -= drop;
+      if (!this.pending && !this.pendingReasoning) return;
+    }
     const text = this.pending;
     const reasoning = this.pendingReasoning;
     this.pending = '';
     this.pendingReasoning = '';
     this.capture.hub.send(chunk(this.id, this.seq, text, reasoning || undefined));
     this.seq += 1;
-    if (noting) this.capture.memory?.note(this);
+    this.sentChars = (this.sentChars || 0) + text.length;
+    this.capture.memory?.note(this); // the id, seq and count a reload may need
     if (this.seq === 1) this.capture.emit('streaming', this);
   }
 

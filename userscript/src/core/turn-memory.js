@@ -10,7 +10,9 @@
  * of a *later* page life is the same reply when, within a few minutes:
  * - its prompt is the kept prompt (whitespace aside) and its text begins as the kept text did; or
  * - the site sent no prompt (a resume request) and the kept turn had not ended.
- * Each kept turn is taken over at most once.
+ * Each kept turn is taken over at most once. A reply sent again from its start does not send the
+ * hub again what it already had: its chunks go on from the kept `seq` and the kept count of
+ * characters, so the hub reads one continuous stream (and finds each command once).
  */
 
 const KEY = 'aicard.turn';
@@ -81,6 +83,8 @@ export class TurnMemory {
   /** Keeps `turn` as the turn in progress (called when it starts, while it grows, when it ends). */
   note(turn, { ended = false } = {}) {
     this.write({
+      seq: turn.seq || 0,
+      sent: turn.sentChars || 0,
       id: turn.id,
       life: this.life,
       at: this.now(),

@@ -48,6 +48,21 @@ test('a reply cut by a reload and sent again ends with the same turn_id', () => 
   assert.deepEqual(after.ids('turn_end'), [id]);
   assert.deepEqual(after.events.filter(([k]) => k === 'turn_start').map(([, t]) => t), [id]);
   assert.equal(after.sent.find((f) => f.type === 'turn_end').text, ANSWER.join(''));
+  // What the hub already had is not sent again: one continuous stream, each command once.
+  const stream = [...before.sent, ...after.sent].filter((f) => f.type === 'chunk');
+  assert.deepEqual(stream.map((f) => f.seq), stream.map((_, i) => i), 'seq goes on from where it stopped');
+  assert.equal(stream.map((f) => f.text).join(''), ANSWER.join(''));
+});
+
+test('a reply sent again after a reload in other pieces still continues exactly where the hub stopped', () => {
+  const store = storage();
+  const before = pageLife(store);
+  before.reply('q2', ['The model writes ?<memory ad', 'd x>! then more'], { end: false });
+  const after = pageLife(store);
+  after.reply('q2', ['The model writes ?<memory add x>! th', 'en more and the end.']);
+  const texts = [...before.sent, ...after.sent].filter((f) => f.type === 'chunk').map((f) => f.text);
+  assert.equal(texts.join(''), 'The model writes ?<memory add x>! then more and the end.');
+  assert.equal(after.sent.find((f) => f.type === 'turn_end').text, 'The model writes ?<memory add x>! then more and the end.');
 });
 
 test('a resume request (no prompt in its body) continues the turn that had not ended', () => {
