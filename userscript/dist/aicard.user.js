@@ -3731,12 +3731,13 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       const prev = this.agents.get(id) || {};
       const name = typeof ev.flow === "string" && ev.flow.startsWith("agent:") ? ev.flow.slice(6) : prev.name;
       this.agents.delete(id);
+      const note = ev.state === "note";
       this.agents.set(id, {
         name,
-        state: ev.state || prev.state,
+        state: (note ? prev.state : ev.state) || prev.state || "running",
         round: d.round ?? prev.round,
         of: d.of ?? prev.of,
-        command: ev.state === "running" ? d.command : void 0,
+        command: ev.state === "running" ? d.command : note ? prev.command : void 0,
         why: whyText(d.why) || (ev.state === "running" || ev.state === "sent" ? void 0 : prev.why)
       });
       const ended = [...this.agents].filter(([, a]) => a.state === "ended");

@@ -223,12 +223,14 @@ export class Panel {
     const prev = this.agents.get(id) || {};
     const name = typeof ev.flow === 'string' && ev.flow.startsWith('agent:') ? ev.flow.slice(6) : prev.name;
     this.agents.delete(id); // re-inserted: the newest session last
+    // `note` (e.g. "the model wrote a result itself") says something; the state stays.
+    const note = ev.state === 'note';
     this.agents.set(id, {
       name,
-      state: ev.state || prev.state,
+      state: (note ? prev.state : ev.state) || prev.state || 'running',
       round: d.round ?? prev.round,
       of: d.of ?? prev.of,
-      command: ev.state === 'running' ? d.command : undefined,
+      command: ev.state === 'running' ? d.command : note ? prev.command : undefined,
       why: whyText(d.why) || (ev.state === 'running' || ev.state === 'sent' ? undefined : prev.why),
     });
     const ended = [...this.agents].filter(([, a]) => a.state === 'ended');

@@ -160,6 +160,9 @@ test('the panel shows the session: round k/N, the command running, why; its butt
       await page.mouse.click(b.rect.x + b.rect.width / 2, b.rect.y + b.rect.height / 2);
     };
     const sent = async (text) => hub.waitFrame((f) => f.clientId === client.id && f.frame.type === 'user_input' && f.frame.text === text, { timeoutMs: 3000, what: text });
+    ev('note', { round: 2, why: '模型自己写了结果，已忽略 / the model wrote a result itself (ignored)' });
+    await page.waitForFunction(() => window.mcpPanel().text.includes('the model wrote a result itself'));
+    assert.equal(await page.evaluate(() => document.querySelector('aicard-panel').dataset.agent), 'running', 'a note keeps the state');
     await click('agent-pause');
     await sent('?<agent pause>!');
     ev('paused', { round: 2, why: '已暂停 / paused by the person' });
