@@ -2790,15 +2790,47 @@ ${codeText(el)}
       }
       this.flush();
     }
+    /**
+     * A turn that may be the reply cut by a reload: once its text says so, it takes that reply's id
+     * (and task, and who typed its prompt); false while it cannot tell yet.
+     */
+    settle(final) {
+      const { memory } = this.capture;
+      const verdict = memory.judge(this.resume, this.prompt, this.text, final);
+      if (verdict === "wait") return false;
+      if (verdict === "same") {
+        this.id = this.resume.id;
+        this.taskId = this.taskId || this.resume.task_id || void 0;
+        this.hubTyped = this.hubTyped || this.resume.hub_typed;
+        this.resumed = true;
+        if (this.text.startsWith(String(this.resume.prefix || "").slice(0, this.text.length))) {
+          this.seq = Number(this.resume.seq) || 0;
+          this.skip = Number(this.resume.sent) || 0;
+          this.sentChars = this.skip;
+        }
+      }
+      this.resume = null;
+      this.capture.announce(this);
+      return true;
+    }
     /** One `chunk` per network read at most: the deltas parsed from it, joined. */
     flush() {
       if (!this.pending && !this.pendingReasoning) return;
+      if (this.resume && !this.settle(false)) return;
+      if (this.skip) {
+        const drop = Math.min(this.skip, this.pending.length);
+        this.pending = this.pending.slice(drop);
+        this.skip -= drop;
+        if (!this.pending && !this.pendingReasoning) return;
+      }
       const text = this.pending;
       const reasoning = this.pendingReasoning;
       this.pending = "";
       this.pendingReasoning = "";
       this.capture.hub.send(chunk(this.id, this.seq, text, reasoning || void 0));
       this.seq += 1;
+      this.sentChars = (this.sentChars || 0) + text.length;
+      this.capture.memory?.note(this);
       if (this.seq === 1) this.capture.emit("streaming", this);
     }
     event(ev) {
@@ -2834,6 +2866,7 @@ ${codeText(el)}
     /** The stream carried no answer the adapter could read: the page is read instead. */
     miss() {
       if (this.closed) return;
+      if (this.resume) this.settle(true);
       this.flush();
       this.closed = true;
       const reason = parserMissReason(this.capture.adapter.name);
@@ -2844,6 +2877,7 @@ ${codeText(el)}
     }
     fail(reason, code) {
       if (this.closed) return;
+      if (this.resume) this.settle(true);
       this.flush();
       this.closed = true;
       this.capture.hub.send(flowReport(this.id, "flow_end", { status: "failed", fragmentCount: this.seq }));
@@ -2852,12 +2886,14 @@ ${codeText(el)}
     }
     finish() {
       if (this.closed) return;
+      if (this.resume) this.settle(true);
       if (this.text === "") {
         this.miss();
         return;
       }
       this.flush();
       this.closed = true;
+      this.capture.memory?.note(this, { ended: true });
       this.capture.hub.send(flowReport(this.id, "flow_end", { status: "finished", fragmentCount: this.seq }));
       this.capture.hub.send(turnEnd(this.id, this.text, this.taskId, { source: "network" }));
       this.capture.emit("turn_end", this);
@@ -2865,8 +2901,9 @@ ${codeText(el)}
     }
   };
   var TurnCapture = class {
-    constructor({ adapter, hub, log, claimTask, record = false }) {
+    constructor({ adapter, hub, log, claimTask, memory = null, record = false }) {
       this.record = record;
+      this.memory = memory;
       this.adapter = adapter;
       this.hub = hub;
       this.log = log;
@@ -2937,9 +2974,15 @@ ${codeText(el)}
       }
       this.active.add(turn);
       this.lastTurn = turn;
+      turn.resume = meta.requestBody ? this.memory?.candidate(turn.prompt ?? null) || null : null;
+      if (!turn.resume) this.announce(turn);
+      return turn;
+    }
+    /** The turn's id is known: its `flow_start`, and `turn_start` to the listeners. */
+    announce(turn) {
       this.hub.send(flowReport(turn.id, "flow_start", { status: "streaming" }));
       this.emit("turn_start", turn);
-      return turn;
+      this.memory?.note(turn);
     }
     /** A reply read from the page by the fallback: reported as one chunk and a turn_end. */
     domTurn(text, taskId) {
@@ -4031,6 +4074,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
 .bar i { display: block; height: 100%; background: #3b7ddd; border-radius: 3px; }
 .muted { color: #7a8394; }
 .note { margin-top: 4px; padding: 3px 5px; background: #fff6d6; border-radius: 4px; color: #6b5200; }
+.agent { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
+.agent .cmd { font-family: ui-monospace, monospace; font-size: 11px; word-break: break-all; }
 `;
   var HOOK_NAMES = { page: "页面 page", inject: "注入 injected", xray: "沙箱 sandbox" };
   function captureText({ mode, late, path }) {
@@ -4047,11 +4092,24 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     unpaired: "未配对 not paired"
   };
   var DONE_STATES = /* @__PURE__ */ new Set(["completed", "failed", "skipped", "cancelled"]);
+  var AGENT_STATES = {
+    running: "运行命令 running",
+    sent: "已发回结果 results sent",
+    paused: "已暂停 paused",
+    ended: "已结束 ended"
+  };
+  var AGENT_CONTROLS = Object.freeze({
+    "agent-stop": "?<agent stop>!",
+    "agent-pause": "?<agent pause>!",
+    "agent-resume": "?<agent resume>!"
+  });
+  var ENDED_KEPT = 2;
   var Panel = class {
     constructor({ doc, hub, findInput: findInput2, version }) {
       Object.assign(this, { doc, hub, findInput: findInput2, version });
       this.state = { hub: { state: "idle" }, role: null, label: null, task: null, result: null, capture: null, parked: null };
       this.runs = /* @__PURE__ */ new Map();
+      this.agents = /* @__PURE__ */ new Map();
       this.output = /* @__PURE__ */ new Map();
     }
     el(tag, className, text) {
@@ -4143,6 +4201,10 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       const button = ev.target.closest("button[data-act]");
       if (!button) return;
       const { act, flow } = button.dataset;
+      if (AGENT_CONTROLS[act]) {
+        this.hub.send(userInput(AGENT_CONTROLS[act]));
+        return;
+      }
       if (["pause", "resume", "stop"].includes(act) && flow) {
         this.hub.send(userInput(`?<manager ${act} ${flow}>!`));
       }
@@ -4174,8 +4236,12 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     commandDone(id) {
       if (this.output.delete(id || "")) this.render();
     }
-    /** Folds a `flow_event` into the run table. */
+    /** Folds a `flow_event` into the run table (an agent session's into the agent table). */
     flowEvent(ev) {
+      if (ev.detail?.kind === "agent") {
+        this.agentEvent(ev);
+        return;
+      }
       const run = this.runs.get(ev.run_id) || { flow: ev.flow, state: "running", nodes: /* @__PURE__ */ new Map() };
       run.flow = ev.flow || run.flow;
       if (ev.node_id) run.nodes.set(ev.node_id, ev.state);
@@ -4183,6 +4249,47 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       run.detail = ev.detail;
       this.runs.set(ev.run_id, run);
       this.render();
+    }
+    /** An agent session's `flow_event` (SPEC §17): round, the command running, why it stopped. */
+    agentEvent(ev) {
+      const id = String(ev.run_id ?? "");
+      const d = ev.detail || {};
+      const prev = this.agents.get(id) || {};
+      const name = typeof ev.flow === "string" && ev.flow.startsWith("agent:") ? ev.flow.slice(6) : prev.name;
+      this.agents.delete(id);
+      const note = ev.state === "note";
+      this.agents.set(id, {
+        name,
+        state: (note ? prev.state : ev.state) || prev.state || "running",
+        round: d.round ?? prev.round,
+        of: d.of ?? prev.of,
+        command: ev.state === "running" ? d.command : note ? prev.command : void 0,
+        why: whyText(d.why) || (ev.state === "running" || ev.state === "sent" ? void 0 : prev.why)
+      });
+      const ended = [...this.agents].filter(([, a]) => a.state === "ended");
+      for (const [old] of ended.slice(0, Math.max(0, ended.length - ENDED_KEPT))) this.agents.delete(old);
+      this.render();
+    }
+    renderAgents() {
+      const wrap = this.el("div", "agent");
+      for (const [session, a] of this.agents) {
+        const el = this.el("div");
+        el.dataset.session = session;
+        const round = a.round !== void 0 ? ` · round ${a.round}/${a.of ?? "?"}` : "";
+        el.append(this.el("div", null, `代理 agent${a.name ? ` ${a.name}` : ""}${round} · ${AGENT_STATES[a.state] || a.state}`));
+        if (a.command) el.append(this.el("div", "cmd", `⋯ ${a.command}`.slice(0, 160)));
+        if (a.why) el.append(this.note(a.why));
+        if (a.state !== "ended") {
+          const paused = a.state === "paused";
+          el.append(
+            this.button(paused ? "agent-resume" : "agent-pause", paused ? "继续 Resume" : "暂停 Pause"),
+            " ",
+            this.button("agent-stop", "停止 Stop")
+          );
+        }
+        wrap.append(el);
+      }
+      return wrap;
     }
     row(label, value) {
       const v = this.doc.createElement("span");
@@ -4198,7 +4305,16 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       if (!this.body) return;
       const { hub, role, label, task, result, capture, parked } = this.state;
       this.dot.className = `dot ${hub.state}`;
-      this.mark({ state: hub.state, transport: hub.transport, capture: capture?.path, hooks: capture?.mode, role });
+      const agent = [...this.agents.values()].pop();
+      this.mark({
+        state: hub.state,
+        transport: hub.transport,
+        capture: capture?.path,
+        hooks: capture?.mode,
+        role,
+        agent: agent?.state,
+        "agent-round": agent?.round !== void 0 ? `${agent.round}/${agent.of ?? "?"}` : void 0
+      });
       const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ""}`;
       const rows = [
         this.row("连接 Hub", hubText + (hub.state === "waiting" && hub.error ? ` — ${hub.error}` : "")),
@@ -4213,6 +4329,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       if (result) rows.push(this.row("结果 Result", result));
       this.body.replaceChildren(...rows);
       if (this.runs.size) this.body.append(this.renderFlows());
+      if (this.agents.size) this.body.append(this.renderAgents());
     }
     renderFlows() {
       const wrap = this.doc.createElement("div");
@@ -4257,11 +4374,16 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     button(act, text, flow) {
       const b = this.doc.createElement("button");
       b.dataset.act = act;
-      b.dataset.flow = flow;
+      if (flow !== void 0) b.dataset.flow = flow;
       b.textContent = text;
       return b;
     }
   };
+  function whyText(why) {
+    if (!why) return void 0;
+    if (typeof why === "string") return why;
+    return why.text || why.message || why.code || JSON.stringify(why);
+  }
   function parkedText(trouble12) {
     const what = trouble12 === "login" ? "站点要求登录 / the site wants you to log in" : "站点要求人机验证 / the site asks for a captcha or human check";
     return `⏸ 已暂停接收任务：${what}。完成后在此标签页发一句话即可恢复 / parked, no tasks until you act: ${what}. When done, send any message in this tab to resume.`;
@@ -4331,6 +4453,10 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   var FIND_INPUT_MS = 1e4;
   var TURN_START_MS = 2e4;
   var DOM_FALLBACK_AFTER_MS = 1500;
+  var HUB_TURN_MS = 2e4;
+  var PERSON_QUIET_MS = 2e3;
+  var DRAFT_WAIT_MS = 3e4;
+  var squash = (s) => String(s ?? "").replace(/\s+/g, "");
   var TaskRunner = class {
     constructor({ doc, adapter, hub, capture, timers, log, onChange, seen }) {
       Object.assign(this, { doc, adapter, hub, capture, timers, log, onChange, seen });
@@ -4339,6 +4465,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.awaitingTurn = null;
       this.waiters = /* @__PURE__ */ new Set();
       this.parked = null;
+      this.lastPersonEdit = 0;
+      this.typing = 0;
+      this.hubTurn = null;
       capture.on((kind, turn, detail) => this.onCapture(kind, turn, detail));
     }
     /** Handles `task` and `deliver` frames from the hub. */
@@ -4427,6 +4556,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       const input = await this.locateInput();
       const draft = readInput(input);
       this.sending = true;
+      this.typing += 1;
       try {
         setInput(input, text);
         if (readInput(input) !== text) throw new Error("the site rejected the typed text / 输入框未接受文本");
@@ -4434,12 +4564,43 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         await pressSend(this.doc, this.adapter, input, this.timers);
       } finally {
         this.sending = false;
+        this.typing -= 1;
       }
       if (draft) {
         await waitFor(() => readInput(input) !== text, { timeoutMs: 3e3, timers: this.timers });
         const box = input.isConnected ? input : await this.locateInput();
-        setInput(box, draft);
+        this.typing += 1;
+        try {
+          setInput(box, draft);
+        } finally {
+          this.typing -= 1;
+        }
       }
+    }
+    /** The person changed the box (a trusted key or input event): automatic sends wait. */
+    notePersonEdit() {
+      if (this.typing > 0) return;
+      this.lastPersonEdit = Date.now();
+    }
+    /** The next turn to start is the hub's: the text about to be sent, for a short while. */
+    expectHubTurn(text) {
+      this.hubTurn = { text: squash(text), until: Date.now() + HUB_TURN_MS };
+    }
+    /** True (once) when `turn` is the turn an automatic send started. */
+    takeHubTurn(turn) {
+      const want = this.hubTurn;
+      if (!want) return false;
+      if (Date.now() > want.until) {
+        this.hubTurn = null;
+        return false;
+      }
+      if (turn.prompt !== null && turn.prompt !== void 0) {
+        const got = squash(turn.prompt);
+        const same = got === want.text || got.length >= 32 && want.text.startsWith(got.slice(0, 64)) || want.text.length >= 32 && got.startsWith(want.text.slice(0, 64));
+        if (!same) return false;
+      }
+      this.hubTurn = null;
+      return true;
     }
     async runTask(task) {
       const { task_id: id } = task;
@@ -4459,8 +4620,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       }
     }
     onCapture(kind, turn, detail) {
-      if (kind === "turn_start" && !turn.taskId && !this.sending) {
-        this.reportUserInput(turn);
+      if (kind === "turn_start" && !turn.taskId && !turn.hubTyped && !turn.resumed && !this.sending) {
+        if (this.takeHubTurn(turn)) turn.hubTyped = true;
+        else this.reportUserInput(turn);
       }
       if (!turn.taskId) return;
       for (const wait of this.waiters) {
@@ -4514,12 +4676,58 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     async runDelivery(job) {
       const text = String(job.text ?? "");
       if (job.auto_send) {
-        await this.waitIdle(DEFAULT_TIMEOUT_MS);
-        await this.typeAndSend(text);
+        if (!await this.waitToType(job)) {
+          this.log("info", `delivery ${job.deliver_id || ""} dropped: its agent session stopped`);
+          if (job.deliver_id) this.seen?.add(job.deliver_id);
+          return;
+        }
+        job.typing = true;
+        this.expectHubTurn(text);
+        try {
+          await this.typeAndSend(text);
+        } catch (err) {
+          this.hubTurn = null;
+          throw err;
+        }
       } else {
         insertBlock(await this.locateInput(), text);
       }
       if (job.deliver_id) this.seen?.add(job.deliver_id);
+    }
+    /**
+     * Waits until an automatic send may type: the model idle (never while it streams) and the
+     * person not typing (the box unchanged for PERSON_QUIET_MS; after DRAFT_WAIT_MS it types
+     * anyway, the draft kept aside). False when the job was dropped meanwhile.
+     */
+    async waitToType(job) {
+      const started = Date.now();
+      const { timers } = this;
+      for (; ; ) {
+        const left = DEFAULT_TIMEOUT_MS - (Date.now() - started);
+        const idle = left > 0 && await waitFor(() => job.dropped || this.idle, { timeoutMs: left, everyMs: 100, timers });
+        if (job.dropped) return false;
+        if (!idle) throw new Error("tab stayed busy (still streaming) / 标签页一直在输出");
+        const until = () => Math.min(this.lastPersonEdit + PERSON_QUIET_MS, started + DRAFT_WAIT_MS);
+        if (Date.now() < until()) {
+          await waitFor(() => job.dropped || Date.now() >= until(), { timeoutMs: DRAFT_WAIT_MS, everyMs: 100, timers });
+          if (job.dropped) return false;
+        }
+        if (this.idle) return true;
+      }
+    }
+    /**
+     * `flow_event` of an agent session (SPEC §17): when the hub pauses or ends it, its deliveries
+     * not yet typed are dropped (Stop acts within 1 s, and a paused session sends nothing).
+     */
+    agentEvent(ev) {
+      if (!["paused", "ended"].includes(ev.state) || !ev.run_id) return;
+      const ofSession = (job) => job.kind === "deliver" && job.agent && String(job.agent.session) === String(ev.run_id);
+      const kept = this.queue.filter((job) => !ofSession(job));
+      for (const job of this.queue) if (ofSession(job) && job.deliver_id) this.seen?.add(job.deliver_id);
+      const changed = kept.length !== this.queue.length;
+      this.queue = kept;
+      if (this.current && ofSession(this.current) && !this.current.typing) this.current.dropped = true;
+      if (changed) this.onChange?.();
     }
   };
   var TaskWait = class {
@@ -4595,6 +4803,81 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
   };
 
+  // src/core/turn-memory.js
+  var KEY = "aicard.turn";
+  var RESUME_WINDOW_MS = 10 * 6e4;
+  var PREFIX_CHARS = 200;
+  var JUDGE_CHARS = 24;
+  var squash2 = (s) => String(s ?? "").replace(/\s+/g, "");
+  var TurnMemory = class {
+    /**
+     * @param {Storage} store      the page's sessionStorage (may throw: storage off)
+     * @param {object} [o]
+     * @param {() => number} [o.now]
+     * @param {number} [o.windowMs]
+     */
+    constructor(store, { now = () => Date.now(), windowMs = RESUME_WINDOW_MS } = {}) {
+      this.store = store;
+      this.now = now;
+      this.windowMs = windowMs;
+      this.life = `${now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    }
+    read() {
+      try {
+        const rec = JSON.parse(this.store.getItem(KEY) || "null");
+        return rec && typeof rec.id === "string" ? rec : null;
+      } catch {
+        return null;
+      }
+    }
+    write(rec) {
+      try {
+        this.store.setItem(KEY, JSON.stringify(rec));
+      } catch {
+      }
+    }
+    /**
+     * A turn starts with `prompt` (null when the request carried none): the kept turn it may
+     * continue, or null. A candidate still has to pass `judge` on its first text.
+     */
+    candidate(prompt) {
+      const rec = this.read();
+      if (!rec || rec.life === this.life || rec.id === this.consumed || this.now() - rec.at > this.windowMs) return null;
+      if (prompt === null || prompt === void 0) return rec.ended ? null : rec;
+      if (rec.prompt === null || rec.prompt === void 0) return null;
+      return squash2(prompt) === squash2(rec.prompt) ? rec : null;
+    }
+    /**
+     * Is a turn with this candidate and this text (so far) the kept reply? `same`, `new`, or `wait`
+     * (too little text yet; `final` says no more will come).
+     */
+    judge(rec, prompt, text, final) {
+      this.consumed = rec.id;
+      if (prompt === null || prompt === void 0) return "same";
+      const kept = rec.prefix || "";
+      const need = Math.min(JUDGE_CHARS, kept.length);
+      if (text.length < need && !final) return "wait";
+      const n = Math.min(kept.length, text.length);
+      if (n === 0) return kept.length === 0 && text.length === 0 ? "same" : "new";
+      return kept.slice(0, n) === text.slice(0, n) ? "same" : "new";
+    }
+    /** Keeps `turn` as the turn in progress (called when it starts, while it grows, when it ends). */
+    note(turn, { ended = false } = {}) {
+      this.write({
+        seq: turn.seq || 0,
+        sent: turn.sentChars || 0,
+        id: turn.id,
+        life: this.life,
+        at: this.now(),
+        prompt: turn.prompt ?? null,
+        prefix: String(turn.text || "").slice(0, PREFIX_CHARS),
+        ended,
+        task_id: turn.taskId || null,
+        hub_typed: Boolean(turn.hubTyped)
+      });
+    }
+  };
+
   // src/core/main.js
   var EMBEDDED_HUB_URL = "__AICARD_HUB_URL__";
   var EMBEDDED_TOKEN = "__AICARD_TOKEN__";
@@ -4656,7 +4939,14 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       heartbeatState: () => ({ pending: runner.queue.length + (runner.current ? 1 : 0), trouble: runner.parked || void 0 })
     });
     let runner = null;
-    capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
+    capture = new TurnCapture({
+      adapter,
+      hub,
+      log,
+      record: debug,
+      claimTask: () => runner?.claimTask(),
+      memory: new TurnMemory(own.sessionStorage)
+    });
     const panel = new Panel({ doc, hub, version: VERSION, findInput: () => findInput(doc, adapter) });
     panel.update({ capture: { mode: hooks.mode, late: hooks.late, path: null } });
     runner = new TaskRunner({
@@ -4683,6 +4973,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
           runner.cancel(frame.task_id);
           break;
         case "flow_event":
+          if (frame.detail?.kind === "agent") runner.agentEvent(frame);
           panel.flowEvent(frame);
           break;
         case "flow_control":
@@ -4777,10 +5068,22 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       const input = findInput(doc, adapter);
       return input ? readInput(input) : "";
     };
-    doc.addEventListener("keydown", (ev) => {
-      if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing || !ev.isTrusted) return;
+    const inBox = (ev) => {
       const input = findInput(doc, adapter);
-      if (input && (ev.target === input || input.contains(ev.target))) personSent(runner, personFallback, readInput(input));
+      return input && (ev.target === input || input.contains(ev.target)) ? input : null;
+    };
+    doc.addEventListener("input", (ev) => {
+      if (ev.isTrusted && inBox(ev)) runner.notePersonEdit();
+    }, true);
+    doc.addEventListener("keydown", (ev) => {
+      if (!ev.isTrusted) return;
+      const input = inBox(ev);
+      if (!input) return;
+      if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing) {
+        runner.notePersonEdit();
+        return;
+      }
+      personSent(runner, personFallback, readInput(input));
     }, true);
     doc.addEventListener("click", (ev) => {
       if (!ev.isTrusted) return;

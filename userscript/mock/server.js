@@ -17,6 +17,8 @@
 // Drift (sites/lib/drift.js): a reply with `drift: 'field' | 'json'` is sent renamed or as plain JSON;
 // a page loaded with `?mock_drift=endpoint` posts to the moved endpoint. A drifted reply (or one with
 // `render: true`) also carries its answer (`x-mock-answer`) for the page to render as the site's markup.
+// With nothing queued, a prompt that asks for the agent script gets it (./agent-model.js), else
+// DEFAULT_ANSWER.
 import { createServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { execFileSync } from 'node:child_process';
@@ -26,6 +28,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { cspHeader, newNonce } from './sites/lib/csp.js';
 import { driftChunks, MOVED_PREFIX, unmovedPath } from './sites/lib/drift.js';
+import { agentReply } from './agent-model.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const SITES_DIR = join(here, 'sites');
@@ -159,7 +162,7 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
     const body = await readBody(req);
     if (!received.has(def.name)) received.set(def.name, []);
     received.get(def.name).push({ path: req.url, body });
-    const reply = queues.get(def.name)?.shift() || { answer: DEFAULT_ANSWER };
+    const reply = queues.get(def.name)?.shift() || agentReply(body) || { answer: DEFAULT_ANSWER };
     if (reply.status && reply.status >= 400) {
       res.writeHead(reply.status, { 'content-type': reply.contentType || 'text/html; charset=utf-8', ...corsHeaders(req) });
       res.end(reply.body || `<html><body>HTTP ${reply.status}</body></html>`);

@@ -6,6 +6,9 @@
  * A turn that ends with no answer text and no trouble (a renamed text field, a plain JSON body
  * instead of the stream) is a *parser miss*: never an empty `turn_end`; the `parser_miss` event
  * lets the tab read the reply from the page instead (SPEC §21).
+ *
+ * A reply that comes again after a reload of the page keeps its `turn_id` (turn-memory.js): such a
+ * turn is announced (`flow_start`, `turn_start`) only once its first text says which turn it is.
  */
 import { chunk, flowReport, turnEnd } from './protocol.js';
 
@@ -123,15 +126,49 @@ class Turn {
     this.flush();
   }
 
+  /**
+   * A turn that may be the reply cut by a reload: once its text says so, it takes that reply's id
+   * (and task, and who typed its prompt); false while it cannot tell yet.
+   */
+  settle(final) {
+    const { memory } = this.capture;
+    const verdict = memory.judge(this.resume, this.prompt, this.text, final);
+    if (verdict === 'wait') return false;
+    if (verdict === 'same') {
+      this.id = this.resume.id;
+      this.taskId = this.taskId || this.resume.task_id || undefined;
+      this.hubTyped = this.hubTyped || this.resume.hub_typed;
+      this.resumed = true;
+      // Sent again from its start: what the hub already has is not sent twice.
+      if (this.text.startsWith(String(this.resume.prefix || '').slice(0, this.text.length))) {
+        this.seq = Number(this.resume.seq) || 0;
+        this.skip = Number(this.resume.sent) || 0;
+        this.sentChars = this.skip;
+      }
+    }
+    this.resume = null;
+    this.capture.announce(this);
+    return true;
+  }
+
   /** One `chunk` per network read at most: the deltas parsed from it, joined. */
   flush() {
     if (!this.pending && !this.pendingReasoning) return;
+    if (this.resume && !this.settle(false)) return;
+    if (this.skip) {
+      const drop = Math.min(this.skip, this.pending.length);
+      this.pending = this.pending.slice(drop);
+      this.skip -= drop;
+      if (!this.pending && !this.pendingReasoning) return;
+    }
     const text = this.pending;
     const reasoning = this.pendingReasoning;
     this.pending = '';
     this.pendingReasoning = '';
     this.capture.hub.send(chunk(this.id, this.seq, text, reasoning || undefined));
     this.seq += 1;
+    this.sentChars = (this.sentChars || 0) + text.length;
+    this.capture.memory?.note(this); // the id, seq and count a reload may need
     if (this.seq === 1) this.capture.emit('streaming', this);
   }
 
@@ -172,6 +209,7 @@ class Turn {
   /** The stream carried no answer the adapter could read: the page is read instead. */
   miss() {
     if (this.closed) return;
+    if (this.resume) this.settle(true);
     this.flush();
     this.closed = true;
     const reason = parserMissReason(this.capture.adapter.name);
@@ -183,6 +221,7 @@ class Turn {
 
   fail(reason, code) {
     if (this.closed) return;
+    if (this.resume) this.settle(true);
     this.flush();
     this.closed = true;
     this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'failed', fragmentCount: this.seq }));
@@ -192,9 +231,11 @@ class Turn {
 
   finish() {
     if (this.closed) return;
+    if (this.resume) this.settle(true);
     if (this.text === '') { this.miss(); return; } // an empty answer is never a success
     this.flush();
     this.closed = true;
+    this.capture.memory?.note(this, { ended: true });
     this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'finished', fragmentCount: this.seq }));
     this.capture.hub.send(turnEnd(this.id, this.text, this.taskId, { source: 'network' }));
     this.capture.emit('turn_end', this);
@@ -207,8 +248,9 @@ class Turn {
  * (the task runner hands out the id of a task that was just sent, once).
  */
 export class TurnCapture {
-  constructor({ adapter, hub, log, claimTask, record = false }) {
+  constructor({ adapter, hub, log, claimTask, memory = null, record = false }) {
     this.record = record; // debug: keep the raw bytes of each stream for fixtures
+    this.memory = memory; // TurnMemory: turn ids kept across a reload (none: every turn is new)
     this.adapter = adapter;
     this.hub = hub;
     this.log = log;
@@ -276,9 +318,17 @@ export class TurnCapture {
     }
     this.active.add(turn);
     this.lastTurn = turn;
+    // Only a request whose body was read can say it carried no prompt (a resume request).
+    turn.resume = meta.requestBody ? this.memory?.candidate(turn.prompt ?? null) || null : null;
+    if (!turn.resume) this.announce(turn);
+    return turn;
+  }
+
+  /** The turn's id is known: its `flow_start`, and `turn_start` to the listeners. */
+  announce(turn) {
     this.hub.send(flowReport(turn.id, 'flow_start', { status: 'streaming' }));
     this.emit('turn_start', turn);
-    return turn;
+    this.memory?.note(turn); // after the listeners: they say whether the hub typed its prompt
   }
 
   /** A reply read from the page by the fallback: reported as one chunk and a turn_end. */

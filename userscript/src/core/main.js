@@ -22,6 +22,7 @@ import { installNetworkHooks, pageWindowOf } from './realm.js';
 import { Panel } from './panel.js';
 import { Settings, TabIdentity } from './storage.js';
 import { TaskRunner } from './tasks.js';
+import { TurnMemory } from './turn-memory.js';
 
 // Filled in by the hub when it serves the script (GET /aicard.user.js).
 const EMBEDDED_HUB_URL = '__AICARD_HUB_URL__';
@@ -89,7 +90,9 @@ export function start(env) {
   });
 
   let runner = null;
-  capture = new TurnCapture({ adapter, hub, log, record: debug, claimTask: () => runner?.claimTask() });
+  capture = new TurnCapture({
+    adapter, hub, log, record: debug, claimTask: () => runner?.claimTask(), memory: new TurnMemory(own.sessionStorage),
+  });
   const panel = new Panel({ doc, hub, version: VERSION, findInput: () => findInput(doc, adapter) });
   panel.update({ capture: { mode: hooks.mode, late: hooks.late, path: null } });
   runner = new TaskRunner({
@@ -104,7 +107,10 @@ export function start(env) {
       case 'welcome': panel.update({ role: frame.role, label: frame.label ?? settings.get('label', null) }); break;
       case 'task': case 'deliver': runner.handle(frame); break;
       case 'cancel': runner.cancel(frame.task_id); break;
-      case 'flow_event': panel.flowEvent(frame); break;
+      case 'flow_event':
+        if (frame.detail?.kind === 'agent') runner.agentEvent(frame);
+        panel.flowEvent(frame);
+        break;
       case 'flow_control': runner.control(frame); panel.update({ result: `${frame.action}${frame.reason ? `: ${frame.reason}` : ''}` }); break;
       case 'cmd_output': panel.commandOutput(frame); break;
       case 'cmd_result': panel.commandDone(frame.cmd_id); panel.update({ result: summarize(frame) }); break;
@@ -198,16 +204,28 @@ function summarize(frame) {
   return `${r.success === false ? '✗' : '✓'} ${frame.command || ''} ${out.length > 80 ? `${out.slice(0, 77)}…` : out}`.trim();
 }
 
-/** Notes what the person sends by hand (Enter in the box, or a click on send). */
+/**
+ * Notes what the person sends by hand (Enter in the box, or a click on send), and when they
+ * change the box (an automatic send waits while they type).
+ */
 function watchPersonSubmits(doc, adapter, runner, personFallback) {
   const current = () => {
     const input = findInput(doc, adapter);
     return input ? readInput(input) : '';
   };
-  doc.addEventListener('keydown', (ev) => {
-    if (ev.key !== 'Enter' || ev.shiftKey || ev.isComposing || !ev.isTrusted) return;
+  const inBox = (ev) => {
     const input = findInput(doc, adapter);
-    if (input && (ev.target === input || input.contains(ev.target))) personSent(runner, personFallback, readInput(input));
+    return input && (ev.target === input || input.contains(ev.target)) ? input : null;
+  };
+  doc.addEventListener('input', (ev) => {
+    if (ev.isTrusted && inBox(ev)) runner.notePersonEdit();
+  }, true);
+  doc.addEventListener('keydown', (ev) => {
+    if (!ev.isTrusted) return;
+    const input = inBox(ev);
+    if (!input) return;
+    if (ev.key !== 'Enter' || ev.shiftKey || ev.isComposing) { runner.notePersonEdit(); return; }
+    personSent(runner, personFallback, readInput(input));
   }, true);
   doc.addEventListener('click', (ev) => {
     if (!ev.isTrusted) return;

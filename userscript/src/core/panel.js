@@ -1,6 +1,7 @@
 /**
  * The floating panel: hub connection, this tab's role and label, the current task, and in the
- * master tab the running flows with pause/stop buttons. Lives in a closed shadow root so page CSS
+ * master tab the running flows with pause/stop buttons, and a looping tab's agent session (round
+ * k/N, the command running, why it paused or ended, Stop / Pause / Resume). Lives in a closed shadow root so page CSS
  * cannot break it and page scripts cannot read it; draggable, collapsible, and it moves itself
  * out of the way of the input box.
  *
@@ -31,6 +32,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
 .bar i { display: block; height: 100%; background: #3b7ddd; border-radius: 3px; }
 .muted { color: #7a8394; }
 .note { margin-top: 4px; padding: 3px 5px; background: #fff6d6; border-radius: 4px; color: #6b5200; }
+.agent { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
+.agent .cmd { font-family: ui-monospace, monospace; font-size: 11px; word-break: break-all; }
 `;
 
 const HOOK_NAMES = { page: '页面 page', inject: '注入 injected', xray: '沙箱 sandbox' };
@@ -46,12 +49,22 @@ const STATE_NAMES = {
   stopped: '已停止 stopped', idle: '未连接 idle', unpaired: '未配对 not paired',
 };
 const DONE_STATES = new Set(['completed', 'failed', 'skipped', 'cancelled']);
+const AGENT_STATES = {
+  running: '运行命令 running', sent: '已发回结果 results sent', paused: '已暂停 paused', ended: '已结束 ended',
+};
+/** The panel's agent buttons: the exact texts the hub runs with the person's authority. */
+export const AGENT_CONTROLS = Object.freeze({
+  'agent-stop': '?<agent stop>!', 'agent-pause': '?<agent pause>!', 'agent-resume': '?<agent resume>!',
+});
+/** Sessions kept on the panel once ended (the newest). */
+const ENDED_KEPT = 2;
 
 export class Panel {
   constructor({ doc, hub, findInput, version }) {
     Object.assign(this, { doc, hub, findInput, version });
     this.state = { hub: { state: 'idle' }, role: null, label: null, task: null, result: null, capture: null, parked: null };
     this.runs = new Map();
+    this.agents = new Map(); // session id → {name, state, round, of, command, why}
     this.output = new Map(); // cmd_id → live output of a running command
   }
 
@@ -151,6 +164,10 @@ export class Panel {
     const button = ev.target.closest('button[data-act]');
     if (!button) return;
     const { act, flow } = button.dataset;
+    if (AGENT_CONTROLS[act]) {
+      this.hub.send(userInput(AGENT_CONTROLS[act]));
+      return;
+    }
     if (['pause', 'resume', 'stop'].includes(act) && flow) {
       this.hub.send(userInput(`?<manager ${act} ${flow}>!`));
     }
@@ -184,8 +201,12 @@ export class Panel {
     if (this.output.delete(id || '')) this.render();
   }
 
-  /** Folds a `flow_event` into the run table. */
+  /** Folds a `flow_event` into the run table (an agent session's into the agent table). */
   flowEvent(ev) {
+    if (ev.detail?.kind === 'agent') {
+      this.agentEvent(ev);
+      return;
+    }
     const run = this.runs.get(ev.run_id) || { flow: ev.flow, state: 'running', nodes: new Map() };
     run.flow = ev.flow || run.flow;
     if (ev.node_id) run.nodes.set(ev.node_id, ev.state);
@@ -193,6 +214,47 @@ export class Panel {
     run.detail = ev.detail;
     this.runs.set(ev.run_id, run);
     this.render();
+  }
+
+  /** An agent session's `flow_event` (SPEC §17): round, the command running, why it stopped. */
+  agentEvent(ev) {
+    const id = String(ev.run_id ?? '');
+    const d = ev.detail || {};
+    const prev = this.agents.get(id) || {};
+    const name = typeof ev.flow === 'string' && ev.flow.startsWith('agent:') ? ev.flow.slice(6) : prev.name;
+    this.agents.delete(id); // re-inserted: the newest session last
+    // `note` (e.g. "the model wrote a result itself") says something; the state stays.
+    const note = ev.state === 'note';
+    this.agents.set(id, {
+      name,
+      state: (note ? prev.state : ev.state) || prev.state || 'running',
+      round: d.round ?? prev.round,
+      of: d.of ?? prev.of,
+      command: ev.state === 'running' ? d.command : note ? prev.command : undefined,
+      why: whyText(d.why) || (ev.state === 'running' || ev.state === 'sent' ? undefined : prev.why),
+    });
+    const ended = [...this.agents].filter(([, a]) => a.state === 'ended');
+    for (const [old] of ended.slice(0, Math.max(0, ended.length - ENDED_KEPT))) this.agents.delete(old);
+    this.render();
+  }
+
+  renderAgents() {
+    const wrap = this.el('div', 'agent');
+    for (const [session, a] of this.agents) {
+      const el = this.el('div');
+      el.dataset.session = session;
+      const round = a.round !== undefined ? ` · round ${a.round}/${a.of ?? '?'}` : '';
+      el.append(this.el('div', null, `代理 agent${a.name ? ` ${a.name}` : ''}${round} · ${AGENT_STATES[a.state] || a.state}`));
+      if (a.command) el.append(this.el('div', 'cmd', `⋯ ${a.command}`.slice(0, 160)));
+      if (a.why) el.append(this.note(a.why));
+      if (a.state !== 'ended') {
+        const paused = a.state === 'paused';
+        el.append(this.button(paused ? 'agent-resume' : 'agent-pause', paused ? '继续 Resume' : '暂停 Pause'),
+          ' ', this.button('agent-stop', '停止 Stop'));
+      }
+      wrap.append(el);
+    }
+    return wrap;
   }
 
   row(label, value) {
@@ -210,7 +272,11 @@ export class Panel {
     if (!this.body) return;
     const { hub, role, label, task, result, capture, parked } = this.state;
     this.dot.className = `dot ${hub.state}`;
-    this.mark({ state: hub.state, transport: hub.transport, capture: capture?.path, hooks: capture?.mode, role });
+    const agent = [...this.agents.values()].pop();
+    this.mark({
+      state: hub.state, transport: hub.transport, capture: capture?.path, hooks: capture?.mode, role,
+      agent: agent?.state, 'agent-round': agent?.round !== undefined ? `${agent.round}/${agent.of ?? '?'}` : undefined,
+    });
     const hubText = `${STATE_NAMES[hub.state] || hub.state}${hub.transport ? ` (${hub.transport})` : ''}`;
     const rows = [
       this.row('连接 Hub', hubText + (hub.state === 'waiting' && hub.error ? ` — ${hub.error}` : '')),
@@ -226,6 +292,7 @@ export class Panel {
     this.body.replaceChildren(...rows);
     // The hub sends flow_event only to the master of a run, whatever role the tab had before.
     if (this.runs.size) this.body.append(this.renderFlows());
+    if (this.agents.size) this.body.append(this.renderAgents());
   }
 
   renderFlows() {
@@ -271,10 +338,17 @@ export class Panel {
   button(act, text, flow) {
     const b = this.doc.createElement('button');
     b.dataset.act = act;
-    b.dataset.flow = flow;
+    if (flow !== undefined) b.dataset.flow = flow;
     b.textContent = text;
     return b;
   }
+}
+
+/** The hub's reason, shown as given: a text, or an object carrying one. */
+function whyText(why) {
+  if (!why) return undefined;
+  if (typeof why === 'string') return why;
+  return why.text || why.message || why.code || JSON.stringify(why);
 }
 
 /** What a parked tab tells the person (the hub sends it no task until they act). */

@@ -3,6 +3,12 @@
  * tab is idle, is typed into the input box and sent, and is answered by the next captured turn
  * (which carries its task id); site trouble or the task's timeout fail it. The person's draft is
  * put back after the prompt was sent.
+ *
+ * An automatic delivery (`deliver {auto_send}`, the agent loop's results, SPEC §17) waits until
+ * the model is idle and the person has stopped typing in the box (at most ~30 s), keeps the
+ * person's draft aside while it types and sends, and puts it back; the turn it starts is the
+ * hub's, never reported as the person's input. An agent session that the hub pauses or ends drops
+ * its deliveries not yet typed.
  */
 import { taskUpdate, userInput } from './protocol.js';
 import { troubleKind } from '../adapters/lib/trouble.js';
@@ -14,6 +20,15 @@ const FIND_INPUT_MS = 10_000;
 const TURN_START_MS = 20_000;
 /** No matching request this long after a send: the reply is read from the page (SPEC §21). */
 const DOM_FALLBACK_AFTER_MS = 1_500;
+/** How long after pressing send the turn the hub typed may take to start. */
+const HUB_TURN_MS = 20_000;
+/** The person counts as typing while the box changed this recently. */
+export const PERSON_QUIET_MS = 2_000;
+/** The longest an automatic send waits for the person to stop typing. */
+export const DRAFT_WAIT_MS = 30_000;
+
+/** Text compared without its whitespace (editors rewrite line breaks and trailing spaces). */
+const squash = (s) => String(s ?? '').replace(/\s+/g, '');
 
 export class TaskRunner {
   constructor({ doc, adapter, hub, capture, timers, log, onChange, seen }) {
@@ -24,6 +39,12 @@ export class TaskRunner {
     this.waiters = new Set();
     /** `captcha` or `login` while the tab waits for the person, else null. */
     this.parked = null;
+    /** When the person last changed the input box (ms). */
+    this.lastPersonEdit = 0;
+    /** > 0 while we write into the box ourselves (its input events are not the person's). */
+    this.typing = 0;
+    /** The turn an automatic send is about to start: `{text, until}`. */
+    this.hubTurn = null;
     capture.on((kind, turn, detail) => this.onCapture(kind, turn, detail));
   }
 
@@ -115,6 +136,7 @@ export class TaskRunner {
     const input = await this.locateInput();
     const draft = readInput(input);
     this.sending = true;
+    this.typing += 1;
     try {
       setInput(input, text);
       if (readInput(input) !== text) throw new Error('the site rejected the typed text / 输入框未接受文本');
@@ -122,12 +144,41 @@ export class TaskRunner {
       await pressSend(this.doc, this.adapter, input, this.timers);
     } finally {
       this.sending = false;
+      this.typing -= 1;
     }
     if (draft) {
       await waitFor(() => readInput(input) !== text, { timeoutMs: 3000, timers: this.timers });
       const box = input.isConnected ? input : await this.locateInput();
-      setInput(box, draft);
+      this.typing += 1;
+      try { setInput(box, draft); } finally { this.typing -= 1; }
     }
+  }
+
+  /** The person changed the box (a trusted key or input event): automatic sends wait. */
+  notePersonEdit() {
+    if (this.typing > 0) return;
+    this.lastPersonEdit = Date.now();
+  }
+
+  /** The next turn to start is the hub's: the text about to be sent, for a short while. */
+  expectHubTurn(text) {
+    this.hubTurn = { text: squash(text), until: Date.now() + HUB_TURN_MS };
+  }
+
+  /** True (once) when `turn` is the turn an automatic send started. */
+  takeHubTurn(turn) {
+    const want = this.hubTurn;
+    if (!want) return false;
+    if (Date.now() > want.until) { this.hubTurn = null; return false; }
+    if (turn.prompt !== null && turn.prompt !== undefined) {
+      const got = squash(turn.prompt);
+      // A site may trim or reflow a long message: the same start is enough.
+      const same = got === want.text || (got.length >= 32 && want.text.startsWith(got.slice(0, 64)))
+        || (want.text.length >= 32 && got.startsWith(want.text.slice(0, 64)));
+      if (!same) return false;
+    }
+    this.hubTurn = null;
+    return true;
   }
 
   async runTask(task) {
@@ -149,8 +200,11 @@ export class TaskRunner {
   }
 
   onCapture(kind, turn, detail) {
-    if (kind === 'turn_start' && !turn.taskId && !this.sending) {
-      this.reportUserInput(turn);
+    // A turn the hub typed (a task, an automatic send) or one that came again after a reload
+    // (reported in its first life) is not the person's input.
+    if (kind === 'turn_start' && !turn.taskId && !turn.hubTyped && !turn.resumed && !this.sending) {
+      if (this.takeHubTurn(turn)) turn.hubTyped = true;
+      else this.reportUserInput(turn);
     }
     if (!turn.taskId) return;
     for (const wait of this.waiters) {
@@ -211,12 +265,60 @@ export class TaskRunner {
   async runDelivery(job) {
     const text = String(job.text ?? '');
     if (job.auto_send) {
-      await this.waitIdle(DEFAULT_TIMEOUT_MS);
-      await this.typeAndSend(text);
+      if (!(await this.waitToType(job))) {
+        this.log('info', `delivery ${job.deliver_id || ''} dropped: its agent session stopped`);
+        if (job.deliver_id) this.seen?.add(job.deliver_id);
+        return;
+      }
+      job.typing = true;
+      this.expectHubTurn(text);
+      try {
+        await this.typeAndSend(text);
+      } catch (err) {
+        this.hubTurn = null;
+        throw err;
+      }
     } else {
       insertBlock(await this.locateInput(), text);
     }
     if (job.deliver_id) this.seen?.add(job.deliver_id);
+  }
+
+  /**
+   * Waits until an automatic send may type: the model idle (never while it streams) and the
+   * person not typing (the box unchanged for PERSON_QUIET_MS; after DRAFT_WAIT_MS it types
+   * anyway, the draft kept aside). False when the job was dropped meanwhile.
+   */
+  async waitToType(job) {
+    const started = Date.now();
+    const { timers } = this;
+    for (;;) {
+      const left = DEFAULT_TIMEOUT_MS - (Date.now() - started);
+      const idle = left > 0 && await waitFor(() => job.dropped || this.idle, { timeoutMs: left, everyMs: 100, timers });
+      if (job.dropped) return false;
+      if (!idle) throw new Error('tab stayed busy (still streaming) / 标签页一直在输出');
+      const until = () => Math.min(this.lastPersonEdit + PERSON_QUIET_MS, started + DRAFT_WAIT_MS);
+      if (Date.now() < until()) {
+        await waitFor(() => job.dropped || Date.now() >= until(), { timeoutMs: DRAFT_WAIT_MS, everyMs: 100, timers });
+        if (job.dropped) return false;
+      }
+      if (this.idle) return true; // else the person sent something meanwhile: wait for that turn
+    }
+  }
+
+  /**
+   * `flow_event` of an agent session (SPEC §17): when the hub pauses or ends it, its deliveries
+   * not yet typed are dropped (Stop acts within 1 s, and a paused session sends nothing).
+   */
+  agentEvent(ev) {
+    if (!['paused', 'ended'].includes(ev.state) || !ev.run_id) return;
+    const ofSession = (job) => job.kind === 'deliver' && job.agent && String(job.agent.session) === String(ev.run_id);
+    const kept = this.queue.filter((job) => !ofSession(job));
+    for (const job of this.queue) if (ofSession(job) && job.deliver_id) this.seen?.add(job.deliver_id);
+    const changed = kept.length !== this.queue.length;
+    this.queue = kept;
+    if (this.current && ofSession(this.current) && !this.current.typing) this.current.dropped = true;
+    if (changed) this.onChange?.();
   }
 }
 
