@@ -172,8 +172,9 @@ impl App {
             runner: self.runner.clone(),
             planner: self.planner.clone(),
             set_role: Box::new(move |id, role, group| match weak.upgrade() {
-                Some(app) => crate::control::set_tab_role(&app, id, role, group)
-                    .map_err(|e| e.to_string()),
+                Some(app) => {
+                    crate::control::set_tab_role(&app, id, role, group).map_err(|e| e.to_string())
+                }
                 None => Err(STOPPING.into()),
             }),
         });
