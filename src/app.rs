@@ -185,8 +185,9 @@ impl App {
             planner: self.planner.clone(),
             loops: self.loops.clone(),
             set_role: Box::new(move |id, role, group| match weak.upgrade() {
-                Some(app) => crate::control::set_tab_role(&app, id, role, group)
-                    .map_err(|e| e.to_string()),
+                Some(app) => {
+                    crate::control::set_tab_role(&app, id, role, group).map_err(|e| e.to_string())
+                }
                 None => Err(STOPPING.into()),
             }),
         });

@@ -17,8 +17,8 @@ use crate::flows::engine::{
 };
 use crate::flows::Flow;
 use crate::hub::registry::Client;
-use crate::hub::Hub;
 use crate::hub::tasks::{Outcome, TaskError, TaskRequest};
+use crate::hub::Hub;
 use crate::protocol::ServerFrame;
 use crate::store::{now_ms, JournalEntry, RunRecord};
 
@@ -242,12 +242,7 @@ impl Runner {
 
     /// Starts a run's driver; `started` is its already journaled `run_started` (a new run),
     /// reported to the master first.
-    fn spawn(
-        &self,
-        state: RunState,
-        master: Option<String>,
-        started: Option<JournalEvent>,
-    ) {
+    fn spawn(&self, state: RunState, master: Option<String>, started: Option<JournalEvent>) {
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         let view = Arc::new(Mutex::new(RunView {
             snapshot: state.snapshot(),
@@ -263,7 +258,10 @@ impl Runner {
         let hub = Arc::new(Ctx {
             hub: self.hub.clone(),
             asks: self.asks.clone(),
-            runner: self.me.upgrade().expect("a runner is made in an Arc (Runner::new)"),
+            runner: self
+                .me
+                .upgrade()
+                .expect("a runner is made in an Arc (Runner::new)"),
         });
         let drive = Drive {
             hub: hub.clone(),

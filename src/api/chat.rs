@@ -18,11 +18,11 @@ use super::error::ApiError;
 use super::journal::ApiRun;
 use super::models::{self, ModelId};
 use super::prompt::{ChatRequest, MAX_PROMPT_BYTES};
-use super::{authorize, TapEvent};
 use super::Door;
-use crate::hub::Hub;
+use super::{authorize, TapEvent};
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::TaskRequest;
+use crate::hub::Hub;
 use crate::protocol::ServerFrame;
 
 /// `X-AIcard-Queue-Timeout` when absent (seconds).

@@ -14,8 +14,8 @@ use super::chat::{produce, sse_response, Answer, Finish, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
 use super::Door;
-use crate::hub::Hub;
 use crate::flows::engine::events::JournalEvent;
+use crate::hub::Hub;
 use crate::runner::{Control, RunError, Runner};
 
 /// How often a run's state is read from the store while the request waits.

@@ -32,12 +32,12 @@ use dashmap::DashMap;
 use tokio::sync::mpsc;
 
 use crate::ask::Asks;
-use crate::hub::Hub;
 use crate::hub::registry::{Client, Registry};
 use crate::hub::tasks::Tasks;
+use crate::hub::Hub;
+use crate::protocol::TaskState;
 use crate::runner::Runner;
 use crate::webhooks::Webhooks;
-use crate::protocol::TaskState;
 use admission::Admission;
 use error::ApiError;
 

@@ -10,8 +10,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{authorize, runs, Caller};
 use super::Door;
+use super::{authorize, runs, Caller};
 use crate::decide::Standing;
 use crate::hub::registry::ConnState;
 use crate::protocol::Role;

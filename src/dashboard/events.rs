@@ -17,8 +17,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio::sync::{broadcast, watch};
 
-use super::{authorize, runs};
 use super::Door;
+use super::{authorize, runs};
 use crate::hub::HubEvent;
 
 /// Journal rows read per query.

@@ -12,8 +12,8 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{assets, authorize, session_cookie, Caller, COOKIE, SESSION_TTL};
 use super::Door;
+use super::{assets, authorize, session_cookie, Caller, COOKIE, SESSION_TTL};
 use crate::hub::auth;
 
 /// `GET /login?code=…`.

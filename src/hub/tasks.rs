@@ -8,8 +8,8 @@ use dashmap::DashMap;
 use tokio::sync::oneshot;
 
 use super::engine::{Envelope, WireTask};
-use super::queue::{Pending, TabQueue};
 pub use super::queue::{Outcome, TaskError};
+use super::queue::{Pending, TabQueue};
 use super::registry::{Client, Registry};
 use crate::protocol::{encode_task, Prompt, TaskFrame, TaskState};
 

@@ -15,8 +15,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::models::{candidates, ModelId};
 use super::Door;
+use crate::api::models::{candidates, ModelId};
 use crate::hub::registry::Client;
 use crate::hub::HubEvent;
 

@@ -110,7 +110,8 @@ pub enum PlanError {
 
 /// The tabs online now, as the planner is told about them (connected, with their health).
 fn catalog(p: &Planner) -> Catalog {
-    let mut tabs: Vec<OnlineTab> = p.hub
+    let mut tabs: Vec<OnlineTab> = p
+        .hub
         .registry
         .all()
         .into_iter()
@@ -151,7 +152,8 @@ pub fn check_plan(
 /// The planner tab: `--planner`, else a `planner: true` role card's tab, else the master's.
 fn planner_tab(p: &Planner, master: &str) -> Result<Arc<Client>, PlanError> {
     if let Some(t) = &p.hub.config.planner {
-        return p.hub
+        return p
+            .hub
             .registry
             .resolve(t)
             .into_iter()
@@ -161,12 +163,12 @@ fn planner_tab(p: &Planner, master: &str) -> Result<Arc<Client>, PlanError> {
     let mut tabs = p.hub.registry.all();
     tabs.sort_by(|a, b| a.id.cmp(&b.id));
     if let Some(c) = tabs.into_iter().find(|c| {
-        c.state() == ConnState::Connected
-            && p.card_for(c).is_some_and(|card| card.planner)
+        c.state() == ConnState::Connected && p.card_for(c).is_some_and(|card| card.planner)
     }) {
         return Ok(c);
     }
-    p.hub.registry
+    p.hub
+        .registry
         .get(master)
         .filter(|c| c.state() == ConnState::Connected)
         .ok_or_else(|| PlanError::PlannerOffline(master.to_string()))
@@ -406,10 +408,7 @@ pub fn approve(
     let d = open_draft(p, id)?;
     let flow = crate::flows::load_str(&format!("{id}.yaml"), &d.yaml)
         .map_err(|_| PlanError::Other(format!("草案 {id} 无法加载 / draft {id} does not load")))?;
-    if !p
-        .drafts
-        .decide(id, DraftState::Approved, None, now_ms())?
-    {
+    if !p.drafts.decide(id, DraftState::Approved, None, now_ms())? {
         let again = p
             .drafts
             .get(id)?
@@ -436,10 +435,7 @@ pub fn approve(
 pub fn reject(hub: &(impl Planning + ?Sized), id: &str) -> Result<String, PlanError> {
     let p = hub.planning();
     open_draft(p, id)?;
-    if p
-        .drafts
-        .decide(id, DraftState::Rejected, None, now_ms())?
-    {
+    if p.drafts.decide(id, DraftState::Rejected, None, now_ms())? {
         Ok(format!(
             "已拒绝 / rejected {id}; 没有运行任何任务 / nothing was run"
         ))
