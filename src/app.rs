@@ -354,9 +354,9 @@ impl Hooks for AppHooks {
         self.app()?.commands.card_role(client)
     }
 
-    fn free_chunk(&self, client: &Arc<Client>, turn_id: &str, text: &str) {
+    fn free_chunk(&self, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
         if let Some(app) = self.app() {
-            crate::control::on_chunk(&app, client, turn_id, text);
+            crate::control::on_chunk(&app, client, turn_id, seq, text);
         }
     }
 

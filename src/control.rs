@@ -30,6 +30,11 @@ struct Turn {
     /// Commands (and commands given up on) found so far, in order: a command's index in
     /// its turn is its place here.
     found: Vec<FoundCommand>,
+    /// Chunks received.
+    chunks: u64,
+    /// After the reply was sent again from its start (a reconnect, a reload): how many of
+    /// the commands the new scan finds already ran.
+    replay: usize,
 }
 
 impl Turn {
@@ -38,7 +43,24 @@ impl Turn {
             id: id.to_string(),
             scanner: TurnScanner::new(),
             found: Vec::new(),
+            chunks: 0,
+            replay: 0,
         }
+    }
+
+    /// The reply comes again from its start: scan it afresh, but what already ran is not
+    /// run again (a command is keyed by its index in the turn).
+    fn restart(&mut self) {
+        self.scanner = TurnScanner::new();
+        self.replay = self.found.len();
+    }
+
+    /// Drops from `items` the commands a restarted scan finds again.
+    fn skip_replayed(&mut self, mut items: Vec<ScanItem>) -> Vec<ScanItem> {
+        let n = self.replay.min(items.len());
+        self.replay -= n;
+        items.drain(..n);
+        items
     }
 
     /// Notes the items of one scan; returns the index of the first.
@@ -153,7 +175,7 @@ impl Commands {
 }
 
 /// A streamed delta of a tab's reply: commands complete in it run now.
-pub fn on_chunk(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &str) {
+pub fn on_chunk(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
     if hub.commands.turn_ended(&client.id, turn_id) {
         return;
     }
@@ -165,8 +187,12 @@ pub fn on_chunk(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &str)
             .or_insert_with(|| Turn::new(turn_id));
         if turn.id != turn_id {
             *turn = Turn::new(turn_id);
+        } else if seq == 0 && turn.chunks > 0 {
+            turn.restart();
         }
+        turn.chunks += 1;
         let items = turn.scanner.push_chunk(text);
+        let items = turn.skip_replayed(items);
         let first = turn.note(&items);
         (items, first)
     };
@@ -186,6 +212,7 @@ pub fn on_turn_end(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &s
         _ => Turn::new(turn_id),
     };
     let items = turn.scanner.turn_end(text);
+    let items = turn.skip_replayed(items);
     let first = turn.note(&items);
     hub.commands.end_turn(&client.id, turn_id);
     hub.commands

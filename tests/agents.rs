@@ -423,3 +423,63 @@ async fn the_agent_demo_finishes_in_three_rounds() {
         .unwrap();
     assert!(!hits.is_empty(), "the memory was written");
 }
+
+/// A reply sent again from its start (a reconnect, a reload) runs no command twice: a command
+/// is keyed by its index in the turn.
+#[tokio::test]
+async fn a_reply_streamed_again_from_its_start_runs_nothing_twice() {
+    let hub = TestHub::start().await;
+    let w = worker(&hub, "w1").await;
+    let mut m = master(&hub, "m").await;
+    m.command("?<agent loop on>!").await;
+    let text = "先问 ?<to w1: 一次>! 再看";
+    m.send(json!({"type":"chunk","turn_id":"t1","seq":0,"text":&text[..24]}));
+    // The same reply again from seq 0, then whole.
+    m.send(json!({"type":"chunk","turn_id":"t1","seq":0,"text":text}));
+    m.send(json!({"type":"turn_end","turn_id":"t1","text":text}));
+    let d = m.next("deliver").await;
+    let body = d["text"].as_str().unwrap();
+    assert!(body.contains("⟦aicard result 1/1⟧"), "{body}");
+    assert_eq!(w.prompts(), vec!["一次".to_string()]);
+}
+
+/// The OpenAI door: `agent/NAME` is the agent's final answer; an unknown agent is 404.
+#[tokio::test]
+async fn the_openai_door_asks_an_agent() {
+    let hub = TestHub::start().await;
+    let mut boss = master(&hub, "boss").await;
+    let mut kimi = hub
+        .scripted("kimi-1", "kimi", "worker", |_| {
+            Reply::Text(Duration::ZERO, "unused".into())
+        })
+        .await;
+    boss.command("?<agent create helper on kimi-1>!").await;
+    let url = hub.http_url("/v1/chat/completions");
+    let post = |model: &str| {
+        reqwest::Client::new()
+            .post(url.clone())
+            .header("authorization", format!("Bearer {}", common::TOKEN))
+            .header("content-type", "application/json")
+            .body(
+                json!({"model": model, "messages": [{"role":"user","content":"算一下"}]})
+                    .to_string(),
+            )
+            .send()
+    };
+    let unknown = post("agent/nobody").await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    let asked = tokio::spawn(post("agent/helper"));
+    let first = kimi.next("deliver").await;
+    assert!(
+        first["text"].as_str().unwrap().contains("算一下"),
+        "{first}"
+    );
+    say(&kimi, "k1", "?<done 答案是 4>!");
+    let r = asked.await.unwrap().unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"], "答案是 4",
+        "{body}"
+    );
+}

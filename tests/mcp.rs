@@ -20,7 +20,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 8] = [
     "list_tabs",
     "ask",
     "fan_out",
@@ -28,6 +28,7 @@ const TOOLS: [&str; 7] = [
     "get_run",
     "cancel",
     "list_flows",
+    "agent_task",
 ];
 
 /// A client that asks for one protocol version in `initialize`.

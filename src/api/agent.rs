@@ -42,10 +42,13 @@ impl Drop for SessionGuard {
 fn api_error(e: LoopError) -> ApiError {
     let msg = e.to_string();
     match e {
-        LoopError::NoAgent(_) => {
-            ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", "model_not_found", msg)
-                .param("model")
-        }
+        LoopError::NoAgent(_) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            msg,
+        )
+        .param("model"),
         LoopError::Off | LoopError::NoTab { .. } => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "server_error",
@@ -60,9 +63,12 @@ fn api_error(e: LoopError) -> ApiError {
             msg,
         )
         .retry_after(10),
-        LoopError::Ended(_) => {
-            ApiError::new(StatusCode::BAD_GATEWAY, "server_error", "agent_stopped", msg)
-        }
+        LoopError::Ended(_) => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "server_error",
+            "agent_stopped",
+            msg,
+        ),
         LoopError::Store(_) => ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",

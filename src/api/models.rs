@@ -200,7 +200,10 @@ mod tests {
         assert_eq!(ModelId::parse("kimi"), ModelId::Site("kimi".into()));
         assert_eq!(ModelId::parse("tab/ds-1"), ModelId::Tab("ds-1".into()));
         assert_eq!(ModelId::parse("flow/chain"), ModelId::Flow("chain".into()));
-        assert_eq!(ModelId::parse("agent/研究员"), ModelId::Agent("研究员".into()));
+        assert_eq!(
+            ModelId::parse("agent/研究员"),
+            ModelId::Agent("研究员".into())
+        );
         assert_eq!(ModelId::parse("agent/r").key(), "agent/r");
         assert_eq!(ModelId::parse("AUTO"), ModelId::Auto);
         assert_eq!(ModelId::parse("kimi").key(), "site/kimi");

@@ -14,8 +14,9 @@ pub trait Hooks: Send + Sync {
     fn card_role(&self, _client: &Client) -> Option<(Role, Option<String>)> {
         None
     }
-    /// A streamed delta of a free turn (no task in flight): commands in it may run.
-    fn free_chunk(&self, _client: &Arc<Client>, _turn_id: &str, _text: &str) {}
+    /// A streamed delta of a free turn (no task in flight): commands in it may run. `seq` 0
+    /// for a turn already streaming is the same reply sent again from its start.
+    fn free_chunk(&self, _client: &Arc<Client>, _turn_id: &str, _seq: u64, _text: &str) {}
     /// A streamed delta of a task's reply.
     fn task_chunk(
         &self,

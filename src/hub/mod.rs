@@ -447,16 +447,16 @@ impl Hub {
             )),
             ClientFrame::Chunk(Chunk {
                 turn_id,
+                seq,
                 text,
                 reasoning,
-                ..
             }) => {
                 client.streamed();
                 // A task's reply belongs to whoever asked; only free turns are scanned, and
                 // only their answer text, never the model's thinking. The task queue notes
                 // when a task's first chunk came.
                 match self.tasks.on_chunk(client) {
-                    None => self.hooks().free_chunk(client, &turn_id, &text),
+                    None => self.hooks().free_chunk(client, &turn_id, seq, &text),
                     Some(task_id) => self.hooks().task_chunk(
                         client,
                         &task_id,

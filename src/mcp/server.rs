@@ -390,12 +390,10 @@ impl HubTools {
                     }
                     Err(e) => return Ok(refusal(e.to_string())),
                 };
-                let r = hub.mcp.runs.start_agent(
-                    hub,
-                    agent,
-                    &a.task,
-                    a.idempotency_key.as_deref(),
-                );
+                let r = hub
+                    .mcp
+                    .runs
+                    .start_agent(hub, agent, &a.task, a.idempotency_key.as_deref());
                 match started(r) {
                     Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
                     Err(e) => Ok(refusal(e)),
