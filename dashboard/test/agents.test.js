@@ -1,11 +1,16 @@
 // The Agents page in Chromium against the real hub (issue 30): a simulated master tab turns
 // the loop on and writes a turn holding a command; the page lists the session (round 1 of
 // 25), its detail shows the round's command with ✓/✗ and output, and the page's Stop ends the
-// session: the tab hears `flow_event` ended, the row says why. Zero page errors.
+// session: the tab hears `flow_event` ended, the row says why. Zero page errors. Screenshots
+// go to docs/dashboard/ (agents.png, agent-session.png).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
-import { startHub, simTab } from './hub.js';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startHub, simTab, REPO } from './hub.js';
+
+const SHOTS = join(REPO, 'docs', 'dashboard');
 
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -26,6 +31,7 @@ function frame(pred) {
 }
 
 before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
   hub = await startHub({ args: ['--agent-gap', '0-0'] });
   master = await simTab(hub, { label: 'boss', site: 'deepseek', role: 'master', reply: () => ({ text: 'ok' }) });
   master.ws.on('message', (raw) => {
@@ -67,12 +73,14 @@ test('a looping master\'s session and its round are listed, and Stop on the page
   assert.match(rowText, /1 of 25/);
   assert.match(rowText, /looping tab/);
   const id = await page.getAttribute(row, 'data-session');
+  await page.screenshot({ path: join(SHOTS, 'agents.png'), fullPage: true });
 
   // Its rounds: the command, ✓ or ✗, its output.
   await page.click(`${row} a`);
   await ready();
   await page.waitForSelector('li[data-round="1"] .round-cmd');
   assert.match(await page.textContent('li[data-round="1"]'), /[✓✗] skill list/);
+  await page.screenshot({ path: join(SHOTS, 'agent-session.png'), fullPage: true });
   await page.click('a[href="#/agents"]');
   await ready();
 
