@@ -38,5 +38,8 @@ export const api = {
   plans: () => call('GET', '/api/plans'),
   plan: (id) => call('GET', `/api/plans/${encodeURIComponent(id)}`),
   answerPlan: (id, action, body) => call('POST', `/api/plans/${encodeURIComponent(id)}/${action}`, body || {}),
+  agents: () => call('GET', '/api/agents'),
+  agentSession: (id) => call('GET', `/api/agents/sessions/${encodeURIComponent(id)}`),
+  agentControl: (id, action) => call('POST', `/api/agents/sessions/${encodeURIComponent(id)}/${action}`, {}),
   validate: (file, yaml) => call('POST', `/api/flows/validate?format=json&file=${encodeURIComponent(file)}`, yaml, { type: 'text/plain' }),
 };

@@ -1,6 +1,6 @@
 // The AIcard dashboard: tabs, runs (live DAG, node panel, timeline, pause/resume/stop), the
-// flow editor and plan drafts. Hash routes: #/tabs, #/runs, #/runs/ID, #/flows, #/plans,
-// #/plans/ID.
+// flow editor, plan drafts and agents (their sessions, rounds, Stop). Hash routes: #/tabs,
+// #/runs, #/runs/ID, #/flows, #/plans, #/plans/ID, #/agents, #/agents/SESSION.
 import { h, s, replace, clear } from './dom.js';
 import { t, toggleLang, getLang } from './i18n.js';
 import { api, ApiError } from './api.js';
@@ -51,7 +51,7 @@ function errorBox(e) {
 
 function header() {
   const nav = h('nav', {},
-    [['#/tabs', 'tabs'], ['#/runs', 'runs'], ['#/flows', 'flows'], ['#/plans', 'plans']].map(([href, key]) =>
+    [['#/tabs', 'tabs'], ['#/runs', 'runs'], ['#/flows', 'flows'], ['#/plans', 'plans'], ['#/agents', 'agents']].map(([href, key]) =>
       h('a', { href, 'data-nav': key, text: t(key) })));
   return h('header', {},
     h('h1', { text: t('title') }), nav, status,
@@ -519,6 +519,98 @@ async function planPage(id) {
   return { el: box };
 }
 
+// ---------------------------------------------------------------- Agents
+// The agent loop's sessions are not in the journal, so the Agents pages poll (every second,
+// only while shown; `dispose` stops it).
+
+const AGENT_POLL_MS = 1000;
+
+function poll(load) {
+  let timer = null, gone = false;
+  const tick = async () => {
+    try { await load(); } catch (e) { console.error(e); }
+    if (!gone) timer = setTimeout(tick, AGENT_POLL_MS);
+  };
+  timer = setTimeout(tick, AGENT_POLL_MS);
+  return () => { gone = true; clearTimeout(timer); };
+}
+
+function sessionButtons(sess, msg, after) {
+  if (sess.state === 'ended') return null;
+  const act = (action) => async () => {
+    msg.textContent = '…';
+    try { const r = await api.agentControl(sess.id, action); msg.textContent = r.message; await after(); } catch (e) { msg.textContent = e.message; }
+  };
+  return h('span', { class: 'actions' },
+    sess.state === 'paused'
+      ? h('button', { 'data-action': 'resume', onclick: act('resume'), text: `▶ ${t('resume')}` })
+      : h('button', { 'data-action': 'pause', onclick: act('pause'), text: `⏸ ${t('pause')}` }),
+    h('button', { 'data-action': 'stop', class: 'danger', onclick: act('stop'), text: `■ ${t('stop')}` }));
+}
+
+function roundText(sess) {
+  return sess.of ? `${sess.round} ${t('of')} ${sess.of}` : String(sess.round);
+}
+
+async function agentsPage() {
+  const box = h('section', { class: 'agents-page' }, h('h2', { text: t('agents') }));
+  const agentsBox = h('div');
+  const sessionsBox = h('div');
+  const msg = h('p', { class: 'msg', role: 'status' });
+  box.append(agentsBox, h('h3', { text: t('sessions') }), msg, sessionsBox);
+  const load = async () => {
+    const { agents, sessions } = await api.agents();
+    replace(agentsBox, agents.length
+      ? h('table', { class: 'grid', id: 'agents' },
+        h('thead', {}, h('tr', {}, ['agent', 'target', 'tools', 'creator'].map((k) => h('th', { text: t(k) })))),
+        h('tbody', {}, agents.map((a) => h('tr', { 'data-agent': a.name },
+          h('td', { text: a.name }), h('td', { text: a.target }),
+          h('td', { text: a.tools.join(', ') }), h('td', { text: a.creator })))))
+      : h('p', { class: 'empty', text: t('no_agents') }));
+    replace(sessionsBox, sessions.length
+      ? h('table', { class: 'grid', id: 'agent-sessions' },
+        h('thead', {}, h('tr', {}, ['session', 'agent', 'tab', 'state', 'round', 'running_cmd', 'why', 'actions'].map((k) => h('th', { text: t(k) })))),
+        h('tbody', {}, sessions.map((x) => h('tr', { 'data-session': x.id, 'data-state': x.state },
+          h('td', {}, h('a', { href: `#/agents/${encodeURIComponent(x.id)}`, text: x.id })),
+          h('td', { text: x.agent || t('looping_tab') }),
+          h('td', { text: x.tab }),
+          h('td', {}, badge(x.state)),
+          h('td', { text: roundText(x) }),
+          h('td', {}, x.running ? h('code', { text: x.running }) : t('unknown')),
+          h('td', { class: 'why', text: x.why || t('unknown') }),
+          h('td', {}, sessionButtons(x, msg, load))))))
+      : h('p', { class: 'empty', text: t('no_sessions') }));
+  };
+  await load();
+  return { el: box, dispose: poll(load) };
+}
+
+async function agentSessionPage(id) {
+  const box = h('section', { class: 'agent-session' });
+  const load = async () => {
+    const { session: x, rounds } = await api.agentSession(id);
+    const msg = h('p', { class: 'msg', role: 'status' });
+    replace(box,
+      h('p', {}, h('a', { href: '#/agents', text: `‹ ${t('all_sessions')}` })),
+      h('h2', {}, `${t('session')} ${x.id} `, badge(x.state)),
+      h('p', { class: 'meta' }, `${t('agent')}: ${x.agent || t('looping_tab')} · ${t('tab')}: ${x.tab} · ${t('round')}: ${roundText(x)}`,
+        x.running ? [` · ${t('running_cmd')}: `, h('code', { text: x.running })] : null,
+        x.why ? [` · ${t('why')}: `, h('span', { class: 'why', text: x.why })] : null),
+      sessionButtons(x, msg, load), msg,
+      h('h3', { text: t('rounds') }),
+      rounds.length
+        ? h('ol', { class: 'rounds' }, rounds.map((r) => h('li', { 'data-round': r.round },
+          h('h4', { text: `${t('round')} ${r.round}` }),
+          r.commands.map((c) => h('div', { class: `round-cmd ${c.ok ? 'ok' : 'bad'}` },
+            h('p', {}, h('span', { class: 'mark', text: c.ok ? '✓' : '✗' }), ' ', h('code', { text: c.command }),
+              c.cut ? h('span', { class: 'note', text: ` (${t('output_cut')}: ${c.chars} ${t('chars')})` }) : null),
+            h('pre', { class: 'output', text: c.output }))))))
+        : h('p', { class: 'empty', text: t('no_rounds') }));
+  };
+  await load();
+  return { el: box, dispose: poll(load) };
+}
+
 // ---------------------------------------------------------------- Shell
 
 // Navigations overlap (a hash change while the previous page still loads): only the newest
@@ -530,18 +622,22 @@ async function route() {
   const hash = location.hash || '#/runs';
   const m = /^#\/runs\/(.+)$/.exec(hash);
   const p = /^#\/plans\/(.+)$/.exec(hash);
-  const key = m ? 'runs' : p ? 'plans' : (hash.slice(2) || 'runs');
+  const g = /^#\/agents\/(.+)$/.exec(hash);
+  const key = m ? 'runs' : p ? 'plans' : g ? 'agents' : (hash.slice(2) || 'runs');
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.nav === key);
   window.__aicard.ready = false;
+  if (page && page.dispose) page.dispose();
   try {
     if (!tabsCache.length) tabsCache = (await api.tabs()).tabs;
     const next = m ? await runPage(decodeURIComponent(m[1]))
       : p ? await planPage(decodeURIComponent(p[1]))
+      : g ? await agentSessionPage(decodeURIComponent(g[1]))
+      : key === 'agents' ? await agentsPage()
       : key === 'plans' ? await plansPage()
       : key === 'tabs' ? await tabsPage()
         : key === 'flows' ? await flowsPage()
           : await runsPage();
-    if (gen !== routeGen) return; // a newer navigation owns the page
+    if (gen !== routeGen) { if (next.dispose) next.dispose(); return; } // a newer navigation owns the page
     page = next;
     replace(main, page.el);
   } catch (e) {

@@ -24,6 +24,12 @@ const DICT = {
     cooling: 'cooling', parked: 'parked', engine: 'Engine', success: 'Success', ttft: 'First chunk',
     s_per_1k: 's / 1k chars', in_flight: 'In flight', answers: 'Answers network/page/empty', score_table: 'Decision engine scores', left: 'left',
     tab_legend: 'Tab states', all_plans: 'All drafts',
+    agents: 'Agents', agent: 'Agent', sessions: 'Sessions', session: 'Session', target: 'Target', tools: 'Tools', creator: 'Creator',
+    tab: 'Tab', round: 'Round', running_cmd: 'Running', ended: 'ended', rounds: 'Rounds', command: 'Command', result: 'Result',
+    no_agents: 'No agents yet. Create one in a tab: ?<agent create NAME on TAB>!',
+    no_sessions: 'No agent sessions yet. Turn the loop on in a master tab (?<agent loop on>!) or give an agent a task.',
+    no_rounds: 'No round closed yet.', all_sessions: 'All agents and sessions', looping_tab: '(looping tab)',
+    output_cut: 'output cut', chars: 'characters',
   },
   zh: {
     title: 'AIcard 仪表盘', tabs: '标签页', runs: '运行', flows: '流程', lang: 'English',
@@ -49,6 +55,12 @@ const DICT = {
     cooling: '冷却中', parked: '已暂停', engine: '引擎', success: '成功率', ttft: '首个片段',
     s_per_1k: '秒 / 千字', in_flight: '在途', answers: '回复 网络/页面/空', score_table: '决策引擎得分', left: '剩余',
     tab_legend: '标签页状态', all_plans: '全部草案',
+    agents: '代理', agent: '代理', sessions: '会话', session: '会话', target: '目标', tools: '工具', creator: '创建者',
+    tab: '标签页', round: '轮次', running_cmd: '正在运行', ended: '已结束', rounds: '各轮', command: '命令', result: '结果',
+    no_agents: '还没有代理。在标签页中创建：?<agent create 名称 on 标签页>!',
+    no_sessions: '还没有代理会话。在主控标签页中开启循环（?<agent loop on>!），或给代理一个任务。',
+    no_rounds: '还没有完成的轮次。', all_sessions: '全部代理和会话', looping_tab: '（循环中的标签页）',
+    output_cut: '输出已截断', chars: '个字符',
   },
 };
 

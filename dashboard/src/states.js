@@ -12,6 +12,7 @@ export const STATES = {
   failed: { icon: '✗' },
   skipped: { icon: '↷' },
   cancelled: { icon: '⊘' },
+  ended: { icon: '■' },
 };
 
 export function icon(state) {

@@ -193,6 +193,17 @@ pub fn open_sessions(store: &Store) -> StoreResult<Vec<SessionRecord>> {
     })
 }
 
+/// The newest sessions of every agent and looping tab, newest first, at most `limit`.
+pub fn recent_sessions(store: &Store, limit: usize) -> StoreResult<Vec<SessionRecord>> {
+    store.read(|c| {
+        let mut st = c.prepare(&format!(
+            "SELECT {SESSION_COLS} FROM agent_sessions ORDER BY started_ms DESC, id LIMIT ?1"
+        ))?;
+        let rows = st.query_map(params![limit as i64], session_row)?;
+        rows.collect()
+    })
+}
+
 /// An agent's sessions, newest first.
 pub fn sessions_of(store: &Store, agent: &str) -> StoreResult<Vec<SessionRecord>> {
     store.read(|c| {

@@ -1,5 +1,5 @@
 //! The dashboard the hub serves at `/`: embedded assets (`assets`), one-time login codes and
-//! session cookies (`login`), the JSON API under `/api/` (`api`, `runs`) and the live event
+//! session cookies (`login`), the JSON API under `/api/` (`api`, `runs`, `plans`, `agents`) and the live event
 //! stream over SSE (`events`).
 //!
 //! Who may call `/api/*`: the `Host` must be a loopback name; an `Origin`, when sent, must be
@@ -7,6 +7,7 @@
 //! (`Authorization: Bearer …`) or a session cookie. A state-changing request with a cookie
 //! also needs the same-origin `Origin` or the session's CSRF token in `X-CSRF-Token`.
 
+pub mod agents;
 pub mod api;
 pub mod assets;
 pub mod events;
@@ -306,6 +307,9 @@ pub fn routes() -> Router<Arc<Door>> {
         .route("/api/plans", get(plans::list))
         .route("/api/plans/{id}", get(plans::get))
         .route("/api/plans/{id}/{action}", post(plans::answer))
+        .route("/api/agents", get(agents::list))
+        .route("/api/agents/sessions/{id}", get(agents::session))
+        .route("/api/agents/sessions/{id}/{action}", post(agents::control))
 }
 
 #[cfg(test)]
