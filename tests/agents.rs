@@ -483,3 +483,37 @@ async fn the_openai_door_asks_an_agent() {
         "{body}"
     );
 }
+
+/// A flow node `agent: NAME` with `task:` runs a session as one step; its output is the
+/// agent's final answer, which the next node reads.
+#[tokio::test]
+async fn a_flow_node_runs_an_agent_session_as_one_step() {
+    let flows = tempfile::tempdir().unwrap();
+    std::fs::write(
+        flows.path().join("ask-agent.yaml"),
+        "name: ask-agent\nnodes:\n  - id: research\n    agent: helper\n    task: 六乘七是多少\n  - id: report\n    depends_on: research\n    to: master\n    prompt: \"报告：${research.output}\"\n",
+    )
+    .unwrap();
+    let dir = flows.path().to_path_buf();
+    let hub = TestHub::start_with(move |c| c.flows_dir = dir).await;
+    let mut boss = master(&hub, "boss").await;
+    let mut kimi = hub
+        .scripted("kimi-1", "kimi", "worker", |_| {
+            Reply::Text(Duration::ZERO, "unused".into())
+        })
+        .await;
+    boss.command("?<agent create helper on kimi-1>!").await;
+    let started = boss.command("?<manager run ask-agent>!").await;
+    assert_eq!(started["result"]["success"], true, "{started}");
+    let first = kimi.next("deliver").await;
+    assert!(
+        first["text"].as_str().unwrap().contains("六乘七是多少"),
+        "{first}"
+    );
+    say(&kimi, "k1", "?<done 四十二>!");
+    let result = boss.next("deliver").await;
+    assert!(
+        result["text"].as_str().unwrap().contains("报告：四十二"),
+        "{result}"
+    );
+}

@@ -138,7 +138,7 @@ pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
         return Err(vec![Diagnostic::at(
             name,
             yaml::Pos { line: 1, col: 1 },
-            format!("节点内容冲突 / node `{node}` has more than one of `command`, `mcp` and `memory`; use one node each"),
+            format!("节点内容冲突 / node `{node}` has more than one of `command`, `mcp`, `memory` and `agent` (or `task` without `agent`); use one node each"),
         )]);
     }
     let problems = validate::validate(&flow, &tree);

@@ -127,6 +127,13 @@ pub struct Node {
     /// node's output is the hits in full, with their neighbours' ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStep>,
+    /// An agent (SPEC §17, made with `?<agent create NAME …>!`) works on `task` in rounds;
+    /// runs as the command `agent task NAME TASK`, the node's output is its final answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The task of an `agent:` node; `$x` / `${node.output}` are expanded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
     /// Also publish the node's output under this variable name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_var: Option<String>,
@@ -770,9 +777,23 @@ impl MemoryStep {
 /// `memory` is an error (the node's id returned).
 pub fn desugar_mcp(flow: &mut Flow) -> Result<(), String> {
     for node in &mut flow.nodes {
+        let agent = match (&node.agent, &node.task) {
+            (Some(name), task) => Some(format!(
+                "agent task {} {}",
+                name.trim(),
+                task.as_deref()
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )),
+            (None, Some(_)) => return Err(node.id.clone()),
+            (None, None) => None,
+        };
         let steps = [
             node.mcp.as_ref().map(McpStep::command),
             node.memory.as_ref().map(MemoryStep::command),
+            agent,
         ];
         for command in steps.into_iter().flatten() {
             if node.command.is_some() {
@@ -805,5 +826,21 @@ mod step_tests {
         )
         .expect("flow");
         assert_eq!(desugar_mcp(&mut both), Err("x".to_string()));
+    }
+
+    #[test]
+    fn agent_nodes_become_agent_task_commands() {
+        let mut flow: Flow = serde_saphyr::from_str(
+            "name: a\nnodes:\n  - id: research\n    agent: researcher\n    task: |\n      比较 ${draft.output}\n      给出结论\n",
+        )
+        .expect("flow");
+        desugar_mcp(&mut flow).expect("desugar");
+        assert_eq!(
+            flow.nodes[0].command.as_deref(),
+            Some("agent task researcher 比较 ${draft.output} 给出结论")
+        );
+        let mut orphan: Flow =
+            serde_saphyr::from_str("name: a\nnodes:\n  - id: t\n    task: hi\n").expect("flow");
+        assert_eq!(desugar_mcp(&mut orphan), Err("t".to_string()));
     }
 }
