@@ -23,7 +23,7 @@ from hubproc import running_hub
 
 TOKEN = "mcp-sdk-token"
 WAIT = 10
-TOOLS = ["list_tabs", "ask", "fan_out", "run_flow", "get_run", "cancel", "list_flows"]
+TOOLS = ["list_tabs", "ask", "fan_out", "run_flow", "get_run", "cancel", "list_flows", "agent_task"]
 
 
 class Tab:

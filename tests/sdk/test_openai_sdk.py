@@ -102,7 +102,16 @@ def test_models_list_shows_the_online_tab(hub, tab):
     models = {m.id: m for m in client(hub).models.list()}
     assert {"site/sim", "tab/py-1", "auto"} <= set(models)
     assert models["site/sim"].owned_by == "aicard"
-    assert models["site/sim"].model_extra["aicard"] == {"tabs": 1, "busy": 0, "queue_depth": 0}
+    aicard = models["site/sim"].model_extra["aicard"]
+    assert {k: aicard[k] for k in ("tabs", "busy", "queue_depth")} == {
+        "tabs": 1,
+        "busy": 0,
+        "queue_depth": 0,
+    }
+    # How the site's answers arrived (network, page text, empty) and whether its adapter
+    # looks outdated (docs/api.md).
+    assert set(aicard["answers"]["site"]) == {"network", "dom", "empty"}, aicard
+    assert aicard["answers"]["flag"] is None, aicard
 
 
 def test_a_completion_without_streaming(hub, tab):
