@@ -5,10 +5,9 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use tokio::sync::mpsc;
+use axum::response::Response;
 
-use super::chat::{produce, sse_response, Answer, Finish, Reply};
+use super::chat::{Answer, Finish, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
 use super::Door;
@@ -88,29 +87,12 @@ pub(super) async fn complete(
         .map_err(|e| api_error(LoopError::Store(e.to_string())))?
         .ok_or_else(|| api_error(LoopError::NoAgent(name.to_string())))?;
     let task = req.last_user().to_string();
-    let mut guard = SessionGuard {
+    let guard = SessionGuard {
         hub: hub.clone(),
         agent: name.to_string(),
         finished: false,
     };
     let loops = hub.loops.clone();
     let answer: Answer = Box::pin(async move { loops.task(agent, &task).await.map_err(api_error) });
-    if !req.stream {
-        let r = answer.await;
-        guard.finish(r.as_deref());
-        return Ok(axum::Json(reply.object(&r?)).into_response());
-    }
-    let (tx, rx) = mpsc::channel(32);
-    let keepalive = hub.api.keepalive();
-    hub.tracker.spawn(produce(
-        hub.clone(),
-        reply,
-        None,
-        None,
-        answer,
-        Box::new(guard),
-        tx,
-        keepalive,
-    ));
-    Ok(sse_response(rx))
+    super::flow::respond(hub, req.stream, reply, answer, Box::new(guard)).await
 }

@@ -91,18 +91,30 @@ pub(super) async fn complete(
                 other.to_string(),
             ),
         })?;
-    let mut guard = RunGuard {
+    let guard = RunGuard {
         hub: hub.clone(),
         run_id: run_id.clone(),
         finished: false,
     };
     let answer: Answer = Box::pin(wait_run(hub.clone(), run_id));
-    if !req.stream {
+    respond(hub, req.stream, reply, answer, Box::new(guard)).await
+}
+
+/// The answer of a request that is not one tab's prompt (a flow run, an agent's session):
+/// one object once it is there, or an event stream (headers now, keepalives until then).
+/// `job` is told the outcome; dropped unfinished (the client left), it stops the work.
+pub(super) async fn respond(
+    hub: Arc<Door>,
+    stream: bool,
+    reply: Reply,
+    answer: Answer,
+    mut job: Box<dyn Finish>,
+) -> Result<Response, ApiError> {
+    if !stream {
         let r = answer.await;
-        guard.finish(r.as_deref());
+        job.finish(r.as_deref());
         return Ok(axum::Json(reply.object(&r?)).into_response());
     }
-    // The runner took the run: headers go out, keepalives cover the run.
     let (tx, rx) = mpsc::channel(32);
     let keepalive = hub.api.keepalive();
     hub.tracker.spawn(produce(
@@ -111,7 +123,7 @@ pub(super) async fn complete(
         None,
         None,
         answer,
-        Box::new(guard),
+        job,
         tx,
         keepalive,
     ));
