@@ -26,7 +26,7 @@ pub struct App {
     pub api: Arc<crate::api::ApiState>,
     /// The dashboard's login codes and sessions.
     pub dashboard: Arc<crate::dashboard::Sessions>,
-    /// MCP runs (the `/mcp` tools) and the MCP servers of `?<mcp …>!` (`crate::mcp`).
+    /// MCP runs and skill tools of the `/mcp` door (`crate::mcp`).
     pub mcp: Arc<crate::mcp::McpState>,
     /// Asking tabs: resolve, pick (the decision engine), submit, wait (`crate::ask`).
     pub asks: Arc<crate::ask::Asks>,
@@ -36,6 +36,9 @@ pub struct App {
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// The agent loop's sessions (SPEC §17), on the ask service.
     pub loops: Arc<crate::agent_loop::Loops>,
+    /// The command host: what the hub's hooks, the foreman cycle and the runner's command
+    /// steps run through (holds the components above as it uses them).
+    pub control: Arc<crate::control::Control>,
 }
 
 impl std::ops::Deref for App {
@@ -99,7 +102,7 @@ impl App {
             commands.memory.clone(),
             hub.config.agent.clone(),
         );
-        let app = Arc::new_cyclic(|me: &Weak<App>| {
+        let control = Arc::new_cyclic(|me: &Weak<crate::control::Control>| {
             let runner = crate::runner::Runner::new(
                 hub.clone(),
                 asks.clone(),
@@ -112,23 +115,33 @@ impl App {
                 runner.clone(),
                 Box::new(move |client| cards.card_for(client)),
             );
-            App {
-                commands,
-                runner,
-                api: Arc::new(crate::api::ApiState::new(
-                    hub.registry.clone(),
-                    hub.tasks.clone(),
-                )),
-                dashboard: Arc::default(),
-                mcp: Arc::new(crate::mcp::McpState::new(&hub.config)),
-                asks,
-                planner: Arc::new(planner),
-                webhooks: webhooks.clone(),
-                loops: loops.clone(),
+            crate::control::Control {
                 hub: hub.clone(),
+                commands: commands.clone(),
+                asks: asks.clone(),
+                runner,
+                planner: Arc::new(planner),
+                loops: loops.clone(),
+                mcp: Arc::new(crate::mcp_client::open(&hub.config)),
             }
         });
-        loops.set_host(Arc::new(Primers(Arc::downgrade(&app))));
+        let app = Arc::new(App {
+            commands,
+            runner: control.runner.clone(),
+            api: Arc::new(crate::api::ApiState::new(
+                hub.registry.clone(),
+                hub.tasks.clone(),
+            )),
+            dashboard: Arc::default(),
+            mcp: Arc::default(),
+            asks,
+            planner: control.planner.clone(),
+            webhooks: webhooks.clone(),
+            loops: loops.clone(),
+            control,
+            hub: hub.clone(),
+        });
+        loops.set_host(Arc::new(Primers(Arc::downgrade(&app.control))));
         hub.tracker.spawn(loops.clone().run(hub.shutdown.clone()));
         hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
         let weak = Arc::downgrade(&app);
@@ -137,7 +150,10 @@ impl App {
                 Some(app) => app.commands.with_memory(client, prompt),
                 None => prompt,
             }));
-        app.mcp.set_skills(Arc::new(skill_tools(&app)));
+        app.mcp
+            .set_skills(Arc::new(crate::mcp::skills::SkillTools::new(
+                app.control.clone(),
+            )));
         let weak = Arc::downgrade(&app);
         app.api
             .admission()
@@ -176,7 +192,6 @@ impl App {
             webhooks: self.webhooks.clone(),
             loops: self.loops.clone(),
         });
-        let weak = Arc::downgrade(self);
         let dashboard = Arc::new(crate::dashboard::Door {
             hub: self.hub.clone(),
             dashboard: self.dashboard.clone(),
@@ -184,12 +199,7 @@ impl App {
             runner: self.runner.clone(),
             planner: self.planner.clone(),
             loops: self.loops.clone(),
-            set_role: Box::new(move |id, role, group| match weak.upgrade() {
-                Some(app) => {
-                    crate::control::set_tab_role(&app, id, role, group).map_err(|e| e.to_string())
-                }
-                None => Err(STOPPING.into()),
-            }),
+            control: self.control.clone(),
         });
         let mcp = Arc::new(crate::mcp::Door {
             hub: self.hub.clone(),
@@ -262,37 +272,9 @@ impl App {
 /// What a door tells a caller when the app is gone.
 const STOPPING: &str = "集线器正在停止 / the hub is stopping";
 
-/// The skills as MCP tools: the set the command host loaded, run through its interpreter.
-/// Holds the app weakly (the app owns its MCP state, which holds the tools).
-fn skill_tools(app: &Arc<App>) -> crate::mcp::skills::SkillTools {
-    let (list, run) = (Arc::downgrade(app), Arc::downgrade(app));
-    crate::mcp::skills::SkillTools::new(
-        Box::new(move || list.upgrade().map(|app| app.commands.skills.get())),
-        Box::new(move |caller, cmd| {
-            let app = run.upgrade();
-            Box::pin(async move {
-                let app = app.ok_or_else(|| STOPPING.to_string())?;
-                let out = crate::control::run_parsed(&app, &caller, &cmd).await;
-                if out.success {
-                    Ok(out.output)
-                } else {
-                    Err(out.output)
-                }
-            })
-        }),
-    )
-}
-
-/// The planner as the command host reaches it, through the app that owns it.
-impl crate::planner::Planning for App {
-    fn planning(&self) -> &crate::planner::Planner {
-        &self.planner
-    }
-}
-
 /// What runs ask of the layers above the runner: commands (`control`) and the foreman
-/// cycle (`foreman`). Holds the app weakly (the app owns the runner).
-struct RunWork(Weak<App>);
+/// cycle (`foreman`). Holds the command host weakly (it owns the runner).
+struct RunWork(Weak<crate::control::Control>);
 
 impl crate::runner::Work for RunWork {
     fn command<'a>(
@@ -302,7 +284,7 @@ impl crate::runner::Work for RunWork {
     ) -> futures_util::future::BoxFuture<'a, Result<String, String>> {
         Box::pin(async move {
             match self.0.upgrade() {
-                Some(app) => crate::control::run_flow_command(&app, master, call).await,
+                Some(control) => crate::control::run_flow_command(&control, master, call).await,
                 None => Err(STOPPING.into()),
             }
         })
@@ -315,7 +297,7 @@ impl crate::runner::Work for RunWork {
     ) -> futures_util::future::BoxFuture<'a, Result<String, crate::hub::tasks::TaskError>> {
         Box::pin(async move {
             match self.0.upgrade() {
-                Some(app) => crate::foreman::cycle(&app, foreman, req).await,
+                Some(control) => crate::foreman::cycle(&control, foreman, req).await,
                 None => Err(crate::hub::tasks::TaskError::TabLost(foreman.display())),
             }
         })
@@ -323,7 +305,7 @@ impl crate::runner::Work for RunWork {
 }
 
 /// The agent loop's primers, built where role cards, skills and memory are (`control`).
-struct Primers(Weak<App>);
+struct Primers(Weak<crate::control::Control>);
 
 impl crate::agent_loop::LoopHost for Primers {
     fn primer(
@@ -333,7 +315,7 @@ impl crate::agent_loop::LoopHost for Primers {
         limits: &crate::agents::session::Limits,
     ) -> String {
         match self.0.upgrade() {
-            Some(app) => crate::control::primer(&app, tab, agent, limits),
+            Some(control) => crate::control::primer(&control, tab, agent, limits),
             None => String::new(),
         }
     }
@@ -356,7 +338,7 @@ impl Hooks for AppHooks {
 
     fn free_chunk(&self, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
         if let Some(app) = self.app() {
-            crate::control::on_chunk(&app, client, turn_id, seq, text);
+            crate::control::on_chunk(&app.control, client, turn_id, seq, text);
         }
     }
 
@@ -379,13 +361,13 @@ impl Hooks for AppHooks {
 
     fn turn_counted(&self, client: &Arc<Client>) {
         if let Some(app) = self.app() {
-            crate::control::count_turn(&app, client);
+            crate::control::count_turn(&app.control, client);
         }
     }
 
     fn free_turn_end(&self, client: &Arc<Client>, turn_id: &str, text: &str) {
         if let Some(app) = self.app() {
-            crate::control::on_turn_end(&app, client, turn_id, text);
+            crate::control::on_turn_end(&app.control, client, turn_id, text);
         }
     }
 
@@ -393,7 +375,7 @@ impl Hooks for AppHooks {
         if let Some(app) = self.app() {
             // The person acted in the tab: a parked tab (captcha, login) works again.
             app.asks.pick.decide.unpark(&client.id);
-            crate::control::on_user_input(&app, client, text);
+            crate::control::on_user_input(&app.control, client, text);
         }
     }
 
@@ -437,7 +419,7 @@ impl Hooks for AppHooks {
 
     fn shutdown(&self) {
         if let Some(app) = self.app() {
-            app.mcp.shutdown();
+            app.control.mcp.shutdown();
         }
     }
 }

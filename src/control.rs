@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::app::App;
-use crate::ask::{AskError, AskOpts};
+use crate::agent_loop::Loops;
+use crate::ask::{AskError, AskOpts, Asks};
 use crate::commands::ast::{
     Command, FlowAction, FlowRequest, FlowSource, ManagerCmd, McpRequest, Role as CmdRole, Target,
 };
@@ -18,6 +18,8 @@ use crate::commands::vars::Variables;
 use crate::exec::{ExecChunk, ExecMode, ExecPolicy};
 use crate::flows::engine::CommandCall;
 use crate::hub::registry::{Client, ConnState};
+use crate::hub::Hub;
+use crate::planner::Planner;
 use crate::protocol::{CmdOutcome, Prompt, Role, ServerFrame};
 use crate::roles::{to_cmd_role, RoleCards, TabFacts};
 use crate::runner::{Control as RunControl, Runner};
@@ -80,6 +82,34 @@ impl Turn {
 
 /// Turns that ended, per tab, remembered so that a re-sent `turn_end` runs nothing twice.
 const ENDED_TURNS_KEPT: usize = 16;
+
+/// The command host: the hub and the handles of what commands reach. The app builds one;
+/// the hub's hooks, the foreman cycle, the runner's command steps, the skills as MCP tools and
+/// the dashboard's role changes all come in through it. It dereferences to its [`Hub`], so
+/// code here reads `hub.registry`, `hub.store` and `hub.config` directly.
+pub struct Control {
+    pub hub: Arc<Hub>,
+    /// Scanners, variables, exec policy, role cards, memory and skills.
+    pub commands: Arc<Commands>,
+    /// Asking tabs: resolve, pick, submit, wait.
+    pub asks: Arc<Asks>,
+    /// Flow runs (`manager run`, `flow start`, …).
+    pub runner: Arc<Runner>,
+    /// `manager plan` and its drafts.
+    pub planner: Arc<Planner>,
+    /// The agent loop's sessions.
+    pub loops: Arc<Loops>,
+    /// The MCP servers of `mcp.json` (`?<mcp …>!`).
+    pub mcp: Arc<crate::mcp_client::Clients>,
+}
+
+impl std::ops::Deref for Control {
+    type Target = Hub;
+
+    fn deref(&self) -> &Hub {
+        &self.hub
+    }
+}
 
 /// Command state of a hub: scanners per tab, variables, exec policy, role cards.
 pub struct Commands {
@@ -175,7 +205,7 @@ impl Commands {
 }
 
 /// A streamed delta of a tab's reply: commands complete in it run now.
-pub fn on_chunk(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
+pub fn on_chunk(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
     if hub.commands.turn_ended(&client.id, turn_id) {
         return;
     }
@@ -202,7 +232,7 @@ pub fn on_chunk(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, seq: u64, t
 
 /// The reply is complete: commands not already seen in its chunks run now. A turn that
 /// already ended (a re-sent `turn_end`, a re-rendered page) runs nothing again.
-pub fn on_turn_end(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &str) {
+pub fn on_turn_end(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, text: &str) {
     if hub.commands.turn_ended(&client.id, turn_id) {
         tracing::debug!(client = %client.id, turn_id, "turn already ended: its commands ran once");
         return;
@@ -225,7 +255,7 @@ pub fn on_turn_end(hub: &Arc<App>, client: &Arc<Client>, turn_id: &str, text: &s
 
 /// A reply finished (a free turn or a task's answer): one turn of the memory scopes the tab
 /// is in (`global` and its group), whose memories cool down.
-pub fn count_turn(hub: &App, client: &Client) {
+pub fn count_turn(hub: &Control, client: &Client) {
     let group = client.info().group;
     let mut scopes = vec![crate::memory::GLOBAL];
     if let Some(g) = group.as_deref().filter(|g| *g != crate::memory::GLOBAL) {
@@ -237,7 +267,7 @@ pub fn count_turn(hub: &App, client: &Client) {
 /// What the person typed: every command in it runs with the person's authority. A message
 /// to a tab that loops pauses its session, unless it only says `agent stop|pause|resume`
 /// (the panel's buttons send exactly that).
-pub fn on_user_input(hub: &Arc<App>, client: &Arc<Client>, text: &str) {
+pub fn on_user_input(hub: &Arc<Control>, client: &Arc<Client>, text: &str) {
     let items = scan_text(text);
     if hub.loops.has_session(&client.id) && !only_agent_control(text, &items) {
         hub.loops.person_spoke(&client.id);
@@ -285,7 +315,7 @@ impl Commands {
 
 /// Whether this tab's replies loop when no session runs there yet: `Some(max_rounds)` for a
 /// master or foreman whose card says `loop: true` or that said `agent loop on`.
-fn loop_wish(hub: &App, client: &Client) -> Option<Option<u32>> {
+fn loop_wish(hub: &Control, client: &Client) -> Option<Option<u32>> {
     let card = hub.commands.card_for(client);
     let role = client.info().role;
     if role == Role::Worker {
@@ -296,7 +326,7 @@ fn loop_wish(hub: &App, client: &Client) -> Option<Option<u32>> {
 }
 
 fn run_items(
-    hub: &Arc<App>,
+    hub: &Arc<Control>,
     client: &Arc<Client>,
     source: Source,
     items: Vec<ScanItem>,
@@ -393,7 +423,7 @@ impl LiveCmd {
 }
 
 /// Sends the one `cmd_result` of a command.
-fn answer(hub: &App, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
+fn answer(hub: &Control, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
     let frame = ServerFrame::CmdResult {
         cmd_id: cmd.cmd_id.clone(),
         command: cmd.command.clone(),
@@ -405,13 +435,13 @@ fn answer(hub: &App, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
 }
 
 /// Runs one command body for a caller.
-pub async fn run_command(hub: &Arc<App>, caller: &Caller, body: &str) -> CmdOutcome {
+pub async fn run_command(hub: &Arc<Control>, caller: &Caller, body: &str) -> CmdOutcome {
     run_command_with(hub, caller, body, None, None).await
 }
 
 /// Runs one parsed command for a caller (a door that built the command itself, e.g. MCP's
 /// `skill_NAME` tools, so no value it carries is re-parsed as command text).
-pub async fn run_parsed(hub: &Arc<App>, caller: &Caller, cmd: &Command) -> CmdOutcome {
+pub async fn run_parsed(hub: &Arc<Control>, caller: &Caller, cmd: &Command) -> CmdOutcome {
     let interp = Interpreter::new(
         HubHost {
             hub: hub.clone(),
@@ -431,7 +461,7 @@ pub async fn run_parsed(hub: &Arc<App>, caller: &Caller, cmd: &Command) -> CmdOu
 /// Runs one command body; tasks it sends carry `parent` as their `parent_id` (the foreman's
 /// task), so the tree of work can be followed.
 pub async fn run_command_for(
-    hub: &Arc<App>,
+    hub: &Arc<Control>,
     caller: &Caller,
     body: &str,
     parent: Option<&str>,
@@ -442,7 +472,7 @@ pub async fn run_command_for(
 /// Runs one command body; with `live`, shell output streams to the tab as `cmd_output`
 /// frames, all of them sent before this returns (so before the command's `cmd_result`).
 async fn run_command_with(
-    hub: &Arc<App>,
+    hub: &Arc<Control>,
     caller: &Caller,
     body: &str,
     parent: Option<&str>,
@@ -476,7 +506,7 @@ async fn run_command_with(
 /// A flow's `command:` node: runs with the master's authority (the person wrote the flow),
 /// its variables in a scope of their own, still under the exec policy.
 pub async fn run_flow_command(
-    hub: &Arc<App>,
+    hub: &Arc<Control>,
     master: Option<&str>,
     call: &CommandCall,
 ) -> Result<String, String> {
@@ -508,7 +538,7 @@ pub async fn run_flow_command(
 
 /// The interpreter's view of the hub.
 struct HubHost {
-    hub: Arc<App>,
+    hub: Arc<Control>,
     /// The task on whose behalf commands run (a foreman's), for subtasks' `parent_id`.
     parent: Option<String>,
     /// Where live shell output goes: the tab whose command this is (None: nowhere, e.g. a
@@ -668,7 +698,7 @@ impl Host for HubHost {
     }
 
     async fn mcp(&self, caller: &Caller, request: McpRequest) -> Result<String, HostError> {
-        let clients = &self.hub.mcp.clients;
+        let clients = &self.hub.mcp;
         match request {
             McpRequest::List => clients.list(&caller.client_id).await,
             McpRequest::Use { server, tool, args } => {
@@ -692,11 +722,11 @@ impl Host for HubHost {
         // Planning waits for the planner tab's answers: the only verbs that are async.
         let planned = match &request {
             FlowRequest::Manager(ManagerCmd::Plan(goal)) => {
-                Some(crate::planner::plan(&self.hub, &caller.client_id, goal).await)
+                Some(crate::planner::plan(&self.hub.planner, &caller.client_id, goal).await)
             }
-            FlowRequest::Manager(ManagerCmd::Modify { id, feedback }) => {
-                Some(crate::planner::modify(&self.hub, &caller.client_id, id, feedback).await)
-            }
+            FlowRequest::Manager(ManagerCmd::Modify { id, feedback }) => Some(
+                crate::planner::modify(&self.hub.planner, &caller.client_id, id, feedback).await,
+            ),
             _ => None,
         };
         if let Some(r) = planned {
@@ -709,7 +739,7 @@ impl Host for HubHost {
 /// `agent …` and `done` (SPEC §17): agents are made and kept in the store, their sessions run
 /// in the loop service (`crate::agent_loop`).
 async fn agent_verb(
-    hub: &Arc<App>,
+    hub: &Arc<Control>,
     caller: &Caller,
     cmd: crate::commands::agent::AgentCmd<String>,
 ) -> Result<String, String> {
@@ -824,7 +854,7 @@ fn whose<'a>(name: &'a Option<String>, caller: &'a Caller) -> crate::agent_loop:
 }
 
 /// `agent status [NAME]`: sessions now and lately, newest first.
-fn agent_status(hub: &App, name: Option<&str>) -> String {
+fn agent_status(hub: &Control, name: Option<&str>) -> String {
     let views: Vec<_> = hub
         .loops
         .sessions()
@@ -862,7 +892,7 @@ fn agent_status(hub: &App, name: Option<&str>) -> String {
 
 /// The primer of a tab (SPEC §17): its role card's `system_prompt`, then what it may do now.
 pub fn primer(
-    hub: &App,
+    hub: &Control,
     tab: &Arc<Client>,
     agent: Option<&crate::agents::store::AgentRecord>,
     limits: &crate::agents::session::Limits,
@@ -948,7 +978,7 @@ fn skill_params(schema: &serde_json::Value) -> Vec<String> {
 /// `?<role …>!` for one tab (also the dashboard's role/group change): a role card wins, the
 /// new role and group are kept and the tab gets a fresh `welcome`.
 pub fn set_tab_role(
-    hub: &App,
+    hub: &Control,
     client_id: &str,
     role: Role,
     group: Option<String>,
@@ -992,7 +1022,7 @@ fn role_from_cmd(r: CmdRole) -> Role {
 
 /// `manager …` and `flow …` verbs.
 fn manager(
-    hub: &Arc<App>,
+    hub: &Arc<Control>,
     caller: &Caller,
     request: FlowRequest,
 ) -> Result<String, crate::runner::RunError> {
@@ -1044,19 +1074,21 @@ fn manager(
         ManagerCmd::Resume(n) => runner.control(&n, RunControl::Resume),
         ManagerCmd::Stop(n) => runner.control(&n, RunControl::Stop("stopped by the master".into())),
         ManagerCmd::Status(n) => runner.status(hub, &n),
-        ManagerCmd::Show(n) if n.starts_with("plan-") => plan_verb(crate::planner::show(hub, &n)),
+        ManagerCmd::Show(n) if n.starts_with("plan-") => {
+            plan_verb(crate::planner::show(&hub.planner, &n))
+        }
         ManagerCmd::Show(n) => {
             let (flow, _) = Runner::load_flow(hub, &n)?;
             Ok(crate::flows::render::text(&flow))
         }
         ManagerCmd::Approve { id, params } => plan_verb(crate::planner::approve(
-            hub,
+            &hub.planner,
             master,
             &id,
             params.into_iter().collect(),
         )),
-        ManagerCmd::Reject(id) => plan_verb(crate::planner::reject(hub, &id)),
-        ManagerCmd::Save { id, name } => plan_verb(crate::planner::save(hub, &id, &name)),
+        ManagerCmd::Reject(id) => plan_verb(crate::planner::reject(&hub.planner, &id)),
+        ManagerCmd::Save { id, name } => plan_verb(crate::planner::save(&hub.planner, &id, &name)),
         ManagerCmd::Why { run, node } => {
             crate::pick::why(&hub.asks.pick, &run, &node).map_err(RunError::Other)
         }
@@ -1082,7 +1114,7 @@ fn manager(
             for n in names {
                 out.push_str(&format!("  {n}\n"));
             }
-            out.push_str(&crate::planner::list(hub));
+            out.push_str(&crate::planner::list(&hub.planner));
             let runs = runner.list();
             if !runs.is_empty() {
                 out.push_str("运行中 / runs in progress:\n");
@@ -1158,7 +1190,10 @@ fn chain_to_yaml(name: &str, chain: &str) -> String {
 }
 
 /// Reads a flow file named in a command: relative, inside the working directory.
-fn read_flow_file(hub: &App, path: &std::path::Path) -> Result<String, crate::runner::RunError> {
+fn read_flow_file(
+    hub: &Control,
+    path: &std::path::Path,
+) -> Result<String, crate::runner::RunError> {
     use crate::runner::RunError;
     if path.is_absolute()
         || path
@@ -1183,7 +1218,7 @@ fn read_flow_file(hub: &App, path: &std::path::Path) -> Result<String, crate::ru
 
 /// Exports go under `data_dir/exports`, whatever path was asked for (file name kept).
 fn export_path(
-    hub: &App,
+    hub: &Control,
     path: &std::path::Path,
 ) -> Result<std::path::PathBuf, crate::runner::RunError> {
     let name = path

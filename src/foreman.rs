@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use minijinja::{context, Environment};
 
-use crate::app::App;
 use crate::commands::permissions::Source;
 use crate::commands::scanner::scan_text;
+use crate::control::Control;
 use crate::hub::registry::Client;
 use crate::hub::tasks::{TaskError, TaskRequest};
 use crate::hub::HubEvent;
@@ -29,7 +29,7 @@ pub const DEFAULT_FOLLOWUP: &str = "工人们的回答 / Your workers answered:\
 
 /// Runs one task through a foreman. `req.task_id` is the idempotency key of the whole cycle.
 pub async fn cycle(
-    hub: &Arc<App>,
+    hub: &Arc<Control>,
     foreman: &Arc<Client>,
     req: TaskRequest,
 ) -> Result<String, TaskError> {
@@ -50,7 +50,11 @@ pub async fn cycle(
     }
 }
 
-async fn run(hub: &Arc<App>, foreman: &Arc<Client>, req: TaskRequest) -> Result<String, TaskError> {
+async fn run(
+    hub: &Arc<Control>,
+    foreman: &Arc<Client>,
+    req: TaskRequest,
+) -> Result<String, TaskError> {
     let info = foreman.info();
     let card = hub.commands.card_for(foreman);
     let card = card.as_ref();

@@ -26,6 +26,7 @@ pub mod flows;
 pub mod foreman;
 pub mod hub;
 pub mod mcp;
+pub mod mcp_client;
 pub mod memory;
 pub mod pick;
 pub mod planner;

@@ -14,20 +14,11 @@ use std::path::{Path, PathBuf};
 
 /// Circles known and owned elsewhere, each as its sorted members. Each entry must still
 /// exist (a stale exception fails too).
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    // Issue 26, not done yet: the command host (`control`, where the agent loop is being
-    // built) and the foreman cycle, which runs its commands through it, still take `&App`
-    // (see KNOWN_CLIMBS). Removed when they take their own handles from `app`.
-    &["app", "control", "foreman"],
-];
+const KNOWN_CIRCLES: &[&[&str]] = &[];
 
 /// Arrows that still climb the layer table, each with what removes it; the test fails once
 /// one is gone (then delete it here).
-const KNOWN_CLIMBS: &[(&str, &str)] = &[
-    // Issue 26: these take `&App` instead of the handles they use.
-    ("control", "app"),
-    ("foreman", "app"),
-];
+const KNOWN_CLIMBS: &[(&str, &str)] = &[];
 
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 

@@ -343,7 +343,7 @@ async fn the_command_language_uses_a_real_third_party_server() {
         .unwrap()
         .contains("get_current_time"));
     // One child, in its own process group, killed at shutdown.
-    let pgids = h.hub().mcp.clients.pgids();
+    let pgids = h.hub().control.mcp.pgids();
     assert_eq!(pgids.len(), 1);
     let pgid = pgids[0];
     assert_ne!(pgid, unsafe { libc::getpgrp() });
@@ -391,7 +391,7 @@ async fn an_mcp_command_in_a_workers_reply_is_refused_and_starts_nothing() {
     );
     assert!(r["result"]["output"].as_str().unwrap().contains("mcp.json"));
     assert!(!marker.exists(), "no server may start");
-    assert_eq!(h.hub().mcp.clients.children(), 0);
+    assert_eq!(h.hub().control.mcp.children(), 0);
     // The person typing in the same worker tab has the person's authority.
     have_time_server();
     let r = worker

@@ -243,7 +243,7 @@ async fn a_lost_worker_is_replaced_within_its_group() {
     let cycle = tokio::spawn(async move {
         let mut req = aicard::hub::tasks::TaskRequest::new("build it", Duration::from_secs(20));
         req.task_id = Some("run/n/0/1".into());
-        aicard::foreman::cycle(&hub, &fm_client, req).await
+        aicard::foreman::cycle(&hub.control, &fm_client, req).await
     });
     // Kill the silent worker once its subtask reached it.
     tokio::time::timeout(WAIT, async {

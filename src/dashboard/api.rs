@@ -169,7 +169,7 @@ pub async fn set_role(
         other => return error(StatusCode::BAD_REQUEST, format!("unknown role `{other}`")),
     };
     let group = body.group.filter(|g| !g.trim().is_empty());
-    match (hub.set_role)(&id, role, group) {
+    match crate::control::set_tab_role(&hub.control, &id, role, group) {
         Ok(msg) => {
             let _ = hub.events.send(crate::hub::HubEvent::Connected(id));
             Json(json!({"ok": true, "message": msg})).into_response()

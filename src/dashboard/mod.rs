@@ -28,7 +28,6 @@ use rand::RngCore;
 use crate::ask::Asks;
 use crate::hub::{auth, Hub};
 use crate::planner::Planner;
-use crate::protocol::Role;
 use crate::runner::Runner;
 
 /// What the dashboard's handlers reach, the state of its routes: built by `app` from the
@@ -45,14 +44,9 @@ pub struct Door {
     pub planner: Arc<Planner>,
     /// Agents' sessions: the Agents page and its Stop.
     pub loops: Arc<crate::agent_loop::Loops>,
-    /// A tab's role and group, set as `?<role …>!` sets them (the command host's, wired by
-    /// `app`).
-    pub set_role: SetRole,
+    /// The command host: a tab's role and group are set as `?<role …>!` sets them.
+    pub control: Arc<crate::control::Control>,
 }
-
-/// See [`Door::set_role`]: the tab's id, its new role and group; the message for the person,
-/// or why not.
-pub type SetRole = Box<dyn Fn(&str, Role, Option<String>) -> Result<String, String> + Send + Sync>;
 
 impl std::ops::Deref for Door {
     type Target = Hub;

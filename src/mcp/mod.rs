@@ -1,18 +1,16 @@
-//! MCP both ways (SPEC §11), and the only module that names `rmcp` (pinned `~3.11`): its next
+//! The MCP door (SPEC §11), with `mcp_client` the only modules that name `rmcp` (pinned `~3.11`): its next
 //! major version touches this directory only.
 //!
 //! - **Server**: [`server::HubTools`], one handler with seven tools over the tabs, served at
 //!   `/mcp` on the hub's port (Streamable HTTP; Host, Origin and the bearer token checked
 //!   before rmcp sees the request) and by `aicard mcp` on stdio ([`relay`]), which relays to
 //!   the running hub. [`runs`] holds the runs behind `ask`, `fan_out` and `run_flow`.
-//! - **Client**: [`client::Clients`], the servers of `mcp.json` ([`config`]) for
-//!   `?<mcp list>!`, `?<mcp use …>!` and flow nodes `mcp:`.
+//! - **Client**: the servers of `mcp.json` for `?<mcp list>!`, `?<mcp use …>!` and flow
+//!   nodes `mcp:` are [`crate::mcp_client`], below the command host.
 //! - **Skills**: a [`ToolSource`] set with [`McpState::set_skills`] shows up as
 //!   `skill_NAME` tools after the seven; the hub plugs in [`skills::SkillTools`], the
 //!   skills of `skills/`.
 
-pub mod client;
-pub mod config;
 pub mod doctor;
 pub mod relay;
 pub mod runs;
@@ -20,7 +18,6 @@ pub mod server;
 pub mod skills;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
@@ -80,35 +77,14 @@ pub trait ToolSource: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + '_>>;
 }
 
-/// The MCP share of a hub.
+/// The MCP door's share of a hub: the runs behind its tools and the `skill_NAME` tools.
+#[derive(Default)]
 pub struct McpState {
     pub runs: Arc<runs::Runs>,
-    pub clients: client::Clients,
     skills: RwLock<Option<Arc<dyn ToolSource>>>,
 }
 
 impl McpState {
-    pub fn new(config: &crate::config::HubConfig) -> McpState {
-        let path = config
-            .mcp_config
-            .clone()
-            .unwrap_or_else(|| config.data_dir.join("mcp.json"));
-        if let Ok(c) = config::load(&path) {
-            if !c.servers.is_empty() {
-                tracing::info!(servers = c.servers.len(), file = %path.display(), "MCP servers configured");
-            }
-        }
-        McpState {
-            runs: Arc::new(runs::Runs::default()),
-            clients: client::Clients::new(
-                path,
-                config.data_dir.join("workspace"),
-                crate::exec::DEFAULT_TIMEOUT,
-            ),
-            skills: RwLock::new(None),
-        }
-    }
-
     /// Plugs in the `skill_NAME` tools.
     pub fn set_skills(&self, source: Arc<dyn ToolSource>) {
         *self.skills.write().unwrap_or_else(|p| p.into_inner()) = Some(source);
@@ -120,17 +96,10 @@ impl McpState {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
-
-    /// The hub is stopping: kill every MCP server it started.
-    pub fn shutdown(&self) {
-        self.clients.shutdown();
-    }
 }
 
 /// The path of `mcp.json` in a data dir.
-pub fn default_config_path(data_dir: &std::path::Path) -> PathBuf {
-    data_dir.join("mcp.json")
-}
+pub use crate::mcp_client::default_config_path;
 
 /// `/mcp`: Streamable HTTP, behind the hub's checks.
 pub fn routes(hub: Arc<Door>) -> Router {

@@ -11,35 +11,25 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::{ExtraTool, ToolSource};
 use crate::commands::ast::{Command, Role as CmdRole, SkillCmd};
 use crate::commands::permissions::{Caller, Source};
-use crate::skills::SkillSet;
+use crate::control::Control;
 
 /// The caller id (and variable scope) of MCP skill calls.
 pub const CALLER: &str = "mcp";
 
-/// The hub's skills, as a [`ToolSource`]: the set loaded now, and the command host that
-/// runs a `skill` command (both wired by `app`, which owns the command host).
+/// The hub's skills, as a [`ToolSource`]: the set the command host loaded now, each call run
+/// by it as the `skill` command.
 pub struct SkillTools {
-    skills: Box<dyn Fn() -> Option<Arc<SkillSet>> + Send + Sync>,
-    run: RunCommand,
+    control: Arc<Control>,
 }
 
-/// Runs one command as `caller`: its output, `Err` when it failed.
-pub type RunCommand =
-    Box<dyn Fn(Caller, Command) -> BoxFuture<'static, Result<String, String>> + Send + Sync>;
-
 impl SkillTools {
-    /// `skills` gives the set loaded now (`None` once the hub stops); `run` runs a command.
-    pub fn new(
-        skills: Box<dyn Fn() -> Option<Arc<SkillSet>> + Send + Sync>,
-        run: RunCommand,
-    ) -> SkillTools {
-        SkillTools { skills, run }
+    pub fn new(control: Arc<Control>) -> SkillTools {
+        SkillTools { control }
     }
 }
 
@@ -55,9 +45,7 @@ fn arg_text(v: &Value) -> String {
 
 impl ToolSource for SkillTools {
     fn tools(&self) -> Vec<ExtraTool> {
-        let Some(set) = (self.skills)() else {
-            return Vec::new();
-        };
+        let set = self.control.commands.skills.get();
         set.skills
             .iter()
             .map(|s| {
@@ -92,7 +80,11 @@ impl ToolSource for SkillTools {
             };
             let caller = Caller::new(CALLER, CmdRole::Master, None, Source::UserInput);
             let cmd = Command::Skill(SkillCmd::Run { name, args });
-            (self.run)(caller, cmd).await
+            let out = crate::control::run_parsed(&self.control, &caller, &cmd).await;
+            match out.success {
+                true => Ok(out.output),
+                false => Err(out.output),
+            }
         })
     }
 }

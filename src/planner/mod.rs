@@ -61,24 +61,6 @@ impl Planner {
     }
 }
 
-/// Whatever holds the planner: the planner itself, or what owns one (the command host still
-/// reaches it through the app that owns it).
-pub trait Planning {
-    fn planning(&self) -> &Planner;
-}
-
-impl Planning for Planner {
-    fn planning(&self) -> &Planner {
-        self
-    }
-}
-
-impl<T: Planning + ?Sized> Planning for Arc<T> {
-    fn planning(&self) -> &Planner {
-        (**self).planning()
-    }
-}
-
 /// Why a planner verb failed; shown to the person.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -140,11 +122,7 @@ fn online(p: &Planner, target: &str) -> bool {
 }
 
 /// Checks plan text against the flow rules and what is online now.
-pub fn check_plan(
-    hub: &(impl Planning + ?Sized),
-    text: &str,
-) -> Result<crate::flows::Flow, Vec<check::Problem>> {
-    let p = hub.planning();
+pub fn check_plan(p: &Planner, text: &str) -> Result<crate::flows::Flow, Vec<check::Problem>> {
     let names = catalog(p).targets();
     check::check(text, &|t| online(p, t), &names)
 }
@@ -192,12 +170,7 @@ fn new_id() -> String {
 
 /// `manager plan GOAL`: a draft for the master `master` (a client id), from the cache when
 /// the same goal was planned against the same tabs.
-pub async fn plan(
-    hub: &(impl Planning + ?Sized),
-    master: &str,
-    goal: &str,
-) -> Result<String, PlanError> {
-    let p = hub.planning();
+pub async fn plan(p: &Planner, master: &str, goal: &str) -> Result<String, PlanError> {
     let goal = goal.trim();
     if goal.is_empty() {
         return Err(PlanError::Other(
@@ -241,12 +214,11 @@ pub async fn plan(
 
 /// `manager modify ID: FEEDBACK`: re-plans with the feedback; the earlier draft stays readable.
 pub async fn modify(
-    hub: &(impl Planning + ?Sized),
+    p: &Planner,
     master: &str,
     id: &str,
     feedback: &str,
 ) -> Result<String, PlanError> {
-    let p = hub.planning();
     let old = open_draft(p, id)?;
     let cat = catalog(p);
     let first = prompt::planning(&old.goal, &cat, Some((&old.yaml, feedback)));
@@ -399,12 +371,11 @@ pub fn present(d: &Draft) -> Result<String, PlanError> {
 /// `manager approve ID [key=value…]`: the draft becomes `approved` in the store, then its
 /// run starts (never the other way round).
 pub fn approve(
-    hub: &(impl Planning + ?Sized),
+    p: &Planner,
     master: Option<String>,
     id: &str,
     inputs: BTreeMap<String, String>,
 ) -> Result<String, PlanError> {
-    let p = hub.planning();
     let d = open_draft(p, id)?;
     let flow = crate::flows::load_str(&format!("{id}.yaml"), &d.yaml)
         .map_err(|_| PlanError::Other(format!("草案 {id} 无法加载 / draft {id} does not load")))?;
@@ -432,8 +403,7 @@ pub fn approve(
 }
 
 /// `manager reject ID`.
-pub fn reject(hub: &(impl Planning + ?Sized), id: &str) -> Result<String, PlanError> {
-    let p = hub.planning();
+pub fn reject(p: &Planner, id: &str) -> Result<String, PlanError> {
     open_draft(p, id)?;
     if p.drafts.decide(id, DraftState::Rejected, None, now_ms())? {
         Ok(format!(
@@ -450,8 +420,7 @@ pub fn reject(hub: &(impl Planning + ?Sized), id: &str) -> Result<String, PlanEr
 
 /// `manager save ID as NAME`: writes `flows/NAME.yaml` (its `name:` set to NAME). An existing
 /// file is never overwritten.
-pub fn save(hub: &(impl Planning + ?Sized), id: &str, name: &str) -> Result<String, PlanError> {
-    let p = hub.planning();
+pub fn save(p: &Planner, id: &str, name: &str) -> Result<String, PlanError> {
     let d = p
         .drafts
         .get(id)?
@@ -504,8 +473,7 @@ fn rename(yaml: &str, name: &str) -> String {
 }
 
 /// `manager show plan-…`: the draft, whatever its state.
-pub fn show(hub: &(impl Planning + ?Sized), id: &str) -> Result<String, PlanError> {
-    let p = hub.planning();
+pub fn show(p: &Planner, id: &str) -> Result<String, PlanError> {
     let d = p
         .drafts
         .get(id)?
@@ -516,8 +484,7 @@ pub fn show(hub: &(impl Planning + ?Sized), id: &str) -> Result<String, PlanErro
 }
 
 /// The drafts part of `manager list`.
-pub fn list(hub: &(impl Planning + ?Sized)) -> String {
-    let p = hub.planning();
+pub fn list(p: &Planner) -> String {
     let drafts = p.drafts.recent(20).unwrap_or_default();
     if drafts.is_empty() {
         return String::new();
