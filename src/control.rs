@@ -939,13 +939,25 @@ pub fn primer(
     let memory_block = memory_scope
         .as_deref()
         .and_then(|s| hub.commands.memory.block(&[s]).ok().flatten());
+    let mcp_tools: Vec<String> = hub
+        .mcp
+        .catalogue()
+        .into_iter()
+        // An agent sees only the servers its tools name (`mcp:SERVER`).
+        .filter(|t| {
+            let server = t.split('/').next().unwrap_or_default();
+            tools.as_ref().is_none_or(|ts| {
+                ts.contains(&crate::commands::agent::Tool::Mcp(server.to_string()))
+            })
+        })
+        .collect();
     build(&Facts {
         system_prompt: card.and_then(|c| c.instructions),
         permissions: Some(permissions),
         tools,
         tabs,
         skills,
-        mcp_tools: Vec::new(),
+        mcp_tools,
         memory_scope,
         memory_block,
         max_rounds: limits.max_rounds,

@@ -36,6 +36,9 @@ pub struct Clients {
     conns: tokio::sync::Mutex<HashMap<String, Arc<Conn>>>,
     /// Stdio children by server name, killed on shutdown (outside any async lock).
     services: Mutex<HashMap<String, exec::Service>>,
+    /// The tool names each server listed when it last connected, for the agent primer
+    /// (which must not start a server to say what there is).
+    seen: Mutex<HashMap<String, Vec<String>>>,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -51,6 +54,7 @@ impl Clients {
             timeout,
             conns: tokio::sync::Mutex::new(HashMap::new()),
             services: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
             closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -84,6 +88,29 @@ impl Clients {
             ));
         }
         Ok(s)
+    }
+
+    /// What the servers offer, without starting any: `server/tool` for each tool a server
+    /// listed when it last connected, `server/*` for an enabled server not connected yet
+    /// (`?<mcp list>!` shows its tools). Empty when there is no config.
+    pub fn catalogue(&self) -> Vec<String> {
+        let Ok(c) = self.config() else {
+            return Vec::new();
+        };
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for (name, server) in &c.servers {
+            if server.disabled {
+                continue;
+            }
+            match seen.get(name) {
+                Some(tools) if !tools.is_empty() => {
+                    out.extend(tools.iter().map(|t| format!("{name}/{t}")))
+                }
+                _ => out.push(format!("{name}/*")),
+            }
+        }
+        out
     }
 
     /// Process group ids of the stdio children alive now.
@@ -199,6 +226,10 @@ impl Clients {
                     return Err(format!("`{name}`: tools/list timed out"));
                 }
             };
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            name.clone(),
+            tools.iter().map(|t| t.name.to_string()).collect(),
+        );
         let conn = Arc::new(Conn { client, tools });
         conns.insert(name, conn.clone());
         Ok(conn)
@@ -445,4 +476,36 @@ fn render(r: &CallToolResult) -> String {
         text.push_str("\n…[输出已截断 / output truncated]");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalogue_names_tools_seen_and_servers_not_started_without_starting_any() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.json");
+        let clients = Clients::new(path.clone(), dir.path().into(), Duration::from_secs(5));
+        assert!(clients.catalogue().is_empty(), "no config, nothing offered");
+        std::fs::write(
+            &path,
+            r#"{"mcpServers": {
+                "time": {"command": "uvx", "args": ["mcp-server-time"]},
+                "files": {"command": "npx", "args": ["server-filesystem"]},
+                "off": {"command": "x", "disabled": true}
+            }}"#,
+        )
+        .unwrap();
+        assert_eq!(clients.catalogue(), vec!["files/*", "time/*"]);
+        clients.seen.lock().unwrap().insert(
+            "time".into(),
+            vec!["get_current_time".into(), "convert_time".into()],
+        );
+        assert_eq!(
+            clients.catalogue(),
+            vec!["files/*", "time/get_current_time", "time/convert_time"]
+        );
+        assert_eq!(clients.children(), 0, "listing started nothing");
+    }
 }
