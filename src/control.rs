@@ -1062,7 +1062,7 @@ fn manager(
                     "用 ?<manager run NAME>! 启动流程 / start a flow with ?<manager run NAME>!"
                         .into(),
                 )),
-                (FlowAction::Status, Some(id)) => runner.status(hub, &id),
+                (FlowAction::Status, Some(id)) => runner.status(&id),
                 (_, None) => Err(RunError::NotRunning("(this tab)".into())),
                 (FlowAction::Pause, Some(id)) => runner.control(&id, RunControl::Pause),
                 (FlowAction::Resume, Some(id)) => runner.control(&id, RunControl::Resume),
@@ -1079,13 +1079,13 @@ fn manager(
             params,
         } => {
             let inputs: BTreeMap<String, String> = params.into_iter().collect();
-            let id = runner.start(hub, &name, master, inputs, from_node)?;
+            let id = runner.start(&name, master, inputs, from_node)?;
             Ok(format!("已启动 / started {id}"))
         }
         ManagerCmd::Pause(n) => runner.control(&n, RunControl::Pause),
         ManagerCmd::Resume(n) => runner.control(&n, RunControl::Resume),
         ManagerCmd::Stop(n) => runner.control(&n, RunControl::Stop("stopped by the master".into())),
-        ManagerCmd::Status(n) => runner.status(hub, &n),
+        ManagerCmd::Status(n) => runner.status(&n),
         ManagerCmd::Show(n) if n.starts_with("plan-") => {
             plan_verb(crate::planner::show(&hub.planner, &n))
         }

@@ -162,29 +162,29 @@ impl Runner {
     /// Starts flow `name` for `master` (the tab that asked); returns the run id.
     pub fn start(
         &self,
-        hub: &Hub,
         name: &str,
         master: Option<String>,
         inputs: BTreeMap<String, String>,
         from_node: Option<String>,
     ) -> Result<String, RunError> {
+        let hub = &self.hub;
         if self.runs.len() >= hub.config.limits.max_runs {
             return Err(RunError::TooManyRuns(hub.config.limits.max_runs));
         }
         let (flow, source) = Self::load_flow(hub, name)?;
-        self.start_flow(hub, flow, source, master, inputs, from_node)
+        self.start_flow(flow, source, master, inputs, from_node)
     }
 
     /// Starts an already validated flow (e.g. an approved plan draft); returns the run id.
     pub fn start_flow(
         &self,
-        hub: &Hub,
         flow: Flow,
         source: String,
         master: Option<String>,
         inputs: BTreeMap<String, String>,
         from_node: Option<String>,
     ) -> Result<String, RunError> {
+        let hub = &self.hub;
         if self.runs.len() >= hub.config.limits.max_runs {
             return Err(RunError::TooManyRuns(hub.config.limits.max_runs));
         }
@@ -196,7 +196,7 @@ impl Runner {
         let flow = Arc::new(flow);
         let mut state = RunState::new(flow.clone(), run_id.clone(), inputs)?;
         if let Some(node) = &from_node {
-            let prior = self.prior_outputs(hub, &flow.name);
+            let prior = self.prior_outputs(&flow.name);
             state = state.from_node(node, prior)?;
         }
         let now = now_ms();
@@ -223,7 +223,8 @@ impl Runner {
     }
 
     /// Outputs of the latest finished run of a flow (for `--from-node`).
-    fn prior_outputs(&self, hub: &Hub, flow: &str) -> BTreeMap<String, String> {
+    fn prior_outputs(&self, flow: &str) -> BTreeMap<String, String> {
+        let hub = &self.hub;
         let runs = hub
             .store
             .runs_in(&["completed", "failed", "stopped"])
@@ -375,7 +376,8 @@ impl Runner {
     }
 
     /// Per-node state, tabs and durations of a run (in progress, or the latest finished).
-    pub fn status(&self, hub: &Hub, name_or_id: &str) -> Result<String, RunError> {
+    pub fn status(&self, name_or_id: &str) -> Result<String, RunError> {
+        let hub = &*self.hub;
         if let Some(id) = self.find(name_or_id) {
             if let Some(run) = self.runs.get(&id) {
                 let v = run.view.lock().unwrap_or_else(|p| p.into_inner());

@@ -259,7 +259,7 @@ async fn a_models_thinking_streams_as_reasoning_content_never_as_content() {
     let status = h
         .hub()
         .runner
-        .status(h.hub(), id)
+        .status(id)
         .expect("shown like any run");
     assert!(status.contains("ask"), "{status}");
     let thinking: String = events

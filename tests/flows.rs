@@ -484,7 +484,6 @@ async fn a_run_killed_right_after_it_started_resumes() {
         .hub()
         .runner
         .start(
-            h.hub(),
             "par",
             Some(master.client_id.clone()),
             Default::default(),

@@ -75,7 +75,7 @@ pub(super) async fn complete(
     inputs.insert(input_name(&flow), req.last_user().to_string());
     let run_id = hub
         .runner
-        .start(&hub, name, None, inputs, None)
+        .start(name, None, inputs, None)
         .map_err(|e| match e {
             RunError::TooManyRuns(_) => ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,

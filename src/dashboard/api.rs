@@ -303,7 +303,7 @@ pub async fn start_run(
             }
         }
     }
-    match hub.runner.start(&hub, &name, None, body.inputs, None) {
+    match hub.runner.start(&name, None, body.inputs, None) {
         Ok(run_id) => (StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response(),
         Err(e @ crate::runner::RunError::NoSuchFlow(_)) => {
             error(StatusCode::NOT_FOUND, e.to_string())

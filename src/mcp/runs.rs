@@ -274,7 +274,7 @@ impl Runs {
         let key = key.map(|k| format!("run_flow:{k}"));
         self.keyed(key.as_deref(), || {
             let events = hub.events.subscribe();
-            let id = hub.runner.start(hub, name, None, inputs, None)?;
+            let id = hub.runner.start(name, None, inputs, None)?;
             let (tx, rx) = watch::channel(RunView::new(&id, 1));
             let cancel = CancellationToken::new();
             self.insert(&id, rx, cancel.clone());

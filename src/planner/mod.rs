@@ -388,7 +388,7 @@ pub fn approve(
     }
     match p
         .runner
-        .start_flow(&p.hub, flow, d.yaml.clone(), master, inputs, None)
+        .start_flow(flow, d.yaml.clone(), master, inputs, None)
     {
         Ok(run_id) => {
             p.drafts.set_run(id, &run_id)?;
