@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::hub::registry::Client;
-use crate::hub::tasks::{TaskError, TaskRequest, Ticket};
+use crate::hub::tasks::{Outcome, TaskError, TaskRequest, Ticket};
 use crate::hub::Hub;
 use crate::pick::Picker;
 use crate::protocol::{Prompt, Role, ServerFrame};
@@ -246,6 +246,19 @@ impl Asks {
             crate::pick::on_task_error(&self.pick, tab, e);
         }
         result
+    }
+
+    /// Asks a tab already chosen a task and waits for the whole outcome (the answer and when
+    /// its first chunk came). The caller counts a failure against the tab (the runner does,
+    /// once for the foreman's two turns and a worker's one).
+    pub async fn ask_outcome(&self, tab: &Arc<Client>, req: TaskRequest) -> Outcome {
+        self.hub.tasks.ask_outcome(tab, req).await
+    }
+
+    /// Submits a task to a tab already chosen (the API's admission lease picked it) and
+    /// hands back its ticket to wait on.
+    pub fn submit(&self, tab: &Arc<Client>, req: TaskRequest) -> Result<Ticket, TaskError> {
+        self.hub.tasks.submit(tab, req)
     }
 
     /// Asks one target and waits for its answer.

@@ -89,7 +89,7 @@ async fn run(
     );
     let mut first = req.clone();
     first.prompt = prompt.into();
-    let reply = hub.tasks.ask(foreman, first).await?;
+    let reply = hub.asks.ask_outcome(foreman, first).await.result?;
     let commands: Vec<String> = scan_text(&reply)
         .into_iter()
         .filter_map(Result::ok)
@@ -119,7 +119,7 @@ async fn run(
         context! { task => req.prompt, answers => answers.join("\n\n") },
     )
     .into();
-    hub.tasks.ask(foreman, second).await
+    hub.asks.ask_outcome(foreman, second).await.result
 }
 
 /// Renders a card template; a broken template falls back to the raw text plus the values.

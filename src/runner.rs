@@ -1031,7 +1031,7 @@ async fn dispatch(
     } else {
         match idle {
             Some(idle) => ask_with_idle(&hub, &client, req, idle).await,
-            None => hub.tasks.ask_outcome(&client, req).await,
+            None => hub.asks.ask_outcome(&client, req).await,
         }
     };
     if let Err(e) = &result {
@@ -1059,7 +1059,7 @@ async fn ask_with_idle(
     idle: Duration,
 ) -> Outcome {
     let key = req.task_id.clone().unwrap_or_default();
-    let ask = hub.tasks.ask_outcome(client, req);
+    let ask = hub.asks.ask_outcome(client, req);
     tokio::pin!(ask);
     let started = now_ms();
     loop {

@@ -256,11 +256,7 @@ async fn a_models_thinking_streams_as_reasoning_content_never_as_content() {
         journal.contains("\"run_completed\"") && journal.contains("Answer done."),
         "{journal}"
     );
-    let status = h
-        .hub()
-        .runner
-        .status(id)
-        .expect("shown like any run");
+    let status = h.hub().runner.status(id).expect("shown like any run");
     assert!(status.contains("ask"), "{status}");
     let thinking: String = events
         .iter()

@@ -8,6 +8,8 @@
 //! `super::…` inside the hub), and draws an arrow between the modules they name: the
 //! top-level modules, and the hub's own submodules (`hub::registry`, `hub::tasks`, …).
 //! Comments are left out, so a doc link is no arrow; code under `#[cfg(test)]` counts.
+//! The same paths, one folder at a time, tie its files and subfolders: no circle there either
+//! (`api/chat.rs` → `api/flow.rs` → `api/chat.rs` would fail).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -182,8 +184,8 @@ fn named_paths(code: &str, me: &[String]) -> Vec<Vec<String>> {
     found
 }
 
-/// `a::b::{c, d}` after a prefix → the paths prefix::a::b::c, prefix::a::b::d (two
-/// segments deep is all a node needs).
+/// `a::b::{c, d}` after a prefix → the paths prefix::a::b::c, prefix::a::b::d (four
+/// segments deep: enough for a node, and for a file two folders down).
 fn expand(rest: &str, prefix: Vec<String>) -> Vec<Vec<String>> {
     let mut path = prefix;
     let mut rest = rest;
@@ -205,7 +207,7 @@ fn expand(rest: &str, prefix: Vec<String>) -> Vec<Vec<String>> {
         path.push(id.to_string());
         rest = &rest[id.len()..];
         match rest.strip_prefix("::") {
-            Some(r) if path.len() < 3 => rest = r,
+            Some(r) if path.len() < 4 => rest = r,
             _ => return vec![path],
         }
     }
@@ -358,6 +360,61 @@ fn no_module_circles() {
     assert!(
         stale.is_empty(),
         "已不存在的例外 / known circles that are gone, delete them from KNOWN_CIRCLES: {stale:?}"
+    );
+}
+
+/// Inside each folder, its children (files and folders) as nodes: child → child it names →
+/// the files that name it. The folder's own `mod.rs` is left out: it declares its children,
+/// and they may use what it defines.
+fn sibling_graphs() -> BTreeMap<String, Graph> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut out: BTreeMap<String, Graph> = BTreeMap::new();
+    for file in files {
+        let Some(me) = module_of(&file) else { continue };
+        let text = std::fs::read_to_string(&file).expect("a source file is readable");
+        for path in named_paths(&code_only(&text), &me) {
+            let k = me.iter().zip(&path).take_while(|(a, b)| a == b).count();
+            if k >= me.len() || k >= path.len() {
+                continue; // the folder's mod.rs, or a path into the file itself
+            }
+            let folder = src().join(me[..k].join("/"));
+            let to = &path[k];
+            if !(folder.join(format!("{to}.rs")).is_file() || folder.join(to).is_dir()) {
+                continue; // an item the folder's mod.rs defines
+            }
+            let shown = file.strip_prefix(src()).unwrap_or(&file).display();
+            out.entry(me[..k].join("::"))
+                .or_default()
+                .entry(me[k].clone())
+                .or_default()
+                .entry(to.clone())
+                .or_default()
+                .insert(format!("src/{shown}"));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_file_circles_inside_a_folder() {
+    let graphs = sibling_graphs();
+    assert!(
+        graphs.contains_key("api") && graphs.contains_key("commands"),
+        "the folders were read: {:?}",
+        graphs.keys()
+    );
+    let mut found = Vec::new();
+    for (folder, g) in &graphs {
+        for c in circles(g) {
+            let at = if folder.is_empty() { "crate" } else { folder };
+            found.push(format!("{at}: {{{}}}: {}", c.join(", "), describe(g, &c)));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "同一目录下的文件互相引用成环 / files of one folder that name each other in a circle:\n{}",
+        found.join("\n")
     );
 }
 

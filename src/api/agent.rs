@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::chat::{Answer, Finish, Reply};
+use super::answer::{respond, Answer, Finish, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
 use super::Door;
@@ -94,5 +94,5 @@ pub(super) async fn complete(
     };
     let loops = hub.loops.clone();
     let answer: Answer = Box::pin(async move { loops.task(agent, &task).await.map_err(api_error) });
-    super::flow::respond(hub, req.stream, reply, answer, Box::new(guard)).await
+    respond(hub, req.stream, reply, answer, Box::new(guard)).await
 }

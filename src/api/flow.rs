@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use tokio::sync::mpsc;
+use axum::response::Response;
 
-use super::chat::{produce, sse_response, Answer, Finish, Reply};
+use super::answer::{respond, Answer, Finish, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
 use super::Door;
@@ -98,36 +97,6 @@ pub(super) async fn complete(
     };
     let answer: Answer = Box::pin(wait_run(hub.clone(), run_id));
     respond(hub, req.stream, reply, answer, Box::new(guard)).await
-}
-
-/// The answer of a request that is not one tab's prompt (a flow run, an agent's session):
-/// one object once it is there, or an event stream (headers now, keepalives until then).
-/// `job` is told the outcome; dropped unfinished (the client left), it stops the work.
-pub(super) async fn respond(
-    hub: Arc<Door>,
-    stream: bool,
-    reply: Reply,
-    answer: Answer,
-    mut job: Box<dyn Finish>,
-) -> Result<Response, ApiError> {
-    if !stream {
-        let r = answer.await;
-        job.finish(r.as_deref());
-        return Ok(axum::Json(reply.object(&r?)).into_response());
-    }
-    let (tx, rx) = mpsc::channel(32);
-    let keepalive = hub.api.keepalive();
-    hub.tracker.spawn(produce(
-        hub.clone(),
-        reply,
-        None,
-        None,
-        answer,
-        job,
-        tx,
-        keepalive,
-    ));
-    Ok(sse_response(rx))
 }
 
 /// Waits for the run to end; its result, or why it has none.

@@ -9,6 +9,7 @@
 
 pub mod admission;
 mod agent;
+mod answer;
 mod chat;
 pub mod error;
 mod flow;

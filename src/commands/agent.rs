@@ -7,8 +7,8 @@
 
 use std::fmt;
 
-use super::ast::Template;
 use super::permissions::{Caller, Denied, Permissions};
+use super::template::Template;
 
 /// One `agent …` verb, or `done [TEXT]`. `T` is the text type: a [`Template`] as parsed, a
 /// `String` once the interpreter has expanded its `$var`s for the host.
@@ -200,7 +200,7 @@ pub fn tools_within(creator: &Caller, tools: &[Tool]) -> Result<(), Denied> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::ast::Role;
+    use crate::commands::permissions::Role;
     use crate::commands::permissions::Source;
 
     #[test]

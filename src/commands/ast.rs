@@ -6,6 +6,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
+pub use super::permissions::Role;
+pub use super::template::{Part, Template};
+
 /// One parsed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -132,93 +135,6 @@ impl fmt::Display for Target {
             Target::Role(r) => write!(f, "role:{r}"),
             Target::Group(g) => write!(f, "group:{g}"),
         }
-    }
-}
-
-/// A tab's role (SPEC §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// 总指挥: where the person works; may run everything.
-    Master,
-    /// 包工头: manages a group of workers.
-    Foreman,
-    /// 工人: answers tasks; its replies are data, not orders.
-    Worker,
-}
-
-impl Role {
-    /// Parse `master`, `foreman`, `worker` (case-insensitive).
-    pub fn parse(s: &str) -> Option<Role> {
-        match s.to_ascii_lowercase().as_str() {
-            "master" => Some(Role::Master),
-            "foreman" => Some(Role::Foreman),
-            "worker" => Some(Role::Worker),
-            _ => None,
-        }
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Master => "master",
-            Role::Foreman => "foreman",
-            Role::Worker => "worker",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Text with variable references; expanded at run time, and the values are never re-parsed.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Template {
-    /// Literal pieces and references, in order.
-    pub parts: Vec<Part>,
-}
-
-/// One piece of a [`Template`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Part {
-    /// Literal text.
-    Lit(String),
-    /// `$name`, `${name}` or `${node.output}`.
-    Var(String),
-}
-
-impl Template {
-    /// A template holding only literal text.
-    pub fn literal(text: impl Into<String>) -> Self {
-        let text = text.into();
-        if text.is_empty() {
-            return Self::default();
-        }
-        Self {
-            parts: vec![Part::Lit(text)],
-        }
-    }
-
-    /// The variable names referenced, in order.
-    pub fn vars(&self) -> impl Iterator<Item = &str> {
-        self.parts.iter().filter_map(|p| match p {
-            Part::Var(v) => Some(v.as_str()),
-            Part::Lit(_) => None,
-        })
-    }
-}
-
-impl fmt::Display for Template {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for p in &self.parts {
-            match p {
-                Part::Lit(s) => f.write_str(&s.replace('$', "\\$"))?,
-                Part::Var(v) => write!(f, "${{{v}}}")?,
-            }
-        }
-        Ok(())
     }
 }
 

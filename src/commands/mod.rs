@@ -14,4 +14,5 @@ pub mod lex;
 pub mod parser;
 pub mod permissions;
 pub mod scanner;
+pub mod template;
 pub mod vars;
