@@ -221,6 +221,10 @@ impl App {
                     .with_state(dashboard),
             )
             .merge(crate::mcp::routes(mcp))
+            .layer(axum::middleware::from_fn_with_state(
+                self.api.counters().clone(),
+                crate::api::metrics::count,
+            ))
     }
 
     /// Writes the memory turns counted from replies once a second (one transaction for all

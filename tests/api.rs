@@ -793,3 +793,156 @@ async fn a_flow_model_runs_the_flow_with_the_last_user_message_as_input() {
     assert_eq!(r.status(), 404);
     assert_eq!(json_of(r).await["error"]["code"], "model_not_found");
 }
+
+/// `/metrics` as a Prometheus parser reads it: `# TYPE` per family, samples by name.
+struct Exposition {
+    types: std::collections::BTreeMap<String, String>,
+    samples: Vec<(String, String, f64)>,
+}
+
+impl Exposition {
+    fn parse(text: &str) -> Exposition {
+        let mut types = std::collections::BTreeMap::new();
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, ty) = rest.split_once(' ').expect("# TYPE name type");
+                types.insert(name.to_string(), ty.to_string());
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let (series, value) = line.rsplit_once(' ').expect("a sample and its value");
+                let (name, labels) = match series.split_once('{') {
+                    Some((n, l)) => (n, l.trim_end_matches('}')),
+                    None => (series, ""),
+                };
+                let value: f64 = value.parse().unwrap_or_else(|_| panic!("a number: {line}"));
+                samples.push((name.to_string(), labels.to_string(), value));
+            }
+        }
+        Exposition { types, samples }
+    }
+
+    /// The one sample of `name` whose labels hold every one of `has` (0 when there is none).
+    fn value(&self, name: &str, has: &[&str]) -> f64 {
+        let found: Vec<f64> = self
+            .samples
+            .iter()
+            .filter(|(n, l, _)| n == name && has.iter().all(|h| l.contains(h)))
+            .map(|(_, _, v)| *v)
+            .collect();
+        assert!(found.len() <= 1, "{name} {has:?} matches {found:?}");
+        found.first().copied().unwrap_or(0.0)
+    }
+}
+
+async fn scrape(h: &TestHub) -> Exposition {
+    let r = http()
+        .get(h.http_url("/metrics"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    Exposition::parse(&text)
+}
+
+#[tokio::test]
+async fn metrics_are_typed_counters_grow_and_answer_times_fill_a_histogram() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let before = scrape(&h).await;
+    for (family, ty) in [
+        ("aicard_requests", "counter"),
+        ("aicard_answer_seconds", "histogram"),
+        ("aicard_cluster_batches_sent", "counter"),
+        ("aicard_webhook_delivered", "counter"),
+        ("aicard_webhook_backlog", "gauge"),
+        ("aicard_tab_answers", "counter"),
+        ("aicard_tab_up", "gauge"),
+        ("aicard_runs_active", "gauge"),
+    ] {
+        assert_eq!(
+            before.types.get(family).map(String::as_str),
+            Some(ty),
+            "{family}: {:?}",
+            before.types
+        );
+    }
+    assert_eq!(before.value("aicard_answer_seconds_count", &[]), 0.0);
+
+    // One answered prompt and one unknown model.
+    let req = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(chat_body("tab/w", "2+2?", false).to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    let task = recv_type(&mut ws, "task").await;
+    stream_answer(&mut ws, &task, &["4"], "4.").await;
+    assert_eq!(req.await.unwrap().status(), 200);
+    let missing = post(&h, &chat_body("gpt-4o", "hi", false), &[]).await;
+    assert_eq!(missing.status(), 404);
+
+    let after = scrape(&h).await;
+    // A family shows once it has a sample.
+    assert_eq!(
+        after.types.get("aicard_request_errors").map(String::as_str),
+        Some("counter")
+    );
+    let ok = ["door=\"v1\"", "status=\"200\""];
+    assert_eq!(
+        after.value("aicard_requests_total", &ok) - before.value("aicard_requests_total", &ok),
+        1.0
+    );
+    let lost = ["door=\"v1\"", "status=\"404\""];
+    assert_eq!(after.value("aicard_requests_total", &lost), 1.0);
+    assert_eq!(
+        after.value(
+            "aicard_request_errors_total",
+            &["door=\"v1\"", "class=\"4xx\""]
+        ),
+        1.0
+    );
+    // The first scrape itself was counted when it was answered.
+    assert!(
+        after.value(
+            "aicard_requests_total",
+            &["door=\"metrics\"", "status=\"200\""]
+        ) >= 1.0
+    );
+    assert_eq!(after.value("aicard_answer_seconds_count", &[]), 1.0);
+    let buckets: Vec<(f64, f64)> = after
+        .samples
+        .iter()
+        .filter(|(n, _, _)| n == "aicard_answer_seconds_bucket")
+        .map(|(_, l, v)| {
+            let le = l
+                .split("le=\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next())
+                .expect("a bucket has le");
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
+            (le, *v)
+        })
+        .collect();
+    assert!(buckets.len() >= 5, "{buckets:?}");
+    assert!(
+        buckets
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+        "bounds rise and counts never fall: {buckets:?}"
+    );
+    assert_eq!(buckets.last().unwrap(), &(f64::INFINITY, 1.0));
+    assert!(after.value("aicard_answer_seconds_sum", &[]) > 0.0);
+}

@@ -121,7 +121,7 @@ async fn a_tab_reported_parser_miss_counts_as_empty_and_the_site_is_flagged_ever
         .await
         .unwrap();
     assert!(
-        metrics.contains(r#"aicard_site_answers{site="deepseek",path="dom"} 4"#),
+        metrics.contains(r#"aicard_site_answers_total{site="deepseek",path="dom"} 4"#),
         "{metrics}"
     );
     assert!(

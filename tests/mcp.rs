@@ -103,6 +103,57 @@ async fn rmcp_client_gets_the_same_transcript_at_two_versions() {
 }
 
 #[tokio::test]
+async fn tools_say_what_they_do_and_bad_arguments_are_the_tools_error() {
+    let h = TestHub::start().await;
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let tools = c.list_all_tools().await.unwrap();
+    for t in tools.iter().filter(|t| TOOLS.contains(&t.name.as_ref())) {
+        let input = serde_json::to_string(&t.input_schema).unwrap();
+        assert!(!input.contains("\"format\""), "{}: {input}", t.name);
+        let a = t
+            .annotations
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} has annotations", t.name));
+        assert!(a.title.is_some(), "{}", t.name);
+        let out = t
+            .output_schema
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} has an outputSchema", t.name));
+        assert_eq!(out["type"], "object", "{}", t.name);
+    }
+    let by = |n: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == n)
+            .unwrap()
+            .annotations
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(by("list_tabs").read_only_hint, Some(true));
+    assert_eq!(by("get_run").read_only_hint, Some(true));
+    assert_eq!(by("ask").read_only_hint, Some(false));
+    assert_eq!(by("ask").destructive_hint, Some(false));
+    assert_eq!(by("run_flow").destructive_hint, Some(true));
+    // A wrong argument is the tool's answer, which the model can read and fix.
+    let (failed, text) = call_text(&c, "ask", json!({"target": "deepseek"})).await;
+    assert!(failed, "{text}");
+    assert!(text.contains("prompt") && text.contains("ask"), "{text}");
+    let (failed, text) = call_text(&c, "get_run", json!({"run_id": 7})).await;
+    assert!(failed && text.contains("get_run"), "{text}");
+    // An unknown tool stays a protocol error.
+    let p = CallToolRequestParams::new("no_such_tool".to_string());
+    let err = c.call_tool(p).await.expect_err("unknown tool");
+    assert!(
+        format!("{err:?}").contains("-32602")
+            || format!("{err:?}").contains("InvalidParams")
+            || format!("{err}").contains("no tool"),
+        "{err:?}"
+    );
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
 async fn a_slow_tab_beyond_wait_s_is_picked_up_with_get_run() {
     let h = TestHub::start().await;
     let (mut ws, _) = h.tab("kimi", Some("slow")).await;

@@ -333,10 +333,9 @@ impl Finish for Job {
             Err(e) => self.run.failed(&format!("{}: {}", e.code, e.message)),
         }
         if outcome.is_ok() {
-            self.hub
-                .api
-                .admission()
-                .record(&self.client, self.started.elapsed());
+            let took = self.started.elapsed();
+            self.hub.api.admission().record(&self.client, took);
+            self.hub.api.counters().answer(took.as_secs_f64());
         }
     }
 }

@@ -10,8 +10,10 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use super::Door;
@@ -23,6 +25,76 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// The doors' requests by status, their errors, and how long answers take: kept for the hub's
+/// life (the rest of `/metrics` is read fresh from the hub on every scrape).
+#[derive(Clone)]
+pub struct DoorCounters {
+    requests: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    answers: Histogram,
+}
+
+impl Default for DoorCounters {
+    fn default() -> Self {
+        DoorCounters {
+            requests: Family::default(),
+            errors: Family::default(),
+            // 0.25 s … 128 s: a tab's answer takes seconds to minutes.
+            answers: Histogram::new(exponential_buckets(0.25, 2.0, 10)),
+        }
+    }
+}
+
+impl DoorCounters {
+    /// One answered request of `door` (`v1`, `mcp`, `api`, `metrics`, `realtime`, `page`).
+    pub fn request(&self, door: &str, status: u16) {
+        let labels = vec![
+            ("door".to_string(), door.to_string()),
+            ("status".to_string(), status.to_string()),
+        ];
+        self.requests.get_or_create(&labels).inc();
+        if status >= 400 {
+            let class = if status >= 500 { "5xx" } else { "4xx" };
+            self.errors
+                .get_or_create(&vec![
+                    ("door".to_string(), door.to_string()),
+                    ("class".to_string(), class.to_string()),
+                ])
+                .inc();
+        }
+    }
+
+    /// One prompt answered through `/v1` or MCP: seconds from the hand-over to the whole reply.
+    pub fn answer(&self, seconds: f64) {
+        self.answers.observe(seconds);
+    }
+}
+
+/// The door a request path belongs to, for `aicard_requests_total`.
+pub fn door_of(path: &str) -> &'static str {
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    match first {
+        "v1" => "v1",
+        "mcp" => "mcp",
+        "api" => "api",
+        "metrics" => "metrics",
+        "realtime" | "ws" | "sse" | "events" => "realtime",
+        _ => "page",
+    }
+}
+
+/// Middleware over the whole router: counts each response by door and status.
+pub async fn count(
+    State(counters): State<DoorCounters>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let door = door_of(req.uri().path());
+    let res = next.run(req).await;
+    counters.request(door, res.status().as_u16());
+    res
+}
 
 pub async fn metrics(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     if let Err(e) = super::authorize(&hub, &headers) {
@@ -53,8 +125,8 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
     let per_1k = Family::<Labels, FloatGauge>::default();
     let cooling = Family::<Labels, FloatGauge>::default();
     let parked = Family::<Labels, Gauge>::default();
-    let answers = Family::<Labels, Gauge>::default();
-    let site_answers = Family::<Labels, Gauge>::default();
+    let answers = Family::<Labels, Counter>::default();
+    let site_answers = Family::<Labels, Counter>::default();
     let outdated = Family::<Labels, Gauge>::default();
     let mut sites = std::collections::BTreeSet::new();
     let node = hub.engine.node().to_string();
@@ -79,7 +151,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
         ] {
             let mut l = labels.clone();
             l.push(("path".into(), path.into()));
-            answers.get_or_create(&l).set(n as i64);
+            answers.get_or_create(&l).inc_by(n);
         }
         sites.insert(info.site.to_lowercase());
         let row = crate::pick::health(&hub.asks.pick, &c);
@@ -112,7 +184,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
             ("empty", paths.empty),
         ] {
             let l: Labels = vec![("site".into(), site.clone()), ("path".into(), path.into())];
-            site_answers.get_or_create(&l).set(n as i64);
+            site_answers.get_or_create(&l).inc_by(n);
         }
         let flagged = hub.paths.flag(site).is_some();
         outdated
@@ -181,30 +253,35 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
         "Flow runs in progress on this hub",
         gauge(hub.runner.list().len() as u64),
     );
+    let counter = |v: u64| {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        c
+    };
     let s = hub.engine.stats();
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     reg.register(
         "cluster_batches_sent",
         "Batches this node sent to other nodes (one NATS request each)",
-        gauge(load(&s.batches_sent)),
+        counter(load(&s.batches_sent)),
     );
     reg.register(
         "cluster_envelopes_sent",
         "Envelopes inside the batches this node sent",
-        gauge(load(&s.envelopes_sent)),
+        counter(load(&s.envelopes_sent)),
     );
     reg.register(
         "cluster_presence_messages",
         "Presence messages this node published",
-        gauge(load(&s.presence_writes)),
+        counter(load(&s.presence_writes)),
     );
     let w = hub.webhooks.stats();
+    reg.register(
+        "webhook_backlog",
+        "Lifecycle events waiting for their webhook receivers",
+        gauge(load(&w.backlog)),
+    );
     for (name, help, v) in [
-        (
-            "webhook_backlog",
-            "Lifecycle events waiting for their webhook receivers",
-            &w.backlog,
-        ),
         (
             "webhook_delivered",
             "Webhook events a receiver accepted (2xx)",
@@ -226,8 +303,24 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
             &w.dropped,
         ),
     ] {
-        reg.register(name, help, gauge(load(v)));
+        reg.register(name, help, counter(load(v)));
     }
+    let c = hub.api.counters();
+    reg.register(
+        "requests",
+        "Requests the hub answered, by door (v1, mcp, api, metrics, realtime, page) and HTTP status",
+        c.requests.clone(),
+    );
+    reg.register(
+        "request_errors",
+        "Requests answered with an error, by door and class (4xx, 5xx)",
+        c.errors.clone(),
+    );
+    reg.register(
+        "answer_seconds",
+        "Seconds from a /v1 or MCP prompt handed to its tab to the whole answer",
+        c.answers.clone(),
+    );
     let mut out = String::new();
     encode(&mut out, &reg)?;
     Ok(out)

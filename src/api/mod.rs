@@ -108,6 +108,8 @@ pub struct ApiState {
     /// Client id → turn ids of its cancelled prompts, newest last.
     dead_turns: DashMap<String, VecDeque<String>>,
     keepalive_ms: AtomicU64,
+    /// The doors' request counters and answer times (`/metrics`).
+    counters: metrics::DoorCounters,
 }
 
 impl ApiState {
@@ -117,11 +119,17 @@ impl ApiState {
             taps: DashMap::new(),
             dead_turns: DashMap::new(),
             keepalive_ms: AtomicU64::new(KEEPALIVE.as_millis() as u64),
+            counters: metrics::DoorCounters::default(),
         }
     }
 
     pub fn admission(&self) -> &Arc<Admission> {
         &self.admission
+    }
+
+    /// The doors' request counters and answer times.
+    pub fn counters(&self) -> &metrics::DoorCounters {
+        &self.counters
     }
 
     /// Period of `: keepalive` comments on a silent stream (tests shorten it).

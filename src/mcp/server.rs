@@ -8,7 +8,7 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, Tool,
+    ProgressNotificationParam, ServerCapabilities, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -120,15 +120,74 @@ struct CancelArgs {
 
 fn schema<T: JsonSchema>() -> Arc<JsonObject> {
     let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    strip_formats(&mut v);
     if let Some(o) = v.as_object_mut() {
         o.remove("$schema");
         o.remove("title");
         o.entry("properties").or_insert_with(|| json!({}));
     }
+    object(v)
+}
+
+/// schemars writes `format: double` (and `uint`, `int64`) on numbers: not JSON Schema's own
+/// formats, so strict validators warn on them. A number is a number.
+fn strip_formats(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.get("format").is_some_and(Value::is_string)
+                && o.get("type") != Some(&json!("string"))
+            {
+                o.remove("format");
+            }
+            o.values_mut().for_each(strip_formats);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_formats),
+        _ => {}
+    }
+}
+
+fn object(v: Value) -> Arc<JsonObject> {
     Arc::new(match v {
         Value::Object(o) => o,
         _ => JsonObject::new(),
     })
+}
+
+/// The `structuredContent` of every tool that starts or follows a run.
+fn run_output() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": ["running", "completed", "failed", "cancelled"]},
+            "run_id": {"type": "string"},
+            "answers": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "tab": {"type": "string"}, "site": {"type": "string"},
+                    "label": {"type": "string"}, "text": {"type": "string"}
+                },
+                "required": ["tab", "site", "label", "text"]
+            }},
+            "text": {"type": "string", "description": "The answer; several answers each headed by [label]"},
+            "errors": {"type": "array", "items": {"type": "string"}},
+            "hint": {"type": "string"}
+        },
+        "required": ["status", "run_id", "answers", "text"]
+    }))
+}
+
+/// What a tool does to the world, for clients that ask before a call (MCP tool annotations).
+fn hints(title: &str, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations {
+    let a = ToolAnnotations::with_title(title)
+        .read_only(read_only)
+        .idempotent(idempotent)
+        // The models in the tabs are outside this hub.
+        .open_world(!read_only);
+    if read_only {
+        a
+    } else {
+        a.destructive(destructive)
+    }
 }
 
 /// The seven tools, in their fixed order.
@@ -138,45 +197,77 @@ pub fn tools() -> Vec<Tool> {
             "list_tabs",
             "List the connected chat tabs: id, site, label, role, group, busy, health (decision engine: standing, success, timings).",
             schema::<NoArgs>(),
-        ),
+        )
+        .annotate(hints("List tabs / 列出标签页", true, false, true))
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"tabs": {"type": "array", "items": {"type": "object", "properties": {
+                "tab": {"type": "string"}, "site": {"type": "string"}, "label": {"type": "string"},
+                "role": {"type": "string"}, "busy": {"type": "boolean"}
+            }, "required": ["tab", "site", "label", "role"]}}},
+            "required": ["tabs"]
+        }))),
         Tool::new(
             "ask",
             "Send a prompt to one chat tab and return its answer (with tab, site and label). \
              Returns status `running` and a run_id after wait_s; then call get_run.",
             schema::<AskArgs>(),
-        ),
+        )
+        .annotate(hints("Ask a tab / 问一个标签页", false, false, false))
+        .with_raw_output_schema(run_output()),
         Tool::new(
             "fan_out",
             "Send the same prompt to several tabs at once; every answer names its tab.",
             schema::<FanOutArgs>(),
-        ),
+        )
+        .annotate(hints("Ask several tabs / 同时问多个标签页", false, false, false))
+        .with_raw_output_schema(run_output()),
         Tool::new(
             "run_flow",
             "Run a flow (list_flows) with inputs; returns its result, or `running` and a run_id.",
             schema::<RunFlowArgs>(),
-        ),
+        )
+        // A flow may hold shell or MCP steps (under the hub's exec policy).
+        .annotate(hints("Run a flow / 运行流程", false, true, false))
+        .with_raw_output_schema(run_output()),
         Tool::new(
             "get_run",
             "Wait up to wait_s for a run (ask, fan_out, run_flow) and return what it has.",
             schema::<GetRunArgs>(),
-        ),
+        )
+        .annotate(hints("Follow a run / 查看运行", true, false, true))
+        .with_raw_output_schema(run_output()),
         Tool::new(
             "cancel",
             "Cancel a run; prompts still in tabs are stopped.",
             schema::<CancelArgs>(),
-        ),
+        )
+        .annotate(hints("Cancel a run / 取消运行", false, true, true))
+        .with_raw_output_schema(run_output()),
         Tool::new(
             "list_flows",
             "List the flows run_flow can run, with their inputs.",
             schema::<NoArgs>(),
-        ),
+        )
+        .annotate(hints("List flows / 列出流程", true, false, true))
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"flows": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}, "inputs": {"type": "array", "items": {"type": "string"}},
+                "error": {"type": "string"}
+            }, "required": ["name"]}}},
+            "required": ["flows"]
+        }))),
         Tool::new(
             "agent_task",
             "Give an agent (made in a tab with ?<agent create NAME on TAB>!) a task: its tab's \
              model works in rounds, running commands and reading their results, until it is \
              done; returns its final answer, or `running` and a run_id after wait_s.",
             schema::<AgentTaskArgs>(),
-        ),
+        )
+        // The agent runs the commands its tools allow.
+        .annotate(hints("Give an agent a task / 给智能体任务", false, true, false))
+        .with_raw_output_schema(run_output()),
     ]
 }
 
@@ -204,10 +295,13 @@ fn wait_of(w: Option<f64>) -> Duration {
     }
 }
 
-fn args<T: for<'de> Deserialize<'de>>(p: &CallToolRequestParams) -> Result<T, McpError> {
+/// A built-in tool's arguments; wrong ones are the tool's error result (`isError`, as the
+/// MCP spec recommends and as the skills' tools answer), so the model can read and fix them.
+/// An unknown tool stays a protocol error (-32602).
+fn args<T: for<'de> Deserialize<'de>>(p: &CallToolRequestParams) -> Result<T, CallToolResult> {
     let v = Value::Object(p.arguments.clone().unwrap_or_default());
     serde_json::from_value(v)
-        .map_err(|e| McpError::invalid_params(format!("{}: {e}", p.name), None))
+        .map_err(|e| refusal(format!("参数不对 / bad arguments for `{}`: {e}", p.name)))
 }
 
 /// A tool's answer: the structured value, and the same as text.
@@ -329,15 +423,22 @@ impl HubTools {
         let started = |r: Result<String, StartError>| r.map_err(|e| e.to_string());
         match p.name.as_ref() {
             "list_tabs" => {
-                args::<NoArgs>(&p)?;
+                if let Err(r) = args::<NoArgs>(&p) {
+                    return Ok(r);
+                }
                 Ok(result(self.list_tabs(), false))
             }
             "list_flows" => {
-                args::<NoArgs>(&p)?;
+                if let Err(r) = args::<NoArgs>(&p) {
+                    return Ok(r);
+                }
                 Ok(result(self.list_flows(), false))
             }
             "ask" => {
-                let a: AskArgs = args(&p)?;
+                let a: AskArgs = match args(&p) {
+                    Ok(a) => a,
+                    Err(r) => return Ok(r),
+                };
                 let r = hub.mcp.runs.start_ask(
                     hub,
                     "ask",
@@ -351,7 +452,10 @@ impl HubTools {
                 }
             }
             "fan_out" => {
-                let a: FanOutArgs = args(&p)?;
+                let a: FanOutArgs = match args(&p) {
+                    Ok(a) => a,
+                    Err(r) => return Ok(r),
+                };
                 let r = hub.mcp.runs.start_ask(
                     hub,
                     "fan_out",
@@ -365,7 +469,10 @@ impl HubTools {
                 }
             }
             "run_flow" => {
-                let a: RunFlowArgs = args(&p)?;
+                let a: RunFlowArgs = match args(&p) {
+                    Ok(a) => a,
+                    Err(r) => return Ok(r),
+                };
                 let inputs = match flow_inputs(hub, &a.flow, a.inputs) {
                     Ok(i) => i,
                     Err(e) => return Ok(refusal(e)),
@@ -380,7 +487,10 @@ impl HubTools {
                 }
             }
             "agent_task" => {
-                let a: AgentTaskArgs = args(&p)?;
+                let a: AgentTaskArgs = match args(&p) {
+                    Ok(a) => a,
+                    Err(r) => return Ok(r),
+                };
                 let agent = match crate::agents::store::agent(&hub.store, &a.agent) {
                     Ok(Some(rec)) => rec,
                     Ok(None) => {
@@ -400,11 +510,17 @@ impl HubTools {
                 }
             }
             "get_run" => {
-                let a: GetRunArgs = args(&p)?;
+                let a: GetRunArgs = match args(&p) {
+                    Ok(a) => a,
+                    Err(r) => return Ok(r),
+                };
                 Ok(self.follow(&a.run_id, wait_of(a.wait_s), &ctx).await)
             }
             "cancel" => {
-                let a: CancelArgs = args(&p)?;
+                let a: CancelArgs = match args(&p) {
+                    Ok(a) => a,
+                    Err(r) => return Ok(r),
+                };
                 if !hub.mcp.runs.cancel(&a.run_id) {
                     return Ok(refusal(format!("没有这个运行 / no run `{}`", a.run_id)));
                 }

@@ -197,7 +197,7 @@ test('every site in one world (ScriptCat, Chromium MAIN): the three drifts end i
   }
   const metrics = await (await fetch(`${hub.url}/metrics`, { headers: { authorization: `Bearer ${hub.token}` } })).text();
   t.diagnostic(`metrics: ${metrics.split('\n').filter((l) => l.startsWith('aicard_site_adapter_outdated')).join(' ; ')}`);
-  assert.match(metrics, /aicard_site_answers\{site="deepseek",path="dom"\} [1-9]/);
+  assert.match(metrics, /aicard_site_answers_total\{site="deepseek",path="dom"\} [1-9]/);
   assert.match(metrics, /aicard_site_adapter_outdated\{site="deepseek"\} 1/);
 });
 
