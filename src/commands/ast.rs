@@ -48,6 +48,14 @@ pub enum Command {
     },
     /// `a -> b -> c`: each step runs with the previous step's output as `$RESULT`.
     Chain(Vec<Command>),
+    /// `CMD -> finally CLEANUP` (seed manual): `cleanup` runs after `body` whether it succeeded
+    /// or failed; the result is `body`'s (its error, if it failed).
+    Finally {
+        /// The guarded command (a chain, an `if`, …).
+        body: Box<Command>,
+        /// Runs last, always.
+        cleanup: Box<Command>,
+    },
     /// `if COND then CMD [else CMD]`.
     If {
         /// The condition.
