@@ -763,6 +763,12 @@ impl Host for HubHost {
             McpRequest::Use { server, tool, args } => {
                 clients.call(&caller.client_id, &server, &tool, args).await
             }
+            McpRequest::ConfigAdd {
+                name,
+                command,
+                args,
+            } => clients.add_server(&name, &command, &args).await,
+            McpRequest::ConfigRemove(name) => clients.remove_server(&name).await,
         }
         .map_err(HostError::Other)
     }

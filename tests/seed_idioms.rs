@@ -179,3 +179,35 @@ async fn from_reads_a_tabs_latest_answer_whoever_asked() {
     let r = boss.command("?<from doubao: set data = $RESULT>!").await;
     assert!(out(&r).contains("data = answer to: 提取数据"), "{r}");
 }
+
+#[tokio::test]
+async fn mcp_config_add_and_remove_write_mcp_json_for_the_person_only() {
+    // Seed line 957: `?<mcp config add server_name command args...>!`, exactly.
+    let h = TestHub::start().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let path = h.dir.path().join("mcp.json");
+    let r = tab
+        .command("?<mcp config add server_name command args...>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("mcp.json written")).unwrap();
+    assert_eq!(
+        written["mcpServers"]["server_name"],
+        serde_json::json!({"command": "command", "args": ["args..."]})
+    );
+    // A tab's reply may not change it (it starts programs), not even the master's.
+    tab.send(serde_json::json!({"type":"turn_end","turn_id":"t1",
+        "text":"?<mcp config remove server_name>!"}));
+    let r = tab.next("cmd_result").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("only the person"), "{r}");
+    let r = tab.command("?<mcp config remove server_name>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        written["mcpServers"].get("server_name").is_none(),
+        "{written}"
+    );
+}

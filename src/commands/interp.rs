@@ -729,9 +729,27 @@ impl<H: Host> Interpreter<H> {
     }
 
     async fn mcp(&self, ctx: &Ctx<'_>, m: &McpCmd, frame: &Frame) -> Res {
-        self.check(ctx.caller, Action::Mcp)?;
+        let config = matches!(m, McpCmd::ConfigAdd { .. } | McpCmd::ConfigRemove(_));
+        self.check(
+            ctx.caller,
+            if config {
+                Action::McpConfig
+            } else {
+                Action::Mcp
+            },
+        )?;
         let request = match m {
             McpCmd::List => McpRequest::List,
+            McpCmd::ConfigAdd {
+                name,
+                command,
+                args,
+            } => McpRequest::ConfigAdd {
+                name: name.clone(),
+                command: command.clone(),
+                args: args.clone(),
+            },
+            McpCmd::ConfigRemove(name) => McpRequest::ConfigRemove(name.clone()),
             McpCmd::Use { server, tool, args } => {
                 let args = match args {
                     McpArgs::Pairs(pairs) => {

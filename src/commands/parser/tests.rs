@@ -721,3 +721,34 @@ fn seed_if_else_then_finally() {
     let e = parse("a -> finally").unwrap_err();
     assert!(e.message.contains("after `finally`"), "{e}");
 }
+
+#[test]
+fn seed_mcp_config_add_and_remove() {
+    use crate::commands::ast::McpCmd;
+    // Seed line 957, exactly.
+    assert_eq!(
+        ok("mcp config add server_name command args..."),
+        C::Mcp(McpCmd::ConfigAdd {
+            name: "server_name".into(),
+            command: "command".into(),
+            args: vec!["args...".into()],
+        })
+    );
+    assert_eq!(
+        ok("mcp config add fs npx -y \"@scope/server fs\" /data"),
+        C::Mcp(McpCmd::ConfigAdd {
+            name: "fs".into(),
+            command: "npx".into(),
+            args: vec!["-y".into(), "@scope/server fs".into(), "/data".into()],
+        })
+    );
+    assert_eq!(
+        ok("mcp config remove fs"),
+        C::Mcp(McpCmd::ConfigRemove("fs".into()))
+    );
+    assert!(parse("mcp config add fs")
+        .unwrap_err()
+        .message
+        .contains("command"));
+    assert!(parse("mcp config rm fs").is_err());
+}
