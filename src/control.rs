@@ -1212,7 +1212,9 @@ fn manager(
         }
         ManagerCmd::Create { name, source } => {
             let text = match source {
-                FlowSource::Inline(chain) => chain_to_yaml(&name, &chain),
+                FlowSource::Inline(chain) => {
+                    chain_to_yaml(&name, &inline_steps(&chain).map_err(RunError::Invalid)?)
+                }
                 FlowSource::File(path) => read_flow_file(hub, &path)?,
             };
             crate::flows::load_str(&name, &text).map_err(|d| {
@@ -1246,14 +1248,54 @@ fn plan_verb(
 }
 
 /// `manager create NAME from "a -> b -> c"`: one command node per step, in series.
-fn chain_to_yaml(name: &str, chain: &str) -> String {
-    let mut out = format!("name: {name}\ndescription: created with manager create\nnodes:\n");
-    for (i, step) in chain
-        .split("->")
+/// The steps of an inline `manager create NAME from "…"` body, checked now rather than when
+/// the flow runs (SPEC §18): steps are split at `->` (or, with no arrow, one per line, as the
+/// seed manual writes `to:deepseek 分析…` lines); the manual's `to:SITE TEXT` is `to SITE: TEXT`;
+/// every step must parse as a command, and every one that does not is reported.
+fn inline_steps(chain: &str) -> Result<Vec<String>, String> {
+    let pieces: Vec<&str> = if chain.contains("->") {
+        chain.split("->").collect()
+    } else {
+        chain.lines().collect()
+    };
+    let steps: Vec<String> = pieces
+        .into_iter()
         .map(str::trim)
         .filter(|s| !s.is_empty())
+        .map(|step| match step.strip_prefix("to:") {
+            Some(rest) => match rest.split_once(char::is_whitespace) {
+                Some((site, text)) => format!("to {site}: {}", text.trim()),
+                None => format!("to {rest}:"),
+            },
+            None => step.to_string(),
+        })
+        .collect();
+    let problems: Vec<String> = steps
+        .iter()
         .enumerate()
-    {
+        .filter_map(|(i, step)| {
+            let body = step
+                .strip_prefix("?<")
+                .and_then(|b| b.strip_suffix(">!"))
+                .unwrap_or(step);
+            crate::commands::parser::parse(body)
+                .err()
+                .map(|e| format!("步骤 / step {} `{step}`: {e}", i + 1))
+        })
+        .collect();
+    if steps.is_empty() {
+        return Err("流程没有步骤 / the flow has no steps".into());
+    }
+    if problems.is_empty() {
+        Ok(steps)
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+fn chain_to_yaml(name: &str, steps: &[String]) -> String {
+    let mut out = format!("name: {name}\ndescription: created with manager create\nnodes:\n");
+    for (i, step) in steps.iter().enumerate() {
         out.push_str(&format!("  - id: step{}\n", i + 1));
         if i > 0 {
             out.push_str(&format!("    depends_on: step{i}\n"));

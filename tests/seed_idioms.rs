@@ -211,3 +211,37 @@ async fn mcp_config_add_and_remove_write_mcp_json_for_the_person_only() {
         "{written}"
     );
 }
+
+#[tokio::test]
+async fn manager_create_checks_its_steps_when_created() {
+    let h = TestHub::start().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    // Seed lines 875-879, exactly: one `to:SITE TEXT` step per line.
+    let r = tab
+        .command("?<manager create 跨平台分析 from \"\nto:deepseek 分析这部分数据\nto:qianwen 总结这份报告\nto:doubao 生成图表\n\">!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = tab
+        .command("?<manager export 跨平台分析 to file:cross.json>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let saved = std::fs::read_to_string(h.dir.path().join("exports").join("cross.json"))
+        .expect("exported flow");
+    for step in [
+        "to deepseek: 分析这部分数据",
+        "to qianwen: 总结这份报告",
+        "to doubao: 生成图表",
+    ] {
+        assert!(saved.contains(step), "{step}: {saved}");
+    }
+    // A step that is no command is refused now, naming every bad step, not at run time.
+    let r = tab
+        .command("?<manager create 坏流程 from \"set = 5 -> echo ok -> parallel to=[x\">!")
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("step 1 `set = 5`"), "{r}");
+    assert!(out(&r).contains("step 3 `parallel to=[x`"), "{r}");
+    assert!(!out(&r).contains("step 2"), "{r}");
+    let r = tab.command("?<manager show 坏流程>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+}
