@@ -29,6 +29,9 @@ pub struct Asks {
     hub: Arc<Hub>,
     /// The decision engine over the hub's tabs (`auto` targets, health, `manager why`).
     pub pick: Picker,
+    /// Tab id → its latest complete reply, whoever asked (a hub task or the person): what
+    /// `from TAB:` reads (SPEC §18).
+    latest: dashmap::DashMap<String, String>,
 }
 
 /// Who asks, and how its tasks are followed.
@@ -115,7 +118,18 @@ impl Asks {
         Asks {
             pick: Picker::new(hub.clone(), decide),
             hub,
+            latest: dashmap::DashMap::new(),
         }
+    }
+
+    /// Notes a tab's complete reply (a free turn; a task's answer is noted when it arrives).
+    pub fn note_reply(&self, tab_id: &str, text: &str) {
+        self.latest.insert(tab_id.to_string(), text.to_string());
+    }
+
+    /// The tab's latest complete reply, whoever asked.
+    pub fn latest_reply(&self, tab_id: &str) -> Option<String> {
+        self.latest.get(tab_id).map(|r| r.clone())
     }
 
     /// The hub this service asks through.
@@ -207,7 +221,10 @@ impl Asks {
                 crate::pick::on_task_error(&self.pick, &tab, e);
             }
             match result {
-                Ok(text) => return Ok(Answer { tab, text }),
+                Ok(text) => {
+                    self.note_reply(&tab.id, &text);
+                    return Ok(Answer { tab, text });
+                }
                 Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
                     if opts.regroup.is_some() =>
                 {

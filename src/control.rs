@@ -116,8 +116,6 @@ pub struct Commands {
     turns: DashMap<String, Turn>,
     /// The last turns that ended, per tab (newest last).
     ended_turns: DashMap<String, std::collections::VecDeque<String>>,
-    /// The last full reply of each tab, for `from X:`.
-    last_reply: DashMap<String, String>,
     vars: Arc<Variables>,
     exec: ExecPolicy,
     pub roles: RoleCards,
@@ -137,7 +135,6 @@ impl Commands {
         Commands {
             turns: DashMap::new(),
             ended_turns: DashMap::new(),
-            last_reply: DashMap::new(),
             vars: Arc::new(Variables::new()),
             exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
             roles: RoleCards::load(&config.role_cards_dir),
@@ -245,9 +242,7 @@ pub fn on_turn_end(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, text
     let items = turn.skip_replayed(items);
     let first = turn.note(&items);
     hub.commands.end_turn(&client.id, turn_id);
-    hub.commands
-        .last_reply
-        .insert(client.id.clone(), text.to_string());
+    hub.asks.note_reply(&client.id, text);
     run_items(hub, client, Source::Reply, items, Some((turn_id, first)));
     hub.loops
         .turn_ended(&client.id, turn_id, text, std::mem::take(&mut turn.found));
@@ -272,7 +267,71 @@ pub fn on_user_input(hub: &Arc<Control>, client: &Arc<Client>, text: &str) {
     if hub.loops.has_session(&client.id) && !only_agent_control(text, &items) {
         hub.loops.person_spoke(&client.id);
     }
-    run_items(hub, client, Source::UserInput, items, None);
+    for group in chained(text, items) {
+        match group {
+            Chained::One(item) => run_items(hub, client, Source::UserInput, vec![item], None),
+            Chained::Chain(found) => run_chain(hub, client, found),
+        }
+    }
+}
+
+/// The commands of one message, with `?<a>! → ?<b>!` (or `->`) runs joined into chains.
+enum Chained {
+    One(ScanItem),
+    Chain(Vec<FoundCommand>),
+}
+
+/// Groups found commands joined only by an arrow (`→` or `->`, whitespace around it).
+fn chained(text: &str, items: Vec<ScanItem>) -> Vec<Chained> {
+    let mut out: Vec<Chained> = Vec::new();
+    for item in items {
+        let joined = match (&item, out.last()) {
+            (Ok(found), Some(Chained::One(Ok(prev)))) => arrow_between(text, prev, found),
+            (Ok(found), Some(Chained::Chain(steps))) => steps
+                .last()
+                .is_some_and(|prev| arrow_between(text, prev, found)),
+            _ => false,
+        };
+        let Ok(found) = item else {
+            out.push(Chained::One(item));
+            continue;
+        };
+        if !joined {
+            out.push(Chained::One(Ok(found)));
+            continue;
+        }
+        match out.pop() {
+            Some(Chained::One(Ok(prev))) => out.push(Chained::Chain(vec![prev, found])),
+            Some(Chained::Chain(mut steps)) => {
+                steps.push(found);
+                out.push(Chained::Chain(steps));
+            }
+            _ => unreachable!("joined only after a found command"),
+        }
+    }
+    out
+}
+
+fn arrow_between(text: &str, prev: &FoundCommand, next: &FoundCommand) -> bool {
+    text.get(prev.end..next.start)
+        .is_some_and(|between| matches!(between.trim(), "→" | "->"))
+}
+
+/// A chain across commands the person typed: one task, steps in order, one `cmd_result`.
+fn run_chain(hub: &Arc<Control>, client: &Arc<Client>, found: Vec<FoundCommand>) {
+    let caller = hub.commands.caller(client, Source::UserInput);
+    let bodies: Vec<String> = found
+        .into_iter()
+        .map(|f| f.body.trim().to_string())
+        .collect();
+    let hub = hub.clone();
+    let client = client.clone();
+    hub.tracker.clone().spawn(async move {
+        let cmd = LiveCmd::new(&client, &bodies.join(" → "));
+        let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
+        let outcome = run_command_with(&hub, &caller, &refs, None, Some(&cmd)).await;
+        answer(&hub, &client, &cmd, outcome);
+    });
 }
 
 /// Whether a message is nothing but `agent stop|pause|resume|status` commands.
@@ -363,7 +422,7 @@ fn run_items(
                 hub.tracker.clone().spawn(async move {
                     let cmd = LiveCmd::new(&client, found.body.trim());
                     let outcome =
-                        run_command_with(&hub, &caller, &found.body, None, Some(&cmd)).await;
+                        run_command_with(&hub, &caller, &[&found.body], None, Some(&cmd)).await;
                     if let Some((turn_id, index)) = at.filter(|_| looped) {
                         let malformed = crate::commands::parser::parse(&found.body).is_err();
                         hub.loops.result(
@@ -436,7 +495,7 @@ fn answer(hub: &Control, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
 
 /// Runs one command body for a caller.
 pub async fn run_command(hub: &Arc<Control>, caller: &Caller, body: &str) -> CmdOutcome {
-    run_command_with(hub, caller, body, None, None).await
+    run_command_with(hub, caller, &[body], None, None).await
 }
 
 /// Runs one parsed command for a caller (a door that built the command itself, e.g. MCP's
@@ -466,7 +525,7 @@ pub async fn run_command_for(
     body: &str,
     parent: Option<&str>,
 ) -> CmdOutcome {
-    run_command_with(hub, caller, body, parent, None).await
+    run_command_with(hub, caller, &[body], parent, None).await
 }
 
 /// Runs one command body; with `live`, shell output streams to the tab as `cmd_output`
@@ -474,7 +533,7 @@ pub async fn run_command_for(
 async fn run_command_with(
     hub: &Arc<Control>,
     caller: &Caller,
-    body: &str,
+    bodies: &[&str],
     parent: Option<&str>,
     live: Option<&LiveCmd>,
 ) -> CmdOutcome {
@@ -493,7 +552,7 @@ async fn run_command_with(
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
     );
-    let out = interp.run_text(caller, body).await;
+    let out = interp.run_texts(caller, bodies).await;
     drop(interp);
     forwarders.close();
     forwarders.wait().await;
@@ -618,7 +677,7 @@ impl Host for HubHost {
     async fn last_reply(&self, target: &str) -> Result<String, HostError> {
         let tabs = self.resolve(target)?;
         tabs.iter()
-            .find_map(|c| self.hub.commands.last_reply.get(&c.id).map(|r| r.clone()))
+            .find_map(|c| self.hub.asks.latest_reply(&c.id))
             .ok_or_else(|| HostError::Failed {
                 target: target.to_string(),
                 message: "还没有回复 / no reply yet".into(),
@@ -704,6 +763,12 @@ impl Host for HubHost {
             McpRequest::Use { server, tool, args } => {
                 clients.call(&caller.client_id, &server, &tool, args).await
             }
+            McpRequest::ConfigAdd {
+                name,
+                command,
+                args,
+            } => clients.add_server(&name, &command, &args).await,
+            McpRequest::ConfigRemove(name) => clients.remove_server(&name).await,
         }
         .map_err(HostError::Other)
     }
@@ -1147,7 +1212,9 @@ fn manager(
         }
         ManagerCmd::Create { name, source } => {
             let text = match source {
-                FlowSource::Inline(chain) => chain_to_yaml(&name, &chain),
+                FlowSource::Inline(chain) => {
+                    chain_to_yaml(&name, &inline_steps(&chain).map_err(RunError::Invalid)?)
+                }
                 FlowSource::File(path) => read_flow_file(hub, &path)?,
             };
             crate::flows::load_str(&name, &text).map_err(|d| {
@@ -1181,14 +1248,54 @@ fn plan_verb(
 }
 
 /// `manager create NAME from "a -> b -> c"`: one command node per step, in series.
-fn chain_to_yaml(name: &str, chain: &str) -> String {
-    let mut out = format!("name: {name}\ndescription: created with manager create\nnodes:\n");
-    for (i, step) in chain
-        .split("->")
+/// The steps of an inline `manager create NAME from "…"` body, checked now rather than when
+/// the flow runs (SPEC §18): steps are split at `->` (or, with no arrow, one per line, as the
+/// seed manual writes `to:deepseek 分析…` lines); the manual's `to:SITE TEXT` is `to SITE: TEXT`;
+/// every step must parse as a command, and every one that does not is reported.
+fn inline_steps(chain: &str) -> Result<Vec<String>, String> {
+    let pieces: Vec<&str> = if chain.contains("->") {
+        chain.split("->").collect()
+    } else {
+        chain.lines().collect()
+    };
+    let steps: Vec<String> = pieces
+        .into_iter()
         .map(str::trim)
         .filter(|s| !s.is_empty())
+        .map(|step| match step.strip_prefix("to:") {
+            Some(rest) => match rest.split_once(char::is_whitespace) {
+                Some((site, text)) => format!("to {site}: {}", text.trim()),
+                None => format!("to {rest}:"),
+            },
+            None => step.to_string(),
+        })
+        .collect();
+    let problems: Vec<String> = steps
+        .iter()
         .enumerate()
-    {
+        .filter_map(|(i, step)| {
+            let body = step
+                .strip_prefix("?<")
+                .and_then(|b| b.strip_suffix(">!"))
+                .unwrap_or(step);
+            crate::commands::parser::parse(body)
+                .err()
+                .map(|e| format!("步骤 / step {} `{step}`: {e}", i + 1))
+        })
+        .collect();
+    if steps.is_empty() {
+        return Err("流程没有步骤 / the flow has no steps".into());
+    }
+    if problems.is_empty() {
+        Ok(steps)
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+fn chain_to_yaml(name: &str, steps: &[String]) -> String {
+    let mut out = format!("name: {name}\ndescription: created with manager create\nnodes:\n");
+    for (i, step) in steps.iter().enumerate() {
         out.push_str(&format!("  - id: step{}\n", i + 1));
         if i > 0 {
             out.push_str(&format!("    depends_on: step{i}\n"));

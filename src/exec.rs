@@ -58,6 +58,34 @@ const KEPT_ENV: &[&str] = &[
 ];
 /// PATH used when the hub has none.
 const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Shell keywords and builtins a command line may start with (no file on PATH for them).
+const SHELL_WORDS: &[&str] = &[
+    ".", ":", "[", "alias", "break", "case", "cd", "command", "continue", "eval", "exec", "exit",
+    "export", "false", "getopts", "hash", "printf", "pwd", "read", "readonly", "return", "set",
+    "shift", "test", "times", "trap", "true", "type", "ulimit", "umask", "unalias", "unset",
+    "wait", "while", "until", "if", "for", "echo", "{", "(", "!",
+];
+
+/// The first word of a shell line when it names no program the shell could run: a plain
+/// word (no `/`, `=`, `$`, quotes or shell syntax), not a shell builtin, and no executable of
+/// that name on the PATH commands run with. `None` when the shell should decide.
+pub fn unknown_program(line: &str) -> Option<&str> {
+    let word = line.split_whitespace().next()?;
+    let plain = word
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '+'));
+    if !plain || SHELL_WORDS.contains(&word) {
+        return None;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| FALLBACK_PATH.into());
+    let found = std::env::split_paths(&path).any(|dir| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(dir.join(word))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    (!found).then_some(word)
+}
 /// Prefix of the environment variables that carry AIcard variables in `On` mode.
 pub const VAR_ENV_PREFIX: &str = "AICARD_VAR_";
 /// How long readers may drain pipes after the process group was killed.

@@ -48,6 +48,14 @@ pub enum Command {
     },
     /// `a -> b -> c`: each step runs with the previous step's output as `$RESULT`.
     Chain(Vec<Command>),
+    /// `CMD -> finally CLEANUP` (seed manual): `cleanup` runs after `body` whether it succeeded
+    /// or failed; the result is `body`'s (its error, if it failed).
+    Finally {
+        /// The guarded command (a chain, an `if`, …).
+        body: Box<Command>,
+        /// Runs last, always.
+        cleanup: Box<Command>,
+    },
     /// `if COND then CMD [else CMD]`.
     If {
         /// The condition.
@@ -435,6 +443,17 @@ pub enum McpCmd {
         /// Its arguments.
         args: McpArgs,
     },
+    /// `mcp config add NAME COMMAND ARGS…`: add a stdio server to `mcp.json` (person only).
+    ConfigAdd {
+        /// The server's name (a key of `mcpServers`).
+        name: String,
+        /// The program.
+        command: String,
+        /// Its arguments, as written.
+        args: Vec<String>,
+    },
+    /// `mcp config remove NAME`: remove a server from `mcp.json` (person only).
+    ConfigRemove(String),
 }
 
 /// The arguments of `mcp use`.
@@ -460,4 +479,15 @@ pub enum McpRequest {
         /// Arguments (strings may still be coerced to the tool's schema by the host).
         args: serde_json::Map<String, serde_json::Value>,
     },
+    /// Add a stdio server to the MCP client config.
+    ConfigAdd {
+        /// Server name.
+        name: String,
+        /// Program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// Remove a server from the MCP client config.
+    ConfigRemove(String),
 }

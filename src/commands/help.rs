@@ -135,7 +135,7 @@ page, until a person acts in the tab.\nExample: ?<tabs>!  →  sim-a  sim  worke
     },
     Entry {
         topic: "mcp",
-        usage: "?<mcp list | use SERVER TOOL [key=value…] | use SERVER TOOL {JSON}>!",
+        usage: "?<mcp list | use SERVER TOOL [key=value…] | use SERVER TOOL {JSON} | config add NAME COMMAND ARGS… | config remove NAME>!",
         zh: "列出并调用 MCP 服务器的工具（mcp.json）",
         en: "list and call the tools of the MCP servers in mcp.json",
         details: "Servers are configured in DATA_DIR/mcp.json (or --mcp-config FILE) in Claude Desktop's \
@@ -144,7 +144,9 @@ starts on first use in its own process group, times out like a shell command and
 `list` starts the servers and shows their tools; `use` calls one: values are text unless the tool's \
 schema wants a number, boolean, array or object; $var expands. Only the master or the person may use \
 MCP, unless a role card says `mcp: true`; an mcp command in a worker's reply never runs. Every call \
-is audited. In a flow: a node `mcp: {server: S, tool: T, args: {…}}`, output as ${node.output}.\n\
+is audited. In a flow: a node `mcp: {server: S, tool: T, args: {…}}`, output as ${node.output}. \
+`config add NAME COMMAND ARGS…` / `config remove NAME` write mcp.json (a stdio server); only as typed \
+by the person, never from a tab's reply, since it starts a program.\n\
 Example: ?<mcp use time get_current_time timezone=Europe/Paris>!  →  {\"timezone\": \"Europe/Paris\", …}",
     },
     Entry {

@@ -270,6 +270,26 @@ impl<H: Host> Interpreter<H> {
         }
     }
 
+    /// Parse and run commands written `?<a>! → ?<b>!` in one message: a chain across
+    /// commands, each step run after the one before with its output as `$RESULT` (SPEC §18).
+    /// A body that does not parse fails the whole chain before anything runs.
+    pub async fn run_texts(&self, caller: &Caller, bodies: &[&str]) -> CommandOutcome {
+        if let [one] = bodies {
+            return self.run_text(caller, one).await;
+        }
+        if let Err(denied) = self.check(caller, Action::Run) {
+            return CommandOutcome::failed(denied.to_string());
+        }
+        let mut steps = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            match parser::parse(body) {
+                Ok(cmd) => steps.push(cmd),
+                Err(e) => return CommandOutcome::failed(e.to_string()),
+            }
+        }
+        self.run(caller, &Command::Chain(steps)).await
+    }
+
     /// Answer one scanner item: returns the `command` field (the trimmed body, empty for a
     /// scan error) and the outcome, i.e. exactly what a `cmd_result` frame carries.
     pub async fn run_found(&self, caller: &Caller, item: &ScanItem) -> (String, CommandOutcome) {
@@ -327,6 +347,23 @@ impl<H: Host> Interpreter<H> {
                 }
                 Command::SendToAll { prompt } => self.send_to_all(ctx, prompt, frame).await,
                 Command::Chain(steps) => self.chain(ctx, steps, frame).await,
+                Command::Finally { body, cleanup } => {
+                    let result = self.eval(ctx, body, frame).await;
+                    let mut inner = frame.clone();
+                    if let Ok(out) = &result {
+                        inner.insert("RESULT".into(), trim_capture(out.clone()));
+                    }
+                    match (result, self.eval(ctx, cleanup, &inner).await) {
+                        (Ok(out), Ok(_)) => Ok(out),
+                        (Err(e), Ok(_)) => Err(e),
+                        (Ok(out), Err(e)) => Err(CmdError::Failed(format!(
+                            "{out}\nfinally 失败 / finally failed: {e}"
+                        ))),
+                        (Err(e), Err(c)) => Err(CmdError::Failed(format!(
+                            "{e}\nfinally 失败 / finally failed: {c}"
+                        ))),
+                    }
+                }
                 Command::If {
                     cond,
                     then,
@@ -398,6 +435,14 @@ impl<H: Host> Interpreter<H> {
                 near: parser::nearest_words(word).join(", "),
             });
         }
+        if let Some(word) = exec::unknown_program(text) {
+            // Shell is only what names a program: an unknown word is an unknown command
+            // (SPEC §18), not `sh: WORD: not found`.
+            return Err(CmdError::UnknownCommand {
+                word: word.to_string(),
+                near: parser::nearest_words(word).join(", "),
+            });
+        }
         let mut vars = self.vars.snapshot(&ctx.caller.client_id);
         vars.extend(frame.iter().map(|(k, v)| (k.clone(), v.clone())));
         let req = ExecRequest {
@@ -458,15 +503,17 @@ impl<H: Host> Interpreter<H> {
     async fn to(&self, ctx: &Ctx<'_>, job: &Job, frame: &Frame) -> Res {
         let names = self.resolve(ctx, &job.target, frame)?;
         let prompt = Prompt::from(self.expand(ctx, &job.prompt, frame)?);
-        if let [one] = names.as_slice() {
-            self.step(ctx)?;
-            return Ok(self.host.ask(ctx.caller, one, prompt).await?);
-        }
-        self.fan_out(
-            ctx,
-            names.into_iter().map(|n| (n, prompt.clone())).collect(),
-        )
-        .await
+        self.step(ctx)?;
+        // `to` reaches exactly one tab (SPEC §18): a name or a selector matching several
+        // tabs is handed to the ask service as written, which picks one of them.
+        let target = match names.as_slice() {
+            [one] => one.clone(),
+            _ => match &job.target {
+                Target::Name(_) => names[0].clone(),
+                selector => selector.to_string(),
+            },
+        };
+        Ok(self.host.ask(ctx.caller, &target, prompt).await?)
     }
 
     async fn parallel(&self, ctx: &Ctx<'_>, jobs: &[Job], frame: &Frame) -> Res {
@@ -682,9 +729,27 @@ impl<H: Host> Interpreter<H> {
     }
 
     async fn mcp(&self, ctx: &Ctx<'_>, m: &McpCmd, frame: &Frame) -> Res {
-        self.check(ctx.caller, Action::Mcp)?;
+        let config = matches!(m, McpCmd::ConfigAdd { .. } | McpCmd::ConfigRemove(_));
+        self.check(
+            ctx.caller,
+            if config {
+                Action::McpConfig
+            } else {
+                Action::Mcp
+            },
+        )?;
         let request = match m {
             McpCmd::List => McpRequest::List,
+            McpCmd::ConfigAdd {
+                name,
+                command,
+                args,
+            } => McpRequest::ConfigAdd {
+                name: name.clone(),
+                command: command.clone(),
+                args: args.clone(),
+            },
+            McpCmd::ConfigRemove(name) => McpRequest::ConfigRemove(name.clone()),
             McpCmd::Use { server, tool, args } => {
                 let args = match args {
                     McpArgs::Pairs(pairs) => {

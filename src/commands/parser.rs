@@ -203,11 +203,14 @@ impl<'a> Parser<'a> {
             .unwrap_or("")
     }
 
-    /// Index of the first top-level `->` in `span`.
-    fn find_arrow(&self, span: Span) -> Option<usize> {
+    /// Index and length of the first top-level `->` (or the manual's `→`) in `span`.
+    fn find_arrow(&self, span: Span) -> Option<(usize, usize)> {
+        const ARROW: &[u8] = "→".as_bytes();
         self.walk(span, |i, b, top| {
             if top && b == b'-' && i + 1 < span.e && self.b[i + 1] == b'>' {
-                ControlFlow::Break(i)
+                ControlFlow::Break((i, 2))
+            } else if top && b == ARROW[0] && self.b[i..span.e].starts_with(ARROW) {
+                ControlFlow::Break((i, ARROW.len()))
             } else {
                 ControlFlow::Continue(())
             }
@@ -296,6 +299,18 @@ impl<'a> Parser<'a> {
         if rest.is_empty() {
             return Err(self.err(rest.s, "help", "expected a command"));
         }
+        if let Some((body, cleanup)) = self.split_finally(rest) {
+            if self.trim(body).is_empty() {
+                return Err(self.err(body.s, "chain", "expected a command before `finally`"));
+            }
+            if self.trim(cleanup).is_empty() {
+                return Err(self.err(cleanup.s, "chain", "expected a command after `finally`"));
+            }
+            return Ok(Command::Finally {
+                body: Box::new(self.chain(body)?),
+                cleanup: Box::new(self.chain(cleanup)?),
+            });
+        }
         let mut steps = Vec::new();
         loop {
             match self.first_word(rest) {
@@ -309,7 +324,7 @@ impl<'a> Parser<'a> {
                 }
                 _ => {}
             }
-            let Some(arrow) = self.find_arrow(rest) else {
+            let Some((arrow, arrow_len)) = self.find_arrow(rest) else {
                 steps.push(self.simple(rest)?);
                 break;
             };
@@ -318,9 +333,9 @@ impl<'a> Parser<'a> {
                 return Err(self.err(arrow, "chain", "expected a command before `->`"));
             }
             steps.push(self.simple(left)?);
-            rest = self.trim(Span::new(arrow + 2, rest.e));
+            rest = self.trim(Span::new(arrow + arrow_len, rest.e));
             if rest.is_empty() {
-                return Err(self.err(arrow + 2, "chain", "expected a command after `->`"));
+                return Err(self.err(arrow + arrow_len, "chain", "expected a command after `->`"));
             }
         }
         Ok(if steps.len() == 1 {
@@ -328,6 +343,42 @@ impl<'a> Parser<'a> {
         } else {
             Command::Chain(steps)
         })
+    }
+
+    /// `… -> finally CMD` (or `… finally CMD` after an `if`): the span before (without its
+    /// trailing `->`) and the cleanup after the first top-level `finally` that follows an arrow
+    /// or an `if`'s branch. A `finally` inside a shell line's words (`echo finally`) is text.
+    fn split_finally(&self, span: Span) -> Option<(Span, Span)> {
+        let words = self.words(span);
+        let is_if = self.text(words[0]) == "if";
+        let k = words.iter().enumerate().skip(1).find_map(|(k, w)| {
+            let prev = self.text(words[k - 1]);
+            (self.text(*w) == "finally" && (prev.ends_with("->") || prev == "→" || is_if))
+                .then_some(k)
+        })?;
+        let mut end = words[k].s;
+        let prev = words[k - 1];
+        let prev_text = self.text(prev);
+        if prev_text == "->" || prev_text == "→" {
+            end = prev.s;
+        } else if let Some(stripped) = prev_text.strip_suffix("->") {
+            end = prev.s + stripped.len();
+        }
+        Some((Span::new(span.s, end), Span::new(words[k].e, span.e)))
+    }
+
+    /// Whether `span` is `$NAME = …` / `$NAME=…`.
+    fn is_dollar_assign(&self, span: Span) -> bool {
+        let t = self.text(span);
+        let Some(after) = t.strip_prefix('$') else {
+            return false;
+        };
+        let name_len = after
+            .bytes()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            .count();
+        let rest = after[name_len..].trim_start();
+        is_name(&after[..name_len]) && rest.starts_with('=') && !rest.starts_with("==")
     }
 
     /// if := "if" cond "then" chain [ "else" chain ]
@@ -354,7 +405,15 @@ impl<'a> Parser<'a> {
                 _ => {}
             }
         }
-        let then_end = else_at.map_or(span.e, |k| words[k].s);
+        let mut then_end = else_at.map_or(span.e, |k| words[k].s);
+        // The seed manual writes `if C then A -> else then B`: the arrow before `else` and the
+        // `then` after it are only layout.
+        if else_at.is_some() {
+            let t = self.text(Span::new(words[then_at].e, then_end)).trim_end();
+            if let Some(before) = t.strip_suffix("->").or_else(|| t.strip_suffix('→')) {
+                then_end = words[then_at].e + before.len();
+            }
+        }
         let then_span = Span::new(words[then_at].e, then_end);
         if self.trim(then_span).is_empty() {
             return Err(self.err(words[then_at].e, "if", "expected a command after `then`"));
@@ -363,7 +422,8 @@ impl<'a> Parser<'a> {
         let then = Box::new(self.chain(then_span)?);
         let otherwise = match else_at {
             Some(k) => {
-                let else_span = Span::new(words[k].e, span.e);
+                let after = words.get(k + 1).filter(|w| self.text(**w) == "then");
+                let else_span = Span::new(after.unwrap_or(&words[k]).e, span.e);
                 if self.trim(else_span).is_empty() {
                     return Err(self.err(words[k].e, "if", "expected a command after `else`"));
                 }
@@ -540,6 +600,10 @@ impl<'a> Parser<'a> {
         let words = self.words(span);
         let head = self.text(words[0]);
         let rest = self.trim(Span::new(words[0].e, span.e));
+        if self.is_dollar_assign(span) {
+            // `$v = VALUE` (seed manual): an alias of `set v = VALUE`.
+            return self.parse_set(Span::new(span.s + 1, span.e));
+        }
         match head {
             "set" => self.parse_set(rest),
             "parallel" => self.parse_parallel(rest),

@@ -176,6 +176,8 @@ pub enum Action<'a> {
     },
     /// List or call MCP tools.
     Mcp,
+    /// Change the MCP client config (it starts programs): only what the person typed.
+    McpConfig,
     /// An `agent …` verb; `mutates` = changes state (create, task, stop, pause, resume, loop).
     Agent {
         /// Whether it changes state.
@@ -224,6 +226,9 @@ pub enum Denied {
     /// MCP by someone other than the master or the person (no role card allows it).
     #[error("无权使用 MCP / not allowed: only the master or the person may use MCP tools, unless a role card allows `mcp`")]
     Mcp,
+    /// An MCP config change not typed by the person.
+    #[error("无权修改 MCP 配置 / not allowed: only the person may add or remove MCP servers (`mcp config` starts programs), never a tab's reply")]
+    McpConfig,
     /// Agent control by someone other than the master or the person.
     #[error("无权控制代理 / not allowed: only the master or the person may create, task, stop, pause or resume agents")]
     Agents,
@@ -279,6 +284,7 @@ pub fn check(
         }
         Action::Mcp if p.mcp => Ok(()),
         Action::Mcp => Err(Denied::Mcp),
+        Action::McpConfig => Err(Denied::McpConfig),
         Action::Agent { mutates: false } => Ok(()),
         Action::Agent { .. } if p.flows => Ok(()),
         Action::Agent { .. } => Err(Denied::Agents),

@@ -256,6 +256,26 @@ impl Clients {
         self.kill(name);
     }
 
+    /// `?<mcp config add NAME COMMAND ARGS…>!`: writes the server into the config file; a
+    /// running server of that name stops, so its next use starts the new command.
+    pub async fn add_server(
+        &self,
+        name: &str,
+        command: &str,
+        args: &[String],
+    ) -> Result<String, String> {
+        let said = config::add_server(&self.path, name, command, args)?;
+        self.drop_conn(name).await;
+        Ok(said)
+    }
+
+    /// `?<mcp config remove NAME>!`: removes the server from the config file and stops it.
+    pub async fn remove_server(&self, name: &str) -> Result<String, String> {
+        let said = config::remove_server(&self.path, name)?;
+        self.drop_conn(name).await;
+        Ok(said)
+    }
+
     /// `?<mcp list>!`: every server, and the tools of those that start.
     pub async fn list(&self, caller: &str) -> Result<String, String> {
         let c = self.config()?;

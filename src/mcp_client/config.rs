@@ -83,6 +83,96 @@ pub fn load(path: &Path) -> Result<McpConfig, String> {
     Ok(c)
 }
 
+/// `?<mcp config add NAME COMMAND ARGS…>!`: adds (or replaces) a stdio server in the file at
+/// `path`, keeping everything else in it as it was. Returns what changed, for the person.
+pub fn add_server(
+    path: &Path,
+    name: &str,
+    command: &str,
+    args: &[String],
+) -> Result<String, String> {
+    let mut root = read_raw(path)?;
+    let servers = servers_of(&mut root, path)?;
+    let replaced = servers.contains_key(name);
+    let mut entry = Map::new();
+    entry.insert("command".into(), Value::String(command.to_string()));
+    entry.insert(
+        "args".into(),
+        Value::Array(args.iter().cloned().map(Value::String).collect()),
+    );
+    servers.insert(name.to_string(), Value::Object(entry));
+    write_raw(path, &root)?;
+    let line = std::iter::once(command)
+        .chain(args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Ok(format!(
+        "MCP 服务器{} / MCP server `{name}` {}: {line} ({})",
+        if replaced { "已替换" } else { "已添加" },
+        if replaced { "replaced" } else { "added" },
+        path.display()
+    ))
+}
+
+/// `?<mcp config remove NAME>!`: removes a server from the file at `path`.
+pub fn remove_server(path: &Path, name: &str) -> Result<String, String> {
+    let mut root = read_raw(path)?;
+    let servers = servers_of(&mut root, path)?;
+    if servers.remove(name).is_none() {
+        let known: Vec<&str> = servers.keys().map(String::as_str).collect();
+        return Err(format!(
+            "没有这个 MCP 服务器 / no MCP server `{name}` in {} (configured: {})",
+            path.display(),
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+    }
+    write_raw(path, &root)?;
+    Ok(format!(
+        "MCP 服务器已删除 / MCP server `{name}` removed ({})",
+        path.display()
+    ))
+}
+
+/// The file as JSON (`{}` when it does not exist yet).
+fn read_raw(path: &Path) -> Result<Value, String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => serde_json::from_str(&t).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Value::Object(Map::new())),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// The `mcpServers` object of the file, created when missing.
+fn servers_of<'a>(root: &'a mut Value, path: &Path) -> Result<&'a mut Map<String, Value>, String> {
+    let Value::Object(top) = root else {
+        return Err(format!("{}: expected a JSON object", path.display()));
+    };
+    match top
+        .entry("mcpServers")
+        .or_insert_with(|| Value::Object(Map::new()))
+    {
+        Value::Object(m) => Ok(m),
+        _ => Err(format!("{}: `mcpServers` is not an object", path.display())),
+    }
+}
+
+/// Writes the file whole: a temporary file beside it, then a rename.
+fn write_raw(path: &Path, root: &Value) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(root).map_err(|e| e.to_string())?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text + "\n")
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
 fn strings(v: Option<&Value>, what: &str, warnings: &mut Vec<String>) -> Vec<String> {
     match v {
         None | Some(Value::Null) => Vec::new(),
@@ -263,5 +353,53 @@ mod tests {
         );
         assert!(parse("[1]").is_err());
         assert!(parse("{").is_err());
+    }
+
+    #[test]
+    fn config_add_and_remove_keep_the_rest_of_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.json");
+        std::fs::write(
+            &path,
+            r#"{"mcpServers": {"web": {"url": "http://x/mcp", "autoApprove": ["get"]}}, "other": 1}"#,
+        )
+        .unwrap();
+        let said = add_server(&path, "filesystem", "npx", &["-y".into(), "fs".into()]).unwrap();
+        assert!(
+            said.contains("added") && said.contains("npx -y fs"),
+            "{said}"
+        );
+        let c = load(&path).unwrap();
+        assert_eq!(
+            c.servers["filesystem"].transport,
+            Transport::Stdio {
+                command: "npx".into(),
+                args: vec!["-y".into(), "fs".into()],
+                env: BTreeMap::new(),
+            }
+        );
+        assert_eq!(c.servers["web"].auto_approve, vec!["get".to_string()]);
+        let raw: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(raw["other"], 1);
+        assert!(add_server(&path, "filesystem", "fs-server", &[])
+            .unwrap()
+            .contains("replaced"));
+        assert!(remove_server(&path, "filesystem")
+            .unwrap()
+            .contains("removed"));
+        let e = remove_server(&path, "filesystem").unwrap_err();
+        assert!(
+            e.contains("no MCP server `filesystem`") && e.contains("web"),
+            "{e}"
+        );
+        assert!(!load(&path).unwrap().servers.contains_key("filesystem"));
+    }
+
+    #[test]
+    fn config_add_creates_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("mcp.json");
+        add_server(&path, "s", "prog", &[]).unwrap();
+        assert!(load(&path).unwrap().servers.contains_key("s"));
     }
 }

@@ -45,6 +45,12 @@ impl Host for FakeHost {
         target: &str,
         prompt: Prompt,
     ) -> Result<String, HostError> {
+        // A group names several tabs: the host picks one (here the first), as the hub's ask
+        // service does.
+        let picked = target
+            .strip_prefix("group:")
+            .and_then(|g| self.select(&Target::Group(g.into())).into_iter().next());
+        let target = picked.as_deref().unwrap_or(target);
         if !self.tabs.contains(&target) {
             return Err(HostError::UnknownTarget(target.to_string()));
         }
@@ -374,7 +380,8 @@ async fn foreman_dispatches_only_to_its_group() {
         out,
         "[group-a] group-a says: 准备\n\n[group-b] group-b says: 准备"
     );
-    assert!(ok(&i, &f, "to group:g1: x").await.starts_with("[group-a]"));
+    // `to` reaches exactly one tab of the group (SPEC §18), not all of them.
+    assert_eq!(ok(&i, &f, "to group:g1: x").await, "group-a says: x");
     assert!(fails(&i, &f, "echo hi")
         .await
         .contains("may not run shell commands"));

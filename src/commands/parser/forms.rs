@@ -517,6 +517,20 @@ impl<'a> Parser<'a> {
             }
         };
         if let Some(w) = words.get(1) {
+            // `flow start NAME [key=value…]` (seed manual): an alias of `manager run NAME`.
+            if action == FlowAction::Start {
+                let n = self.text(*w);
+                if !is_flow_name(n) {
+                    return Err(self.err(
+                        w.s,
+                        "flow",
+                        format!("`{n}` is not a flow name (letters, digits, _ . -)"),
+                    ));
+                }
+                return self
+                    .manager_run(n.to_string(), &words[2..])
+                    .map(Command::Manager);
+            }
             return Err(self.err(w.s, "flow", format!("unexpected `{}`", self.text(*w))));
         }
         Ok(Command::Flow(action))

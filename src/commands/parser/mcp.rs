@@ -55,10 +55,55 @@ impl<'a> Parser<'a> {
                 };
                 Ok(Command::Mcp(McpCmd::Use { server, tool, args }))
             }
+            Some("config") => self.mcp_config(rest, &words),
             _ => Err(self.err(
                 words.first().map_or(rest.s, |w| w.s),
                 "mcp",
-                "expected `list` or `use SERVER TOOL key=value…`",
+                "expected `list`, `use SERVER TOOL key=value…` or `config add|remove NAME …`",
+            )),
+        }
+    }
+
+    /// `config add NAME COMMAND ARGS…` / `config remove NAME` (the words after `mcp`).
+    fn mcp_config(&self, rest: Span, words: &[Span]) -> Result<Command, ParseError> {
+        let verb = words.get(1).map(|w| self.text(*w));
+        let name = words
+            .get(2)
+            .map(|w| (w.s, self.text(*w)))
+            .ok_or_else(|| self.err(rest.e, "mcp", "expected the server name"))?;
+        if !is_tool_name(name.1) {
+            return Err(self.err(name.0, "mcp", format!("`{}` is not a server name", name.1)));
+        }
+        let name = name.1.to_string();
+        // A quoted word is one argument, without its quotes.
+        let word = |w: &Span| match self.quoted(*w) {
+            Some((inner, _)) => self.text(inner).to_string(),
+            None => self.text(*w).to_string(),
+        };
+        match verb {
+            Some("add") => {
+                let command = words.get(3).map(&word).ok_or_else(|| {
+                    self.err(
+                        rest.e,
+                        "mcp",
+                        "expected the server's command after its name",
+                    )
+                })?;
+                let args = words[4..].iter().map(word).collect();
+                Ok(Command::Mcp(McpCmd::ConfigAdd {
+                    name,
+                    command,
+                    args,
+                }))
+            }
+            Some("remove") => match words.get(3) {
+                Some(w) => Err(self.err(w.s, "mcp", format!("unexpected `{}`", self.text(*w)))),
+                None => Ok(Command::Mcp(McpCmd::ConfigRemove(name))),
+            },
+            _ => Err(self.err(
+                words.get(1).map_or(rest.e, |w| w.s),
+                "mcp",
+                "expected `config add NAME COMMAND ARGS…` or `config remove NAME`",
             )),
         }
     }

@@ -580,7 +580,7 @@ const ERRORS: &[(&str, usize, &str, &str)] = &[
     ),
     ("manager list all", 13, "unexpected `all`", "manager"),
     ("flow go", 5, "expected start", "flow"),
-    ("flow start now", 11, "unexpected `now`", "flow"),
+    ("flow stop now", 10, "unexpected `now`", "flow"),
     ("role boss", 5, "expected master", "role"),
     ("role worker team", 12, "expected group=NAME", "role"),
 ];
@@ -646,4 +646,109 @@ fn long_not_runs_collapse_by_parity() {
         panic!("not an if")
     };
     assert_eq!(cond, Cond::Truthy(Operand::Text(t("x"))));
+}
+
+#[test]
+fn seed_dollar_assign_is_set() {
+    // Seed manual line 721: `?<$var = $(shell)>!`.
+    assert_eq!(
+        ok("$r = $(echo hi)"),
+        C::Set {
+            name: "r".into(),
+            global: false,
+            value: SetValue::Capture(Box::new(shell("echo hi"))),
+        }
+    );
+    assert_eq!(
+        ok("$n=5"),
+        C::Set {
+            name: "n".into(),
+            global: false,
+            value: SetValue::Literal(t("5")),
+        }
+    );
+    // A comparison or a bare reference is not an assignment.
+    assert_eq!(ok("$x == 1"), shell("$x == 1"));
+}
+
+#[test]
+fn seed_arrow_inside_one_command() {
+    assert_eq!(
+        ok("python step1.py → python step2.py $RESULT"),
+        C::Chain(vec![
+            shell("python step1.py"),
+            shell("python step2.py $RESULT")
+        ])
+    );
+}
+
+#[test]
+fn seed_flow_start_name_is_manager_run() {
+    assert_eq!(
+        ok("flow start 数据处理流程"),
+        C::Manager(ManagerCmd::Run {
+            name: "数据处理流程".into(),
+            from_node: None,
+            params: vec![],
+        })
+    );
+    assert_eq!(ok("flow start"), C::Flow(FlowAction::Start));
+    assert!(parse("flow stop x").is_err());
+}
+
+#[test]
+fn seed_if_else_then_finally() {
+    // Seed manual lines 1090-1095, the body of `智能流程`.
+    let body = "check_status.py\n-> if $exit_code == 0 then continue.py\n-> else then rollback.py\n-> finally cleanup.py";
+    let C::Finally { body, cleanup } = ok(body) else {
+        panic!("not a finally")
+    };
+    assert_eq!(*cleanup, shell("cleanup.py"));
+    let C::Chain(steps) = *body else {
+        panic!("not a chain")
+    };
+    assert_eq!(steps[0], shell("check_status.py"));
+    let C::If {
+        then, otherwise, ..
+    } = &steps[1]
+    else {
+        panic!("not an if")
+    };
+    assert_eq!(**then, shell("continue.py"));
+    assert_eq!(otherwise.as_deref(), Some(&shell("rollback.py")));
+    // `finally` as a word of a shell line is text.
+    assert_eq!(ok("echo finally"), shell("echo finally"));
+    let e = parse("a -> finally").unwrap_err();
+    assert!(e.message.contains("after `finally`"), "{e}");
+}
+
+#[test]
+fn seed_mcp_config_add_and_remove() {
+    use crate::commands::ast::McpCmd;
+    // Seed line 957, exactly.
+    assert_eq!(
+        ok("mcp config add server_name command args..."),
+        C::Mcp(McpCmd::ConfigAdd {
+            name: "server_name".into(),
+            command: "command".into(),
+            args: vec!["args...".into()],
+        })
+    );
+    assert_eq!(
+        ok("mcp config add fs npx -y \"@scope/server fs\" /data"),
+        C::Mcp(McpCmd::ConfigAdd {
+            name: "fs".into(),
+            command: "npx".into(),
+            args: vec!["-y".into(), "@scope/server fs".into(), "/data".into()],
+        })
+    );
+    assert_eq!(
+        ok("mcp config remove fs"),
+        C::Mcp(McpCmd::ConfigRemove("fs".into()))
+    );
+    assert!(parse("mcp config add fs")
+        .unwrap_err()
+        .message
+        .contains("command"));
+    assert!(parse("mcp config rm fs").is_err());
 }

@@ -1,0 +1,247 @@
+//! SPEC §18 / issue 27: the seed manual's command idioms, typed exactly as the manual writes
+//! them (/work/shared/reference/seed-manual-examples.md), on a real hub over real sockets.
+
+mod common;
+
+use std::time::Duration;
+
+use aicard::config::ExecMode;
+use common::*;
+
+fn echo_back(prompt: &str) -> Reply {
+    Reply::Text(Duration::from_millis(10), format!("answer to: {prompt}"))
+}
+
+fn out(r: &serde_json::Value) -> &str {
+    r["result"]["output"].as_str().unwrap_or_default()
+}
+
+async fn exec_on_hub() -> TestHub {
+    TestHub::start_with(|c| c.exec_mode = ExecMode::On).await
+}
+
+#[tokio::test]
+async fn an_unknown_word_is_an_unknown_command_not_shell_off() {
+    let h = TestHub::start().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab.command("?<frobnicate>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("unknown command `frobnicate`"), "{r}");
+    assert!(out(&r).contains("未知命令"), "{r}");
+    assert!(!out(&r).contains("shell execution is off"), "{r}");
+    let r = tab.command("?<manger list>!").await;
+    assert!(out(&r).contains("did you mean: manager"), "{r}");
+}
+
+#[tokio::test]
+async fn an_unknown_program_with_exec_on_is_an_unknown_command() {
+    let h = exec_on_hub().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab.command("?<frobnicate>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("unknown command `frobnicate`"), "{r}");
+    assert!(!out(&r).contains("not found"), "{r}");
+    // A program that exists still runs (seed line 706).
+    let r = tab.command("?<echo hello>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(out(&r).contains("hello"), "{r}");
+}
+
+#[tokio::test]
+async fn dollar_assign_takes_a_commands_output() {
+    // Seed line 721: `?<$var = $(shell)>!`.
+    let h = exec_on_hub().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab.command("?<$r = $(echo hi)>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(out(&r), "r = hi");
+    let r = tab.command("?<echo $r>!").await;
+    assert!(out(&r).contains("hi"), "{r}");
+    // Any command form inside `$( )`: here a prompt to a tab.
+    let _w = h.scripted("w", "deepseek", "worker", echo_back).await;
+    let r = tab.command("?<$a = $(to deepseek: 你好)>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(out(&r).contains("answer to: 你好"), "{r}");
+}
+
+#[tokio::test]
+async fn a_chain_across_commands_runs_in_order_with_result() {
+    // Seed line 751, the manual's exact text, with `echo` standing in for the scripts.
+    let h = exec_on_hub().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab
+        .command("?<echo step1>! → ?<echo step2 $RESULT>! → ?<echo step3 $RESULT>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(out(&r).contains("step3 step2 step1"), "{r}");
+    assert_eq!(
+        r["command"],
+        "echo step1 → echo step2 $RESULT → echo step3 $RESULT"
+    );
+    // `->` between commands is the same chain.
+    let r = tab.command("?<echo a>! -> ?<echo b $RESULT>!").await;
+    assert!(out(&r).contains("b a"), "{r}");
+}
+
+#[tokio::test]
+async fn a_failed_chain_answers_once() {
+    // Seed line 751 as written: with no such scripts, one answer, no undefined `$RESULT`.
+    let h = exec_on_hub().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab
+        .command("?<python step1.py>! → ?<python step2.py $RESULT>! → ?<python step3.py $RESULT>!")
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(!out(&r).contains("undefined variable"), "{r}");
+    // The next answer is for the next command: the chain answered once.
+    let r = tab.command("?<help>!").await;
+    assert_eq!(r["command"], "help", "{r}");
+}
+
+#[tokio::test]
+async fn finally_runs_after_the_chain_either_way() {
+    // Seed lines 1090-1095: the body of `智能流程`, the scripts replaced by `sh -c` stand-ins.
+    let h = exec_on_hub().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let ws = h.dir.path().join("workspace");
+    let r = tab
+        .command(
+            "?<false\n-> if $exit_code == 0 then echo continue\n-> else then echo rollback\n-> finally touch CLEANED>!",
+        )
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(ws.join("CLEANED").exists(), "{r}");
+    let r = tab.command("?<set exit_code = 1>! ").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = tab
+        .command(
+            "?<echo ok\n-> if $exit_code == 0 then echo continue\n-> else then echo rollback\n-> finally touch CLEANED2>!",
+        )
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(out(&r).contains("rollback"), "{r}");
+    assert!(ws.join("CLEANED2").exists(), "{r}");
+}
+
+#[tokio::test]
+async fn flow_start_name_runs_the_flow() {
+    // Seed line 494: `?<flow start 数据处理流程>!`.
+    let h = exec_on_hub().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab
+        .command("?<manager create 数据处理流程 from \"echo 一 -> echo 二\">!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = tab.command("?<flow start 数据处理流程>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = tab.command("?<flow start 没有这个流程>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("没有这个流程"), "{r}");
+}
+
+#[tokio::test]
+async fn to_a_role_reaches_exactly_one_tab() {
+    let h = TestHub::start().await;
+    let mut boss = h.scripted("m", "kimi", "master", echo_back).await;
+    let _a = h.scripted("w1", "deepseek", "worker", echo_back).await;
+    let _b = h.scripted("w2", "qianwen", "worker", echo_back).await;
+    let _c = h.scripted("w3", "doubao", "worker", echo_back).await;
+    let r = boss.command("?<to role:worker: 你好>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(out(&r).matches("answer to: 你好").count(), 1, "{r}");
+    assert!(
+        !out(&r).contains("[w"),
+        "one answer, not labelled sections: {r}"
+    );
+    // `parallel` and `send_to_all` still reach many (seed line 710 / the `notify` node).
+    let r = boss.command("?<send_to_all 分析完成，报告已生成>!").await;
+    assert_eq!(out(&r).matches("answer to: 分析完成").count(), 3, "{r}");
+    let r = boss
+        .command("?<parallel to=[deepseek,qianwen] \"并行消息\">!")
+        .await;
+    assert_eq!(out(&r).matches("answer to: 并行消息").count(), 2, "{r}");
+}
+
+#[tokio::test]
+async fn from_reads_a_tabs_latest_answer_whoever_asked() {
+    let h = TestHub::start().await;
+    let mut boss = h.scripted("m", "kimi", "master", echo_back).await;
+    let _d = h.scripted("d", "doubao", "worker", echo_back).await;
+    let r = boss.command("?<from doubao:>!").await;
+    assert!(out(&r).contains("no reply yet"), "{r}");
+    let r = boss.command("?<to doubao: 提取数据>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    // The hub asked doubao (not the person): `from` still reads that answer.
+    let r = boss.command("?<from doubao:>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(out(&r).contains("answer to: 提取数据"), "{r}");
+    // Seed line 712's shape: the answer as `$RESULT` for a command.
+    let r = boss.command("?<from doubao: set data = $RESULT>!").await;
+    assert!(out(&r).contains("data = answer to: 提取数据"), "{r}");
+}
+
+#[tokio::test]
+async fn mcp_config_add_and_remove_write_mcp_json_for_the_person_only() {
+    // Seed line 957: `?<mcp config add server_name command args...>!`, exactly.
+    let h = TestHub::start().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let path = h.dir.path().join("mcp.json");
+    let r = tab
+        .command("?<mcp config add server_name command args...>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("mcp.json written")).unwrap();
+    assert_eq!(
+        written["mcpServers"]["server_name"],
+        serde_json::json!({"command": "command", "args": ["args..."]})
+    );
+    // A tab's reply may not change it (it starts programs), not even the master's.
+    tab.send(serde_json::json!({"type":"turn_end","turn_id":"t1",
+        "text":"?<mcp config remove server_name>!"}));
+    let r = tab.next("cmd_result").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("only the person"), "{r}");
+    let r = tab.command("?<mcp config remove server_name>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        written["mcpServers"].get("server_name").is_none(),
+        "{written}"
+    );
+}
+
+#[tokio::test]
+async fn manager_create_checks_its_steps_when_created() {
+    let h = TestHub::start().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    // Seed lines 875-879, exactly: one `to:SITE TEXT` step per line.
+    let r = tab
+        .command("?<manager create 跨平台分析 from \"\nto:deepseek 分析这部分数据\nto:qianwen 总结这份报告\nto:doubao 生成图表\n\">!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = tab
+        .command("?<manager export 跨平台分析 to file:cross.json>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let saved = std::fs::read_to_string(h.dir.path().join("exports").join("cross.json"))
+        .expect("exported flow");
+    for step in [
+        "to deepseek: 分析这部分数据",
+        "to qianwen: 总结这份报告",
+        "to doubao: 生成图表",
+    ] {
+        assert!(saved.contains(step), "{step}: {saved}");
+    }
+    // A step that is no command is refused now, naming every bad step, not at run time.
+    let r = tab
+        .command("?<manager create 坏流程 from \"set = 5 -> echo ok -> parallel to=[x\">!")
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("step 1 `set = 5`"), "{r}");
+    assert!(out(&r).contains("step 3 `parallel to=[x`"), "{r}");
+    assert!(!out(&r).contains("step 2"), "{r}");
+    let r = tab.command("?<manager show 坏流程>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+}
