@@ -307,6 +307,11 @@ impl<'a> Parser<'a> {
                     steps.push(self.parse_for(rest)?);
                     break;
                 }
+                // Like `for … do`, a rule's command is the rest of the chain.
+                "subscribe" => {
+                    steps.push(self.simple(rest)?);
+                    break;
+                }
                 _ => {}
             }
             let Some(arrow) = self.find_arrow(rest) else {
@@ -563,6 +568,9 @@ impl<'a> Parser<'a> {
             "memory" => self.parse_memory(rest),
             "skill" | "skills" => self.parse_skill(rest),
             "mcp" => self.parse_mcp(rest),
+            "publish" => self.parse_publish(rest),
+            "subscribe" => self.parse_subscribe(rest),
+            "unsubscribe" => self.parse_unsubscribe(rest),
             "agent" | "agents" => self.parse_agent(rest),
             "done" => Ok(self.parse_done(rest)),
             "help" => Ok(Command::Help {
@@ -597,6 +605,9 @@ pub const COMMAND_WORDS: &[&str] = &[
     "skill",
     "skills",
     "mcp",
+    "publish",
+    "subscribe",
+    "unsubscribe",
     "agent",
     "done",
     "help",
@@ -637,7 +648,10 @@ mod memory_forms;
 
 pub use memory_forms::split_tags;
 mod agent_forms;
+mod event_forms;
 mod mcp;
+
+pub use event_forms::parse_cond;
 
 #[cfg(test)]
 mod tests;

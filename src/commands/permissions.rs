@@ -176,6 +176,12 @@ pub enum Action<'a> {
     },
     /// List or call MCP tools.
     Mcp,
+    /// `publish` (`mutates: true`, it can start rules), `subscribe`, `unsubscribe`; listing
+    /// the rules (`mutates: false`) is always allowed.
+    Events {
+        /// Whether it publishes or changes the standing rules.
+        mutates: bool,
+    },
     /// An `agent …` verb; `mutates` = changes state (create, task, stop, pause, resume, loop).
     Agent {
         /// Whether it changes state.
@@ -224,6 +230,9 @@ pub enum Denied {
     /// MCP by someone other than the master or the person (no role card allows it).
     #[error("无权使用 MCP / not allowed: only the master or the person may use MCP tools, unless a role card allows `mcp`")]
     Mcp,
+    /// Events published or rules made by a tab whose card does not allow flows.
+    #[error("无权发布或订阅事件 / not allowed: only the master or the person may publish events or make rules, unless a role card allows `flows`")]
+    Events,
     /// Agent control by someone other than the master or the person.
     #[error("无权控制代理 / not allowed: only the master or the person may create, task, stop, pause or resume agents")]
     Agents,
@@ -279,6 +288,9 @@ pub fn check(
         }
         Action::Mcp if p.mcp => Ok(()),
         Action::Mcp => Err(Denied::Mcp),
+        Action::Events { mutates: false } => Ok(()),
+        Action::Events { .. } if p.flows => Ok(()),
+        Action::Events { .. } => Err(Denied::Events),
         Action::Agent { mutates: false } => Ok(()),
         Action::Agent { .. } if p.flows => Ok(()),
         Action::Agent { .. } => Err(Denied::Agents),
@@ -310,6 +322,13 @@ mod tests {
             (&master, Action::Dispatch("anyone"), Ok(())),
             (&master, Action::Flow { mutates: true }, Ok(())),
             (&master, Action::SetRole, Ok(())),
+            (&master, Action::Events { mutates: true }, Ok(())),
+            (&foreman, Action::Events { mutates: false }, Ok(())),
+            (
+                &foreman,
+                Action::Events { mutates: true },
+                Err(Denied::Events),
+            ),
             (&foreman, Action::Run, Ok(())),
             (&foreman, Action::Dispatch("g1-deepseek"), Ok(())),
             (
