@@ -102,6 +102,8 @@ impl App {
             commands.memory.clone(),
             hub.config.agent.clone(),
         );
+        let events = Arc::new(crate::events::Bus::new(hub.engine.node()));
+        let rules = Arc::new(crate::events::Rules::new(hub.store.clone()));
         let control = Arc::new_cyclic(|me: &Weak<crate::control::Control>| {
             let runner = crate::runner::Runner::new(
                 hub.clone(),
@@ -123,6 +125,8 @@ impl App {
                 planner: Arc::new(planner),
                 loops: loops.clone(),
                 mcp: Arc::new(crate::mcp_client::open(&hub.config)),
+                bus: events.clone(),
+                rules,
             }
         });
         let app = Arc::new(App {
@@ -169,6 +173,13 @@ impl App {
             webhooks,
             hub.shutdown.clone(),
         ));
+        hub.tracker.spawn(crate::events::follow_journal(
+            hub.store.clone(),
+            events,
+            hub.shutdown.clone(),
+        ));
+        hub.tracker
+            .spawn(crate::rules::run(app.control.clone(), hub.shutdown.clone()));
         app.runner.resume_all();
         app.clone().watch_role_cards();
         app.clone().flush_memory_turns();

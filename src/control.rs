@@ -101,6 +101,9 @@ pub struct Control {
     pub loops: Arc<Loops>,
     /// The MCP servers of `mcp.json` (`?<mcp …>!`).
     pub mcp: Arc<crate::mcp_client::Clients>,
+    /// The event bus (`?<publish …>!`, lifecycle events) and its standing rules.
+    pub bus: Arc<crate::events::Bus>,
+    pub rules: Arc<crate::events::Rules>,
 }
 
 impl std::ops::Deref for Control {
@@ -506,6 +509,7 @@ pub async fn run_parsed(hub: &Arc<Control>, caller: &Caller, cmd: &Command) -> C
             hub: hub.clone(),
             parent: None,
             live: None,
+            cause: crate::events::Cause::default(),
         },
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
@@ -548,6 +552,7 @@ async fn run_command_with(
                 client_id: cmd.client_id.clone(),
                 forwarders: forwarders.clone(),
             }),
+            cause: crate::events::Cause::default(),
         },
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
@@ -595,6 +600,122 @@ pub async fn run_flow_command(
     }
 }
 
+/// Runs a standing rule's command for its author with `vars` (`$EVENT` …) bound; events it
+/// publishes carry `cause`.
+pub async fn run_for_event(
+    hub: &Arc<Control>,
+    caller: &Caller,
+    cond: Option<&crate::commands::ast::Cond>,
+    cmd: &Command,
+    vars: BTreeMap<String, String>,
+    cause: crate::events::Cause,
+) -> Option<CmdOutcome> {
+    let interp = Interpreter::new(
+        HubHost {
+            hub: hub.clone(),
+            parent: None,
+            live: None,
+            cause,
+        },
+        hub.commands.exec.clone(),
+        hub.commands.vars.clone(),
+    );
+    if let Some(cond) = cond {
+        match interp.holds(caller, cond, vars.clone()).await {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(output) => {
+                return Some(CmdOutcome {
+                    success: false,
+                    output,
+                })
+            }
+        }
+    }
+    let out = interp.run_with(caller, cmd, vars).await;
+    Some(CmdOutcome {
+        success: out.success,
+        output: out.output,
+    })
+}
+
+/// `publish`, `subscribe`, `subscribe list`, `unsubscribe` (SPEC §19).
+fn event_verb(
+    hub: &Control,
+    caller: &Caller,
+    cause: &crate::events::Cause,
+    cmd: crate::commands::ast::EventCmd<String>,
+) -> Result<String, String> {
+    use crate::commands::ast::EventCmd;
+    use crate::events::{Event, Rule};
+    match cmd {
+        EventCmd::Publish { topic, text } => {
+            let data = serde_json::json!({"text": text, "from": caller.client_id});
+            hub.bus.publish(Event::new(&topic, data, cause.clone()));
+            Ok(format!("已发布 / published {topic}"))
+        }
+        EventCmd::Subscribe {
+            topic,
+            cond,
+            command,
+        } => {
+            let rule = hub.rules.add(Rule {
+                id: 0,
+                topic,
+                cond,
+                command,
+                author: caller.client_id.clone(),
+                role: caller.role.as_str().to_string(),
+                group: caller.group.clone(),
+                person: caller.is_person(),
+                created_ms: crate::store::now_ms(),
+            })?;
+            Ok(format!(
+                "规则 #{id} / rule #{id}: {} → {}",
+                rule.topic,
+                rule.command,
+                id = rule.id
+            ))
+        }
+        EventCmd::List => {
+            let rules = hub.rules.all();
+            if rules.is_empty() {
+                return Ok("没有订阅规则 / no rules".into());
+            }
+            Ok(rules
+                .iter()
+                .map(|r| {
+                    let cond = r
+                        .cond
+                        .as_deref()
+                        .map(|c| format!(" where {c}"))
+                        .unwrap_or_default();
+                    format!(
+                        "#{} {}{cond} do {}  ({})",
+                        r.id, r.topic, r.command, r.author
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
+        EventCmd::Unsubscribe(id) => {
+            let Some(rule) = hub.rules.get(id) else {
+                return Err(format!("没有这条规则 / no rule #{id}"));
+            };
+            let may = caller.is_person()
+                || caller.permissions.any_target
+                || rule.author == caller.client_id;
+            if !may {
+                return Err(format!(
+                    "无权删除 / not allowed: rule #{id} belongs to another tab"
+                ));
+            }
+            hub.rules.remove(id)?;
+            Ok(format!("已删除 / removed rule #{id}"))
+        }
+    }
+}
+
 /// The interpreter's view of the hub.
 struct HubHost {
     hub: Arc<Control>,
@@ -603,6 +724,9 @@ struct HubHost {
     /// Where live shell output goes: the tab whose command this is (None: nowhere, e.g. a
     /// foreman's or a flow's command, which get no `cmd_result` either).
     live: Option<LiveOutput>,
+    /// The rules whose commands this run is part of (empty outside a rule): what the events
+    /// it publishes carry, so a rule never fires on its own.
+    cause: crate::events::Cause,
 }
 
 /// The command whose shell output streams as `cmd_output`, and the forwarding tasks the
@@ -771,6 +895,14 @@ impl Host for HubHost {
             McpRequest::ConfigRemove(name) => clients.remove_server(&name).await,
         }
         .map_err(HostError::Other)
+    }
+
+    async fn events(
+        &self,
+        caller: &Caller,
+        cmd: crate::commands::ast::EventCmd<String>,
+    ) -> Result<String, HostError> {
+        event_verb(&self.hub, caller, &self.cause, cmd).map_err(HostError::Other)
     }
 
     async fn agent(

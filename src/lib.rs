@@ -7,7 +7,7 @@
 //! and the pure run engine), `decide` (the pure decision engine behind `auto` targets), `pick`
 //! (its bridge to the hub), `ask` (asking tabs: resolve, pick, submit, wait), `agents` (the
 //! agent loop's pure core), `planner` (`manager plan`: goal → validated, repaired, approved
-//! flow), `store` (SQLite), `webhooks` (signed lifecycle callbacks), `config`, `cli`.
+//! flow), `store` (SQLite), `webhooks` (signed lifecycle callbacks), `events` (the event bus and its stored rules), `rules` (running them), `config`, `cli`.
 
 pub mod agent_loop;
 pub mod agents;
@@ -21,6 +21,7 @@ pub mod control;
 pub mod dashboard;
 pub mod decide;
 pub mod demo;
+pub mod events;
 pub mod exec;
 pub mod flows;
 pub mod foreman;
@@ -32,6 +33,7 @@ pub mod pick;
 pub mod planner;
 pub mod protocol;
 pub mod roles;
+pub mod rules;
 pub mod runner;
 pub mod sim;
 pub mod skills;

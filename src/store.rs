@@ -126,6 +126,21 @@ const MIGRATIONS: &[&str] = &[
     // Identities are forgotten by `last_seen_ms`.
     "CREATE INDEX pending_frames_cap ON pending_frames(client_id, kind, bytes);
     CREATE INDEX clients_last_seen ON clients(last_seen_ms);",
+    // 8: standing event rules, `?<subscribe TOPIC [where COND] do CMD>!` (read and written
+    // by src/events.rs). The author's role, group and source are kept so a rule whose author
+    // is away still runs with no more than the author's authority.
+    "CREATE TABLE event_rules (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        topic TEXT NOT NULL,
+        cond TEXT,
+        command TEXT NOT NULL,
+        author TEXT NOT NULL,
+        role TEXT NOT NULL,
+        grp TEXT,
+        person INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE INDEX event_rules_topic ON event_rules(topic);",
 ];
 
 /// One row of the journal with its global id (the dashboard's SSE `id:`).

@@ -98,6 +98,8 @@ pub enum Command {
     Skill(SkillCmd),
     /// `mcp list` / `mcp use SERVER TOOL …`: the MCP servers of `mcp.json` (through the host).
     Mcp(McpCmd),
+    /// `publish TOPIC [TEXT]`, `subscribe …`, `unsubscribe ID`: the event bus (SPEC §19).
+    Event(EventCmd<Option<Template>>),
     /// `agent …` and `done [TEXT]`: the agent loop (SPEC §17; see [`super::agent`]).
     Agent(super::agent::AgentCmd),
     /// `help [TOPIC]`.
@@ -490,4 +492,37 @@ pub enum McpRequest {
     },
     /// Remove a server from the MCP client config.
     ConfigRemove(String),
+}
+
+/// The event verbs (SPEC §19). `T` is a published text: a template as parsed (`None`: the
+/// step's `$RESULT`), expanded text for the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventCmd<T> {
+    /// `publish TOPIC [TEXT]`.
+    Publish {
+        /// The topic.
+        topic: String,
+        /// The text.
+        text: T,
+    },
+    /// `subscribe TOPIC [where COND] do CMD`: a standing rule.
+    Subscribe {
+        /// A topic, or `*` for every one.
+        topic: String,
+        /// The condition as written (`if` syntax; `$EVENT` is the event), checked to parse.
+        cond: Option<String>,
+        /// The command as written, checked to parse; it runs when an event arrives.
+        command: String,
+    },
+    /// `subscribe list`.
+    List,
+    /// `unsubscribe ID`.
+    Unsubscribe(i64),
+}
+
+impl<T> EventCmd<T> {
+    /// Whether the verb changes the standing rules (subscribe, unsubscribe).
+    pub fn mutates(&self) -> bool {
+        matches!(self, EventCmd::Subscribe { .. } | EventCmd::Unsubscribe(_))
+    }
 }

@@ -150,6 +150,38 @@ by the person, never from a tab's reply, since it starts a program.\n\
 Example: ?<mcp use time get_current_time timezone=Europe/Paris>!  →  {\"timezone\": \"Europe/Paris\", …}",
     },
     Entry {
+        topic: "publish",
+        usage: "?<publish TOPIC [TEXT]>!",
+        zh: "发布事件（TEXT 省略时为上一步的 $RESULT）",
+        en: "publish an event (TEXT, or the previous step's $RESULT)",
+        details: "Publishes {topic, text, from} on the hub's event bus; standing rules (subscribe) on that \
+topic run. Flow runs publish their lifecycle events too: flow_start, flow_pause, flow_resume, \
+flow_stop, flow_complete, node_start, node_complete, node_error, and node_result {run, flow, node, \
+output} for every node's result. In a cluster every node's rules hear it. From a reply it needs the \
+`flows` permission (the master's, or a role card's).\nExample: ?<to deepseek: draft a plan -> publish plan.ready>!  →  已发布 / published plan.ready",
+    },
+    Entry {
+        topic: "subscribe",
+        usage: "?<subscribe TOPIC [where COND] do CMD>!  |  ?<subscribe list>!",
+        zh: "订阅事件：事件到达时运行 CMD（$EVENT 为事件），规则会保存",
+        en: "a standing rule: run CMD when an event arrives ($EVENT is the event); stored",
+        details: "TOPIC is a topic name or * for every topic. COND is an `if` condition; CMD any command. \
+When an event arrives, $EVENT is the event as JSON ({\"topic\": …, …its fields}), $EVENT_TOPIC its topic, \
+$EVENT_TEXT its text, output or error, and each field its own $EVENT_FIELD ($EVENT_RUN, $EVENT_FLOW, \
+$EVENT_NODE, $EVENT_OUTPUT, …). The rule runs with its author's authority, checked when it \
+fires. An event that a rule's own command caused never fires that rule again, and rules stop three \
+deep. Rules are kept in the store and survive a restart; `subscribe list` shows them with their ids.\n\
+Example: ?<subscribe node_result where $EVENT_FLOW == cross-review do to reviewer: 请审阅 / review: $EVENT_TEXT>!  →  规则 #1 / rule #1",
+    },
+    Entry {
+        topic: "unsubscribe",
+        usage: "?<unsubscribe ID>!",
+        zh: "删除一条订阅规则",
+        en: "remove a standing rule",
+        details: "ID is the number `subscribe` answered (and `subscribe list` shows). A person or the \
+master may remove any rule; a tab's reply only its own tab's rules.\nExample: ?<unsubscribe 1>!  →  已删除 / removed rule #1",
+    },
+    Entry {
         topic: "agent",
         usage: "?<agent create NAME [on TARGET] [with tools=[T,…]] [max_rounds=N] [memory=SCOPE] | task NAME TEXT | status [NAME] | memory NAME | list | stop|pause|resume [NAME] | loop on|off>!",
         zh: "代理：一个标签页的模型执行命令、读到结果、继续，直到完成",

@@ -7,8 +7,8 @@
 
 use super::agent::{self, AgentCmd};
 use super::ast::{
-    CmpOp, Command, Cond, FlowRequest, ForItems, Job, ManagerCmd, McpArgs, McpCmd, McpRequest,
-    Operand, Part, Role, SetValue, Target, Template,
+    CmpOp, Command, Cond, EventCmd, FlowRequest, ForItems, Job, ManagerCmd, McpArgs, McpCmd,
+    McpRequest, Operand, Part, Role, SetValue, Target, Template,
 };
 use super::help;
 use super::parser::{self, parse_template};
@@ -185,6 +185,21 @@ pub trait Host: Send + Sync {
         }
     }
 
+    /// `publish`, `subscribe`, `unsubscribe`, texts expanded: the hub's event bus (SPEC §19).
+    /// Default: no bus here.
+    fn events(
+        &self,
+        caller: &Caller,
+        cmd: EventCmd<String>,
+    ) -> impl Future<Output = Result<String, HostError>> + Send {
+        let _ = (caller, cmd);
+        async {
+            Err(HostError::Other(
+                "事件不可用 / events are not available here".into(),
+            ))
+        }
+    }
+
     /// Where live shell output for this caller goes while a command runs (None: nowhere).
     fn exec_output(&self, caller: &Caller) -> Option<mpsc::Sender<ExecChunk>> {
         let _ = caller;
@@ -319,6 +334,45 @@ impl<H: Host> Interpreter<H> {
         }
     }
 
+    /// Run a parsed command with `vars` bound for it alone (they shadow every scope, as
+    /// `$RESULT` does): a rule's command with `$EVENT`.
+    pub async fn run_with(
+        &self,
+        caller: &Caller,
+        cmd: &Command,
+        vars: BTreeMap<String, String>,
+    ) -> CommandOutcome {
+        let ctx = Ctx {
+            caller,
+            steps: AtomicUsize::new(0),
+        };
+        let result = match self.check(caller, Action::Run) {
+            Ok(()) => self.eval(&ctx, cmd, &vars).await,
+            Err(e) => Err(e.into()),
+        };
+        match result {
+            Ok(out) => CommandOutcome::ok(out),
+            Err(e) => CommandOutcome::failed(e.to_string()),
+        }
+    }
+
+    /// Whether `cond` holds with `vars` bound (a rule's `where`); the error is worded for a
+    /// person.
+    pub async fn holds(
+        &self,
+        caller: &Caller,
+        cond: &Cond,
+        vars: BTreeMap<String, String>,
+    ) -> Result<bool, String> {
+        let ctx = Ctx {
+            caller,
+            steps: AtomicUsize::new(0),
+        };
+        self.cond(&ctx, cond, &vars)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     fn check(&self, caller: &Caller, action: Action<'_>) -> Result<(), Denied> {
         permissions::check(caller, action, |tab, group| self.host.in_group(tab, group))
     }
@@ -394,6 +448,7 @@ impl<H: Host> Interpreter<H> {
                 Command::Skill(s) => self.skill(ctx, s, frame).await,
                 Command::Mcp(m) => self.mcp(ctx, m, frame).await,
                 Command::Agent(a) => self.agent(ctx, a, frame).await,
+                Command::Event(e) => self.event(ctx, e, frame).await,
                 Command::Help { topic } => match topic {
                     None => Ok(help::overview()),
                     Some(t) => help::topic(t).map_err(CmdError::Failed),
@@ -457,6 +512,36 @@ impl<H: Host> Interpreter<H> {
         } else {
             Err(CmdError::Failed(rendered))
         }
+    }
+
+    async fn event(&self, ctx: &Ctx<'_>, cmd: &EventCmd<Option<Template>>, frame: &Frame) -> Res {
+        self.check(
+            ctx.caller,
+            Action::Events {
+                mutates: !matches!(cmd, EventCmd::List),
+            },
+        )?;
+        let cmd = match cmd {
+            EventCmd::Publish { topic, text } => EventCmd::Publish {
+                topic: topic.clone(),
+                text: match text {
+                    Some(t) => self.expand(ctx, t, frame)?,
+                    None => frame.get("RESULT").cloned().unwrap_or_default(),
+                },
+            },
+            EventCmd::Subscribe {
+                topic,
+                cond,
+                command,
+            } => EventCmd::Subscribe {
+                topic: topic.clone(),
+                cond: cond.clone(),
+                command: command.clone(),
+            },
+            EventCmd::List => EventCmd::List,
+            EventCmd::Unsubscribe(id) => EventCmd::Unsubscribe(*id),
+        };
+        Ok(self.host.events(ctx.caller, cmd).await?)
     }
 
     async fn set(

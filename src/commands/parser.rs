@@ -322,6 +322,11 @@ impl<'a> Parser<'a> {
                     steps.push(self.parse_for(rest)?);
                     break;
                 }
+                // Like `for … do`, a rule's command is the rest of the chain.
+                "subscribe" => {
+                    steps.push(self.simple(rest)?);
+                    break;
+                }
                 _ => {}
             }
             let Some((arrow, arrow_len)) = self.find_arrow(rest) else {
@@ -627,6 +632,9 @@ impl<'a> Parser<'a> {
             "memory" => self.parse_memory(rest),
             "skill" | "skills" => self.parse_skill(rest),
             "mcp" => self.parse_mcp(rest),
+            "publish" => self.parse_publish(rest),
+            "subscribe" => self.parse_subscribe(rest),
+            "unsubscribe" => self.parse_unsubscribe(rest),
             "agent" | "agents" => self.parse_agent(rest),
             "done" => Ok(self.parse_done(rest)),
             "help" => Ok(Command::Help {
@@ -661,6 +669,9 @@ pub const COMMAND_WORDS: &[&str] = &[
     "skill",
     "skills",
     "mcp",
+    "publish",
+    "subscribe",
+    "unsubscribe",
     "agent",
     "done",
     "help",
@@ -701,7 +712,10 @@ mod memory_forms;
 
 pub use memory_forms::split_tags;
 mod agent_forms;
+mod event_forms;
 mod mcp;
+
+pub use event_forms::parse_cond;
 
 #[cfg(test)]
 mod tests;

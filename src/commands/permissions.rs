@@ -178,6 +178,12 @@ pub enum Action<'a> {
     Mcp,
     /// Change the MCP client config (it starts programs): only what the person typed.
     McpConfig,
+    /// `publish` (`mutates: true`, it can start rules), `subscribe`, `unsubscribe`; listing
+    /// the rules (`mutates: false`) is always allowed.
+    Events {
+        /// Whether it publishes or changes the standing rules.
+        mutates: bool,
+    },
     /// An `agent …` verb; `mutates` = changes state (create, task, stop, pause, resume, loop).
     Agent {
         /// Whether it changes state.
@@ -229,6 +235,9 @@ pub enum Denied {
     /// An MCP config change not typed by the person.
     #[error("无权修改 MCP 配置 / not allowed: only the person may add or remove MCP servers (`mcp config` starts programs), never a tab's reply")]
     McpConfig,
+    /// Events published or rules made by a tab whose card does not allow flows.
+    #[error("无权发布或订阅事件 / not allowed: only the master or the person may publish events or make rules, unless a role card allows `flows`")]
+    Events,
     /// Agent control by someone other than the master or the person.
     #[error("无权控制代理 / not allowed: only the master or the person may create, task, stop, pause or resume agents")]
     Agents,
@@ -285,6 +294,9 @@ pub fn check(
         Action::Mcp if p.mcp => Ok(()),
         Action::Mcp => Err(Denied::Mcp),
         Action::McpConfig => Err(Denied::McpConfig),
+        Action::Events { mutates: false } => Ok(()),
+        Action::Events { .. } if p.flows => Ok(()),
+        Action::Events { .. } => Err(Denied::Events),
         Action::Agent { mutates: false } => Ok(()),
         Action::Agent { .. } if p.flows => Ok(()),
         Action::Agent { .. } => Err(Denied::Agents),
@@ -316,6 +328,13 @@ mod tests {
             (&master, Action::Dispatch("anyone"), Ok(())),
             (&master, Action::Flow { mutates: true }, Ok(())),
             (&master, Action::SetRole, Ok(())),
+            (&master, Action::Events { mutates: true }, Ok(())),
+            (&foreman, Action::Events { mutates: false }, Ok(())),
+            (
+                &foreman,
+                Action::Events { mutates: true },
+                Err(Denied::Events),
+            ),
             (&foreman, Action::Run, Ok(())),
             (&foreman, Action::Dispatch("g1-deepseek"), Ok(())),
             (
