@@ -454,3 +454,19 @@ fn a_stage_the_engine_cannot_run_is_reported_where_it_is() {
 fn errors_of(text: &str) -> Vec<String> {
     errors(text)
 }
+
+#[test]
+fn import_writes_native_yaml_that_loads_back_the_same() {
+    for file in ["data-analysis.yaml", "user-flow.yaml"] {
+        let flow =
+            crate::flows::load_str(file, &seed_file(file)).unwrap_or_else(|d| panic!("{d:?}"));
+        let text = crate::flows::native_yaml(&flow, file).expect("serializes");
+        assert!(
+            text.contains("nodes:") && !text.contains("\nflow:"),
+            "{text}"
+        );
+        let again = crate::flows::load_str("native.yaml", &text)
+            .unwrap_or_else(|d| panic!("{file}: {d:?}\n{text}"));
+        assert_eq!(again, flow, "{text}");
+    }
+}

@@ -204,6 +204,15 @@ fn serde_diagnostic(name: &str, err: &serde_saphyr::Error, tree: &yaml::Located)
 #[cfg(test)]
 mod load_tests;
 
+/// A loaded flow as native YAML (what `aicard flow import` writes); `from` names the source
+/// in a comment. Loading the text gives the same flow back.
+pub fn native_yaml(flow: &Flow, from: &str) -> anyhow::Result<String> {
+    let body = serde_saphyr::to_string(flow)?;
+    Ok(format!(
+        "# yaml-language-server: $schema=./schema.json\n# 由 aicard flow import 生成 / written by `aicard flow import` from {from}\n{body}"
+    ))
+}
+
 /// What `flow validate` prints for one file (also the answer of `POST /api/flows/validate`).
 pub fn validate_output(file: &str, loaded: &Result<Flow, Vec<Diagnostic>>) -> String {
     match loaded {
