@@ -53,6 +53,14 @@ pub enum FlowCommand {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
+    /// Write the native equivalent of a flow file (the manual's seed forms included)
+    Import {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Where to write it [default: standard output]
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
     /// Draw a flow's DAG as text, Mermaid or DOT
     Show {
         #[arg(value_name = "FILE")]
@@ -269,6 +277,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Open(args) => crate::dashboard::login::open(args).await,
         Command::Install(args) => crate::dashboard::login::install(args).await,
         Command::Flow(FlowCommand::Validate { files }) => Ok(validate(&files)),
+        Command::Flow(FlowCommand::Import { file, output }) => {
+            let flow = match crate::flows::load_file(&file) {
+                Ok(f) => f,
+                Err(diags) => {
+                    for d in diags {
+                        eprintln!("{d}");
+                    }
+                    return Ok(1);
+                }
+            };
+            let text = crate::flows::native_yaml(&flow, &file.display().to_string())?;
+            match output {
+                Some(out) => std::fs::write(&out, text)
+                    .with_context(|| format!("写入 / writing {}", out.display()))?,
+                None => print!("{text}"),
+            }
+            Ok(0)
+        }
         Command::Flow(FlowCommand::Show { file, format }) => {
             let flow = match crate::flows::load_file(&file) {
                 Ok(f) => f,

@@ -318,3 +318,155 @@ fn a_node_output_read_without_nodes_is_named_with_the_spelling_that_works() {
         "`facts.output` in node `b` renders empty: write `{{ nodes.facts.output }}` or `${facts.output}`",
     );
 }
+
+fn seed_file(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("flows/seed")
+        .join(name);
+    std::fs::read_to_string(path).expect("seed fixture")
+}
+
+#[test]
+fn the_manuals_data_analysis_flow_loads_as_written() {
+    let flow = crate::flows::load_str("data-analysis.yaml", &seed_file("data-analysis.yaml"))
+        .unwrap_or_else(|d| panic!("{d:?}"));
+    assert_eq!(flow.name, "数据分析流程");
+    assert_eq!(flow.trigger.as_deref(), Some("手动触发"));
+    let ids: Vec<&str> = flow.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        vec![
+            "load_data",
+            "clean_data",
+            "analyze",
+            "analyze_parallel",
+            "report",
+            "notify"
+        ]
+    );
+    let analyze = &flow.nodes[2];
+    assert!(analyze.command.is_some() && analyze.parallel_outputs.is_none());
+    let fan = &flow.nodes[3];
+    assert_eq!(fan.depends_on.0, vec!["analyze"]);
+    let targets: Vec<&str> = fan
+        .parallel_outputs
+        .as_ref()
+        .map(|p| p.0.iter().map(|(t, _)| t.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(targets, vec!["deepseek", "qianwen", "doubao"]);
+    assert_eq!(flow.nodes[1].input_var.0, vec!["raw_data"]);
+    let eh = flow.error_handling.as_ref().expect("error_handling");
+    assert_eq!(eh.max_retries, Some(3));
+    assert_eq!(eh.fallback.as_deref(), Some("发送告警消息"));
+}
+
+#[test]
+fn one_pass_reports_every_problem_of_a_seed_file_without_wrong_suggestions() {
+    let text = seed_file("data-analysis.yaml")
+        .replace("trigger: 手动触发", "trigger: 每天早上")
+        .replace("  input_var: clean_data\n", "  input_var: cleaned\n")
+        .replace("depends_on: report", "depends_on: reprot")
+        .replace(
+            "  output_var: raw_data\n",
+            "  output_var: raw_data\n  retries: 2\n",
+        );
+    let errs = errors_of(&text);
+    assert_has(&errs, "f.yaml:3:10: ", "`trigger: 每天早上`");
+    assert_has(
+        &errs,
+        "f.yaml:9:3: ",
+        "unknown field `retries`; expected one of",
+    );
+    assert_has(&errs, "f.yaml:19:14: ", "variable `cleaned`");
+    assert_has(
+        &errs,
+        "f.yaml:",
+        "depends on unknown node `reprot`, did you mean `report`?",
+    );
+    assert!(
+        !errs.iter().any(|e| e.contains("field `input_var`")),
+        "input_var is a known field: {errs:?}"
+    );
+    assert_eq!(errs.len(), 4, "{errs:?}");
+}
+
+#[test]
+fn every_type_error_is_reported_in_one_pass() {
+    let errs = errors_of(
+        "name: x\nnodes:\n  - id: a\n    prompt: hi\n    workers: many\n  - id: b\n    promt: hi\n    aggregate: average\n",
+    );
+    assert_has(&errs, "f.yaml:5:14: ", "`workers`");
+    assert_has(&errs, "f.yaml:7:5: ", "did you mean `prompt`?");
+    assert_has(&errs, "f.yaml:8:16: ", "`aggregate`");
+}
+
+#[test]
+fn the_manuals_staged_flow_loads_as_a_dag_of_stages() {
+    let flow = crate::flows::load_str("user-flow.yaml", &seed_file("user-flow.yaml"))
+        .unwrap_or_else(|d| panic!("{d:?}"));
+    let ids: Vec<&str> = flow.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        vec![
+            "master_dispatch",
+            "foreman_split",
+            "parallel_execution",
+            "result_aggregation",
+            "final_report"
+        ]
+    );
+    for pair in flow.nodes.windows(2) {
+        assert_eq!(pair[1].depends_on.0, vec![pair[0].id.clone()]);
+    }
+    assert!(flow.nodes[0]
+        .command
+        .as_deref()
+        .is_some_and(|c| c.contains("${document}")));
+    assert!(flow.inputs.get("document").is_some_and(|i| i.required));
+    assert_eq!(flow.nodes[1].to.0, vec!["role:foreman"]);
+    assert_eq!(flow.nodes[2].to.len(), 5);
+    assert_eq!(
+        flow.nodes[3].output_var.as_deref(),
+        Some("aggregated_result")
+    );
+    assert!(flow.nodes[3].prompt.as_deref().is_some_and(
+        |p| p.contains("deepseek: 0.25") && p.contains("${parallel_execution.outputs}")
+    ));
+}
+
+#[test]
+fn a_stage_the_engine_cannot_run_is_reported_where_it_is() {
+    let text = seed_file("user-flow.yaml")
+        .replace("    concurrent: true\n", "    concurrent: false\n")
+        .replace(
+            "  - stage: final_report\n    role: master",
+            "  - stage: final_report\n    role: worker",
+        );
+    let errs = errors_of(&text);
+    assert_has(&errs, "f.yaml:26:17: ", "`concurrent: true`");
+    assert_has(
+        &errs,
+        "f.yaml:40:11: ",
+        "`role: worker` cannot run `command`",
+    );
+}
+
+fn errors_of(text: &str) -> Vec<String> {
+    errors(text)
+}
+
+#[test]
+fn import_writes_native_yaml_that_loads_back_the_same() {
+    for file in ["data-analysis.yaml", "user-flow.yaml"] {
+        let flow =
+            crate::flows::load_str(file, &seed_file(file)).unwrap_or_else(|d| panic!("{d:?}"));
+        let text = crate::flows::native_yaml(&flow, file).expect("serializes");
+        assert!(
+            text.contains("nodes:") && !text.contains("\nflow:"),
+            "{text}"
+        );
+        let again = crate::flows::load_str("native.yaml", &text)
+            .unwrap_or_else(|d| panic!("{file}: {d:?}\n{text}"));
+        assert_eq!(again, flow, "{text}");
+    }
+}

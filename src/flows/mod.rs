@@ -11,7 +11,9 @@ pub mod engine;
 pub mod graph;
 pub mod model;
 pub mod render;
+pub mod seed;
 pub mod template;
+mod typed;
 pub mod validate;
 pub mod yaml;
 
@@ -90,65 +92,87 @@ pub fn load_file(path: impl AsRef<Path>) -> Result<Flow, Vec<Diagnostic>> {
 
 /// Parses and validates flow text; `name` is the file name used in diagnostics.
 ///
-/// Order: YAML syntax (stop on error) → unknown fields anywhere (all of them, stop if any) →
-/// typed deserialization by serde-saphyr (its first error) → semantic checks (all of them).
+/// Order: YAML syntax (stop on error) → the seed forms rewritten into the native shape
+/// ([`seed`]) → unknown fields anywhere (all of them) → typed deserialization (every field of
+/// the wrong type; a file with neither seed forms nor unknown fields is read by serde-saphyr
+/// first) → semantic checks (all of them). One pass reports every problem.
 pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
-    let tree = yaml::parse(text).map_err(|e| {
+    let mut tree = yaml::parse(text).map_err(|e| {
         vec![Diagnostic::at(
             name,
             e.pos,
             format!("YAML 语法错误 / invalid YAML: {}", e.message),
         )]
     })?;
+    let seed = seed::normalize(&mut tree);
+    let mut problems = seed.problems;
     let unknown = yaml::unknown_fields(&tree, &schema_value());
-    if !unknown.is_empty() {
-        let mut diags: Vec<Diagnostic> = unknown
-            .iter()
-            .map(|u| {
-                let hint = match &u.suggestion {
-                    Some(s) => format!(", did you mean `{s}`?"),
-                    None => format!("; expected one of: {}", u.expected.join(", ")),
-                };
-                Diagnostic::at(
-                    name,
-                    u.pos,
-                    format!("未知字段 / unknown field `{}`{hint}", u.field),
-                )
-            })
-            .collect();
-        // Go on as if each typo were its suggestion (other unknown fields left out), so one
-        // pass shows the other problems too.
-        let fixes: Vec<(yaml::Pos, Option<String>)> = unknown
-            .iter()
-            .map(|u| (u.pos, u.suggestion.clone()))
-            .collect();
-        if let Ok(flow) = serde_json::from_value::<Flow>(yaml::to_json(&tree, &fixes)) {
-            diags.extend(
-                validate::validate(&flow, &tree)
-                    .into_iter()
-                    .map(|p| Diagnostic::at(name, p.pos, p.message)),
-            );
-            diags.sort_by_key(|d| (d.line, d.col));
-        }
-        return Err(diags);
+    for u in &unknown {
+        let hint = match &u.suggestion {
+            Some(s) => format!(", did you mean `{s}`?"),
+            None => format!("; expected one of: {}", u.expected.join(", ")),
+        };
+        problems.push(validate::Problem {
+            pos: u.pos,
+            message: format!("未知字段 / unknown field `{}`{hint}", u.field),
+        });
     }
-    let mut flow: Flow = serde_saphyr::from_str_with_options(text, yaml::saphyr_options(text))
-        .map_err(|e| vec![serde_diagnostic(name, &e, &tree)])?;
-    if let Err(node) = model::desugar_mcp(&mut flow) {
-        return Err(vec![Diagnostic::at(
+    // Go on as if each typo were its suggestion (other unknown fields left out), so one pass
+    // shows the other problems too.
+    let fixes: Vec<(yaml::Pos, Option<String>)> = unknown
+        .iter()
+        .map(|u| (u.pos, u.suggestion.clone()))
+        .collect();
+    let mut extra = Vec::new();
+    let flow = if unknown.is_empty() && !seed.changed {
+        match serde_saphyr::from_str_with_options::<Flow>(text, yaml::saphyr_options(text)) {
+            Ok(flow) => Some(flow),
+            Err(e) => {
+                let first = serde_diagnostic(name, &e, &tree);
+                let (flow, typed) = typed::from_tree(&tree, &fixes);
+                problems.extend(typed.into_iter().filter(|p| p.pos.line != first.line));
+                extra.push(first);
+                flow
+            }
+        }
+    } else {
+        let (flow, typed) = typed::from_tree(&tree, &fixes);
+        problems.extend(typed);
+        flow
+    };
+    let mut flow = flow;
+    if let Some(flow) = flow.as_mut() {
+        if let Err(node) = model::desugar_mcp(flow) {
+            problems.push(validate::Problem {
+                pos: yaml::Pos { line: 1, col: 1 },
+                message: format!("节点内容冲突 / node `{node}` has more than one of `command`, `mcp`, `memory` and `agent` (or `task` without `agent`); use one node each"),
+            });
+        } else {
+            problems.extend(validate::validate(flow, &tree));
+        }
+    }
+    let mut diags: Vec<Diagnostic> = extra;
+    diags.extend(
+        problems
+            .into_iter()
+            .map(|p| Diagnostic::at(name, p.pos, p.message)),
+    );
+    if diags
+        .iter()
+        .any(|d| d.message.contains("missing field `name`"))
+    {
+        diags.retain(|d| !d.message.contains("invalid flow name ``"));
+    }
+    diags.sort_by_key(|d| (d.line, d.col));
+    diags.dedup();
+    match flow {
+        Some(flow) if diags.is_empty() => Ok(flow),
+        _ if diags.is_empty() => Err(vec![Diagnostic::at(
             name,
             yaml::Pos { line: 1, col: 1 },
-            format!("节点内容冲突 / node `{node}` has more than one of `command`, `mcp`, `memory` and `agent` (or `task` without `agent`); use one node each"),
-        )]);
-    }
-    let problems = validate::validate(&flow, &tree);
-    if problems.is_empty() {
-        Ok(flow)
-    } else {
-        Err(problems
-            .into_iter()
-            .map(|p| Diagnostic::at(name, p.pos, p.message))
-            .collect())
+            "流程无效 / not a flow file".into(),
+        )]),
+        _ => Err(diags),
     }
 }
 
@@ -179,6 +203,15 @@ fn serde_diagnostic(name: &str, err: &serde_saphyr::Error, tree: &yaml::Located)
 
 #[cfg(test)]
 mod load_tests;
+
+/// A loaded flow as native YAML (what `aicard flow import` writes); `from` names the source
+/// in a comment. Loading the text gives the same flow back.
+pub fn native_yaml(flow: &Flow, from: &str) -> anyhow::Result<String> {
+    let body = serde_saphyr::to_string(flow)?;
+    Ok(format!(
+        "# yaml-language-server: $schema=./schema.json\n# 由 aicard flow import 生成 / written by `aicard flow import` from {from}\n{body}"
+    ))
+}
 
 /// What `flow validate` prints for one file (also the answer of `POST /api/flows/validate`).
 pub fn validate_output(file: &str, loaded: &Result<Flow, Vec<Diagnostic>>) -> String {

@@ -22,6 +22,10 @@ pub struct Flow {
     /// What the flow does, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Seed metadata: how the flow starts. `手动触发` / `manual` (the only kind a flow file can
+    /// name) means it runs when a command starts it (`?<manager run NAME>!`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
     /// Named inputs; `key=value` on `manager run` overrides the default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, InputSpec>,
@@ -134,6 +138,10 @@ pub struct Node {
     /// The task of an `agent:` node; `$x` / `${node.output}` are expanded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// Seed form: the variables the node reads (documentation; each must be an input or come
+    /// from an upstream node, which validation checks).
+    #[serde(default, skip_serializing_if = "StringList::is_empty")]
+    pub input_var: StringList,
     /// Also publish the node's output under this variable name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_var: Option<String>,

@@ -447,6 +447,13 @@ impl Validator<'_> {
                     );
                 }
             }
+            for (k, var) in node.input_var.iter().enumerate() {
+                if let Some(message) =
+                    self.unknown_ref(i, node, &Ref::Var(var.clone()), &output_vars)
+                {
+                    self.report(self.at.list_item(i, "input_var", k), message);
+                }
+            }
             for (field, text, mode) in texts(self.flow, node) {
                 let converted = template::convert(text, mode);
                 let refs = match template::references(&env, &converted, mode) {
