@@ -126,6 +126,17 @@ const MIGRATIONS: &[&str] = &[
     // Identities are forgotten by `last_seen_ms`.
     "CREATE INDEX pending_frames_cap ON pending_frames(client_id, kind, bytes);
     CREATE INDEX clients_last_seen ON clients(last_seen_ms);",
+    // 8: each command of a looping tab's turn and its result, keyed by (tab, turn, index):
+    // after a restart a re-sent turn runs none of them twice (src/agents/store.rs).
+    "CREATE TABLE agent_commands (
+        tab TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        output TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tab, turn_id, idx)
+    )",
 ];
 
 /// One row of the journal with its global id (the dashboard's SSE `id:`).
