@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{oneshot, Notify};
 
-use crate::agents::memory_stream::Observation;
+use crate::agents::memory_stream::{self, Observation, Stream};
 use crate::agents::session::{Action, CmdId, Input, Limits, Session, Why};
 use crate::agents::store::{self as agent_store, AgentRecord, RoundCommand, SessionRecord};
 use crate::ask::Asks;
@@ -29,8 +29,15 @@ use crate::protocol::{AgentTag, ServerFrame};
 /// What the loop needs from the layers above it: the primer of a tab (its role card's
 /// `system_prompt` and a guide of what it may do now), built where cards, skills and MCP live.
 pub trait LoopHost: Send + Sync + 'static {
-    /// The primer for `tab`, under 3,000 characters.
-    fn primer(&self, tab: &Arc<Client>, agent: Option<&AgentRecord>, limits: &Limits) -> String;
+    /// The primer for `tab`, under 3,000 characters; `recalled` is the agent's memories
+    /// retrieved for this message (its memory block), when it has some.
+    fn primer(
+        &self,
+        tab: &Arc<Client>,
+        agent: Option<&AgentRecord>,
+        limits: &Limits,
+        recalled: Option<&str>,
+    ) -> String;
 }
 
 /// Why `agent task` (or a door's agent call) could not start or did not answer.
@@ -76,6 +83,9 @@ struct Live {
     running: Option<String>,
     /// Callers waiting for the final answer (`agent task`).
     waiters: Vec<oneshot::Sender<Result<String, LoopError>>>,
+    /// The observation ids a reflection was asked about in the last message, until the
+    /// tab's next turn answers.
+    reflection: Option<Vec<i64>>,
 }
 
 /// A session that ended, kept for `agent status` until the next one of its tab.
@@ -102,6 +112,8 @@ pub struct Loops {
     loop_on: Mutex<HashSet<String>>,
     /// Recently ended sessions, newest last (bounded).
     ended: Mutex<Vec<Ended>>,
+    /// Each agent's memory stream (observations since its last reflection), by agent name.
+    streams: Mutex<HashMap<String, Stream>>,
     /// Wakes the timer task when a session changed.
     wake: Notify,
 }
@@ -130,6 +142,7 @@ impl Loops {
             live: Mutex::new(HashMap::new()),
             loop_on: Mutex::new(HashSet::new()),
             ended: Mutex::new(Vec::new()),
+            streams: Mutex::new(HashMap::new()),
             wake: Notify::new(),
         })
     }
@@ -209,6 +222,7 @@ impl Loops {
                     round_turn: String::new(),
                     running: None,
                     waiters: Vec::new(),
+                    reflection: None,
                 },
             );
         }
@@ -298,6 +312,7 @@ impl Loops {
                         round_turn: String::new(),
                         running: None,
                         waiters: Vec::new(),
+                        reflection: None,
                     },
                 );
             }
@@ -324,6 +339,47 @@ impl Loops {
         true
     }
 
+    /// Journals a session's command result by (tab, turn, index), before the loop hears it:
+    /// a hub killed after this and before the deliver runs it no second time.
+    pub fn journal_command(&self, tab: &str, turn_id: &str, index: u32, ok: bool, output: &str) {
+        if let Err(e) = agent_store::journal_command(
+            &self.asks.hub().store,
+            tab,
+            turn_id,
+            index,
+            ok,
+            output,
+            crate::store::now_ms(),
+        ) {
+            tracing::warn!("command {turn_id}#{index} of {tab} not journaled: {e}");
+        }
+    }
+
+    /// When command `index` of the tab's turn already ran (it is journaled), feeds its result
+    /// to the session instead of running it again; true when it did.
+    pub fn replay_journaled(&self, tab: &str, turn_id: &str, index: u32, body: &str) -> bool {
+        let journaled =
+            match agent_store::journaled_command(&self.asks.hub().store, tab, turn_id, index) {
+                Ok(j) => j,
+                Err(e) => {
+                    tracing::warn!("command journal not read: {e}");
+                    None
+                }
+            };
+        let Some((ok, output)) = journaled else {
+            return false;
+        };
+        tracing::info!(
+            tab,
+            turn_id,
+            index,
+            "command already ran: its journaled result is used"
+        );
+        let malformed = crate::commands::parser::parse(body).is_err();
+        self.result(tab, turn_id, index, ok, &output, malformed);
+        true
+    }
+
     /// The tab's reply streams: the new turn has arrived, and nothing is typed meanwhile.
     pub fn chunk(&self, tab: &str) {
         if !self.has_session(tab) {
@@ -343,6 +399,7 @@ impl Loops {
         if !self.has_session(tab) {
             return;
         }
+        self.reflected(tab, text);
         self.feed(tab, Input::Streaming(false));
         self.feed(
             tab,
@@ -476,6 +533,7 @@ impl Loops {
                     round_turn: String::new(),
                     running: None,
                     waiters: vec![tx],
+                    reflection: None,
                 },
             );
             actions
@@ -572,6 +630,7 @@ impl Loops {
             (l.session.id().to_string(), l.agent.clone(), commands)
         };
         let store = &self.asks.hub().store;
+        let mut text = text;
         if round > 0 && !commands.is_empty() {
             if let Err(e) =
                 agent_store::add_round(store, &session_id, round, &commands, crate::store::now_ms())
@@ -579,7 +638,14 @@ impl Loops {
                 tracing::warn!("round {round} of {session_id} not journaled: {e}");
             }
             if let Some(a) = &agent {
-                self.observe(a, round, &commands);
+                // Past the threshold, this message also asks for a reflection (once: a resend
+                // of the same round carries the same text).
+                if let Some((prompt, ids)) = self.observe(a, round, &commands) {
+                    text = format!("{text}\n\n{prompt}");
+                    if let Some(l) = self.live.lock().expect("loops").get_mut(tab) {
+                        l.reflection = Some(ids);
+                    }
+                }
             }
         }
         for (k, v) in vars {
@@ -591,7 +657,21 @@ impl Loops {
         let text = match (primer, self.host.get(), &client) {
             (true, Some(host), Some(c)) => {
                 let limits = self.limits(agent.as_ref().and_then(|a| a.spec.max_rounds));
-                format!("{}\n\n{text}", host.primer(c, agent.as_ref(), &limits))
+                // The first message recalls by the task; a later primer by the round's commands.
+                let about = if round == 0 {
+                    text.clone()
+                } else {
+                    commands
+                        .iter()
+                        .map(|c| c.command.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                let recalled = agent.as_ref().and_then(|a| self.recall(a, &about));
+                format!(
+                    "{}\n\n{text}",
+                    host.primer(c, agent.as_ref(), &limits, recalled.as_deref())
+                )
             }
             _ => text,
         };
@@ -617,19 +697,77 @@ impl Loops {
         self.progress(tab, &session_id, "sent", None, None);
     }
 
-    /// One observation per command of the round in the agent's memory scope.
-    fn observe(&self, agent: &AgentRecord, round: u32, commands: &[RoundCommand]) {
-        let scope = agent
-            .spec
-            .memory
-            .clone()
-            .unwrap_or_else(|| format!("agent.{}", agent.spec.name));
+    /// One observation per command of the round in the agent's memory scope, added to its
+    /// stream; a round is a turn of the scope (its memories cool). Returns the reflection
+    /// prompt and the ids it cites when the stream passed its threshold.
+    fn observe(
+        &self,
+        agent: &AgentRecord,
+        round: u32,
+        commands: &[RoundCommand],
+    ) -> Option<(String, Vec<i64>)> {
+        let scope = scope_of(agent);
         let tags = vec!["observation".to_string()];
+        let mut streams = self.streams.lock().expect("loops");
+        let stream = streams
+            .entry(agent.spec.name.clone())
+            .or_insert_with(|| Stream::new(self.settings.reflect_threshold));
+        let mut due = false;
         for c in commands {
             let o = Observation::new(round, &c.command, c.ok, &c.output, None);
             let text = o.text();
-            if let Err(e) = self.memory.add(&o.as_memory(&scope, &text, &tags)) {
-                tracing::warn!("observation not kept: {e}");
+            match self.memory.add(&o.as_memory(&scope, &text, &tags)) {
+                Ok(id) => due |= stream.push(id, o),
+                Err(e) => tracing::warn!("observation not kept: {e}"),
+            }
+        }
+        self.memory.turn(&[&scope]);
+        due.then(|| stream.reflect())
+    }
+
+    /// The tab's turn after a reflection was asked: the lines citing `[#ID]` become one
+    /// memory tagged `reflection` whose sources are the ids cited.
+    fn reflected(&self, tab: &str, text: &str) {
+        let (asked, agent) = {
+            let mut live = self.live.lock().expect("loops");
+            let Some(l) = live.get_mut(tab) else { return };
+            let Some(asked) = l.reflection.take() else {
+                return;
+            };
+            let Some(agent) = l.agent.clone() else { return };
+            (asked, agent)
+        };
+        let Some((reflection, sources)) = memory_stream::reflection(text, &asked) else {
+            tracing::info!(agent = %agent.spec.name, "the reply cited no observation: no reflection kept");
+            return;
+        };
+        let scope = scope_of(&agent);
+        let tags = vec!["reflection".to_string()];
+        let kept = self.memory.add(&crate::memory::NewMemory {
+            scope: &scope,
+            text: &reflection,
+            tags: &tags,
+            pinned: false,
+            importance: Some(memory_stream::REFLECTION_IMPORTANCE),
+            author: Some(&agent.spec.name),
+            sources: &sources,
+        });
+        if let Err(e) = kept {
+            tracing::warn!("reflection not kept: {e}");
+        }
+    }
+
+    /// The agent's memories most relevant to `about`, ranked by relevance × recency ×
+    /// importance (the team memory's own search), as the primer's memory block.
+    fn recall(&self, agent: &AgentRecord, about: &str) -> Option<String> {
+        match self
+            .memory
+            .search(&scope_of(agent), about, memory_stream::RECALL)
+        {
+            Ok(hits) => memory_stream::recall_block(&hits),
+            Err(e) => {
+                tracing::warn!("agent memories not recalled: {e}");
+                None
             }
         }
     }
@@ -789,6 +927,15 @@ impl Loops {
         }));
         out
     }
+}
+
+/// The memory scope of an agent: its `memory=SCOPE`, or `agent.NAME`.
+pub fn scope_of(agent: &AgentRecord) -> String {
+    agent
+        .spec
+        .memory
+        .clone()
+        .unwrap_or_else(|| format!("agent.{}", agent.spec.name))
 }
 
 /// Whose session a control verb acts on.

@@ -328,9 +328,10 @@ impl crate::agent_loop::LoopHost for Primers {
         tab: &Arc<Client>,
         agent: Option<&crate::agents::store::AgentRecord>,
         limits: &crate::agents::session::Limits,
+        recalled: Option<&str>,
     ) -> String {
         match self.0.upgrade() {
-            Some(control) => crate::control::primer(&control, tab, agent, limits),
+            Some(control) => crate::control::primer(&control, tab, agent, limits, recalled),
             None => String::new(),
         }
     }

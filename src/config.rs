@@ -85,6 +85,8 @@ pub struct AgentSettings {
     pub result_chars: usize,
     /// How long a send may take to show the new turn before one resend (15 s).
     pub arrival_ms: u64,
+    /// The importance summed since an agent's last reflection that asks for the next (50).
+    pub reflect_threshold: u32,
 }
 
 impl Default for AgentSettings {
@@ -96,6 +98,7 @@ impl Default for AgentSettings {
             gap_ms: (2_000, 5_000),
             result_chars: 4_000,
             arrival_ms: 15_000,
+            reflect_threshold: 50,
         }
     }
 }

@@ -420,6 +420,16 @@ fn run_items(
                     hub.loops
                         .command_started(client, turn_id, *index, &found.body, wish)
                 });
+                // A session's command that already ran (before a hub restart, the turn sent
+                // again) is not run twice: its journaled result goes to the loop.
+                if let Some((turn_id, index)) = at.as_ref().filter(|_| looped) {
+                    if hub
+                        .loops
+                        .replay_journaled(&client.id, turn_id, *index, &found.body)
+                    {
+                        continue;
+                    }
+                }
                 let hub = hub.clone();
                 let client = client.clone();
                 hub.tracker.clone().spawn(async move {
@@ -427,6 +437,13 @@ fn run_items(
                     let outcome =
                         run_command_with(&hub, &caller, &[&found.body], None, Some(&cmd)).await;
                     if let Some((turn_id, index)) = at.filter(|_| looped) {
+                        hub.loops.journal_command(
+                            &client.id,
+                            &turn_id,
+                            index,
+                            outcome.success,
+                            &outcome.output,
+                        );
                         let malformed = crate::commands::parser::parse(&found.body).is_err();
                         hub.loops.result(
                             &client.id,
@@ -1093,6 +1110,7 @@ pub fn primer(
     tab: &Arc<Client>,
     agent: Option<&crate::agents::store::AgentRecord>,
     limits: &crate::agents::session::Limits,
+    recalled: Option<&str>,
 ) -> String {
     use crate::agents::primer::{build, Facts, SkillFact, TabFact};
     let card = hub.commands.card_for(tab);
@@ -1133,9 +1151,13 @@ pub fn primer(
             .clone()
             .unwrap_or_else(|| format!("agent.{}", a.spec.name))
     });
-    let memory_block = memory_scope
-        .as_deref()
-        .and_then(|s| hub.commands.memory.block(&[s]).ok().flatten());
+    // The memories recalled for this message (relevance × recency × importance), else the
+    // scope's note and hot tags.
+    let memory_block = recalled.map(str::to_string).or_else(|| {
+        memory_scope
+            .as_deref()
+            .and_then(|s| hub.commands.memory.block(&[s]).ok().flatten())
+    });
     let mcp_tools: Vec<String> = hub
         .mcp
         .catalogue()

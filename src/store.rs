@@ -141,6 +141,17 @@ const MIGRATIONS: &[&str] = &[
         created_ms INTEGER NOT NULL
     );
     CREATE INDEX event_rules_topic ON event_rules(topic);",
+    // 9: each command of a looping tab's turn and its result, keyed by (tab, turn, index):
+    // after a restart a re-sent turn runs none of them twice (src/agents/store.rs).
+    "CREATE TABLE agent_commands (
+        tab TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        output TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tab, turn_id, idx)
+    )",
 ];
 
 /// One row of the journal with its global id (the dashboard's SSE `id:`).

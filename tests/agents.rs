@@ -517,3 +517,138 @@ async fn a_flow_node_runs_an_agent_session_as_one_step() {
         "{result}"
     );
 }
+
+/// A model's agent on its own tab, and its caller; the caller's `agent task` is sent, not
+/// awaited (it answers at the end).
+async fn agent_on_kimi(hub: &TestHub, name: &str, task: &str) -> (ScriptedTab, ScriptedTab) {
+    let mut boss = master(hub, "boss").await;
+    let kimi = hub
+        .scripted("kimi-1", "kimi", "worker", |_| {
+            Reply::Text(Duration::ZERO, "unused".into())
+        })
+        .await;
+    let made = boss
+        .command(&format!(
+            "?<agent create {name} on kimi-1 with tools=[tabs,memory]>!"
+        ))
+        .await;
+    assert_eq!(made["result"]["success"], true, "{made}");
+    boss.send(json!({"type":"user_input","text":format!("?<agent task {name} {task}>!")}));
+    (boss, kimi)
+}
+
+/// The `[#ID]` memory ids a reflection prompt lists, in order.
+fn cited_ids(text: &str) -> Vec<i64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("[#"))
+        .filter_map(|l| l.split(']').next())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// SPEC §17 memory stream: every command of a round is an observation with an importance;
+/// past 50 summed (memory writes are 7: 2 + 6 of them) the results message asks for a
+/// reflection citing the observations as `[#ID]`; the lines of the next turn that cite them
+/// become a memory tagged `reflection` whose sources are the ids cited.
+#[tokio::test]
+async fn past_the_threshold_the_agent_reflects_citing_its_observations() {
+    let hub = TestHub::start().await;
+    let (mut boss, mut kimi) = agent_on_kimi(&hub, "scribe", "记下八条事实").await;
+    kimi.next("deliver").await;
+
+    say(
+        &kimi,
+        "k1",
+        "?<memory 事实一 tag: 笔记>! ?<memory 事实二 tag: 笔记>!",
+    );
+    let r1 = kimi.next("deliver").await;
+    let t1 = r1["text"].as_str().unwrap();
+    assert!(!t1.contains("Reflect:"), "14 < 50: no reflection yet: {t1}");
+
+    let six: String = ["三", "四", "五", "六", "七", "八"]
+        .iter()
+        .map(|n| format!("?<memory 事实{n} tag: 笔记>! "))
+        .collect();
+    say(&kimi, "k2", &six);
+    let r2 = kimi.next("deliver").await;
+    let t2 = r2["text"].as_str().unwrap();
+    assert!(t2.contains("Reflect:"), "14 + 42 = 56 ≥ 50: {t2}");
+    let ids = cited_ids(t2);
+    assert_eq!(ids.len(), 8, "all 8 observations since the start: {t2}");
+    assert!(
+        t2.contains(&format!("[#{}] round 1 ✓ memory 事实一", ids[0])),
+        "{t2}"
+    );
+    assert!(
+        !t2.contains("?<memory"),
+        "the prompt runs nothing when quoted: {t2}"
+    );
+
+    let reply = format!(
+        "反思如下：\n[#{}] [#{}] 事实都记在笔记标签下\n[#999] 不是观察\n?<done 记好了>!",
+        ids[0], ids[7]
+    );
+    say(&kimi, "k3", &reply);
+    let answer = boss.next("cmd_result").await;
+    assert_eq!(answer["result"]["output"], "记好了", "{answer}");
+
+    let memory = &hub.hub().commands.memory;
+    let hits = memory.search("agent.scribe", "笔记标签", 5).unwrap();
+    let reflection = hits
+        .iter()
+        .find(|h| h.entry.tags.contains(&"reflection".to_string()))
+        .unwrap_or_else(|| panic!("a reflection memory: {hits:?}"));
+    assert_eq!(
+        reflection.entry.text,
+        format!("[#{}] [#{}] 事实都记在笔记标签下", ids[0], ids[7])
+    );
+    assert_eq!(reflection.entry.sources, vec![ids[0], ids[7]]);
+    let observation = memory.get(ids[0]).unwrap();
+    assert!(
+        observation.tags.contains(&"observation".to_string()),
+        "{observation:?}"
+    );
+    assert_eq!(observation.importance, 7);
+}
+
+/// The first message of an agent's task carries its memories retrieved for the task by
+/// relevance × recency × importance: the relevant important one first, the unrelated not.
+#[tokio::test]
+async fn the_first_message_recalls_memories_relevant_to_the_task() {
+    let hub = TestHub::start().await;
+    let memory = &hub.hub().commands.memory;
+    let tags: Vec<String> = vec!["note".into()];
+    for (text, importance) in [
+        ("the login button is blue", 2u8),
+        ("the login page signs in with OAuth", 9),
+        ("the weather report is sunny", 9),
+    ] {
+        memory
+            .add(&aicard::memory::NewMemory {
+                scope: "agent.tester",
+                text,
+                tags: &tags,
+                importance: Some(importance),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let (_boss, mut kimi) = agent_on_kimi(&hub, "tester", "check login flow").await;
+    let first = kimi.next("deliver").await;
+    let text = first["text"].as_str().unwrap();
+    let oauth = text
+        .find("signs in with OAuth")
+        .unwrap_or_else(|| panic!("{text}"));
+    let blue = text
+        .find("button is blue")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        oauth < blue,
+        "importance ranks the OAuth memory first: {text}"
+    );
+    assert!(
+        !text.contains("weather"),
+        "not relevant to the task: {text}"
+    );
+    assert!(text.contains("check login flow"), "{text}");
+}

@@ -180,6 +180,75 @@ Reflect: what higher-level conclusions follow from these observations? One per l
     }
 }
 
+/// How many memories the primer retrieves for an agent.
+pub const RECALL: usize = 5;
+/// Importance of a reflection memory.
+pub const REFLECTION_IMPORTANCE: u8 = 8;
+
+/// The reflection in a reply to [`Stream::reflect`]'s prompt: the lines that cite one of the
+/// `asked` memory ids as `[#ID]` (a line holding a command is not a conclusion, it is left
+/// out), and the ids cited, sorted. `None` when no line cites one.
+pub fn reflection(reply: &str, asked: &[i64]) -> Option<(String, Vec<i64>)> {
+    let mut lines = Vec::new();
+    let mut cited: Vec<i64> = Vec::new();
+    for line in reply.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if line.contains("?<") {
+            continue;
+        }
+        let here: Vec<i64> = citations(line)
+            .into_iter()
+            .filter(|id| asked.contains(id))
+            .collect();
+        if here.is_empty() {
+            continue;
+        }
+        lines.push(line.to_string());
+        cited.extend(here);
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    cited.sort_unstable();
+    cited.dedup();
+    Some((lines.join("\n"), cited))
+}
+
+/// The ids written as `[#ID]` in a line.
+fn citations(line: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("[#") {
+        rest = &rest[at + 2..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if rest[digits.len()..].starts_with(']') {
+            if let Ok(id) = digits.parse() {
+                out.push(id);
+            }
+        }
+    }
+    out
+}
+
+/// The primer's memory block from retrieved memories (best first): `[#ID] text`, one a line;
+/// reflections marked. `None` when nothing was found.
+pub fn recall_block(hits: &[crate::memory::Hit]) -> Option<String> {
+    if hits.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = hits
+        .iter()
+        .map(|h| {
+            let kind = if h.entry.tags.iter().any(|t| t == "reflection") {
+                "反思 / reflection: "
+            } else {
+                ""
+            };
+            format!("[#{}] {kind}{}", h.entry.id, digest(&h.entry.text))
+        })
+        .collect();
+    Some(lines.join("\n"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +310,16 @@ mod tests {
         assert!(prompt.contains("[#10]"));
         assert_eq!(s.sum(), 0);
         assert!(crate::commands::scanner::scan_text(&prompt).is_empty());
+    }
+
+    #[test]
+    fn a_reflection_is_the_lines_citing_asked_ids() {
+        let reply = "好的。\n[#3] 工人总是先答数字 [#4]\n[#99] 不是我们问的\n[#3] 再问 ?<to w1: x>!\n结论 [#5]";
+        let (text, ids) = reflection(reply, &[3, 4, 5]).expect("a reflection");
+        assert_eq!(text, "[#3] 工人总是先答数字 [#4]\n结论 [#5]");
+        assert_eq!(ids, vec![3, 4, 5]);
+        assert_eq!(reflection("没有引用 [#x] [#7", &[7]), None);
+        assert_eq!(reflection("[#8] only unasked ids", &[7]), None);
     }
 
     #[test]

@@ -258,6 +258,8 @@ struct Outgoing {
     primer: bool,
     vars: Vec<(String, String)>,
     due_ms: u64,
+    /// It went to the tab at least once (a pause may have come before its turn showed).
+    sent: bool,
 }
 
 /// One session of one tab.
@@ -361,6 +363,7 @@ impl Session {
             primer: true,
             vars: Vec::new(),
             due_ms: now_ms,
+            sent: false,
         }));
         self.poll(now_ms)
     }
@@ -496,7 +499,13 @@ impl Session {
             return self.turn_ended(turn_id, text, commands, now_ms);
         };
         let why = why.clone();
-        self.state = std::mem::replace(&mut **before, State::ModelTurn);
+        self.state = match std::mem::replace(&mut **before, State::ModelTurn) {
+            // A message that went to the tab before the pause: a turn ending now means the
+            // tab got it (or the model answered the person instead). Either way this turn is
+            // the model's: it is collected, and the message is not sent again on resume.
+            State::Ready(out) if out.sent => State::ModelTurn,
+            other => other,
+        };
         let actions = self.turn_ended(turn_id, text, commands, now_ms);
         if !matches!(self.state, State::Paused { .. } | State::Ended(_)) {
             let before = std::mem::replace(&mut self.state, State::ModelTurn);
@@ -657,6 +666,7 @@ impl Session {
             primer,
             vars,
             due_ms,
+            sent: false,
         });
         if items.iter().all(|i| !i.ok) {
             self.failed_in_a_row += 1;
@@ -704,8 +714,9 @@ impl Session {
         }
     }
 
-    fn send(&mut self, out: Box<Outgoing>, now_ms: u64, attempt: u32) -> Vec<Action> {
+    fn send(&mut self, mut out: Box<Outgoing>, now_ms: u64, attempt: u32) -> Vec<Action> {
         self.sends += 1;
+        out.sent = true;
         let action = Action::Deliver {
             text: out.text.clone(),
             round: out.round,

@@ -541,3 +541,40 @@ fn a_turn_that_ends_while_paused_is_collected_and_sent_on_resume() {
         "{end:?}"
     );
 }
+
+/// The person speaks after the results went out but before the tab showed the new turn:
+/// the session pauses; the model's turn that then ends is its answer to the results (or to
+/// the person), so it is collected, and resume sends its round, not the old results again.
+#[test]
+fn a_turn_after_a_send_the_pause_overtook_is_collected_not_lost() {
+    let mut s = session(limits());
+    s.handle(turn("t1", "?<to a: x>!"), 0);
+    let (first, _, _) = deliver(&s.handle(res("t1", 0, true, "A"), 10));
+    assert!(first.contains('A'));
+    assert_eq!(
+        s.handle(Input::PersonMessage, 20),
+        vec![Action::Pause {
+            why: Why::PersonSpoke
+        }]
+    );
+    assert!(s.handle(turn("t2", "?<to a: y>!"), 30).is_empty());
+    assert!(s.handle(res("t2", 0, true, "B"), 40).is_empty());
+    let (text, r, _) = deliver(&s.handle(Input::Resume, 50));
+    assert_eq!(r, 2, "{text}");
+    assert!(
+        text.contains('B') && !text.contains("⟦aicard result 1/1⟧ to a: x"),
+        "{text}"
+    );
+    // Not sent before the pause (the gap still ran): resume sends it, as before.
+    let mut s = session(Limits {
+        gap_ms: (5_000, 5_000),
+        ..limits()
+    });
+    round(&mut s, "t1", "?<to a: x>!", 0);
+    s.handle(seen(), 1);
+    round(&mut s, "t2", "?<to a: y>!", 100);
+    s.handle(Input::PersonMessage, 200);
+    let (text, round2, _) = deliver(&s.handle(Input::Resume, 300));
+    assert_eq!(round2, 2);
+    assert!(text.contains("out t2/0"), "{text}");
+}

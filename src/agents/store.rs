@@ -258,6 +258,44 @@ pub fn rounds(store: &Store, session: &str) -> StoreResult<Vec<(u32, Vec<RoundCo
         .collect())
 }
 
+/// Journals the result of command `index` of `tab`'s turn `turn_id` (the first result
+/// kept: a command runs once).
+pub fn journal_command(
+    store: &Store,
+    tab: &str,
+    turn_id: &str,
+    index: u32,
+    ok: bool,
+    output: &str,
+    now_ms: i64,
+) -> StoreResult<()> {
+    store.with_conn(|c| {
+        c.execute(
+            "INSERT OR IGNORE INTO agent_commands (tab, turn_id, idx, ok, output, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![tab, turn_id, index, ok, output, now_ms],
+        )
+    })?;
+    Ok(())
+}
+
+/// The journaled result of command `index` of `tab`'s turn `turn_id`: (ok, output), if it ran.
+pub fn journaled_command(
+    store: &Store,
+    tab: &str,
+    turn_id: &str,
+    index: u32,
+) -> StoreResult<Option<(bool, String)>> {
+    Ok(store.with_conn(|c| {
+        c.query_row(
+            "SELECT ok, output FROM agent_commands WHERE tab = ?1 AND turn_id = ?2 AND idx = ?3",
+            params![tab, turn_id, index],
+            |r| Ok((r.get::<_, bool>(0)?, r.get::<_, String>(1)?)),
+        )
+        .optional()
+    })?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +308,35 @@ mod tests {
             max_rounds: Some(10),
             memory: Some("research".into()),
         }
+    }
+
+    #[test]
+    fn a_command_is_journaled_once_by_tab_turn_and_index() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let store = Store::open(dir.path()).expect("open");
+            assert_eq!(
+                journaled_command(&store, "t", "turn", 0).expect("read"),
+                None
+            );
+            journal_command(&store, "t", "turn", 0, true, "first", 1).expect("write");
+            journal_command(&store, "t", "turn", 0, false, "second", 2).expect("write");
+            journal_command(&store, "t", "turn", 1, false, "boom", 3).expect("write");
+        }
+        let store = Store::open(dir.path()).expect("reopen");
+        assert_eq!(
+            journaled_command(&store, "t", "turn", 0).expect("read"),
+            Some((true, "first".to_string())),
+            "the first result is kept"
+        );
+        assert_eq!(
+            journaled_command(&store, "t", "turn", 1).expect("read"),
+            Some((false, "boom".to_string()))
+        );
+        assert_eq!(
+            journaled_command(&store, "u", "turn", 0).expect("read"),
+            None
+        );
     }
 
     #[test]

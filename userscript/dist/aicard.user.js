@@ -4455,7 +4455,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   var DOM_FALLBACK_AFTER_MS = 1500;
   var HUB_TURN_MS = 2e4;
   var PERSON_QUIET_MS = 2e3;
-  var DRAFT_WAIT_MS = 3e4;
+  var DRAFT_WAIT_MS = 1e4;
   var squash = (s) => String(s ?? "").replace(/\s+/g, "");
   var TaskRunner = class {
     constructor({ doc, adapter, hub, capture, timers, log, onChange, seen }) {
@@ -4483,6 +4483,12 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         const id = frame.deliver_id;
         if (id && (this.seen?.has(id) || this.current?.deliver_id === id || this.queue.some((j) => j.deliver_id === id))) {
           this.log("info", `delivery ${id} already typed`);
+          return;
+        }
+        const sameRound = (j) => j?.kind === "deliver" && frame.agent && j.agent && String(j.agent.session) === String(frame.agent.session) && j.agent.round === frame.agent.round;
+        if (sameRound(this.current) || this.queue.some(sameRound)) {
+          this.log("info", `delivery ${id || ""}: round ${frame.agent.round} already waits to be typed`);
+          if (id) this.seen?.add(id);
           return;
         }
         this.queue.push({ kind: "deliver", ...frame });

@@ -5,7 +5,7 @@
  * put back after the prompt was sent.
  *
  * An automatic delivery (`deliver {auto_send}`, the agent loop's results, SPEC §17) waits until
- * the model is idle and the person has stopped typing in the box (at most ~30 s), keeps the
+ * the model is idle and the person has stopped typing in the box (at most 10 s), keeps the
  * person's draft aside while it types and sends, and puts it back; the turn it starts is the
  * hub's, never reported as the person's input. An agent session that the hub pauses or ends drops
  * its deliveries not yet typed.
@@ -24,8 +24,11 @@ const DOM_FALLBACK_AFTER_MS = 1_500;
 const HUB_TURN_MS = 20_000;
 /** The person counts as typing while the box changed this recently. */
 export const PERSON_QUIET_MS = 2_000;
-/** The longest an automatic send waits for the person to stop typing. */
-export const DRAFT_WAIT_MS = 30_000;
+/**
+ * The longest an automatic send waits for the person to stop typing: under the hub's 15 s
+ * arrival window (SPEC §17), so a draft only delays the send and never makes it "send failed".
+ */
+export const DRAFT_WAIT_MS = 10_000;
 
 /** Text compared without its whitespace (editors rewrite line breaks and trailing spaces). */
 const squash = (s) => String(s ?? '').replace(/\s+/g, '');
@@ -62,6 +65,15 @@ export class TaskRunner {
       const id = frame.deliver_id;
       if (id && (this.seen?.has(id) || this.current?.deliver_id === id || this.queue.some((j) => j.deliver_id === id))) {
         this.log('info', `delivery ${id} already typed`);
+        return;
+      }
+      // The hub's one resend of a round (SPEC §17) while that round still waits here (a draft,
+      // a model still writing) is the same message: it is typed once.
+      const sameRound = (j) => j?.kind === 'deliver' && frame.agent && j.agent
+        && String(j.agent.session) === String(frame.agent.session) && j.agent.round === frame.agent.round;
+      if (sameRound(this.current) || this.queue.some(sameRound)) {
+        this.log('info', `delivery ${id || ''}: round ${frame.agent.round} already waits to be typed`);
+        if (id) this.seen?.add(id);
         return;
       }
       this.queue.push({ kind: 'deliver', ...frame });

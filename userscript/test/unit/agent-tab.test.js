@@ -2,7 +2,7 @@
 // deliveries a paused or ended session drops, and that our own typing is not the person's.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TaskRunner } from '../../src/core/tasks.js';
+import { DRAFT_WAIT_MS, TaskRunner } from '../../src/core/tasks.js';
 
 function runner() {
   const seen = new Set();
@@ -53,4 +53,26 @@ test('our own writing into the box is not the person typing', () => {
   r.typing = 0;
   r.notePersonEdit();
   assert.ok(Date.now() - r.lastPersonEdit < 1000);
+});
+
+test('the hub resending a round that still waits here is typed once; a later round is not held back', () => {
+  const { r, seen } = runner();
+  r.pump = () => {};
+  const d = (id, round) => ({ type: 'deliver', deliver_id: id, auto_send: true, text: `r${round}`, agent: { session: 's1', round, of: 25 } });
+  r.handle(d('s1-r1-s1', 1));
+  r.current = r.queue.shift();
+  r.handle(d('s1-r1-s2', 1));
+  assert.deepEqual(r.queue, [], 'the resend of the round being waited on is the same message');
+  assert.ok(seen.has('s1-r1-s2'), 'its id counts as handled');
+  r.handle(d('s1-r2-s3', 2));
+  r.handle(d('s1-r2-s4', 2));
+  assert.deepEqual(r.queue.map((j) => j.deliver_id), ['s1-r2-s3'], 'one of round 2 queued');
+  r.current = null;
+  r.queue = [];
+  r.handle(d('s1-r1-s5', 1));
+  assert.deepEqual(r.queue.map((j) => j.deliver_id), ['s1-r1-s5'], 'once nothing of round 1 waits, a resend is typed');
+});
+
+test('a draft delays an automatic send for less than the hub waits for it to arrive', () => {
+  assert.ok(DRAFT_WAIT_MS + 2_000 < 15_000, `draft wait ${DRAFT_WAIT_MS} ms + typing must fit the hub's 15 s arrival window`);
 });
