@@ -35,7 +35,7 @@ struct Args {
     /// Plain asks in each routing phase (idle, and while the loop runs).
     #[arg(long, default_value_t = 200)]
     asks: usize,
-    /// Passed by `cargo bench`; ignored.
+    /// Passed by `cargo bench`; without it (`cargo test --all-targets`) a short smoke run.
     #[arg(long, hide = true)]
     bench: bool,
 }
@@ -45,7 +45,7 @@ async fn spawn_hub(data: &std::path::Path) -> (tokio::process::Child, String) {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_aicard"));
     let mut child = tokio::process::Command::new(bin)
         .args(["serve", "--port", "0", "--token", TOKEN])
-        .args(["--agent-gap", "0-0", "--agent-max-rounds", "100000"])
+        .args(["--agent-gap", "0-0", "--agent-max-rounds", "1000"])
         .arg("--data-dir")
         .arg(data)
         .arg("--flows")
@@ -210,7 +210,14 @@ async fn run_loop(m: &mut Tab, rounds: usize) -> Vec<Duration> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if !args.bench {
+        // Run by `cargo test --all-targets`: a few rounds prove the tool works.
+        args.rounds = args.rounds.min(10);
+        args.asks = args.asks.min(10);
+    }
+    // Both phases share one session, under the hub's cap of 1,000 rounds.
+    assert!(args.rounds * 2 < 1000, "--rounds at most 499");
     let dir = tempfile::tempdir().expect("tempdir");
     let (hub, url) = spawn_hub(dir.path()).await;
     let pid = hub.id().expect("hub pid");

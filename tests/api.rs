@@ -487,15 +487,17 @@ async fn refusals_carry_real_statuses_and_openai_error_bodies() {
         assert!(!r.headers().contains_key("access-control-allow-origin"));
         assert_eq!(json_of(r).await["error"]["type"], "permission_error");
     }
-    // Unknown paths under /v1 answer in the same shape.
-    let r = http()
-        .get(h.http_url("/v1/embeddings"))
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
-    assert_eq!(json_of(r).await["error"]["code"], "unknown_url");
+    // Unknown paths under /v1, and /v1 itself, answer in the same shape.
+    for path in ["/v1/embeddings", "/v1", "/v1/"] {
+        let r = http()
+            .get(h.http_url(path))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+        assert_eq!(json_of(r).await["error"]["code"], "unknown_url", "{path}");
+    }
 }
 
 #[tokio::test]

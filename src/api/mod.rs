@@ -252,6 +252,8 @@ pub fn routes() -> Router<Arc<Door>> {
             "/v1/chat/completions",
             post(chat::completions).fallback(chat::method_not_allowed),
         )
+        .route("/v1", any(chat::not_found))
+        .route("/v1/", any(chat::not_found))
         .route("/v1/{*rest}", any(chat::not_found))
         .route(
             "/metrics",
