@@ -159,13 +159,20 @@ impl App {
                 app.control.clone(),
             )));
         let weak = Arc::downgrade(&app);
-        app.api
-            .admission()
-            .set_usable(Box::new(move |client| match weak.upgrade() {
-                // An API prompt skips tabs the decision engine cools down or parked.
-                Some(app) => crate::pick::usable(&app.asks.pick, client),
-                None => true,
-            }));
+        app.api.admission().set_usable(Box::new(move |client| {
+            use crate::api::admission::Standby;
+            use crate::decide::Standing;
+            // An API prompt skips tabs the decision engine cools down or parked.
+            let Some(app) = weak.upgrade() else {
+                return Standby::Ready;
+            };
+            match crate::pick::health(&app.asks.pick, client).standing {
+                Standing::Cooling(ms) => Standby::Later(std::time::Duration::from_millis(ms)),
+                Standing::Waiting => Standby::Later(std::time::Duration::ZERO),
+                Standing::Parked(t) => Standby::Person(t.as_str()),
+                _ => Standby::Ready,
+            }
+        }));
         let listener = hub.bind().await?;
         let addr = listener.local_addr()?;
         hub.tracker.spawn(crate::webhooks::follow_journal(
@@ -180,6 +187,11 @@ impl App {
         ));
         hub.tracker
             .spawn(crate::rules::run(app.control.clone(), hub.shutdown.clone()));
+        hub.tracker.spawn(forward_published(
+            app.control.bus.clone(),
+            app.webhooks.clone(),
+            hub.shutdown.clone(),
+        ));
         app.runner.resume_all();
         app.clone().watch_role_cards();
         app.clone().flush_memory_turns();
@@ -201,6 +213,7 @@ impl App {
             asks: self.asks.clone(),
             runner: self.runner.clone(),
             webhooks: self.webhooks.clone(),
+            bus: self.control.bus.clone(),
             loops: self.loops.clone(),
         });
         let dashboard = Arc::new(crate::dashboard::Door {
@@ -436,6 +449,29 @@ impl Hooks for AppHooks {
     fn shutdown(&self) {
         if let Some(app) = self.app() {
             app.control.mcp.shutdown();
+        }
+    }
+}
+
+/// `data_published` (every `publish`, SPEC §19) is a lifecycle event the journal does not
+/// hold: hand it from the bus to the webhooks that ask for it.
+async fn forward_published(
+    bus: Arc<crate::events::Bus>,
+    webhooks: Arc<crate::webhooks::Webhooks>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    if webhooks.is_empty() {
+        return;
+    }
+    let mut rx = bus.subscribe();
+    loop {
+        let ev = tokio::select! {
+            ev = bus.next(&mut rx) => match ev { Some(ev) => ev, None => return },
+            _ = shutdown.cancelled() => return,
+        };
+        // Each node calls back for its own publishes only.
+        if ev.topic == "data_published" && ev.origin == bus.origin() {
+            webhooks.publish("data_published", ev.data.clone());
         }
     }
 }

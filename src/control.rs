@@ -668,7 +668,15 @@ fn event_verb(
     match cmd {
         EventCmd::Publish { topic, text } => {
             let data = serde_json::json!({"text": text, "from": caller.client_id});
-            hub.bus.publish(Event::new(&topic, data, cause.clone()));
+            hub.bus
+                .publish(Event::new(&topic, data.clone(), cause.clone()));
+            // The lifecycle event of any publish (webhooks may ask for it), with the topic.
+            if topic != "data_published" {
+                let mut data = data;
+                data["topic"] = topic.clone().into();
+                hub.bus
+                    .publish(Event::new("data_published", data, cause.clone()));
+            }
             Ok(format!("已发布 / published {topic}"))
         }
         EventCmd::Subscribe {
@@ -946,7 +954,8 @@ impl Host for HubHost {
         if let Some(r) = planned {
             return r.map_err(|e| HostError::Other(e.to_string()));
         }
-        manager(&self.hub, caller, request).map_err(|e| HostError::Other(e.to_string()))
+        manager(&self.hub, caller, request, &self.cause)
+            .map_err(|e| HostError::Other(e.to_string()))
     }
 }
 
@@ -1256,6 +1265,7 @@ fn manager(
     hub: &Arc<Control>,
     caller: &Caller,
     request: FlowRequest,
+    cause: &crate::events::Cause,
 ) -> Result<String, crate::runner::RunError> {
     use crate::runner::RunError;
     let runner: &Runner = &hub.runner;
@@ -1299,6 +1309,8 @@ fn manager(
         } => {
             let inputs: BTreeMap<String, String> = params.into_iter().collect();
             let id = runner.start(&name, master, inputs, from_node)?;
+            // A run a rule started carries the rule in its events' cause (the loop guard).
+            hub.bus.note_run(&id, cause);
             Ok(format!("已启动 / started {id}"))
         }
         ManagerCmd::Pause(n) => runner.control(&n, RunControl::Pause),

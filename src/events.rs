@@ -164,7 +164,14 @@ pub struct Bus {
     origin: String,
     outbound: std::sync::OnceLock<Arc<dyn Outbound>>,
     pub stats: BusStats,
+    /// Run id → the rules whose commands started it: the run's own events carry that cause,
+    /// so `subscribe flow_complete do manager run X` does not restart X for ever.
+    runs: std::sync::Mutex<HashMap<String, Cause>>,
 }
+
+/// Runs started by rules whose cause is remembered at once (a run that never ends keeps
+/// its entry; past this, new ones are not remembered and the depth limit still holds).
+const MAX_RUN_CAUSES: usize = 10_000;
 
 /// Counters for `/metrics` and tests.
 #[derive(Debug, Default)]
@@ -216,7 +223,38 @@ impl Bus {
             origin: origin.to_string(),
             outbound: std::sync::OnceLock::new(),
             stats: BusStats::default(),
+            runs: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Remembers that rules (`cause`) started run `run`: its lifecycle events and node results
+    /// carry that cause. No-op for a run no rule started.
+    pub fn note_run(&self, run: &str, cause: &Cause) {
+        if cause.rules.is_empty() {
+            return;
+        }
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        if runs.len() < MAX_RUN_CAUSES {
+            runs.insert(run.to_string(), cause.clone());
+        }
+    }
+
+    /// The cause of run `run`'s events (empty unless a rule started it).
+    pub fn cause_of_run(&self, run: &str) -> Cause {
+        let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        runs.get(run).cloned().unwrap_or_default()
+    }
+
+    fn forget_run(&self, run: &str) {
+        self.runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(run);
+    }
+
+    /// This hub's name on events it publishes (its node id; empty for one hub).
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// Also send every event this hub publishes there (set once).
@@ -273,8 +311,13 @@ pub async fn follow_journal(store: Store, bus: Arc<Bus>, shutdown: CancellationT
         tick.borrow_and_update();
         let rows = store.journal_after(last, 500);
         for row in &rows {
+            let cause = bus.cause_of_run(&row.run_id);
             for (topic, data) in journal_events(&store, &mut flows, &row.run_id, &row.event) {
-                bus.publish(Event::new(topic, data, Cause::default()));
+                let ended = matches!(topic, "flow_complete" | "flow_stop");
+                bus.publish(Event::new(topic, data, cause.clone()));
+                if ended {
+                    bus.forget_run(&row.run_id);
+                }
             }
         }
         if let Some(r) = rows.last() {

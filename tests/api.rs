@@ -539,7 +539,7 @@ async fn models_lists_what_is_online_with_load() {
     };
     assert_eq!(
         by_id("site/sim")["aicard"],
-        json!({"tabs":2,"busy":1,"queue_depth":0,
+        json!({"tabs":2,"busy":1,"unavailable":0,"queue_depth":0,
             "answers":{"site":{"network":0,"dom":0,"empty":0},"flag":null}})
     );
     assert_eq!(by_id("site/kimi")["aicard"]["tabs"], 1);
@@ -947,4 +947,168 @@ async fn metrics_are_typed_counters_grow_and_answer_times_fill_a_histogram() {
     );
     assert_eq!(buckets.last().unwrap(), &(f64::INFINITY, 1.0));
     assert!(after.value("aicard_answer_seconds_sum", &[]) > 0.0);
+}
+
+/// A tab parked on a captcha (SPEC §20, issue 32 item 4): a request for its model is refused
+/// at once with 503 `tabs_unavailable` and `x-should-retry: false`, not after the queue
+/// timeout as "busy"; `/v1/models` counts it unavailable; once the person acts, it answers.
+#[tokio::test]
+async fn a_model_whose_every_tab_waits_for_a_person_is_refused_at_once() {
+    let h = TestHub::start().await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let body = chat_body("site/sim", "x", false);
+    let (resp, _) = tokio::join!(post(&h, &body, &[]), async {
+        let task = recv_type(&mut ws, "task").await;
+        let id = task["task_id"].as_str().unwrap();
+        send(
+            &mut ws,
+            &json!({"type":"task_update","task_id":id,"state":"failed","error":"captcha","trouble":"captcha"}),
+        )
+        .await;
+    });
+    assert_eq!(resp.status(), 502);
+    let adm = h.hub().api.admission().clone();
+    let c = h.hub().hub.registry.resolve("w").pop().unwrap();
+    until("the tab to be parked", || adm.unavailable(&c)).await;
+    let started = std::time::Instant::now();
+    let resp = post(
+        &h,
+        &chat_body("site/sim", "again", false),
+        &[("x-aicard-queue-timeout", "120")],
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused at once, took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["x-should-retry"], "false");
+    assert!(resp.headers().contains_key("retry-after"));
+    let v = json_of(resp).await;
+    assert_eq!(v["error"]["code"], "tabs_unavailable", "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("w captcha"), "{msg}");
+    let models = json_of(
+        http()
+            .get(h.http_url("/v1/models/site/sim"))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(models["aicard"]["unavailable"], 1, "{models}");
+    assert_eq!(models["aicard"]["tabs"], 1, "{models}");
+    // The person solves the captcha: the tab takes prompts again.
+    send(&mut ws, &json!({"type":"user_input","text":"solved"})).await;
+    until("the tab to be usable", || !adm.unavailable(&c)).await;
+    let body = chat_body("site/sim", "after", false);
+    let (resp, _) = tokio::join!(post(&h, &body, &[]), async {
+        let task = recv_type(&mut ws, "task").await;
+        stream_answer(&mut ws, &task, &[], "back").await;
+    });
+    assert_eq!(resp.status(), 200);
+}
+
+/// A request waiting for its model while the only other tab gets parked is told at once too,
+/// not at its timeout; with one tab parked and one busy, the request waits for the busy one.
+#[tokio::test]
+async fn a_parked_tab_beside_a_busy_one_leaves_the_request_waiting_for_the_busy_one() {
+    let h = TestHub::start().await;
+    let (mut a, _) = h.tab("sim", Some("a")).await;
+    let (mut b, _) = h.tab("sim", Some("b")).await;
+    // a parks on a captcha.
+    let body = chat_body("tab/a", "x", false);
+    let (resp, _) = tokio::join!(post(&h, &body, &[]), async {
+        let task = recv_type(&mut a, "task").await;
+        let id = task["task_id"].as_str().unwrap();
+        send(
+            &mut a,
+            &json!({"type":"task_update","task_id":id,"state":"failed","error":"login","trouble":"login"}),
+        )
+        .await;
+    });
+    assert_eq!(resp.status(), 502);
+    // b is busy with a first request; a second waits for b and gets it.
+    let first = tokio::spawn(post_owned(h.http_url("/v1/chat/completions"), "first"));
+    let t1 = recv_type(&mut b, "task").await;
+    let second = tokio::spawn(post_owned(h.http_url("/v1/chat/completions"), "second"));
+    let adm = h.hub().api.admission().clone();
+    until("the second to wait", || adm.depth("site/sim") == 1).await;
+    stream_answer(&mut b, &t1, &[], "one").await;
+    let t2 = recv_type(&mut b, "task").await;
+    assert!(t2["prompt"].as_str().unwrap().contains("second"));
+    stream_answer(&mut b, &t2, &[], "two").await;
+    assert_eq!(first.await.unwrap(), 200);
+    assert_eq!(second.await.unwrap(), 200);
+}
+
+async fn post_owned(url: String, text: &str) -> u16 {
+    http()
+        .post(url)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(chat_body("site/sim", text, false).to_string())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Stickiness (issue 32 item 9): the turns of one conversation go to the tab that answered its
+/// first turn, whether the client names the conversation (`x-aicard-conversation`) or sends
+/// the whole conversation again (the first user message names it), even when another tab is
+/// less used.
+#[tokio::test]
+async fn the_turns_of_one_conversation_go_to_one_tab() {
+    let h = TestHub::start().await;
+    let (mut a, _) = h.tab("sim", Some("a")).await;
+    let (mut b, _) = h.tab("sim", Some("b")).await;
+    let ask = |body: Value, headers: Vec<(&'static str, String)>| {
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            let mut req = http()
+                .post(url)
+                .header("authorization", format!("Bearer {TOKEN}"));
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            let resp = req.body(body.to_string()).send().await.unwrap();
+            json_of(resp).await
+        }
+    };
+    // Answers whichever tab got the task; says which.
+    async fn serve(a: &mut Ws, b: &mut Ws) -> &'static str {
+        tokio::select! {
+            t = recv_type(a, "task") => { stream_answer(a, &t, &[], "from a").await; "a" }
+            t = recv_type(b, "task") => { stream_answer(b, &t, &[], "from b").await; "b" }
+        }
+    }
+    let turn1 = json!({"model":"site/sim","messages":[{"role":"user","content":"讲个故事"}]});
+    let (v, first) = tokio::join!(ask(turn1, vec![]), serve(&mut a, &mut b));
+    assert!(v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .ends_with(first));
+    // The other tab stays idle: the least used tab is never the conversation's own.
+    for turn in 0..3 {
+        let body = json!({"model":"site/sim","messages":[
+            {"role":"user","content":"讲个故事"},
+            {"role":"assistant","content":"从前……"},
+            {"role":"user","content":format!("然后呢 {turn}")}
+        ]});
+        let (_v, tab) = tokio::join!(ask(body, vec![]), serve(&mut a, &mut b));
+        assert_eq!(tab, first, "follow-up {turn} went to another tab");
+    }
+    // A named conversation sticks whatever its messages, past the point where its tab is the
+    // more used one.
+    let named =
+        |text: &str| json!({"model":"site/sim","messages":[{"role":"user","content":text}]});
+    let hdr = || vec![("x-aicard-conversation", "chat-42".to_string())];
+    let (_v, tab1) = tokio::join!(ask(named("one"), hdr()), serve(&mut a, &mut b));
+    for text in ["two", "three", "four", "five", "six", "seven"] {
+        let (_v, tab) = tokio::join!(ask(named(text), hdr()), serve(&mut a, &mut b));
+        assert_eq!(tab, tab1, "named conversation moved on `{text}`");
+    }
 }

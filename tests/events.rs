@@ -204,6 +204,49 @@ async fn a_rule_never_fires_on_its_own_event_and_rules_stop_three_deep() {
 }
 
 #[tokio::test]
+async fn a_rule_that_restarts_its_flow_when_it_completes_runs_it_once_more_not_for_ever() {
+    let h = hub_with_flows(&[("draft", ONE)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master = ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), |_: &str| {
+        Reply::Silent
+    })
+    .await;
+    let (w1, _) = listening_tab(&url, "w1", "worker").await;
+    let (log, mut logged) = listening_tab(&url, "log", "worker").await;
+    // Without the run carrying its cause, this would restart draft every time it completes.
+    ok(
+        &mut master,
+        "?<subscribe flow_complete where $EVENT_FLOW == draft do manager run draft>!",
+    )
+    .await;
+    ok(
+        &mut master,
+        "?<subscribe flow_complete do to log: done $EVENT_FLOW>!",
+    )
+    .await;
+    let (state, _) = run_flow(&mut master, "?<manager run draft>!").await;
+    assert_eq!(state, "completed");
+    // The first completion, then the second run's (started by the rule).
+    assert_eq!(next_prompt(&mut logged).await, "done draft");
+    assert_eq!(next_prompt(&mut logged).await, "done draft");
+    // A last event through the same bus: every event before it was heard.
+    ok(&mut master, "?<subscribe end do to log: E>!").await;
+    ok(&mut master, "?<publish end>!").await;
+    assert_eq!(next_prompt(&mut logged).await, "E");
+    let stats = &h.hub().control.bus.stats;
+    tokio::time::timeout(
+        WAIT,
+        stats.wait_until(|s| s.fired.load(Ordering::Relaxed) >= 4),
+    )
+    .await
+    .expect("the rules ran");
+    // restart once, "done" twice, E once; the second run's completion restarted nothing.
+    assert_eq!(stats.fired.load(Ordering::Relaxed), 4);
+    assert_eq!(w1.prompts().len(), 4, "{:?}", w1.prompts());
+    assert_eq!(log.prompts().len(), 3, "{:?}", log.prompts());
+}
+
+#[tokio::test]
 async fn unsubscribe_removes_a_rule() {
     let h = TestHub::start().await;
     let url = h.ws_url("/realtime");
@@ -274,4 +317,62 @@ async fn a_foremans_reply_may_not_publish() {
     worker.send(serde_json::json!({"type":"turn_end","turn_id":"t1","text":"?<publish x>!"}));
     let r = worker.next("cmd_result").await;
     assert_eq!(r["result"]["success"], false, "{r}");
+}
+
+/// The bus's counters reach `/metrics` as counters that grow: events published, rules fired.
+#[tokio::test]
+async fn the_bus_is_counted_in_metrics() {
+    let h = TestHub::start().await;
+    let url = h.ws_url("/realtime");
+    let mut master = ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), |_: &str| {
+        Reply::Silent
+    })
+    .await;
+    let (_reviewer, mut prompts) = listening_tab(&url, "reviewer", "worker").await;
+    let scrape = || async {
+        let text = reqwest::Client::new()
+            .get(h.http_url("/metrics"))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let value = |name: &str| -> u64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        assert!(
+            text.contains("# TYPE aicard_events_published counter"),
+            "{text}"
+        );
+        (
+            value("aicard_events_published_total"),
+            value("aicard_rules_fired_total"),
+        )
+    };
+    let (published, fired) = scrape().await;
+    ok(
+        &mut master,
+        "?<subscribe tick do to reviewer: $EVENT_TEXT>!",
+    )
+    .await;
+    ok(&mut master, "?<publish tick one>!").await;
+    assert_eq!(next_prompt(&mut prompts).await, "one");
+    let stats = &h.hub().control.bus.stats;
+    tokio::time::timeout(
+        WAIT,
+        stats.wait_until(|s| s.fired.load(Ordering::Relaxed) > fired),
+    )
+    .await
+    .expect("the rule is counted");
+    let (published2, fired2) = scrape().await;
+    // tick and its data_published.
+    assert!(published2 >= published + 2, "{published} → {published2}");
+    assert_eq!(fired2, fired + 1);
 }

@@ -236,3 +236,30 @@ async fn a_flow_run_is_announced_to_the_webhook_in_order() {
         "the given secret is not stored"
     );
 }
+
+/// `data_published` (SPEC §19) is a lifecycle event too: every `?<publish …>!` reaches a
+/// webhook that asks for it, with its topic, text and author, signed.
+#[tokio::test]
+async fn a_publish_is_called_back_as_data_published() {
+    let (r, url) = start_receiver(vec![]).await;
+    let h = common::TestHub::start_with(|c| {
+        c.webhooks = vec![format!("{url}#data_published").parse().unwrap()];
+        c.webhook_secret = Some(SECRET.into());
+    })
+    .await;
+    let ws = h.ws_url("/realtime");
+    let mut master =
+        common::ScriptedTab::connect(&ws, common::hello("boss", "chatgpt", "master"), echo_back)
+            .await;
+    let r1 = master.command("?<publish sales.daily 今天 42 单>!").await;
+    assert_eq!(r1["result"]["success"], true, "{r1}");
+    wait_for(&r, 1).await;
+    let seen = r.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "only data_published was asked for");
+    let (_, event, signed, body) = &seen[0];
+    assert_eq!(event, "data_published");
+    assert!(signed);
+    assert_eq!(body["data"]["topic"], "sales.daily");
+    assert_eq!(body["data"]["text"], "今天 42 单");
+    assert_eq!(body["data"]["from"], master.client_id.as_str());
+}

@@ -6,8 +6,13 @@
 //! see the same tabs, so a later one never overtakes an earlier one (FIFO per model); waiters
 //! for other models may go past a waiter whose tabs are all busy. A tab is free when no API
 //! request holds it and its own task queue is empty (flows and commands share the tabs).
+//!
+//! A conversation sticks to the tab that answered its first turn (`x-aicard-conversation`, or
+//! the hash of its first user message): its follow-ups wait for that tab while it is online
+//! and may take work. A model whose every tab waits for a person (captcha, login) is refused at
+//! once (503 `tabs_unavailable`) rather than after the queue timeout.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,17 +34,66 @@ pub const DEFAULT_ANSWER_SECS: f64 = 30.0;
 /// Weight of the newest answer time in a tab's moving average.
 const EWMA_ALPHA: f64 = 0.3;
 
+/// Conversations remembered at once (least recently used forgotten first).
+pub const MAX_CONVERSATIONS: usize = 4096;
+
 struct Waiter {
     key: String,
     model: ModelId,
+    /// The conversation this request continues, if any.
+    conversation: Option<String>,
     tx: oneshot::Sender<Arc<Client>>,
+}
+
+/// Conversation key → the client id that answered it last, least recently used first out.
+#[derive(Default)]
+struct Conversations {
+    tab: HashMap<String, (String, u64)>,
+    by_use: BTreeMap<u64, String>,
+    next: u64,
+}
+
+impl Conversations {
+    fn get(&self, conversation: &str) -> Option<&str> {
+        self.tab.get(conversation).map(|(c, _)| c.as_str())
+    }
+
+    fn set(&mut self, conversation: &str, client: &str) {
+        self.next += 1;
+        let seq = self.next;
+        if let Some((_, old)) = self
+            .tab
+            .insert(conversation.to_string(), (client.to_string(), seq))
+        {
+            self.by_use.remove(&old);
+        }
+        self.by_use.insert(seq, conversation.to_string());
+        while self.tab.len() > MAX_CONVERSATIONS {
+            let Some((_, gone)) = self.by_use.pop_first() else {
+                break;
+            };
+            self.tab.remove(&gone);
+        }
+    }
 }
 
 #[derive(Default)]
 struct Inner {
     queue: VecDeque<Waiter>,
-    /// Client ids held by an API request.
-    leased: HashSet<String>,
+    /// Client ids held by an API request, with when they were taken.
+    leased: HashMap<String, std::time::Instant>,
+    conversations: Conversations,
+}
+
+/// Whether a tab may take a prompt now, as the decision engine sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standby {
+    /// It may (when no other work holds it).
+    Ready,
+    /// Not yet: cooling down after a rate limit (this long), or a probe in flight.
+    Later(Duration),
+    /// Not until a person acts in it: `captcha`, `login`.
+    Person(&'static str),
 }
 
 /// The admission state of one hub.
@@ -57,7 +111,7 @@ pub struct Admission {
 }
 
 /// Whether a free tab may take a prompt now (see [`Admission::set_usable`]).
-pub type UsableCheck = Box<dyn Fn(&Client) -> bool + Send + Sync>;
+pub type UsableCheck = Box<dyn Fn(&Client) -> Standby + Send + Sync>;
 
 /// A tab held for one request; dropping it frees the tab and serves the next waiter.
 pub struct Lease {
@@ -114,15 +168,22 @@ impl Admission {
         let _ = self.usable.set(check);
     }
 
+    fn standby(&self, c: &Client) -> Standby {
+        self.usable.get().map_or(Standby::Ready, |check| check(c))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits (up to `timeout`) for a tab serving `model`. 503 when no tab serves it, 429 when
-    /// the estimated or the actual wait exceeds `timeout` or the queue is full.
+    /// Waits (up to `timeout`) for a tab serving `model`. 503 when no tab serves it or every
+    /// one waits for a person, 429 when the estimated or the actual wait exceeds `timeout` or
+    /// the queue is full. `conversation` (see [`conversation_key`]) keeps a conversation on
+    /// the tab that answered it before.
     pub async fn admit(
         self: &Arc<Self>,
         model: &ModelId,
+        conversation: Option<String>,
         timeout: Duration,
     ) -> Result<Lease, ApiError> {
         let key = model.key();
@@ -130,6 +191,7 @@ impl Admission {
         if candidates(&self.registry, model).is_empty() {
             return Err(ApiError::no_tab(&key).retry_after(5));
         }
+        self.check_person(model, &key)?;
         let (tx, rx) = oneshot::channel();
         let mut ticket = Ticket {
             adm: self.clone(),
@@ -139,12 +201,14 @@ impl Admission {
             let mut inner = self.lock();
             let same = inner.queue.iter().filter(|w| w.key == key).count();
             if same >= MAX_WAITING_PER_MODEL || inner.queue.len() >= MAX_WAITING {
+                let eta = self.eta_locked(&inner, model, conversation.as_deref(), same);
                 drop(inner);
-                return Err(busy("queue_full", &key, self.eta(model, same)));
+                return Err(busy("queue_full", &key, eta));
             }
             inner.queue.push_back(Waiter {
                 key: key.clone(),
                 model: model.clone(),
+                conversation: conversation.clone(),
                 tx,
             });
             self.pump_locked(&mut inner);
@@ -161,7 +225,7 @@ impl Admission {
             }
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             // The estimate decides once, at arrival; after that only the deadline does.
-            let eta = self.eta(model, self.ahead(&key));
+            let eta = self.eta(model, conversation.as_deref(), self.ahead(&key));
             let too_long = first && eta > timeout.as_secs_f64();
             first = false;
             if left.is_zero() || too_long {
@@ -207,6 +271,16 @@ impl Admission {
                         self.forget_closed();
                         return Err(ApiError::no_tab(&key).retry_after(5));
                     }
+                    if let Err(e) = self.check_person(model, &key) {
+                        if let Some(client) = ticket.take_now() {
+                            return Ok(Lease {
+                                adm: self.clone(),
+                                client,
+                            });
+                        }
+                        self.forget_closed();
+                        return Err(e);
+                    }
                     self.pump();
                 }
             }
@@ -223,20 +297,96 @@ impl Admission {
             .saturating_sub(1)
     }
 
-    /// Estimated seconds until a request with `ahead` requests before it gets a tab.
-    pub fn eta(&self, model: &ModelId, ahead: usize) -> f64 {
+    /// 503 `tabs_unavailable` when every tab serving `model` waits for a person.
+    fn check_person(&self, model: &ModelId, key: &str) -> Result<(), ApiError> {
         let tabs = candidates(&self.registry, model);
-        let n = tabs.len().max(1);
+        let mut why = Vec::new();
+        for c in &tabs {
+            match self.standby(c) {
+                Standby::Person(reason) => why.push(format!("{} {reason}", c.display())),
+                _ => return Ok(()),
+            }
+        }
+        if why.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::tabs_unavailable(key, &why.join(", ")))
+    }
+
+    /// Estimated seconds until a request with `ahead` requests before it gets a tab.
+    pub fn eta(&self, model: &ModelId, conversation: Option<&str>, ahead: usize) -> f64 {
+        let inner = self.lock();
+        self.eta_locked(&inner, model, conversation, ahead)
+    }
+
+    /// The estimate: when each tab the request may take is free (now; after its cooldown;
+    /// after what is left of its answer, by its average answer time), then `ahead` requests
+    /// served one by one, each on the tab free first. Tabs that wait for a person never are.
+    fn eta_locked(
+        &self,
+        inner: &Inner,
+        model: &ModelId,
+        conversation: Option<&str>,
+        ahead: usize,
+    ) -> f64 {
+        let tabs = self.choices(inner, model, conversation);
         let known: Vec<f64> = tabs
             .iter()
             .filter_map(|c| self.answer_secs.get(&c.id).map(|s| *s))
             .collect();
-        let avg = if known.is_empty() {
+        let mean = if known.is_empty() {
             DEFAULT_ANSWER_SECS
         } else {
             known.iter().sum::<f64>() / known.len() as f64
         };
-        avg * ((ahead / n) + 1) as f64
+        let now = std::time::Instant::now();
+        // (free in seconds, average answer seconds) per tab.
+        let mut free: Vec<(f64, f64)> = tabs
+            .iter()
+            .filter_map(|c| {
+                let avg = self.answer_secs.get(&c.id).map_or(mean, |s| *s);
+                let at = match self.standby(c) {
+                    Standby::Person(_) => return None,
+                    Standby::Later(d) => d.as_secs_f64(),
+                    Standby::Ready => 0.0,
+                };
+                let working = match inner.leased.get(&c.id) {
+                    Some(since) => left_of(avg, now.duration_since(*since).as_secs_f64()),
+                    None => avg * self.tasks.load(c) as f64,
+                };
+                Some((at.max(working), avg))
+            })
+            .collect();
+        if free.is_empty() {
+            return mean;
+        }
+        soonest(&mut free, ahead)
+    }
+
+    /// The tabs a waiter may take: its conversation's tab while that one serves the model and
+    /// may take work (a tab waiting for a person or cooling lets the conversation move on),
+    /// else every tab serving the model.
+    fn choices(
+        &self,
+        inner: &Inner,
+        model: &ModelId,
+        conversation: Option<&str>,
+    ) -> Vec<Arc<Client>> {
+        let tabs = candidates(&self.registry, model);
+        let sticky = conversation.and_then(|k| inner.conversations.get(k));
+        if let Some(id) = sticky {
+            if let Some(c) = tabs.iter().find(|c| *c.id == *id) {
+                if self.standby(c) == Standby::Ready {
+                    return vec![c.clone()];
+                }
+            }
+        }
+        tabs
+    }
+
+    /// The tab conversation `key` last went to (tests, `/v1/models`).
+    pub fn conversation_tab(&self, key: &str) -> Option<String> {
+        self.lock().conversations.get(key).map(str::to_string)
     }
 
     /// Records how long a tab took to answer an API prompt.
@@ -279,19 +429,29 @@ impl Admission {
                 inner.queue.remove(i);
                 continue;
             }
-            let free = candidates(&self.registry, &inner.queue[i].model)
+            let w = &inner.queue[i];
+            let free = self
+                .choices(inner, &w.model, w.conversation.as_deref())
                 .into_iter()
-                .filter(|c| !inner.leased.contains(&c.id) && self.tasks.load(c) == 0)
-                .filter(|c| self.usable.get().is_none_or(|usable| usable(c)))
+                .filter(|c| !inner.leased.contains_key(&*c.id) && self.tasks.load(c) == 0)
+                .filter(|c| self.standby(c) == Standby::Ready)
                 .min_by_key(|c| c.tasks_started.load(Ordering::Relaxed));
             let Some(client) = free else {
                 i += 1;
                 continue;
             };
             let w = inner.queue.remove(i).expect("index in range");
-            inner.leased.insert(client.id.clone());
-            if let Err(client) = w.tx.send(client) {
-                inner.leased.remove(&client.id);
+            let id = client.id.to_string();
+            inner.leased.insert(id.clone(), std::time::Instant::now());
+            match w.tx.send(client) {
+                Ok(()) => {
+                    if let Some(conv) = &w.conversation {
+                        inner.conversations.set(conv, &id);
+                    }
+                }
+                Err(_) => {
+                    inner.leased.remove(&id);
+                }
             }
         }
         self.waiting.store(inner.queue.len(), Ordering::Relaxed);
@@ -299,20 +459,71 @@ impl Admission {
 
     /// Held by an API request, or busy with other work.
     pub fn busy(&self, client: &Client) -> bool {
-        self.lock().leased.contains(&client.id) || self.tasks.load(client) > 0
+        self.lock().leased.contains_key(&*client.id) || self.tasks.load(client) > 0
+    }
+
+    /// Cannot take a prompt now whatever its load: cooling down, probing, or waiting for a
+    /// person.
+    pub fn unavailable(&self, client: &Client) -> bool {
+        self.standby(client) != Standby::Ready
     }
 
     /// Tabs serving `model` held by API requests now.
     pub fn busy_count(&self, key: &str) -> usize {
         let tabs = candidates(&self.registry, &ModelId::parse(key));
         let inner = self.lock();
-        tabs.iter().filter(|c| inner.leased.contains(&c.id)).count()
+        tabs.iter()
+            .filter(|c| inner.leased.contains_key(&*c.id))
+            .count()
     }
 
     /// API requests waiting for `key`.
     pub fn depth(&self, key: &str) -> usize {
         self.lock().queue.iter().filter(|w| w.key == key).count()
     }
+}
+
+/// When a request with `ahead` requests before it gets a tab: `free` holds each tab's (free in
+/// seconds, average answer seconds); each request ahead takes the tab free first.
+fn soonest(free: &mut [(f64, f64)], ahead: usize) -> f64 {
+    for _ in 0..ahead {
+        if let Some(first) = free.iter_mut().min_by(|a, b| a.0.total_cmp(&b.0)) {
+            first.0 += first.1;
+        }
+    }
+    free.iter().map(|f| f.0).fold(f64::INFINITY, f64::min)
+}
+
+/// Seconds left of an answer `elapsed` seconds in, by the tab's average `avg`: what is left of
+/// the average, and for an answer already past it, a quarter of the average (at least 1 s).
+fn left_of(avg: f64, elapsed: f64) -> f64 {
+    (avg - elapsed).max(avg * 0.25).max(1.0)
+}
+
+/// The key that keeps a conversation on one tab: the client's `x-aicard-conversation` when
+/// given, else a hash of the model and the first user message (a follow-up repeats the whole
+/// conversation, so its first user message is the same). None for a `tab/…` model: it names
+/// its tab already.
+pub fn conversation_key(
+    model: &ModelId,
+    header: Option<&str>,
+    first_user: Option<&str>,
+) -> Option<String> {
+    if matches!(
+        model,
+        ModelId::Tab(_) | ModelId::Flow(_) | ModelId::Agent(_)
+    ) {
+        return None;
+    }
+    if let Some(h) = header.map(str::trim).filter(|h| !h.is_empty()) {
+        let h: String = h.chars().take(200).collect();
+        return Some(format!("{}#h:{h}", model.key()));
+    }
+    let first = first_user?;
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(first.as_bytes());
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!("{}#m:{hex}", model.key()))
 }
 
 fn busy(code: &'static str, key: &str, eta: f64) -> ApiError {
@@ -326,4 +537,59 @@ fn busy(code: &'static str, key: &str, eta: f64) -> ApiError {
         ),
     )
     .retry_after(eta.ceil() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_counts_what_is_left_of_each_answer_and_the_requests_ahead() {
+        // Two tabs 10 s into answers that take 12 s on average: 3 s (never under a quarter
+        // of the average), not 0.
+        let left = left_of(12.0, 10.0);
+        assert!((left - 3.0).abs() < 1e-9, "{left}");
+        assert!((soonest(&mut [(left, 12.0), (left, 12.0)], 0) - 3.0).abs() < 1e-9);
+        // Two requests ahead take both tabs; this one waits for the first to answer again.
+        assert!((soonest(&mut [(2.0, 12.0), (5.0, 12.0)], 2) - 14.0).abs() < 1e-9);
+        // A tab cooling down 40 s and a free one: no wait.
+        assert_eq!(soonest(&mut [(40.0, 10.0), (0.0, 10.0)], 0), 0.0);
+        // An answer past its average: a quarter of the average, at least a second.
+        assert_eq!(left_of(12.0, 30.0), 3.0);
+        assert_eq!(left_of(2.0, 30.0), 1.0);
+    }
+
+    #[test]
+    fn conversations_are_kept_by_tab_and_the_least_recently_used_is_forgotten() {
+        let mut c = Conversations::default();
+        for i in 0..MAX_CONVERSATIONS {
+            c.set(&format!("k{i}"), "tab-a");
+        }
+        c.set("k0", "tab-b"); // used again: now the most recent.
+        c.set("new", "tab-c");
+        assert_eq!(c.tab.len(), MAX_CONVERSATIONS);
+        assert_eq!(c.get("k0"), Some("tab-b"));
+        assert_eq!(c.get("k1"), None, "the least recently used went");
+        assert_eq!(c.get("new"), Some("tab-c"));
+        assert_eq!(c.by_use.len(), c.tab.len());
+    }
+
+    #[test]
+    fn a_conversation_is_named_by_its_header_or_its_first_user_message() {
+        let site = ModelId::Site("sim".into());
+        let by_msg = conversation_key(&site, None, Some("讲个故事")).unwrap();
+        assert_eq!(
+            conversation_key(&site, None, Some("讲个故事")),
+            Some(by_msg.clone())
+        );
+        assert_ne!(conversation_key(&site, None, Some("另一个")), Some(by_msg));
+        assert_eq!(
+            conversation_key(&site, Some(" c1 "), Some("x")).as_deref(),
+            Some("site/sim#h:c1")
+        );
+        assert_eq!(
+            conversation_key(&ModelId::Tab("w".into()), Some("c1"), Some("x")),
+            None
+        );
+    }
 }

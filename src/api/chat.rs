@@ -46,6 +46,7 @@ fn model_list(hub: &Door) -> serde_json::Value {
         &hub.registry,
         &flows,
         |c| adm.busy(c),
+        |c| adm.unavailable(c),
         |k| adm.depth(k),
         |c| crate::pick::health_json(&hub.asks.pick, c),
         now_secs(),
@@ -196,7 +197,18 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
         )
         .param("messages"));
     }
-    let lease = hub.api.admission().admit(&model, timeout).await?;
+    let conversation = super::admission::conversation_key(
+        &model,
+        headers
+            .get("x-aicard-conversation")
+            .and_then(|v| v.to_str().ok()),
+        req.first_user(),
+    );
+    let lease = hub
+        .api
+        .admission()
+        .admit(&model, conversation, timeout)
+        .await?;
     let client = lease.client.clone();
     let task_id = format!("api-{}", uuid::Uuid::new_v4().simple());
     let tap = req.stream.then(|| hub.api.open_tap(&task_id));
@@ -278,7 +290,7 @@ pub(crate) async fn ask_tab(
     let lease = hub
         .api
         .admission()
-        .admit(model, queue_timeout)
+        .admit(model, None, queue_timeout)
         .await
         .map_err(|e| (None, e))?;
     let client = lease.client.clone();

@@ -14,6 +14,9 @@ pub struct ApiError {
     pub message: String,
     /// Seconds, sent as `Retry-After` (429, 503).
     pub retry_after: Option<u64>,
+    /// Sent as `x-should-retry: false`: the OpenAI SDKs then do not retry by themselves (a
+    /// tab that waits for a person will not answer in their few seconds of backoff).
+    pub no_retry: bool,
 }
 
 impl ApiError {
@@ -30,6 +33,7 @@ impl ApiError {
             param: None,
             message: msg.into(),
             retry_after: None,
+            no_retry: false,
         }
     }
 
@@ -40,6 +44,12 @@ impl ApiError {
 
     pub fn retry_after(mut self, secs: u64) -> ApiError {
         self.retry_after = Some(secs.max(1));
+        self
+    }
+
+    /// Tells SDKs not to retry this refusal by themselves (`x-should-retry: false`).
+    pub fn no_retry(mut self) -> ApiError {
+        self.no_retry = true;
         self
     }
 
@@ -96,6 +106,23 @@ impl ApiError {
         .param("model")
     }
 
+    /// 503 `tabs_unavailable`: every tab serving the model waits for a person (a captcha, a
+    /// login page). Nothing the client does by retrying at once helps, so SDKs are told not to.
+    pub fn tabs_unavailable(model: &str, why: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "tabs_unavailable",
+            format!(
+                "提供 `{model}` 的标签页都在等人处理（{why}），请在标签页里处理后再试 / every tab \
+                 serving `{model}` waits for a person ({why}): solve it in the tab, then retry"
+            ),
+        )
+        .param("model")
+        .retry_after(120)
+        .no_retry()
+    }
+
     /// The `error` object alone (also the data of a mid-stream error event).
     pub fn body(&self) -> serde_json::Value {
         json!({"error": {
@@ -114,6 +141,10 @@ impl IntoResponse for ApiError {
             if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
+        }
+        if self.no_retry {
+            resp.headers_mut()
+                .insert("x-should-retry", HeaderValue::from_static("false"));
         }
         resp
     }

@@ -305,6 +305,31 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
     ] {
         reg.register(name, help, counter(load(v)));
     }
+    let b = &hub.bus.stats;
+    for (name, help, v) in [
+        (
+            "events_published",
+            "Events on this hub's bus (published here, or come from another node)",
+            &b.published,
+        ),
+        (
+            "rules_fired",
+            "Standing rules (subscribe) whose command ran",
+            &b.fired,
+        ),
+        (
+            "rules_failed",
+            "Standing rules whose command failed or could not run",
+            &b.failed,
+        ),
+        (
+            "events_lagged",
+            "Events a listener lost because it fell too far behind",
+            &b.lagged,
+        ),
+    ] {
+        reg.register(name, help, counter(load(v)));
+    }
     let c = hub.api.counters();
     reg.register(
         "requests",

@@ -54,6 +54,8 @@ pub struct Door {
     pub runner: Arc<Runner>,
     /// The signed callbacks' counters (`/metrics`).
     pub webhooks: Arc<Webhooks>,
+    /// The event bus's counters (`/metrics`).
+    pub bus: Arc<crate::events::Bus>,
     /// Agents' sessions (`agent/NAME` model ids).
     pub loops: Arc<crate::agent_loop::Loops>,
 }

@@ -120,16 +120,20 @@ pub fn candidates(registry: &Registry, model: &ModelId) -> Vec<Arc<Client>> {
 pub struct Load {
     pub tabs: usize,
     pub busy: usize,
+    /// Tabs that cannot take a prompt now whatever their load (cooling down after a rate
+    /// limit, waiting for a person at a captcha or a login page).
+    pub unavailable: usize,
     pub queue_depth: usize,
 }
 
 /// The `GET /v1/models` body: what is online now. `busy(c)` says whether a tab is taken;
-/// `depth(key)` how many API requests wait for a model; `health(c)` is a tab's health as
+/// `unavailable(c)` whether it cannot take work now whatever its load; `depth(key)` how many API requests wait for a model; `health(c)` is a tab's health as
 /// the decision engine sees it, shown on its `tab/…` entry.
 pub fn list(
     registry: &Registry,
     flows: &[String],
     busy: impl Fn(&Client) -> bool,
+    unavailable: impl Fn(&Client) -> bool,
     depth: impl Fn(&str) -> usize,
     health: impl Fn(&Client) -> Value,
     created: i64,
@@ -143,19 +147,22 @@ pub fn list(
         }
         let info = c.info();
         let b = usize::from(busy(&c));
+        let u = usize::from(unavailable(&c));
         let key = format!("tab/{}", c.display_of(&info));
         healths.insert(key.clone(), health(&c));
-        let tab = entries.entry(key).or_default();
-        tab.tabs += 1;
-        tab.busy += b;
+        let count = |load: &mut Load| {
+            load.tabs += 1;
+            load.busy += b;
+            load.unavailable += u;
+        };
+        count(entries.entry(key).or_default());
         if info.role == Role::Worker {
-            let site = entries
-                .entry(format!("site/{}", info.site.to_lowercase()))
-                .or_default();
-            site.tabs += 1;
-            site.busy += b;
-            auto.tabs += 1;
-            auto.busy += b;
+            count(
+                entries
+                    .entry(format!("site/{}", info.site.to_lowercase()))
+                    .or_default(),
+            );
+            count(&mut auto);
         }
     }
     if auto.tabs > 0 {
@@ -164,8 +171,12 @@ pub fn list(
     let mut data = Vec::new();
     for (id, mut load) in entries {
         load.queue_depth = depth(&id);
-        let mut aicard =
-            json!({"tabs": load.tabs, "busy": load.busy, "queue_depth": load.queue_depth});
+        let mut aicard = json!({
+            "tabs": load.tabs,
+            "busy": load.busy,
+            "unavailable": load.unavailable,
+            "queue_depth": load.queue_depth,
+        });
         if let Some(h) = healths.remove(&id) {
             aicard["health"] = h;
         }
@@ -177,7 +188,7 @@ pub fn list(
         data.push(model_object(
             &id,
             created,
-            json!({"tabs": 0, "busy": 0, "queue_depth": d}),
+            json!({"tabs": 0, "busy": 0, "unavailable": 0, "queue_depth": d}),
         ));
     }
     json!({"object": "list", "data": data})

@@ -182,6 +182,15 @@ impl ChatRequest {
             .unwrap_or("")
     }
 
+    /// The first user message's text: the same in every turn of one conversation (a client
+    /// sends the whole conversation each time), so it names the conversation.
+    pub fn first_user(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|m| m.role == "user")
+            .map(|m| m.content.as_str())
+    }
+
     /// The text typed into the tab (see docs/api.md, "Prompt").
     pub fn prompt(&self) -> String {
         flatten(&self.messages)

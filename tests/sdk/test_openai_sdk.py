@@ -10,6 +10,8 @@ import queue
 import threading
 import time
 
+import urllib.request
+
 import openai
 import pytest
 from websockets.sync.client import connect
@@ -34,10 +36,10 @@ class Tab:
     A prompt containing HOLD streams one chunk, then waits for `release`; one containing
     ABORT streams one chunk and stops (its client is expected to leave)."""
 
-    def __init__(self, base: str, label: str):
+    def __init__(self, base: str, label: str, site: str = "sim"):
         # Entered by hand: the tab lives as long as the module's tests.
         self.ws = connect(base.replace("http://", "ws://") + "/realtime").__enter__()
-        self.ws.send(json.dumps({"type": "hello", "token": TOKEN, "site": "sim", "label": label}))
+        self.ws.send(json.dumps({"type": "hello", "token": TOKEN, "site": site, "label": label}))
         welcome = json.loads(self.ws.recv(timeout=WAIT))
         assert welcome["type"] == "welcome", welcome
         self.lock = threading.Lock()
@@ -68,6 +70,11 @@ class Tab:
         text = reply_for(prompt)
         self.send({"type": "task_update", "task_id": tid, "state": "accepted"})
         parts = pieces(text)
+        if "CAPTCHA" in prompt:
+            self.send(
+                {"type": "task_update", "task_id": tid, "state": "failed", "error": "captcha", "trouble": "captcha"}
+            )
+            return
         if "ABORT" in prompt:
             self.send({"type": "chunk", "turn_id": turn, "seq": 0, "text": parts[0]})
             return
@@ -221,3 +228,72 @@ def test_closing_a_stream_mid_way_frees_the_tab_within_2s(hub, tab):
     r = c.chat.completions.create(model="tab/py-1", messages=[{"role": "user", "content": "after"}])
     assert r.choices[0].message.content == reply_for("after")
     assert time.monotonic() - closed < 2.0 + 1.0
+
+
+def refusals_503(hub) -> int:
+    """How many /v1 requests the hub answered with 503 (its own counter, from /metrics)."""
+    req = urllib.request.Request(hub + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    text = urllib.request.urlopen(req, timeout=WAIT).read().decode()
+    for line in text.splitlines():
+        if line.startswith('aicard_requests_total{') and 'door="v1"' in line and 'status="503"' in line:
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
+
+
+def test_a_tab_parked_on_a_captcha_is_refused_at_once_and_the_sdk_does_not_retry(hub):
+    parker = Tab(hub, "parker", site="chatglm")
+    c = client(hub)
+    with pytest.raises(openai.InternalServerError):
+        c.chat.completions.create(model="tab/parker", messages=[{"role": "user", "content": "CAPTCHA"}])
+    parker.next_task()
+    # The SDK's own retries on (max_retries=2): a 503 would be retried, but this one says not to.
+    patient = openai.OpenAI(base_url=hub + "/v1", api_key=TOKEN, max_retries=2, timeout=WAIT)
+    before = refusals_503(hub)
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as e:
+        patient.chat.completions.create(
+            model="site/chatglm",
+            messages=[{"role": "user", "content": "anyone?"}],
+            extra_headers={"X-AIcard-Queue-Timeout": "120"},
+        )
+    assert time.monotonic() - started < 3.0
+    assert e.value.status_code == 503
+    assert e.value.code == "tabs_unavailable"
+    assert "parker captcha" in e.value.message
+    assert e.value.response.headers["x-should-retry"] == "false"
+    assert refusals_503(hub) == before + 1, "the SDK sent the request once"
+    entry = c.models.retrieve("site/chatglm").model_extra["aicard"]
+    assert (entry["tabs"], entry["unavailable"]) == (1, 1), entry
+
+
+def test_the_turns_of_one_conversation_go_to_one_tab(hub):
+    tabs = {"k1": Tab(hub, "k1", site="kimi"), "k2": Tab(hub, "k2", site="kimi")}
+    c = client(hub)
+
+    def who_answered():
+        for name, t in tabs.items():
+            try:
+                t.tasks.get(timeout=0.5)
+                return name
+            except queue.Empty:
+                continue
+        raise AssertionError("no tab got the task")
+
+    history = [{"role": "user", "content": "讲个故事"}]
+    r = c.chat.completions.create(model="site/kimi", messages=history)
+    first = who_answered()
+    # The other tab stays idle, so the least used tab is never the conversation's own.
+    for turn in range(3):
+        history += [
+            {"role": "assistant", "content": r.choices[0].message.content},
+            {"role": "user", "content": f"然后呢 {turn}"},
+        ]
+        r = c.chat.completions.create(model="site/kimi", messages=history)
+        assert who_answered() == first, f"turn {turn}"
+    named = {"X-AIcard-Conversation": "chat-42"}
+    c.chat.completions.create(model="site/kimi", messages=[{"role": "user", "content": "one"}], extra_headers=named)
+    tab1 = who_answered()
+    # Past the point where its tab is the more used one.
+    for text in ("two", "three", "four", "five", "six", "seven"):
+        c.chat.completions.create(model="site/kimi", messages=[{"role": "user", "content": text}], extra_headers=named)
+        assert who_answered() == tab1, text
