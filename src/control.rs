@@ -1308,9 +1308,10 @@ fn manager(
             params,
         } => {
             let inputs: BTreeMap<String, String> = params.into_iter().collect();
-            let id = runner.start(&name, master, inputs, from_node)?;
-            // A run a rule started carries the rule in its events' cause (the loop guard).
-            hub.bus.note_run(&id, cause);
+            // A run a rule started carries the rule in its events' cause (the loop guard),
+            // known to the bus before the run's first event.
+            let note = |run: &str| hub.bus.note_run(run, cause);
+            let id = runner.start_noting(&name, master, inputs, from_node, &note)?;
             Ok(format!("已启动 / started {id}"))
         }
         ManagerCmd::Pause(n) => runner.control(&n, RunControl::Pause),

@@ -175,6 +175,24 @@ impl Runner {
         self.start_flow(flow, source, master, inputs, from_node)
     }
 
+    /// [`Runner::start`], calling `first(run_id)` before the run's first journal line is
+    /// written (the event bus learns which rule started the run before any of its events).
+    pub fn start_noting(
+        &self,
+        name: &str,
+        master: Option<String>,
+        inputs: BTreeMap<String, String>,
+        from_node: Option<String>,
+        first: &dyn Fn(&str),
+    ) -> Result<String, RunError> {
+        let hub = &self.hub;
+        if self.runs.len() >= hub.config.limits.max_runs {
+            return Err(RunError::TooManyRuns(hub.config.limits.max_runs));
+        }
+        let (flow, source) = Self::load_flow(hub, name)?;
+        self.start_inner(flow, source, master, inputs, from_node, first)
+    }
+
     /// Starts an already validated flow (e.g. an approved plan draft); returns the run id.
     pub fn start_flow(
         &self,
@@ -183,6 +201,18 @@ impl Runner {
         master: Option<String>,
         inputs: BTreeMap<String, String>,
         from_node: Option<String>,
+    ) -> Result<String, RunError> {
+        self.start_inner(flow, source, master, inputs, from_node, &|_| {})
+    }
+
+    fn start_inner(
+        &self,
+        flow: Flow,
+        source: String,
+        master: Option<String>,
+        inputs: BTreeMap<String, String>,
+        from_node: Option<String>,
+        first: &dyn Fn(&str),
     ) -> Result<String, RunError> {
         let hub = &self.hub;
         if self.runs.len() >= hub.config.limits.max_runs {
@@ -205,6 +235,7 @@ impl Runner {
             .ok_or_else(|| RunError::Other("the run had already started".into()))?;
         let started_json =
             serde_json::to_string(&started).map_err(|e| RunError::Other(e.to_string()))?;
+        first(&run_id);
         hub.store.insert_run(
             &RunRecord {
                 run_id: run_id.clone(),

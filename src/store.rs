@@ -584,6 +584,14 @@ impl Store {
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
+    /// Every saved flow's name and when it was last saved (to notice a change cheaply).
+    pub fn saved_flow_stamps(&self) -> StoreResult<Vec<(String, i64)>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT name, created_ms FROM flows ORDER BY name")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
     pub fn delete_flow(&self, name: &str) -> StoreResult<bool> {
         Ok(self
             .conn()

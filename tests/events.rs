@@ -376,3 +376,118 @@ async fn the_bus_is_counted_in_metrics() {
     assert!(published2 >= published + 2, "{published} → {published2}");
     assert_eq!(fired2, fired + 1);
 }
+
+const TRIAGE: &str = r#"
+name: triage
+on:
+  event: ticket
+  where: "'urgent' in $EVENT_TEXT"
+inputs:
+  text: {default: ""}
+  from: {default: ""}
+nodes:
+  - id: tell
+    to: reviewer
+    prompt: "急 / urgent: $text"
+"#;
+
+/// A flow file with `on:` runs by itself for each matching event, with the event's fields as
+/// its inputs; `where` filters; a flow with a bad `on:` is refused by `flow validate` at once.
+#[tokio::test]
+async fn a_flow_with_on_runs_once_for_each_matching_event() {
+    let h = hub_with_flows(&[("triage", TRIAGE)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master = ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), |_: &str| {
+        Reply::Silent
+    })
+    .await;
+    let (reviewer, mut prompts) = listening_tab(&url, "reviewer", "worker").await;
+    ok(&mut master, "?<publish ticket minor: typo on the page>!").await;
+    ok(&mut master, "?<publish other urgent but another topic>!").await;
+    ok(
+        &mut master,
+        "?<publish ticket urgent: the database is down>!",
+    )
+    .await;
+    assert_eq!(
+        next_prompt(&mut prompts).await,
+        "急 / urgent: urgent: the database is down"
+    );
+    ok(&mut master, "?<publish ticket urgent: again>!").await;
+    assert_eq!(
+        next_prompt(&mut prompts).await,
+        "急 / urgent: urgent: again"
+    );
+    assert_eq!(reviewer.prompts().len(), 2, "{:?}", reviewer.prompts());
+    let runs: Vec<_> = h
+        .hub()
+        .hub
+        .store
+        .runs_in(&["completed", "running"])
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.flow == "triage")
+        .collect();
+    assert_eq!(runs.len(), 2, "one run per matching event");
+}
+
+const AGAIN: &str = r#"
+name: again
+on: {event: flow_complete, where: "$EVENT_FLOW == 'again'"}
+nodes:
+  - id: one
+    to: w1
+    prompt: "once more"
+"#;
+
+/// A flow started by its own completion runs once more, not for ever: the run it starts
+/// carries the flow in its cause.
+#[tokio::test]
+async fn a_flow_on_its_own_completion_runs_once_more_not_for_ever() {
+    let h = hub_with_flows(&[("again", AGAIN)]).await;
+    let url = h.ws_url("/realtime");
+    let mut master = ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), |_: &str| {
+        Reply::Silent
+    })
+    .await;
+    let (w1, _) = listening_tab(&url, "w1", "worker").await;
+    let (_log, mut logged) = listening_tab(&url, "log", "worker").await;
+    ok(
+        &mut master,
+        "?<subscribe flow_complete do to log: done $EVENT_RUN>!",
+    )
+    .await;
+    let (state, _) = run_flow(&mut master, "?<manager run again>!").await;
+    assert_eq!(state, "completed");
+    let first = next_prompt(&mut logged).await;
+    let second = next_prompt(&mut logged).await;
+    assert_ne!(first, second, "two runs completed");
+    // A last event through the same bus: every event before it was heard.
+    ok(&mut master, "?<subscribe end do to log: E>!").await;
+    ok(&mut master, "?<publish end>!").await;
+    assert_eq!(next_prompt(&mut logged).await, "E");
+    assert_eq!(w1.prompts(), vec!["once more", "once more"]);
+}
+
+#[tokio::test]
+async fn a_bad_on_is_reported_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "name: bad\non:\n  event: \"two words\"\n  where: \"$EVENT_TEXT ==\"\nnodes:\n  - id: a\n    prompt: hi\n",
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let errs = aicard::flows::load_str("bad.yaml", &text).unwrap_err();
+    let all: Vec<String> = errs.iter().map(|d| d.to_string()).collect();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(
+        all[0].contains("bad.yaml:3:") && all[0].contains("on.event"),
+        "{all:?}"
+    );
+    assert!(
+        all[1].contains("bad.yaml:4:") && all[1].contains("on.where"),
+        "{all:?}"
+    );
+}

@@ -26,6 +26,10 @@ pub struct Flow {
     /// name) means it runs when a command starts it (`?<manager run NAME>!`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<String>,
+    /// `on: {event: TOPIC, where: EXPR}`: the flow also runs by itself, once for each event on
+    /// the hub's bus that matches (SPEC §19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<OnEvent>,
     /// Named inputs; `key=value` on `manager run` overrides the default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, InputSpec>,
@@ -296,6 +300,19 @@ pub struct Timeout {
     /// The whole node, retries included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Duration>,
+}
+
+/// A flow's `on:`: the events that start it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OnEvent {
+    /// The topic (`node_result`, `flow_complete`, a name a `publish` chose; `*` for every one).
+    pub event: String,
+    /// A condition over the event, in the language of a node's `when`: `$EVENT_FLOW ==
+    /// 'review'`, `$EVENT_TEXT is containing('urgent')`. The event's variables are those a
+    /// rule sees (`EVENT`, `EVENT_TOPIC`, `EVENT_TEXT`, `EVENT_<FIELD>`).
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    pub cond: Option<String>,
 }
 
 /// The seed's `error_handling` block.

@@ -172,6 +172,27 @@ pub fn environment<'a>() -> Environment<'a> {
     env
 }
 
+/// Evaluates condition `text` (a node's `when` language: `$X == 'y'`) over `vars`, each
+/// readable as `$NAME` or `NAME`. Undefined names are empty.
+pub fn eval_condition(
+    text: &str,
+    vars: &std::collections::BTreeMap<String, String>,
+) -> Result<bool, String> {
+    let converted = convert(text, Mode::Expression);
+    let env = environment();
+    let expr = env
+        .compile_expression(&converted.source)
+        .map_err(|e| describe(&e))?;
+    let mut ctx: std::collections::BTreeMap<String, minijinja::Value> = vars
+        .iter()
+        .map(|(k, v)| (k.clone(), minijinja::Value::from(v.as_str())))
+        .collect();
+    ctx.insert("vars".into(), minijinja::Value::from_serialize(vars));
+    expr.eval(minijinja::Value::from_serialize(&ctx))
+        .map(|v| v.is_true())
+        .map_err(|e| describe(&e))
+}
+
 /// Every variable a converted template or expression reads: the seed references plus the
 /// names minijinja finds (`x`, `nodes.x.output`, `vars.x`).
 pub fn references<'s>(

@@ -162,6 +162,33 @@ impl Validator<'_> {
                 );
             }
         }
+        if let Some(on) = &self.flow.on {
+            if !crate::events::valid_topic(&on.event) {
+                let pos = self.at.top_key("on", "event");
+                self.report(
+                    pos,
+                    format!(
+                        "事件名无效 / invalid event topic `{}` in on.event: letters, digits, \
+                         `_ . - : /`, up to {} characters, or `*`",
+                        on.event,
+                        crate::events::MAX_TOPIC
+                    ),
+                );
+            }
+            if let Some(cond) = &on.cond {
+                let converted = template::convert(cond, Mode::Expression);
+                if let Err(e) = template::environment().compile_expression(&converted.source) {
+                    let pos = self.at.top_key("on", "where");
+                    self.report(
+                        pos,
+                        format!(
+                            "条件无效 / on.where does not parse: {}",
+                            template::describe(&e)
+                        ),
+                    );
+                }
+            }
+        }
         for key in self.flow.parallel_outputs.keys() {
             if !self.dag.index.contains_key(key) {
                 let pos = self.at.top_key("parallel_outputs", key);
