@@ -103,6 +103,9 @@ impl App {
             hub.config.agent.clone(),
         );
         let events = Arc::new(crate::events::Bus::new(hub.engine.node()));
+        if hub.engine.clustered() {
+            events.set_outbound(Arc::new(ToCluster(hub.engine.clone())));
+        }
         let rules = Arc::new(crate::events::Rules::new(hub.store.clone()));
         let control = Arc::new_cyclic(|me: &Weak<crate::control::Control>| {
             let runner = crate::runner::Runner::new(
@@ -361,6 +364,15 @@ impl AppHooks {
 }
 
 impl Hooks for AppHooks {
+    fn bus_event(&self, body: &[u8]) {
+        let Some(app) = self.app() else { return };
+        match serde_json::from_slice::<crate::events::Event>(body) {
+            Ok(ev) if ev.origin != app.control.bus.origin() => app.control.bus.deliver(ev),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("a bad event from another node: {e}"),
+        }
+    }
+
     fn card_role(&self, client: &Client) -> Option<(Role, Option<String>)> {
         self.app()?.commands.card_role(client)
     }
@@ -472,6 +484,18 @@ async fn forward_published(
         // Each node calls back for its own publishes only.
         if ev.topic == "data_published" && ev.origin == bus.origin() {
             webhooks.publish("data_published", ev.data.clone());
+        }
+    }
+}
+
+/// Sends what this node's bus publishes to the other nodes (SPEC §19).
+struct ToCluster(Arc<dyn crate::hub::engine::Engine>);
+
+impl crate::events::Outbound for ToCluster {
+    fn send(&self, event: &crate::events::Event) {
+        match serde_json::to_vec(event) {
+            Ok(body) => self.0.publish_event(body),
+            Err(e) => tracing::warn!("an event not sent to the cluster: {e}"),
         }
     }
 }

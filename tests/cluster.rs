@@ -691,3 +691,75 @@ async fn a_late_node_syncs_by_snapshot_and_a_restarted_node_loses_its_old_tabs()
     .await;
     drop(tabs);
 }
+
+/// SPEC §19: in a cluster, events reach rules on every node. A rule made on b hears what a
+/// publishes, and each node's rule fires once per event (a node skips its own events coming
+/// back from NATS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_published_on_a_fires_the_rules_of_b() {
+    let Some(c) = Cluster::start(Engine::Nats).await else {
+        return;
+    };
+    let silent = |_: &str| Reply::Silent;
+    let mut boss_a = ScriptedTab::connect(
+        &c.nodes[0].ws_url(),
+        hello("boss-a", "chatgpt", "master"),
+        silent,
+    )
+    .await;
+    let mut boss_b = ScriptedTab::connect(
+        &c.nodes[1].ws_url(),
+        hello("boss-b", "chatgpt", "master"),
+        silent,
+    )
+    .await;
+    // Workers that hand each prompt to the test as it arrives.
+    let listening = |label: &'static str| {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let script = move |p: &str| {
+            let _ = tx.send(p.to_string());
+            Reply::Text(Duration::from_millis(1), format!("{label} ok"))
+        };
+        (script, rx)
+    };
+    let (script_a, mut heard_a) = listening("ra");
+    let (script_b, mut heard_b) = listening("rb");
+    let ra =
+        ScriptedTab::connect(&c.nodes[0].ws_url(), hello("ra", "sim", "worker"), script_a).await;
+    let rb =
+        ScriptedTab::connect(&c.nodes[1].ws_url(), hello("rb", "sim", "worker"), script_b).await;
+    let ids = [&boss_a, &boss_b, &ra, &rb].map(|t| t.client_id.clone());
+    c.all_see(&ids, Duration::from_secs(10)).await;
+    for (on_b, cmd) in [
+        (false, "?<subscribe news do to ra: a heard $EVENT_TEXT>!"),
+        (
+            true,
+            "?<subscribe news do to rb: b heard $EVENT_TEXT from $EVENT_FROM>!",
+        ),
+        (true, "?<subscribe end do to rb: E>!"),
+    ] {
+        let boss = if on_b { &mut boss_b } else { &mut boss_a };
+        let r = boss.command(cmd).await;
+        assert_eq!(r["result"]["success"], true, "{r}");
+    }
+    let r = boss_a.command("?<publish news hi>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = boss_a.command("?<publish end>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(
+        next_heard(&mut heard_b).await,
+        format!("b heard hi from {}", boss_a.client_id)
+    );
+    // `end` was published after `news`: once b heard it, b heard everything before it.
+    assert_eq!(next_heard(&mut heard_b).await, "E");
+    assert_eq!(next_heard(&mut heard_a).await, "a heard hi");
+    assert_eq!(rb.prompts().len(), 2, "{:?}", rb.prompts());
+    assert_eq!(ra.prompts(), vec!["a heard hi"]);
+}
+
+async fn next_heard(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> String {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("a prompt in time")
+        .expect("tab open")
+}

@@ -115,6 +115,7 @@ impl Hub {
                     let acks = items.into_iter().map(|e| self.take(&from, e)).collect();
                     let _ = ack.send(acks);
                 }
+                EngineEvent::BusEvent(body) => self.hooks().bus_event(&body),
                 EngineEvent::Refused { node, items } => {
                     for (e, ack) in items {
                         self.refused(&node, e, ack);

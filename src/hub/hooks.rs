@@ -52,6 +52,8 @@ pub trait Hooks: Send + Sync {
     fn trouble_cleared(&self, _client: &Arc<Client>) {}
     /// A tab became free or connected: whoever waits for a free tab may try again.
     fn tasks_moved(&self) {}
+    /// Another node put an event on its bus (JSON of `events::Event`).
+    fn bus_event(&self, _body: &[u8]) {}
     /// The hub is stopping.
     fn shutdown(&self) {}
 }

@@ -121,6 +121,8 @@ pub enum EngineEvent {
         items: Vec<Envelope>,
         ack: oneshot::Sender<Vec<Ack>>,
     },
+    /// An event another node put on its bus (JSON), for this node's rules.
+    BusEvent(Vec<u8>),
     /// Envelopes this node sent that were not taken: each with its ack (never `Ok`).
     Refused {
         node: String,
@@ -159,6 +161,9 @@ pub trait Engine: Send + Sync {
     fn hold(&self) -> Hold;
     /// Message counters.
     fn stats(&self) -> &EngineStats;
+    /// Hands an event of this node's bus (JSON) to every other node (SPEC §19: events reach
+    /// rules on every node); they get it as [`EngineEvent::BusEvent`]. Never waits.
+    fn publish_event(&self, _body: Vec<u8>) {}
     /// Leaves the cluster: every node drops this node's tabs now (graceful leave).
     fn leave(&self) -> futures_util::future::BoxFuture<'_, ()> {
         Box::pin(async {})

@@ -63,6 +63,8 @@ fn sync_subject(node: &str) -> String {
 }
 
 const PRESENCE_ALL: &str = "aicard.presence.*";
+/// Every node's bus events (SPEC §19); a node skips its own.
+const EVENTS_SUBJECT: &str = "aicard.events";
 const HELLO: &str = "aicard.hello";
 
 /// A hub's link to the cluster.
@@ -116,6 +118,7 @@ impl Nats {
         let presence_sub = subscribe(PRESENCE_ALL.to_string()).await?;
         let sync_sub = subscribe(sync_subject(&cfg.node)).await?;
         let hello_sub = subscribe(HELLO.to_string()).await?;
+        let events_sub = subscribe(EVENTS_SUBJECT.to_string()).await?;
         client.flush().await.context("flushing the subscriptions")?;
         let (tx, rx) = mpsc::channel(EVENTS);
         let epoch = crate::store::now_ms() as u64;
@@ -138,6 +141,7 @@ impl Nats {
         tokio::spawn(engine.clone().serve_hello(hello_sub));
         tokio::spawn(engine.clone().serve_inbox(sub));
         tokio::spawn(engine.clone().flush_loop());
+        tokio::spawn(engine.clone().serve_events(events_sub));
         let hello = presence::encode(&Msg::Hello {
             node: cfg.node.clone(),
         });
@@ -148,6 +152,28 @@ impl Nats {
             .context("saying hello to the cluster")?;
         tracing::info!(node = %cfg.node, url = %cfg.url, ttl_ms = ttl.as_millis() as u64, "joined the cluster");
         Ok((engine, rx))
+    }
+
+    /// Other nodes' bus events, handed to the hub (its own come back too: skipped by
+    /// the NATS header naming the node that sent it).
+    async fn serve_events(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let from = msg
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("aicard-node"))
+                .map(|v| v.as_str().to_string());
+            if from.as_deref() == Some(self.node.as_str()) {
+                continue;
+            }
+            if self
+                .events
+                .try_send(EngineEvent::BusEvent(msg.payload.to_vec()))
+                .is_err()
+            {
+                tracing::warn!("an event from another node dropped: the hub's queue is full");
+            }
+        }
     }
 
     fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -576,6 +602,20 @@ impl Engine for Nats {
 
     fn stats(&self) -> &EngineStats {
         &self.stats
+    }
+
+    fn publish_event(&self, body: Vec<u8>) {
+        let client = self.client.clone();
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("aicard-node", self.node.as_str());
+        tokio::spawn(async move {
+            if let Err(e) = client
+                .publish_with_headers(EVENTS_SUBJECT, headers, body.into())
+                .await
+            {
+                tracing::warn!("an event not sent to the cluster: {e}");
+            }
+        });
     }
 
     fn leave(&self) -> futures_util::future::BoxFuture<'_, ()> {
