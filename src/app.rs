@@ -364,6 +364,15 @@ impl AppHooks {
 }
 
 impl Hooks for AppHooks {
+    fn remote_call(&self, call: crate::hub::engine::RemoteCall) {
+        if let Some(app) = self.app() {
+            let control = app.control.clone();
+            app.hub
+                .tracker
+                .spawn(crate::control::serve_remote(control, call));
+        }
+    }
+
     fn bus_event(&self, body: &[u8]) {
         let Some(app) = self.app() else { return };
         match serde_json::from_slice::<crate::events::Event>(body) {

@@ -527,6 +527,7 @@ pub async fn run_parsed(hub: &Arc<Control>, caller: &Caller, cmd: &Command) -> C
             parent: None,
             live: None,
             cause: crate::events::Cause::default(),
+            remote: None,
         },
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
@@ -570,6 +571,7 @@ async fn run_command_with(
                 forwarders: forwarders.clone(),
             }),
             cause: crate::events::Cause::default(),
+            remote: None,
         },
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
@@ -633,6 +635,7 @@ pub async fn run_for_event(
             parent: None,
             live: None,
             cause,
+            remote: None,
         },
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
@@ -654,6 +657,120 @@ pub async fn run_for_event(
         success: out.success,
         output: out.output,
     })
+}
+
+/// How much longer than the exec timeout a node asking another waits for its answer.
+const REMOTE_MARGIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `on NODE: CMD` as sent to NODE (SPEC §19 remote execution).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct RemoteRequest {
+    command: String,
+    /// Who asked: its client id on its own node, and its name there.
+    client_id: String,
+    shown: String,
+    role: String,
+    group: Option<String>,
+    /// Typed by the person (else written by a model).
+    person: bool,
+    /// Its shell permission on its own node (its role card's).
+    shell: bool,
+    /// Its variables, for the command's `$var`s.
+    vars: BTreeMap<String, String>,
+}
+
+/// What NODE answers: the command's outcome, and how many pieces of live output it sent first.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct RemoteAnswer {
+    success: bool,
+    output: String,
+    pieces: u64,
+}
+
+/// Runs a command another node asked for (SPEC §19): a shell command or a skill, under this
+/// node's exec policy, as the asker (its role, its shell permission, never more than this
+/// node would give that role). The audit line names who asked from which node.
+pub async fn serve_remote(control: Arc<Control>, call: crate::hub::engine::RemoteCall) {
+    let crate::hub::engine::RemoteCall {
+        from,
+        body,
+        output,
+        answer,
+    } = call;
+    let pieces = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let outcome = match serde_json::from_slice::<RemoteRequest>(&body) {
+        Err(e) => (false, format!("无效请求 / a bad request: {e}")),
+        Ok(req) => run_remote(&control, &from, req, output, pieces.clone()).await,
+    };
+    let reply = RemoteAnswer {
+        success: outcome.0,
+        output: outcome.1,
+        pieces: pieces.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    let _ = answer.send(serde_json::to_vec(&reply).unwrap_or_default());
+}
+
+async fn run_remote(
+    control: &Arc<Control>,
+    from: &str,
+    req: RemoteRequest,
+    output: tokio::sync::mpsc::Sender<String>,
+    pieces: Arc<std::sync::atomic::AtomicU64>,
+) -> (bool, String) {
+    use crate::commands::permissions::{Role as CmdRole, Source};
+    let cmd = match crate::commands::parser::parse(&req.command) {
+        Ok(c @ (Command::Shell { .. } | Command::Skill(_))) => c,
+        Ok(_) => {
+            return (
+                false,
+                "on NODE: 只能运行 shell 命令或技能 / runs a shell command or a skill only".into(),
+            )
+        }
+        Err(e) => return (false, e.to_string()),
+    };
+    let role = CmdRole::parse(&req.role).unwrap_or(CmdRole::Worker);
+    let source = if req.person {
+        Source::UserInput
+    } else {
+        Source::Reply
+    };
+    // The audit line's caller: who, from which node.
+    let who = format!("{} ({}) @ {from}", req.shown, req.client_id);
+    let mut caller = Caller::new(who, role, req.group.clone(), source);
+    caller.permissions.shell &= req.shell;
+    let node = control.engine.node().to_string();
+    let forwarders = tokio_util::task::TaskTracker::new();
+    let host = HubHost {
+        hub: control.clone(),
+        parent: None,
+        live: None,
+        cause: crate::events::Cause::default(),
+        remote: Some(RemoteOutput {
+            to: output,
+            pieces,
+            forwarders: forwarders.clone(),
+        }),
+    };
+    let interp = Interpreter::new(
+        host,
+        control.commands.exec.clone(),
+        control.commands.vars.clone(),
+    );
+    let out = interp.run_with(&caller, &cmd, req.vars).await;
+    // Every piece of output is on its way before the answer (the asker counts them).
+    drop(interp);
+    forwarders.close();
+    forwarders.wait().await;
+    let text = if out.success {
+        out.output
+    } else if control.commands.exec.mode == crate::exec::ExecMode::Off
+        && matches!(cmd, Command::Shell { .. })
+    {
+        format!("节点 `{node}` 未开启 shell（--exec off）/ node `{node}` runs no shell commands (--exec off): {}", out.output)
+    } else {
+        out.output
+    };
+    (out.success, text)
 }
 
 /// `publish`, `subscribe`, `subscribe list`, `unsubscribe` (SPEC §19).
@@ -752,6 +869,16 @@ struct HubHost {
     /// The rules whose commands this run is part of (empty outside a rule): what the events
     /// it publishes carry, so a rule never fires on its own.
     cause: crate::events::Cause,
+    /// For a command another node asked for: where its live output goes (that node), and how
+    /// many pieces went.
+    remote: Option<RemoteOutput>,
+}
+
+/// Live output of a command run for another node.
+struct RemoteOutput {
+    to: tokio::sync::mpsc::Sender<String>,
+    pieces: Arc<std::sync::atomic::AtomicU64>,
+    forwarders: tokio_util::task::TaskTracker,
 }
 
 /// The command whose shell output streams as `cmd_output`, and the forwarding tasks the
@@ -869,8 +996,79 @@ impl Host for HubHost {
         set_tab_role(&self.hub, &caller.client_id, role_from_cmd(role), group)
     }
 
+    fn node(&self) -> String {
+        self.hub.engine.node().to_string()
+    }
+
+    async fn on_node(
+        &self,
+        caller: &Caller,
+        node: &str,
+        command: &str,
+        vars: BTreeMap<String, String>,
+    ) -> Result<(bool, String), HostError> {
+        let shown = match self.hub.registry.get(&caller.client_id) {
+            Some(c) => c.display(),
+            None => caller.client_id.clone(),
+        };
+        let request = RemoteRequest {
+            command: command.to_string(),
+            client_id: caller.client_id.clone(),
+            shown,
+            role: caller.role.as_str().to_string(),
+            group: caller.group.clone(),
+            person: caller.is_person(),
+            shell: caller.permissions.shell,
+            vars,
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| HostError::Other(e.to_string()))?;
+        // The node's own exec timeout bounds the command; this bounds the wait for its answer.
+        let wait = self.hub.commands.exec.timeout + REMOTE_MARGIN;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(64);
+        let live = self.exec_output(caller);
+        let forward = tokio::spawn(async move {
+            while let Some(text) = rx.recv().await {
+                if let Some(live) = &live {
+                    let stream = match text.strip_prefix("[stderr] ") {
+                        Some(_) => crate::exec::Stream::Stderr,
+                        None => crate::exec::Stream::Stdout,
+                    };
+                    let text = text.strip_prefix("[stderr] ").unwrap_or(&text).to_string();
+                    let _ = live.send(ExecChunk { stream, text }).await;
+                }
+            }
+        });
+        let answer = self.hub.engine.call_node(node, body, tx, wait).await;
+        let _ = forward.await;
+        let answer = answer.map_err(HostError::Other)?;
+        let answer: RemoteAnswer = serde_json::from_slice(&answer).map_err(|e| {
+            HostError::Other(format!(
+                "节点 `{node}` 的回答无效 / a bad answer from node `{node}`: {e}"
+            ))
+        })?;
+        Ok((answer.success, answer.output))
+    }
+
     /// Live output of a shell command goes to the tab that ran it as `cmd_output` frames.
     fn exec_output(&self, _caller: &Caller) -> Option<tokio::sync::mpsc::Sender<ExecChunk>> {
+        if let Some(remote) = &self.remote {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecChunk>(64);
+            let (to, pieces) = (remote.to.clone(), remote.pieces.clone());
+            self.hub
+                .tracker
+                .spawn(remote.forwarders.track_future(async move {
+                    while let Some(chunk) = rx.recv().await {
+                        let text = match chunk.stream {
+                            crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
+                            _ => chunk.text,
+                        };
+                        if to.send(text).await.is_ok() {
+                            pieces.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }));
+            return Some(tx);
+        }
         let live = self.live.as_ref()?;
         let client = self.hub.registry.get(&live.client_id)?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecChunk>(64);

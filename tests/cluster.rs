@@ -763,3 +763,88 @@ async fn next_heard(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> St
         .expect("a prompt in time")
         .expect("tab open")
 }
+
+const HYBRID: &str = r#"
+name: hybrid
+nodes:
+  - id: count
+    on: b
+    command: "echo rows on b: 42"
+  - id: out
+    needs: count
+    to: master
+    prompt: "${count.output}"
+"#;
+
+/// SPEC §19 remote execution, with a real nats-server and two hubs, exec on b only:
+/// `?<on b: CMD>!` typed on a runs on b (the caller's variables sent along), its output
+/// streams back as `cmd_output`, and b's audit line names who asked from where; `on a:`
+/// typed on b is refused by a's policy; an unknown node is named; a flow node `on: b` runs
+/// its command on b (a hybrid flow).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_node_runs_a_command_on_the_node_with_exec_and_only_there() {
+    let Some(nats) = NatsServer::start().await else {
+        return;
+    };
+    let flows = tempfile::tempdir().unwrap();
+    write_flow(flows.path(), "hybrid", HYBRID);
+    let a = Node::start(Some(&nats), "a", Some(flows.path())).await;
+    let b = Node::start_with_args(Some(&nats), "b", None, HEARTBEAT_MS, &["--exec", "on"]).await;
+    let silent = |_: &str| Reply::Silent;
+    let mut boss_a = ScriptedTab::connect(
+        &a.ws_url(),
+        hello("boss-a", "chatgpt", "master"),
+        echo("m".into()),
+    )
+    .await;
+    let mut boss_b =
+        ScriptedTab::connect(&b.ws_url(), hello("boss-b", "chatgpt", "master"), silent).await;
+    let r = boss_a.command("?<set who = 老板>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    boss_a.send(json!({"type":"user_input","text":"?<on b: echo hello $who; echo oops >&2>!"}));
+    let frames = boss_a.frames_until("cmd_result").await;
+    let result = frames.last().unwrap();
+    assert_eq!(result["result"]["success"], true, "{result}");
+    let out = result["result"]["output"].as_str().unwrap();
+    assert!(out.contains("hello 老板"), "{out}");
+    let streamed: String = frames
+        .iter()
+        .filter(|f| f["type"] == "cmd_output")
+        .map(|f| f["chunk"].as_str().unwrap())
+        .collect();
+    assert!(
+        streamed.contains("hello 老板"),
+        "live output came back: {frames:?}"
+    );
+    assert!(streamed.contains("[stderr] oops"), "{frames:?}");
+    // b wrote the audit line, naming the asker and its node.
+    let log = b.log();
+    let audit = log
+        .lines()
+        .find(|l| l.contains("aicard::audit") && l.contains("hello"))
+        .unwrap_or_else(|| panic!("no audit line on b:\n{log}"));
+    assert!(audit.contains("boss-a") && audit.contains("@ a"), "{audit}");
+    assert!(!a.log().contains("hello $who"), "a ran nothing itself");
+    // a has no exec: asked from b, it says so.
+    let r = boss_b.command("?<on a: echo nope>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    let out = r["result"]["output"].as_str().unwrap();
+    assert!(
+        out.contains("node `a`") && out.contains("--exec off"),
+        "{out}"
+    );
+    // A node that is not there.
+    let r = boss_a.command("?<on nowhere: echo x>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(
+        r["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("no node `nowhere`"),
+        "{r}"
+    );
+    // The hybrid flow: its shell step runs on b, the rest on a.
+    let (state, delivered) = run_flow(&mut boss_a, "?<manager run hybrid>!").await;
+    assert_eq!(state, "completed");
+    assert!(delivered.unwrap().contains("rows on b: 42"));
+}

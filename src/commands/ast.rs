@@ -102,6 +102,17 @@ pub enum Command {
     Event(EventCmd<Option<Template>>),
     /// `agent …` and `done [TEXT]`: the agent loop (SPEC §17; see [`super::agent`]).
     Agent(super::agent::AgentCmd),
+    /// `on NODE: CMD` (SPEC §19 remote execution): a shell command or a skill, run on
+    /// another node of the cluster under that node's exec policy.
+    On {
+        /// The node's name (`--node`).
+        node: String,
+        /// The command as written, sent to the node (its `$var`s expanded there, from the
+        /// caller's variables sent along).
+        text: String,
+        /// The same, parsed here (a shell command or a skill).
+        body: Box<Command>,
+    },
     /// `help [TOPIC]`.
     Help {
         /// The command asked about; `None` lists every command.

@@ -182,6 +182,14 @@ Example: ?<subscribe node_result where $EVENT_FLOW == cross-review do to reviewe
 master may remove any rule; a tab's reply only its own tab's rules.\nExample: ?<unsubscribe 1>!  →  已删除 / removed rule #1",
     },
     Entry {
+        topic: "on",
+        usage: "?<on NODE: CMD>!",
+        zh: "在集群的另一个节点上运行 shell 命令或技能",
+        en: "run a shell command or a skill on another node of the cluster",
+        details: "NODE is a node's --node name; CMD is a shell command or `skill NAME k=v`. It runs there under that node's exec policy (off by default there too, and then it says so), with your variables (`$x`) sent along; its live output and its result come back as if it ran here, and the node that ran it writes the audit line, naming who asked from which node. Naming this node runs it here. In a flow, a node with `on: NODE` and `command:` does the same.
+Example: ?<on db-host: wc -l /data/orders.csv>!  →  12408 /data/orders.csv",
+    },
+    Entry {
         topic: "agent",
         usage: "?<agent create NAME [on TARGET] [with tools=[T,…]] [max_rounds=N] [memory=SCOPE] | task NAME TEXT | status [NAME] | memory NAME | list | stop|pause|resume [NAME] | loop on|off>!",
         zh: "代理：一个标签页的模型执行命令、读到结果、继续，直到完成",

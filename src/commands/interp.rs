@@ -200,6 +200,30 @@ pub trait Host: Send + Sync {
         }
     }
 
+    /// This hub's node name (`local` outside a cluster): `on NODE:` naming it runs here.
+    fn node(&self) -> String {
+        "local".into()
+    }
+
+    /// `on NODE: CMD` for another node (SPEC §19): runs `command` there, as `caller`, with
+    /// `vars` bound, under that node's exec policy; its live output goes where
+    /// [`Host::exec_output`] says. Returns (success, output). Default: no cluster.
+    fn on_node(
+        &self,
+        caller: &Caller,
+        node: &str,
+        command: &str,
+        vars: BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(bool, String), HostError>> + Send {
+        let _ = (caller, command, vars);
+        let node = node.to_string();
+        async move {
+            Err(HostError::Other(format!(
+                "没有节点 `{node}`：此集线器不在集群中 / no node `{node}`: this hub is not in a cluster"
+            )))
+        }
+    }
+
     /// Where live shell output for this caller goes while a command runs (None: nowhere).
     fn exec_output(&self, caller: &Caller) -> Option<mpsc::Sender<ExecChunk>> {
         let _ = caller;
@@ -449,6 +473,7 @@ impl<H: Host> Interpreter<H> {
                 Command::Mcp(m) => self.mcp(ctx, m, frame).await,
                 Command::Agent(a) => self.agent(ctx, a, frame).await,
                 Command::Event(e) => self.event(ctx, e, frame).await,
+                Command::On { node, text, body } => self.on(ctx, node, text, body, frame).await,
                 Command::Help { topic } => match topic {
                     None => Ok(help::overview()),
                     Some(t) => help::topic(t).map_err(CmdError::Failed),
@@ -511,6 +536,32 @@ impl<H: Host> Interpreter<H> {
             Ok(rendered)
         } else {
             Err(CmdError::Failed(rendered))
+        }
+    }
+
+    /// `on NODE: CMD`: here when NODE is this hub, else on that node (its exec policy, its
+    /// skills), the caller's variables sent along.
+    async fn on(
+        &self,
+        ctx: &Ctx<'_>,
+        node: &str,
+        text: &str,
+        body: &Command,
+        frame: &Frame,
+    ) -> Res {
+        if matches!(body, Command::Shell { .. }) {
+            self.check(ctx.caller, Action::Shell)?;
+        }
+        if node == self.host.node() {
+            return self.eval(ctx, body, frame).await;
+        }
+        let mut vars = self.vars.snapshot(&ctx.caller.client_id);
+        vars.extend(frame.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let (ok, out) = self.host.on_node(ctx.caller, node, text, vars).await?;
+        if ok {
+            Ok(out)
+        } else {
+            Err(CmdError::Failed(out))
         }
     }
 

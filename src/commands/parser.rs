@@ -635,6 +635,7 @@ impl<'a> Parser<'a> {
             "publish" => self.parse_publish(rest),
             "subscribe" => self.parse_subscribe(rest),
             "unsubscribe" => self.parse_unsubscribe(rest),
+            "on" => self.parse_on(rest),
             "agent" | "agents" => self.parse_agent(rest),
             "done" => Ok(self.parse_done(rest)),
             "help" => Ok(Command::Help {
@@ -672,6 +673,7 @@ pub const COMMAND_WORDS: &[&str] = &[
     "publish",
     "subscribe",
     "unsubscribe",
+    "on",
     "agent",
     "done",
     "help",

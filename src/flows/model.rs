@@ -128,6 +128,10 @@ pub struct Node {
     /// A hub-side command (`?<echo saved>!` or `echo saved`), run through the command executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Run `command` (a shell command or a skill) on this node of the cluster, under its exec
+    /// policy: the node that has the data (SPEC §19 remote execution; `on NODE: CMD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<String>,
     /// A tool of an MCP server in `mcp.json`; runs as the command `mcp use SERVER TOOL {args}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpStep>,

@@ -328,6 +328,32 @@ impl Validator<'_> {
             ),
             _ => {}
         }
+        if let Some(on) = &node.on {
+            let name_ok = !on.is_empty()
+                && on.len() <= 64
+                && on
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if node.command.is_none() {
+                self.report(
+                    self.at.key(i, "on"),
+                    format!(
+                        "on 需要 command / node `{}`: `on: NODE` runs the node's `command` on \
+                         that node; it has no `command`",
+                        node.id
+                    ),
+                );
+            } else if !name_ok {
+                self.report(
+                    self.at.field(i, "on"),
+                    format!(
+                        "节点名无效 / node `{}`: `on: {on}` is not a node name ([A-Za-z0-9_-], \
+                         the node's --node)",
+                        node.id
+                    ),
+                );
+            }
+        }
         if let Some(command) = &node.command {
             if command.contains("{{") || command.contains("{%") {
                 self.report(

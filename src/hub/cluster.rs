@@ -116,6 +116,7 @@ impl Hub {
                     let _ = ack.send(acks);
                 }
                 EngineEvent::BusEvent(body) => self.hooks().bus_event(&body),
+                EngineEvent::Call(call) => self.hooks().remote_call(call),
                 EngineEvent::Refused { node, items } => {
                     for (e, ack) in items {
                         self.refused(&node, e, ack);

@@ -54,6 +54,8 @@ pub trait Hooks: Send + Sync {
     fn tasks_moved(&self) {}
     /// Another node put an event on its bus (JSON of `events::Event`).
     fn bus_event(&self, _body: &[u8]) {}
+    /// Another node asks this one to run a command; dropped, the asker hears no answer.
+    fn remote_call(&self, _call: super::engine::RemoteCall) {}
     /// The hub is stopping.
     fn shutdown(&self) {}
 }

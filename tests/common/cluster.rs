@@ -127,6 +127,17 @@ impl Node {
         flows: Option<&Path>,
         heartbeat_ms: u64,
     ) -> Node {
+        Self::start_with_args(nats, name, flows, heartbeat_ms, &[]).await
+    }
+
+    /// `start`, with its own heartbeat (ms) and more `serve` arguments (`--exec on`).
+    pub async fn start_with_args(
+        nats: Option<&NatsServer>,
+        name: &str,
+        flows: Option<&Path>,
+        heartbeat_ms: u64,
+        extra: &[&str],
+    ) -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = std::fs::File::create(dir.path().join("hub.log")).expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_aicard"));
@@ -152,6 +163,7 @@ impl Node {
         if let Some(n) = nats {
             cmd.args(["--cluster", &n.url, "--node", name]);
         }
+        cmd.args(extra);
         let mut child = cmd.spawn().expect("spawn aicard serve");
         let stdout = child.stdout.take().unwrap();
         let line = wait_line(stdout, "listening on http://", name).await;

@@ -1,5 +1,5 @@
 //! `publish TOPIC [TEXT]`, `subscribe TOPIC [where COND] do CMD`, `subscribe list`,
-//! `unsubscribe ID` (SPEC §19).
+//! `unsubscribe ID`, and `on NODE: CMD` (SPEC §19).
 
 use super::{ParseError, Parser, Span};
 use crate::commands::ast::{Command, Cond, EventCmd};
@@ -133,6 +133,49 @@ impl<'a> Parser<'a> {
                 "expected one rule id (a number from ?<subscribe list>!)",
             )),
         }
+    }
+}
+
+impl Parser<'_> {
+    /// on := "on" NODE ":" CMD, CMD a shell command or a skill (SPEC §19).
+    pub(in crate::commands) fn parse_on(&mut self, rest: Span) -> Result<Command, ParseError> {
+        let text = self.text(rest);
+        let Some(colon) = text.find(':') else {
+            return Err(self.err(rest.s, "on", "expected `NODE:` then a command"));
+        };
+        let node = text[..colon].trim();
+        let node_ok = !node.is_empty()
+            && node.len() <= 64
+            && node
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !node_ok {
+            return Err(self.err(
+                rest.s,
+                "on",
+                "expected a node name ([A-Za-z0-9_-], the node's --node) before `:`",
+            ));
+        }
+        let body_span = self.trim(Span::new(rest.s + colon + 1, rest.e));
+        if body_span.is_empty() {
+            return Err(self.err(body_span.s, "on", "expected a command after `NODE:`"));
+        }
+        let body = self.simple(body_span)?;
+        if !matches!(
+            body,
+            Command::Shell { .. } | Command::Skill(crate::commands::ast::SkillCmd::Run { .. })
+        ) {
+            return Err(self.err(
+                body_span.s,
+                "on",
+                "on NODE: runs a shell command or a skill there (`on b: ls data`, `on b: skill NAME k=v`)",
+            ));
+        }
+        Ok(Command::On {
+            node: node.to_string(),
+            text: self.text(body_span).to_string(),
+            body: Box::new(body),
+        })
     }
 }
 

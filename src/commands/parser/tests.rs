@@ -752,3 +752,33 @@ fn seed_mcp_config_add_and_remove() {
         .contains("command"));
     assert!(parse("mcp config rm fs").is_err());
 }
+
+#[test]
+fn on_node_takes_a_shell_command_or_a_skill() {
+    match parse("on db-1: wc -l $file").unwrap() {
+        Command::On { node, text, body } => {
+            assert_eq!(node, "db-1");
+            assert_eq!(text, "wc -l $file");
+            assert!(matches!(*body, Command::Shell { .. }));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        parse("on b: skill count path=x").unwrap(),
+        Command::On { .. }
+    ));
+    // A chain around it: only the step is remote.
+    assert!(matches!(
+        parse("on b: ls -> to kimi: $RESULT").unwrap(),
+        Command::Chain(_)
+    ));
+    for bad in [
+        "on b: to kimi: hi",
+        "on : ls",
+        "on b ls",
+        "on b:",
+        "on b c: ls",
+    ] {
+        assert!(parse(bad).is_err(), "{bad}");
+    }
+}

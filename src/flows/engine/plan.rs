@@ -194,10 +194,12 @@ impl Plan {
                 .into_iter()
                 .map(|r| (ref_key(&r), r))
                 .collect();
-            let work = Work::Command {
-                command: strip_wrapper(command).to_string(),
-                refs,
+            let command = strip_wrapper(command);
+            let command = match &node.on {
+                Some(on) => format!("on {on}: {command}"),
+                None => command.to_string(),
             };
+            let work = Work::Command { command, refs };
             (work, Fanout::Fixed(Vec::new()))
         } else {
             let per_target = node

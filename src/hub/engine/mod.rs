@@ -123,6 +123,8 @@ pub enum EngineEvent {
     },
     /// An event another node put on its bus (JSON), for this node's rules.
     BusEvent(Vec<u8>),
+    /// Another node asks this one to run a command.
+    Call(RemoteCall),
     /// Envelopes this node sent that were not taken: each with its ack (never `Ok`).
     Refused {
         node: String,
@@ -161,6 +163,22 @@ pub trait Engine: Send + Sync {
     fn hold(&self) -> Hold;
     /// Message counters.
     fn stats(&self) -> &EngineStats;
+    /// Asks `node` to run a command (SPEC §19 remote execution): `body` is the request
+    /// (JSON), each piece of live output the node sends arrives on `output`, the answer (JSON)
+    /// is returned; `Err` says why there is none (no such node, no answer within `wait`).
+    fn call_node<'a>(
+        &'a self,
+        node: &'a str,
+        _body: Vec<u8>,
+        _output: mpsc::Sender<String>,
+        _wait: Duration,
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<u8>, String>> {
+        Box::pin(async move {
+            Err(format!(
+                "没有节点 `{node}`：此集线器不在集群中 / no node `{node}`: this hub is not in a cluster"
+            ))
+        })
+    }
     /// Hands an event of this node's bus (JSON) to every other node (SPEC §19: events reach
     /// rules on every node); they get it as [`EngineEvent::BusEvent`]. Never waits.
     fn publish_event(&self, _body: Vec<u8>) {}
@@ -168,6 +186,19 @@ pub trait Engine: Send + Sync {
     fn leave(&self) -> futures_util::future::BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+}
+
+/// A command another node asks this one to run ([`Engine::call_node`]).
+#[derive(Debug)]
+pub struct RemoteCall {
+    /// The node that asks.
+    pub from: String,
+    /// The request (JSON).
+    pub body: Vec<u8>,
+    /// Live output for the asker, piece by piece.
+    pub output: mpsc::Sender<String>,
+    /// The answer (JSON); dropped unanswered, the asker is told the node did not answer.
+    pub answer: oneshot::Sender<Vec<u8>>,
 }
 
 /// Holds an engine's outbound batches until dropped (see [`Engine::hold`]).

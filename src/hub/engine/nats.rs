@@ -65,6 +65,13 @@ fn sync_subject(node: &str) -> String {
 const PRESENCE_ALL: &str = "aicard.presence.*";
 /// Every node's bus events (SPEC §19); a node skips its own.
 const EVENTS_SUBJECT: &str = "aicard.events";
+
+fn exec_subject(node: &str) -> String {
+    format!("aicard.exec.{node}")
+}
+
+/// Live output pieces waited for after a remote command's answer arrived first.
+const TRAILING_OUTPUT: Duration = Duration::from_secs(2);
 const HELLO: &str = "aicard.hello";
 
 /// A hub's link to the cluster.
@@ -119,6 +126,7 @@ impl Nats {
         let sync_sub = subscribe(sync_subject(&cfg.node)).await?;
         let hello_sub = subscribe(HELLO.to_string()).await?;
         let events_sub = subscribe(EVENTS_SUBJECT.to_string()).await?;
+        let exec_sub = subscribe(exec_subject(&cfg.node)).await?;
         client.flush().await.context("flushing the subscriptions")?;
         let (tx, rx) = mpsc::channel(EVENTS);
         let epoch = crate::store::now_ms() as u64;
@@ -142,6 +150,7 @@ impl Nats {
         tokio::spawn(engine.clone().serve_inbox(sub));
         tokio::spawn(engine.clone().flush_loop());
         tokio::spawn(engine.clone().serve_events(events_sub));
+        tokio::spawn(engine.clone().serve_calls(exec_sub));
         let hello = presence::encode(&Msg::Hello {
             node: cfg.node.clone(),
         });
@@ -172,6 +181,56 @@ impl Nats {
                 .is_err()
             {
                 tracing::warn!("an event from another node dropped: the hub's queue is full");
+            }
+        }
+    }
+
+    /// Commands other nodes ask this one to run: each is handed to the hub with a channel
+    /// for its live output (published to the asker's output inbox) and one for its answer
+    /// (the reply).
+    async fn serve_calls(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let Some(reply) = msg.reply.clone() else {
+                continue;
+            };
+            let header = |k: &str| {
+                msg.headers
+                    .as_ref()
+                    .and_then(|h| h.get(k))
+                    .map(|v| v.as_str().to_string())
+            };
+            let (from, inbox) = (
+                header("aicard-node").unwrap_or_default(),
+                header("aicard-output"),
+            );
+            let (out_tx, mut out_rx) = mpsc::channel::<String>(64);
+            let (answer_tx, answer_rx) = oneshot::channel::<Vec<u8>>();
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                // Output first, in order, then the answer: the asker counts the pieces.
+                while let Some(piece) = out_rx.recv().await {
+                    if let Some(inbox) = &inbox {
+                        let _ = client
+                            .publish(inbox.clone(), piece.into_bytes().into())
+                            .await;
+                    }
+                }
+                let answer = answer_rx.await.unwrap_or_else(|_| {
+                    br#"{"success":false,"output":"the node dropped the command","pieces":0}"#
+                        .to_vec()
+                });
+                if let Err(e) = client.publish(reply, answer.into()).await {
+                    tracing::warn!("a remote command's answer not sent: {e}");
+                }
+            });
+            let call = super::RemoteCall {
+                from,
+                body: msg.payload.to_vec(),
+                output: out_tx,
+                answer: answer_tx,
+            };
+            if self.events.try_send(EngineEvent::Call(call)).is_err() {
+                tracing::warn!("a remote command dropped: the hub's queue is full");
             }
         }
     }
@@ -602,6 +661,76 @@ impl Engine for Nats {
 
     fn stats(&self) -> &EngineStats {
         &self.stats
+    }
+
+    fn call_node<'a>(
+        &'a self,
+        node: &'a str,
+        body: Vec<u8>,
+        output: mpsc::Sender<String>,
+        wait: Duration,
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<u8>, String>> {
+        Box::pin(async move {
+            let inbox = self.client.new_inbox();
+            let mut pieces = self
+                .client
+                .subscribe(inbox.clone())
+                .await
+                .map_err(|e| format!("NATS: {e}"))?;
+            let forwarded = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let done = Arc::new(Notify::new());
+            let (count, woken) = (forwarded.clone(), done.clone());
+            let forward = tokio::spawn(async move {
+                while let Some(msg) = pieces.next().await {
+                    let _ = output
+                        .send(String::from_utf8_lossy(&msg.payload).into_owned())
+                        .await;
+                    count.fetch_add(1, Ordering::Relaxed);
+                    woken.notify_waiters();
+                }
+            });
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("aicard-node", self.node.as_str());
+            headers.insert("aicard-output", inbox.as_str());
+            let request = async_nats::client::Request::new()
+                .payload(body.into())
+                .headers(headers)
+                .timeout(Some(wait));
+            let answer = self
+                .client
+                .send_request(exec_subject(node), request)
+                .await
+                .map_err(|e| match e.kind() {
+                    async_nats::client::RequestErrorKind::NoResponders => format!(
+                        "没有节点 `{node}` / no node `{node}` in the cluster"
+                    ),
+                    async_nats::client::RequestErrorKind::TimedOut => format!(
+                        "节点 `{node}` 没有在 {} 秒内回答 / node `{node}` did not answer within {} s",
+                        wait.as_secs(),
+                        wait.as_secs()
+                    ),
+                    _ => format!("NATS: {e}"),
+                });
+            // The pieces the node sent before its answer may still be on their way.
+            if let Ok(msg) = &answer {
+                let want = serde_json::from_slice::<serde_json::Value>(&msg.payload)
+                    .ok()
+                    .and_then(|v| v["pieces"].as_u64())
+                    .unwrap_or(0);
+                let _ = tokio::time::timeout(TRAILING_OUTPUT, async {
+                    loop {
+                        let notified = done.notified();
+                        if forwarded.load(Ordering::Relaxed) >= want {
+                            return;
+                        }
+                        notified.await;
+                    }
+                })
+                .await;
+            }
+            forward.abort();
+            answer.map(|m| m.payload.to_vec())
+        })
     }
 
     fn publish_event(&self, body: Vec<u8>) {
