@@ -72,16 +72,19 @@ async function go(hash) {
 
 test('中文: "● live" and the role names are translated, in the top bar and the tabs page', async () => {
   await go('#/tabs');
-  await page.waitForSelector('#live[data-state="on"]');
-  assert.equal(await page.textContent('#live'), '● live');
+  await page.waitForFunction(() => document.querySelector('#live')?.textContent === '● live');
   await page.click('#lang');
   await page.waitForFunction(() => document.querySelector('#lang')?.textContent === 'English');
   await ready();
   // The stream did not reconnect: the bar must still say it in Chinese.
   await page.waitForFunction(() => document.querySelector('#live')?.textContent === '● 实时', null, { timeout: 5000 });
-  await page.waitForSelector('td[data-col="role"][data-role="foreman"]');
-  const roles = await page.$$eval('td[data-col="role"]', (tds) => Object.fromEntries(tds.map((td) => [td.dataset.role, td.textContent])));
-  assert.deepEqual(roles, { worker: '工人', master: '总指挥', foreman: '包工头' });
+  await page.waitForSelector('tr[data-tab]');
+  // The role column (the third), by the tabs the test made.
+  const roles = await page.$$eval('tr[data-tab]', (trs) => Object.fromEntries(trs.map((tr) => [tr.children[1].textContent, tr.children[2].textContent])));
+  assert.deepEqual(roles, {
+    'deepseek-research-tab-number-one': '工人', 'deepseek-research-tab-number-two': '工人', 'deepseek-research-tab-number-three': '工人',
+    boss: '总指挥', lead: '包工头',
+  });
   const options = await page.$eval('tr[data-tab] select[data-field="role"]', (s) => [...s.options].map((o) => [o.value, o.textContent]));
   assert.deepEqual(options, [['worker', '工人'], ['foreman', '包工头'], ['master', '总指挥']]);
   const text = await page.textContent('main');
@@ -96,11 +99,11 @@ test('the Runs list\'s "Updated" moves with every journal event of a running run
   const { run_id: id } = await hub.api('POST', '/api/runs', { flow: 'steps' });
   const row = `tr[data-run="${id}"]`;
   await page.waitForSelector(`${row} [data-state="running"]`, { timeout: 10000 });
-  const first = await page.textContent(`${row} td[data-col="updated"]`);
+  const first = await page.textContent(`${row} td:nth-child(5)`);
   // It must change while the run is still running (not only when it ends).
   await page.waitForFunction(({ row, first }) => {
     const tr = document.querySelector(row);
-    return tr && tr.querySelector('td[data-col="updated"]').textContent !== first
+    return tr && tr.querySelector('td:nth-child(5)').textContent !== first
       && tr.querySelector('[data-state]').dataset.state === 'running';
   }, { row, first }, { timeout: 10000 });
   await page.waitForSelector(`${row} [data-state="completed"]`, { timeout: 20000 });
@@ -109,7 +112,7 @@ test('the Runs list\'s "Updated" moves with every journal event of a running run
   const last = Math.max(...detail.journal.map((e) => e.at_ms));
   const listed = (await hub.api('GET', '/api/runs')).runs.find((r) => r.run_id === id);
   assert.ok(listed.updated_ms >= last, `updated ${listed.updated_ms}, last event ${last}`);
-  await page.waitForFunction(({ row, last }) => Number(document.querySelector(`${row} td[data-col="updated"]`).dataset.ms) >= last, { row, last });
+  await page.waitForFunction(({ row, last }) => Number(document.querySelector(`${row} td:nth-child(5)`).dataset.ms) >= last, { row, last });
 });
 
 async function chat(content) {
@@ -197,17 +200,19 @@ test('the engine\'s score table is fully visible in the node panel', async () =>
 
 test('a tab that disconnects and comes back is one row; its offline rows do not pile up', async () => {
   await go('#/tabs');
-  const rows = () => page.$$eval('tr[data-identity="ghost"]', (trs) => trs.map((tr) => tr.querySelector('[data-status]').dataset.status));
+  const ghostRow = (st) => `tr[data-tab]:has(td:text-is("ghost")) [data-status="${st}"]`;
+  const rows = () => page.$$eval('tr[data-tab]', (trs) => trs.filter((tr) => tr.children[1].textContent === 'ghost')
+    .map((tr) => tr.querySelector('[data-status]').dataset.status));
   let ghost = await simTab(hub, { label: 'ghost', site: 'doubao', reply: () => ({ text: 'boo' }) });
-  await page.waitForSelector('tr[data-identity="ghost"] [data-status="idle"]');
+  await page.waitForSelector(ghostRow('idle'));
   for (let round = 0; round < 2; round++) {
     ghost.close();
-    await page.waitForSelector('tr[data-identity="ghost"] [data-status="offline"]', { timeout: 10000 });
+    await page.waitForSelector(ghostRow('offline'), { timeout: 10000 });
     assert.deepEqual(await rows(), ['offline'], `round ${round}: one offline row`);
     const again = await simTab(hub, { label: 'ghost', site: 'doubao', reply: () => ({ text: 'boo' }) });
     assert.notEqual(again.id, ghost.id, 'a new connection, a new client id');
     ghost = again;
-    await page.waitForSelector('tr[data-identity="ghost"] [data-status="idle"]', { timeout: 10000 });
+    await page.waitForSelector(ghostRow('idle'), { timeout: 10000 });
     assert.deepEqual(await rows(), ['idle'], `round ${round}: the live row replaced the offline one`);
   }
   const listed = (await hub.api('GET', '/api/tabs')).tabs.filter((x) => x.label === 'ghost');
@@ -246,12 +251,6 @@ test('every symbol the pages show has a glyph in the page\'s fonts; pause is dra
     if (c < 0x2000 || /[\p{L}\p{N}\s]/u.test(ch) || (c >= 0x3000 && c <= 0x9fff) || (c >= 0xff00 && c <= 0xffef)) continue;
     seen.add(ch);
   }
-  // The run page's Pause button and the legend carry the pause sign: drawn, not a glyph.
-  await go(`#/runs/${id}`);
-  const bars = await page.$eval('#pause .i-pause', (el) => { const r = el.getBoundingClientRect(); return [r.width, r.height]; });
-  assert.ok(bars[0] > 4 && bars[1] > 4, `the pause sign is drawn: ${bars}`);
-  assert.ok(await page.$('.legend [data-state="paused"] .i-pause'));
-  assert.ok(!seen.has('⏸'), 'no ⏸ glyph');
   const missing = await page.evaluate((chars) => {
     const c = document.createElement('canvas'); c.width = 48; c.height = 48;
     const g = c.getContext('2d', { willReadFrequently: true });
@@ -263,6 +262,12 @@ test('every symbol the pages show has a glyph in the page\'s fonts; pause is dra
   }, [...seen]);
   console.log(`symbols checked: ${[...seen].join(' ')}`);
   assert.deepEqual(missing, [], `no glyph for ${missing.join(' ')}`);
+  // The run page's Pause button and the legend carry the pause sign: drawn, not a glyph.
+  await go(`#/runs/${id}`);
+  const bars = await page.$eval('#pause .i-pause', (el) => { const r = el.getBoundingClientRect(); return [r.width, r.height]; });
+  assert.ok(bars[0] > 4 && bars[1] > 4, `the pause sign is drawn: ${bars}`);
+  assert.ok(await page.$('.legend [data-state="paused"] .i-pause'));
+  assert.ok(!seen.has('⏸'), 'no ⏸ glyph');
   await hub.api('POST', `/api/runs/${id}/stop`, {});
 });
 
