@@ -105,12 +105,15 @@ pub fn list(hub: &Door, kind: Kind) -> Value {
         Kind::Calls => "WHERE flow IN ('api', 'mcp')",
         Kind::All => "",
     };
+    // The newest 200 first, then each one's last journal event (an index lookup by run).
     let sql = format!(
         "SELECT run_id, flow, state, started_ms,
                 MAX(updated_ms, COALESCE((SELECT j.at_ms FROM journal j
-                    WHERE j.run_id = runs.run_id ORDER BY j.seq DESC LIMIT 1), 0)),
-                master FROM runs {filter}
-         ORDER BY started_ms DESC, rowid DESC LIMIT 200"
+                    WHERE j.run_id = r.run_id ORDER BY j.seq DESC LIMIT 1), 0)),
+                master
+         FROM (SELECT rowid AS rid, * FROM runs {filter}
+               ORDER BY started_ms DESC, rowid DESC LIMIT 200) AS r
+         ORDER BY started_ms DESC, rid DESC"
     );
     let (runs, counts) = hub
         .store
