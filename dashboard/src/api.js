@@ -28,7 +28,7 @@ export const api = {
   async session() { const s = await call('GET', '/api/session'); csrf = s.csrf; return s; },
   tabs: () => call('GET', '/api/tabs'),
   setRole: (id, role, group) => call('POST', `/api/tabs/${encodeURIComponent(id)}/role`, { role, group }),
-  runs: () => call('GET', '/api/runs'),
+  runs: (kind) => call('GET', `/api/runs${kind ? `?kind=${encodeURIComponent(kind)}` : ''}`),
   run: (id) => call('GET', `/api/runs/${encodeURIComponent(id)}`),
   node: (id, node, offset = 0, limit = 100) => call('GET', `/api/runs/${encodeURIComponent(id)}/nodes/${encodeURIComponent(node)}?offset=${offset}&limit=${limit}`),
   control: (id, action) => call('POST', `/api/runs/${encodeURIComponent(id)}/${action}`, {}),

@@ -4,13 +4,24 @@
 import { h, s, replace, clear } from './dom.js';
 import { t, toggleLang, getLang } from './i18n.js';
 import { api, ApiError } from './api.js';
-import { badge, legend, tabBadge, tabLegend } from './states.js';
+import { badge, legend, tabBadge, tabLegend, pauseIcon } from './states.js';
 import { drawDag } from './dag.js';
 import * as live from './live.js';
 
 const app = document.getElementById('app');
 const main = h('main', { id: 'main' });
-const status = h('span', { class: 'live', id: 'live', title: 'event stream' });
+const status = h('span', { class: 'live', id: 'live' });
+let streamState = null; // the event stream's readyState, once it has said one
+
+/** The stream's state in the top bar, in the page's language (redrawn when it changes). */
+function showStatus() {
+  status.title = t('event_stream');
+  if (streamState === null) { status.className = 'live'; status.textContent = ''; return; }
+  const on = streamState === 1;
+  status.className = `live ${on ? 'on' : 'off'}`;
+  status.dataset.state = on ? 'on' : 'off';
+  status.textContent = on ? `● ${t('live')}` : `○ ${t('reconnecting')}`;
+}
 let page = null; // { route, onEvent?, dispose? }
 let tabsCache = [];
 
@@ -54,7 +65,7 @@ function header() {
     [['#/tabs', 'tabs'], ['#/runs', 'runs'], ['#/flows', 'flows'], ['#/plans', 'plans'], ['#/agents', 'agents']].map(([href, key]) =>
       h('a', { href, 'data-nav': key, text: t(key) })));
   return h('header', {},
-    h('h1', { text: t('title') }), nav, status,
+    h('h1', { text: t('title') }), nav, (showStatus(), status),
     h('button', { class: 'lang', id: 'lang', onclick: () => { toggleLang(); render(); }, text: t('lang') }));
 }
 
@@ -65,12 +76,13 @@ async function tabsPage() {
   const table = h('div');
   box.append(table);
   const load = async () => {
-    const { tabs } = await api.tabs();
-    tabsCache = tabs;
+    const { tabs: all } = await api.tabs();
+    tabsCache = all;
+    const tabs = oneRowPerTab(all);
     if (!tabs.length) { replace(table, h('p', { class: 'empty', text: t('no_tabs') })); return; }
     const rows = tabs.map((tab) => {
       const role = h('select', { 'aria-label': t('role'), 'data-field': 'role' },
-        ['worker', 'foreman', 'master'].map((r) => h('option', { value: r, selected: r === tab.role, text: r })));
+        ['worker', 'foreman', 'master'].map((r) => h('option', { value: r, selected: r === tab.role, text: t(r) })));
       const group = h('input', { value: tab.group || '', 'aria-label': t('group'), size: 8, 'data-field': 'group' });
       const msg = h('span', { class: 'msg' });
       const save = h('button', {
@@ -80,10 +92,10 @@ async function tabsPage() {
         },
       });
       const url = safeUrl(tab.url);
-      return h('tr', { 'data-tab': tab.id },
+      return h('tr', { 'data-tab': tab.id, 'data-identity': tabIdentity(tab) },
         h('td', {}, url ? h('a', { href: url, target: '_blank', rel: 'noopener noreferrer', text: tab.site }) : tab.site),
         h('td', { text: tab.label || tab.id }),
-        h('td', { text: tab.role }),
+        h('td', { 'data-col': 'role', 'data-role': tab.role, text: t(tab.role) }),
         h('td', { text: tab.group || '—' }),
         h('td', { text: tab.node || t('unknown') }),
         h('td', {}, tabBadge(tab.status || tab.state, tab.cooling_ms ? `${Math.ceil(tab.cooling_ms / 1000)} s ${t('left')}` : tab.engine?.parked)),
@@ -100,6 +112,30 @@ async function tabsPage() {
   const refresh = throttle(load, 300);
   // Tabs turn busy, cool down or get parked as tasks run: the journal says when.
   return { el: box, onEvent: (kind) => { if (kind === 'tab' || kind === 'journal') refresh(); } };
+}
+
+/** Who a tab is to the person: its label, else its client id. */
+function tabIdentity(tab) {
+  return tab.label || tab.id;
+}
+
+/** One row per tab identity: a tab that went away and came back (a reload, a reconnect) is
+ *  one tab, not a live row plus offline ghosts. A connected tab hides the offline rows of its
+ *  identity; of offline rows alone, the one seen last stays. Live tabs are never hidden. */
+function oneRowPerTab(tabs) {
+  const groups = new Map();
+  for (const tab of tabs) {
+    const k = tabIdentity(tab);
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(tab);
+  }
+  const keep = new Set();
+  for (const group of groups.values()) {
+    const live = group.filter((x) => (x.status || x.state) !== 'offline');
+    if (live.length) live.forEach((x) => keep.add(x));
+    else keep.add(group.reduce((a, b) => ((b.last_seen_ms || 0) > (a.last_seen_ms || 0) ? b : a)));
+  }
+  return tabs.filter((x) => keep.has(x));
 }
 
 /** The decision engine's figures for a tab: success, time to first chunk, s/1k, in flight. */
@@ -125,25 +161,68 @@ function answersText(a) {
 
 // ---------------------------------------------------------------- Runs
 
+const RUN_KINDS = ['flows', 'calls', 'all'];
+const RUN_KIND_KEY = 'aicard.runsKind';
+
+/** Which runs the list shows: the hash's `?kind=` (#/runs?kind=calls), else the last choice
+ *  (localStorage), else flow runs — API and MCP calls would bury them. */
+function runKind() {
+  const q = /[?&]kind=(\w+)/.exec(location.hash);
+  if (q && RUN_KINDS.includes(q[1])) return q[1];
+  try { const k = localStorage.getItem(RUN_KIND_KEY); if (RUN_KINDS.includes(k)) return k; } catch { /* storage unavailable */ }
+  return 'flows';
+}
+
 async function runsPage() {
-  const box = h('section', {}, h('h2', { text: t('runs') }));
+  const kind = runKind();
+  try { localStorage.setItem(RUN_KIND_KEY, kind); } catch { /* private mode */ }
+  const filter = h('div', { class: 'filter', role: 'group', 'aria-label': t('runs_show') }, h('span', { class: 'legend-title', text: `${t('runs_show')}:` }));
+  const box = h('section', { class: 'runs-page', 'data-kind': kind }, h('h2', { text: t('runs') }), filter);
   const table = h('div');
   box.append(table);
+  const rows = new Map(); // run id → its "Updated" cell
+  const drawFilter = (counts) => {
+    replace(filter, h('span', { class: 'legend-title', text: `${t('runs_show')}:` }), RUN_KINDS.map((k) => h('a', {
+      href: `#/runs?kind=${k}`, class: ['kind', k === kind ? 'active' : ''], 'data-kind': k,
+      'aria-current': k === kind ? 'true' : null,
+    }, `${t(`kind_${k}`)} `, h('span', { class: 'count', text: counts ? counts[k] : '…' }))));
+  };
+  drawFilter(null);
   const load = async () => {
-    const { runs } = await api.runs();
-    if (!runs.length) { replace(table, h('p', { class: 'empty', text: t('no_runs') })); return; }
+    const { runs, counts } = await api.runs(kind);
+    drawFilter(counts);
+    rows.clear();
+    if (!runs.length) { replace(table, h('p', { class: 'empty', text: t(counts && counts.all ? 'no_runs_kind' : 'no_runs') })); return; }
     replace(table, h('table', { class: 'grid' },
       h('thead', {}, h('tr', {}, ['run', 'flow', 'state', 'started', 'updated'].map((k) => h('th', { text: t(k) })))),
-      h('tbody', {}, runs.map((r) => h('tr', { 'data-run': r.run_id },
-        h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(r.run_id)}`, text: r.run_id })),
-        h('td', { text: r.flow }),
-        h('td', {}, badge(r.state)),
-        h('td', { text: new Date(r.started_ms).toLocaleString() }),
-        h('td', { text: fmtTime(r.updated_ms) }))))));
+      h('tbody', {}, runs.map((r) => {
+        const updated = h('td', { 'data-col': 'updated', 'data-ms': r.updated_ms, text: fmtTime(r.updated_ms) });
+        rows.set(r.run_id, updated);
+        return h('tr', { 'data-run': r.run_id },
+          h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(r.run_id)}`, text: r.run_id })),
+          h('td', { text: r.flow }),
+          h('td', {}, badge(r.state)),
+          h('td', { text: new Date(r.started_ms).toLocaleString() }),
+          updated);
+      }))));
   };
   await load();
   const refresh = throttle(load, 500);
-  return { el: box, onEvent: (kind, d) => { if (kind === 'run' || (kind === 'journal' && /^run_/.test(d.event?.type || ''))) refresh(); } };
+  // Every journal event of a listed run moves its "Updated" at once; a run that starts or
+  // changes state reloads the list (its badge, the counts).
+  const touch = (d) => {
+    const cell = rows.get(d.run_id);
+    if (!cell || !d.at_ms || d.at_ms <= Number(cell.dataset.ms || 0)) return;
+    cell.dataset.ms = String(d.at_ms);
+    cell.textContent = fmtTime(d.at_ms);
+  };
+  return {
+    el: box,
+    onEvent: (kind2, d) => {
+      if (kind2 === 'journal') touch(d);
+      if (kind2 === 'run' || (kind2 === 'journal' && /^run_/.test(d.event?.type || ''))) refresh();
+    },
+  };
 }
 
 function timeline(detail) {
@@ -181,6 +260,30 @@ function attemptsTable(item) {
       h('td', { class: 'err', text: a.error || '' })))));
 }
 
+/** The decision engine's score table, laid out to fit the panel (cells wrap; nothing is cut),
+ *  with the table as `?<manager why RUN NODE>!` prints it underneath, folded. */
+function scoreTable(item) {
+  const secs = (v) => (v === null || v === undefined ? t('unknown') : `${v.toFixed(1)} s`);
+  const lines = item.why_table.split('\n');
+  const pick = lines[lines.length - 1];
+  const rows = item.why_rows || [];
+  return h('div', { class: 'why-scores' },
+    h('h5', { text: t('score_table') }),
+    rows.length ? h('table', { class: 'grid why' },
+      h('thead', {}, h('tr', {}, ['tab', 'state', 'success', 'ttft', 's_per_1k', 'in_flight', 'expected', 'score'].map((k) => h('th', { text: t(k) })))),
+      h('tbody', {}, rows.map((r) => h('tr', { class: r.picked ? 'picked' : null, 'data-tab': r.tab },
+        h('td', {}, r.picked ? '▶ ' : '', r.tab),
+        h('td', { text: r.state }),
+        h('td', { class: 'num', text: `${r.successes}/${r.outcomes} · ${Math.round(r.p * 100)}%` }),
+        h('td', { class: 'num', text: secs(r.ttft_s) }),
+        h('td', { class: 'num', text: secs(r.s_per_1k) }),
+        h('td', { class: 'num', text: r.in_flight }),
+        h('td', { class: 'num', text: secs(r.expected_s) }),
+        h('td', { class: 'num', text: r.score === null || r.score === undefined ? t('unknown') : r.score.toFixed(1) }))))) : null,
+    h('p', { class: 'why-pick', text: pick }),
+    h('details', {}, h('summary', { text: t('as_text') }), h('pre', { class: 'why-table', text: item.why_table })));
+}
+
 function tabLink(client) {
   const tab = tabsCache.find((x) => x.id === client || x.label === client);
   const url = tab && safeUrl(tab.url);
@@ -194,8 +297,8 @@ function itemDetail(item) {
     h('dl', {},
       h('dt', { text: t('chosen_tab') }), h('dd', {}, item.client || t('unknown'), ' ', item.client ? tabLink(item.client) : null),
       h('dt', { text: t('why') }), h('dd', { class: 'why', text: item.why || t('unknown') }),
-      item.why_table ? [h('dt', { text: t('score_table') }), h('dd', {}, h('pre', { class: 'why-table', text: item.why_table }))] : null,
       h('dt', { text: t('prompt') }), h('dd', {}, last && last.prompt ? h('pre', { class: 'prompt', text: last.prompt }) : t('unknown'))),
+    item.why_table ? scoreTable(item) : null,
     h('h5', { text: `${t('attempts')} (${item.attempts.length})` }),
     attemptsTable(item),
     item.output ? [h('h5', { text: t('output') }), h('pre', { class: 'output', text: item.output })] : null,
@@ -270,7 +373,7 @@ async function runPage(runId) {
       h('p', { class: 'meta' }, `${t('flow')}: ${detail.run.flow} · ${t('started')}: ${new Date(detail.run.started_ms).toLocaleString()} · `,
         h('span', { id: 'journal-len', text: `${detail.journal_len} ${t('journal_len')}` })),
       h('div', { class: 'controls' },
-        h('button', { id: 'pause', disabled: detail.status !== 'running', onclick: () => control('pause'), text: `⏸ ${t('pause')}` }),
+        h('button', { id: 'pause', disabled: detail.status !== 'running', onclick: () => control('pause') }, pauseIcon(), ` ${t('pause')}`),
         h('button', { id: 'resume', disabled: detail.status !== 'paused', onclick: () => control('resume'), text: `▶ ${t('resume')}` }),
         h('button', { id: 'stop', disabled: !running, onclick: () => control('stop'), text: `⊘ ${t('stop')}` })),
       detail.error ? h('p', { class: 'error', text: detail.error }) : null,
@@ -544,7 +647,7 @@ function sessionButtons(sess, msg, after) {
   return h('span', { class: 'actions' },
     sess.state === 'paused'
       ? h('button', { 'data-action': 'resume', onclick: act('resume'), text: `▶ ${t('resume')}` })
-      : h('button', { 'data-action': 'pause', onclick: act('pause'), text: `⏸ ${t('pause')}` }),
+      : h('button', { 'data-action': 'pause', onclick: act('pause') }, pauseIcon(), ` ${t('pause')}`),
     h('button', { 'data-action': 'stop', class: 'danger', onclick: act('stop'), text: `■ ${t('stop')}` }));
 }
 
@@ -620,10 +723,10 @@ let routeGen = 0;
 async function route() {
   const gen = ++routeGen;
   const hash = location.hash || '#/runs';
-  const m = /^#\/runs\/(.+)$/.exec(hash);
+  const m = /^#\/runs\/([^?]+)$/.exec(hash);
   const p = /^#\/plans\/(.+)$/.exec(hash);
   const g = /^#\/agents\/(.+)$/.exec(hash);
-  const key = m ? 'runs' : p ? 'plans' : g ? 'agents' : (hash.slice(2) || 'runs');
+  const key = m ? 'runs' : p ? 'plans' : g ? 'agents' : (hash.slice(2).split('?')[0] || 'runs');
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.dataset.nav === key);
   window.__aicard.ready = false;
   if (page && page.dispose) page.dispose();
@@ -657,7 +760,7 @@ function render() {
 }
 
 live.subscribe((kind, data) => {
-  if (kind === 'status') { status.className = `live ${data === 1 ? 'on' : 'off'}`; status.textContent = data === 1 ? `● ${t('live')}` : '○'; }
+  if (kind === 'status') { streamState = data; showStatus(); }
   if (kind === 'tab') api.tabs().then((r) => { tabsCache = r.tabs; }).catch(() => {});
   if (page && page.onEvent) page.onEvent(kind, data);
 });

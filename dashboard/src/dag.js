@@ -87,8 +87,9 @@ export function drawDag(graph, states, onSelect, selected) {
     const st = states ? states[n.id] : null;
     const state = st ? st.state : 'pending';
     const many = st && st.total > 1;
+    const drawnPause = st && !many && state === 'paused';
     const line2 = st
-      ? (many ? fanoutText(st) : `${icon(state)} ${t(state)}`)
+      ? (many ? fanoutText(st) : drawnPause ? t(state) : `${icon(state)} ${t(state)}`)
       : (n.kind === 'command' ? '⌘ command' : (n.to && n.to.length ? `→ ${n.to.join(', ')}` : '→ role:worker'));
     const node = s('g', {
       class: ['node', st ? `st-${state}` : 'st-preview', many ? 'fanout' : '', selected === n.id ? 'selected' : ''],
@@ -100,7 +101,8 @@ export function drawDag(graph, states, onSelect, selected) {
     many ? s('rect', { x: 5, y: 5, width: W, height: H, rx: 8, class: 'stack' }) : null,
     s('rect', { width: W, height: H, rx: 8, class: 'box' }),
     s('text', { x: 10, y: 22, class: 'title', text: clipText(n.name ? `${n.id} · ${n.name}` : n.id, 26) }),
-    s('text', { x: 10, y: 44, class: 'sub', text: clipText(line2, 30) }),
+    drawnPause ? s('g', { class: 'i-pause' }, s('rect', { x: 10, y: 34, width: 3, height: 11 }), s('rect', { x: 16, y: 34, width: 3, height: 11 })) : null,
+    s('text', { x: drawnPause ? 24 : 10, y: 44, class: 'sub', text: clipText(line2, 30) }),
     s('title', { text: `${n.id}${st ? `: ${state}` : ''}${many ? ` — ${fanoutText(st)} (${t('expand')})` : ''}` }));
     svg.append(node);
   });

@@ -30,6 +30,9 @@ const DICT = {
     no_sessions: 'No agent sessions yet. Turn the loop on in a master tab (?<agent loop on>!) or give an agent a task.',
     no_rounds: 'No round closed yet.', all_sessions: 'All agents and sessions', looping_tab: '(looping tab)',
     output_cut: 'output cut', chars: 'characters',
+    master: 'master', foreman: 'foreman', worker: 'worker', event_stream: 'event stream', reconnecting: 'reconnecting…',
+    kind_flows: 'Flows', kind_calls: 'API & MCP', kind_all: 'All', runs_show: 'Show', no_runs_kind: 'No runs of this kind.',
+    expected: 'Expected', score: 'Score', as_text: 'As text (?<manager why RUN NODE>!)',
   },
   zh: {
     title: 'AIcard 仪表盘', tabs: '标签页', runs: '运行', flows: '流程', lang: 'English',
@@ -61,6 +64,9 @@ const DICT = {
     no_sessions: '还没有代理会话。在主控标签页中开启循环（?<agent loop on>!），或给代理一个任务。',
     no_rounds: '还没有完成的轮次。', all_sessions: '全部代理和会话', looping_tab: '（循环中的标签页）',
     output_cut: '输出已截断', chars: '个字符',
+    master: '总指挥', foreman: '包工头', worker: '工人', event_stream: '事件流', reconnecting: '重新连接中…',
+    kind_flows: '流程', kind_calls: 'API 与 MCP', kind_all: '全部', runs_show: '显示', no_runs_kind: '没有这一类的运行。',
+    expected: '预计', score: '得分', as_text: '文本（?<manager why 运行 节点>!）',
   },
 };
 

@@ -1,5 +1,7 @@
 // Every state drawn distinctly: an icon, its name, and a colour from the Okabe–Ito palette
-// (safe for the common colour-vision deficiencies), plus a border style.
+// (safe for the common colour-vision deficiencies), plus a border style. Icons are glyphs
+// the fonts the page names all have (DejaVu, Segoe UI Symbol, Apple Symbols, Noto, the CJK
+// fonts); pause has no such glyph (⏸ is missing from most), so it is drawn: two bars.
 import { h, s } from './dom.js';
 import { t } from './i18n.js';
 
@@ -7,7 +9,7 @@ export const STATES = {
   pending: { icon: '○' },
   running: { icon: '▶' },
   retrying: { icon: '↻' },
-  paused: { icon: '⏸' },
+  paused: { icon: '' }, // drawn: pauseIcon()
   completed: { icon: '✓' },
   failed: { icon: '✗' },
   skipped: { icon: '↷' },
@@ -19,9 +21,19 @@ export function icon(state) {
   return (STATES[state] || STATES.pending).icon;
 }
 
+/** The pause sign as two bars (HTML): no font needed. */
+export function pauseIcon() {
+  return h('span', { class: 'i-pause', 'aria-hidden': 'true' });
+}
+
+/** A state's icon as a node or text: the drawn pause sign, else the glyph. */
+export function iconOf(state) {
+  return state === 'paused' ? pauseIcon() : icon(state);
+}
+
 /** A badge: icon + translated name, coloured by class. */
 export function badge(state) {
-  return h('span', { class: `badge st-${state}`, 'data-state': state }, `${icon(state)} ${t(state)}`);
+  return h('span', { class: `badge st-${state}`, 'data-state': state }, iconOf(state), ` ${t(state)}`);
 }
 
 /** A tab's status: what it is doing, or why the decision engine holds it back. */

@@ -262,10 +262,15 @@ pub async fn validate(
         .into_response()
 }
 
-/// `GET /api/runs`.
-pub async fn runs(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
+/// `GET /api/runs[?kind=flows|calls|all]`.
+pub async fn runs(
+    State(hub): State<Arc<Door>>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     check!(hub, Method::GET, headers);
-    Json(runs::list(&hub)).into_response()
+    let kind = runs::Kind::parse(q.get("kind").map(String::as_str));
+    Json(runs::list(&hub, kind)).into_response()
 }
 
 /// Body of `POST /api/runs`.

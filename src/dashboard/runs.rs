@@ -9,7 +9,7 @@ use rusqlite::params;
 use serde_json::{json, Value};
 
 use super::Door;
-use crate::decide::Choice;
+use crate::decide::{Choice, Standing};
 use crate::flows::engine::{Action, ItemStatus, JournalEvent, RunState};
 use crate::flows::Flow;
 use crate::store::RunRecord;
@@ -76,15 +76,49 @@ pub fn event_json(row: &Row) -> Value {
     json!({"id": row.id, "run_id": row.run_id, "seq": row.seq, "at_ms": row.at_ms, "event": ev})
 }
 
-/// `GET /api/runs`: the newest runs first.
-pub fn list(hub: &Door) -> Value {
-    let runs: Vec<Value> = hub
+/// Which runs `GET /api/runs?kind=` lists: flow runs, API/MCP calls (the runs of the flows
+/// `api` and `mcp`: one prompt each, journaled like a run), or all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Flows,
+    Calls,
+    All,
+}
+
+impl Kind {
+    /// `flows`, `calls` or `all`; anything else (or nothing) is all, as before the filter.
+    pub fn parse(s: Option<&str>) -> Kind {
+        match s {
+            Some("flows") => Kind::Flows,
+            Some("calls") => Kind::Calls,
+            _ => Kind::All,
+        }
+    }
+}
+
+/// `GET /api/runs[?kind=flows|calls|all]`: the newest runs of that kind first, and how many
+/// runs there are of each kind. `updated_ms` is the run's last journal event (or its last
+/// state change, whichever is later), so it moves while the run works.
+pub fn list(hub: &Door, kind: Kind) -> Value {
+    let filter = match kind {
+        Kind::Flows => "WHERE flow NOT IN ('api', 'mcp')",
+        Kind::Calls => "WHERE flow IN ('api', 'mcp')",
+        Kind::All => "",
+    };
+    // The newest 200 first, then each one's last journal event (an index lookup by run).
+    let sql = format!(
+        "SELECT run_id, flow, state, started_ms,
+                MAX(updated_ms, COALESCE((SELECT j.at_ms FROM journal j
+                    WHERE j.run_id = r.run_id ORDER BY j.seq DESC LIMIT 1), 0)),
+                master
+         FROM (SELECT rowid AS rid, * FROM runs {filter}
+               ORDER BY started_ms DESC, rowid DESC LIMIT 200) AS r
+         ORDER BY started_ms DESC, rid DESC"
+    );
+    let (runs, counts) = hub
         .store
         .read(|c| {
-            let mut st = c.prepare(
-                "SELECT run_id, flow, state, started_ms, updated_ms, master FROM runs
-                 ORDER BY started_ms DESC, rowid DESC LIMIT 200",
-            )?;
+            let mut st = c.prepare(&sql)?;
             let rows = st.query_map([], |r| {
                 Ok(json!({
                     "run_id": r.get::<_, String>(0)?,
@@ -95,10 +129,20 @@ pub fn list(hub: &Door) -> Value {
                     "master": r.get::<_, Option<String>>(5)?,
                 }))
             })?;
-            rows.collect()
+            let runs: Vec<Value> = rows.collect::<Result<_, _>>()?;
+            let (all, calls) = c.query_row(
+                "SELECT COUNT(*), COALESCE(SUM(flow IN ('api', 'mcp')), 0) FROM runs",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )?;
+            Ok((runs, (all, calls)))
         })
         .unwrap_or_default();
-    json!({"runs": runs})
+    let (all, calls) = counts;
+    json!({
+        "runs": runs,
+        "counts": {"flows": all - calls, "calls": calls, "all": all},
+    })
 }
 
 /// The graph of a flow for drawing: nodes (id, name, kind, targets, fan-out) and edges.
@@ -318,6 +362,31 @@ fn auto_target(flow: &Flow, node: &str) -> bool {
         .is_some_and(|n| n.to.iter().any(|t| crate::pick::auto_sites(t).is_some()))
 }
 
+/// The score table's rows as data, for the node panel to lay out as a table that fits.
+fn why_rows(choice: &Choice) -> Vec<Value> {
+    choice
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "tab": r.label,
+                "picked": r.picked,
+                "state": r.standing.word(),
+                "successes": r.successes,
+                "outcomes": r.outcomes,
+                "p": r.p,
+                "ttft_s": r.ttft_s,
+                "s_per_1k": r.s_per_1k,
+                "in_flight": r.in_flight,
+                "expected_s": r.expected_s,
+                // As the table: a score only for the tabs the engine may pick.
+                "score": matches!(r.standing, Standing::Ready | Standing::New | Standing::Probe)
+                    .then_some(r.score),
+            })
+        })
+        .collect()
+}
+
 /// The decision engine's reason for a pick, in words (its score table goes alongside).
 fn engine_reason(choice: &Choice) -> String {
     let picked = choice.rows.iter().find(|r| r.picked);
@@ -355,18 +424,19 @@ fn engine_reason(choice: &Choice) -> String {
 
 /// Why the runner gave an item to its tab: the decision engine's choice for `auto` targets
 /// (kept in memory since the hub started), else as far as the journal and the flow tell.
-/// Returns the reason and, for engine picks, the score table.
+/// Returns the reason and, for engine picks, the choice (its score table).
 fn why(
     ctx: &Ctx<'_>,
     node: &str,
     item: usize,
     attempts: &[Attempt],
-) -> (Option<String>, Option<String>) {
+) -> (Option<String>, Option<Choice>) {
     let auto = auto_target(ctx.flow, node);
     if auto {
         let key = format!("{}/{node}/{item}", ctx.run_id);
         if let Some(choice) = ctx.hub.asks.pick.decide.why(&key) {
-            return (Some(engine_reason(&choice)), Some(choice.table()));
+            let reason = engine_reason(&choice);
+            return (Some(reason), Some(choice));
         }
     }
     let Some(tab) = attempts.last().and_then(|a| a.client.as_deref()) else {
@@ -437,7 +507,7 @@ fn items_json(
                     v["prompt"] = Value::String(clip(p));
                 }
             }
-            let (why, why_table) = why(ctx, &node.id, i, att);
+            let (why, choice) = why(ctx, &node.id, i, att);
             json!({
                 "index": i,
                 "label": it.label,
@@ -445,7 +515,8 @@ fn items_json(
                 "attempt": it.attempt,
                 "client": it.client,
                 "why": why,
-                "why_table": why_table,
+                "why_table": choice.as_ref().map(Choice::table),
+                "why_rows": choice.as_ref().map(why_rows),
                 "output": it.text.as_deref().map(clip),
                 "error": match &it.status { ItemStatus::Failed { error } => Some(error.clone()), _ => None },
                 "attempts": atts,
