@@ -40,6 +40,7 @@ class Tab:
         self.release = threading.Event()
         self.lock = threading.Lock()
         self.tasks = queue.Queue()
+        self.cancels = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
     def send(self, frame):
@@ -53,6 +54,8 @@ class Tab:
                 if frame["type"] == "task":
                     self.tasks.put(frame)
                     threading.Thread(target=self._answer, args=(frame,), daemon=True).start()
+                elif frame["type"] == "cancel":
+                    self.cancels.put(frame)
         except Exception:
             pass
 
@@ -216,6 +219,50 @@ def test_fan_out_sends_progress(hub, tabs, door):
 
     asyncio.run(go())
     assert seen and "1/2" in seen[0][1], seen
+
+
+async def session_on(stack, hub, door):
+    if door == "http":
+        client, transport = http_session(hub)
+        await stack.enter_async_context(client)
+    else:
+        binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
+        params = StdioServerParameters(command=binary, args=["mcp", "--hub", hub, "--token", TOKEN])
+        transport = stdio_client(params)
+    return await open_session(stack, transport, "initialize")
+
+
+@pytest.mark.parametrize("door", ["http", "stdio"])
+def test_a_cancelled_call_stops_the_tab_and_frees_it(hub, door):
+    """Issue 32 item 1: the SDK cancels a call (what Claude Desktop, Cursor and the Inspector
+    do: `notifications/cancelled`); the tab gets `cancel` for its task at once, and the next
+    call is typed into it straight away, over HTTP and through the stdio relay."""
+    label = f"mcp-cancel-{door}"
+    tab = Tab(hub, label, hold=True)
+
+    async def go():
+        async with contextlib_stack() as stack:
+            session = await session_on(stack, hub, door)
+            call = asyncio.create_task(
+                session.call_tool("ask", {"target": f"tab/{label}", "prompt": "a long one", "wait_s": WAIT})
+            )
+            task = await asyncio.to_thread(tab.tasks.get, True, WAIT)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            frame = await asyncio.to_thread(tab.cancels.get, True, WAIT)
+            assert frame["task_id"] == task["task_id"], frame
+            tab.hold = False
+            tab.release.set()
+            got = structured(
+                await asyncio.wait_for(
+                    session.call_tool("ask", {"target": f"tab/{label}", "prompt": "next", "wait_s": WAIT}),
+                    WAIT,
+                )
+            )
+            assert got["status"] == "completed" and got["text"] == "answer: next", got
+
+    asyncio.run(go())
 
 
 def test_same_idempotency_key_types_one_prompt(hub, tabs):
