@@ -195,6 +195,12 @@ impl App {
             app.webhooks.clone(),
             hub.shutdown.clone(),
         ));
+        // Quotas (SPEC §15.1): the role cards', then those `?<tabs budget>!` kept.
+        app.asks
+            .pick
+            .decide
+            .set_card_quotas(&app.commands.roles.get().quotas());
+        crate::pick::load_budgets(&app.asks.pick);
         app.runner.resume_all();
         app.clone().watch_role_cards();
         app.clone().flush_memory_turns();
@@ -287,6 +293,10 @@ impl App {
                     _ = app.shutdown.cancelled() => return,
                 }
                 if app.commands.roles.reload_if_changed() {
+                    app.asks
+                        .pick
+                        .decide
+                        .set_card_quotas(&app.commands.roles.get().quotas());
                     for c in app.registry.all() {
                         // Another node's tab gets its card from its own node.
                         if !c.is_remote() && c.state() == ConnState::Connected && app.apply_card(&c)

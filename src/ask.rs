@@ -172,9 +172,25 @@ impl Asks {
         tabs: &[Arc<Client>],
         tried: &[String],
     ) -> Result<Ticket, AskError> {
+        // A site past its quota (SPEC §15.1) gets no prompt, however it is named.
+        let now = crate::store::now_ms() as u64;
+        let over = |c: &Arc<Client>| self.pick.decide.quota_wait(&c.info().site, now);
+        if !tabs.is_empty() && tabs.iter().all(|c| over(c).is_some()) {
+            let site = tabs[0].info().site;
+            let wait = tabs.iter().filter_map(over).min().unwrap_or(0);
+            return Err(AskError::Failed {
+                target: target.to_string(),
+                message: format!(
+                    "配额用尽 / over quota: {site} has used its quota; next send in {}s \
+                     (`?<tabs>!` shows it, `?<tabs budget {site} …>!` changes it)",
+                    wait.div_ceil(1000)
+                ),
+            });
+        }
         let mut untried = tabs
             .iter()
             .filter(|c| !tried.contains(&c.id))
+            .filter(|c| over(c).is_none())
             .filter(|c| tabs.len() == 1 || c.id != opts.from);
         let pick = if tabs.len() == 1 {
             untried.next()

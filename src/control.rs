@@ -1535,6 +1535,10 @@ fn manager(
             crate::pick::why(&hub.asks.pick, &run, &node).map_err(RunError::Other)
         }
         ManagerCmd::Tabs => Ok(crate::pick::tabs_report(&hub.asks.pick)),
+        ManagerCmd::Budget { site, quota } => {
+            crate::pick::budget(&hub.asks.pick, site.as_deref(), quota.as_deref())
+                .map_err(RunError::Other)
+        }
         ManagerCmd::Plan(_) | ManagerCmd::Modify { .. } => Err(RunError::Other(
             "内部错误 / internal: planning is answered by the command host".into(),
         )),

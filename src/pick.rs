@@ -55,7 +55,11 @@ pub fn auto_sites(target: &str) -> Option<Vec<String>> {
 pub fn on_task_update(hub: &Picker, client: &Client, state: TaskState, trouble: Option<Trouble>) {
     let now = crate::store::now_ms() as u64;
     match state {
-        TaskState::Accepted => hub.decide.started(&client.id, now),
+        TaskState::Accepted => {
+            hub.decide.started(&client.id, now);
+            // A prompt typed into the site: counted against its quota.
+            hub.decide.sent(&client.info().site, now);
+        }
         TaskState::Failed => {
             hub.decide.failed(&client.id, trouble, now);
             if let Some(t) = trouble {
@@ -137,7 +141,7 @@ pub fn usable(hub: &Picker, c: &Client) -> bool {
     use crate::decide::Standing;
     !matches!(
         health(hub, c).standing,
-        Standing::Cooling(_) | Standing::Parked(_) | Standing::Waiting
+        Standing::Cooling(_) | Standing::Parked(_) | Standing::Waiting | Standing::OverQuota(_)
     )
 }
 
@@ -207,7 +211,80 @@ pub fn tabs_report(hub: &Picker) -> String {
     for flag in flags {
         let _ = writeln!(out, "  ⚠ {flag}");
     }
+    let uses = hub.decide.quota_uses(crate::store::now_ms() as u64);
+    if !uses.is_empty() {
+        out.push_str("配额 / quotas:\n");
+        for u in uses {
+            let wait = if u.wait_ms > 0 {
+                format!(
+                    "，{}s 后可再发 / next send in {}s",
+                    u.wait_ms.div_ceil(1000),
+                    u.wait_ms.div_ceil(1000)
+                )
+            } else {
+                String::new()
+            };
+            let from = if u.from == "card" {
+                "角色卡 / role card"
+            } else {
+                "命令 / command"
+            };
+            let _ = writeln!(
+                out,
+                "  {:<10} {}/{} ({}; {from}){wait}",
+                u.site, u.used, u.quota.sends, u.quota
+            );
+        }
+    }
     out
+}
+
+/// `?<tabs budget …>!`: sets or clears a site's quota (kept in the store), or lists them.
+pub fn budget(hub: &Picker, site: Option<&str>, quota: Option<&str>) -> Result<String, String> {
+    let Some(site) = site else {
+        let uses = hub.decide.quota_uses(crate::store::now_ms() as u64);
+        if uses.is_empty() {
+            return Ok("没有配额 / no quotas: `?<tabs budget SITE N/hour>!` sets one".into());
+        }
+        return Ok(uses
+            .iter()
+            .map(|u| {
+                format!(
+                    "{} {}/{} ({}, {})",
+                    u.site, u.used, u.quota.sends, u.quota, u.from
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"));
+    };
+    let site = site.to_lowercase();
+    match quota {
+        None | Some("off") | Some("none") => {
+            hub.decide.set_quota(&site, None);
+            hub.store
+                .set_site_quota(&site, None)
+                .map_err(|e| e.to_string())?;
+            Ok(format!("已取消 {site} 的配额 / no quota for {site}"))
+        }
+        Some(text) => {
+            let q = crate::decide::Quota::parse(text)?;
+            hub.decide.set_quota(&site, Some(q));
+            hub.store
+                .set_site_quota(&site, Some((q.sends, q.per_ms)))
+                .map_err(|e| e.to_string())?;
+            Ok(format!(
+                "{site} 配额 {q} / quota for {site}: {q} (its tabs are not picked past it)"
+            ))
+        }
+    }
+}
+
+/// Loads the quotas `?<tabs budget>!` kept in the store (at start).
+pub fn load_budgets(hub: &Picker) {
+    for (site, sends, per_ms) in hub.store.site_quotas().unwrap_or_default() {
+        hub.decide
+            .set_quota(&site, Some(crate::decide::Quota { sends, per_ms }));
+    }
 }
 
 /// `?<manager why RUN NODE>!`: the score table of the node's latest pick.

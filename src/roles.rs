@@ -54,6 +54,30 @@ pub struct RoleCard {
     /// The most rounds of this tab's agent sessions (default: `--agent-max-rounds`).
     #[serde(default)]
     pub max_rounds: Option<u32>,
+    /// `quota: 20/hour`: at most that many prompts to each site in `match.site` (SPEC §15.1;
+    /// `?<tabs budget …>!` wins over it).
+    #[serde(default)]
+    pub quota: Option<String>,
+}
+
+impl CardSet {
+    /// The quotas the cards give: site → quota (a card's `quota` for each of its `match.site`).
+    pub fn quotas(&self) -> std::collections::HashMap<String, crate::decide::Quota> {
+        let mut out = std::collections::HashMap::new();
+        for card in &self.cards {
+            let Some(q) = card
+                .quota
+                .as_deref()
+                .and_then(|q| crate::decide::Quota::parse(q).ok())
+            else {
+                continue;
+            };
+            for site in &card.matches.site {
+                out.insert(site.to_lowercase(), q);
+            }
+        }
+        out
+    }
 }
 
 /// Tabs a card applies to: every listed rule must hold; entries in a list are alternatives.
@@ -231,14 +255,37 @@ pub fn parse_card(file: &str, text: &str) -> Result<RoleCard, CardError> {
             planner: false,
             looping: false,
             max_rounds: None,
+            quota: None,
         });
     }
     let options = crate::flows::yaml::saphyr_options(text);
-    serde_saphyr::from_str_with_options::<RoleCard>(text, options).map_err(|e| {
+    let card = serde_saphyr::from_str_with_options::<RoleCard>(text, options).map_err(|e| {
         let msg = e.to_string();
         let (line, col) = line_col_in(&msg).unwrap_or((1, 1));
         located(format!("角色卡无效 / invalid role card: {msg}"), line, col)
-    })
+    })?;
+    if let Some(q) = &card.quota {
+        let at = text
+            .lines()
+            .position(|l| l.trim_start().starts_with("quota"))
+            .map_or(1, |i| i + 1);
+        if let Err(e) = crate::decide::Quota::parse(q) {
+            return Err(located(
+                format!("角色卡无效 / invalid role card: quota: {e}"),
+                at,
+                1,
+            ));
+        }
+        if card.matches.site.is_empty() {
+            return Err(located(
+                "角色卡无效 / invalid role card: quota needs `match: {site: …}` (a quota is per site)"
+                    .into(),
+                at,
+                1,
+            ));
+        }
+    }
+    Ok(card)
 }
 
 /// Pulls "line N column M" (serde-saphyr's wording) out of an error message.

@@ -152,6 +152,12 @@ const MIGRATIONS: &[&str] = &[
         at_ms INTEGER NOT NULL,
         PRIMARY KEY (tab, turn_id, idx)
     )",
+    // 10: per-site quotas set with `?<tabs budget SITE N/hour>!` (SPEC §15.1).
+    "CREATE TABLE site_quotas (
+        site TEXT PRIMARY KEY,
+        sends INTEGER NOT NULL,
+        per_ms INTEGER NOT NULL
+    )",
 ];
 
 /// One row of the journal with its global id (the dashboard's SSE `id:`).
@@ -581,6 +587,30 @@ impl Store {
         let conn = self.conn();
         let mut stmt = conn.prepare("SELECT name FROM flows ORDER BY name")?;
         let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Sets (or, with `None`, removes) a site's quota: at most `sends` per `per_ms`.
+    pub fn set_site_quota(&self, site: &str, quota: Option<(u32, u64)>) -> StoreResult<()> {
+        let conn = self.conn();
+        match quota {
+            Some((sends, per_ms)) => conn.execute(
+                "INSERT INTO site_quotas (site, sends, per_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(site) DO UPDATE SET sends=?2, per_ms=?3",
+                params![site, sends, per_ms as i64],
+            )?,
+            None => conn.execute("DELETE FROM site_quotas WHERE site = ?1", params![site])?,
+        };
+        Ok(())
+    }
+
+    /// Every site quota: (site, sends, per_ms).
+    pub fn site_quotas(&self) -> StoreResult<Vec<(String, u32, u64)>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT site, sends, per_ms FROM site_quotas ORDER BY site")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
+        })?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 

@@ -76,10 +76,16 @@ async function tabsPage() {
   const table = h('div');
   box.append(table);
   const load = async () => {
-    const { tabs: all } = await api.tabs();
+    const { tabs: all, quotas = [] } = await api.tabs();
     tabsCache = all;
     const tabs = oneRowPerTab(all);
-    if (!tabs.length) { replace(table, h('p', { class: 'empty', text: t('no_tabs') })); return; }
+    // Per-site quotas (?<tabs budget SITE N/hour>! or a role card): use against each.
+    const quotaList = quotas.length
+      ? h('ul', { class: 'quotas', 'data-quotas': '' }, quotas.map((q) => h('li', { 'data-site': q.site,
+        text: `${q.site}: ${q.used}/${q.sends} (${q.quota}, ${t(q.from === 'card' ? 'quota_card' : 'quota_command')})`
+          + (q.wait_ms > 0 ? ` — ${t('quota_next')} ${Math.ceil(q.wait_ms / 1000)} s` : '') })))
+      : null;
+    if (!tabs.length) { replace(table, h('p', { class: 'empty', text: t('no_tabs') }), quotaList); return; }
     const rows = tabs.map((tab) => {
       const role = h('select', { 'aria-label': t('role'), 'data-field': 'role' },
         ['worker', 'foreman', 'master'].map((r) => h('option', { value: r, selected: r === tab.role, text: t(r) })));
@@ -106,7 +112,7 @@ async function tabsPage() {
     });
     replace(table, h('table', { class: 'grid' },
       h('thead', {}, h('tr', {}, ['site', 'label', 'role', 'group', 'node', 'state', 'health', 'engine', 'queue', 'actions'].map((k) => h('th', { text: t(k) })))),
-      h('tbody', {}, rows)));
+      h('tbody', {}, rows)), quotaList ? h('h3', { text: t('quotas') }) : null, quotaList);
   };
   await load();
   const refresh = throttle(load, 300);

@@ -274,3 +274,16 @@ test('every symbol the pages show has a glyph in the page\'s fonts; pause is dra
 test('zero page errors', () => {
   assert.deepEqual(errors, []);
 });
+
+test('the tabs page shows each site\'s quota and its use (issue 27: ?<tabs budget SITE N/hour>!)', async () => {
+  const set = await tabs[3].command('?<tabs budget deepseek 3/hour>!');
+  assert.equal(set.result.success, true, JSON.stringify(set));
+  const asked = await tabs[3].command('?<to deepseek-research-tab-number-one: quota check>!');
+  assert.equal(asked.result.success, true, JSON.stringify(asked));
+  await go('#/tabs');
+  await page.waitForSelector('[data-quotas] li[data-site="deepseek"]');
+  const line = await page.textContent('[data-quotas] li[data-site="deepseek"]');
+  assert.match(line, /^deepseek: 1\/3 \(3\/hour, tabs budget\)/);
+  const off = await tabs[3].command('?<tabs budget deepseek off>!');
+  assert.equal(off.result.success, true, JSON.stringify(off));
+});

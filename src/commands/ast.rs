@@ -295,6 +295,12 @@ pub enum ManagerCmd {
     },
     /// `tabs`: every tab's health.
     Tabs,
+    /// `tabs budget [SITE [N/hour|off]]`: a site's quota (SPEC §15.1); bare, the list.
+    Budget {
+        site: Option<String>,
+        /// `20/hour`, `off`; `None` with a site clears it too.
+        quota: Option<String>,
+    },
 }
 
 impl ManagerCmd {
@@ -307,6 +313,7 @@ impl ManagerCmd {
                 | ManagerCmd::List
                 | ManagerCmd::Why { .. }
                 | ManagerCmd::Tabs
+                | ManagerCmd::Budget { site: None, .. }
         )
     }
 }

@@ -626,6 +626,22 @@ impl<'a> Parser<'a> {
             "tabs" if rest.is_empty() => {
                 Ok(Command::Manager(crate::commands::ast::ManagerCmd::Tabs))
             }
+            "tabs" => {
+                let words: Vec<&str> = self.text(rest).split_whitespace().collect();
+                match words.as_slice() {
+                    ["budget", more @ ..] if more.len() <= 2 => {
+                        Ok(Command::Manager(crate::commands::ast::ManagerCmd::Budget {
+                            site: more.first().map(|s| s.to_string()),
+                            quota: more.get(1).map(|s| s.to_string()),
+                        }))
+                    }
+                    _ => Err(self.err(
+                        rest.s,
+                        "tabs",
+                        "expected `tabs` or `tabs budget [SITE [N/hour|off]]`",
+                    )),
+                }
+            }
             "flow" => self.parse_flow(rest),
             "role" => self.parse_role(rest),
             "remember" => self.parse_remember(rest),

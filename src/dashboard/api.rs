@@ -69,11 +69,12 @@ pub fn tabs_json(hub: &Door) -> Value {
                 (false, _) => "offline",
                 (true, Standing::Parked(_)) => "parked",
                 (true, Standing::Cooling(_)) => "cooling",
+                (true, Standing::OverQuota(_)) => "over_quota",
                 (true, _) if current.is_some() || load > 0 => "busy",
                 (true, _) => "idle",
             };
             let cooling_ms = match standing {
-                Standing::Cooling(ms) => Some(ms),
+                Standing::Cooling(ms) | Standing::OverQuota(ms) => Some(ms),
                 _ => None,
             };
             let silent_ms = now - c.last_seen_ms();
@@ -115,7 +116,18 @@ pub fn tabs_json(hub: &Door) -> Value {
         })
         .collect();
     tabs.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
-    json!({"tabs": tabs})
+    let quotas: Vec<Value> = hub
+        .asks
+        .pick
+        .decide
+        .quota_uses(crate::store::now_ms() as u64)
+        .into_iter()
+        .map(|u| {
+            json!({"site": u.site, "used": u.used, "sends": u.quota.sends, "per_ms": u.quota.per_ms,
+                   "quota": u.quota.to_string(), "from": u.from, "wait_ms": u.wait_ms})
+        })
+        .collect();
+    json!({"tabs": tabs, "quotas": quotas})
 }
 
 /// `GET /api/tabs`.

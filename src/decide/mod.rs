@@ -12,6 +12,7 @@
 //! tab (fewer than [`EXPLORE_SAMPLES`] outcomes and picks: bounded exploration), else the least
 //! `expected completion time / success probability` (docs/flows.md, "Choosing tabs").
 
+pub mod quota;
 pub mod stats;
 
 use std::collections::VecDeque;
@@ -21,6 +22,7 @@ use std::sync::Mutex;
 use dashmap::DashMap;
 
 use crate::protocol::Trouble;
+pub use quota::Quota;
 pub use stats::TabStats;
 
 /// A tab is "new" (explored, one task at a time) until it has this many outcomes.
@@ -63,6 +65,8 @@ pub enum Standing {
     Cooling(u64),
     /// A captcha or a login page: waits for a person.
     Parked(Trouble),
+    /// Its site used its quota (SPEC §15.1): milliseconds until a send is allowed again.
+    OverQuota(u64),
     /// It already failed this task: another tab is tried first.
     Avoided,
 }
@@ -84,6 +88,9 @@ impl Standing {
             Standing::Parked(Trouble::Login) => "暂停:未登录 / parked: login".into(),
             Standing::Parked(t) => format!("暂停 / parked: {}", t.as_str()),
             Standing::Avoided => "已失败 / failed this task".into(),
+            Standing::OverQuota(ms) => {
+                format!("配额用尽 / over quota {}s", ms.div_ceil(1000))
+            }
         }
     }
 }
@@ -168,6 +175,8 @@ fn secs(v: Option<f64>) -> String {
 #[derive(Default)]
 pub struct Decider {
     tabs: DashMap<String, TabStats>,
+    /// Per-site quotas and their recent sends.
+    quotas: Mutex<quota::Quotas>,
     /// `RUN/NODE/ITEM` (or any key the caller picks) → the choice made, newest last.
     why: Mutex<VecDeque<(String, Choice)>>,
 }
@@ -191,6 +200,35 @@ impl Decider {
     /// The tab accepted a task.
     pub fn started(&self, tab: &str, now_ms: u64) {
         self.with(tab, |t| t.started(now_ms));
+    }
+
+    fn quotas(&self) -> std::sync::MutexGuard<'_, quota::Quotas> {
+        self.quotas.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A prompt was typed into a tab of `site` (counted against its quota).
+    pub fn sent(&self, site: &str, now_ms: u64) {
+        self.quotas().sent(site, now_ms);
+    }
+
+    /// Sets (None: removes) the quota a command gave `site`.
+    pub fn set_quota(&self, site: &str, quota: Option<Quota>) {
+        self.quotas().set(site, quota);
+    }
+
+    /// Replaces the quotas the role cards give (site → quota).
+    pub fn set_card_quotas(&self, cards: &std::collections::HashMap<String, Quota>) {
+        self.quotas().set_cards(cards);
+    }
+
+    /// Milliseconds until `site` may be sent to again under its quota (None: now).
+    pub fn quota_wait(&self, site: &str, now_ms: u64) -> Option<u64> {
+        self.quotas().wait(site, now_ms)
+    }
+
+    /// Every site with a quota: its use now.
+    pub fn quota_uses(&self, now_ms: u64) -> Vec<quota::Use> {
+        self.quotas().uses(now_ms)
     }
 
     /// The tab streamed a chunk of its task's reply.
@@ -221,7 +259,8 @@ impl Decider {
     /// A tab's row as it stands now (its health).
     pub fn health(&self, c: &Candidate, now_ms: u64) -> Row {
         let stats = self.stats(&c.id);
-        row(c, &stats, DEFAULT_REPLY_CHARS, now_ms)
+        let over = self.quotas().wait(&c.site, now_ms);
+        row(c, &stats, DEFAULT_REPLY_CHARS, now_ms, over)
     }
 
     /// Picks one of `candidates` for a task whose reply is expected to be `chars` long.
@@ -230,7 +269,8 @@ impl Decider {
             .iter()
             .map(|c| {
                 let stats = self.stats(&c.id);
-                (row(c, &stats, chars, now_ms), stats.picks)
+                let over = self.quotas().wait(&c.site, now_ms);
+                (row(c, &stats, chars, now_ms, over), stats.picks)
             })
             .collect();
         // Among probes or new tabs: the least known first (fewest outcomes, then picks).
@@ -300,12 +340,15 @@ impl Decider {
     }
 }
 
-fn standing(c: &Candidate, s: &TabStats, now: u64) -> Standing {
+fn standing(c: &Candidate, s: &TabStats, now: u64, over_quota: Option<u64>) -> Standing {
     if let Some(t) = s.parked {
         return Standing::Parked(t);
     }
     if let Some(left) = s.cooling(now) {
         return Standing::Cooling(left);
+    }
+    if let Some(left) = over_quota {
+        return Standing::OverQuota(left);
     }
     if c.avoid {
         return Standing::Avoided;
@@ -327,7 +370,7 @@ fn standing(c: &Candidate, s: &TabStats, now: u64) -> Standing {
     }
 }
 
-fn row(c: &Candidate, s: &TabStats, chars: usize, now: u64) -> Row {
+fn row(c: &Candidate, s: &TabStats, chars: usize, now: u64, over_quota: Option<u64>) -> Row {
     let (successes, outcomes) = s.window(now);
     let p = s.success_p(now);
     let service = s.ttft_s.unwrap_or(DEFAULT_TTFT_S)
@@ -338,7 +381,7 @@ fn row(c: &Candidate, s: &TabStats, chars: usize, now: u64) -> Row {
         id: c.id.clone(),
         label: c.label.clone(),
         site: c.site.clone(),
-        standing: standing(c, s, now),
+        standing: standing(c, s, now, over_quota),
         successes,
         outcomes,
         p,
