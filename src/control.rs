@@ -1579,12 +1579,30 @@ fn manager(
                 )))
             }
         }
-        ManagerCmd::Create { name, source } => {
+        ManagerCmd::Create {
+            name,
+            source,
+            auto_retry,
+        } => {
             let text = match source {
                 FlowSource::Inline(chain) => {
-                    chain_to_yaml(&name, &inline_steps(&chain).map_err(RunError::Invalid)?)
+                    let mut yaml =
+                        chain_to_yaml(&name, &inline_steps(&chain).map_err(RunError::Invalid)?);
+                    if let Some(n) = auto_retry {
+                        yaml.push_str(&format!("defaults:\n  retry: {{max: {n}}}\n"));
+                    }
+                    yaml
                 }
-                FlowSource::File(path) => read_flow_file(hub, &path)?,
+                FlowSource::File(path) => {
+                    if auto_retry.is_some() {
+                        return Err(RunError::Other(
+                            "auto_retry 只用于内联定义 / auto_retry is for an inline definition; \
+                             in a file write `defaults: {retry: {max: N}}`"
+                                .into(),
+                        ));
+                    }
+                    read_flow_file(hub, &path)?
+                }
             };
             crate::flows::load_str(&name, &text).map_err(|d| {
                 RunError::Invalid(

@@ -245,3 +245,41 @@ async fn manager_create_checks_its_steps_when_created() {
     let r = tab.command("?<manager show 坏流程>!").await;
     assert_eq!(r["result"]["success"], false, "{r}");
 }
+
+/// `manager create NAME from "…" auto_retry=N` (seed manual): each step is tried again up to
+/// N times; a step that fails once then answers completes the run.
+#[tokio::test]
+async fn manager_create_with_auto_retry_tries_a_failed_step_again() {
+    let h = TestHub::start().await;
+    let mut boss = h.scripted("m", "kimi", "master", echo_back).await;
+    let tries = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = tries.clone();
+    let _flaky = h
+        .scripted("flaky", "deepseek", "worker", move |p: &str| {
+            if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                Reply::Fail("site error".into())
+            } else {
+                Reply::Text(Duration::from_millis(1), format!("done: {p}"))
+            }
+        })
+        .await;
+    let r = boss
+        .command("?<manager create 重试流程 from \"to:flaky 分析数据\" auto_retry=2>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let saved = h.hub().hub.store.flow_source("重试流程").unwrap().unwrap();
+    assert!(saved.contains("retry: {max: 2}"), "{saved}");
+    let (state, _) = run_flow(&mut boss, "?<manager run 重试流程>!").await;
+    assert_eq!(state, "completed");
+    assert_eq!(tries.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // Without auto_retry the same failure fails the run.
+    let r = boss
+        .command("?<manager create 不重试 from \"to:flaky 再来\" auto_retry=0>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let bad = boss
+        .command("?<manager create x from \"to:flaky a\" auto_retry=lots>!")
+        .await;
+    assert_eq!(bad["result"]["success"], false, "{bad}");
+    assert!(out(&bad).contains("auto_retry=N"), "{bad}");
+}

@@ -230,6 +230,8 @@ pub enum ManagerCmd {
         name: String,
         /// Its definition.
         source: FlowSource,
+        /// `auto_retry=N` (seed manual): each step is tried again up to N times.
+        auto_retry: Option<u32>,
     },
     /// `manager run NAME [--from-node ID] [key=value…]`.
     Run {

@@ -302,9 +302,40 @@ impl<'a> Parser<'a> {
                     let at = words.get(2).map_or(rest.e, |w| w.s);
                     return Err(self.err(at, "manager", "expected `from` after the flow name"));
                 }
-                let src = self.trim(Span::new(words[2].e, rest.e));
+                let mut src = self.trim(Span::new(words[2].e, rest.e));
+                // `auto_retry=N` after the definition (seed manual).
+                let mut auto_retry = None;
+                if let Some(at) = self.text(src).rfind("auto_retry") {
+                    let tail = self.text(src)[at..].trim();
+                    // Outside the definition: what comes before it is a whole quoted string
+                    // or a `file:` path (else it is the flow's own text).
+                    let head = self.trim(Span::new(src.s, src.s + at));
+                    let outside = self.quoted(head).is_some()
+                        || (self.text(head).starts_with("file:")
+                            && !self.text(head).contains(char::is_whitespace));
+                    if outside {
+                        let n = tail
+                            .strip_prefix("auto_retry")
+                            .map(|t| t.trim_start().trim_start_matches('=').trim())
+                            .and_then(|n| n.parse::<u32>().ok())
+                            .filter(|n| *n <= 10)
+                            .ok_or_else(|| {
+                                self.err(
+                                    src.s + at,
+                                    "manager",
+                                    "expected auto_retry=N (N from 0 to 10) after the definition",
+                                )
+                            })?;
+                        auto_retry = Some(n);
+                        src = self.trim(Span::new(src.s, src.s + at));
+                    }
+                }
                 let source = self.flow_source(src)?;
-                Ok(ManagerCmd::Create { name, source })
+                Ok(ManagerCmd::Create {
+                    name,
+                    source,
+                    auto_retry,
+                })
             }
             Some("run") => self.manager_run(name(1)?, &words[2..]),
             Some("pause") => exactly(2, ManagerCmd::Pause(name(1)?)),

@@ -307,14 +307,35 @@ fn manager_forms() {
         m("manager create review from \"a -> b\""),
         ManagerCmd::Create {
             name: "review".into(),
-            source: FlowSource::Inline("a -> b".into())
+            source: FlowSource::Inline("a -> b".into()),
+            auto_retry: None,
         }
     );
+    assert_eq!(
+        m("manager create review from \"a -> b\" auto_retry=3"),
+        ManagerCmd::Create {
+            name: "review".into(),
+            source: FlowSource::Inline("a -> b".into()),
+            auto_retry: Some(3),
+        }
+    );
+    // Inside the quotes it is the flow's text, not the option.
+    assert_eq!(
+        m("manager create r from \"echo auto_retry=2\""),
+        ManagerCmd::Create {
+            name: "r".into(),
+            source: FlowSource::Inline("echo auto_retry=2".into()),
+            auto_retry: None,
+        }
+    );
+    assert!(parse("manager create r from \"a\" auto_retry=many").is_err());
+    assert!(parse("manager create r from \"a\" auto_retry=99").is_err());
     assert_eq!(
         m("manager create x from file:flows/x.yaml"),
         ManagerCmd::Create {
             name: "x".into(),
-            source: FlowSource::File("flows/x.yaml".into())
+            source: FlowSource::File("flows/x.yaml".into()),
+            auto_retry: None,
         }
     );
     assert_eq!(

@@ -230,6 +230,8 @@ impl RunState {
             return;
         };
         let policy = self.plan.nodes[i].retry;
+        // A failed command is retried only where the flow asked for retries.
+        let retryable = retryable || self.plan.nodes[i].retry_command;
         let salt = idempotency_key("", node, item, attempt);
         let delay = policy.delay_ms(attempt, self.seed, &salt);
         let fallback = self.plan.fallback.clone();

@@ -82,6 +82,10 @@ pub struct NodePlan {
     pub on_failure: OnFailure,
     /// Retry policy.
     pub retry: RetryPolicy,
+    /// A command node whose flow wrote a retry policy (the node's `retry`, `defaults.retry`,
+    /// `error_handling.max_retries`, `auto_retry=N`): its failed command is tried again. A
+    /// command is not retried by the built-in policy: it may not be safe to run twice.
+    pub retry_command: bool,
     /// Timeouts.
     pub timeout: Timeouts,
 }
@@ -273,6 +277,13 @@ impl Plan {
             judge: node.judge.as_deref().map(Target::parse),
             on_failure: node.on_failure.unwrap_or_default(),
             retry: RetryPolicy::resolve(flow, node),
+            retry_command: node.command.is_some()
+                && (node.retry.is_some()
+                    || flow.defaults.retry.is_some()
+                    || flow
+                        .error_handling
+                        .as_ref()
+                        .is_some_and(|e| e.max_retries.is_some())),
             timeout: timeouts(flow, node),
         })
     }
