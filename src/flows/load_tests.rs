@@ -470,3 +470,12 @@ fn import_writes_native_yaml_that_loads_back_the_same() {
         assert_eq!(again, flow, "{text}");
     }
 }
+
+#[test]
+fn a_seed_trigger_naming_an_event_is_on() {
+    let text =
+        seed_file("data-analysis.yaml").replace("trigger: 手动触发", "trigger: data.updated");
+    let flow = crate::flows::load_str("f.yaml", &text).expect("loads");
+    let on = flow.on.expect("on:");
+    assert_eq!((on.event.as_str(), on.cond), ("data.updated", None));
+}

@@ -32,12 +32,32 @@ pub fn normalize(tree: &mut Located) -> Normalized {
         out.changed = true;
     }
     if let Some(trigger) = tree.get("trigger") {
-        let text = trigger.as_str().unwrap_or_default().trim();
-        if !MANUAL_TRIGGERS.contains(&text) {
+        let text = trigger.as_str().unwrap_or_default().trim().to_string();
+        let pos = trigger.pos;
+        if MANUAL_TRIGGERS.contains(&text.as_str()) {
+            // Started by a command: nothing more to say.
+        } else if tree.get("on").is_none()
+            && crate::events::valid_topic(&text)
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-:/*".contains(c))
+        {
+            // An event's topic (SPEC §18/§19: `node_result`, `data.updated`): the flow runs
+            // for each such event, as `on:`. Words such as `每天早上` read as a schedule, which
+            // a flow cannot have: those stay an error that says what to write.
+            if let Kind::Map(entries) = &mut tree.kind {
+                let on = Located {
+                    pos,
+                    kind: Kind::Map(vec![(scalar("event", pos), scalar(&text, pos))]),
+                };
+                entries.push((scalar("on", pos), on));
+                out.changed = true;
+            }
+        } else {
             out.problems.push(Problem {
-                pos: trigger.pos,
+                pos,
                 message: format!(
-                    "不支持的触发 / `trigger: {text}`: a flow file can only be started by a command (`手动触发` / `manual`, then `?<manager run NAME>!`)"
+                    "不支持的触发 / `trigger: {text}`: write `手动触发` / `manual` (started by `?<manager run NAME>!`) or an event's topic such as `data.updated` (the flow then runs for each such event; any topic, 中文 too, as `on: {{event: TOPIC}}`); a flow has no schedule"
                 ),
             });
         }
