@@ -125,13 +125,15 @@ Example: ?<manager plan review my essay with two models, then merge>!  →  plan
     },
     Entry {
         topic: "tabs",
-        usage: "?<tabs>!",
-        zh: "所有标签页及其健康状况（成功率、首字时间、冷却、暂停）",
-        en: "every tab and its health (success, time to first chunk, cooldown, parked)",
+        usage: "?<tabs>!  |  ?<tabs budget [SITE [N/hour|N/day|off]]>!",
+        zh: "所有标签页及其健康状况（成功率、首字时间、冷却、暂停）；各站点的发送配额",
+        en: "every tab and its health (success, time to first chunk, cooldown, parked); per-site quotas",
         details: "Health comes from the decision engine: the success rate over the last 20 outcomes (10 \
 minutes), EWMAs of time to first chunk and seconds per 1,000 characters, tasks in flight, a cooldown \
 after the site rate-limited the tab (30 s, doubling to 15 min) and `parked` after a captcha or login \
-page, until a person acts in the tab.\nExample: ?<tabs>!  →  sim-a  sim  worker  -  可用 / ready  3/3  1.2s  8.0s  0",
+page, until a person acts in the tab. `tabs budget SITE N/hour` gives a site a quota (kept across \
+restarts; a role card's `quota:` does too): past it, no prompt goes to that site's tabs until the oldest \
+send leaves the window; `off` removes it; bare `tabs budget` lists them.\nExample: ?<tabs>!  →  sim-a  sim  worker  -  可用 / ready  3/3  1.2s  8.0s  0 · ?<tabs budget deepseek 20/hour>!",
     },
     Entry {
         topic: "mcp",
