@@ -1112,3 +1112,26 @@ async fn the_turns_of_one_conversation_go_to_one_tab() {
         assert_eq!(tab, tab1, "named conversation moved on `{text}`");
     }
 }
+
+/// Two conversations that open with the same words are not queued on one tab: a first turn
+/// only records its tab; it is the follow-ups that stick.
+#[tokio::test]
+async fn conversations_that_open_alike_are_not_queued_on_one_tab() {
+    let h = TestHub::start().await;
+    let (mut a, _) = h.tab("sim", Some("a")).await;
+    let (mut b, _) = h.tab("sim", Some("b")).await;
+    let url = h.http_url("/v1/chat/completions");
+    let first = tokio::spawn(post_owned(url.clone(), "你好"));
+    // Whichever tab took the first one keeps it unanswered.
+    let (mut busy, mut other, t1) = tokio::select! {
+        t = recv_type(&mut a, "task") => (a, b, t),
+        t = recv_type(&mut b, "task") => (b, a, t),
+    };
+    let second = tokio::spawn(post_owned(url, "你好"));
+    let t2 = recv_type(&mut other, "task").await;
+    assert_eq!(t2["prompt"], "你好");
+    stream_answer(&mut other, &t2, &[], "two").await;
+    stream_answer(&mut busy, &t1, &[], "one").await;
+    assert_eq!(first.await.unwrap(), 200);
+    assert_eq!(second.await.unwrap(), 200);
+}

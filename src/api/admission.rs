@@ -373,7 +373,10 @@ impl Admission {
         conversation: Option<&str>,
     ) -> Vec<Arc<Client>> {
         let tabs = candidates(&self.registry, model);
-        let sticky = conversation.and_then(|k| inner.conversations.get(k));
+        // A conversation's first turn only records its tab (see [`conversation_key`]).
+        let sticky = conversation
+            .filter(|k| !k.starts_with(FIRST_TURN))
+            .and_then(|k| inner.conversations.get(k));
         if let Some(id) = sticky {
             if let Some(c) = tabs.iter().find(|c| *c.id == *id) {
                 if self.standby(c) == Standby::Ready {
@@ -446,6 +449,7 @@ impl Admission {
             match w.tx.send(client) {
                 Ok(()) => {
                     if let Some(conv) = &w.conversation {
+                        let conv = conv.strip_prefix(FIRST_TURN).unwrap_or(conv);
                         inner.conversations.set(conv, &id);
                     }
                 }
@@ -500,14 +504,22 @@ fn left_of(avg: f64, elapsed: f64) -> f64 {
     (avg - elapsed).max(avg * 0.25).max(1.0)
 }
 
+/// Marks the key of a conversation's first turn: it records the tab that answers, but waits for
+/// no tab in particular (two conversations that open with the same words are not queued on
+/// one tab).
+const FIRST_TURN: &str = "first:";
+
 /// The key that keeps a conversation on one tab: the client's `x-aicard-conversation` when
-/// given, else a hash of the model and the first user message (a follow-up repeats the whole
-/// conversation, so its first user message is the same). None for a `tab/…` model: it names
-/// its tab already.
+/// given (every request with it sticks), else a hash of the model and the first user message
+/// (a follow-up repeats the whole conversation, so its first user message is the same). A
+/// request without an earlier assistant message (`continues` false) opens a conversation: its
+/// key records where it went and waits for nothing. None for a `tab/…` model: it names its
+/// tab already.
 pub fn conversation_key(
     model: &ModelId,
     header: Option<&str>,
     first_user: Option<&str>,
+    continues: bool,
 ) -> Option<String> {
     if matches!(
         model,
@@ -523,7 +535,12 @@ pub fn conversation_key(
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(first.as_bytes());
     let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-    Some(format!("{}#m:{hex}", model.key()))
+    let key = format!("{}#m:{hex}", model.key());
+    Some(if continues {
+        key
+    } else {
+        format!("{FIRST_TURN}{key}")
+    })
 }
 
 fn busy(code: &'static str, key: &str, eta: f64) -> ApiError {
@@ -577,18 +594,26 @@ mod tests {
     #[test]
     fn a_conversation_is_named_by_its_header_or_its_first_user_message() {
         let site = ModelId::Site("sim".into());
-        let by_msg = conversation_key(&site, None, Some("讲个故事")).unwrap();
+        let by_msg = conversation_key(&site, None, Some("讲个故事"), true).unwrap();
         assert_eq!(
-            conversation_key(&site, None, Some("讲个故事")),
+            conversation_key(&site, None, Some("讲个故事"), true),
             Some(by_msg.clone())
         );
-        assert_ne!(conversation_key(&site, None, Some("另一个")), Some(by_msg));
+        // Its first turn records under the same key, and waits for no tab.
         assert_eq!(
-            conversation_key(&site, Some(" c1 "), Some("x")).as_deref(),
+            conversation_key(&site, None, Some("讲个故事"), false),
+            Some(format!("{FIRST_TURN}{by_msg}"))
+        );
+        assert_ne!(
+            conversation_key(&site, None, Some("另一个"), true),
+            Some(by_msg)
+        );
+        assert_eq!(
+            conversation_key(&site, Some(" c1 "), Some("x"), false).as_deref(),
             Some("site/sim#h:c1")
         );
         assert_eq!(
-            conversation_key(&ModelId::Tab("w".into()), Some("c1"), Some("x")),
+            conversation_key(&ModelId::Tab("w".into()), Some("c1"), Some("x"), true),
             None
         );
     }

@@ -203,6 +203,7 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
             .get("x-aicard-conversation")
             .and_then(|v| v.to_str().ok()),
         req.first_user(),
+        req.messages.iter().any(|m| m.role == "assistant"),
     );
     let lease = hub
         .api
