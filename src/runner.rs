@@ -167,12 +167,7 @@ impl Runner {
         inputs: BTreeMap<String, String>,
         from_node: Option<String>,
     ) -> Result<String, RunError> {
-        let hub = &self.hub;
-        if self.runs.len() >= hub.config.limits.max_runs {
-            return Err(RunError::TooManyRuns(hub.config.limits.max_runs));
-        }
-        let (flow, source) = Self::load_flow(hub, name)?;
-        self.start_flow(flow, source, master, inputs, from_node)
+        self.start_noting(name, master, inputs, from_node, &|_| {})
     }
 
     /// [`Runner::start`], calling `first(run_id)` before the run's first journal line is

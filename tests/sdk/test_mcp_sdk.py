@@ -198,14 +198,7 @@ def test_fan_out_sends_progress(hub, tabs, door):
 
     async def go():
         async with contextlib_stack() as stack:
-            if door == "http":
-                client, transport = http_session(hub)
-                await stack.enter_async_context(client)
-            else:
-                binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
-                params = StdioServerParameters(command=binary, args=["mcp", "--hub", hub, "--token", TOKEN])
-                transport = stdio_client(params)
-            session = await open_session(stack, transport, "initialize")
+            session = await session_on(stack, hub, door)
             r = structured(
                 await session.call_tool(
                     "fan_out",
