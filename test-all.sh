@@ -22,6 +22,16 @@ fi
 # with this set they fail instead of skipping when it is missing.
 export AICARD_REQUIRE_NATS=1
 
+step "python on PATH (the seed manual's flows call \`python\`)"
+if ! command -v python >/dev/null; then
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y python-is-python3
+fi
+# tests/seed_flows.rs runs the manual's 数据分析流程 with real Python scripts; with this set
+# it fails instead of skipping when `python` is missing.
+export AICARD_REQUIRE_PYTHON=1
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

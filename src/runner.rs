@@ -134,7 +134,8 @@ impl Runner {
         })
     }
 
-    /// Loads flow `name`: a flow saved with `manager create` first, else `flows_dir/NAME.yaml`.
+    /// Loads flow `name`: a flow saved with `manager create` first, else `flows_dir/NAME.yaml`,
+    /// else the file in `flows_dir` whose `name:` is NAME.
     pub fn load_flow(hub: &Hub, name: &str) -> Result<(Flow, String), RunError> {
         if !name
             .chars()
@@ -155,6 +156,13 @@ impl Runner {
                     .map_err(|d| RunError::Invalid(join_diags(&d)))?;
                 return Ok((flow, source));
             }
+        }
+        if let Some(path) = crate::flows::find_by_name(&hub.config.flows_dir, name) {
+            let source = std::fs::read_to_string(&path)
+                .map_err(|_| RunError::NoSuchFlow(name.to_string()))?;
+            let flow = crate::flows::load_str(&path.display().to_string(), &source)
+                .map_err(|d| RunError::Invalid(join_diags(&d)))?;
+            return Ok((flow, source));
         }
         Err(RunError::NoSuchFlow(name.to_string()))
     }

@@ -45,7 +45,9 @@ nodes:
 error_handling: {max_retries: 3, retry_delay: 1000, fallback: "…"}
 "#;
     let flow = load_str("f.yaml", text).expect("valid");
-    assert_eq!(flow.nodes.len(), 4);
+    // The four nodes, and the fallback's message as a node that only a failure starts.
+    assert_eq!(flow.nodes.len(), 5);
+    assert_eq!(flow.nodes[4].id, "fallback");
     assert_eq!(flow.nodes[3].depends_on.0, vec!["synth"]);
     assert_eq!(
         flow.defaults.timeout.as_ref().and_then(|t| t.attempt),
@@ -341,7 +343,8 @@ fn the_manuals_data_analysis_flow_loads_as_written() {
             "analyze",
             "analyze_parallel",
             "report",
-            "notify"
+            "notify",
+            "fallback"
         ]
     );
     let analyze = &flow.nodes[2];
@@ -357,7 +360,19 @@ fn the_manuals_data_analysis_flow_loads_as_written() {
     assert_eq!(flow.nodes[1].input_var.0, vec!["raw_data"]);
     let eh = flow.error_handling.as_ref().expect("error_handling");
     assert_eq!(eh.max_retries, Some(3));
-    assert_eq!(eh.fallback.as_deref(), Some("发送告警消息"));
+    // `fallback: "发送告警消息"` is an action: a message to the master, as a node of its own
+    // that only a failure starts.
+    assert_eq!(
+        eh.fallback,
+        Some(crate::flows::model::Fallback::Node("fallback".into()))
+    );
+    let alert = &flow.nodes[6];
+    assert_eq!(alert.to.0, vec!["master"]);
+    assert!(alert.depends_on.is_empty());
+    assert!(alert
+        .prompt
+        .as_deref()
+        .is_some_and(|p| p.contains("发送告警消息") && p.contains("$ERROR")));
 }
 
 #[test]
@@ -478,4 +493,74 @@ fn a_seed_trigger_naming_an_event_is_on() {
     let flow = crate::flows::load_str("f.yaml", &text).expect("loads");
     let on = flow.on.expect("on:");
     assert_eq!((on.event.as_str(), on.cond), ("data.updated", None));
+}
+
+#[test]
+fn a_fallback_is_an_action_each_form_is_read_and_checked_where_written() {
+    use crate::flows::model::Fallback;
+    let base = "nodes:\n  - id: a\n    prompt: hi\n  - id: alert\n    to: deepseek\n    prompt: \"$FAILED_NODE: $ERROR\"\n";
+    let fb = |text: &str| {
+        load_str("f.yaml", text)
+            .unwrap_or_else(|d| panic!("{d:#?}"))
+            .error_handling
+            .and_then(|e| e.fallback)
+    };
+    // A bare node id is that node; `{node: …}` says so outright.
+    for form in ["alert", "{node: alert}"] {
+        let text = format!("name: f\nerror_handling: {{fallback: {form}}}\n{base}");
+        assert_eq!(fb(&text), Some(Fallback::Node("alert".into())), "{form}");
+    }
+    // A command becomes the node `fallback` running it; `{output: …}` stays a stand-in answer.
+    let cmd = load_str(
+        "f.yaml",
+        "name: f\nerror_handling: {fallback: \"?<publish alerts $ERROR>!\"}\nnodes:\n  - id: a\n    prompt: hi\n",
+    )
+    .expect("valid");
+    assert_eq!(cmd.nodes[1].id, "fallback");
+    assert_eq!(
+        cmd.nodes[1].command.as_deref(),
+        Some("?<publish alerts $ERROR>!")
+    );
+    let out =
+        "name: f\nerror_handling: {fallback: {output: none}}\nnodes:\n  - id: a\n    prompt: hi\n";
+    assert_eq!(fb(out), Some(Fallback::Output("none".into())));
+
+    let errs = errors(
+        "name: f\nerror_handling: {fallback: {node: alrt}}\nnodes:\n  - id: a\n    prompt: \"$ERROR\"\n  - id: alert\n    prompt: x\n",
+    );
+    assert_has(
+        &errs,
+        "f.yaml:2:",
+        "names unknown node `alrt`, did you mean `alert`?",
+    );
+    assert_has(
+        &errs,
+        "f.yaml:5:",
+        "`$ERROR` in node `a` is only set in the fallback node",
+    );
+    let errs = errors(
+        "name: f\nerror_handling:\n  fallback: {node: alert}\nnodes:\n  - id: a\n    prompt: hi\n  - id: alert\n    depends_on: a\n    prompt: x\n  - id: c\n    depends_on: alert\n    prompt: y\n",
+    );
+    assert_has(&errs, "f.yaml:8:5: ", "node `alert` is the fallback");
+    assert_has(
+        &errs,
+        "f.yaml:11:5: ",
+        "node `c` depends on the fallback `alert`",
+    );
+    let errs = errors(
+        "name: f\nerror_handling:\n  fallback: {mesage: hi}\nnodes:\n  - id: a\n    prompt: hi\n",
+    );
+    assert_has(
+        &errs,
+        "f.yaml:3:14: ",
+        "unknown field `mesage`, did you mean `message`?",
+    );
+    let errs = errors(
+        "name: f\nerror_handling:\n  fallback: {message: hi, command: \"?<echo>!\"}\nnodes:\n  - id: a\n    prompt: hi\n",
+    );
+    assert_has(
+        &errs,
+        "f.yaml:3:",
+        "one of `message`, `command`, `node` or `output`",
+    );
 }

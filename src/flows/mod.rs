@@ -75,6 +75,27 @@ fn schema_value() -> serde_json::Value {
     serde_json::to_value(schema()).unwrap_or_default()
 }
 
+/// The flow file in `dir` whose top-level `name:` is `name` (the manual names flows by their
+/// `name`, `数据分析流程`, while the file is `flow.yaml`); file names in order, first match.
+pub fn find_by_name(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    files.into_iter().take(10_000).find(|path| {
+        std::fs::read_to_string(path).is_ok_and(|text| {
+            text.lines().any(|line| {
+                line.strip_prefix("name:").is_some_and(|v| {
+                    let v = v.split(" #").next().unwrap_or_default().trim();
+                    v.trim_matches(|c| c == '"' || c == '\'') == name
+                })
+            })
+        })
+    })
+}
+
 /// Reads and validates a flow file. Every problem is returned, each with its position.
 pub fn load_file(path: impl AsRef<Path>) -> Result<Flow, Vec<Diagnostic>> {
     let path = path.as_ref();
@@ -148,6 +169,7 @@ pub fn load_str(name: &str, text: &str) -> Result<Flow, Vec<Diagnostic>> {
                 message: format!("节点内容冲突 / node `{node}` has more than one of `command`, `mcp`, `memory` and `agent` (or `task` without `agent`); use one node each"),
             });
         } else {
+            model::desugar_fallback(flow);
             problems.extend(validate::validate(flow, &tree));
         }
     }

@@ -329,9 +329,118 @@ pub struct ErrorHandling {
     /// Delay before a retry (milliseconds, or a duration like `2s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_delay: Option<Duration>,
-    /// Text used as a reply when an item still fails after its retries.
+    /// What is done, once, when a node still fails after its retries (SPEC §18): a message to
+    /// the master, a command, or a node of the flow. The run still fails (or goes on, where
+    /// the node says `on_failure: continue`): a fallback is an action, not a made-up answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<String>,
+    pub fallback: Option<Fallback>,
+}
+
+/// `error_handling.fallback`: the action taken when a node fails for good.
+///
+/// Written as a string, `?<…>!` is a command, the id of a node of the flow is that node, and
+/// any other text is a message to the master (the seed's `fallback: "发送告警消息"`). The
+/// mapping forms say which one outright. Messages and commands run as a node of their own,
+/// `fallback`, added when the flow is loaded (so the run's status and journal show it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// Typed into the master tab with the failure (`{message: TEXT}`).
+    Message(String),
+    /// A hub command run with `$ERROR` and `$FAILED_NODE` (`{command: "?<…>!"}`).
+    Command(String),
+    /// A node of this flow that runs only when another node fails, reading `$ERROR` and
+    /// `$FAILED_NODE` (`{node: ID}`).
+    Node(String),
+    /// The failed node completes with this text instead (`{output: TEXT}`): the run goes on
+    /// as if the node had answered it.
+    Output(String),
+}
+
+impl Fallback {
+    /// The string form: `?<…>!` is a command, other text a message (a node id is resolved
+    /// when the flow is loaded, see [`desugar_fallback`]).
+    pub fn from_text(text: &str) -> Fallback {
+        let t = text.trim();
+        if t.starts_with("?<") && t.ends_with(">!") {
+            Fallback::Command(t.to_string())
+        } else {
+            Fallback::Message(text.to_string())
+        }
+    }
+}
+
+/// The mapping form of [`Fallback`], deserialized strictly.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FallbackRaw {
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default)]
+    output: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Fallback {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Fallback;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a message, a `?<command>!`, a node id, or one of {message: …}, {command: …}, {node: …}, {output: …}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Fallback, E> {
+                Ok(Fallback::from_text(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Fallback, A::Error> {
+                let raw = FallbackRaw::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                let mut set = [
+                    raw.message.map(Fallback::Message),
+                    raw.command.map(Fallback::Command),
+                    raw.node.map(Fallback::Node),
+                    raw.output.map(Fallback::Output),
+                ]
+                .into_iter()
+                .flatten();
+                match (set.next(), set.next()) {
+                    (Some(one), None) => Ok(one),
+                    _ => Err(de::Error::custom(
+                        "a fallback is one of `message`, `command`, `node` or `output`",
+                    )),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Fallback {
+    fn schema_name() -> Cow<'static, str> {
+        "Fallback".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "What is done when a node still fails after its retries: a message to the master (text), a command (`?<…>!`), a node of the flow (its id), or one of the mapping forms.",
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "message": {"type": "string", "description": "Typed into the master tab with the failure."},
+                        "command": {"type": "string", "description": "A hub command run with $ERROR and $FAILED_NODE."},
+                        "node": {"type": "string", "description": "A node of this flow that runs only when another node fails."},
+                        "output": {"type": "string", "description": "The failed node completes with this text instead."}
+                    },
+                    "additionalProperties": false,
+                    "minProperties": 1,
+                    "maxProperties": 1
+                }
+            ]
+        })
+    }
 }
 
 /// Run-wide concurrency limits.
@@ -832,6 +941,61 @@ pub fn desugar_mcp(flow: &mut Flow) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The variables a fallback node reads besides the flow's own: why the run failed, and which
+/// node failed.
+pub const FALLBACK_VARS: &[&str] = &["ERROR", "FAILED_NODE"];
+
+/// A fallback that is a message or a command becomes a node of its own (`fallback`, or
+/// `fallback_2` … when taken) that only runs when another node fails; a message naming a node
+/// of the flow is that node. Afterwards `error_handling.fallback` is a node or an output.
+pub fn desugar_fallback(flow: &mut Flow) {
+    let ids: Vec<String> = flow.nodes.iter().map(|n| n.id.clone()).collect();
+    let Some(fallback) = flow
+        .error_handling
+        .as_mut()
+        .and_then(|e| e.fallback.as_mut())
+    else {
+        return;
+    };
+    let node = match &*fallback {
+        Fallback::Message(text) if ids.iter().any(|id| id == text.trim()) => {
+            *fallback = Fallback::Node(text.trim().to_string());
+            return;
+        }
+        Fallback::Message(text) => Node {
+            name: Some("告警 / alert".into()),
+            to: StringList(vec!["master".into()]),
+            prompt: Some(format!(
+                "⚠ 流程 $flow_name 的节点 $FAILED_NODE 失败 / flow $flow_name: node $FAILED_NODE failed: $ERROR\n{}",
+                text.trim()
+            )),
+            ..Node::default()
+        },
+        Fallback::Command(command) => Node {
+            name: Some("失败处理 / on failure".into()),
+            command: Some(command.clone()),
+            ..Node::default()
+        },
+        Fallback::Node(_) | Fallback::Output(_) => return,
+    };
+    let mut id = "fallback".to_string();
+    let mut n = 2;
+    while ids.contains(&id) {
+        id = format!("fallback_{n}");
+        n += 1;
+    }
+    *fallback = Fallback::Node(id.clone());
+    flow.nodes.push(Node { id, ..node });
+}
+
+/// The node `error_handling.fallback` names, if it names one.
+pub fn fallback_node(flow: &Flow) -> Option<&str> {
+    match flow.error_handling.as_ref()?.fallback.as_ref()? {
+        Fallback::Node(id) => Some(id),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

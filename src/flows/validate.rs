@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::graph::Dag;
-use super::model::{Aggregate, Flow, ForEachItems, Node};
+use super::model::{fallback_node, Aggregate, Flow, ForEachItems, Node, FALLBACK_VARS};
 use super::template::{self, Mode, Ref};
 use super::yaml::{Located, Pos};
 
@@ -36,7 +36,16 @@ impl Positions<'_> {
 
     /// The position of node `i` (its mapping), or of `nodes:` if absent.
     fn node_pos(&self, i: usize) -> Pos {
-        self.node(i).map_or(self.top("nodes"), |n| n.pos)
+        // Only the node a fallback became has no mapping of its own: point at the fallback.
+        self.node(i).map_or_else(
+            || {
+                self.tree
+                    .get("error_handling")
+                    .and_then(|e| e.get("fallback"))
+                    .map_or(self.top("nodes"), |f| f.pos)
+            },
+            |n| n.pos,
+        )
     }
 
     /// The value of `field` in node `i`, falling back to the node.
@@ -109,6 +118,7 @@ pub fn validate(flow: &Flow, tree: &Located) -> Vec<Problem> {
     v.ids();
     v.dependencies();
     v.cycles();
+    v.fallback();
     for (i, node) in flow.nodes.iter().enumerate() {
         v.body(i, node);
         v.targets(i, node);
@@ -214,6 +224,50 @@ impl Validator<'_> {
                         format!("限制无效 / pool `{site}` must allow at least 1 tab"),
                     );
                 }
+            }
+        }
+    }
+
+    /// `error_handling.fallback` names a node that only a failure starts: it waits for no
+    /// node and no node waits for it.
+    fn fallback(&mut self) {
+        let Some(id) = fallback_node(self.flow) else {
+            return;
+        };
+        let pos = self
+            .at
+            .tree
+            .get("error_handling")
+            .and_then(|e| e.get("fallback"))
+            .map_or(self.at.top("error_handling"), |f| f.pos);
+        let Some(&h) = self.dag.index.get(id) else {
+            let ids: Vec<String> = self.flow.nodes.iter().map(|n| n.id.clone()).collect();
+            let hint = super::yaml::closest(id, &ids)
+                .map(|s| format!(", did you mean `{s}`?"))
+                .unwrap_or_default();
+            self.report(
+                pos,
+                format!("未知节点 / error_handling.fallback names unknown node `{id}`{hint}"),
+            );
+            return;
+        };
+        if !self.flow.nodes[h].depends_on.is_empty() {
+            self.report(
+                self.at.key(h, "depends_on"),
+                format!(
+                    "失败处理节点 / node `{id}` is the fallback: it runs when another node fails, so it has no depends_on"
+                ),
+            );
+        }
+        for (i, node) in self.flow.nodes.iter().enumerate() {
+            if node.depends_on.iter().any(|d| d == id) {
+                self.report(
+                    self.at.key(i, "depends_on"),
+                    format!(
+                        "失败处理节点 / node `{}` depends on the fallback `{id}`, which runs only when a node fails; depend on another node",
+                        node.id
+                    ),
+                );
             }
         }
     }
@@ -549,6 +603,7 @@ impl Validator<'_> {
         output_vars: &HashMap<&str, usize>,
     ) -> Option<String> {
         let name = r.name();
+        let handler = fallback_node(self.flow) == Some(node.id.as_str());
         let provider = match r {
             Ref::Node(id, _) => match self.dag.index.get(id) {
                 Some(&p) => p,
@@ -564,6 +619,15 @@ impl Validator<'_> {
                 if own || BUILTIN_VARS.contains(&name) || self.flow.inputs.contains_key(name) {
                     return None;
                 }
+                if FALLBACK_VARS.contains(&name) {
+                    if handler {
+                        return None;
+                    }
+                    return Some(format!(
+                        "未知变量 / `${name}` in node `{}` is only set in the fallback node (error_handling.fallback)",
+                        node.id
+                    ));
+                }
                 match self.dag.index.get(name).or_else(|| output_vars.get(name)) {
                     Some(&p) => p,
                     None => {
@@ -575,7 +639,8 @@ impl Validator<'_> {
                 }
             }
         };
-        if self.is_upstream(provider, i) {
+        // The fallback may run after any node: it reads every node (what has not run is empty).
+        if handler || self.is_upstream(provider, i) {
             return None;
         }
         Some(format!(

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use super::events::{idempotency_key, JournalEvent};
 use super::plan::Work;
 use super::{ItemRun, ItemStatus, NodeState, RunState, RunStatus};
+use crate::flows::model::OnFailure;
 
 impl RunState {
     /// Folds one journal event into the state. Pure and idempotent for terminal facts: events
@@ -64,7 +65,7 @@ impl RunState {
             JournalEvent::NodeCompleted { node, output } => {
                 if let Some(i) = self.open_node(node) {
                     self.nodes[i].output = Some(output.clone());
-                    if self.plan.nodes[i].work == Work::Master {
+                    if self.plan.nodes[i].work == Work::Master && self.plan.handler != Some(i) {
                         self.master_delivered = true;
                     }
                     self.finish_node(i, NodeState::Completed);
@@ -74,6 +75,7 @@ impl RunState {
                 if let Some(i) = self.open_node(node) {
                     self.nodes[i].error = Some(error.clone());
                     self.finish_node(i, NodeState::Failed);
+                    self.on_node_failed(i, error);
                 }
             }
             JournalEvent::RunPaused { .. } => {
@@ -234,7 +236,7 @@ impl RunState {
         let retryable = retryable || self.plan.nodes[i].retry_command;
         let salt = idempotency_key("", node, item, attempt);
         let delay = policy.delay_ms(attempt, self.seed, &salt);
-        let fallback = self.plan.fallback.clone();
+        let fallback = self.plan.fallback_output.clone();
         let Some(it) = self.item_mut(node, item, attempt) else {
             return;
         };
@@ -254,6 +256,33 @@ impl RunState {
             }
         };
         self.in_flight -= 1;
+    }
+
+    /// Node `i` failed for good: the first such failure starts the fallback node, and a
+    /// failure that fails the run waits for it (every other open node is cancelled).
+    fn on_node_failed(&mut self, i: usize, error: &str) {
+        let Some(h) = self.plan.handler.filter(|&h| h != i) else {
+            return;
+        };
+        let node = self.flow.nodes[i].id.clone();
+        if self.failure.is_none() && self.nodes[h].state == NodeState::Pending {
+            self.failure = Some((node.clone(), error.to_string()));
+            self.ready.insert(h);
+        }
+        let handler_open = !self.nodes[h].state.is_terminal();
+        if self.plan.nodes[i].on_failure == OnFailure::Fail
+            && self.failing.is_none()
+            && handler_open
+            && self.failure.is_some()
+        {
+            self.failing = Some(format!("节点失败 / node `{node}` failed: {error}"));
+            for j in 0..self.nodes.len() {
+                if j != h && !self.nodes[j].state.is_terminal() {
+                    self.finish_node(j, NodeState::Cancelled);
+                }
+            }
+            self.ready.retain(|&j| j == h);
+        }
     }
 
     pub(super) fn finish_node(&mut self, i: usize, state: NodeState) {

@@ -146,6 +146,10 @@ impl RunState {
                     .collect();
                 return Some(outs.join("\n\n"));
             }
+            "ERROR" | "FAILED_NODE" if self.plan.handler == Some(i) => {
+                let (node, error) = self.failure.clone().unwrap_or_default();
+                return Some(if name == "ERROR" { error } else { node });
+            }
             "run_id" => return Some(self.run_id.clone()),
             "flow_name" => return Some(self.flow.name.clone()),
             _ => {}

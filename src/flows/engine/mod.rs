@@ -287,6 +287,11 @@ pub struct RunState {
     error: Option<String>,
     /// Transient: `Action::Fail` was returned in this process.
     fail_reported: bool,
+    /// The first node that failed for good, and why: what the fallback node reads as
+    /// `$FAILED_NODE` and `$ERROR`.
+    failure: Option<(String, String)>,
+    /// The run's error, held back while the fallback node runs.
+    failing: Option<String>,
     /// Attempts abandoned by a stop or a run failure, still to be announced as `Cancel`s
     /// (filled by the fold, so a replay announces them again).
     pending_cancels: Vec<(String, usize, String)>,
@@ -315,7 +320,9 @@ impl RunState {
         let inputs = resolve_inputs(&flow, inputs)?;
         let n = flow.nodes.len();
         let pending_deps: Vec<usize> = plan.dag.deps.iter().map(Vec::len).collect();
-        let ready = (0..n).filter(|&i| pending_deps[i] == 0).collect();
+        let ready = (0..n)
+            .filter(|&i| pending_deps[i] == 0 && plan.handler != Some(i))
+            .collect();
         Ok(RunState {
             seed: retry::fnv1a(run_id.as_bytes()),
             flow,
@@ -335,6 +342,8 @@ impl RunState {
             output: None,
             error: None,
             fail_reported: false,
+            failure: None,
+            failing: None,
             pending_cancels: Vec::new(),
         })
     }

@@ -9,7 +9,9 @@ use super::events::{Target, Timeouts};
 use super::retry::RetryPolicy;
 use super::EngineError;
 use crate::flows::graph::Dag;
-use crate::flows::model::{Aggregate, Flow, ForEachItems, Node, OnFailure, Trigger};
+use crate::flows::model::{
+    fallback_node, Aggregate, Fallback, Flow, ForEachItems, Node, OnFailure, Trigger,
+};
 use crate::flows::template::{self, Field, Mode, Ref};
 
 /// What a node does.
@@ -100,8 +102,11 @@ pub struct Plan {
     pub dag: Dag,
     /// The environment holding every template.
     pub env: Environment<'static>,
-    /// `error_handling.fallback`.
-    pub fallback: Option<String>,
+    /// `error_handling.fallback: {output: TEXT}`: what a node that fails for good answers.
+    pub fallback_output: Option<String>,
+    /// The fallback node (`error_handling.fallback` naming a node): held back until a node
+    /// fails for good, then run once.
+    pub handler: Option<usize>,
     /// `limits.max_parallel`.
     pub max_parallel: Option<u32>,
     /// Node id → index.
@@ -125,16 +130,22 @@ impl Plan {
         if !dag.is_acyclic() {
             return Err(EngineError::Invalid("the flow has a cycle".into()));
         }
+        let handler = fallback_node(flow).and_then(|id| dag.index.get(id).copied());
         let mut plan = Plan {
             nodes: Vec::with_capacity(flow.nodes.len()),
             templates: HashMap::new(),
             index: dag.index.clone(),
             dag,
             env: template::environment(),
-            fallback: flow
+            fallback_output: match flow
                 .error_handling
                 .as_ref()
-                .and_then(|e| e.fallback.clone()),
+                .and_then(|e| e.fallback.as_ref())
+            {
+                Some(Fallback::Output(text)) => Some(text.clone()),
+                _ => None,
+            },
+            handler,
             max_parallel: flow.limits.as_ref().and_then(|l| l.max_parallel),
             output_vars: flow
                 .nodes
@@ -143,8 +154,13 @@ impl Plan {
                 .filter_map(|(i, n)| n.output_var.clone().map(|v| (v, i)))
                 .collect(),
         };
-        for node in &flow.nodes {
-            let compiled = plan.node(flow, node)?;
+        for (i, node) in flow.nodes.iter().enumerate() {
+            let mut compiled = plan.node(flow, node)?;
+            if plan.handler == Some(i) && node.retry.is_none() {
+                // A fallback is tried once unless it says otherwise: it must not loop.
+                compiled.retry.max_retries = 0;
+                compiled.retry_command = false;
+            }
             plan.nodes.push(compiled);
         }
         Ok(plan)

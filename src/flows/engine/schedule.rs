@@ -72,6 +72,11 @@ impl RunState {
                 break;
             }
         }
+        self.settle_fallback(&mut out);
+        if self.is_finished() {
+            self.finish_actions(&mut out);
+            return out;
+        }
         if self.terminal == self.nodes.len() {
             self.complete_run(&mut out);
         } else if let Some(until_ms) = self.next_timer(now_ms) {
@@ -256,9 +261,48 @@ impl RunState {
             },
             out,
         );
+        // The fallback's own failure is told with the run's; a failure the fallback answers
+        // fails the run once the fallback is done (see `settle_fallback`).
+        if self.plan.handler == Some(i) || self.failing.is_some() {
+            return;
+        }
         if self.plan.nodes[i].on_failure == OnFailure::Fail {
             let error = format!("节点失败 / node `{node}` failed: {error}");
             self.emit(JournalEvent::RunFailed { error }, out);
+        }
+    }
+
+    /// The fallback node at the end of a run: skipped when no node failed; once it is done,
+    /// the failure it answered fails the run, saying what the fallback did.
+    pub(super) fn settle_fallback(&mut self, out: &mut Vec<Action>) {
+        let Some(h) = self.plan.handler else {
+            return;
+        };
+        let id = self.flow.nodes[h].id.clone();
+        let state = self.nodes[h].state;
+        if let Some(error) = self.failing.clone() {
+            if !state.is_terminal() {
+                return;
+            }
+            let did = match state {
+                NodeState::Completed => format!("已执行失败处理 / fallback `{id}` ran"),
+                NodeState::Failed => format!(
+                    "失败处理也失败 / fallback `{id}` failed too: {}",
+                    self.nodes[h].error.clone().unwrap_or_default()
+                ),
+                _ => format!(
+                    "失败处理未运行 / fallback `{id}` did not run: {}",
+                    self.nodes[h].error.clone().unwrap_or_default()
+                ),
+            };
+            let error = format!("{error}; {did}");
+            self.emit(JournalEvent::RunFailed { error }, out);
+        } else if self.failure.is_none()
+            && state == NodeState::Pending
+            && self.terminal + 1 == self.nodes.len()
+        {
+            let reason = "没有节点失败 / no node failed".to_string();
+            self.emit(JournalEvent::NodeSkipped { node: id, reason }, out);
         }
     }
 
@@ -448,13 +492,16 @@ impl RunState {
     }
 
     pub(super) fn complete_run(&mut self, out: &mut Vec<Action>) {
+        let handler = self.plan.handler;
         let master = (0..self.nodes.len()).rev().find(|&i| {
-            self.plan.nodes[i].work == Work::Master && self.nodes[i].state == NodeState::Completed
+            self.plan.nodes[i].work == Work::Master
+                && self.nodes[i].state == NodeState::Completed
+                && handler != Some(i)
         });
         let output = match master {
             Some(i) => self.nodes[i].output.clone().unwrap_or_default(),
             None => (0..self.nodes.len())
-                .filter(|&i| self.plan.dag.dependents[i].is_empty())
+                .filter(|&i| self.plan.dag.dependents[i].is_empty() && handler != Some(i))
                 .filter_map(|i| self.nodes[i].output.clone())
                 .collect::<Vec<_>>()
                 .join("\n\n"),

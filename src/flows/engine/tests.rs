@@ -436,12 +436,206 @@ fn retries_back_off_deterministically_and_avoid_the_failed_tab() {
     assert_eq!(sim.output(), "finally");
 }
 
+const FAILING: &str = "nodes:\n  - id: a\n    prompt: hi\n    retry: {max: 1, backoff: 10ms}\n  - id: b\n    needs: a\n    prompt: \"got $a\"\n  - id: side\n    prompt: side work\n";
+
+fn fail_a(d: &Dispatch) -> Reply {
+    if d.node == "a" {
+        Err(("tab closed".into(), true))
+    } else {
+        Ok(format!("ok: {}", d.prompt))
+    }
+}
+
+fn run_error(sim: &Sim) -> String {
+    match &sim.result {
+        Some(Err(e)) => e.clone(),
+        other => panic!("the run did not fail: {other:?}"),
+    }
+}
+
+#[test]
+fn a_message_fallback_tells_the_master_why_and_the_run_still_fails() {
+    // The seed's own line: `fallback: "发送告警消息"`.
+    let text = format!(
+        "name: f\nerror_handling: {{max_retries: 1, fallback: \"发送告警消息\"}}\n{FAILING}"
+    );
+    let f = flow(&text);
+    assert_eq!(f.nodes.last().map(|n| n.id.as_str()), Some("fallback"));
+    let mut sim = Sim::new(RunState::new(f, "run1", inputs(&[])).expect("starts"));
+    sim.run(fail_a);
+    let err = run_error(&sim);
+    assert!(
+        err.contains("node `a` failed") && err.contains("tab closed"),
+        "{err}"
+    );
+    assert!(err.contains("fallback `fallback` ran"), "{err}");
+    assert_eq!(sim.delivered.len(), 1, "{:?}", sim.delivered);
+    let (node, alert) = &sim.delivered[0];
+    assert_eq!(node.as_deref(), Some("fallback"));
+    assert!(alert.contains("发送告警消息"), "{alert}");
+    assert!(
+        alert.contains("node a failed") && alert.contains("tab closed"),
+        "{alert}"
+    );
+    assert!(alert.contains("flow f"), "{alert}");
+    assert_eq!(sim.state.node_state("a"), Some(NodeState::Failed));
+    assert_eq!(sim.state.node_state("b"), Some(NodeState::Cancelled));
+    assert_eq!(sim.state.node_state("fallback"), Some(NodeState::Completed));
+    assert_eq!(sim.state.status(), RunStatus::Failed);
+    assert!(
+        sim.prompts_of("b").is_empty(),
+        "nothing downstream of the failure runs"
+    );
+}
+
+#[test]
+fn a_fallback_that_is_not_needed_is_skipped_and_sends_nothing() {
+    let text = format!("name: f\nerror_handling: {{fallback: \"发送告警消息\"}}\n{FAILING}");
+    let mut sim = Sim::start(&text, &[]);
+    sim.run(|d| Ok(format!("ok {}", d.node)));
+    assert_eq!(
+        sim.output(),
+        "ok b\n\nok side",
+        "the fallback is no part of the answer"
+    );
+    assert_eq!(sim.state.node_state("fallback"), Some(NodeState::Skipped));
+    assert_eq!(
+        sim.delivered,
+        vec![(None, "ok b\n\nok side".to_string())],
+        "only the answer reaches the master"
+    );
+}
+
+#[test]
+fn a_command_fallback_runs_once_with_the_error_and_the_failed_node() {
+    let text = format!(
+        "name: f\nerror_handling: {{max_retries: 3, fallback: \"?<publish alerts $FAILED_NODE: $ERROR>!\"}}\n{FAILING}"
+    );
+    let mut sim = Sim::start(&text, &[]);
+    sim.run(fail_a);
+    let calls: Vec<&CommandCall> = sim
+        .commands
+        .iter()
+        .filter(|c| c.node == "fallback")
+        .collect();
+    assert_eq!(calls.len(), 1, "{:?}", sim.commands);
+    assert_eq!(calls[0].command, "publish alerts $FAILED_NODE: $ERROR");
+    assert_eq!(
+        calls[0].vars.get("FAILED_NODE").map(String::as_str),
+        Some("a")
+    );
+    let error = calls[0].vars.get("ERROR").cloned().unwrap_or_default();
+    assert!(error.contains("tab closed"), "{error}");
+    assert!(run_error(&sim).contains("fallback `fallback` ran"));
+    assert!(sim.delivered.is_empty(), "{:?}", sim.delivered);
+}
+
+#[test]
+fn a_fallback_node_runs_only_on_failure_and_its_own_failure_is_told() {
+    let text = format!(
+        "name: f\nerror_handling: {{fallback: {{node: alert}}}}\n{FAILING}  - id: alert\n    to: deepseek\n    prompt: \"{{{{ FAILED_NODE }}}} broke: $ERROR (side said ${{side.output}})\"\n"
+    );
+    // No failure: the node never runs.
+    let mut fine = Sim::start(&text, &[]);
+    fine.run(|d| Ok(format!("ok {}", d.node)));
+    assert!(fine.prompts_of("alert").is_empty());
+    assert_eq!(fine.state.node_state("alert"), Some(NodeState::Skipped));
+
+    let mut sim = Sim::start(&text, &[]);
+    sim.run(fail_a);
+    let prompts = sim.prompts_of("alert");
+    assert_eq!(prompts.len(), 1);
+    assert!(prompts[0].starts_with("a broke: "), "{}", prompts[0]);
+
+    // The fallback fails too: the run's error says both.
+    let mut both = Sim::start(&text, &[]);
+    both.run(|d| match d.node.as_str() {
+        "a" => Err(("tab closed".into(), true)),
+        "alert" => Err(("deepseek is down".into(), true)),
+        _ => Ok("ok".into()),
+    });
+    let err = run_error(&both);
+    assert!(err.contains("node `a` failed"), "{err}");
+    assert!(
+        err.contains("fallback `alert` failed too") && err.contains("deepseek is down"),
+        "{err}"
+    );
+    assert_eq!(
+        both.prompts_of("alert").len(),
+        1,
+        "a fallback is tried once"
+    );
+}
+
+#[test]
+fn a_failure_that_continues_runs_the_fallback_beside_the_rest() {
+    let text = format!(
+        "name: f\nerror_handling: {{fallback: \"发送告警消息\"}}\n{}",
+        FAILING.replace(
+            "    prompt: hi\n",
+            "    prompt: hi\n    on_failure: continue\n"
+        )
+    );
+    let mut sim = Sim::start(&text, &[]);
+    sim.run(fail_a);
+    assert_eq!(sim.state.status(), RunStatus::Completed);
+    assert_eq!(sim.output(), "ok: side work", "{:?}", sim.result);
+    let nodes: Vec<Option<&str>> = sim.delivered.iter().map(|(n, _)| n.as_deref()).collect();
+    assert_eq!(
+        nodes,
+        vec![Some("fallback"), None],
+        "the alert, then the answer"
+    );
+}
+
+#[test]
+fn a_replay_in_the_middle_of_a_fallback_does_not_run_it_twice() {
+    let text =
+        format!("name: f\nerror_handling: {{fallback: \"?<publish alerts $ERROR>!\"}}\n{FAILING}");
+    let f = flow(&text);
+    let mut sim = Sim::new(RunState::new(f.clone(), "run1", inputs(&[])).expect("starts"));
+    // Run until the fallback command is handed out, but do not answer it.
+    for _ in 0..100 {
+        let effects = sim.step();
+        if sim.commands.iter().any(|c| c.node == "fallback") {
+            break;
+        }
+        for e in effects {
+            match e {
+                Action::Dispatch(d) => {
+                    let r = fail_a(&d);
+                    sim.answer(&d, r);
+                }
+                Action::Wait { until_ms } => sim.now = until_ms,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(sim.commands.len(), 1, "{:?}", sim.commands);
+    let mut again = Sim::new(RunState::replay(f, &sim.journal, false).expect("replays"));
+    again.journal = sim.journal.clone();
+    again.now = sim.now;
+    again.run(fail_a);
+    let issued: Vec<&str> = again
+        .commands
+        .iter()
+        .map(|c| c.idempotency_key.as_str())
+        .collect();
+    assert_eq!(
+        issued,
+        vec!["run1/fallback/0/1"],
+        "re-issued with the same key, once"
+    );
+    assert!(run_error(&again).contains("fallback `fallback` ran"));
+}
+
 #[test]
 fn exhausted_retries_use_the_fallback_or_fail_or_continue() {
     let base = "nodes:\n  - id: a\n    prompt: hi\n    retry: {max: 1, backoff: 10ms}\n  - id: b\n    needs: a\n    prompt: \"got $a\"\n";
     let always_fail = |_: &Dispatch| -> Reply { Err(("tab closed".into(), true)) };
 
-    let with_fallback = format!("name: f\nerror_handling: {{fallback: \"(none)\"}}\n{base}");
+    let with_fallback =
+        format!("name: f\nerror_handling: {{fallback: {{output: \"(none)\"}}}}\n{base}");
     let mut sim = Sim::start(&with_fallback, &[]);
     sim.run(|d| {
         if d.node == "a" {
