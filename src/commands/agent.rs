@@ -94,6 +94,16 @@ impl<T> AgentCmd<T> {
     }
 }
 
+/// The tool names of the seed manual's `?<agent create 我的助手 with tools=[文件读写,命令执行,网络搜索]>!`
+/// and the tools they are: files through the `filesystem` MCP server (the manual's own
+/// `?<mcp use filesystem read_file …>!`), commands through the shell, web search as the site's
+/// own text answers. `agent create` answers with the tools it made of them.
+pub const MANUAL_TOOLS: &[(&str, &str)] = &[
+    ("文件读写", "mcp:filesystem"),
+    ("命令执行", "shell"),
+    ("网络搜索", "web"),
+];
+
 /// One tool of an agent (SPEC §17): what its replies may use.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Tool {
@@ -114,8 +124,12 @@ pub enum Tool {
 }
 
 impl Tool {
-    /// Parses `tabs`, `shell`, `flows`, `memory`, `mcp:SERVER`, `skill:NAME`, `web`.
+    /// Parses `tabs`, `shell`, `flows`, `memory`, `mcp:SERVER`, `skill:NAME`, `web`, and the
+    /// seed manual's names ([`MANUAL_TOOLS`]).
     pub fn parse(s: &str) -> Option<Tool> {
+        if let Some((_, tool)) = MANUAL_TOOLS.iter().find(|(zh, _)| *zh == s) {
+            return Tool::parse(tool);
+        }
         let named = |n: &str| {
             (!n.is_empty()
                 && n.chars()

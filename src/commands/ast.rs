@@ -182,7 +182,8 @@ pub enum Cond {
 pub enum Operand {
     /// Text with variables.
     Text(Template),
-    /// `$(COMMAND)`: the command's output; a failed command makes the condition an error.
+    /// `$(COMMAND)`: the command's output. Alone in a condition, a shell command that exits
+    /// non-zero is false (as in a shell's `if`); any other failure makes the condition an error.
     Capture(Box<Command>),
 }
 

@@ -27,7 +27,8 @@ pub const ENTRIES: &[Entry] = &[
         details: "Any command that does not start with a keyword is a shell command. It runs in the \
 workspace directory with a timeout and an output cap. --exec off (default) refuses it; \
 --exec allowlist runs argv directly (pipelines allowed, no ; && || ` $( ) > <); --exec on uses sh -c \
-with $variables passed through the environment.\nExample: ?<echo hello>!  →  hello",
+with $variables passed through the environment. A script is run by its interpreter: write `python \
+check.py`, not `check.py` (a bare script name is answered with what to write).\nExample: ?<echo hello>!  →  hello",
     },
     Entry {
         topic: "set",
@@ -35,7 +36,8 @@ with $variables passed through the environment.\nExample: ?<echo hello>!  →  h
         zh: "设置变量：字面值或命令输出",
         en: "set a variable to a literal or to a command's output",
         details: "VALUE is literal text ($var expanded once, never re-parsed) or $(COMMAND), the output \
-of any command form. Variables belong to the calling master tab; `global` writes the scope shared \
+of any command form; `COMMAND | set NAME` (the seed manual's form) is the same as `set NAME = \
+$(COMMAND)`. Variables belong to the calling master tab; `global` writes the scope shared \
 with flows.\nExample: ?<set n = 5>!  →  n = 5\nExample: ?<set d = $(to deepseek: name a colour)>!  →  d = blue",
     },
     Entry {
@@ -95,7 +97,8 @@ contains a literal ->. The chain stops at the first failing step.\nExample: ?<to
         en: "run a command when a condition holds",
         details: "COND is VALUE, `not COND`, or VALUE OP VALUE with OP one of == = != < <= > >= contains \
 (numbers compare as numbers). A VALUE is text, \"quoted text\", $var or $(COMMAND). A lone value is \
-true unless empty, 0 or false. `else` pairs with the nearest `if`.\nExample: ?<if $n > 3 then to kimi: 多 else to kimi: 少>!",
+true unless empty, 0 or false; a lone $(COMMAND) whose shell command exits non-zero is false, as in a \
+shell (?<if $(echo $r | grep ERROR) then …>!). `else` pairs with the nearest `if`.\nExample: ?<if $n > 3 then to kimi: 多 else to kimi: 少>!",
     },
     Entry {
         topic: "for",
@@ -197,7 +200,8 @@ Example: ?<on db-host: wc -l /data/orders.csv>!  →  12408 /data/orders.csv",
         zh: "代理：一个标签页的模型执行命令、读到结果、继续，直到完成",
         en: "agents: a tab whose model runs commands, reads their results and goes on until done",
         details: "`create` binds NAME to a tab (a label, a site, or auto, the default) and tools: tabs, shell, \
-flows, memory, mcp:SERVER, skill:NAME, web (text only); default [tabs, memory]. An agent's tools are never \
+flows, memory, mcp:SERVER, skill:NAME, web (text only); default [tabs, memory]; the seed manual's 文件读写, \
+命令执行 and 网络搜索 are mcp:filesystem, shell and web. An agent's tools are never \
 wider than what its creator may use, and shell still obeys the exec policy. `task` starts a session: the \
 tab gets a primer and the task; after each of its replies that holds commands the hub runs them and \
 sends back one results message (⟦aicard result k/N⟧ per command, errors included), until the model \
@@ -205,8 +209,7 @@ answers without a command or writes ?<done ANSWER>!. Limits: max_rounds (default
 same command a 4th time within 5 rounds, 3 rounds in a row where every command failed (pauses). \
 `status` says the round and why a session stopped; `stop|pause|resume` act on NAME or this tab's \
 session; `loop on|off` makes this tab's own replies loop. Only the master or the person may create, \
-task or stop agents. (The hub wires sessions in the next step; until then `agent` answers that agents \
-are not available.)\n\
+task or stop agents.\n\
 Example: ?<agent create researcher on kimi-1 with tools=[tabs,memory]>!  →  agent researcher created\n\
 Example: ?<agent task researcher 比较 qianwen 和 doubao 的评审>!  →  the agent's final answer",
     },

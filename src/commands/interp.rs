@@ -246,8 +246,30 @@ enum CmdError {
     Var(#[from] VarError),
     #[error("变量未定义 / undefined variable: ${0}")]
     UndefinedVar(String),
-    #[error("未知命令 / unknown command `{word}`{}; `?<help>!` lists them all (a program runs only when the hub was started with `--exec allowlist` or `--exec on`)", if near.is_empty() { String::new() } else { format!(" — did you mean: {near}?") })]
-    UnknownCommand { word: String, near: String },
+    #[error("未知命令 / unknown command `{word}`{}; `?<help>!` lists them all ({})", if near.is_empty() { String::new() } else { format!(" — did you mean: {near}?") }, if *exec_off { "a program runs only when the hub was started with `--exec allowlist` or `--exec on`" } else { "no program of that name is on the PATH either" })]
+    UnknownCommand {
+        word: String,
+        near: String,
+        exec_off: bool,
+    },
+    /// The seed manual's stand-in for a command (`$(shell)`, `cmd1`), typed as written.
+    #[error("`{0}` 是手册里的占位符，不是命令 / `{0}` is the manual's placeholder for a command: write a real command in its place, e.g. ?<$var = $(to deepseek: 你好)>! or ?<to deepseek: 列出要点>! → ?<to qianwen: 翻译 $RESULT>! (`?<help>!` lists the commands)")]
+    Placeholder(String),
+    /// A script named like a program (`check_system.py`): no shell runs a file from the
+    /// workspace by its bare name.
+    #[error("`{word}` 是脚本，不是 PATH 上的程序 / `{word}` is a script, not a program on the PATH: write `{runner} {word}` to run it from the workspace {workspace} ({}){}", if *present { "it is there" } else { "put it there first" }, hint)]
+    Script {
+        word: String,
+        runner: &'static str,
+        workspace: String,
+        present: bool,
+        /// What the exec policy still needs, if anything.
+        hint: String,
+    },
+    /// A shell command ran and exited non-zero (its output as for [`CmdError::Failed`]); a
+    /// lone `$(…)` condition reads it as false, as a shell's `if` does.
+    #[error("{0}")]
+    Exit(String),
     #[error("没有可用的工人 / no worker tabs are available")]
     NoWorkers,
     #[error("没有匹配的标签页 / no tab matches {0}")]
@@ -506,21 +528,27 @@ impl<H: Host> Interpreter<H> {
 
     async fn shell(&self, ctx: &Ctx<'_>, text: &str, frame: &Frame) -> Res {
         self.check(ctx.caller, Action::Shell)?;
-        if self.exec.mode == exec::ExecMode::Off {
-            // With no shell, a word we do not know is a mistyped or unknown command, not a
-            // program: say so, and what it may have meant (SPEC §18).
-            let word = text.split_whitespace().next().unwrap_or(text);
-            return Err(CmdError::UnknownCommand {
-                word: word.to_string(),
-                near: parser::nearest_words(word).join(", "),
-            });
+        let exec_off = self.exec.mode == exec::ExecMode::Off;
+        let first = text.split_whitespace().next().unwrap_or(text);
+        if parser::is_placeholder(first) {
+            return Err(CmdError::Placeholder(first.to_string()));
         }
-        if let Some(word) = exec::unknown_program(text) {
-            // Shell is only what names a program: an unknown word is an unknown command
-            // (SPEC §18), not `sh: WORD: not found`.
+        if let Some(e) = self.bare_script(text) {
+            return Err(e);
+        }
+        // With no shell, a word we do not know is a mistyped or unknown command, not a
+        // program; with one, only what names a program is shell (SPEC §18): say so, and
+        // what it may have meant, never `sh: WORD: not found`.
+        let unknown = if exec_off {
+            Some(first)
+        } else {
+            exec::unknown_program(text)
+        };
+        if let Some(word) = unknown {
             return Err(CmdError::UnknownCommand {
                 word: word.to_string(),
                 near: parser::nearest_words(word).join(", "),
+                exec_off,
             });
         }
         let mut vars = self.vars.snapshot(&ctx.caller.client_id);
@@ -534,9 +562,41 @@ impl<H: Host> Interpreter<H> {
         let rendered = out.render(self.exec.timeout);
         if out.success() {
             Ok(rendered)
+        } else if out.exit_code.is_some() && !out.timed_out {
+            Err(CmdError::Exit(rendered))
         } else {
             Err(CmdError::Failed(rendered))
         }
+    }
+
+    /// `NAME.py ARGS` (the seed manual's `check_system.py`) when no program of that name is
+    /// on the PATH: what to write instead, and what the exec policy still needs.
+    fn bare_script(&self, text: &str) -> Option<CmdError> {
+        let word = exec::unknown_program(text)?;
+        let runner = match word.rsplit_once('.')?.1 {
+            "py" => "python",
+            "sh" => "sh",
+            "js" => "node",
+            "rb" => "ruby",
+            "pl" => "perl",
+            _ => return None,
+        };
+        let hint = match &self.exec.mode {
+            exec::ExecMode::Off => format!(
+                "; scripts run only when the hub was started with `--exec allowlist --allow {runner}` or `--exec on`"
+            ),
+            exec::ExecMode::Allowlist(allowed) if !allowed.iter().any(|a| a == runner) => {
+                format!("; `{runner}` is not on the allowlist: start the hub with `--allow {runner}`")
+            }
+            _ => String::new(),
+        };
+        Some(CmdError::Script {
+            word: word.to_string(),
+            runner,
+            workspace: self.exec.workspace.display().to_string(),
+            present: self.exec.workspace.join(word).is_file(),
+            hint,
+        })
     }
 
     /// `on NODE: CMD`: here when NODE is this hub, else on that node (its exec policy, its
@@ -774,6 +834,13 @@ impl<H: Host> Interpreter<H> {
         Box::pin(async move {
             match cond {
                 Cond::Not(c) => Ok(!self.cond(ctx, c, frame).await?),
+                // `if $(grep …) then …`: a command that ran and exited non-zero is false, as
+                // in a shell; any other failure (refused, timed out, a tab failed) is an error.
+                Cond::Truthy(Operand::Capture(cmd)) => match self.eval(ctx, cmd, frame).await {
+                    Ok(out) => Ok(truthy(&trim_capture(out))),
+                    Err(CmdError::Exit(_)) => Ok(false),
+                    Err(e) => Err(e),
+                },
                 Cond::Truthy(o) => Ok(truthy(&self.operand(ctx, o, frame).await?)),
                 Cond::Compare { left, op, right } => {
                     let l = self.operand(ctx, left, frame).await?;

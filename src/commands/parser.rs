@@ -12,7 +12,7 @@
 //! commands selected by their first word. A first word that is not a keyword makes the whole
 //! step a shell command.
 
-use super::ast::{CmpOp, Command, Cond, ForItems, Operand, Part, Template};
+use super::ast::{CmpOp, Command, Cond, ForItems, Operand, Part, SetValue, Template};
 use super::help;
 use super::lex::{Nesting, Quote};
 use std::ops::ControlFlow;
@@ -662,10 +662,43 @@ impl<'a> Parser<'a> {
                 if head == "do" { "for" } else { "if" },
                 format!("`{head}` without a matching `if`/`for` before it"),
             )),
-            _ => Ok(Command::Shell {
-                text: self.text(span).to_string(),
-            }),
+            _ => match self.pipe_into_set(span) {
+                // `CMD | set NAME` (seed manual): an alias of `set NAME = $(CMD)`.
+                Some((cmd, global, name)) => Ok(Command::Set {
+                    name: name.to_string(),
+                    global,
+                    value: SetValue::Capture(Box::new(self.chain(cmd)?)),
+                }),
+                None => Ok(Command::Shell {
+                    text: self.text(span).to_string(),
+                }),
+            },
         }
+    }
+
+    /// `CMD | set [global] NAME`: the command before the last top-level `|` (not `||`), and
+    /// the variable after it. A shell's `set` builtin would swallow the output and set
+    /// nothing, so the seed manual's pipe into `set` means what it says.
+    fn pipe_into_set(&self, span: Span) -> Option<(Span, bool, &'a str)> {
+        let b = self.b;
+        let mut last = None;
+        self.walk::<()>(span, |i, c, top| {
+            let single = b.get(i + 1) != Some(&b'|') && (i == span.s || b[i - 1] != b'|');
+            if top && c == b'|' && single {
+                last = Some(i);
+            }
+            ControlFlow::Continue(())
+        });
+        let bar = last?;
+        let left = self.trim(Span::new(span.s, bar));
+        let right = self.text(self.trim(Span::new(bar + 1, span.e)));
+        let words: Vec<&str> = right.split_whitespace().collect();
+        let (global, name) = match words.as_slice() {
+            ["set", name] => (false, *name),
+            ["set", "global", name] => (true, *name),
+            _ => return None,
+        };
+        (is_name(name) && !left.is_empty()).then_some((left, global, name))
     }
 }
 
@@ -709,6 +742,19 @@ pub fn nearest_words(word: &str) -> Vec<&'static str> {
         .collect();
     near.sort();
     near.into_iter().map(|(_, k)| k).take(3).collect()
+}
+
+/// Whether `word` is one of the seed manual's stand-ins for a command (`?<$var = $(shell)>!`,
+/// `?<cmd1>! → ?<cmd2>!`): `shell`, `cmd`, `cmd1`, `cmdN`, `COMMAND`. Typed as written, it is
+/// answered with what to put in its place rather than as an unknown command.
+pub fn is_placeholder(word: &str) -> bool {
+    let lower = word.to_ascii_lowercase();
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit() || c == 'n');
+    lower == "shell"
+        || word == "COMMAND"
+        || lower
+            .strip_prefix("cmd")
+            .is_some_and(|n| n.len() <= 2 && digits(n))
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`

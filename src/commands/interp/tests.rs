@@ -561,3 +561,97 @@ async fn an_unknown_word_is_an_unknown_command_with_the_nearest_ones() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_manuals_placeholders_and_bare_scripts_say_what_to_write() {
+    // Seed lines 721 and 739: `$(shell)` and `cmd1` stand for a command.
+    let (off, _d) = interp();
+    for (typed, word) in [
+        ("$var = $(shell)", "shell"),
+        ("cmd1", "cmd1"),
+        ("CMD", "CMD"),
+    ] {
+        let r = fails(&off, &person(), typed).await;
+        assert!(
+            r.contains(&format!("`{word}` is the manual's placeholder")),
+            "{typed}: {r}"
+        );
+        assert!(
+            r.contains("?<$var = $(to deepseek: 你好)>!"),
+            "{typed}: {r}"
+        );
+        assert!(!r.contains("unknown command"), "{typed}: {r}");
+    }
+    // Seed lines 885-890: `check_system.py` is a script, run by its interpreter.
+    let r = fails(&off, &person(), "check_system.py").await;
+    assert!(r.contains("write `python check_system.py`"), "{r}");
+    assert!(
+        r.contains("put it there first") && r.contains("--exec allowlist --allow python"),
+        "{r}"
+    );
+    let (on, d) = interp_with(FakeHost::new(), ExecMode::Allowlist(vec!["echo".into()]));
+    std::fs::create_dir_all(d.path().join("ws")).expect("ws");
+    std::fs::write(d.path().join("ws").join("log_result.py"), "print(1)\n").expect("script");
+    let r = fails(&on, &person(), "log_result.py --now").await;
+    assert!(r.contains("write `python log_result.py`"), "{r}");
+    assert!(
+        r.contains("(it is there)") && r.contains("start the hub with `--allow python`"),
+        "{r}"
+    );
+    // A word that is neither is still an unknown command, and with exec on it says why.
+    let r = fails(&on, &person(), "frobnicate").await;
+    assert!(
+        r.contains("unknown command `frobnicate`") && r.contains("no program of that name"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn a_lone_capture_that_exits_non_zero_is_false() {
+    // Seed line 747: `if $(echo $result | grep ERROR) then …` when nothing matches.
+    let (on, _d) = interp_with(
+        FakeHost::new(),
+        ExecMode::Allowlist(vec!["echo".into(), "grep".into(), "false".into()]),
+    );
+    let c = person();
+    ok(&on, &c, "set result = all good").await;
+    assert_eq!(
+        ok(&on, &c, "if $(echo $result | grep ERROR) then echo bad").await,
+        "（条件不成立，未执行 / condition false, nothing ran）"
+    );
+    assert_eq!(
+        ok(&on, &c, "if $(false) then echo a else echo b").await,
+        "b"
+    );
+    ok(&on, &c, "set result = ERROR: disk full").await;
+    assert_eq!(
+        ok(&on, &c, "if $(echo $result | grep ERROR) then echo bad").await,
+        "bad"
+    );
+    // Not run at all is still an error, and so is a failing capture in a comparison.
+    assert!(fails(&on, &c, "if $(rm x) then echo a")
+        .await
+        .contains("not on the allowlist: `rm`"));
+    assert!(fails(&on, &c, "if $(false) == 1 then echo a")
+        .await
+        .contains("exit code 1"));
+}
+
+#[tokio::test]
+async fn a_pipe_into_set_sets_the_variable() {
+    // Seed line 881: `python extract.py | set raw_data`.
+    let (on, _d) = interp_with(FakeHost::new(), ExecMode::Allowlist(vec!["echo".into()]));
+    let c = person();
+    assert_eq!(
+        ok(&on, &c, "echo 42 rows | set raw_data").await,
+        "raw_data = 42 rows"
+    );
+    assert_eq!(
+        ok(&on, &c, "to kimi: $raw_data").await,
+        "kimi says: 42 rows"
+    );
+    assert_eq!(
+        ok(&on, &c, "from doubao: echo $RESULT | set global g").await,
+        "g = doubao's last answer"
+    );
+}

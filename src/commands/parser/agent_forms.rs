@@ -185,7 +185,7 @@ impl<'a> Parser<'a> {
         };
         let open = span.s + at + "tools=".len();
         let bad = |pos| {
-            self.err(pos, "agent", "expected tools=[T,…] with T one of tabs, shell, flows, memory, mcp:SERVER, skill:NAME, web")
+            self.err(pos, "agent", "expected tools=[T,…] with T one of tabs, shell, flows, memory, mcp:SERVER, skill:NAME, web (or the manual's 文件读写 = mcp:filesystem, 命令执行 = shell, 网络搜索 = web)")
         };
         if self.b.get(open) != Some(&b'[') {
             return Err(bad(open));

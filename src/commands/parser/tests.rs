@@ -803,3 +803,49 @@ fn on_node_takes_a_shell_command_or_a_skill() {
         assert!(parse(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn seed_pipe_into_set_is_set_from_a_capture() {
+    // Seed manual line 881: `?<from doubao: python extract.py | set raw_data>!`.
+    let capture = |name: &str, global: bool, cmd: &str| C::Set {
+        name: name.into(),
+        global,
+        value: SetValue::Capture(Box::new(shell(cmd))),
+    };
+    assert_eq!(
+        ok("python extract.py | set raw_data"),
+        capture("raw_data", false, "python extract.py")
+    );
+    assert_eq!(
+        ok("cat a | grep x | set global hits"),
+        capture("hits", true, "cat a | grep x")
+    );
+    assert_eq!(
+        ok("from doubao: python extract.py | set raw_data"),
+        C::From {
+            target: name("doubao"),
+            then: Some(Box::new(capture("raw_data", false, "python extract.py"))),
+        }
+    );
+    // Anything else after the pipe, `||`, or a quoted `|` stays a shell line.
+    for line in [
+        "a | set",
+        "a | set x y",
+        "a || set x",
+        "echo \"| set x\"",
+        "a | set 1x",
+        "| set x",
+    ] {
+        assert_eq!(ok(line), shell(line), "{line}");
+    }
+}
+
+#[test]
+fn seed_placeholders() {
+    for w in ["shell", "cmd", "cmd1", "cmd2", "CMDN", "COMMAND"] {
+        assert!(is_placeholder(w), "{w}");
+    }
+    for w in ["echo", "cmdline", "command", "shellcheck", "cmd123"] {
+        assert!(!is_placeholder(w), "{w}");
+    }
+}
