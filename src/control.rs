@@ -1586,8 +1586,9 @@ fn manager(
         } => {
             let text = match source {
                 FlowSource::Inline(chain) => {
-                    let mut yaml =
-                        chain_to_yaml(&name, &inline_steps(&chain).map_err(RunError::Invalid)?);
+                    let steps = inline_steps(&chain).map_err(RunError::Invalid)?;
+                    let known = hub.commands.vars.snapshot(&caller.client_id);
+                    let mut yaml = chain_to_yaml(&name, &steps, &known);
                     if let Some(n) = auto_retry {
                         yaml.push_str(&format!("defaults:\n  retry: {{max: {n}}}\n"));
                     }
@@ -1636,27 +1637,45 @@ fn plan_verb(
 
 /// `manager create NAME from "a -> b -> c"`: one command node per step, in series.
 /// The steps of an inline `manager create NAME from "…"` body, checked now rather than when
-/// the flow runs (SPEC §18): steps are split at `->` (or, with no arrow, one per line, as the
-/// seed manual writes `to:deepseek 分析…` lines); the manual's `to:SITE TEXT` is `to SITE: TEXT`;
-/// every step must parse as a command, and every one that does not is reported.
+/// the flow runs (SPEC §18):
+/// - steps are split at `->` (or, with no arrow, one per line, as the seed manual writes
+///   `to:deepseek 分析…` lines); the manual's `to:SITE TEXT` is `to SITE: TEXT`;
+/// - `\$x` (the manual escapes `$` so the outer command does not expand it) is `$x`, and
+///   `$result` is the step before's output (`$RESULT`);
+/// - what belongs to the step before stays with it, as one chain: `-> else …` (of an `if`),
+///   a step reading `$exit_code` (the step before's exit code), and `-> finally …` (which
+///   guards every step before it);
+/// - every step must parse as a command, and every one that does not is reported.
 fn inline_steps(chain: &str) -> Result<Vec<String>, String> {
+    let chain = chain.replace("\\$", "$");
     let pieces: Vec<&str> = if chain.contains("->") {
         chain.split("->").collect()
     } else {
         chain.lines().collect()
     };
-    let steps: Vec<String> = pieces
-        .into_iter()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|step| match step.strip_prefix("to:") {
+    let mut steps: Vec<String> = Vec::new();
+    for piece in pieces.into_iter().map(str::trim).filter(|s| !s.is_empty()) {
+        let step = match piece.strip_prefix("to:") {
             Some(rest) => match rest.split_once(char::is_whitespace) {
                 Some((site, text)) => format!("to {site}: {}", text.trim()),
                 None => format!("to {rest}:"),
             },
-            None => step.to_string(),
-        })
-        .collect();
+            None => run_scripts(&result_is_result(piece)),
+        };
+        let word = step.split_whitespace().next().unwrap_or_default();
+        let reads_exit = crate::commands::parser::reads_var(&step, "exit_code");
+        match steps.last_mut() {
+            Some(_) if word == "finally" => {
+                let body = steps.join(" -> ");
+                steps = vec![format!("{body} -> {step}")];
+            }
+            Some(last) if word == "else" || reads_exit => {
+                last.push_str(" -> ");
+                last.push_str(&step);
+            }
+            _ => steps.push(step),
+        }
+    }
     let problems: Vec<String> = steps
         .iter()
         .enumerate()
@@ -1680,17 +1699,108 @@ fn inline_steps(chain: &str) -> Result<Vec<String>, String> {
     }
 }
 
-fn chain_to_yaml(name: &str, steps: &[String]) -> String {
-    let mut out = format!("name: {name}\ndescription: created with manager create\nnodes:\n");
+/// A bare script name where a command starts (`check_system.py`, `then send_alert.py`): the
+/// manual's way to say "run this script", which no shell does by the bare name. It becomes
+/// `python NAME.py` (`sh NAME.sh`); the saved flow shows it so.
+fn run_scripts(step: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut at_start = true;
+    for word in step.split(' ') {
+        let runner = match word.rsplit_once('.') {
+            Some((stem, "py")) if script_name(stem) => Some("python"),
+            Some((stem, "sh")) if script_name(stem) => Some("sh"),
+            _ => None,
+        };
+        match runner {
+            Some(r) if at_start => out.push(format!("{r} {word}")),
+            _ => out.push(word.to_string()),
+        }
+        if !word.is_empty() {
+            at_start = matches!(word, "then" | "else" | "do" | "finally");
+        }
+    }
+    out.join(" ")
+}
+
+fn script_name(stem: &str) -> bool {
+    !stem.is_empty()
+        && stem
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
+}
+
+/// `$result` / `${result}` in an inline step: the step before's output, `$RESULT`.
+fn result_is_result(step: &str) -> String {
+    let mut out = String::with_capacity(step.len());
+    let b = step.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' {
+            if let Some(((s, e), next)) = crate::exec::var_ref_at(b, i) {
+                if &step[s..e] == "result" {
+                    out.push_str("$RESULT");
+                    i = next;
+                    continue;
+                }
+            }
+        }
+        let ch = step[i..].chars().next().unwrap_or_default();
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// The variables an inline flow's steps read that neither the flow nor a chain sets: the
+/// person's (`?<set threshold = 5>!`), as inputs whose default is their value when the flow
+/// is created (`manager run NAME threshold=7` overrides it), required when they have none.
+fn step_inputs(
+    steps: &[String],
+    known: &BTreeMap<String, String>,
+) -> Vec<(String, Option<String>)> {
+    const SET_BY_THE_RUN: &[&str] = &["RESULT", "exit_code", "run_id", "flow_name"];
+    let mut names: Vec<String> = Vec::new();
+    for step in steps {
+        let mut frame_vars: Vec<String> = Vec::new();
+        for name in crate::commands::parser::free_vars(step) {
+            if !SET_BY_THE_RUN.contains(&name.as_str())
+                && !names.contains(&name)
+                && !frame_vars.contains(&name)
+            {
+                frame_vars.push(name);
+            }
+        }
+        names.extend(frame_vars);
+    }
+    names
+        .into_iter()
+        .map(|n| {
+            let v = known.get(&n).cloned();
+            (n, v)
+        })
+        .collect()
+}
+
+fn chain_to_yaml(name: &str, steps: &[String], known: &BTreeMap<String, String>) -> String {
+    let json = |s: &str| serde_json::Value::String(s.to_string());
+    let mut out = format!("name: {name}\ndescription: created with manager create\n");
+    let inputs = step_inputs(steps, known);
+    if !inputs.is_empty() {
+        out.push_str("inputs:\n");
+        for (n, v) in inputs {
+            match v {
+                Some(v) => out.push_str(&format!("  {n}: {{default: {}}}\n", json(&v))),
+                None => out.push_str(&format!("  {n}: {{required: true}}\n")),
+            }
+        }
+    }
+    out.push_str("nodes:\n");
     for (i, step) in steps.iter().enumerate() {
         out.push_str(&format!("  - id: step{}\n", i + 1));
         if i > 0 {
             out.push_str(&format!("    depends_on: step{i}\n"));
         }
-        out.push_str(&format!(
-            "    command: {}\n",
-            serde_json::Value::String(step.to_string())
-        ));
+        out.push_str(&format!("    command: {}\n", json(step)));
     }
     out
 }
@@ -1733,4 +1843,59 @@ fn export_path(
         .filter(|n| !n.starts_with('.'))
         .ok_or_else(|| crate::runner::RunError::Other("无效文件名 / bad file name".into()))?;
     Ok(hub.config.data_dir.join("exports").join(name))
+}
+
+#[cfg(test)]
+mod inline_tests {
+    use super::*;
+
+    #[test]
+    fn inline_steps_keep_else_exit_code_and_finally_with_the_steps_they_belong_to() {
+        assert_eq!(
+            inline_steps("\npython check.py\n-> if \\$result > \\$threshold then send_alert.py\n-> log_result.py\n"),
+            Ok(vec![
+                "python check.py".to_string(),
+                "if $RESULT > $threshold then python send_alert.py".into(),
+                "python log_result.py".into()
+            ])
+        );
+        assert_eq!(
+            inline_steps("a.sh -> if $exit_code != 0 then python b.py -> echo c.py"),
+            Ok(vec![
+                "sh a.sh -> if $exit_code != 0 then python b.py".to_string(),
+                "echo c.py".into()
+            ]),
+            "a script name that is an argument stays one"
+        );
+        assert_eq!(
+            inline_steps("echo 1 -> echo 2 -> finally echo 3"),
+            Ok(vec!["echo 1 -> echo 2 -> finally echo 3".to_string()])
+        );
+        // `${result}` too, and a variable that merely starts with `result` is left alone.
+        assert_eq!(
+            inline_steps("echo ${result} $results"),
+            Ok(vec!["echo $RESULT $results".to_string()])
+        );
+    }
+
+    #[test]
+    fn inline_inputs_are_the_persons_variables_not_what_the_run_sets() {
+        let steps = vec![
+            "if $RESULT > $threshold then echo $exit_code".to_string(),
+            "for i in {1..3} do echo $i $who".into(),
+        ];
+        let known: BTreeMap<String, String> = [("threshold".to_string(), "5".to_string())].into();
+        assert_eq!(
+            step_inputs(&steps, &known),
+            vec![
+                ("threshold".to_string(), Some("5".to_string())),
+                ("who".to_string(), None)
+            ]
+        );
+        let yaml = chain_to_yaml("m", &steps, &known);
+        assert!(
+            yaml.contains("  threshold: {default: \"5\"}\n  who: {required: true}\n"),
+            "{yaml}"
+        );
+    }
 }

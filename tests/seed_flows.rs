@@ -256,3 +256,27 @@ async fn the_manuals_staged_flow_runs_across_its_tabs() {
     let text = delivered.expect("the master got the final report");
     assert!(text.contains("[yuanbao] 收到：综合分析结果"), "{text}");
 }
+
+#[tokio::test]
+async fn a_command_nodes_own_variables_are_its_own() {
+    // A loop variable, a `set` target and a chain's `$exit_code`, in flow command nodes: valid,
+    // and not emptied by the flow.
+    let h = TestHub::start_with(|c| {
+        c.exec_mode = ExecMode::Allowlist;
+        c.exec_allow = vec!["echo".into(), "false".into()];
+        c.flows_dir = c.data_dir.join("flows");
+    })
+    .await;
+    write_flow(
+        &h.hub().config.flows_dir,
+        "own",
+        "name: own\nnodes:\n  - id: a\n    command: \"for i in {1..3} do echo n$i\"\n  - id: b\n    depends_on: a\n    command: \"set x = 5 -> echo got $x\"\n  - id: c\n    depends_on: b\n    command: \"false -> if $exit_code != 0 then echo exit $exit_code\"\n  - id: d\n    depends_on: c\n    to: master\n    prompt: \"${a.output} | ${b.output} | ${c.output}\"\n",
+    );
+    let mut boss = h.scripted("boss", "kimi", "master", answer("kimi")).await;
+    let (state, delivered) = run_flow(&mut boss, "?<manager run own>!").await;
+    assert_eq!(state, "completed", "{delivered:?}");
+    let text = delivered.unwrap_or_default();
+    assert!(text.contains("n1") && text.contains("n3"), "{text}");
+    assert!(text.contains("got 5"), "{text}");
+    assert!(text.contains("exit 1"), "{text}");
+}

@@ -1,5 +1,5 @@
 //! SPEC §18 / issue 27: the seed manual's command idioms, typed exactly as the manual writes
-//! them (/work/shared/reference/seed-manual-examples.md), on a real hub over real sockets.
+//! them (tests/fixtures/seed-manual/commands.md), on a real hub over real sockets.
 
 mod common;
 
@@ -101,26 +101,40 @@ async fn a_failed_chain_answers_once() {
 #[tokio::test]
 async fn finally_runs_after_the_chain_either_way() {
     // Seed lines 1090-1095: the body of `智能流程`, the scripts replaced by `sh -c` stand-ins.
+    // `$exit_code` is the exit code of the step before: a failed step followed by an `if` on
+    // it is handled by that `if`, and `finally` runs whatever happened.
     let h = exec_on_hub().await;
     let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
     let ws = h.dir.path().join("workspace");
-    let r = tab
-        .command(
-            "?<false\n-> if $exit_code == 0 then echo continue\n-> else then echo rollback\n-> finally touch CLEANED>!",
-        )
-        .await;
-    assert_eq!(r["result"]["success"], false, "{r}");
+    let body = |first: &str, mark: &str| {
+        format!("?<{first}\n-> if $exit_code == 0 then echo continue\n-> else then echo rollback\n-> finally touch {mark}>!")
+    };
+    let r = tab.command(&body("false", "CLEANED")).await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(
+        out(&r).contains("rollback") && !out(&r).contains("continue"),
+        "{r}"
+    );
     assert!(ws.join("CLEANED").exists(), "{r}");
+    let r = tab.command(&body("true", "CLEANED2")).await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(
+        out(&r).contains("continue") && !out(&r).contains("rollback"),
+        "{r}"
+    );
+    assert!(ws.join("CLEANED2").exists(), "{r}");
+    // The exit code is the step before's, not a variable of the person's of that name.
     let r = tab.command("?<set exit_code = 1>! ").await;
     assert_eq!(r["result"]["success"], true, "{r}");
+    let r = tab.command(&body("true", "CLEANED3")).await;
+    assert!(out(&r).contains("continue"), "{r}");
+    // A failed step that nothing after it looks at still stops the chain; finally still runs.
     let r = tab
-        .command(
-            "?<echo ok\n-> if $exit_code == 0 then echo continue\n-> else then echo rollback\n-> finally touch CLEANED2>!",
-        )
+        .command("?<false -> echo never -> finally touch CLEANED4>!")
         .await;
-    assert_eq!(r["result"]["success"], true, "{r}");
-    assert!(out(&r).contains("rollback"), "{r}");
-    assert!(ws.join("CLEANED2").exists(), "{r}");
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(!out(&r).contains("never"), "{r}");
+    assert!(ws.join("CLEANED4").exists(), "{r}");
 }
 
 #[tokio::test]

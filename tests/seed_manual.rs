@@ -1,5 +1,5 @@
 //! SPEC §18: the seed manual's 23 command examples, each typed byte for byte as the manual writes
-//! it (/work/shared/reference/seed-manual-examples.md, "Command examples") into a real hub on port
+//! it (tests/fixtures/seed-manual/commands.md) into a real hub on port
 //! 0 over real sockets, with scripted tabs for the sites the examples name and the manual's
 //! scripts as small Python files in the exec workspace (exec on an allowlist of `python`, `echo`,
 //! `grep`). Nothing sleeps to synchronise: every wait is for a frame, under a timeout.
@@ -20,17 +20,17 @@
 //! | `chain` | one chain of three scripts, each getting the previous output as `$RESULT`: `step3(step2(step1))` |
 //! | `create_data_analysis` | saves flow 数据分析 with the three script steps in order; `manager run` runs load, clean, analyze and completes |
 //! | `set_threshold` | sets `$threshold` to `5` |
-//! | `create_monitor` | BUG: refused at create ("variable `result`/`threshold` … not an input", at 监控流程:8:14); ignored test asserts it is saved |
+//! | `create_monitor` | saves 3 steps: `python check.py`, `if $RESULT > $threshold then python send_alert.py`, `python log_result.py` (`\$result` = the step before's output, `$threshold` an input defaulting to the person's 5, bare scripts run with python); runs: 7 > 5 alerts, `threshold=10` does not; unset at create → a required input |
 //! | `create_cross_platform` | saves flow 跨平台分析 of three `to SITE: TEXT` steps; running it gives deepseek, qianwen, doubao each its line |
 //! | `from_doubao_pipe` | after doubao answered, sets `$raw_data` to `python extract.py`'s output (`CMD \| set NAME` = `set NAME = $(CMD)`) |
 //! | `to_yuanbao_raw` | sends yuanbao the text `python process.py <$raw_data>`; answers yuanbao's reply |
-//! | `create_auto_ops` | BUG: refused at create ("variable `exit_code` … not an input", at 自动运维:8:14); ignored test asserts it is saved with retry 3 |
+//! | `create_auto_ops` | saves 3 steps (the check and its `if $exit_code != 0` stay one chain), retry 3; runs: check passes → log, restart; check exits 1 → alert, log, restart, completed |
 //! | `flow_start` | runs the flow 数据处理流程 from the flows directory to completion; without one, answers "no flow named `数据处理流程`" |
 //! | `agent_create` | creates agent 我的助手 on `auto` with tools [mcp:filesystem, shell, web] (the manual's names mapped); `agent list` shows it |
 //! | `mcp_list` | lists the `filesystem` server of mcp.json and its `read_file` tool |
 //! | `mcp_use` | calls `filesystem`'s `read_file` with path=/data/test.txt; answers the file's text |
 //! | `mcp_config_add` | typed by the person: adds `server_name` (`command`, [`args...`]) to mcp.json, keeping the others; in a model's reply: refused "only the person", file unchanged |
-//! | `create_smart_finally` | BUG: refused at create (step 3 `else then rollback.py`: "`else` without a matching `if`"); ignored test asserts it is saved |
+//! | `create_smart_finally` | saves one step, the whole chain (`else then` with its `if`, `finally` guarding all before it); runs: check passes → continue, cleanup; check exits 2 → rollback, cleanup |
 
 mod common;
 
@@ -114,7 +114,10 @@ const EXAMPLES: [(&str, &str); 23] = [
     ("create_smart_finally", CREATE_SMART_FINALLY),
 ];
 
-const REFERENCE: &str = "/work/shared/reference/seed-manual-examples.md";
+const REFERENCE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/seed-manual/commands.md"
+);
 
 // ---- the manual's scripts, as small real programs in the exec workspace ---------------------
 
@@ -350,10 +353,7 @@ fn reference_examples(doc: &str) -> Vec<(String, String)> {
 
 #[test]
 fn every_example_is_the_manuals_text() {
-    let Ok(doc) = std::fs::read_to_string(REFERENCE) else {
-        eprintln!("skipped: {REFERENCE} is not here");
-        return;
-    };
+    let doc = std::fs::read_to_string(REFERENCE).expect("the manual's examples");
     let reference = reference_examples(&doc);
     let ours: Vec<(String, String)> = EXAMPLES
         .iter()
@@ -543,46 +543,56 @@ async fn set_threshold_sets_five() {
     assert_eq!(out(&r), "5", "{r}");
 }
 
-/// What `manager create 监控流程` does today (a bug: see the ignored test after it). When this
-/// fails, the bug is fixed: delete it and un-ignore the next one.
+/// `监控流程`: `\$result` is the step before's output, `\$threshold` the person's variable
+/// (its value when the flow is created is the input's default), and a bare `send_alert.py`
+/// runs with python. Run twice: over the threshold the alert runs, under it not.
 #[tokio::test]
-async fn create_monitor_is_refused_today() {
-    let h = manual_hub().await;
-    let mut t = team(&h).await;
-    t.master.command(SET_THRESHOLD).await;
-    let r = t.master.command(CREATE_MONITOR).await;
-    assert!(!succeeded(&r), "{r}");
-    assert!(out(&r).contains("监控流程:8:14"), "{r}");
-    for var in ["result", "threshold"] {
-        assert!(
-            out(&r).contains(&format!("variable `{var}` in node `step2` is not an input")),
-            "{r}"
-        );
+async fn create_monitor_saves_its_steps_and_runs_them() {
+    if !python() {
+        return;
     }
-    assert!(h.hub().hub.store.flow_source("监控流程").unwrap().is_none());
-}
-
-#[tokio::test]
-#[ignore = "bug outside src/commands: the flow validator (src/flows/validate.rs, src/flows/template.rs) \
-            reads the manual's escaped `\\$result` / `\\$threshold` in an inline step as flow inputs \
-            and refuses the flow at create (src/control.rs inline_steps/chain_to_yaml)"]
-async fn create_monitor_saves_its_three_steps() {
     let h = manual_hub().await;
     let mut t = team(&h).await;
     t.master.command(SET_THRESHOLD).await;
     let r = t.master.command(CREATE_MONITOR).await;
     assert!(succeeded(&r), "{r}");
     assert_eq!(out(&r), "已保存流程 / saved flow 监控流程");
-    let steps = saved_steps(&h, "监控流程");
-    assert_eq!(steps.len(), 3, "{steps:?}");
-    assert_eq!(steps[0], "python check.py");
-    assert!(
-        steps[1].starts_with("if ")
-            && steps[1].contains("result")
-            && steps[1].contains("threshold then send_alert.py"),
-        "{steps:?}"
+    assert_eq!(
+        saved_steps(&h, "监控流程"),
+        vec![
+            "python check.py",
+            "if $RESULT > $threshold then python send_alert.py",
+            "python log_result.py"
+        ]
     );
-    assert_eq!(steps[2], "log_result.py");
+    let saved = h.hub().hub.store.flow_source("监控流程").unwrap().unwrap();
+    assert!(saved.contains("threshold: {default: \"5\"}"), "{saved}");
+    // check.py prints 7: over 5, the alert runs, then the log.
+    let (state, _) = run_flow(&mut t.master, "?<manager run 监控流程>!").await;
+    assert_eq!(state, "completed");
+    assert_eq!(ran(&h), "send_alert\nlog_result\n");
+    // Over a threshold of 10 it does not.
+    std::fs::remove_file(workspace(&h).join("ran.log")).unwrap();
+    let (state, _) = run_flow(&mut t.master, "?<manager run 监控流程 threshold=10>!").await;
+    assert_eq!(state, "completed");
+    assert_eq!(ran(&h), "log_result\n");
+}
+
+/// A variable that is not set when the flow is created is an input it must be given.
+#[tokio::test]
+async fn create_monitor_without_a_threshold_asks_for_one_at_run() {
+    let h = manual_hub().await;
+    let mut t = team(&h).await;
+    let r = t.master.command(CREATE_MONITOR).await;
+    assert!(succeeded(&r), "{r}");
+    let saved = h.hub().hub.store.flow_source("监控流程").unwrap().unwrap();
+    assert!(saved.contains("threshold: {required: true}"), "{saved}");
+    let r = t.master.command("?<manager run 监控流程>!").await;
+    assert!(!succeeded(&r), "{r}");
+    assert!(
+        out(&r).contains("missing required input `threshold`"),
+        "{r}"
+    );
 }
 
 #[tokio::test]
@@ -627,46 +637,45 @@ async fn from_doubao_pipes_into_set_and_to_yuanbao_sends_raw_data() {
     assert_eq!(ran(&h), "extract\n", "process.py must not run");
 }
 
-/// What `manager create 自动运维` does today (a bug: see the ignored test after it). When this
-/// fails, the bug is fixed: delete it and un-ignore the next one.
+/// `自动运维`: `\$exit_code` is the exit code of the step before, so the check and the `if` on
+/// it stay one step; `auto_retry=3` gives every step three retries.
 #[tokio::test]
-async fn create_auto_ops_is_refused_today() {
-    let h = manual_hub().await;
-    let mut t = team(&h).await;
-    let r = t.master.command(CREATE_AUTO_OPS).await;
-    assert!(!succeeded(&r), "{r}");
-    assert!(out(&r).contains("自动运维:8:14"), "{r}");
-    assert!(
-        out(&r).contains("variable `exit_code` in node `step2` is not an input"),
-        "{r}"
-    );
-    assert!(
-        !out(&r).contains("auto_retry=N"),
-        "auto_retry=3 is read: {r}"
-    );
-    assert!(h.hub().hub.store.flow_source("自动运维").unwrap().is_none());
-}
-
-#[tokio::test]
-#[ignore = "bug outside src/commands: the flow validator (src/flows/validate.rs, src/flows/template.rs) \
-            reads the manual's escaped `\\$exit_code` in an inline step as a flow input and refuses \
-            the flow at create (src/control.rs inline_steps/chain_to_yaml)"]
-async fn create_auto_ops_saves_four_steps_retried_three_times() {
+async fn create_auto_ops_runs_the_alert_only_when_the_check_fails() {
+    if !python() {
+        return;
+    }
     let h = manual_hub().await;
     let mut t = team(&h).await;
     let r = t.master.command(CREATE_AUTO_OPS).await;
     assert!(succeeded(&r), "{r}");
     assert_eq!(out(&r), "已保存流程 / saved flow 自动运维");
-    let steps = saved_steps(&h, "自动运维");
-    assert_eq!(steps.len(), 4, "{steps:?}");
-    assert_eq!(steps[0], "check_system.py");
-    assert!(
-        steps[1].starts_with("if ") && steps[1].contains("exit_code != 0 then alert.py"),
-        "{steps:?}"
+    assert_eq!(
+        saved_steps(&h, "自动运维"),
+        vec![
+            "python check_system.py -> if $exit_code != 0 then python alert.py",
+            "python log_status.py",
+            "python restart_service.py"
+        ]
     );
-    assert_eq!(steps[2..], ["log_status.py", "restart_service.py"]);
     let saved = h.hub().hub.store.flow_source("自动运维").unwrap().unwrap();
     assert!(saved.contains("retry: {max: 3}"), "{saved}");
+    let (state, _) = run_flow(&mut t.master, "?<manager run 自动运维>!").await;
+    assert_eq!(state, "completed");
+    assert_eq!(ran(&h), "check_system\nlog_status\nrestart_service\n");
+    // The check fails (exit 1): the alert runs, and the flow goes on.
+    std::fs::remove_file(workspace(&h).join("ran.log")).unwrap();
+    std::fs::write(
+        workspace(&h).join("check_system.py"),
+        "import sys\nopen('ran.log', 'a').write('check_system\\n')\nsys.exit(1)\n",
+    )
+    .unwrap();
+    let (state, _) = run_flow(&mut t.master, "?<manager run 自动运维>!").await;
+    assert_eq!(state, "completed");
+    assert_eq!(
+        ran(&h),
+        "check_system\nalert\nlog_status\nrestart_service\n",
+        "the alert once, no retry of a check the `if` answered"
+    );
 }
 
 #[tokio::test]
@@ -773,47 +782,32 @@ async fn mcp_config_add_writes_mcp_json_only_for_the_person() {
     assert_eq!(now["filesystem"], before["filesystem"]);
 }
 
-/// What `manager create 智能流程` does today (a bug: see the ignored test after it). When this
-/// fails, the bug is fixed: delete it and un-ignore the next one.
+/// `智能流程`: `else then` stays with its `if`, and `finally` guards every step before it, so
+/// the whole body is one step, run as one chain: the cleanup runs whichever way the check went.
 #[tokio::test]
-async fn create_smart_finally_is_refused_today() {
-    let h = manual_hub().await;
-    let mut t = team(&h).await;
-    let r = t.master.command(CREATE_SMART_FINALLY).await;
-    assert!(!succeeded(&r), "{r}");
-    assert!(
-        out(&r).contains("step 3 `else then rollback.py`")
-            && out(&r).contains("`else` without a matching `if`"),
-        "{r}"
-    );
-    assert!(h.hub().hub.store.flow_source("智能流程").unwrap().is_none());
-}
-
-#[tokio::test]
-#[ignore = "bug outside src/commands: src/control.rs inline_steps splits the body at every `->`, \
-            so `-> else then` and `-> finally` become steps of their own (the same text typed as \
-            one command parses: tests/seed_idioms.rs finally_runs_after_the_chain_either_way); \
-            and the flow validator then reads the escaped `\\$exit_code` as a flow input"]
 async fn create_smart_finally_keeps_else_and_finally_with_their_if() {
+    if !python() {
+        return;
+    }
     let h = manual_hub().await;
     let mut t = team(&h).await;
     let r = t.master.command(CREATE_SMART_FINALLY).await;
     assert!(succeeded(&r), "{r}");
     assert_eq!(out(&r), "已保存流程 / saved flow 智能流程");
-    let steps = saved_steps(&h, "智能流程");
-    assert!(
-        steps
-            .iter()
-            .all(|s| !s.starts_with("else") && !s.starts_with("finally")),
-        "{steps:?}"
+    assert_eq!(
+        saved_steps(&h, "智能流程"),
+        vec!["python check_status.py -> if $exit_code == 0 then python continue.py -> else then python rollback.py -> finally python cleanup.py"]
     );
-    let all = steps.join("\n");
-    for part in [
-        "check_status.py",
-        "continue.py",
-        "rollback.py",
-        "cleanup.py",
-    ] {
-        assert!(all.contains(part), "{part}: {steps:?}");
-    }
+    let (state, _) = run_flow(&mut t.master, "?<manager run 智能流程>!").await;
+    assert_eq!(state, "completed");
+    assert_eq!(ran(&h), "check_status\ncontinue\ncleanup\n");
+    std::fs::remove_file(workspace(&h).join("ran.log")).unwrap();
+    std::fs::write(
+        workspace(&h).join("check_status.py"),
+        "import sys\nopen('ran.log', 'a').write('check_status\\n')\nsys.exit(2)\n",
+    )
+    .unwrap();
+    let (state, _) = run_flow(&mut t.master, "?<manager run 智能流程>!").await;
+    assert_eq!(state, "completed");
+    assert_eq!(ran(&h), "check_status\nrollback\ncleanup\n");
 }

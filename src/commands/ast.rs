@@ -120,6 +120,34 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// Whether this is an `if` whose condition reads `$var` (what a chain asks of the step
+    /// after a failed one: `-> if $exit_code != 0 then …`).
+    pub fn tests_var(&self, var: &str) -> bool {
+        fn operand(o: &Operand, var: &str) -> bool {
+            match o {
+                Operand::Text(t) => t
+                    .parts
+                    .iter()
+                    .any(|p| matches!(p, Part::Var(v) if v == var)),
+                Operand::Capture(_) => false,
+            }
+        }
+        fn cond(c: &Cond, var: &str) -> bool {
+            match c {
+                Cond::Truthy(o) => operand(o, var),
+                Cond::Not(c) => cond(c, var),
+                Cond::Compare { left, right, .. } => operand(left, var) || operand(right, var),
+            }
+        }
+        match self {
+            Command::If { cond: c, .. } => cond(c, var),
+            Command::Finally { body, .. } => body.tests_var(var),
+            _ => false,
+        }
+    }
+}
+
 /// The right-hand side of `set`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetValue {

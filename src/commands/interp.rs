@@ -232,6 +232,9 @@ pub trait Host: Send + Sync {
 }
 
 /// Why a command failed; rendered into [`CommandOutcome::output`].
+/// The variable a chain sets to the exit code of its step before (0 when it succeeded).
+pub const EXIT_CODE: &str = "exit_code";
+
 #[derive(Debug, Error)]
 enum CmdError {
     #[error(transparent)]
@@ -268,8 +271,8 @@ enum CmdError {
     },
     /// A shell command ran and exited non-zero (its output as for [`CmdError::Failed`]); a
     /// lone `$(…)` condition reads it as false, as a shell's `if` does.
-    #[error("{0}")]
-    Exit(String),
+    #[error("{1}")]
+    Exit(i32, String),
     #[error("没有可用的工人 / no worker tabs are available")]
     NoWorkers,
     #[error("没有匹配的标签页 / no tab matches {0}")]
@@ -562,8 +565,8 @@ impl<H: Host> Interpreter<H> {
         let rendered = out.render(self.exec.timeout);
         if out.success() {
             Ok(rendered)
-        } else if out.exit_code.is_some() && !out.timed_out {
-            Err(CmdError::Exit(rendered))
+        } else if let (Some(code), false) = (out.exit_code, out.timed_out) {
+            Err(CmdError::Exit(code, rendered))
         } else {
             Err(CmdError::Failed(rendered))
         }
@@ -798,12 +801,29 @@ impl<H: Host> Interpreter<H> {
         self.eval(ctx, then, &inner).await
     }
 
+    /// `a -> b -> c`: each step gets the one before's output as `$RESULT` and its exit code
+    /// as `$exit_code` (the seed manual's `check.py -> if $exit_code != 0 then alert.py`): a
+    /// shell step that exits non-zero stops the chain, unless the next step is an `if` on
+    /// `$exit_code`, which then decides.
     async fn chain(&self, ctx: &Ctx<'_>, steps: &[Command], frame: &Frame) -> Res {
         let mut inner = frame.clone();
         let mut last = String::new();
-        for step in steps {
-            last = self.eval(ctx, step, &inner).await?;
+        for (k, step) in steps.iter().enumerate() {
+            let code = match self.eval(ctx, step, &inner).await {
+                Ok(out) => {
+                    last = out;
+                    0
+                }
+                Err(CmdError::Exit(code, out))
+                    if steps.get(k + 1).is_some_and(|n| n.tests_var(EXIT_CODE)) =>
+                {
+                    last = out;
+                    code
+                }
+                Err(e) => return Err(e),
+            };
             inner.insert("RESULT".into(), last.clone());
+            inner.insert(EXIT_CODE.into(), code.to_string());
         }
         Ok(last)
     }
@@ -838,7 +858,7 @@ impl<H: Host> Interpreter<H> {
                 // in a shell; any other failure (refused, timed out, a tab failed) is an error.
                 Cond::Truthy(Operand::Capture(cmd)) => match self.eval(ctx, cmd, frame).await {
                     Ok(out) => Ok(truthy(&trim_capture(out))),
-                    Err(CmdError::Exit(_)) => Ok(false),
+                    Err(CmdError::Exit(..)) => Ok(false),
                     Err(e) => Err(e),
                 },
                 Cond::Truthy(o) => Ok(truthy(&self.operand(ctx, o, frame).await?)),

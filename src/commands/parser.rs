@@ -757,6 +757,42 @@ pub fn is_placeholder(word: &str) -> bool {
             .is_some_and(|n| n.len() <= 2 && digits(n))
 }
 
+/// The `$name` / `${name}` references in a command's text, in order, each once.
+pub fn var_refs(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' {
+            if let Some(((s, e), next)) = crate::exec::var_ref_at(b, i) {
+                let name = text[s..e].to_string();
+                if !out.contains(&name) {
+                    out.push(name);
+                }
+                i = next;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Whether a command's text reads `$var`.
+pub fn reads_var(text: &str, var: &str) -> bool {
+    var_refs(text).iter().any(|v| v == var)
+}
+
+/// The variables a command's text reads that it does not set itself (a `for NAME in` loop
+/// variable, a `set NAME =` or `$NAME =` target).
+pub fn free_vars(text: &str) -> Vec<String> {
+    let bound = crate::flows::validate::command_binds(text);
+    var_refs(text)
+        .into_iter()
+        .filter(|v| !bound.contains(&v.as_str()))
+        .collect()
+}
+
 /// `[A-Za-z_][A-Za-z0-9_]*`
 fn is_name(s: &str) -> bool {
     let mut b = s.bytes();

@@ -12,6 +12,21 @@ use super::yaml::{Located, Pos};
 /// Variables every template may read besides inputs and upstream outputs.
 pub const BUILTIN_VARS: &[&str] = &["RESULT", "run_id", "flow_name"];
 
+/// The variables a command line sets for itself: a `for NAME in` loop variable, a `set NAME =`
+/// or `$NAME =` target. A command node reading them needs no input or upstream node.
+pub fn command_binds(text: &str) -> Vec<&str> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut bound = Vec::new();
+    for w in words.windows(3) {
+        match w {
+            ["for", name, "in"] | ["set", "global", name] | ["set", name, "="] => bound.push(*name),
+            [name, "=", _] if name.starts_with('$') => bound.push(&name[1..]),
+            _ => {}
+        }
+    }
+    bound
+}
+
 /// Roles a `role:` target may name.
 pub const ROLES: &[&str] = &["worker", "foreman", "master"];
 
@@ -617,6 +632,17 @@ impl Validator<'_> {
             Ref::Var(_) => {
                 let own = node.for_each.as_ref().is_some_and(|f| f.var == name);
                 if own || BUILTIN_VARS.contains(&name) || self.flow.inputs.contains_key(name) {
+                    return None;
+                }
+                if node
+                    .command
+                    .as_deref()
+                    .is_some_and(|c| command_binds(c).contains(&name))
+                {
+                    return None;
+                }
+                if name == "exit_code" && node.command.is_some() {
+                    // Set by the command's own chain (`check.py -> if $exit_code != 0 …`).
                     return None;
                 }
                 if FALLBACK_VARS.contains(&name) {

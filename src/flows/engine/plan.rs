@@ -209,9 +209,15 @@ impl Plan {
             node.to.iter().map(|t| Target::parse(t)).collect()
         };
         let (work, fanout) = if let Some(command) = &node.command {
+            // What the command sets itself (a loop variable, a `set` target, a chain's
+            // `$exit_code`) is its own, not the flow's: not passed in, so not shadowed.
+            let own = crate::flows::validate::command_binds(command);
             let refs = template::convert(command, Mode::Template)
                 .refs
                 .into_iter()
+                .filter(
+                    |r| !matches!(r, Ref::Var(v) if own.contains(&v.as_str()) || v == "exit_code"),
+                )
                 .map(|r| (ref_key(&r), r))
                 .collect();
             let command = strip_wrapper(command);
