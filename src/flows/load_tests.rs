@@ -510,6 +510,14 @@ fn a_fallback_is_an_action_each_form_is_read_and_checked_where_written() {
         let text = format!("name: f\nerror_handling: {{fallback: {form}}}\n{base}");
         assert_eq!(fb(&text), Some(Fallback::Node("alert".into())), "{form}");
     }
+    // `{message: …}` is a message even when it reads like a node's id.
+    let flow = load_str(
+        "f.yaml",
+        "name: f\nerror_handling: {fallback: {message: a}}\nnodes:\n  - id: a\n    prompt: hi\n",
+    )
+    .expect("valid");
+    assert_eq!(flow.nodes.len(), 2);
+    assert_eq!(flow.nodes[1].to.0, vec!["master"]);
     // A command becomes the node `fallback` running it; `{output: …}` stays a stand-in answer.
     let cmd = load_str(
         "f.yaml",

@@ -355,17 +355,21 @@ pub enum Fallback {
     /// The failed node completes with this text instead (`{output: TEXT}`): the run goes on
     /// as if the node had answered it.
     Output(String),
+    /// The bare string form before the flow is loaded: a node's id or a message (see
+    /// [`desugar_fallback`]; a loaded flow never holds it).
+    #[serde(untagged)]
+    Text(String),
 }
 
 impl Fallback {
-    /// The string form: `?<…>!` is a command, other text a message (a node id is resolved
+    /// The string form: `?<…>!` is a command, other text a node's id or a message (resolved
     /// when the flow is loaded, see [`desugar_fallback`]).
     pub fn from_text(text: &str) -> Fallback {
         let t = text.trim();
         if t.starts_with("?<") && t.ends_with(">!") {
             Fallback::Command(t.to_string())
         } else {
-            Fallback::Message(text.to_string())
+            Fallback::Text(text.to_string())
         }
     }
 }
@@ -959,11 +963,14 @@ pub fn desugar_fallback(flow: &mut Flow) {
     else {
         return;
     };
+    if let Fallback::Text(text) = &*fallback {
+        *fallback = if ids.iter().any(|id| id == text.trim()) {
+            Fallback::Node(text.trim().to_string())
+        } else {
+            Fallback::Message(text.clone())
+        };
+    }
     let node = match &*fallback {
-        Fallback::Message(text) if ids.iter().any(|id| id == text.trim()) => {
-            *fallback = Fallback::Node(text.trim().to_string());
-            return;
-        }
         Fallback::Message(text) => Node {
             name: Some("告警 / alert".into()),
             to: StringList(vec!["master".into()]),
@@ -978,7 +985,7 @@ pub fn desugar_fallback(flow: &mut Flow) {
             command: Some(command.clone()),
             ..Node::default()
         },
-        Fallback::Node(_) | Fallback::Output(_) => return,
+        Fallback::Node(_) | Fallback::Output(_) | Fallback::Text(_) => return,
     };
     let mut id = "fallback".to_string();
     let mut n = 2;
