@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::graph::Dag;
-use super::model::{Flow, Node};
+use super::model::{fallback_node, Flow, Node};
 
 /// The output formats of `aicard flow show --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,10 +102,25 @@ pub fn text(flow: &Flow) -> String {
         let _ = writeln!(out, "inputs: {}", names.join(", "));
     }
     let levels = dag.levels();
-    let depth = levels.iter().copied().max().unwrap_or(0);
-    for level in 0..=depth {
-        let _ = writeln!(out, "level {level}");
-        for &i in dag.topo.iter().filter(|&&i| levels[i] == level) {
+    let handler = fallback_node(flow).and_then(|id| dag.index.get(id).copied());
+    let depth = (0..flow.nodes.len())
+        .filter(|&i| Some(i) != handler)
+        .map(|i| levels[i])
+        .max()
+        .unwrap_or(0);
+    for level in 0..=depth + usize::from(handler.is_some()) {
+        let in_level: Vec<usize> = if level > depth {
+            let _ = writeln!(out, "失败时 / on failure (error_handling.fallback)");
+            handler.into_iter().collect()
+        } else {
+            let _ = writeln!(out, "level {level}");
+            dag.topo
+                .iter()
+                .copied()
+                .filter(|&i| levels[i] == level && Some(i) != handler)
+                .collect()
+        };
+        for i in in_level {
             let node = &flow.nodes[i];
             let _ = write!(out, "  {}", node.id);
             if let Some(name) = &node.name {
@@ -139,12 +154,23 @@ fn label(node: &Node) -> String {
     lines.join("\n")
 }
 
+/// A node's label, with "on failure" for the fallback node.
+fn label_in(flow: &Flow, node: &Node) -> String {
+    if fallback_node(flow) == Some(node.id.as_str()) {
+        format!("{}\n失败时 / on failure", label(node))
+    } else {
+        label(node)
+    }
+}
+
 /// Mermaid `flowchart TD`; node ids are `n0, n1, …` so any id is safe.
 pub fn mermaid(flow: &Flow) -> String {
     let dag = Dag::build(flow);
     let mut out = String::from("flowchart TD\n");
     for (i, node) in flow.nodes.iter().enumerate() {
-        let text = label(node).replace('"', "#quot;").replace('\n', "<br/>");
+        let text = label_in(flow, node)
+            .replace('"', "#quot;")
+            .replace('\n', "<br/>");
         let (open, close) = if node.command.is_some() {
             ("[[\"", "\"]]")
         } else if node.to.iter().any(|t| t == "master") {
@@ -158,6 +184,9 @@ pub fn mermaid(flow: &Flow) -> String {
         for d in deps {
             let _ = writeln!(out, "    n{d} --> n{i}");
         }
+    }
+    if let Some(&h) = fallback_node(flow).and_then(|id| dag.index.get(id)) {
+        let _ = writeln!(out, "    style n{h} stroke-dasharray: 5 5");
     }
     out
 }
@@ -175,18 +204,21 @@ pub fn dot(flow: &Flow) -> String {
     let _ = writeln!(out, "digraph \"{}\" {{", dot_escape(&flow.name));
     out.push_str("    rankdir=TB;\n    node [shape=box, style=rounded];\n");
     for node in &flow.nodes {
-        let shape = if node.command.is_some() {
-            ", shape=component"
+        let mut shape = if node.command.is_some() {
+            ", shape=component".to_string()
         } else if node.to.iter().any(|t| t == "master") {
-            ", shape=doubleoctagon"
+            ", shape=doubleoctagon".to_string()
         } else {
-            ""
+            String::new()
         };
+        if fallback_node(flow) == Some(node.id.as_str()) {
+            shape.push_str(", style=\"rounded,dashed\"");
+        }
         let _ = writeln!(
             out,
             "    \"{}\" [label=\"{}\"{shape}];",
             dot_escape(&node.id),
-            dot_escape(&label(node))
+            dot_escape(&label_in(flow, node))
         );
     }
     for (i, deps) in dag.deps.iter().enumerate() {
@@ -246,6 +278,22 @@ mod tests {
             "{out}"
         );
         assert!(out.trim_end().ends_with('}'));
+    }
+
+    #[test]
+    fn the_fallback_is_drawn_apart_as_what_runs_on_failure() {
+        let f = crate::flows::load_str(
+            "f.yaml",
+            "name: f\nerror_handling: {fallback: 发送告警消息}\nnodes:\n  - id: a\n    prompt: hi\n  - id: b\n    needs: a\n    prompt: x\n",
+        )
+        .expect("valid");
+        let t = text(&f);
+        assert!(
+            t.ends_with("level 1\n  b → role:worker  ← a\n失败时 / on failure (error_handling.fallback)\n  fallback (告警 / alert) → master\n"),
+            "{t}"
+        );
+        assert!(mermaid(&f).contains("style n2 stroke-dasharray: 5 5"));
+        assert!(dot(&f).contains("style=\"rounded,dashed\""));
     }
 
     #[test]
