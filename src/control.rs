@@ -1760,17 +1760,13 @@ fn step_inputs(
 ) -> Vec<(String, Option<String>)> {
     const SET_BY_THE_RUN: &[&str] = &["RESULT", "exit_code", "run_id", "flow_name"];
     let mut names: Vec<String> = Vec::new();
-    for step in steps {
-        let mut frame_vars: Vec<String> = Vec::new();
-        for name in crate::commands::parser::free_vars(step) {
-            if !SET_BY_THE_RUN.contains(&name.as_str())
-                && !names.contains(&name)
-                && !frame_vars.contains(&name)
-            {
-                frame_vars.push(name);
-            }
+    for name in steps
+        .iter()
+        .flat_map(|s| crate::commands::parser::free_vars(s))
+    {
+        if !SET_BY_THE_RUN.contains(&name.as_str()) && !names.contains(&name) {
+            names.push(name);
         }
-        names.extend(frame_vars);
     }
     names
         .into_iter()

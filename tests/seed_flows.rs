@@ -21,20 +21,6 @@ fn seed(name: &str) -> String {
     .expect("seed fixture")
 }
 
-/// `python` as the manual writes it: on PATH, or the test is skipped (failed when
-/// `AICARD_REQUIRE_PYTHON=1`, as the README's test command sets it).
-fn have_python() -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("python").is_file()));
-    if !found && std::env::var_os("AICARD_REQUIRE_PYTHON").is_some() {
-        panic!("`python` is not on PATH (test-all.sh installs python-is-python3)");
-    }
-    if !found {
-        eprintln!("skipped: no `python` on PATH");
-    }
-    found
-}
-
 /// The scripts the manual's flow calls, as a user would have them next to `data.csv`.
 const LOAD: &str = r#"import csv, json, sys
 args = sys.argv[1:]

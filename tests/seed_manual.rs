@@ -217,23 +217,6 @@ fn scripts() -> Vec<(String, String)> {
     all
 }
 
-/// Whether `python` runs here. Without it the test prints a skip line and returns, unless
-/// `AICARD_REQUIRE_PYTHON=1` makes that a failure.
-fn python() -> bool {
-    let found = std::process::Command::new("python")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("AICARD_REQUIRE_PYTHON").as_deref() != Ok("1"),
-            "python is not on PATH and AICARD_REQUIRE_PYTHON=1"
-        );
-        eprintln!("skipped: python is not on PATH (AICARD_REQUIRE_PYTHON=1 makes this fail)");
-    }
-    found
-}
-
 // ---- a hub with the manual's tabs -----------------------------------------------------------
 
 /// A hub with exec on an allowlist, a flows directory, and the scripts in its workspace.
@@ -374,7 +357,7 @@ async fn echo_answers_hello() {
 
 #[tokio::test]
 async fn set_from_shell_keeps_the_output_and_if_grep_tests_it() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -417,7 +400,7 @@ async fn parallel_echo_sends_its_text_to_both_tabs() {
 
 #[tokio::test]
 async fn from_doubao_sets_data_and_to_yuanbao_sends_it() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -498,7 +481,7 @@ async fn for_loop_echoes_five_times() {
 
 #[tokio::test]
 async fn chain_passes_each_result_to_the_next_script() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -514,7 +497,7 @@ async fn chain_passes_each_result_to_the_next_script() {
 
 #[tokio::test]
 async fn create_data_analysis_saves_three_steps_that_run() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -548,7 +531,7 @@ async fn set_threshold_sets_five() {
 /// runs with python. Run twice: over the threshold the alert runs, under it not.
 #[tokio::test]
 async fn create_monitor_saves_its_steps_and_runs_them() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -620,7 +603,7 @@ async fn create_cross_platform_gives_each_site_its_line() {
 
 #[tokio::test]
 async fn from_doubao_pipes_into_set_and_to_yuanbao_sends_raw_data() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -641,7 +624,7 @@ async fn from_doubao_pipes_into_set_and_to_yuanbao_sends_raw_data() {
 /// it stay one step; `auto_retry=3` gives every step three retries.
 #[tokio::test]
 async fn create_auto_ops_runs_the_alert_only_when_the_check_fails() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -680,7 +663,7 @@ async fn create_auto_ops_runs_the_alert_only_when_the_check_fails() {
 
 #[tokio::test]
 async fn flow_start_runs_the_named_flow() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -736,7 +719,7 @@ fn servers(path: &Path) -> Value {
 
 #[tokio::test]
 async fn mcp_list_shows_the_server_and_mcp_use_reads_the_file() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
@@ -786,7 +769,7 @@ async fn mcp_config_add_writes_mcp_json_only_for_the_person() {
 /// the whole body is one step, run as one chain: the cleanup runs whichever way the check went.
 #[tokio::test]
 async fn create_smart_finally_keeps_else_and_finally_with_their_if() {
-    if !python() {
+    if !have_python() {
         return;
     }
     let h = manual_hub().await;
