@@ -50,13 +50,14 @@
       cursor: { p: "", o: (options.initialOp || "set").toLowerCase() }
     };
     const appendStrings = options.appendStrings || (() => false);
+    const batchCursorIsSelf = options.batchCursor === "self";
     function apply(event) {
       if (event === null || typeof event !== "object" || Array.isArray(event)) return [];
       if (typeof event.p === "string") state.cursor.p = event.p;
       if (typeof event.o === "string") state.cursor.o = event.o.toLowerCase();
       const applied = [];
       applyOp(state.cursor.p, state.cursor.o, event.v, applied);
-      if ((state.cursor.o === "patch" || state.cursor.o === "batch") && applied.length > 0) {
+      if (!batchCursorIsSelf && (state.cursor.o === "patch" || state.cursor.o === "batch") && applied.length > 0) {
         const last = applied[applied.length - 1];
         state.cursor = { p: last.pathString, o: last.op };
       }
@@ -364,12 +365,15 @@
     htmlPage: "the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）"
   };
   var TROUBLE_KINDS = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss"]);
+  var CONTENT_FILTER = "content_filter";
   var RATE_LIMITED = /rate.?limit|too many requests|usage limit|HTTP 429|限流|频繁|使用上限|次数上限/i;
   var LOGIN_REASON = /log ?in|sign in|session token is stale|登录|会话令牌已过期/i;
   var CAPTCHA_REASON = /captcha|human check|人机验证|验证码/i;
-  function troubleKind(reason) {
+  var CONTENT_FILTER_REASON = /content filter|moderation|内容过滤|内容审核/i;
+  function troubleKind(reason, kinds = TROUBLE_KINDS) {
     const r = typeof reason === "string" ? reason : "";
     if (r === REASONS.htmlPage || r === REASONS.forbidden) return "site_error";
+    if (CONTENT_FILTER_REASON.test(r)) return kinds.includes(CONTENT_FILTER) ? CONTENT_FILTER : "site_error";
     if (r === REASONS.rateLimit || RATE_LIMITED.test(r)) return "rate_limited";
     if (r === REASONS.captcha || CAPTCHA_REASON.test(r)) return "captcha";
     if (r === REASONS.login || LOGIN_REASON.test(r)) return "login";
@@ -763,28 +767,123 @@
     trouble: trouble3
   };
 
+  // src/adapters/lib/citations.js
+  var MARKER = /\[(reference|citation):(\d{1,6})\]/g;
+  var PREFIXES = ["[reference:", "[citation:"];
+  var LONGEST = "[reference:".length + 6;
+  function couldBeMarker(tail) {
+    if (tail.length > LONGEST) return false;
+    for (const p of PREFIXES) {
+      if (p.startsWith(tail)) return true;
+      if (tail.startsWith(p) && /^\d*$/.test(tail.slice(p.length))) return true;
+    }
+    return false;
+  }
+  function createMarkerFilter() {
+    let held = "";
+    return {
+      push(text) {
+        const markers = [];
+        if (typeof text !== "string" || text === "") return { text: "", markers };
+        let s = (held + text).replace(MARKER, (_, kind, n) => {
+          markers.push({ kind, n: Number(n) });
+          return "";
+        });
+        held = "";
+        const i = s.lastIndexOf("[");
+        if (i >= 0 && couldBeMarker(s.slice(i))) {
+          held = s.slice(i);
+          s = s.slice(0, i);
+        }
+        return { text: s, markers };
+      },
+      flush() {
+        const s = held;
+        held = "";
+        return s;
+      }
+    };
+  }
+  function sourcesBlock(sources) {
+    const seen = /* @__PURE__ */ new Set();
+    const lines = [];
+    for (const s of Array.isArray(sources) ? sources : []) {
+      if (!s || typeof s !== "object" || typeof s.url !== "string") continue;
+      const url = s.url.trim();
+      if (!/^https?:\/\/\S+$/i.test(url) || seen.has(url)) continue;
+      seen.add(url);
+      const title = typeof s.title === "string" ? s.title.replace(/\s+/g, " ").trim() : "";
+      lines.push(`${lines.length + 1}. ${title ? `${title} — ${url}` : url}`);
+    }
+    return lines.length ? `
+
+来源 / Sources
+${lines.join("\n")}` : "";
+  }
+
   // src/adapters/deepseek.js
   var hosts4 = ["chat.deepseek.com"];
-  function emitFragmentText(out, fragment, text) {
+  var CONTENT_FILTERED = "DeepSeek withdrew the reply (content filter) / DeepSeek 撤回了回复（内容过滤）";
+  function answer(out, ctx, text) {
+    const { text: clean, markers } = ctx.markers.push(text);
+    for (const m of markers) if (m.kind === "citation") ctx.cited.push({ cite: m.n });
+    out.delta(clean);
+  }
+  function emitFragmentText(out, ctx, fragment, text) {
     if (!fragment || typeof text !== "string") return;
-    if (fragment.type === "RESPONSE") out.delta(text);
+    if (fragment.type === "RESPONSE") answer(out, ctx, text);
     else if (fragment.type === "THINK") out.reasoning(text);
   }
-  function emitFragments(out, fragments) {
-    for (const f of Array.isArray(fragments) ? fragments : []) emitFragmentText(out, f, f && f.content);
+  function emitFragments(out, ctx, fragments) {
+    for (const f of Array.isArray(fragments) ? fragments : []) emitFragmentText(out, ctx, f, f && f.content);
   }
-  function emitApplied(out, root, leaf) {
+  function emitApplied(out, ctx, leaf) {
+    const root = ctx.patch.root;
     const path = leaf.path;
-    if (path[0] !== "response" || leaf.op !== "append") return;
+    if (path[0] !== "response") return;
+    if (path.length === 4 && path[1] === "fragments" && path[3] === "references" && Array.isArray(leaf.value)) {
+      if (dig(root, "response", "fragments", path[2], "type") === "RESPONSE") ctx.cited.push({ refs: leaf.value });
+      return;
+    }
+    if (leaf.op !== "append") return;
     if (path.length === 4 && path[1] === "fragments" && path[3] === "content") {
-      emitFragmentText(out, dig(root, "response", "fragments", path[2]), leaf.value);
+      emitFragmentText(out, ctx, dig(root, "response", "fragments", path[2]), leaf.value);
     } else if (path.length === 2 && path[1] === "fragments") {
-      emitFragments(out, Array.isArray(leaf.value) ? leaf.value : [leaf.value]);
+      emitFragments(out, ctx, Array.isArray(leaf.value) ? leaf.value : [leaf.value]);
     } else if (path.length === 2 && path[1] === "content" && typeof leaf.value === "string") {
-      out.delta(leaf.value);
+      answer(out, ctx, leaf.value);
     } else if (path.length === 2 && path[1] === "thinking_content" && typeof leaf.value === "string") {
       out.reasoning(leaf.value);
     }
+  }
+  var isObject3 = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+  function citedSources(ctx) {
+    const response = dig(ctx.patch.root, "response");
+    if (!isObject3(response)) return [];
+    const fragments = Array.isArray(response.fragments) ? response.fragments.filter(isObject3) : [];
+    const byId = new Map(fragments.map((f) => [f.id, f]));
+    const pool = [response.search_results, ...fragments.map((f) => f.results)].flatMap((list) => Array.isArray(list) ? list.filter(isObject3) : []);
+    const sources = [];
+    for (const c of ctx.cited) {
+      if (c.refs) {
+        for (const ref of c.refs) {
+          const f = isObject3(ref) ? byId.get(ref.id) : void 0;
+          if (!f) continue;
+          if (isObject3(f.result)) sources.push(f.result);
+          else if (Array.isArray(f.results)) sources.push(...f.results.filter(isObject3));
+        }
+      } else {
+        const hit = pool.find((r) => r.cite_index !== null && r.cite_index !== void 0 && Number(r.cite_index) === c.cite);
+        if (hit) sources.push(hit);
+      }
+    }
+    return sources;
+  }
+  function finish(out, ctx) {
+    if (out.finished) return;
+    out.delta(ctx.markers.flush());
+    out.delta(sourcesBlock(citedSources(ctx)));
+    out.done();
   }
   function onEvent4(record, out, ctx) {
     if (record.event === "hint") {
@@ -793,7 +892,7 @@
       return;
     }
     if (record.event === "close") {
-      out.done();
+      finish(out, ctx);
       return;
     }
     if (record.event !== "message") return;
@@ -803,20 +902,21 @@
       out.error(frame.msg, frame.code);
       return;
     }
-    if (!("p" in frame) && frame.v && typeof frame.v === "object" && !Array.isArray(frame.v) && "response" in frame.v) {
+    if (!("p" in frame) && isObject3(frame.v) && "response" in frame.v) {
       ctx.patch.root = frame.v;
-      const response = frame.v.response || {};
-      if (typeof response.thinking_content === "string") out.reasoning(response.thinking_content);
-      if (typeof response.content === "string") out.delta(response.content);
-      emitFragments(out, response.fragments);
+      const response2 = frame.v.response || {};
+      if (typeof response2.thinking_content === "string") out.reasoning(response2.thinking_content);
+      if (typeof response2.content === "string") answer(out, ctx, response2.content);
+      emitFragments(out, ctx, response2.fragments);
     } else if ("v" in frame) {
-      for (const leaf of ctx.patch.apply(frame)) emitApplied(out, ctx.patch.root, leaf);
+      for (const leaf of ctx.patch.apply(frame)) emitApplied(out, ctx, leaf);
     } else {
       return;
     }
-    const status = dig(ctx.patch.root, "response", "status");
-    if (status === "FINISHED" || status === "INCOMPLETE") out.done();
-    else if (status === "CONTENT_FILTER") out.error("DeepSeek filtered the reply / 回复被内容过滤", "CONTENT_FILTER");
+    const response = dig(ctx.patch.root, "response");
+    const status = dig(response, "status");
+    if (status === "CONTENT_FILTER" || dig(response, "quasi_status") === "CONTENT_FILTER") out.error(CONTENT_FILTERED, "content_filter");
+    else if (status === "FINISHED" || status === "INCOMPLETE") finish(out, ctx);
   }
   var trouble4 = makeTrouble({
     codes: {
@@ -836,7 +936,13 @@
       onEvent: onEvent4,
       trouble: trouble4,
       init: () => ({
-        patch: createPatchState({ initialOp: "SET", appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p) })
+        patch: createPatchState({
+          initialOp: "SET",
+          appendStrings: (p) => /(^|\/)(content|thinking_content)$/.test(p),
+          batchCursor: "self"
+        }),
+        markers: createMarkerFilter(),
+        cited: []
       })
     }),
     input: {
@@ -1461,7 +1567,30 @@
   var endpointHosts = [...hosts8, "chat2.qianwen.com", "qianwen.biz.aliyun.com"];
   var DEEP_THINK_MARK = /\[\(deep_think\)\]/g;
   function init2() {
-    return { answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer(), summary: createSnapshotDiffer(), format: null };
+    return {
+      answer: createSnapshotDiffer(),
+      reasoning: createSnapshotDiffer(),
+      summary: createSnapshotDiffer(),
+      format: null,
+      candidates: /* @__PURE__ */ new Map()
+      // chat.qwen.ai: response_id → response_index, from `response.created`
+    };
+  }
+  function onCreated(created, ctx) {
+    if (!created || typeof created !== "object" || typeof created.response_id !== "string") return;
+    const index = Number(created.response_index);
+    ctx.candidates.set(created.response_id, Number.isFinite(index) ? index : Infinity);
+  }
+  function shownCandidate(ctx) {
+    let best = null;
+    let bestIndex = Infinity;
+    for (const [id, index] of ctx.candidates) {
+      if (best === null || index < bestIndex) {
+        best = id;
+        bestIndex = index;
+      }
+    }
+    return best;
   }
   function onCn(frame, out, ctx) {
     if (frame.error_code && frame.error_code !== 0 || frame.success === false) {
@@ -1474,23 +1603,24 @@
       return;
     }
     const messages = Array.isArray(data.messages) ? data.messages : [];
-    let answer = null;
+    let answer2 = null;
     let reasoning = null;
     for (const m of messages) {
       if (!m || typeof m !== "object") continue;
-      if ((m.mime_type === "multi_load/iframe" || m.mime_type === "text/plain") && typeof m.content === "string") answer = m.content;
+      if ((m.mime_type === "multi_load/iframe" || m.mime_type === "text/plain") && typeof m.content === "string") answer2 = m.content;
       for (const item of Array.isArray(dig(m, "meta_data", "multi_load")) ? m.meta_data.multi_load : []) {
         const think = dig(item, "content", "think_content");
         if (item && item.type === "deep_think" && typeof think === "string") reasoning = think;
       }
     }
     if (reasoning !== null) out.reasoning(ctx.reasoning.next(reasoning));
-    if (answer !== null) out.delta(ctx.answer.next(answer.replace(DEEP_THINK_MARK, "")));
+    if (answer2 !== null) out.delta(ctx.answer.next(answer2.replace(DEEP_THINK_MARK, "")));
     if (data.status === "complete") out.done();
   }
   function onIntl(frame, out, ctx) {
     const delta = dig(frame, "choices", 0, "delta");
     if (!delta || typeof delta !== "object") return;
+    if (ctx.candidates.size > 0 && typeof frame.response_id === "string" && frame.response_id !== shownCandidate(ctx)) return;
     const phase = delta.phase;
     if (phase === "thinking_summary") {
       const list = dig(delta, "extra", "summary_thought", "content");
@@ -1524,7 +1654,10 @@
       out.error(frame.error.details || frame.error.message || "Qwen error / 通义千问出错", frame.error.code || "error");
       return;
     }
-    if ("choices" in frame) {
+    if ("response.created" in frame) {
+      ctx.format = "intl";
+      onCreated(frame["response.created"], ctx);
+    } else if ("choices" in frame) {
       ctx.format = "intl";
       onIntl(frame, out, ctx);
     } else if ("communication" in frame || dig(frame, "data", "messages") !== void 0 || "error_code" in frame) {
@@ -1619,7 +1752,13 @@
     }
     if (/^<[^>]*>$/.test(data) || data.endsWith("<sid>")) return;
     if (!BASE64.test(data)) return;
-    const text = ctx.decoder.decode(base64Bytes(data));
+    let text;
+    try {
+      text = ctx.decoder.decode(base64Bytes(data), { stream: true });
+    } catch {
+      ctx.decoder = new TextDecoder("utf-8", { fatal: true });
+      return;
+    }
     if (text.startsWith(THINK_MARK)) {
       out.reasoning(text.slice(THINK_MARK.length));
       return;
@@ -1669,7 +1808,7 @@
     createParser: sseParser({
       onEvent: onEvent7,
       trouble: trouble9,
-      init: () => ({ decoder: createUtf8Decoder(), error: null }),
+      init: () => ({ decoder: new TextDecoder("utf-8", { fatal: true }), error: null }),
       atEof: (out, ctx) => {
         if (ctx.error !== null) siteError(out, ctx.error);
       }
@@ -3824,7 +3963,7 @@ ${codeText(el)}
             if (s) s.push(encoder.encode(fresh));
           }
         };
-        const finish = () => {
+        const finish2 = () => {
           if (finished) return;
           finished = true;
           if (xhr.status === 0) {
@@ -3845,7 +3984,7 @@ ${codeText(el)}
         xhr.addEventListener("readystatechange", wrap(() => {
           if (xhr.readyState === 2) open();
           else if (xhr.readyState === 3) drain();
-          else if (xhr.readyState === 4) finish();
+          else if (xhr.readyState === 4) finish2();
         }));
         xhr.addEventListener("progress", wrap(drain));
         xhr.addEventListener("abort", wrap(() => {

@@ -3,7 +3,10 @@
 //   answer as a CUMULATIVE `multi_load/iframe` message (deep-think in `meta_data.multi_load[]`); ends with
 //   `data.status:"complete"` / `event:complete` + `data:true`.
 // - chat.qwen.ai `/api/v2/chat/completions`: incremental `choices[0].delta` with `phase` (answer / think /
-//   thinking_summary); ends on `status:"finished"` in the answer phase, or at end of body.
+//   thinking_summary); ends on `status:"finished"` in the answer phase, or at end of body. The site may stream
+//   two candidates at once (a `response.created` per `response_index`, every delta tagged `response_id`,
+//   interleaved): only the one the page shows counts (response_index 0, else the lowest announced), and its
+//   own finish ends the turn (docs/sites/qwen.md).
 // - legacy tongyi (tongyi.aliyun.com → qianwen.biz.aliyun.com `/dialog/conversation`): cumulative `contents[]`,
 //   ends on `msgStatus:"finished"` or `[DONE]`.
 
@@ -17,7 +20,30 @@ const endpointHosts = [...hosts, 'chat2.qianwen.com', 'qianwen.biz.aliyun.com'];
 const DEEP_THINK_MARK = /\[\(deep_think\)\]/g;
 
 function init() {
-  return { answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer(), summary: createSnapshotDiffer(), format: null };
+  return {
+    answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer(), summary: createSnapshotDiffer(), format: null,
+    candidates: new Map(), // chat.qwen.ai: response_id → response_index, from `response.created`
+  };
+}
+
+/** chat.qwen.ai: note a candidate the stream opens. */
+function onCreated(created, ctx) {
+  if (!created || typeof created !== 'object' || typeof created.response_id !== 'string') return;
+  const index = Number(created.response_index);
+  ctx.candidates.set(created.response_id, Number.isFinite(index) ? index : Infinity);
+}
+
+/** chat.qwen.ai: the candidate the page shows (response_index 0, else the lowest announced one), or null. */
+function shownCandidate(ctx) {
+  let best = null;
+  let bestIndex = Infinity;
+  for (const [id, index] of ctx.candidates) {
+    if (best === null || index < bestIndex) {
+      best = id;
+      bestIndex = index;
+    }
+  }
+  return best;
 }
 
 function onCn(frame, out, ctx) {
@@ -49,6 +75,8 @@ function onCn(frame, out, ctx) {
 function onIntl(frame, out, ctx) {
   const delta = dig(frame, 'choices', 0, 'delta');
   if (!delta || typeof delta !== 'object') return;
+  // With candidates announced, another candidate's delta is not the shown answer (an untagged one still counts).
+  if (ctx.candidates.size > 0 && typeof frame.response_id === 'string' && frame.response_id !== shownCandidate(ctx)) return;
   const phase = delta.phase;
   if (phase === 'thinking_summary') {
     const list = dig(delta, 'extra', 'summary_thought', 'content');
@@ -84,7 +112,10 @@ function onEvent(record, out, ctx) {
     out.error(frame.error.details || frame.error.message || 'Qwen error / 通义千问出错', frame.error.code || 'error');
     return;
   }
-  if ('choices' in frame) {
+  if ('response.created' in frame) {
+    ctx.format = 'intl';
+    onCreated(frame['response.created'], ctx);
+  } else if ('choices' in frame) {
     ctx.format = 'intl';
     onIntl(frame, out, ctx);
   } else if ('communication' in frame || dig(frame, 'data', 'messages') !== undefined || 'error_code' in frame) {
@@ -94,7 +125,7 @@ function onEvent(record, out, ctx) {
     ctx.format = 'legacy';
     onLegacy(frame, out, ctx);
   }
-  // `response.created` (chat.qwen.ai) and other envelopes carry no text
+  // other envelopes carry no text
 }
 
 const trouble = makeTrouble({

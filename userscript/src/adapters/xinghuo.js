@@ -8,7 +8,6 @@
 import { parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
-import { createUtf8Decoder } from './lib/utf8.js';
 
 const hosts = ['xinghuo.xfyun.cn'];
 const THINK_MARK = '<deep_x1>';
@@ -56,7 +55,14 @@ function onEvent(record, out, ctx) {
   }
   if (/^<[^>]*>$/.test(data) || data.endsWith('<sid>')) return; // `<kx>`, the `…<sid>` line: control
   if (!BASE64.test(data)) return; // not a base64 piece: unknown control line
-  const text = ctx.decoder.decode(base64Bytes(data));
+  let text;
+  try {
+    text = ctx.decoder.decode(base64Bytes(data), { stream: true });
+  } catch {
+    // base64-looking but not UTF-8 (another format's bare word such as `text` or `true`): not answer text
+    ctx.decoder = new TextDecoder('utf-8', { fatal: true });
+    return;
+  }
   if (text.startsWith(THINK_MARK)) {
     out.reasoning(text.slice(THINK_MARK.length));
     return;
@@ -111,7 +117,7 @@ export default {
   createParser: sseParser({
     onEvent,
     trouble,
-    init: () => ({ decoder: createUtf8Decoder(), error: null }),
+    init: () => ({ decoder: new TextDecoder('utf-8', { fatal: true }), error: null }),
     atEof: (out, ctx) => {
       if (ctx.error !== null) siteError(out, ctx.error);
     },

@@ -35,13 +35,40 @@ function expectError(site, bytes, code, label) {
   }
 }
 
+const readFixture = (name) => readFileSync(new URL(name, dir), 'utf8');
+const short = (s) => (s.length > 40 ? `${s.slice(0, 40)}…` : s);
+
 for (const f of manifest.streams) {
-  test(`reference sample ${f.file} → ${JSON.stringify(f.answer)}`, () => {
-    const text = readFileSync(new URL(f.file, dir), 'utf8');
-    expectText(f.site, utf8(text), f.answer, f.reasoning, f.file);
-    expectText(f.site, utf8(text.replace(/\n/g, '\r\n')), f.answer, f.reasoning, `${f.file} (CRLF)`);
+  const answer = f.answerFile ? readFixture(f.answerFile) : f.answer;
+  const reasoning = f.reasoningFile ? readFixture(f.reasoningFile) : f.reasoning;
+  test(`${f.kind || 'reference sample'} ${f.file} → ${JSON.stringify(short(answer))}`, () => {
+    const text = readFixture(f.file);
+    expectText(f.site, utf8(text), answer, reasoning, f.file);
+    expectText(f.site, utf8(text.replace(/\n/g, '\r\n')), answer, reasoning, `${f.file} (CRLF)`);
   });
 }
+
+// Streams a site ends with an error: one error with the code, no done, and nothing that looks like a citation
+// marker in the text that streamed before it.
+for (const f of manifest.streamErrors || []) {
+  test(`${f.kind} ${f.file} → error ${f.code}`, () => {
+    const text = readFixture(f.file);
+    for (const bytes of [utf8(text), utf8(text.replace(/\n/g, '\r\n'))]) {
+      expectError(f.site, bytes, f.code, f.file);
+      const s = summarize(runParser(adapter(f.site), [bytes]));
+      assert.doesNotMatch(s.answer, /\[(reference|citation):\d+\]/, `${f.file}: no citation marker as text`);
+    }
+  });
+}
+
+test('every capture and constructed stream says where it comes from, when, and under what licence', () => {
+  for (const f of [...manifest.streams, ...(manifest.streamErrors || [])]) {
+    if (!f.kind) continue; // the reference's own samples (shared/reference/sse-formats.md)
+    assert.ok(['capture', 'constructed'].includes(f.kind), `${f.file}: kind`);
+    for (const field of ['source', 'date', 'licence']) assert.ok(f[field], `${f.file}: ${field}`);
+    if (f.kind === 'constructed') assert.match(f.file, /constructed/, `${f.file}: a constructed stream says so in its name`);
+  }
+});
 
 for (const f of manifest.requests) {
   test(`reference request ${f.file} → prompt ${JSON.stringify(f.prompt)}`, () => {

@@ -8,6 +8,7 @@ import { createLengthPrefixedReader, scanJsonValue } from '../../src/adapters/li
 import { createConnectReader, encodeConnectFrame } from '../../src/adapters/lib/connect.js';
 import { createSnapshotDiffer } from '../../src/adapters/lib/snapshot.js';
 import { createPatchState } from '../../src/adapters/lib/patch.js';
+import { createMarkerFilter, sourcesBlock } from '../../src/adapters/lib/citations.js';
 import { createOutput } from '../../src/adapters/lib/stream.js';
 import { parseRequestUrl } from '../../src/adapters/lib/url.js';
 
@@ -121,6 +122,56 @@ test('patch state: inherited path/op, negative indexes, batch with relative path
   assert.deepEqual(q.root, { message: { content: { parts: ['hi'] }, 'a/b': 2 } });
 });
 
+test('patch state, DeepSeek cursor: a bare {"v":[…]} after a BATCH continues at the batch\'s own path', () => {
+  const p = createPatchState({ initialOp: 'SET', appendStrings: (path) => path.endsWith('/content'), batchCursor: 'self' });
+  p.root = { response: { fragments: [{ type: 'RESPONSE', content: 'a', references: [] }], status: 'WIP' } };
+  p.apply({ p: 'response', o: 'BATCH', v: [{ p: 'accumulated_token_usage', v: 9 }, { p: 'quasi_status', v: 'FINISHED' }] });
+  const leaves = p.apply({ v: [{ p: 'status', v: 'CONTENT_FILTER' }, { p: 'quasi_status', v: 'CONTENT_FILTER' }] });
+  assert.deepEqual(leaves.map((l) => l.pathString), ['response/status', 'response/quasi_status']);
+  assert.equal(p.root.response.status, 'CONTENT_FILTER');
+  p.apply({ p: 'response/fragments/-1', o: 'BATCH', v: [{ p: 'content', o: 'APPEND', v: 'x' }, { p: 'references', o: 'SET', v: [{ id: 3 }] }] });
+  p.apply({ v: [{ p: 'content', o: 'APPEND', v: 'y' }, { p: 'references', v: [{ id: 4 }] }] });
+  assert.deepEqual(p.root.response.fragments[0], { type: 'RESPONSE', content: 'axy', references: [{ id: 4 }] });
+  // a bare string after a BATCH is no op this shape knows: it changes nothing
+  assert.deepEqual(p.apply({ v: 'stray' }), []);
+  assert.equal(p.root.response.fragments[0].content, 'axy');
+  assert.deepEqual(p.cursor, { p: 'response/fragments/-1', o: 'batch' });
+});
+
+test('citation markers: dropped wherever a read cuts them, look-alikes kept, numbers reported', () => {
+  const text = '晴[citation:2]，a[1] [citation] [reference:12][reference:3]。[ref';
+  const want = '晴，a[1] [citation] 。[ref';
+  for (let cut = 1; cut <= text.length; cut += 1) {
+    const f = createMarkerFilter();
+    let got = '';
+    const markers = [];
+    for (let i = 0; i < text.length; i += cut) {
+      const r = f.push(text.slice(i, i + cut));
+      got += r.text;
+      markers.push(...r.markers);
+    }
+    got += f.flush();
+    assert.equal(got, want, `pieces of ${cut}`);
+    assert.deepEqual(markers, [{ kind: 'citation', n: 2 }, { kind: 'reference', n: 12 }, { kind: 'reference', n: 3 }]);
+  }
+  const f = createMarkerFilter();
+  assert.deepEqual(f.push('see [citation:'), { text: 'see ', markers: [] });
+  assert.deepEqual(f.push('x]'), { text: '[citation:x]', markers: [] });
+});
+
+test('sources block: numbered, one line per distinct http(s) URL, titles on one line', () => {
+  assert.equal(sourcesBlock([]), '');
+  assert.equal(sourcesBlock([{ title: 'no url' }, { url: 'javascript:alert(1)', title: 'x' }]), '');
+  assert.equal(
+    sourcesBlock([
+      { title: ' 广州\n天气 ', url: 'https://a.example/1' },
+      { title: 'again', url: 'https://a.example/1' },
+      { url: 'http://b.example/' },
+    ]),
+    '\n\n来源 / Sources\n1. 广州 天气 — https://a.example/1\n2. http://b.example/',
+  );
+});
+
 test('output: one terminal event, nothing after it, empty text dropped', () => {
   const out = createOutput();
   out.delta('');
@@ -154,4 +205,15 @@ test('trouble reasons map to the kinds the hub acts on', async () => {
   assert.equal(troubleKind(trouble(429, '')), 'rate_limited');
   assert.equal(troubleKind(trouble(403, '<html>cf-chl captcha</html>')), 'captcha');
   assert.equal(troubleKind(trouble(401, '')), 'login');
+});
+
+test('a withdrawn reply is content_filter once the receiver accepts that kind, site_error until then', async () => {
+  const { troubleKind, TROUBLE_KINDS, CONTENT_FILTER } = await import('../../src/adapters/lib/trouble.js');
+  const { CONTENT_FILTERED } = await import('../../src/adapters/deepseek.js');
+  const accepting = [...TROUBLE_KINDS, CONTENT_FILTER];
+  for (const reason of [CONTENT_FILTERED, 'Qianwen blocked the reply (moderation) / 千问拦截了回复（内容审核）']) {
+    assert.equal(troubleKind(reason, accepting), 'content_filter', reason);
+    assert.equal(troubleKind(reason), TROUBLE_KINDS.includes(CONTENT_FILTER) ? 'content_filter' : 'site_error', reason);
+  }
+  assert.equal(troubleKind('rate limited by the site (HTTP 429) / 站点限流（HTTP 429）', accepting), 'rate_limited');
 });

@@ -3,14 +3,16 @@
 // An event is `{p?, o?, v}`: `p` a slash path ("/message/content/parts/0" or "response/fragments/-1/content";
 // negative indexes count from the end), `o` the op. Omitted `p`/`o` inherit the previous event's, so
 // `{"v":"text"}` appends to the last path. `patch`/`BATCH` carry a list of sub-ops whose paths are relative to
-// the parent path and whose op defaults to set; after a batch, the last sub-op is the one a bare `{"v":…}`
-// continues. Ops (case-insensitive): add, set/replace, append, remove/delete,
-// truncate, patch/batch.
+// the parent path and whose op defaults to set. What a bare `{"v":…}` continues after a batch is per site
+// (`options.batchCursor`): DeepSeek's continues at the batch's own path as a batch (`'self'`: real captures
+// send `{"v":[…sub-ops…]}` right after a BATCH, e.g. the CONTENT_FILTER withdrawal at `response`); ChatGPT's is
+// assumed to continue the last sub-op (`'last'`, the default). Ops (case-insensitive): add, set/replace,
+// append, remove/delete, truncate, patch/batch.
 
 /**
  * Create a patch state. `options.initialOp` is the op used before any event names one (DeepSeek: SET);
  * `options.appendStrings(pathString)` may force string values at some paths to append (DeepSeek's content
- * paths, which most clients always append).
+ * paths, which most clients always append). `options.batchCursor`: `'last'` (default) or `'self'`, see above.
  */
 export function createPatchState(options = {}) {
   const state = {
@@ -18,6 +20,7 @@ export function createPatchState(options = {}) {
     cursor: { p: '', o: (options.initialOp || 'set').toLowerCase() },
   };
   const appendStrings = options.appendStrings || (() => false);
+  const batchCursorIsSelf = options.batchCursor === 'self';
 
   function apply(event) {
     if (event === null || typeof event !== 'object' || Array.isArray(event)) return [];
@@ -25,7 +28,7 @@ export function createPatchState(options = {}) {
     if (typeof event.o === 'string') state.cursor.o = event.o.toLowerCase();
     const applied = [];
     applyOp(state.cursor.p, state.cursor.o, event.v, applied);
-    if ((state.cursor.o === 'patch' || state.cursor.o === 'batch') && applied.length > 0) {
+    if (!batchCursorIsSelf && (state.cursor.o === 'patch' || state.cursor.o === 'batch') && applied.length > 0) {
       // a later bare `{"v":…}` continues the last sub-op (its absolute path and op)
       const last = applied[applied.length - 1];
       state.cursor = { p: last.pathString, o: last.op };

@@ -15,18 +15,29 @@ export const REASONS = {
 /** The `task_update.trouble` kinds the hub acts on (SPEC §10): cool down, or park until a person acts. */
 export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss']);
 
+/**
+ * The site withdrew or blocked the reply (DeepSeek's CONTENT_FILTER, Qianwen's moderation): the task fails
+ * and the withdrawn text is never the answer. Reported as this kind once the hub and the core's `TROUBLES`
+ * (src/core/protocol.js) accept it; until then `troubleKind` answers `site_error` for it.
+ */
+export const CONTENT_FILTER = 'content_filter';
+
 const RATE_LIMITED = /rate.?limit|too many requests|usage limit|HTTP 429|限流|频繁|使用上限|次数上限/i;
 const LOGIN_REASON = /log ?in|sign in|session token is stale|登录|会话令牌已过期/i;
 const CAPTCHA_REASON = /captcha|human check|人机验证|验证码/i;
+const CONTENT_FILTER_REASON = /content filter|moderation|内容过滤|内容审核/i;
 
 /**
  * The kind of a trouble reason (what `makeTrouble` returned, or a site code's reason): the hub
- * cools a `rate_limited` tab and parks a `captcha` or `login` one until a person acts.
+ * cools a `rate_limited` tab and parks a `captcha` or `login` one until a person acts. `kinds` are the
+ * kinds the receiver accepts (default `TROUBLE_KINDS`); a withdrawn reply is `content_filter` when they
+ * include it, else `site_error`.
  */
-export function troubleKind(reason) {
+export function troubleKind(reason, kinds = TROUBLE_KINDS) {
   const r = typeof reason === 'string' ? reason : '';
   // A web page instead of a stream may be a login page or not: the site failed, nothing more.
   if (r === REASONS.htmlPage || r === REASONS.forbidden) return 'site_error';
+  if (CONTENT_FILTER_REASON.test(r)) return kinds.includes(CONTENT_FILTER) ? CONTENT_FILTER : 'site_error';
   if (r === REASONS.rateLimit || RATE_LIMITED.test(r)) return 'rate_limited';
   if (r === REASONS.captcha || CAPTCHA_REASON.test(r)) return 'captcha';
   if (r === REASONS.login || LOGIN_REASON.test(r)) return 'login';
