@@ -1,11 +1,14 @@
 // Mock chat.deepseek.com: a React-style textarea composer and `POST /api/v0/chat/completion` answered with
-// DeepSeek's SSE fragment patches (reference §1), thinking on/off, 2025 spacing, user stop, and hint errors.
+// DeepSeek's SSE fragment patches (reference §1), thinking on/off, 2025 spacing, user stop, hint errors, and
+// the withdrawal (`content-filter`: the answer streams, then a bare `{"v":[…]}` after a BATCH sets `status`
+// CONTENT_FILTER at `response` and swaps in a TEMPLATE_RESPONSE refusal, as in the captures in
+// docs/sites/deepseek.md).
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { hostileSse, prepare, spacedJson, sseEvent } from './lib/wire.js';
 
-const variants = ['default', 'thinking', 'spaced-2025', 'stopped', 'error-hint'];
+const variants = ['default', 'thinking', 'spaced-2025', 'stopped', 'error-hint', 'content-filter'];
 
 function snapshot(fragments, thinking) {
   return {
@@ -63,6 +66,15 @@ function stream(args = {}) {
   }
   if (variant === 'stopped') {
     events.push(data({ p: 'response/status', v: 'INCOMPLETE' }));
+  } else if (variant === 'content-filter') {
+    events.push(data({ p: 'response/fragments', v: [{ id: 3, type: 'TIP', content: '本回答由 AI 生成，内容仅供参考，请仔细甄别。', style: 'WARNING', hide_on_wip: true }] }));
+    events.push(data({ p: 'response', o: 'BATCH', v: [{ p: 'accumulated_token_usage', v: 49 }, { p: 'quasi_status', v: 'FINISHED' }] }));
+    events.push(data({ v: [
+      { p: 'ban_regenerate', v: true }, { p: 'status', v: 'CONTENT_FILTER' },
+      { p: 'fragments', v: [{ id: 4, type: 'TEMPLATE_RESPONSE', content: '你好，这个问题我暂时无法回答，让我们换个话题再聊聊吧。' }] },
+      { p: 'quasi_status', v: 'CONTENT_FILTER' },
+    ] }));
+    events.push(sseEvent({ event: 'finish', data: '{}' }));
   } else {
     events.push(data({ p: 'response', o: 'BATCH', v: [{ p: 'accumulated_token_usage', v: 49 }, { p: 'quasi_status', v: 'FINISHED' }] }));
     events.push(data({ p: 'response/status', o: 'SET', v: 'FINISHED' }));
@@ -114,7 +126,7 @@ export default {
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'text/event-stream; charset=utf-8', hosts: ['chat.deepseek.com'] }])),
   reasoningVariants: ['thinking'],
-  errorVariants: { 'error-hint': 'input_exceeds_limit' },
+  errorVariants: { 'error-hint': 'input_exceeds_limit', 'content-filter': 'content_filter' },
   stream,
   contentType: 'text/event-stream; charset=utf-8',
 };

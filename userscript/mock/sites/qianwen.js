@@ -1,14 +1,15 @@
 // Mock Qwen / Qianwen: one textarea page on three hosts. www.qianwen.com posts to `/api/v2/chat` and gets
 // cumulative `event:message` frames (reference §4a, incl. deep-think, the aurora `event:complete` ending,
 // an error envelope); chat.qwen.ai posts to `/api/v2/chat/completions` and gets incremental phase deltas
-// (§4b, incl. thinking summary and think phases, error); tongyi.aliyun.com gets the legacy cumulative format.
+// (§4b, incl. thinking summary and think phases, error, and two interleaved candidates where the page shows
+// response_index 0 and the other one finishes first); tongyi.aliyun.com gets the legacy cumulative format.
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
 import { cumulative, hostileSse, prepare, sseEvent } from './lib/wire.js';
 
 const cnVariants = ['default', 'cn-deep-think', 'cn-complete-event', 'cn-error'];
-const intlVariants = ['intl', 'intl-thinking', 'intl-error'];
+const intlVariants = ['intl', 'intl-thinking', 'intl-error', 'intl-two-candidates'];
 const variants = [...cnVariants, ...intlVariants, 'legacy-tongyi'];
 
 const COMM = { chat_assistant_name: 'MainChatAgent', chat_chain_name: 'openChat', disconnection_signal: 0, front_followup: true, llm_client_instance: 'qwen_agent_instance', reqid: '962930be419e41e0a795f062ecaa7877', sessionid: '6c330dfa5257472b958a119c99b634b4' };
@@ -62,7 +63,20 @@ function intlStream(rng, variant, tokens, thinkTokens) {
     for (const t of thinkTokens.slice(half)) events.push(delta({ content: t, phase: 'think', status: 'typing' }));
     events.push(delta({ content: '', phase: 'think', status: 'finished' }));
   }
-  for (const t of tokens) events.push(delta({ content: t, phase: 'answer', status: 'typing' }));
+  if (variant === 'intl-two-candidates') {
+    // A second candidate (response_index 1, another text) interleaved with the shown one, and finished first.
+    events.push(`data: ${JSON.stringify({ 'response.created': { chat_id: 'c1', parent_id: 'p0', response_id: 'r2', response_index: '1' } })}\n\n`);
+    const other = ['另一个', '候选', '回答'];
+    const other2 = (d) => data({ choices: [{ delta: { role: 'assistant', ...d } }], response_id: 'r2' });
+    tokens.forEach((t, i) => {
+      if (i < other.length) events.push(other2({ content: other[i], phase: 'answer', status: 'typing' }));
+      if (i === other.length) events.push(other2({ content: '', phase: 'answer', status: 'finished' }));
+      events.push(delta({ content: t, phase: 'answer', status: 'typing' }));
+    });
+    if (tokens.length <= other.length) events.push(other2({ content: '', phase: 'answer', status: 'finished' }));
+  } else {
+    for (const t of tokens) events.push(delta({ content: t, phase: 'answer', status: 'typing' }));
+  }
   events.push(data({ choices: [{ delta: { content: '', role: 'assistant', status: 'finished', phase: 'answer' } }], response_id: 'r1', usage: { input_tokens: 12, output_tokens: tokens.length } }));
   events.push(data('[DONE]').replace('"[DONE]"', '[DONE]'));
   return hostileSse(events, rng);
