@@ -2745,7 +2745,7 @@ ${codeText(el)}
   };
 
   // src/core/protocol.js
-  var TASK_STATES = Object.freeze(["accepted", "sent", "streaming", "done", "failed"]);
+  var TASK_STATES = Object.freeze(["accepted", "sent", "streaming", "done", "failed", "held"]);
   var HUB_FRAME_TYPES = Object.freeze([
     "welcome",
     "cmd_result",
@@ -2800,6 +2800,10 @@ ${codeText(el)}
     if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
     if (trouble12 !== void 0 && !TROUBLES.includes(trouble12)) throw new Error(`unknown trouble: ${trouble12}`);
     return withOptional({ type: "task_update", task_id: taskId, state }, { error, trouble: trouble12 });
+  }
+  function deliveryHeld(deliverId) {
+    if (!deliverId) throw new Error("held needs the deliver_id");
+    return { type: "task_update", deliver_id: deliverId, state: "held" };
   }
   function ack(received) {
     return { type: "ack", received };
@@ -4389,21 +4393,33 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.runs.set(ev.run_id, run);
       this.render();
     }
-    /** An agent session's `flow_event` (SPEC §17): round, the command running, why it stopped. */
+    /**
+     * An agent session's `flow_event` (SPEC §17): round, the command running, why it stopped, and
+     * what a person's Stop left undone: the `ended` event's `not_run` / `cancelled` / `jobs`, and
+     * each later `note` naming a command of the stopped turn that was not run (a note without a
+     * `run_id` belongs to the tab's newest session).
+     */
     agentEvent(ev) {
-      const id = String(ev.run_id ?? "");
       const d = ev.detail || {};
+      const id = String(ev.run_id || [...this.agents.keys()].pop() || "");
       const prev = this.agents.get(id) || {};
       const name = typeof ev.flow === "string" && ev.flow.startsWith("agent:") ? ev.flow.slice(6) : prev.name;
       this.agents.delete(id);
       const note = ev.state === "note";
+      const more = { notRun: texts(d.not_run), cancelled: texts(d.cancelled), jobs: texts(d.jobs) };
+      const listed = more.notRun.length + more.cancelled.length + more.jobs.length > 0;
+      let lists = {};
+      if (ev.state === "ended") lists = { ...more, notRun: [...prev.notRun || [], ...more.notRun] };
+      else if (note) lists = { notRun: [...prev.notRun || [], ...more.notRun], cancelled: [...prev.cancelled || [], ...more.cancelled], jobs: [...prev.jobs || [], ...more.jobs] };
       this.agents.set(id, {
+        ...lists,
         name,
-        state: (note ? prev.state : ev.state) || prev.state || "running",
+        state: (note ? prev.state : ev.state) || prev.state || (ev.run_id ? "running" : "ended"),
         round: d.round ?? prev.round,
         of: d.of ?? prev.of,
         command: ev.state === "running" ? d.command : note ? prev.command : void 0,
-        why: whyText(d.why) || (ev.state === "running" || ev.state === "sent" ? void 0 : prev.why)
+        // A note that only lists what did not run keeps the reason the session ended.
+        why: note && listed && prev.why || whyText(d.why) || (ev.state === "running" || ev.state === "sent" ? void 0 : prev.why)
       });
       const ended = [...this.agents].filter(([, a]) => a.state === "ended");
       for (const [old] of ended.slice(0, Math.max(0, ended.length - ENDED_KEPT))) this.agents.delete(old);
@@ -4418,6 +4434,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         el.append(this.el("div", null, `代理 agent${a.name ? ` ${a.name}` : ""}${round} · ${AGENT_STATES[a.state] || a.state}`));
         if (a.command) el.append(this.el("div", "cmd", `⋯ ${a.command}`.slice(0, 160)));
         if (a.why) el.append(this.note(a.why));
+        if (a.notRun?.length) el.append(this.list("not-run", "未运行 / not run", a.notRun));
+        if (a.cancelled?.length) el.append(this.list("cancelled", "已取消 / cancelled", a.cancelled));
+        if (a.jobs?.length) el.append(this.list("jobs muted", "作业 / jobs", a.jobs));
         if (a.state !== "ended") {
           const paused = a.state === "paused";
           el.append(
@@ -4429,6 +4448,11 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         wrap.append(el);
       }
       return wrap;
+    }
+    /** `LABEL: a · b · c` as text (commands are never HTML), cut to a few lines. */
+    list(className, label, items) {
+      const shown = items.map((c) => c.length > 120 ? `${c.slice(0, 119)}…` : c);
+      return this.el("div", `cmd ${className}`, `${label}: ${shown.join(" · ")}`.slice(0, 480));
     }
     row(label, value) {
       const v = this.doc.createElement("span");
@@ -4518,6 +4542,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       return b;
     }
   };
+  function texts(list) {
+    return Array.isArray(list) ? list.filter((x) => x !== null && x !== void 0 && x !== "").map(String) : [];
+  }
   function whyText(why) {
     if (!why) return void 0;
     if (typeof why === "string") return why;
@@ -4593,8 +4620,12 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   var TURN_START_MS = 2e4;
   var DOM_FALLBACK_AFTER_MS = 1500;
   var HUB_TURN_MS = 2e4;
-  var PERSON_QUIET_MS = 2e3;
-  var DRAFT_WAIT_MS = 1e4;
+  var DEFAULT_HOLD_MS = 3e3;
+  var HELD_EVERY_MS = 2e3;
+  function holdMsOf(welcome) {
+    const ms = welcome?.hold_ms;
+    return typeof ms === "number" && Number.isFinite(ms) && ms >= 0 ? ms : DEFAULT_HOLD_MS;
+  }
   var squash = (s) => String(s ?? "").replace(/\s+/g, "");
   var TaskRunner = class {
     constructor({ doc, adapter, hub, capture, timers, log, onChange, seen }) {
@@ -4604,7 +4635,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.awaitingTurn = null;
       this.waiters = /* @__PURE__ */ new Set();
       this.parked = null;
-      this.lastPersonEdit = 0;
+      this.lastPersonEdit = -Infinity;
+      this.holdMs = DEFAULT_HOLD_MS;
       this.typing = 0;
       this.hubTurn = null;
       capture.on((kind, turn, detail) => this.onCapture(kind, turn, detail));
@@ -4659,6 +4691,10 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
     get idle() {
       return !this.capture.busy && !siteShowsStop(this.doc);
+    }
+    /** The hub's `welcome` (on every connect): its hold window. */
+    welcome(frame) {
+      this.holdMs = holdMsOf(frame);
     }
     /** `flow_control` from the hub: `pause` holds queued jobs until `resume`. */
     control(frame) {
@@ -4722,10 +4758,17 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         }
       }
     }
-    /** The person changed the box (a trusted key or input event): automatic sends wait. */
+    /**
+     * The person pressed a key in the box or changed it (a trusted event, main.js): automatic
+     * sends wait. Our own writing into the box (`typing`) is not the person's.
+     */
     notePersonEdit() {
       if (this.typing > 0) return;
       this.lastPersonEdit = Date.now();
+    }
+    /** True while the person's last key press in the box is within the hold window. */
+    get personTyping() {
+      return Date.now() < this.lastPersonEdit + this.holdMs;
     }
     /** The next turn to start is the hub's: the text about to be sent, for a short while. */
     expectHubTurn(text) {
@@ -4841,24 +4884,46 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
     /**
      * Waits until an automatic send may type: the model idle (never while it streams) and the
-     * person not typing (the box unchanged for PERSON_QUIET_MS; after DRAFT_WAIT_MS it types
-     * anyway, the draft kept aside). False when the job was dropped meanwhile.
+     * person not typing (no key pressed in the box within `holdMs`; no upper limit, the hold is
+     * reported instead). False when the job was dropped meanwhile.
      */
     async waitToType(job) {
-      const started = Date.now();
       const { timers } = this;
       for (; ; ) {
-        const left = DEFAULT_TIMEOUT_MS - (Date.now() - started);
-        const idle = left > 0 && await waitFor(() => job.dropped || this.idle, { timeoutMs: left, everyMs: 100, timers });
+        const idle = await waitFor(() => job.dropped || this.idle, { timeoutMs: DEFAULT_TIMEOUT_MS, everyMs: 100, timers });
         if (job.dropped) return false;
         if (!idle) throw new Error("tab stayed busy (still streaming) / 标签页一直在输出");
-        const until = () => Math.min(this.lastPersonEdit + PERSON_QUIET_MS, started + DRAFT_WAIT_MS);
-        if (Date.now() < until()) {
-          await waitFor(() => job.dropped || Date.now() >= until(), { timeoutMs: DRAFT_WAIT_MS, everyMs: 100, timers });
-          if (job.dropped) return false;
-        }
-        if (this.idle) return true;
+        if (this.personTyping && !await this.hold(job)) return false;
+        if (this.idle && !this.personTyping) return true;
       }
+    }
+    /**
+     * Holds `job` while the person types: reports `held` now and every HELD_EVERY_MS while it
+     * lasts (the hub restarts its arrival window on each), and shows it in the panel. Resolves
+     * when the person stopped (true) or the job was dropped (false).
+     */
+    async hold(job) {
+      const report = () => {
+        if (job.deliver_id) this.hub.send(deliveryHeld(job.deliver_id));
+      };
+      let reported = Date.now();
+      report();
+      job.held = true;
+      this.onChange?.();
+      try {
+        await waitFor(() => {
+          if (job.dropped || !this.personTyping) return true;
+          if (Date.now() - reported >= HELD_EVERY_MS) {
+            reported = Date.now();
+            report();
+          }
+          return false;
+        }, { timeoutMs: Infinity, everyMs: 100, timers: this.timers });
+      } finally {
+        job.held = false;
+        this.onChange?.();
+      }
+      return !job.dropped;
     }
     /**
      * `flow_event` of an agent session (SPEC §17): when the hub pauses or ends it, its deliveries
@@ -5108,6 +5173,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     hub.on("frame", (frame) => {
       switch (frame.type) {
         case "welcome":
+          runner.welcome(frame);
           panel.update({ role: frame.role, label: frame.label ?? settings.get("label", null) });
           break;
         case "task":
@@ -5200,7 +5266,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   function describeJob(job, queued) {
     if (!job) return queued ? `排队 queued ${queued}` : "空闲 idle";
     const what = job.kind === "task" ? `${job.task_id}: ${job.prompt}` : `deliver: ${job.text}`;
-    const short = what.length > 60 ? `${what.slice(0, 57)}…` : what;
+    const cut = what.length > 60 ? `${what.slice(0, 57)}…` : what;
+    const short = job.held ? `${HELD_NOTICE} · ${cut}` : cut;
     return queued ? `${short} (+${queued})` : short;
   }
   function summarize(frame) {
@@ -5208,6 +5275,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     const out = String(r.output ?? "");
     return `${r.success === false ? "✗" : "✓"} ${frame.command || ""} ${out.length > 80 ? `${out.slice(0, 77)}…` : out}`.trim();
   }
+  var HELD_NOTICE = "等你停手 waiting until you stop typing";
   function watchPersonSubmits(doc, adapter, runner, personFallback) {
     const current = () => {
       const input = findInput(doc, adapter);

@@ -104,7 +104,10 @@ export function start(env) {
   hub.on('state', (status) => panel.update({ hub: status, role: status.role || panel.state.role }));
   hub.on('frame', (frame) => {
     switch (frame.type) {
-      case 'welcome': panel.update({ role: frame.role, label: frame.label ?? settings.get('label', null) }); break;
+      case 'welcome':
+        runner.welcome(frame);
+        panel.update({ role: frame.role, label: frame.label ?? settings.get('label', null) });
+        break;
       case 'task': case 'deliver': runner.handle(frame); break;
       case 'cancel': runner.cancel(frame.task_id); break;
       case 'flow_event':
@@ -194,7 +197,8 @@ class DeliverySeen {
 function describeJob(job, queued) {
   if (!job) return queued ? `排队 queued ${queued}` : '空闲 idle';
   const what = job.kind === 'task' ? `${job.task_id}: ${job.prompt}` : `deliver: ${job.text}`;
-  const short = what.length > 60 ? `${what.slice(0, 57)}…` : what;
+  const cut = what.length > 60 ? `${what.slice(0, 57)}…` : what;
+  const short = job.held ? `${HELD_NOTICE} · ${cut}` : cut;
   return queued ? `${short} (+${queued})` : short;
 }
 
@@ -204,9 +208,13 @@ function summarize(frame) {
   return `${r.success === false ? '✗' : '✓'} ${frame.command || ''} ${out.length > 80 ? `${out.slice(0, 77)}…` : out}`.trim();
 }
 
+/** The panel's task row while a delivery waits for the person to stop typing. */
+const HELD_NOTICE = '等你停手 waiting until you stop typing';
+
 /**
  * Notes what the person sends by hand (Enter in the box, or a click on send), and when they
- * change the box (an automatic send waits while they type).
+ * press a key in the box or change it (trusted events only: an automatic send waits while they
+ * type, tasks.js `holdMs`).
  */
 function watchPersonSubmits(doc, adapter, runner, personFallback) {
   const current = () => {

@@ -1,7 +1,8 @@
 /**
  * The floating panel: hub connection, this tab's role and label, the current task, and in the
  * master tab the running flows with pause/stop buttons, and a looping tab's agent session (round
- * k/N, the command running, why it paused or ended, Stop / Pause / Resume). Lives in a closed shadow root so page CSS
+ * k/N, the command running, why it paused or ended, what a Stop left unrun or cancelled,
+ * Stop / Pause / Resume). Lives in a closed shadow root so page CSS
  * cannot break it and page scripts cannot read it; draggable, collapsible, and it moves itself
  * out of the way of the input box.
  *
@@ -216,22 +217,34 @@ export class Panel {
     this.render();
   }
 
-  /** An agent session's `flow_event` (SPEC §17): round, the command running, why it stopped. */
+  /**
+   * An agent session's `flow_event` (SPEC §17): round, the command running, why it stopped, and
+   * what a person's Stop left undone: the `ended` event's `not_run` / `cancelled` / `jobs`, and
+   * each later `note` naming a command of the stopped turn that was not run (a note without a
+   * `run_id` belongs to the tab's newest session).
+   */
   agentEvent(ev) {
-    const id = String(ev.run_id ?? '');
     const d = ev.detail || {};
+    const id = String(ev.run_id || [...this.agents.keys()].pop() || '');
     const prev = this.agents.get(id) || {};
     const name = typeof ev.flow === 'string' && ev.flow.startsWith('agent:') ? ev.flow.slice(6) : prev.name;
     this.agents.delete(id); // re-inserted: the newest session last
     // `note` (e.g. "the model wrote a result itself") says something; the state stays.
     const note = ev.state === 'note';
+    const more = { notRun: texts(d.not_run), cancelled: texts(d.cancelled), jobs: texts(d.jobs) };
+    const listed = more.notRun.length + more.cancelled.length + more.jobs.length > 0;
+    let lists = {};
+    if (ev.state === 'ended') lists = { ...more, notRun: [...(prev.notRun || []), ...more.notRun] };
+    else if (note) lists = { notRun: [...(prev.notRun || []), ...more.notRun], cancelled: [...(prev.cancelled || []), ...more.cancelled], jobs: [...(prev.jobs || []), ...more.jobs] };
     this.agents.set(id, {
+      ...lists,
       name,
-      state: (note ? prev.state : ev.state) || prev.state || 'running',
+      state: (note ? prev.state : ev.state) || prev.state || (ev.run_id ? 'running' : 'ended'),
       round: d.round ?? prev.round,
       of: d.of ?? prev.of,
       command: ev.state === 'running' ? d.command : note ? prev.command : undefined,
-      why: whyText(d.why) || (ev.state === 'running' || ev.state === 'sent' ? undefined : prev.why),
+      // A note that only lists what did not run keeps the reason the session ended.
+      why: (note && listed && prev.why) || whyText(d.why) || (ev.state === 'running' || ev.state === 'sent' ? undefined : prev.why),
     });
     const ended = [...this.agents].filter(([, a]) => a.state === 'ended');
     for (const [old] of ended.slice(0, Math.max(0, ended.length - ENDED_KEPT))) this.agents.delete(old);
@@ -247,6 +260,9 @@ export class Panel {
       el.append(this.el('div', null, `代理 agent${a.name ? ` ${a.name}` : ''}${round} · ${AGENT_STATES[a.state] || a.state}`));
       if (a.command) el.append(this.el('div', 'cmd', `⋯ ${a.command}`.slice(0, 160)));
       if (a.why) el.append(this.note(a.why));
+      if (a.notRun?.length) el.append(this.list('not-run', '未运行 / not run', a.notRun));
+      if (a.cancelled?.length) el.append(this.list('cancelled', '已取消 / cancelled', a.cancelled));
+      if (a.jobs?.length) el.append(this.list('jobs muted', '作业 / jobs', a.jobs));
       if (a.state !== 'ended') {
         const paused = a.state === 'paused';
         el.append(this.button(paused ? 'agent-resume' : 'agent-pause', paused ? '继续 Resume' : '暂停 Pause'),
@@ -255,6 +271,12 @@ export class Panel {
       wrap.append(el);
     }
     return wrap;
+  }
+
+  /** `LABEL: a · b · c` as text (commands are never HTML), cut to a few lines. */
+  list(className, label, items) {
+    const shown = items.map((c) => (c.length > 120 ? `${c.slice(0, 119)}…` : c));
+    return this.el('div', `cmd ${className}`, `${label}: ${shown.join(' · ')}`.slice(0, 480));
   }
 
   row(label, value) {
@@ -342,6 +364,11 @@ export class Panel {
     b.textContent = text;
     return b;
   }
+}
+
+/** A list the hub sent (absent, not a list, or holding non-texts: what it holds as texts). */
+function texts(list) {
+  return Array.isArray(list) ? list.filter((x) => x !== null && x !== undefined && x !== '').map(String) : [];
 }
 
 /** The hub's reason, shown as given: a text, or an object carrying one. */

@@ -6,8 +6,11 @@
 
 export const PROTOCOL_VERSION = 1;
 
-/** Task states a tab reports in `task_update` (SPEC §2). */
-export const TASK_STATES = Object.freeze(['accepted', 'sent', 'streaming', 'done', 'failed']);
+/**
+ * Task states a tab reports in `task_update` (SPEC §2); `held`: it waits to type because the
+ * person is typing in the box (`deliveryHeld`).
+ */
+export const TASK_STATES = Object.freeze(['accepted', 'sent', 'streaming', 'done', 'failed', 'held']);
 
 /** Frame types the hub may send to a tab (SPEC §2 "Hub → client"). */
 export const HUB_FRAME_TYPES = Object.freeze([
@@ -70,6 +73,16 @@ export function taskUpdate(taskId, state, error, trouble) {
   if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
   if (trouble !== undefined && !TROUBLES.includes(trouble)) throw new Error(`unknown trouble: ${trouble}`);
   return withOptional({ type: 'task_update', task_id: taskId, state }, { error, trouble });
+}
+
+/**
+ * `task_update {deliver_id, state: "held"}` — an automatic delivery waits because the person
+ * pressed a key in the input box within the hub's `hold_ms`: sent when the hold begins and every
+ * 2 s while it lasts; the hub starts its arrival window for that delivery again on each.
+ */
+export function deliveryHeld(deliverId) {
+  if (!deliverId) throw new Error('held needs the deliver_id');
+  return { type: 'task_update', deliver_id: deliverId, state: 'held' };
 }
 
 /**

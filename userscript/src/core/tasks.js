@@ -5,12 +5,15 @@
  * put back after the prompt was sent.
  *
  * An automatic delivery (`deliver {auto_send}`, the agent loop's results, SPEC §17) waits until
- * the model is idle and the person has stopped typing in the box (at most 10 s), keeps the
- * person's draft aside while it types and sends, and puts it back; the turn it starts is the
- * hub's, never reported as the person's input. An agent session that the hub pauses or ends drops
- * its deliveries not yet typed.
+ * the model is idle and the person has not pressed a key in the box for the hub's `hold_ms`
+ * (welcome; 3 s by default), with no upper limit: nothing is typed under the person's fingers.
+ * While it is held the tab says so (`task_update {deliver_id, state: "held"}`, at once and every
+ * 2 s), so the hub neither resends it nor gives up. It keeps the person's draft aside while it
+ * types and sends, and puts it back; the turn it starts is the hub's, never reported as the
+ * person's input. An agent session that the hub pauses or ends drops its deliveries not yet
+ * typed.
  */
-import { taskUpdate, userInput } from './protocol.js';
+import { deliveryHeld, taskUpdate, userInput } from './protocol.js';
 import { troubleKind } from '../adapters/lib/trouble.js';
 import { DomReplyWatcher, PAGE_READ_AFTER_MISS_MS } from './dom-fallback.js';
 import { findInput, findStopButton, insertBlock, pressSend, readInput, setInput, siteShowsStop, waitFor } from './input.js';
@@ -22,13 +25,20 @@ const TURN_START_MS = 20_000;
 const DOM_FALLBACK_AFTER_MS = 1_500;
 /** How long after pressing send the turn the hub typed may take to start. */
 const HUB_TURN_MS = 20_000;
-/** The person counts as typing while the box changed this recently. */
-export const PERSON_QUIET_MS = 2_000;
 /**
- * The longest an automatic send waits for the person to stop typing: under the hub's 15 s
- * arrival window (SPEC §17), so a draft only delays the send and never makes it "send failed".
+ * An automatic send waits while the person pressed a key in the box this recently (ms), unless
+ * the hub's `welcome` says otherwise (`hold_ms`). There is no upper limit: the tab reports the
+ * hold instead (`held`), which restarts the hub's arrival window.
  */
-export const DRAFT_WAIT_MS = 10_000;
+export const DEFAULT_HOLD_MS = 3_000;
+/** How often a held delivery is reported again while the hold lasts. */
+export const HELD_EVERY_MS = 2_000;
+
+/** The hold window a `welcome` gives: its `hold_ms` (a number ≥ 0), else the default. */
+export function holdMsOf(welcome) {
+  const ms = welcome?.hold_ms;
+  return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0 ? ms : DEFAULT_HOLD_MS;
+}
 
 /** Text compared without its whitespace (editors rewrite line breaks and trailing spaces). */
 const squash = (s) => String(s ?? '').replace(/\s+/g, '');
@@ -42,8 +52,10 @@ export class TaskRunner {
     this.waiters = new Set();
     /** `captcha` or `login` while the tab waits for the person, else null. */
     this.parked = null;
-    /** When the person last changed the input box (ms). */
-    this.lastPersonEdit = 0;
+    /** When the person last pressed a key (or typed) in the input box (ms; never: -Infinity). */
+    this.lastPersonEdit = -Infinity;
+    /** Nothing is typed automatically while the person's last key press is this recent (ms). */
+    this.holdMs = DEFAULT_HOLD_MS;
     /** > 0 while we write into the box ourselves (its input events are not the person's). */
     this.typing = 0;
     /** The turn an automatic send is about to start: `{text, until}`. */
@@ -106,6 +118,11 @@ export class TaskRunner {
     return !this.capture.busy && !siteShowsStop(this.doc);
   }
 
+  /** The hub's `welcome` (on every connect): its hold window. */
+  welcome(frame) {
+    this.holdMs = holdMsOf(frame);
+  }
+
   /** `flow_control` from the hub: `pause` holds queued jobs until `resume`. */
   control(frame) {
     if (frame.action === 'pause') this.paused = true;
@@ -166,10 +183,18 @@ export class TaskRunner {
     }
   }
 
-  /** The person changed the box (a trusted key or input event): automatic sends wait. */
+  /**
+   * The person pressed a key in the box or changed it (a trusted event, main.js): automatic
+   * sends wait. Our own writing into the box (`typing`) is not the person's.
+   */
   notePersonEdit() {
     if (this.typing > 0) return;
     this.lastPersonEdit = Date.now();
+  }
+
+  /** True while the person's last key press in the box is within the hold window. */
+  get personTyping() {
+    return Date.now() < this.lastPersonEdit + this.holdMs;
   }
 
   /** The next turn to start is the hub's: the text about to be sent, for a short while. */
@@ -298,24 +323,45 @@ export class TaskRunner {
 
   /**
    * Waits until an automatic send may type: the model idle (never while it streams) and the
-   * person not typing (the box unchanged for PERSON_QUIET_MS; after DRAFT_WAIT_MS it types
-   * anyway, the draft kept aside). False when the job was dropped meanwhile.
+   * person not typing (no key pressed in the box within `holdMs`; no upper limit, the hold is
+   * reported instead). False when the job was dropped meanwhile.
    */
   async waitToType(job) {
-    const started = Date.now();
     const { timers } = this;
     for (;;) {
-      const left = DEFAULT_TIMEOUT_MS - (Date.now() - started);
-      const idle = left > 0 && await waitFor(() => job.dropped || this.idle, { timeoutMs: left, everyMs: 100, timers });
+      const idle = await waitFor(() => job.dropped || this.idle, { timeoutMs: DEFAULT_TIMEOUT_MS, everyMs: 100, timers });
       if (job.dropped) return false;
       if (!idle) throw new Error('tab stayed busy (still streaming) / 标签页一直在输出');
-      const until = () => Math.min(this.lastPersonEdit + PERSON_QUIET_MS, started + DRAFT_WAIT_MS);
-      if (Date.now() < until()) {
-        await waitFor(() => job.dropped || Date.now() >= until(), { timeoutMs: DRAFT_WAIT_MS, everyMs: 100, timers });
-        if (job.dropped) return false;
-      }
-      if (this.idle) return true; // else the person sent something meanwhile: wait for that turn
+      if (this.personTyping && !(await this.hold(job))) return false;
+      if (this.idle && !this.personTyping) return true; // else: wait for the person's turn, or hold again
     }
+  }
+
+  /**
+   * Holds `job` while the person types: reports `held` now and every HELD_EVERY_MS while it
+   * lasts (the hub restarts its arrival window on each), and shows it in the panel. Resolves
+   * when the person stopped (true) or the job was dropped (false).
+   */
+  async hold(job) {
+    const report = () => { if (job.deliver_id) this.hub.send(deliveryHeld(job.deliver_id)); };
+    let reported = Date.now();
+    report();
+    job.held = true;
+    this.onChange?.();
+    try {
+      await waitFor(() => {
+        if (job.dropped || !this.personTyping) return true;
+        if (Date.now() - reported >= HELD_EVERY_MS) {
+          reported = Date.now();
+          report();
+        }
+        return false;
+      }, { timeoutMs: Infinity, everyMs: 100, timers: this.timers });
+    } finally {
+      job.held = false;
+      this.onChange?.();
+    }
+    return !job.dropped;
   }
 
   /**

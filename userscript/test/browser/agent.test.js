@@ -1,10 +1,11 @@
 // The tab's side of the agent loop (SPEC §17) against the stand-in hub, in the page-world shim:
 // an automatic send (`deliver {auto_send, agent}`) is typed with each site's own editor and sent
 // with its own button, the turn it starts is never reported as the person's input, the person's
-// draft only delays it (never sent with it), nothing is typed while the model streams, a session
-// the hub ends drops a delivery not yet typed, the panel shows the session and its buttons send
-// the exact control texts, and a reply cut by a reload ends with the same turn_id when the site
-// sends it again. The real hub's side: test/worlds/agent.test.js.
+// draft only delays it (held while they type, the hold reported as `held`; never sent with it),
+// nothing is typed while the model streams, a session the hub ends drops a delivery not yet
+// typed, the panel shows the session (and what a Stop left unrun or cancelled) and its buttons
+// send the exact control texts, and a reply cut by a reload ends with the same turn_id when the
+// site sends it again. The real hub's side: test/worlds/agent.test.js.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startMockServer, variantHost } from '../../mock/server.js';
@@ -29,7 +30,7 @@ after(async () => {
 
 const DRAFT = '我的草稿 not for the model ✍️';
 const RESULTS = '⟦aicard result 1/1⟧ memory search 登录 → ✓\n没有找到 / no memory matches: 登录\nround 1/25 · 完成后写 / when finished write: ?‹done FINAL›!';
-const PERSON_QUIET_MS = 2000; // src/core/tasks.js
+const HOLD_MS = 3000; // src/core/tasks.js DEFAULT_HOLD_MS: the stand-in hub's welcome names no hold_ms
 
 let deliveries = 0;
 const deliver = (session, text = RESULTS) => ({
@@ -75,7 +76,8 @@ test('every site: the results are typed and sent by the site\'s own editor, the 
         const sentBefore = mock.requests(site.name).length;
         const answer = `answer to the results on ${site.name} ✅`;
         mock.next(site.name, { answer, variant: answeringVariant(site) });
-        hub.send(client.id, deliver(`s-${site.name}`));
+        const frame = deliver(`s-${site.name}`);
+        hub.send(client.id, frame);
 
         const end = await hub.waitFrame((f) => f.clientId === client.id && f.frame.type === 'turn_end' && hub.frames.indexOf(f) >= seen,
           { timeoutMs: 20000, what: `${site.name} turn_end` });
@@ -85,8 +87,11 @@ test('every site: the results are typed and sent by the site\'s own editor, the 
         assert.equal(adapter.promptFromRequest(requests[0].body), RESULTS, 'exactly the results, typed by the site\'s editor');
         assert.ok(!requests[0].body.includes('not for the model'), 'the draft was not sent');
         const firstChunk = framesOf(client, 'chunk', seen)[0];
-        assert.ok(firstChunk.at - typedAt >= PERSON_QUIET_MS - 150, `the send waited until the person stopped typing (${firstChunk.at - typedAt} ms)`);
+        assert.ok(firstChunk.at - typedAt >= HOLD_MS - 150, `the send waited until the person stopped typing (${firstChunk.at - typedAt} ms)`);
         assert.deepEqual(framesOf(client, 'user_input', seen).map((f) => f.frame.text), [], 'the hub\'s turn is not the person\'s input');
+        const held = framesOf(client, 'task_update', seen).map((f) => f.frame);
+        assert.ok(held.length >= 1, 'the hold was reported');
+        for (const h of held) assert.deepEqual(h, { type: 'task_update', deliver_id: frame.deliver_id, state: 'held' });
         await waitBox(page, adapter, DRAFT, 'the draft is back in the box');
         assert.deepEqual(page.errors.map(String), []);
       } finally {
@@ -183,6 +188,49 @@ test('the panel shows the session: round k/N, the command running, why; its butt
     assert.match(panel.text, /已停止 \/ stopped by the person/);
     const inputs = framesOf(client, 'user_input').map((f) => f.frame.text);
     assert.deepEqual(inputs, ['?<agent pause>!', '?<agent resume>!', '?<agent stop>!']);
+  } finally {
+    await page.close();
+    client.connected = false;
+  }
+});
+
+test('after a Stop the panel lists, as text, the commands not run and those cancelled', async () => {
+  const { page, client } = await open('chatgpt', { role: 'master' });
+  try {
+    const ev = (state, detail, runId = 'sess-stop') => hub.send(client.id, { type: 'flow_event', run_id: runId, flow: 'agent:writer', state, detail: { kind: 'agent', of: 25, ...detail } });
+    const panelText = () => page.evaluate(() => window.mcpPanel().text);
+    ev('running', { round: 2, command: 'sleep 30' });
+    await page.waitForFunction(() => window.mcpPanel().text.includes('⋯ sleep 30'));
+    const evil = '<img src=x onerror="window.__aicardPwned=1">';
+    ev('ended', {
+      round: 2, why: '已停止 / stopped by the person', not_run: ['memory 第二步 step two', evil], cancelled: ['sleep 30'], jobs: ['job-7'],
+    });
+    await page.waitForFunction(() => window.mcpPanel().text.includes('已取消 / cancelled'));
+    let text = await panelText();
+    assert.ok(text.includes(`未运行 / not run: memory 第二步 step two · ${evil}`), text);
+    assert.ok(text.includes('已取消 / cancelled: sleep 30'), text);
+    assert.ok(text.includes('job-7'), text);
+    assert.ok(text.includes('已停止 / stopped by the person'), text);
+    assert.ok(!text.includes('⋯ sleep 30'), 'nothing shown as running');
+    assert.equal(await page.evaluate(() => window.__aicardPwned), undefined, 'a command is shown as text, never as HTML');
+    assert.ok(!(await page.evaluate(() => window.mcpPanel())).buttons.some((b) => b.act.startsWith('agent-')), 'no buttons once ended');
+
+    // A later command of the stopped turn, not run: a note without a session id, listed under
+    // the session that was stopped; the reason it ended stays.
+    hub.send(client.id, { type: 'flow_event', run_id: '', flow: 'agent', state: 'note', detail: { kind: 'agent', not_run: ['to kimi: 再问一次'], why: '未运行：已被停止 / not run: the person stopped the session' } });
+    await page.waitForFunction(() => window.mcpPanel().text.includes('to kimi: 再问一次'));
+    text = await panelText();
+    assert.ok(text.includes(`未运行 / not run: memory 第二步 step two · ${evil} · to kimi: 再问一次`), text);
+    assert.ok(text.includes('已停止 / stopped by the person'), text);
+    assert.equal(await page.evaluate(() => document.querySelector('aicard-panel').dataset.agent), 'ended');
+
+    // An end without the lists (or with empty ones) shows none.
+    ev('ended', { round: 1, why: '完成 / done', not_run: [], cancelled: [] }, 'sess-done');
+    await page.waitForFunction(() => window.mcpPanel().text.includes('完成 / done'));
+    text = await panelText();
+    assert.equal(text.split('未运行 / not run').length - 1, 1, 'the lists belong to the stopped session only');
+    assert.equal(text.split('已取消 / cancelled').length - 1, 1);
+    assert.deepEqual(page.errors.map(String), []);
   } finally {
     await page.close();
     client.connected = false;

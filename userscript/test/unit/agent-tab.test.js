@@ -1,8 +1,10 @@
 // The task runner's agent-loop rules without a browser (SPEC §17): which turn is the hub's, which
-// deliveries a paused or ended session drops, and that our own typing is not the person's.
+// deliveries a paused or ended session drops, that our own typing is not the person's, and the
+// hold (nothing typed while the person presses keys in the box, the hold reported as `held`).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DRAFT_WAIT_MS, TaskRunner } from '../../src/core/tasks.js';
+import { DEFAULT_HOLD_MS, HELD_EVERY_MS, TaskRunner, holdMsOf } from '../../src/core/tasks.js';
+import { fakeChatPage } from './fake-box.js';
 
 function runner() {
   const seen = new Set();
@@ -49,7 +51,8 @@ test('our own writing into the box is not the person typing', () => {
   const { r } = runner();
   r.typing = 1;
   r.notePersonEdit();
-  assert.equal(r.lastPersonEdit, 0);
+  assert.equal(r.lastPersonEdit, -Infinity);
+  assert.equal(r.personTyping, false);
   r.typing = 0;
   r.notePersonEdit();
   assert.ok(Date.now() - r.lastPersonEdit < 1000);
@@ -73,6 +76,132 @@ test('the hub resending a round that still waits here is typed once; a later rou
   assert.deepEqual(r.queue.map((j) => j.deliver_id), ['s1-r1-s5'], 'once nothing of round 1 waits, a resend is typed');
 });
 
-test('a draft delays an automatic send for less than the hub waits for it to arrive', () => {
-  assert.ok(DRAFT_WAIT_MS + 2_000 < 15_000, `draft wait ${DRAFT_WAIT_MS} ms + typing must fit the hub's 15 s arrival window`);
+const RESULTS = '⟦aicard result 1/1⟧ memory search 登录 → ✓\n没有找到 / no memory matches: 登录\nround 1/25';
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * A runner on a fake page (fake-box.js) under fake timers and a fake clock: `advance(ms)` moves
+ * time in small steps, letting the runner's promises settle between them.
+ */
+function onPage(t, welcome) {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 1_700_000_000_000 });
+  const page = fakeChatPage();
+  const frames = [];
+  const seen = new Set();
+  const r = new TaskRunner({
+    doc: page.doc, adapter: page.adapter, capture: { on() {}, busy: false }, timers: globalThis, log() {}, seen,
+    hub: { send: (frame) => frames.push({ at: Date.now(), frame }) },
+  });
+  if (welcome) r.welcome(welcome);
+  const advance = async (ms, step = 50) => {
+    for (let done = 0; done < ms; done += step) {
+      t.mock.timers.tick(step);
+      await flush();
+    }
+  };
+  /** The person presses keys in the box (main.js notes each trusted key press). */
+  const personTypes = (text) => {
+    page.box.value += text;
+    r.notePersonEdit();
+  };
+  const held = () => frames.filter((f) => f.frame.state === 'held');
+  return { r, page, frames, seen, advance, personTypes, held };
+}
+
+const deliver = (id, session = 's1') => ({ type: 'deliver', deliver_id: id, auto_send: true, text: RESULTS, agent: { session, round: 1, of: 25 } });
+
+test('the person keeps typing past 10 s: nothing is sent, the hold is reported every 2 s; once they stop, the results go and the draft comes back whole', async (t) => {
+  const { r, page, advance, personTypes, held } = onPage(t);
+  personTypes('我在写 I am writing');
+  r.handle(deliver('d-1'));
+  await flush();
+  const started = Date.now();
+  while (Date.now() - started < 15_000) {
+    await advance(400);
+    personTypes('.');
+  }
+  assert.deepEqual(page.sent, [], 'nothing typed or sent while the person types, 15 s long (the old cap was 10 s)');
+  assert.equal(page.box.value, `我在写 I am writing${'.'.repeat(38)}`, 'the person\'s text untouched');
+  const reports = held();
+  assert.ok(reports.length >= 7, `held reported at once and every 2 s: ${reports.length} times in 15 s`);
+  for (const { frame } of reports) assert.deepEqual(frame, { type: 'task_update', deliver_id: 'd-1', state: 'held' });
+  assert.equal(reports[0].at, started, 'the first report when the hold begins');
+  for (const [i, { at }] of reports.entries()) {
+    if (i) assert.ok(Math.abs(at - reports[i - 1].at - HELD_EVERY_MS) <= 100, `every 2 s (${at - reports[i - 1].at} ms)`);
+  }
+  const draft = page.box.value;
+  const stopped = Date.now();
+  await advance(DEFAULT_HOLD_MS - 200);
+  assert.deepEqual(page.sent, [], 'not within hold_ms of the last key press');
+  await advance(400);
+  assert.deepEqual(page.sent, [RESULTS], 'sent once the person stopped for hold_ms, exactly the results');
+  assert.equal(page.box.value, draft, 'the draft is back, whole');
+  const after = held().filter((f) => f.at > stopped + DEFAULT_HOLD_MS);
+  assert.deepEqual(after, [], 'no hold reported after it ended');
+  assert.equal(r.current, null);
+});
+
+test('a draft left alone: the results go after hold_ms, the draft kept aside and put back whole', async (t) => {
+  const { r, page, advance, personTypes, held } = onPage(t);
+  personTypes('half a thought, 一半的想法\nsecond line');
+  await advance(1000);
+  r.handle(deliver('d-2'));
+  await advance(1800);
+  assert.deepEqual(page.sent, [], '2.8 s after the last key press: still held');
+  assert.equal(held().length, 1, 'held reported when the hold began');
+  await advance(400);
+  assert.deepEqual(page.sent, [RESULTS], 'sent 3 s after the last key press');
+  assert.equal(page.box.value, 'half a thought, 一半的想法\nsecond line');
+
+  // Nobody typing: sent at once, no hold reported.
+  page.box.value = 'an old draft';
+  const before = held().length;
+  r.handle(deliver('d-3'));
+  await advance(100);
+  assert.deepEqual(page.sent, [RESULTS, RESULTS]);
+  assert.equal(held().length, before, 'no hold without key presses');
+  assert.equal(page.box.value, 'an old draft');
+});
+
+test('hold_ms comes from the welcome; absent, 3000', async (t) => {
+  assert.equal(holdMsOf({ type: 'welcome' }), 3000);
+  assert.equal(holdMsOf({ type: 'welcome', hold_ms: 'soon' }), 3000);
+  assert.equal(holdMsOf({ type: 'welcome', hold_ms: -1 }), 3000);
+  assert.equal(holdMsOf({ type: 'welcome', hold_ms: 0 }), 0);
+  const { r, page, advance, personTypes, held } = onPage(t, { type: 'welcome', client_id: 'c', role: 'worker', heartbeat_ms: 20000, protocol: 1, hold_ms: 8000 });
+  assert.equal(r.holdMs, 8000);
+  personTypes('x');
+  r.handle(deliver('d-4'));
+  await advance(7800);
+  assert.deepEqual(page.sent, [], 'held for the welcome\'s 8 s, not 3 s');
+  assert.equal(held().length, 4, 'held at 0, 2, 4, 6 s');
+  await advance(400);
+  assert.deepEqual(page.sent, [RESULTS]);
+
+  r.welcome({ type: 'welcome', client_id: 'c', role: 'worker', heartbeat_ms: 20000, protocol: 1, hold_ms: 500 });
+  personTypes('y');
+  r.handle(deliver('d-5'));
+  await advance(400);
+  assert.equal(page.sent.length, 1, 'held for 500 ms');
+  await advance(200);
+  assert.equal(page.sent.length, 2, 'sent after the welcome\'s 500 ms');
+
+  r.welcome({ type: 'welcome', client_id: 'c', role: 'worker', heartbeat_ms: 20000, protocol: 1 });
+  assert.equal(r.holdMs, DEFAULT_HOLD_MS, 'a welcome without hold_ms: the default');
+});
+
+test('a held delivery whose session ends is dropped: never typed, no more held', async (t) => {
+  const { r, page, seen, advance, personTypes, held } = onPage(t);
+  personTypes('typing');
+  r.handle(deliver('d-6', 's-end'));
+  await advance(2500);
+  assert.equal(held().length, 2);
+  r.agentEvent({ run_id: 's-end', state: 'ended', detail: { kind: 'agent' } });
+  await advance(200);
+  assert.equal(r.current, null, 'the held delivery stopped waiting');
+  await advance(6000);
+  assert.deepEqual(page.sent, []);
+  assert.equal(held().length, 2, 'no hold reported once dropped');
+  assert.ok(seen.has('d-6'));
+  assert.equal(page.box.value, 'typing');
 });

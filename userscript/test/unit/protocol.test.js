@@ -29,6 +29,12 @@ test('task_update states', () => {
   assert.throws(() => p.taskUpdate('k', 'failed', 'x', 'tired'), /unknown trouble/);
 });
 
+test('task_update held names the delivery, with no task_id', () => {
+  assert.deepEqual(p.deliveryHeld('s-4f2a-r3-s3'), { type: 'task_update', deliver_id: 's-4f2a-r3-s3', state: 'held' });
+  assert.throws(() => p.deliveryHeld(''), /deliver_id/);
+  assert.ok(p.TASK_STATES.includes('held'));
+});
+
 test('heartbeat', () => {
   assert.deepEqual(p.heartbeat({ time: 5, pending: 2 }), { type: 'heartbeat', time: 5, pending: 2 });
   assert.deepEqual(p.heartbeat({ time: 5, trouble: 'captcha' }), { type: 'heartbeat', time: 5, trouble: 'captcha' });
