@@ -86,6 +86,60 @@ struct Live {
     /// The observation ids a reflection was asked about in the last message, until the
     /// tab's next turn answers.
     reflection: Option<Vec<i64>>,
+    /// The session's last command and how it went (`None`: still running), for `agent status`.
+    last: Option<LastCommand>,
+    /// The model's last reply, for a caller answered while the session is paused.
+    last_text: String,
+    /// Since when it waits for the person (ms), while its caller still waits.
+    paused_at: Option<u64>,
+    /// The commands a person's Stop cancelled (the panel lists them when it ends).
+    cancelled: Vec<String>,
+}
+
+impl Live {
+    fn new(session: Session, agent: Option<AgentRecord>) -> Live {
+        Live {
+            session,
+            agent,
+            round: BTreeMap::new(),
+            round_turn: String::new(),
+            running: None,
+            waiters: Vec::new(),
+            reflection: None,
+            last: None,
+            last_text: String::new(),
+            paused_at: None,
+            cancelled: Vec::new(),
+        }
+    }
+}
+
+/// A session's last command, as `agent status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LastCommand {
+    /// The command as written.
+    pub command: String,
+    /// ✓ or ✗; none while it runs.
+    pub ok: Option<bool>,
+}
+
+impl std::fmt::Display for LastCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mark = match self.ok {
+            Some(true) => "✓",
+            Some(false) => "✗",
+            None => "…",
+        };
+        write!(f, "{mark} `{}`", self.command)
+    }
+}
+
+/// A session's command that runs now, with what cancels it.
+struct Inflight {
+    turn_id: String,
+    index: u32,
+    command: String,
+    cancel: tokio_util::sync::CancellationToken,
 }
 
 /// A session that ended, kept for `agent status` until the next one of its tab.
@@ -97,6 +151,7 @@ struct Ended {
     round: u32,
     of: u32,
     why: String,
+    last: Option<LastCommand>,
 }
 
 /// The sessions of looping tabs, by tab client id.
@@ -112,6 +167,12 @@ pub struct Loops {
     loop_on: Mutex<HashSet<String>>,
     /// Recently ended sessions, newest last (bounded).
     ended: Mutex<Vec<Ended>>,
+    /// Tabs a person stopped: nothing is typed into them automatically and their replies
+    /// start no session and run no command until the person speaks there (docs/agents.md,
+    /// "Stop is final").
+    stopped: Mutex<HashSet<String>>,
+    /// The sessions' commands running now, by tab.
+    inflight: Mutex<HashMap<String, Vec<Inflight>>>,
     /// Each agent's memory stream (observations since its last reflection), by agent name.
     streams: Mutex<HashMap<String, Stream>>,
     /// Wakes the timer task when a session changed.
@@ -142,6 +203,8 @@ impl Loops {
             live: Mutex::new(HashMap::new()),
             loop_on: Mutex::new(HashSet::new()),
             ended: Mutex::new(Vec::new()),
+            stopped: Mutex::new(HashSet::new()),
+            inflight: Mutex::new(HashMap::new()),
             streams: Mutex::new(HashMap::new()),
             wake: Notify::new(),
         })
@@ -213,34 +276,76 @@ impl Loops {
                 rec.state == "paused",
             );
             tracing::info!(session = %rec.id, tab = %rec.tab, round = rec.round, "agent session goes on after a restart");
-            self.live.lock().expect("loops").insert(
-                rec.tab.clone(),
-                Live {
-                    session,
-                    agent,
-                    round: BTreeMap::new(),
-                    round_turn: String::new(),
-                    running: None,
-                    waiters: Vec::new(),
-                    reflection: None,
-                },
-            );
+            self.live
+                .lock()
+                .expect("loops")
+                .insert(rec.tab.clone(), Live::new(session, agent));
         }
     }
 
     fn next_wake(&self) -> Option<u64> {
         let live = self.live.lock().expect("loops");
+        let pause = self.settings.task_pause_ms;
         live.values()
             .map(|l| {
-                l.session
+                let t = l
+                    .session
                     .next_wake()
-                    .map_or(l.session.deadline(), |t| t.min(l.session.deadline()))
+                    .map_or(l.session.deadline(), |t| t.min(l.session.deadline()));
+                match l.paused_at.filter(|_| !l.waiters.is_empty()) {
+                    Some(p) => t.min(p + pause),
+                    None => t,
+                }
             })
             .min()
     }
 
+    /// Callers of sessions paused longer than `--agent-task-pause-s` get their answer now:
+    /// ✗ with the pause's why and the text so far. The session stays paused; a later resume
+    /// goes on in the panel and `agent status`, and does not answer them again.
+    fn answer_paused_callers(&self, t: u64) {
+        let pause = self.settings.task_pause_ms;
+        let mut answered = Vec::new();
+        {
+            let mut live = self.live.lock().expect("loops");
+            for l in live.values_mut() {
+                let Some(p) = l.paused_at else { continue };
+                if l.waiters.is_empty() || p + pause > t {
+                    continue;
+                }
+                let why = l
+                    .session
+                    .status()
+                    .1
+                    .map(Why::text)
+                    .unwrap_or_else(|| "已暂停 / paused".into());
+                let so_far = l.last_text.trim();
+                let msg = if so_far.is_empty() {
+                    format!(
+                        "{why}（暂停超过 {} 秒 / paused for over {} s; the session waits for `?<agent resume>!`）",
+                        pause / 1000,
+                        pause / 1000
+                    )
+                } else {
+                    format!(
+                        "{why}（暂停超过 {} 秒 / paused for over {} s; the session waits for `?<agent resume>!`）\n\n目前的回复 / the reply so far:\n{so_far}",
+                        pause / 1000,
+                        pause / 1000
+                    )
+                };
+                answered.push((std::mem::take(&mut l.waiters), msg));
+            }
+        }
+        for (waiters, msg) in answered {
+            for w in waiters {
+                let _ = w.send(Err(LoopError::Ended(msg.clone())));
+            }
+        }
+    }
+
     fn tick_due(&self) {
         let t = now();
+        self.answer_paused_callers(t);
         let due: Vec<String> = {
             let live = self.live.lock().expect("loops");
             live.iter()
@@ -260,11 +365,17 @@ impl Loops {
         self.live.lock().expect("loops").contains_key(tab)
     }
 
-    /// The permissions an agent session gives its tab (its tools), if one runs there.
-    pub fn agent_permissions(&self, tab: &str) -> Option<Permissions> {
+    /// The permissions an agent session gives its tab (its tools) and the agent's memory
+    /// scope (where its memory commands go), if one runs there.
+    pub fn agent_permissions(&self, tab: &str) -> Option<(Permissions, String)> {
         let live = self.live.lock().expect("loops");
         let a = live.get(tab)?.agent.as_ref()?;
-        Some(Tool::permissions(&a.spec.tools_or_default()))
+        Some((Tool::permissions(&a.spec.tools_or_default()), scope_of(a)))
+    }
+
+    /// The agent whose session runs in `tab`, if any.
+    pub fn agent_of(&self, tab: &str) -> Option<AgentRecord> {
+        self.live.lock().expect("loops").get(tab)?.agent.clone()
     }
 
     /// `?<agent loop on|off>!` in a tab.
@@ -282,9 +393,32 @@ impl Loops {
         self.loop_on.lock().expect("loops").contains(tab)
     }
 
+    /// Whether a person stopped this tab and has not spoken there since: its replies start
+    /// no session and run no command, and nothing is typed into it automatically.
+    pub fn is_stopped(&self, tab: &str) -> bool {
+        self.stopped.lock().expect("loops").contains(tab)
+    }
+
+    /// A command of a stopped tab's reply that was not run: the panel lists it.
+    pub fn not_run(&self, tab: &str, command: &str) {
+        let frame = ServerFrame::FlowEvent {
+            run_id: String::new(),
+            flow: "agent".into(),
+            node_id: None,
+            state: "note".into(),
+            detail: Some(serde_json::json!({
+                "kind": "agent",
+                "not_run": [command.trim()],
+                "why": "未运行：已被停止 / not run: the person stopped the session",
+            })),
+        };
+        let _ = self.asks.hub().registry.send(tab, &frame);
+    }
+
     /// A command of a tab's turn is about to run (`index` in the turn). A tab that loops
     /// (`wants`: its card's `loop: true` or `agent loop on`, with the card's `max_rounds`)
-    /// and has no session gets one now. Returns whether the command belongs to a session.
+    /// and has no session gets one now (its first message will carry the primer). Returns
+    /// what cancels the command when it belongs to a session (a person's Stop does).
     pub fn command_started(
         &self,
         tab: &Arc<Client>,
@@ -292,33 +426,21 @@ impl Loops {
         index: u32,
         body: &str,
         wants: Option<Option<u32>>,
-    ) -> bool {
+    ) -> Option<tokio_util::sync::CancellationToken> {
+        if self.is_stopped(&tab.id) {
+            return None;
+        }
         let session_id = {
             let mut live = self.live.lock().expect("loops");
             if !live.contains_key(&tab.id) {
-                let Some(max_rounds) = wants.filter(|_| self.settings.enabled) else {
-                    return false;
-                };
+                let max_rounds = wants.filter(|_| self.settings.enabled)?;
                 let id = format!("s-{}", uuid::Uuid::new_v4().simple());
                 let session =
                     Session::new(&id, &tab.id, self.limits(max_rounds), rand::random(), now());
                 self.record_start(&id, None, &tab.id);
-                live.insert(
-                    tab.id.clone(),
-                    Live {
-                        session,
-                        agent: None,
-                        round: BTreeMap::new(),
-                        round_turn: String::new(),
-                        running: None,
-                        waiters: Vec::new(),
-                        reflection: None,
-                    },
-                );
+                live.insert(tab.id.clone(), Live::new(session, None));
             }
-            let Some(l) = live.get_mut(&tab.id) else {
-                return false;
-            };
+            let l = live.get_mut(&tab.id)?;
             if l.round_turn != turn_id {
                 // A new turn: what an earlier turn left uncollected is not this round's.
                 l.round.clear();
@@ -333,10 +455,42 @@ impl Loops {
                 },
             );
             l.running = Some(body.trim().to_string());
+            l.last = Some(LastCommand {
+                command: body.trim().to_string(),
+                ok: None,
+            });
             l.session.id().to_string()
         };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        self.inflight
+            .lock()
+            .expect("loops")
+            .entry(tab.id.clone())
+            .or_default()
+            .push(Inflight {
+                turn_id: turn_id.to_string(),
+                index,
+                command: body.trim().to_string(),
+                cancel: cancel.clone(),
+            });
         self.progress(&tab.id, &session_id, "running", Some(body.trim()), None);
-        true
+        Some(cancel)
+    }
+
+    /// Cancels the tab's session commands that run now; returns them.
+    fn cancel_inflight(&self, tab: &str) -> Vec<String> {
+        let gone = self
+            .inflight
+            .lock()
+            .expect("loops")
+            .remove(tab)
+            .unwrap_or_default();
+        gone.into_iter()
+            .map(|c| {
+                c.cancel.cancel();
+                c.command
+            })
+            .collect()
     }
 
     /// Journals a session's command result by (tab, turn, index), before the loop hears it:
@@ -399,6 +553,9 @@ impl Loops {
         if !self.has_session(tab) {
             return;
         }
+        if let Some(l) = self.live.lock().expect("loops").get_mut(tab) {
+            l.last_text = text.to_string();
+        }
         self.reflected(tab, text);
         self.feed(tab, Input::Streaming(false));
         self.feed(
@@ -422,12 +579,19 @@ impl Loops {
         output: &str,
         malformed: bool,
     ) {
+        if let Some(list) = self.inflight.lock().expect("loops").get_mut(tab) {
+            list.retain(|c| !(c.turn_id == turn_id && c.index == index));
+        }
         {
             let mut live = self.live.lock().expect("loops");
             let Some(l) = live.get_mut(tab) else { return };
             if let Some(c) = l.round.get_mut(&index) {
                 c.ok = ok;
                 c.output = output.to_string();
+                l.last = Some(LastCommand {
+                    command: c.command.clone(),
+                    ok: Some(ok),
+                });
             }
             l.running = None;
         }
@@ -446,28 +610,88 @@ impl Loops {
         );
     }
 
-    /// The person submitted a message in the tab: its session pauses.
+    /// The person submitted a message of their own in the tab: a Stop there is over (the
+    /// tab's replies start sessions again), and a session that runs pauses.
     pub fn person_spoke(&self, tab: &str) {
+        if self.stopped.lock().expect("loops").remove(tab) {
+            tracing::info!(
+                tab,
+                "the person spoke after a Stop: the tab's replies loop again"
+            );
+        }
         if self.has_session(tab) {
             self.feed(tab, Input::PersonMessage);
         }
     }
 
+    /// The tab holds a delivery while the person types in its box (`task_update {deliver_id,
+    /// state: "held"}`): the session's arrival window starts again.
+    pub fn held(&self, tab: &str, deliver_id: &str) {
+        let ours = self
+            .live
+            .lock()
+            .expect("loops")
+            .get(tab)
+            .is_some_and(|l| deliver_id.starts_with(l.session.id()));
+        if ours {
+            self.feed(tab, Input::Held);
+        }
+    }
+
     /// Stop, pause or resume the session of a tab (or of an agent's tab, by name).
+    ///
+    /// A person's Stop is final: the tab is held until the person speaks there (nothing is
+    /// typed into it automatically, its replies start no session and run no command), and
+    /// the session's running commands are cancelled; the panel lists them. A Stop in a tab
+    /// with no session still holds the tab (its model may be answering a results message).
+    /// [`Control::CallerLeft`] ends only that session: the tab is free at once.
     pub fn control(&self, who: &Who<'_>, what: Control) -> Result<String, String> {
-        let tab = self.tab_of(who).ok_or_else(|| match who {
-            Who::Tab(_) => "这个标签页没有运行中的会话 / no session runs in this tab".to_string(),
-            Who::Agent(n) => format!("代理 {n} 没有运行中的会话 / agent `{n}` runs no session"),
-            Who::Session(s) => format!("没有会话 {s} / no session `{s}` runs"),
-        })?;
-        let input = match what {
-            Control::Stop => Input::Stop,
-            Control::Pause => Input::Pause,
-            Control::Resume => Input::Resume,
+        let tab = match (self.tab_of(who), who, what) {
+            (Some(tab), _, _) => tab,
+            (None, Who::Tab(t), Control::Stop) => {
+                self.stopped.lock().expect("loops").insert(t.to_string());
+                let cancelled = self.cancel_inflight(t);
+                return Ok(stopped_text(&cancelled));
+            }
+            (None, _, _) => {
+                return Err(match who {
+                    Who::Tab(_) => {
+                        "这个标签页没有运行中的会话 / no session runs in this tab".to_string()
+                    }
+                    Who::Agent(n) => {
+                        format!("代理 {n} 没有运行中的会话 / agent `{n}` runs no session")
+                    }
+                    Who::Session(s) => format!("没有会话 {s} / no session `{s}` runs"),
+                })
+            }
         };
+        let input = match what {
+            Control::Stop => {
+                self.stopped.lock().expect("loops").insert(tab.clone());
+                Input::Stop
+            }
+            Control::CallerLeft => Input::CallerLeft,
+            Control::Pause => Input::Pause,
+            Control::Resume => {
+                if let Some(l) = self.live.lock().expect("loops").get_mut(&tab) {
+                    l.paused_at = None;
+                }
+                Input::Resume
+            }
+        };
+        let cancelled = match what {
+            Control::Stop | Control::CallerLeft => self.cancel_inflight(&tab),
+            Control::Pause | Control::Resume => Vec::new(),
+        };
+        if !cancelled.is_empty() {
+            if let Some(l) = self.live.lock().expect("loops").get_mut(&tab) {
+                l.cancelled = cancelled.clone();
+            }
+        }
         self.feed(&tab, input);
         Ok(match what {
-            Control::Stop => "已停止 / stopped".into(),
+            Control::Stop => stopped_text(&cancelled),
+            Control::CallerLeft => "已结束 / ended (its caller left)".into(),
             Control::Pause => "已暂停 / paused".into(),
             Control::Resume => "已继续 / resumed".into(),
         })
@@ -524,18 +748,9 @@ impl Loops {
             );
             self.record_start(&id, Some(&name), &tab.id);
             let actions = session.begin(task, now());
-            live.insert(
-                tab.id.clone(),
-                Live {
-                    session,
-                    agent: Some(agent),
-                    round: BTreeMap::new(),
-                    round_turn: String::new(),
-                    running: None,
-                    waiters: vec![tx],
-                    reflection: None,
-                },
-            );
+            let mut l = Live::new(session, Some(agent));
+            l.waiters.push(tx);
+            live.insert(tab.id.clone(), l);
             actions
         };
         self.act(&tab.id, actions);
@@ -675,6 +890,10 @@ impl Loops {
             }
             _ => text,
         };
+        if self.is_stopped(tab) {
+            tracing::info!(tab, "results not typed: a person stopped this tab");
+            return;
+        }
         if let Some(c) = &client {
             // The page may echo the sent text as the person's message: it is not theirs.
             c.typed_by_hub(&crate::protocol::Prompt::from(text.clone()));
@@ -796,14 +1015,14 @@ impl Loops {
                 round: l.session.round(),
                 of: l.session.max_rounds(),
                 why: why_text.clone(),
+                last: l.last.clone(),
             });
             if ended.len() > ENDED_KEPT {
                 let over = ended.len() - ENDED_KEPT;
                 ended.drain(..over);
             }
         }
-        self.progress_of(
-            tab,
+        let mut frame = progress_frame(
             &id,
             l.agent.as_ref(),
             "ended",
@@ -811,6 +1030,16 @@ impl Loops {
             Some(&why_text),
             (l.session.round(), l.session.max_rounds()),
         );
+        if let ServerFrame::FlowEvent {
+            detail: Some(d), ..
+        } = &mut frame
+        {
+            // A person's Stop: what it cancelled, and (empty now; each later one comes as a
+            // note) what of the streaming turn will not run.
+            d["cancelled"] = serde_json::json!(l.cancelled);
+            d["not_run"] = serde_json::json!([]);
+        }
+        let _ = self.asks.hub().registry.send(tab, &frame);
         let result = match answer {
             Some(a) => Ok(a),
             None => Err(LoopError::Ended(why_text)),
@@ -824,6 +1053,9 @@ impl Loops {
         let Some(id) = self.session_id(tab) else {
             return;
         };
+        if let Some(l) = self.live.lock().expect("loops").get_mut(tab) {
+            l.paused_at.get_or_insert(now());
+        }
         let text = why.text();
         let _ = agent_store::set_session_state(
             &self.asks.hub().store,
@@ -872,25 +1104,9 @@ impl Loops {
         state: &str,
         command: Option<&str>,
         why: Option<&str>,
-        (round, of): (u32, u32),
+        round: (u32, u32),
     ) {
-        let mut detail = serde_json::json!({"kind": "agent", "round": round, "of": of});
-        if let Some(c) = command {
-            detail["command"] = c.into();
-        }
-        if let Some(w) = why {
-            detail["why"] = w.into();
-        }
-        let frame = ServerFrame::FlowEvent {
-            run_id: session.to_string(),
-            flow: match agent {
-                Some(a) => format!("agent:{}", a.spec.name),
-                None => "agent".into(),
-            },
-            node_id: None,
-            state: state.to_string(),
-            detail: Some(detail),
-        };
+        let frame = progress_frame(session, agent, state, command, why, round);
         let _ = self.asks.hub().registry.send(tab, &frame);
     }
 
@@ -910,6 +1126,7 @@ impl Loops {
                         of: l.session.max_rounds(),
                         running: l.running.clone(),
                         why: why.map(Why::text),
+                        last: l.last.clone(),
                     }
                 })
                 .collect()
@@ -924,9 +1141,50 @@ impl Loops {
             of: e.of,
             running: None,
             why: Some(e.why.clone()),
+            last: e.last.clone(),
         }));
         out
     }
+}
+
+/// A `flow_event` for a tab's panel about one session.
+fn progress_frame(
+    session: &str,
+    agent: Option<&AgentRecord>,
+    state: &str,
+    command: Option<&str>,
+    why: Option<&str>,
+    (round, of): (u32, u32),
+) -> ServerFrame {
+    let mut detail = serde_json::json!({"kind": "agent", "round": round, "of": of});
+    if let Some(c) = command {
+        detail["command"] = c.into();
+    }
+    if let Some(w) = why {
+        detail["why"] = w.into();
+    }
+    ServerFrame::FlowEvent {
+        run_id: session.to_string(),
+        flow: match agent {
+            Some(a) => format!("agent:{}", a.spec.name),
+            None => "agent".into(),
+        },
+        node_id: None,
+        state: state.to_string(),
+        detail: Some(detail),
+    }
+}
+
+/// What a person's Stop says, listing the commands it cancelled.
+fn stopped_text(cancelled: &[String]) -> String {
+    if cancelled.is_empty() {
+        return "已停止 / stopped: nothing is typed into this tab until you write in it".into();
+    }
+    let list: Vec<String> = cancelled.iter().map(|c| format!("?<{c}>!")).collect();
+    format!(
+        "已停止 / stopped: nothing is typed into this tab until you write in it; 已取消 / cancelled: {}",
+        list.join(", ")
+    )
 }
 
 /// The memory scope of an agent: its `memory=SCOPE`, or `agent.NAME`.
@@ -952,8 +1210,10 @@ pub enum Who<'a> {
 /// Stop, pause, resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
-    /// End it now (within 1 s).
+    /// A person ends it now (within 1 s); the tab is held until they speak there.
     Stop,
+    /// Its caller left (an MCP cancel, an API client gone): it ends, the tab is free.
+    CallerLeft,
     /// Wait for the person.
     Pause,
     /// Go on.
@@ -979,4 +1239,6 @@ pub struct SessionView {
     pub running: Option<String>,
     /// Why it paused or ended.
     pub why: Option<String>,
+    /// Its last command, with ✓/✗.
+    pub last: Option<LastCommand>,
 }

@@ -439,6 +439,12 @@ impl Hooks for AppHooks {
         }
     }
 
+    fn delivery_held(&self, client: &Arc<Client>, deliver_id: &str) {
+        if let Some(app) = self.app() {
+            app.loops.held(&client.id, deliver_id);
+        }
+    }
+
     fn task_update(
         &self,
         client: &Arc<Client>,

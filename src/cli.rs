@@ -213,6 +213,18 @@ pub struct ServeArgs {
     /// Characters of one command's output typed back; the rest is kept as $R1, $R2, ….
     #[arg(long, value_name = "N", default_value_t = 4000, value_parser = clap::value_parser!(u64).range(200..=100_000))]
     pub agent_result_chars: u64,
+    /// Milliseconds a sent results message may take to show in its tab before one resend
+    /// (a tab holding it while the person types starts the wait again) / 到达等待（毫秒）
+    #[arg(long, value_name = "MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(200..=600_000))]
+    pub agent_arrival_ms: u64,
+    /// Nothing is typed into an input box the person pressed a key in within this many
+    /// milliseconds / 用户输入时暂缓自动发送（毫秒）
+    #[arg(long, value_name = "MS", default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(100..=120_000))]
+    pub agent_hold_ms: u64,
+    /// Seconds an `agent task` session may stay paused before its caller is answered ✗
+    /// with the pause's reason and the reply so far / 暂停多久后答复调用方（秒）
+    #[arg(long, value_name = "S", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub agent_task_pause_s: u64,
 }
 
 /// `on` or `off`.
@@ -265,6 +277,9 @@ impl ServeArgs {
         c.agent.max_rounds = self.agent_max_rounds;
         c.agent.max_minutes = self.agent_max_minutes;
         c.agent.result_chars = self.agent_result_chars as usize;
+        c.agent.arrival_ms = self.agent_arrival_ms;
+        c.agent.hold_ms = self.agent_hold_ms;
+        c.agent.task_pause_ms = self.agent_task_pause_s * 1000;
         Ok(c)
     }
 }

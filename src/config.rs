@@ -83,8 +83,15 @@ pub struct AgentSettings {
     pub gap_ms: (u64, u64),
     /// `--agent-result-chars` (4,000): longer outputs are cut, kept whole as `$Rk`.
     pub result_chars: usize,
-    /// How long a send may take to show the new turn before one resend (15 s).
+    /// `--agent-arrival-ms`: how long a send may take to show the new turn before one
+    /// resend (15 s); a tab's `held` starts it again.
     pub arrival_ms: u64,
+    /// `--agent-hold-ms`: nothing is typed into a box the person pressed a key in this
+    /// recently (3 s); sent to each tab in its `welcome`.
+    pub hold_ms: u64,
+    /// `--agent-task-pause-s`, in ms: an `agent task` whose session stays paused this long
+    /// answers its caller ✗ with the pause's why and the text so far (60 s).
+    pub task_pause_ms: u64,
     /// The importance summed since an agent's last reflection that asks for the next (50).
     pub reflect_threshold: u32,
 }
@@ -98,6 +105,8 @@ impl Default for AgentSettings {
             gap_ms: (2_000, 5_000),
             result_chars: 4_000,
             arrival_ms: 15_000,
+            hold_ms: 3_000,
+            task_pause_ms: 60_000,
             reflect_threshold: 50,
         }
     }

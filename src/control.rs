@@ -267,7 +267,8 @@ pub fn count_turn(hub: &Control, client: &Client) {
 /// (the panel's buttons send exactly that).
 pub fn on_user_input(hub: &Arc<Control>, client: &Arc<Client>, text: &str) {
     let items = scan_text(text);
-    if hub.loops.has_session(&client.id) && !only_agent_control(text, &items) {
+    if !only_agent_control(text, &items) {
+        // The person's own message: a Stop there is over, a running session pauses.
         hub.loops.person_spoke(&client.id);
     }
     for group in chained(text, items) {
@@ -402,9 +403,26 @@ fn run_items(
                 let mut caller = hub.commands.caller(client, source);
                 if source == Source::Reply {
                     // An agent session's tab acts with its agent's tools.
-                    if let Some(p) = hub.loops.agent_permissions(&client.id) {
+                    if let Some((p, scope)) = hub.loops.agent_permissions(&client.id) {
                         caller.permissions = p;
+                        caller.memory_scope = Some(scope);
                     }
+                }
+                if source == Source::Reply && hub.loops.is_stopped(&client.id) {
+                    // A person stopped this tab: the reply that was streaming (or any before
+                    // they speak again) runs nothing; the panel lists what was not run.
+                    tracing::info!(client = %client.id, command = %found.body.trim(), "not run: the person stopped this tab");
+                    hub.loops.not_run(&client.id, &found.body);
+                    answer(
+                        hub,
+                        client,
+                        &LiveCmd::new(client, found.body.trim()),
+                        CmdOutcome {
+                            success: false,
+                            output: "未运行：你已停止这个标签页的循环 / not run: you stopped this tab's loop (write in this tab to start again)".into(),
+                        },
+                    );
+                    continue;
                 }
                 if source == Source::Reply && !caller.permissions.reply_commands {
                     // A worker's reply: commands are data. Say so once, quietly, in the log; an
@@ -415,11 +433,12 @@ fn run_items(
                     }
                     continue;
                 }
-                let looped = at.as_ref().is_some_and(|(turn_id, index)| {
+                let cancel = at.as_ref().and_then(|(turn_id, index)| {
                     let wish = loop_wish(hub, client);
                     hub.loops
                         .command_started(client, turn_id, *index, &found.body, wish)
                 });
+                let looped = cancel.is_some();
                 // A session's command that already ran (before a hub restart, the turn sent
                 // again) is not run twice: its journaled result goes to the loop.
                 if let Some((turn_id, index)) = at.as_ref().filter(|_| looped) {
@@ -434,8 +453,23 @@ fn run_items(
                 let client = client.clone();
                 hub.tracker.clone().spawn(async move {
                     let cmd = LiveCmd::new(&client, found.body.trim());
-                    let outcome =
-                        run_command_with(&hub, &caller, &[&found.body], None, Some(&cmd)).await;
+                    let bodies = [found.body.as_str()];
+                    let run = run_command_with(&hub, &caller, &bodies, None, Some(&cmd));
+                    let outcome = match cancel {
+                        // A person's Stop cancels a session's running command: its tasks are
+                        // withdrawn from their tabs and its processes killed as it is dropped.
+                        Some(token) => tokio::select! {
+                            outcome = run => outcome,
+                            () = token.cancelled() => CmdOutcome {
+                                success: false,
+                                output: "已取消：你停止了会话 / cancelled: you stopped the session".into(),
+                            },
+                        },
+                        None => run.await,
+                    };
+                    // The tab gets the command's result before the results message that
+                    // holds it (the panel never shows a command running after that).
+                    answer(&hub, &client, &cmd, outcome.clone());
                     if let Some((turn_id, index)) = at.filter(|_| looped) {
                         hub.loops.journal_command(
                             &client.id,
@@ -454,7 +488,6 @@ fn run_items(
                             malformed,
                         );
                     }
-                    answer(&hub, &client, &cmd, outcome);
                 });
             }
             Err(e) => {
@@ -464,6 +497,7 @@ fn run_items(
                     if hub
                         .loops
                         .command_started(client, turn_id, *index, &output, wish)
+                        .is_some()
                     {
                         hub.loops
                             .result(&client.id, turn_id, *index, false, &output, true);
@@ -1196,28 +1230,35 @@ async fn agent_verb(
             hub.loops.task(rec, &text).await.map_err(|e| e.to_string())
         }
         AgentCmd::Status(name) => Ok(agent_status(hub, name.as_deref())),
-        AgentCmd::Memory(name) => {
+        AgentCmd::Memory(None) => {
+            // No name: the agent of this tab's session, else every agent's scope in a line.
+            if let Some(rec) = hub.loops.agent_of(&caller.client_id) {
+                return agent_memory(hub, &rec);
+            }
+            let list = agents::agents(store).map_err(|e| e.to_string())?;
+            let mut out = String::from("代理的记忆 / agents' memory:\n");
+            if list.is_empty() {
+                out.push_str("  (none) — ?‹agent create NAME on TAB›!\n");
+            }
+            for a in list {
+                let scope = crate::agent_loop::scope_of(&a);
+                let n = hub
+                    .commands
+                    .memory
+                    .count(&scope)
+                    .map_err(|e| e.to_string())?;
+                out.push_str(&format!(
+                    "  {} — {scope}: {n} 条 / entries (?‹agent memory {}›!)\n",
+                    a.spec.name, a.spec.name
+                ));
+            }
+            Ok(out)
+        }
+        AgentCmd::Memory(Some(name)) => {
             let rec = agents::agent(store, &name)
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| crate::agent_loop::LoopError::NoAgent(name.clone()).to_string())?;
-            let scope = rec
-                .spec
-                .memory
-                .clone()
-                .unwrap_or_else(|| format!("agent.{name}"));
-            let entries = hub
-                .commands
-                .memory
-                .hottest(&scope, 20)
-                .map_err(|e| e.to_string())?;
-            let mut out = format!("代理 {name} 的记忆 / memory of agent `{name}` ({scope}):\n");
-            if entries.is_empty() {
-                out.push_str("  (none)\n");
-            }
-            for e in entries {
-                out.push_str(&format!("  #{} [{}] {}\n", e.id, e.importance, e.text));
-            }
-            Ok(out)
+            agent_memory(hub, &rec)
         }
         AgentCmd::List => {
             let list = agents::agents(store).map_err(|e| e.to_string())?;
@@ -1266,6 +1307,25 @@ async fn agent_verb(
     }
 }
 
+/// `agent memory NAME`: the agent's hottest memories.
+fn agent_memory(hub: &Control, rec: &crate::agents::store::AgentRecord) -> Result<String, String> {
+    let name = &rec.spec.name;
+    let scope = crate::agent_loop::scope_of(rec);
+    let entries = hub
+        .commands
+        .memory
+        .hottest(&scope, 20)
+        .map_err(|e| e.to_string())?;
+    let mut out = format!("代理 {name} 的记忆 / memory of agent `{name}` ({scope}):\n");
+    if entries.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for e in entries {
+        out.push_str(&format!("  #{} [{}] {}\n", e.id, e.importance, e.text));
+    }
+    Ok(out)
+}
+
 /// The session an `agent stop|pause|resume [NAME]` acts on: the agent's, or the tab's own.
 fn whose<'a>(name: &'a Option<String>, caller: &'a Caller) -> crate::agent_loop::Who<'a> {
     match name {
@@ -1302,6 +1362,12 @@ fn agent_status(hub: &Control, name: Option<&str>) -> String {
         ));
         if let Some(c) = &v.running {
             out.push_str(&format!(", running {}", crate::agents::results::defuse(c)));
+        } else if let Some(last) = &v.last {
+            let last = crate::agent_loop::LastCommand {
+                command: crate::agents::results::defuse(&last.command),
+                ok: last.ok,
+            };
+            out.push_str(&format!(", 最后命令 / last command {last}"));
         }
         if let Some(w) = &v.why {
             out.push_str(&format!(" — {w}"));

@@ -426,14 +426,23 @@ struct Running {
 }
 
 impl Running {
-    /// SIGKILL the whole process group (stragglers, background jobs, the timed-out).
-    fn kill_group(&self) {
-        if let Some(pgid) = self.pgid {
+    /// SIGKILL the whole process group (stragglers, background jobs, the timed-out), once:
+    /// the group's id is forgotten after it, so a reused id is never signalled.
+    fn kill_group(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
             // SAFETY: killpg only sends a signal; a stale or invalid pgid yields ESRCH.
             unsafe {
                 libc::killpg(pgid, libc::SIGKILL);
             }
         }
+    }
+}
+
+impl Drop for Running {
+    /// A command whose caller gave up (a person's Stop, a cancelled task) is dropped while
+    /// it runs: the whole group goes with it, not only the first child.
+    fn drop(&mut self) {
+        self.kill_group();
     }
 }
 

@@ -193,7 +193,12 @@ pub struct UserInput {
 /// `task_update`: progress of a task in the tab.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct TaskUpdate {
+    /// The task; empty when the update is about a delivery (`deliver_id`).
+    #[serde(default)]
     pub task_id: String,
+    /// The delivery a `held` update is about (an automatic `deliver`, which has no task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver_id: Option<String>,
     pub state: TaskState,
     #[serde(default)]
     pub error: Option<String>,
@@ -219,6 +224,9 @@ pub enum Trouble {
     /// The adapter found no answer in the stream and the page showed none either: the
     /// adapter is outdated, not the site at fault (not counted against the tab).
     ParserMiss,
+    /// The site withdrew its answer (a content filter): the prompt, not the tab, caused it;
+    /// the withdrawn text is never an answer.
+    ContentFilter,
 }
 
 impl Trouble {
@@ -230,6 +238,7 @@ impl Trouble {
             Trouble::Network => "network",
             Trouble::SiteError => "site_error",
             Trouble::ParserMiss => "parser_miss",
+            Trouble::ContentFilter => "content_filter",
         }
     }
 }
@@ -333,6 +342,8 @@ pub enum TaskState {
     Streaming,
     Done,
     Failed,
+    /// The tab waits to type it: the person is typing in the input box.
+    Held,
 }
 
 /// Which agent session and round a `deliver` belongs to (SPEC §17): the panel shows
@@ -364,6 +375,10 @@ pub enum ServerFrame {
         group: Option<String>,
         heartbeat_ms: u64,
         protocol: u32,
+        /// Nothing is typed automatically into a box the person pressed a key in this
+        /// recently (ms); the tab reports such a hold as `task_update {state: "held"}`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hold_ms: Option<u64>,
     },
     /// The answer to a command found in this tab's text: sent once per command.
     CmdResult {

@@ -284,7 +284,13 @@ async fn a_long_output_is_cut_and_kept_whole_as_r1() {
     let d = m.next("deliver").await;
     let text = d["text"].as_str().unwrap();
     assert!(text.contains("$R1"), "{text}");
-    assert!(text.chars().count() < 1_200, "{}", text.chars().count());
+    // The results (after the session's primer) are cut.
+    let results = &text[text.find("⟦aicard result 1/1⟧").unwrap()..];
+    assert!(
+        results.chars().count() < 1_200,
+        "{}",
+        results.chars().count()
+    );
     let r1 = hub.hub().commands.vars().get(&m.client_id, "R1").unwrap();
     assert_eq!(r1.chars().count(), 2_000);
 }
@@ -651,4 +657,242 @@ async fn the_first_message_recalls_memories_relevant_to_the_task() {
         "not relevant to the task: {text}"
     );
     assert!(text.contains("check login flow"), "{text}");
+}
+
+// ---- A person's word is final (docs/agents.md, "Stop is final") ----
+
+/// Every frame of the tab until a `cmd_result` whose output contains `marker`.
+async fn until_result(tab: &mut ScriptedTab, marker: &str) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let mut frames = tab.frames_until("cmd_result").await;
+        let done = frames.last().is_some_and(|f| {
+            f["result"]["output"]
+                .as_str()
+                .is_some_and(|o| o.contains(marker))
+        });
+        seen.append(&mut frames);
+        if done {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test]
+async fn stop_while_the_model_streams_a_command_types_nothing_until_the_person_speaks() {
+    let hub = TestHub::start().await;
+    let w = worker(&hub, "w1").await;
+    let mut m = master(&hub, "m").await;
+    m.command("?<agent loop on>!").await;
+    say(&m, "t1", "先问 ?<to w1: 一>!");
+    let first = m.next("deliver").await;
+    let stopped_session = first["agent"]["session"].clone();
+
+    // The model answers the results message; while it streams, the person presses Stop.
+    m.send(json!({"type":"chunk","turn_id":"t2","seq":0,"text":"好的，接着问 "}));
+    let stop = m.command("?<agent stop>!").await;
+    assert_eq!(stop["result"]["success"], true, "{stop}");
+    // The rest of the streaming answer holds a command: it is not run, and no session starts.
+    m.send(json!({"type":"chunk","turn_id":"t2","seq":1,"text":"?<to w1: 二>!"}));
+    m.send(json!({"type":"turn_end","turn_id":"t2","text":"好的，接着问 ?<to w1: 二>!"}));
+    let frames = until_result(&mut m, "not run").await;
+    // A hub that started a new session would type its results now: give it the chance, with
+    // the worker answering at once and no gap between sends in tests.
+    let late = tokio::time::timeout(Duration::from_millis(600), m.next("deliver")).await;
+    assert!(late.is_err(), "nothing is typed after Stop: {late:?}");
+    assert!(
+        frames.iter().all(|f| f["type"] != "deliver"),
+        "no deliver after Stop: {frames:?}"
+    );
+    assert!(
+        !w.prompts().iter().any(|p| p.contains('二')),
+        "the stopped turn's command never reached the worker: {:?}",
+        w.prompts()
+    );
+    let status = m.command("?<agent status>!").await;
+    let out = status["result"]["output"].as_str().unwrap();
+    assert!(out.contains("stopped by a person"), "{out}");
+
+    // The person writes in the tab: the next reply's command loops again, with a new session
+    // whose first message carries the primer.
+    m.send(json!({"type":"user_input","text":"继续吧，问第三个问题"}));
+    say(&m, "t3", "好 ?<to w1: 三>!");
+    let frames = m.frames_until("deliver").await;
+    let d = frames.last().unwrap();
+    assert_eq!(d["auto_send"], true, "{d}");
+    assert_ne!(d["agent"]["session"], stopped_session, "{d}");
+    let text = d["text"].as_str().unwrap();
+    assert!(text.contains("WORKER-SAYS[三]"), "{text}");
+    assert!(
+        text.contains("【AIcard】"),
+        "a new session's first message has the primer: {text}"
+    );
+    // The command's own result reached the tab before the results message that holds it.
+    let result_at = frames
+        .iter()
+        .position(|f| {
+            f["type"] == "cmd_result"
+                && f["result"]["output"]
+                    .as_str()
+                    .is_some_and(|o| o.contains("WORKER-SAYS[三]"))
+        })
+        .expect("the command's cmd_result came before its results message");
+    assert!(result_at < frames.len() - 1);
+}
+
+#[tokio::test]
+async fn stop_during_a_command_cancels_it_and_lists_it() {
+    let hub = TestHub::start().await;
+    let mut slow = hub
+        .scripted("slow", "kimi", "worker", |p| {
+            Reply::Text(Duration::from_secs(30), format!("LATE[{p}]"))
+        })
+        .await;
+    let mut m = master(&hub, "m").await;
+    m.command("?<agent loop on>!").await;
+    say(&m, "t1", "问慢的 ?<to slow: 慢慢想>!");
+    // The command runs (the slow tab holds its task): Stop now.
+    agent_event(&mut m, &["running"]).await;
+    m.send(json!({"type":"user_input","text":"?<agent stop>!"}));
+    // Three things come, in an order that is the hub's business: Stop's own answer, the
+    // session's end listing what it cancelled, and the cancelled command's answer.
+    let (mut said, mut end, mut cancelled) = (None, None, None);
+    while said.is_none() || end.is_none() || cancelled.is_none() {
+        let f = m.next_any().await;
+        let out = f["result"]["output"].as_str().unwrap_or("");
+        match f["type"].as_str() {
+            Some("cmd_result") if out.contains("cancelled: you stopped") => cancelled = Some(f),
+            Some("cmd_result") => said = Some(out.to_string()),
+            Some("flow_event") if f["state"] == "ended" => end = Some(f),
+            Some("deliver") => panic!("nothing is typed after Stop: {f}"),
+            _ => {}
+        }
+    }
+    let said = said.unwrap();
+    assert!(
+        said.contains("cancelled") && said.contains("to slow"),
+        "{said}"
+    );
+    let end = end.unwrap();
+    assert_eq!(end["detail"]["cancelled"][0], "to slow: 慢慢想", "{end}");
+    assert_eq!(cancelled.unwrap()["result"]["success"], false);
+    let late = tokio::time::timeout(Duration::from_millis(600), m.next("deliver")).await;
+    assert!(late.is_err(), "nothing typed after Stop: {late:?}");
+    // The slow tab was told to stop typing the withdrawn task.
+    let cancel = slow.next("cancel").await;
+    assert!(cancel["task_id"].is_string(), "{cancel}");
+}
+
+#[tokio::test]
+async fn a_loop_on_session_gets_the_primer_in_its_first_message_and_status_shows_the_last_command()
+{
+    let hub = TestHub::start().await;
+    let _w = worker(&hub, "w1").await;
+    let mut m = master(&hub, "m").await;
+    m.command("?<agent loop on>!").await;
+    say(&m, "t1", "?<to w1: 问>!");
+    let d = m.next("deliver").await;
+    let text = d["text"].as_str().unwrap();
+    let primer_at = text
+        .find("【AIcard】")
+        .expect("the first message has the primer");
+    assert!(
+        primer_at < text.find("⟦aicard result 1/1⟧").unwrap(),
+        "primer first: {text}"
+    );
+    let status = m.command("?<agent status>!").await;
+    let out = status["result"]["output"].as_str().unwrap();
+    assert!(out.contains("last command ✓ `to w1: 问`"), "{out}");
+    assert!(out.contains("to w1"), "{out}");
+    say(&m, "t2", "?<no_such_verb>!");
+    m.next("deliver").await;
+    let status = m.command("?<agent status>!").await;
+    let out = status["result"]["output"].as_str().unwrap();
+    assert!(out.contains('✗') && out.contains("no_such_verb"), "{out}");
+}
+
+#[tokio::test]
+async fn a_held_delivery_is_neither_resent_nor_given_up_while_the_person_types() {
+    let hub = TestHub::start_with(|c| c.agent.arrival_ms = 300).await;
+    let mut m = master(&hub, "m").await;
+    m.command("?<agent loop on>!").await;
+    say(&m, "t1", "?<skill list>!");
+    let first = m.next("deliver").await;
+    let id = first["deliver_id"].as_str().unwrap().to_string();
+    // The tab holds it (the person types) for well past two arrival windows.
+    for _ in 0..8 {
+        m.send(json!({"type":"task_update","deliver_id":id,"state":"held"}));
+        let again = tokio::time::timeout(Duration::from_millis(150), m.next("deliver")).await;
+        assert!(again.is_err(), "no resend while held: {again:?}");
+    }
+    // The holds stop (the tab lost it): the arrival check resends once, as before.
+    let second = m.next("deliver").await;
+    assert_eq!(second["text"], first["text"]);
+    assert_ne!(second["deliver_id"], first["deliver_id"]);
+}
+
+#[tokio::test]
+async fn a_paused_agent_task_answers_its_caller_and_memory_goes_to_the_agent() {
+    let hub = TestHub::start_with(|c| c.agent.task_pause_ms = 400).await;
+    let mut boss = master(&hub, "boss").await;
+    let mut kimi = hub
+        .scripted("kimi-1", "kimi", "worker", |_| {
+            Reply::Text(Duration::ZERO, "unused".into())
+        })
+        .await;
+    boss.command("?<agent create notes on kimi-1 with tools=[tabs,memory]>!")
+        .await;
+    boss.send(json!({"type":"user_input","text":"?<agent task notes 记下要点>!"}));
+    kimi.next("deliver").await;
+    say(&kimi, "k1", "记下 ?<memory add 要点是三条>!");
+    kimi.next("deliver").await;
+    // The person speaks in the agent's tab: the session pauses, and after the pause limit
+    // the caller is answered with why and the text so far.
+    kimi.send(json!({"type":"user_input","text":"等等"}));
+    let answer = until_result(&mut boss, "paused").await;
+    let out = answer.last().unwrap()["result"]["output"].as_str().unwrap();
+    assert_eq!(answer.last().unwrap()["result"]["success"], false);
+    assert!(out.contains("person") && out.contains("记下"), "{out}");
+    // The agent's memory write went to its own scope; `agent memory` with no name lists it.
+    let mem = boss.command("?<agent memory notes>!").await;
+    assert!(
+        mem["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("要点是三条"),
+        "{mem}"
+    );
+    let global = boss.command("?<memory list>!").await;
+    assert!(
+        !global["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("要点是三条"),
+        "{global}"
+    );
+    let all = boss.command("?<agent memory>!").await;
+    let out = all["result"]["output"].as_str().unwrap();
+    assert!(out.contains("notes — agent.notes"), "{out}");
+}
+
+#[tokio::test]
+async fn a_caller_that_leaves_ends_only_its_session_and_the_tab_is_free() {
+    use aicard::agent_loop::{Control, Who};
+    let hub = TestHub::start().await;
+    let mut boss = master(&hub, "boss").await;
+    let mut kimi = master(&hub, "kimi-1").await;
+    boss.command("?<agent create helper on kimi-1>!").await;
+    boss.send(json!({"type":"user_input","text":"?<agent task helper 做点事>!"}));
+    kimi.next("deliver").await;
+    let loops = &hub.hub().loops;
+    loops
+        .control(&Who::Agent("helper"), Control::CallerLeft)
+        .unwrap();
+    agent_event(&mut kimi, &["ended"]).await;
+    assert!(!loops.is_stopped(&kimi.client_id), "not a person's Stop");
+    // The tab loops again at once (no person needed): its next command starts a session.
+    kimi.command("?<agent loop on>!").await;
+    say(&kimi, "k9", "?<skill list>!");
+    let d = kimi.next("deliver").await;
+    assert_eq!(d["agent"]["round"], 1, "{d}");
 }

@@ -83,6 +83,9 @@ pub enum Why {
     Repeated(String),
     /// Stop from the panel, the dashboard or `agent stop`.
     Stopped,
+    /// The caller that started it left (an MCP cancel, an API client gone): only its own
+    /// session ends, and the tab takes the next work at once.
+    CallerLeft,
     /// Every command failed this many rounds in a row.
     AllFailed(u32),
     /// The person sent a message in the tab.
@@ -103,6 +106,7 @@ impl Why {
             Why::WallTime(_) => "wall_time",
             Why::Repeated(_) => "repeated",
             Why::Stopped => "stopped",
+            Why::CallerLeft => "caller_left",
             Why::AllFailed(_) => "all_failed",
             Why::PersonSpoke => "person_spoke",
             Why::PausedByPerson => "paused",
@@ -122,6 +126,7 @@ impl Why {
                 results::defuse(c.trim())
             ),
             Why::Stopped => "已停止 / stopped by a person".into(),
+            Why::CallerLeft => "调用方已离开 / ended: its caller left (cancelled)".into(),
             Why::AllFailed(n) => format!(
                 "暂停：连续 {n} 轮命令全部失败 / paused: every command failed {n} rounds in a row"
             ),
@@ -216,6 +221,11 @@ pub enum Input {
     PersonMessage,
     /// Stop (panel, dashboard, `agent stop`).
     Stop,
+    /// The caller left (MCP cancel, an API client gone).
+    CallerLeft,
+    /// The tab holds the message sent last because the person is typing in its box
+    /// (`task_update {deliver_id, state: "held"}`): the arrival window starts again.
+    Held,
     /// Pause (`agent pause`).
     Pause,
     /// Resume (`agent resume`).
@@ -281,6 +291,8 @@ pub struct Session {
     failed_in_a_row: u32,
     malformed_in_a_row: u32,
     primer_due: bool,
+    /// The session's first message carries the primer (every session's does, docs/agents.md).
+    first_primer: bool,
     last_send_ms: Option<u64>,
     draft: bool,
     streaming: bool,
@@ -310,6 +322,7 @@ impl Session {
             failed_in_a_row: 0,
             malformed_in_a_row: 0,
             primer_due: false,
+            first_primer: true,
             last_send_ms: None,
             draft: false,
             streaming: false,
@@ -331,6 +344,8 @@ impl Session {
     ) -> Self {
         let mut s = Self::new(id, tab, limits, seed, started_ms);
         s.round = round;
+        // A session past its first message already gave the model its primer.
+        s.first_primer = round == 0;
         if paused {
             s.state = State::Paused {
                 why: Why::PausedByPerson,
@@ -357,6 +372,7 @@ impl Session {
 
     /// The first message (`agent task`): the primer and the task, sent at once.
     pub fn begin(&mut self, task: &str, now_ms: u64) -> Vec<Action> {
+        self.first_primer = false;
         self.state = State::Ready(Box::new(Outgoing {
             text: task.to_string(),
             round: 0,
@@ -408,6 +424,9 @@ impl Session {
         if let Input::Stop = input {
             return self.end(Why::Stopped, None);
         }
+        if let Input::CallerLeft = input {
+            return self.end(Why::CallerLeft, None);
+        }
         if now_ms.saturating_sub(self.started_ms) >= self.limits.max_wall_ms {
             return self.end(Why::WallTime(self.limits.max_wall_ms / 60_000), None);
         }
@@ -439,6 +458,14 @@ impl Session {
             }
             Input::Draft(on) => {
                 self.draft = on;
+                Vec::new()
+            }
+            Input::Held => {
+                // The person types in the box: the tab holds the message; it is neither sent
+                // again nor given up while the holds keep coming.
+                if let State::Sent { at_ms, .. } = &mut self.state {
+                    *at_ms = now_ms;
+                }
                 Vec::new()
             }
             Input::PersonMessage => self.pause(Why::PersonSpoke),
@@ -636,7 +663,9 @@ impl Session {
             }
         }
         let primer = self.primer_due
+            || self.first_primer
             || (self.limits.primer_every > 0 && round.is_multiple_of(self.limits.primer_every));
+        self.first_primer = false;
         if self.primer_due {
             notes.push(Note::PrimerAgain);
         }

@@ -32,7 +32,7 @@ impl Drop for SessionGuard {
             let _ = self
                 .hub
                 .loops
-                .control(&Who::Agent(&self.agent), Control::Stop);
+                .control(&Who::Agent(&self.agent), Control::CallerLeft);
         }
     }
 }

@@ -25,8 +25,9 @@ pub enum AgentCmd<T = Template> {
     },
     /// `agent status [NAME]`: sessions, round, last command, why stopped.
     Status(Option<String>),
-    /// `agent memory NAME`: the agent's memory stream.
-    Memory(String),
+    /// `agent memory [NAME]`: the agent's memory stream (no name: this tab's agent, or each
+    /// agent's scope in one line).
+    Memory(Option<String>),
     /// `agent list`.
     List,
     /// `agent stop [NAME]` (no name: this tab's session).

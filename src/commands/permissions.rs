@@ -126,6 +126,9 @@ pub struct Caller {
     pub source: Source,
     /// What its replies may do.
     pub permissions: Permissions,
+    /// Where its memory commands go when they name no scope: an agent's own scope for its
+    /// session's replies (docs/agents.md); none: `global`.
+    pub memory_scope: Option<String>,
 }
 
 impl Caller {
@@ -142,7 +145,13 @@ impl Caller {
             group,
             source,
             permissions: Permissions::for_role(role),
+            memory_scope: None,
         }
+    }
+
+    /// The memory scope a command that names none uses.
+    pub fn default_scope(&self) -> &str {
+        self.memory_scope.as_deref().unwrap_or("global")
     }
 
     /// Whether the person's own authority applies.
@@ -283,7 +292,11 @@ pub fn check(
             Err(Denied::MemoryWrite(caller.role))
         }
         Action::Memory { scope, .. } => {
-            if p.any_target || scope == "global" || caller.group.as_deref() == Some(scope) {
+            if p.any_target
+                || scope == "global"
+                || caller.group.as_deref() == Some(scope)
+                || caller.memory_scope.as_deref() == Some(scope)
+            {
                 Ok(())
             } else {
                 Err(Denied::MemoryScope {

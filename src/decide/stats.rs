@@ -90,9 +90,10 @@ impl TabStats {
     /// The current task failed; `trouble` says why when the tab could tell.
     pub fn failed(&mut self, trouble: Option<Trouble>, now: u64) {
         self.current = None;
-        if trouble == Some(Trouble::ParserMiss) {
-            // The adapter is outdated, the site answered: not held against the tab (SPEC §21);
-            // the hub's answer paths count it and flag the adapter.
+        if matches!(trouble, Some(Trouble::ParserMiss | Trouble::ContentFilter)) {
+            // The adapter is outdated, the site answered (docs/reliability.md); or the prompt
+            // was filtered, not the tab at fault: neither is held against the tab. The hub's
+            // answer paths count a parser miss and flag the adapter.
             self.cooled = false;
             return;
         }

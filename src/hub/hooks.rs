@@ -33,6 +33,8 @@ pub trait Hooks: Send + Sync {
     fn free_turn_end(&self, _client: &Arc<Client>, _turn_id: &str, _text: &str) {}
     /// The person typed something into the tab.
     fn user_input(&self, _client: &Arc<Client>, _text: &str) {}
+    /// The tab holds delivery `deliver_id` while the person types in its box.
+    fn delivery_held(&self, _client: &Arc<Client>, _deliver_id: &str) {}
     /// A tab reported progress on a task; `current` when it is the task the tab works on
     /// now (called before the task queue sees the update).
     fn task_update(

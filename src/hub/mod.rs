@@ -386,6 +386,7 @@ impl Hub {
             group: info.group,
             heartbeat_ms: self.config.timing.ping_interval.as_millis() as u64,
             protocol: PROTOCOL_VERSION,
+            hold_ms: Some(self.config.agent.hold_ms),
         }
     }
 
@@ -491,6 +492,7 @@ impl Hub {
                         client,
                         ClientFrame::TaskUpdate(TaskUpdate {
                             task_id: id.to_string(),
+                            deliver_id: None,
                             state: TaskState::Failed,
                             error: Some(error),
                             trouble: Some(crate::protocol::Trouble::ParserMiss),
@@ -533,11 +535,26 @@ impl Hub {
             }
             ClientFrame::TaskUpdate(TaskUpdate {
                 task_id,
+                deliver_id,
                 state,
                 error,
                 trouble,
             }) => {
                 client.streamed();
+                if state == TaskState::Held {
+                    // The person types in the box: the tab holds what it was given. A task
+                    // keeps waiting under its own timeout; a delivery's arrival wait starts again.
+                    if let Some(id) = deliver_id.as_deref() {
+                        self.hooks().delivery_held(client, id);
+                    }
+                    return None;
+                }
+                if task_id.is_empty() {
+                    return Some(ServerFrame::error(
+                        ErrorCode::BadFrame,
+                        "task_update 需要 task_id / task_update needs a task_id (deliver_id only with state `held`)",
+                    ));
+                }
                 // Before the task ends: whoever waits on it re-picks with the cooldown known.
                 let current = self
                     .tasks

@@ -100,6 +100,14 @@ impl Ticket {
             deadline: _,
             reply,
         } = self;
+        // Dropped before the answer (its caller gave up: a person's Stop, a cancelled
+        // command), the wait withdraws the task from its tab.
+        let mut guard = Withdraw {
+            tasks,
+            client: &client,
+            task_id: &task_id,
+            armed: true,
+        };
         let outcome = tokio::select! {
             biased;
             answer = reply => match answer {
@@ -112,6 +120,8 @@ impl Ticket {
                 Outcome::without_chunk(Err(TaskError::Timeout(client.display())))
             }
         };
+        guard.armed = false;
+        drop(guard);
         if let Some(p) = &parent {
             let state = if outcome.result.is_ok() {
                 "done"
@@ -121,6 +131,22 @@ impl Ticket {
             tasks.set_subtask(p, &task_id, &client, state);
         }
         outcome
+    }
+}
+
+/// Withdraws a task whose wait was dropped before it ended.
+struct Withdraw<'a> {
+    tasks: &'a Tasks,
+    client: &'a Arc<Client>,
+    task_id: &'a str,
+    armed: bool,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.tasks.withdraw(self.client, self.task_id);
+        }
     }
 }
 
@@ -564,6 +590,29 @@ impl Tasks {
             p.answer(result);
         }
         Ok(true)
+    }
+
+    /// Whoever waited on a task gave up before its answer: a tab typing it is told
+    /// (`cancel`: it stops the site's reply), and the task leaves the queue either way.
+    pub fn withdraw(&self, client: &Client, task_id: &str) {
+        if client.node().is_none() {
+            let typing = {
+                let q = Self::queue(client);
+                if !q.holds(task_id) && !q.waiting.iter().any(|p| p.frame.task_id == task_id) {
+                    return;
+                }
+                q.holds(task_id)
+            };
+            if typing {
+                let frame = crate::protocol::ServerFrame::Cancel {
+                    task_id: task_id.to_string(),
+                };
+                let _ = self.registry.send(&client.id, &frame);
+            }
+        }
+        tracing::info!(client = %client.id, task_id, "task withdrawn: its caller gave up");
+        self.cancel(client, task_id);
+        self.pump(client);
     }
 
     /// Drops a task wherever it is (caller timed out or gave up).

@@ -325,7 +325,7 @@ impl Runs {
                     _ = cancel.cancelled() => {
                         let _ = loops.control(
                             &crate::agent_loop::Who::Agent(&name),
-                            crate::agent_loop::Control::Stop,
+                            crate::agent_loop::Control::CallerLeft,
                         );
                         view.status = Status::Cancelled;
                     }

@@ -198,6 +198,11 @@ impl Memory {
         self.conn(|c| store::set_pinned(c, ids, pinned))
     }
 
+    /// How many memories `scope` holds.
+    pub fn count(&self, scope: &str) -> MemoryResult<i64> {
+        self.conn(|c| store::count(c, scope))
+    }
+
     pub fn hottest(&self, scope: &str, n: usize) -> MemoryResult<Vec<Entry>> {
         self.conn(|c| store::hottest(c, scope, n))
     }

@@ -229,6 +229,15 @@ pub fn set_pinned(conn: &mut Connection, ids: &[i64], pinned: bool) -> rusqlite:
     Ok(n)
 }
 
+/// How many memories a scope holds.
+pub fn count(conn: &Connection, scope: &str) -> rusqlite::Result<i64> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM memories WHERE scope = ?1",
+        params![scope],
+        |r| r.get(0),
+    )
+}
+
 /// The `n` hottest memories of a scope (pinned first). Reading does not warm them.
 pub fn hottest(conn: &Connection, scope: &str, n: usize) -> rusqlite::Result<Vec<Entry>> {
     let t = turns(conn, scope)?;

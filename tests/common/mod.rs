@@ -333,6 +333,14 @@ impl ScriptedTab {
         .unwrap_or_else(|_| panic!("no `{ty}` frame in time"))
     }
 
+    /// The next frame, whatever its type (tasks aside).
+    pub async fn next_any(&mut self) -> Value {
+        tokio::time::timeout(WAIT, self.frames.recv())
+            .await
+            .expect("a frame in time")
+            .expect("tab open")
+    }
+
     /// Every frame (tasks aside) up to and including the next one of type `ty`.
     pub async fn frames_until(&mut self, ty: &str) -> Vec<Value> {
         tokio::time::timeout(WAIT, async {

@@ -8,7 +8,7 @@ use super::{CmdError, Ctx, Frame, Host, Interpreter, Res};
 use crate::commands::ast::{Command, Job, ManagerCmd, MemoryCmd, Role, SkillCmd, Target, Template};
 use crate::commands::parser::parse_template;
 use crate::commands::permissions::Action;
-use crate::memory::{self, commands as say, Memory, NewMemory, GLOBAL};
+use crate::memory::{self, commands as say, Memory, NewMemory};
 use crate::skills::{self, Action as SkillAction};
 
 fn failed(e: impl std::fmt::Display) -> CmdError {
@@ -52,7 +52,7 @@ impl<H: Host> Interpreter<H> {
         frame: &Frame,
     ) -> Res {
         let mem = self.mem()?;
-        let scope = scope.unwrap_or(GLOBAL);
+        let scope = scope.unwrap_or(ctx.caller.default_scope());
         self.mem_check(ctx, true, scope)?;
         let text = self.expand(ctx, text, frame)?;
         mem.set_note(scope, text.trim()).map_err(failed)?;
@@ -83,7 +83,7 @@ impl<H: Host> Interpreter<H> {
                 importance,
                 rate,
             } => {
-                let scope = scope.as_deref().unwrap_or(GLOBAL);
+                let scope = scope.as_deref().unwrap_or(ctx.caller.default_scope());
                 self.mem_check(ctx, true, scope)?;
                 let text = self.expand(ctx, text, frame)?;
                 let mut note = String::new();
@@ -133,7 +133,7 @@ impl<H: Host> Interpreter<H> {
                 Ok(format!("已改写 / rewrote #{id}"))
             }
             MemoryCmd::Search { scope, words } => {
-                let scope = scope.as_deref().unwrap_or(GLOBAL);
+                let scope = scope.as_deref().unwrap_or(ctx.caller.default_scope());
                 self.mem_check(ctx, false, scope)?;
                 let words = self.expand(ctx, words, frame)?;
                 let hits = mem
@@ -157,12 +157,12 @@ impl<H: Host> Interpreter<H> {
                 })
             }
             MemoryCmd::Tags { scope } => {
-                let scope = scope.as_deref().unwrap_or(GLOBAL);
+                let scope = scope.as_deref().unwrap_or(ctx.caller.default_scope());
                 self.mem_check(ctx, false, scope)?;
                 Ok(say::tag_cloud(scope, &mem.tags(scope).map_err(failed)?))
             }
             MemoryCmd::List { scope, n } => {
-                let scope = scope.as_deref().unwrap_or(GLOBAL);
+                let scope = scope.as_deref().unwrap_or(ctx.caller.default_scope());
                 self.mem_check(ctx, false, scope)?;
                 Ok(say::list(scope, &mem.hottest(scope, *n).map_err(failed)?))
             }
@@ -182,7 +182,7 @@ impl<H: Host> Interpreter<H> {
         n: usize,
         frame: &Frame,
     ) -> Res {
-        let scope = scope.unwrap_or(GLOBAL);
+        let scope = scope.unwrap_or(ctx.caller.default_scope());
         self.mem_check(ctx, true, scope)?;
         let entries = mem.hottest(scope, n).map_err(failed)?;
         if entries.is_empty() {

@@ -63,13 +63,7 @@ impl<'a> Parser<'a> {
                 }
             }
             "status" => AgentCmd::Status(optional_name()?),
-            "memory" => {
-                let name = name_at(0)?;
-                if let Some(extra) = args.get(1) {
-                    return Err(self.unexpected(*extra));
-                }
-                AgentCmd::Memory(name)
-            }
+            "memory" => AgentCmd::Memory(optional_name()?),
             "list" => match args.first() {
                 Some(w) => return Err(self.unexpected(*w)),
                 None => AgentCmd::List,
@@ -270,7 +264,8 @@ mod tests {
             ),
             ("agent status", AgentCmd::Status(None)),
             ("agent status r1", AgentCmd::Status(Some("r1".into()))),
-            ("agent memory r1", AgentCmd::Memory("r1".into())),
+            ("agent memory r1", AgentCmd::Memory(Some("r1".into()))),
+            ("agent memory", AgentCmd::Memory(None)),
             ("agent list", AgentCmd::List),
             ("agents list", AgentCmd::List),
             ("agent stop", AgentCmd::Stop(None)),
@@ -308,7 +303,7 @@ mod tests {
             ("agent create r1 memory=a/b", 16, "expected memory=SCOPE"),
             ("agent create r1 loudly", 16, "unexpected `loudly`"),
             ("agent task r1", 13, "expected the task text"),
-            ("agent memory", 12, "expected the agent's name"),
+            ("agent memory a b", 15, "unexpected `b`"),
             ("agent list all", 11, "unexpected `all`"),
             ("agent stop a b", 13, "unexpected `b`"),
             ("agent loop maybe", 10, "expected `loop on` or `loop off`"),

@@ -66,7 +66,7 @@ export function userInput(text) {
 }
 
 /** `task_update.trouble` kinds (SPEC §10). */
-export const TROUBLES = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss']);
+export const TROUBLES = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss', 'content_filter']);
 
 /** `task_update` — progress of a hub task in this tab; `trouble` says why the site refused. */
 export function taskUpdate(taskId, state, error, trouble) {

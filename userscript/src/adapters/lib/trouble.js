@@ -13,7 +13,7 @@ export const REASONS = {
 };
 
 /** The `task_update.trouble` kinds the hub acts on (SPEC §10): cool down, or park until a person acts. */
-export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss']);
+export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss', 'content_filter']);
 
 /**
  * The site withdrew or blocked the reply (DeepSeek's CONTENT_FILTER, Qianwen's moderation): the task fails
