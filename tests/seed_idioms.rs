@@ -241,13 +241,26 @@ async fn manager_create_checks_its_steps_when_created() {
     assert_eq!(r["result"]["success"], true, "{r}");
     let saved = std::fs::read_to_string(h.dir.path().join("exports").join("cross.json"))
         .expect("exported flow");
-    for step in [
-        "to deepseek: 分析这部分数据",
-        "to qianwen: 总结这份报告",
-        "to doubao: 生成图表",
-    ] {
-        assert!(saved.contains(step), "{step}: {saved}");
+    for line in ["分析这部分数据", "总结这份报告", "生成图表"] {
+        assert!(saved.contains(line), "{line}: {saved}");
     }
+    assert!(saved.contains("parallel_outputs"), "{saved}");
+    // `to:` lines mixed with a line that is neither: refused at create, naming the line.
+    let r = tab
+        .command(
+            "?<manager create 混合 from \"\nto:deepseek 分析\necho 中间\nto:qianwen 总结\n\">!",
+        )
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("line 3 `echo 中间`"), "{r}");
+    // A `->` step holding two `to:` lines is neither series nor parallel.
+    let r = tab
+        .command(
+            "?<manager create 混合2 from \"\nto:deepseek 分析\nto:qianwen 总结\n-> echo 完\n\">!",
+        )
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("line 2"), "{r}");
     // A step that is no command is refused now, naming every bad step, not at run time.
     let r = tab
         .command("?<manager create 坏流程 from \"set = 5 -> echo ok -> parallel to=[x\">!")

@@ -21,7 +21,7 @@
 //! | `create_data_analysis` | saves flow 数据分析 with the three script steps in order; `manager run` runs load, clean, analyze and completes |
 //! | `set_threshold` | sets `$threshold` to `5` |
 //! | `create_monitor` | saves 3 steps: `python check.py`, `if $RESULT > $threshold then python send_alert.py`, `python log_result.py` (`\$result` = the step before's output, `$threshold` an input defaulting to the person's 5, bare scripts run with python); runs: 7 > 5 alerts, `threshold=10` does not; unset at create → a required input |
-//! | `create_cross_platform` | saves flow 跨平台分析 of three `to SITE: TEXT` steps; running it gives deepseek, qianwen, doubao each its line |
+//! | `create_cross_platform` | saves flow 跨平台分析 as one node asking three sites at once (`parallel_outputs`); running it gives deepseek, qianwen, doubao each its line and the master every answer headed by its site |
 //! | `from_doubao_pipe` | after doubao answered, sets `$raw_data` to `python extract.py`'s output (`CMD \| set NAME` = `set NAME = $(CMD)`) |
 //! | `to_yuanbao_raw` | sends yuanbao the text `python process.py <$raw_data>`; answers yuanbao's reply |
 //! | `create_auto_ops` | saves 3 steps (the check and its `if $exit_code != 0` stay one chain), retry 3; runs: check passes → log, restart; check exits 1 → alert, log, restart, completed |
@@ -585,16 +585,30 @@ async fn create_cross_platform_gives_each_site_its_line() {
     let r = t.master.command(CREATE_CROSS_PLATFORM).await;
     assert!(succeeded(&r), "{r}");
     assert_eq!(out(&r), "已保存流程 / saved flow 跨平台分析");
+    // The manual calls it parallel: one node asking the three sites at once, each its line.
+    let yaml = h
+        .hub()
+        .hub
+        .store
+        .flow_source("跨平台分析")
+        .unwrap()
+        .unwrap();
+    let v: Value = serde_saphyr::from_str(&yaml).unwrap();
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1, "{yaml}");
     assert_eq!(
-        saved_steps(&h, "跨平台分析"),
-        vec![
-            "to deepseek: 分析这部分数据",
-            "to qianwen: 总结这份报告",
-            "to doubao: 生成图表"
-        ]
+        nodes[0]["parallel_outputs"],
+        json!({"deepseek": "分析这部分数据", "qianwen": "总结这份报告", "doubao": "生成图表"}),
+        "{yaml}"
     );
-    let (state, _) = run_flow(&mut t.master, "?<manager run 跨平台分析>!").await;
+    let (state, answer) = run_flow(&mut t.master, "?<manager run 跨平台分析>!").await;
     assert_eq!(state, "completed");
+    // The master's answer holds every line's answer, each headed by the tab that answered.
+    let answer = answer.expect("the answer is delivered to the master");
+    for (tab, site) in [("ds", "deepseek"), ("qw", "qianwen"), ("db", "doubao")] {
+        let head = format!("[{tab}]\n{site} 答");
+        assert!(answer.contains(&head), "{head}: {answer}");
+    }
     assert_eq!(t.deepseek.prompts(), vec!["分析这部分数据"]);
     assert_eq!(t.qianwen.prompts(), vec!["总结这份报告"]);
     assert_eq!(t.doubao.prompts(), vec!["生成图表"]);

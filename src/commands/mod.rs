@@ -9,6 +9,7 @@ pub mod agent;
 pub mod ast;
 pub mod fuzz;
 pub mod help;
+pub mod inline;
 pub mod interp;
 pub mod lex;
 pub mod parser;
