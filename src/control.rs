@@ -1653,7 +1653,10 @@ fn manager(
             let text = match source {
                 FlowSource::Inline(chain) => {
                     let known = hub.commands.vars.snapshot(&caller.client_id);
-                    crate::commands::inline::flow_yaml(&name, &chain, &known, auto_retry)
+                    let policy = &hub.commands.exec;
+                    let may_run =
+                        |line: &str| crate::exec::check(policy, line).map_err(|e| e.to_string());
+                    crate::commands::inline::flow_yaml(&name, &chain, &known, auto_retry, &may_run)
                         .map_err(RunError::Invalid)?
                 }
                 FlowSource::File(path) => {

@@ -86,6 +86,46 @@ pub fn unknown_program(line: &str) -> Option<&str> {
     });
     (!found).then_some(word)
 }
+/// Whether `command` could run under `policy`, checked without running it or knowing its
+/// variables' values: exec off refuses every line; under an allowlist each pipeline stage's
+/// program must be allowed and no construct the allowlist refuses may appear. A flow is
+/// checked so when it is created (docs/flows.md, "Inline flows").
+pub fn check(policy: &ExecPolicy, command: &str) -> Result<(), ExecError> {
+    if command.trim().is_empty() {
+        return Err(ExecError::Empty);
+    }
+    let allowed = match &policy.mode {
+        ExecMode::Off => return Err(ExecError::Disabled),
+        ExecMode::On => return Ok(()),
+        ExecMode::Allowlist(allowed) => allowed,
+    };
+    let (segs, forbidden) = plan::lex(command);
+    if let Some((what, pos)) = forbidden {
+        return Err(ExecError::Forbidden { what, pos });
+    }
+    let mut stage = String::new();
+    for seg in segs.iter().chain(std::iter::once(&plan::Seg::Pipe)) {
+        match seg {
+            plan::Seg::Raw(r) => stage.push_str(r),
+            // A variable's value is an argument, quoted when it runs; here a stand-in word.
+            plan::Seg::Var { .. } => stage.push_str(" x "),
+            plan::Seg::Pipe => {
+                let program = shlex::split(&stage)
+                    .and_then(|argv| argv.into_iter().next())
+                    .unwrap_or_default();
+                if !allowed.iter().any(|a| *a == program) {
+                    return Err(ExecError::NotAllowed {
+                        program,
+                        allowed: allowed.join(", "),
+                    });
+                }
+                stage.clear();
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Prefix of the environment variables that carry AIcard variables in `On` mode.
 pub const VAR_ENV_PREFIX: &str = "AICARD_VAR_";
 /// How long readers may drain pipes after the process group was killed.

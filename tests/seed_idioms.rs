@@ -310,3 +310,36 @@ async fn manager_create_with_auto_retry_tries_a_failed_step_again() {
     assert_eq!(bad["result"]["success"], false, "{bad}");
     assert!(out(&bad).contains("auto_retry=N"), "{bad}");
 }
+
+#[tokio::test]
+async fn manager_create_refuses_a_step_the_exec_policy_would_refuse() {
+    // Exec off (the default): a flow whose step runs a program is refused when created.
+    let h = TestHub::start().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab
+        .command("?<manager create 运维 from \"check_system.py -> to m: 看看\">!")
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("step 1 `python check_system.py`"), "{r}");
+    assert!(out(&r).contains("--exec"), "{r}");
+    let r = tab.command("?<manager show 运维>!").await;
+    assert_eq!(r["result"]["success"], false, "never saved: {r}");
+
+    // Under an allowlist, a program not on it is refused naming the step; one on it passes.
+    let h = TestHub::start_with(|c| {
+        c.exec_mode = ExecMode::Allowlist;
+        c.exec_allow = vec!["echo".into()];
+    })
+    .await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab
+        .command("?<manager create 三层 from \"echo a -> if $exit_code != 0 then rm -rf x\">!")
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("`rm -rf x`"), "{r}");
+    assert!(out(&r).contains("allowlist"), "{r}");
+    let r = tab
+        .command("?<manager create 好 from \"echo a -> echo $result b\">!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+}

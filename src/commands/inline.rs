@@ -15,16 +15,36 @@
 use std::collections::BTreeMap;
 
 /// The YAML of the flow an inline body describes, or what is wrong with it, line by line.
+/// `may_run` says whether a shell line could run under the hub's exec policy (checked now,
+/// so a step it would refuse is refused when the flow is created).
 pub fn flow_yaml(
     name: &str,
     body: &str,
     known: &BTreeMap<String, String>,
     auto_retry: Option<u32>,
+    may_run: &dyn Fn(&str) -> Result<(), String>,
 ) -> Result<String, String> {
     let mut yaml = match parallel_lines(body)? {
         Some(lines) => parallel_yaml(name, &lines),
         None => {
             let steps = inline_steps(body)?;
+            let refused: Vec<String> = steps
+                .iter()
+                .enumerate()
+                .flat_map(|(i, step)| {
+                    let lines = crate::commands::parser::parse(step)
+                        .map(|c| shell_lines(&c))
+                        .unwrap_or_default();
+                    lines.into_iter().filter_map(move |line| {
+                        may_run(&line)
+                            .err()
+                            .map(|e| format!("步骤 / step {} `{line}`: {e}", i + 1))
+                    })
+                })
+                .collect();
+            if !refused.is_empty() {
+                return Err(refused.join("\n"));
+            }
             chain_to_yaml(name, &steps, known)
         }
     };
@@ -32,6 +52,37 @@ pub fn flow_yaml(
         yaml.push_str(&format!("defaults:\n  retry: {{max: {n}}}\n"));
     }
     Ok(yaml)
+}
+
+/// The shell lines a command would run here (a remote `on NODE:` runs under that node's
+/// policy and is not checked here).
+fn shell_lines(cmd: &crate::commands::ast::Command) -> Vec<String> {
+    use crate::commands::ast::{Command, SetValue};
+    match cmd {
+        Command::Shell { text } => vec![text.clone()],
+        Command::Chain(steps) => steps.iter().flat_map(shell_lines).collect(),
+        Command::Finally { body, cleanup } => {
+            let mut v = shell_lines(body);
+            v.extend(shell_lines(cleanup));
+            v
+        }
+        Command::If {
+            then, otherwise, ..
+        } => {
+            let mut v = shell_lines(then);
+            if let Some(o) = otherwise {
+                v.extend(shell_lines(o));
+            }
+            v
+        }
+        Command::For { body, .. } => shell_lines(body),
+        Command::From { then: Some(t), .. } => shell_lines(t),
+        Command::Set {
+            value: SetValue::Capture(c),
+            ..
+        } => shell_lines(c),
+        _ => Vec::new(),
+    }
 }
 
 /// One `to:SITE TEXT` line of a parallel body.

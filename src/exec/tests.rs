@@ -334,3 +334,22 @@ fn env_names_do_not_collide() {
         "AICARD_VAR_a_b_1"
     );
 }
+
+#[test]
+fn check_answers_what_a_run_would_without_running() {
+    let off = ExecPolicy::new(ExecMode::Off, "/tmp");
+    assert!(matches!(check(&off, "echo hi"), Err(ExecError::Disabled)));
+    let list = ExecPolicy::new(ExecMode::Allowlist(vec!["echo".into(), "wc".into()]), "/tmp");
+    assert!(check(&list, "echo $x | wc -l").is_ok());
+    assert!(matches!(
+        check(&list, "echo a | rm -rf /"),
+        Err(ExecError::NotAllowed { program, .. }) if program == "rm"
+    ));
+    assert!(matches!(
+        check(&list, "echo a; rm x"),
+        Err(ExecError::Forbidden { .. })
+    ));
+    let on = ExecPolicy::new(ExecMode::On, "/tmp");
+    assert!(check(&on, "anything --at all").is_ok());
+    assert!(matches!(check(&on, "  "), Err(ExecError::Empty)));
+}
