@@ -113,7 +113,7 @@ pub fn check(policy: &ExecPolicy, command: &str) -> Result<(), ExecError> {
                 let program = shlex::split(&stage)
                     .and_then(|argv| argv.into_iter().next())
                     .unwrap_or_default();
-                if !allowed.iter().any(|a| *a == program) {
+                if !allowed.contains(&program) {
                     return Err(ExecError::NotAllowed {
                         program,
                         allowed: allowed.join(", "),

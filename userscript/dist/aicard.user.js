@@ -364,7 +364,7 @@
     client: (status) => `the site rejected the request (HTTP ${status}) / 站点拒绝了请求（HTTP ${status}）`,
     htmlPage: "the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）"
   };
-  var TROUBLE_KINDS = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss"]);
+  var TROUBLE_KINDS = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss", "content_filter"]);
   var CONTENT_FILTER = "content_filter";
   var RATE_LIMITED = /rate.?limit|too many requests|usage limit|HTTP 429|限流|频繁|使用上限|次数上限/i;
   var LOGIN_REASON = /log ?in|sign in|session token is stale|登录|会话令牌已过期/i;
@@ -2795,7 +2795,7 @@ ${codeText(el)}
   function userInput(text) {
     return { type: "user_input", text };
   }
-  var TROUBLES = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss"]);
+  var TROUBLES = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss", "content_filter"]);
   function taskUpdate(taskId, state, error, trouble12) {
     if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
     if (trouble12 !== void 0 && !TROUBLES.includes(trouble12)) throw new Error(`unknown trouble: ${trouble12}`);
@@ -4248,8 +4248,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
   });
   var ENDED_KEPT = 2;
   var Panel = class {
-    constructor({ doc, hub, findInput: findInput2, version }) {
-      Object.assign(this, { doc, hub, findInput: findInput2, version });
+    constructor({ doc, hub, findInput: findInput2, version, debug = false }) {
+      Object.assign(this, { doc, hub, findInput: findInput2, version, debug });
       this.state = { hub: { state: "idle" }, role: null, label: null, task: null, result: null, capture: null, parked: null };
       this.runs = /* @__PURE__ */ new Map();
       this.agents = /* @__PURE__ */ new Map();
@@ -4322,6 +4322,15 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.pos = { x, y };
       this.host.style.setProperty("left", `${x}px`, "important");
       this.host.style.setProperty("top", `${y}px`, "important");
+      this.publish();
+    }
+    /** Debug only: `describe()` on the host as `data-describe`, readable from any world. */
+    publish() {
+      if (!this.debug || !this.box) return;
+      try {
+        this.host.setAttribute("data-describe", JSON.stringify(this.describe()));
+      } catch {
+      }
     }
     enableDrag(handle) {
       handle.addEventListener("pointerdown", (down) => {
@@ -4493,6 +4502,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.body.replaceChildren(...rows);
       if (this.runs.size) this.body.append(this.renderFlows());
       if (this.agents.size) this.body.append(this.renderAgents());
+      this.publish();
     }
     renderFlows() {
       const wrap = this.doc.createElement("div");
@@ -5157,7 +5167,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       claimTask: () => runner?.claimTask(),
       memory: new TurnMemory(own.sessionStorage)
     });
-    const panel = new Panel({ doc, hub, version: VERSION, findInput: () => findInput(doc, adapter) });
+    const panel = new Panel({ doc, hub, version: VERSION, debug, findInput: () => findInput(doc, adapter) });
     panel.update({ capture: { mode: hooks.mode, late: hooks.late, path: null } });
     runner = new TaskRunner({
       doc,

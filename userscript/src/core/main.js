@@ -93,7 +93,7 @@ export function start(env) {
   capture = new TurnCapture({
     adapter, hub, log, record: debug, claimTask: () => runner?.claimTask(), memory: new TurnMemory(own.sessionStorage),
   });
-  const panel = new Panel({ doc, hub, version: VERSION, findInput: () => findInput(doc, adapter) });
+  const panel = new Panel({ doc, hub, version: VERSION, debug, findInput: () => findInput(doc, adapter) });
   panel.update({ capture: { mode: hooks.mode, late: hooks.late, path: null } });
   runner = new TaskRunner({
     doc, adapter, hub, capture, timers, log,

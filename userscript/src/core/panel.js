@@ -9,7 +9,9 @@
  * Built with DOM calls only (no HTML strings: Trusted Types pages such as Gemini refuse them),
  * styled by a constructed stylesheet (not subject to the page's `style-src`), or a `<style>`
  * element where a world cannot adopt one. Its host element carries `data-state`,
- * `data-transport`, `data-capture` and `data-hooks`, the truth in a form every world can read.
+ * `data-transport`, `data-capture` and `data-hooks`, the truth in a form every world can read;
+ * with the `debug` value on, also `data-describe`: what `describe()` says (text, buttons and
+ * where they are), as JSON, for worlds where the page cannot call the debug helpers.
  */
 import { userInput } from './protocol.js';
 
@@ -61,8 +63,8 @@ export const AGENT_CONTROLS = Object.freeze({
 const ENDED_KEPT = 2;
 
 export class Panel {
-  constructor({ doc, hub, findInput, version }) {
-    Object.assign(this, { doc, hub, findInput, version });
+  constructor({ doc, hub, findInput, version, debug = false }) {
+    Object.assign(this, { doc, hub, findInput, version, debug });
     this.state = { hub: { state: 'idle' }, role: null, label: null, task: null, result: null, capture: null, parked: null };
     this.runs = new Map();
     this.agents = new Map(); // session id → {name, state, round, of, command, why}
@@ -141,6 +143,13 @@ export class Panel {
     this.pos = { x, y };
     this.host.style.setProperty('left', `${x}px`, 'important');
     this.host.style.setProperty('top', `${y}px`, 'important');
+    this.publish();
+  }
+
+  /** Debug only: `describe()` on the host as `data-describe`, readable from any world. */
+  publish() {
+    if (!this.debug || !this.box) return;
+    try { this.host.setAttribute('data-describe', JSON.stringify(this.describe())); } catch { /* not laid out yet */ }
   }
 
   enableDrag(handle) {
@@ -315,6 +324,7 @@ export class Panel {
     // The hub sends flow_event only to the master of a run, whatever role the tab had before.
     if (this.runs.size) this.body.append(this.renderFlows());
     if (this.agents.size) this.body.append(this.renderAgents());
+    this.publish();
   }
 
   renderFlows() {

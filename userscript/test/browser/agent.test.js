@@ -6,12 +6,20 @@
 // typed, the panel shows the session (and what a Stop left unrun or cancelled) and its buttons
 // send the exact control texts, and a reply cut by a reload ends with the same turn_id when the
 // site sends it again. The real hub's side: test/worlds/agent.test.js.
-import { test, before, after } from 'node:test';
+//
+// On the real hub (`aicard serve`, a recording proxy in front, skipped without a binary that has
+// `--agent-hold-ms`): a person's Stop at three moments (stop-story.js), and a person who keeps
+// typing past the old 10 s cap while results wait (nothing sent, `held` keeps the hub from
+// resending, the draft back whole after the send).
+import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { startMockServer, variantHost } from '../../mock/server.js';
 import { startStandInHub } from './stand-in-hub.js';
 import { launchBrowser, openTab } from './harness.js';
 import { boxTextInPage, loadAdapters } from './fixtures.js';
+import { ensureHubBinary, HUB_BIN, startRealHub, startRecordingProxy } from './real-hub.js';
+import { STOP_HUB_ARGS, framesOf as proxyFramesOf, openDesk, resultsTypedInto, stopStory, until } from './stop-story.js';
 
 let mock; let hub; let browser; let adapters;
 
@@ -275,4 +283,112 @@ test('a reply cut by a reload and sent again by the site ends with the turn_id i
     await page.close();
     client.connected = false;
   }
+});
+
+/** Why the real-hub tests cannot run here, or null. */
+function realHubUnavailable() {
+  const missing = ensureHubBinary();
+  if (missing) return missing;
+  const help = spawnSync(HUB_BIN, ['serve', '--help'], { encoding: 'utf8' }).stdout || '';
+  if (!/--agent-hold-ms/.test(help)) return 'this aicard binary has no `serve --agent-hold-ms` yet';
+  return null;
+}
+
+describe('on the real hub', () => {
+  const unavailable = realHubUnavailable();
+  const HOLD = 1000;
+  const ARRIVAL = 4000;
+  const SITE = 'deepseek';
+  let real; let proxy; let desk; let tab;
+
+  before(async () => {
+    if (unavailable) return;
+    real = await startRealHub({ origins: mock.hosts.map((h) => `https://${h}`), args: [...STOP_HUB_ARGS, '--agent-arrival-ms', String(ARRIVAL)] });
+    proxy = await startRecordingProxy(real.url);
+    desk = await openDesk(real.url, real.token);
+    const site = mock.sites.find((s) => s.name === SITE);
+    const adapter = adapters.get(SITE);
+    const page = await openTab(browser.context, { host: variantHost(site, answeringVariant(site)), hub: { url: proxy.url, token: real.token }, gmValues: { debug: true, role: 'master', label: 'stop-ds' } });
+    await page.waitForFunction(() => document.querySelector('aicard-panel')?.dataset.state === 'open', null, { timeout: 20000 });
+    const sel = adapter.input.selectors.join(', ');
+    tab = {
+      page,
+      adapter,
+      clientId: await page.evaluate(() => sessionStorage.getItem('aicard.client_id')),
+      async say(text) {
+        await page.waitForFunction(() => document.body.dataset.streaming !== 'true', null, { timeout: 20000 });
+        await page.locator(sel).first().click();
+        await page.keyboard.type(text);
+        await page.keyboard.press('Enter');
+      },
+      async clickStop() {
+        const b = (await page.evaluate(() => window.mcpPanel())).buttons.find((x) => x.act === 'agent-stop');
+        assert.ok(b, 'the panel shows Stop');
+        await page.mouse.click(b.rect.x + b.rect.width / 2, b.rect.y + b.rect.height / 2);
+      },
+      panelText: () => page.evaluate(() => window.mcpPanel().text),
+    };
+  });
+
+  after(async () => {
+    await tab?.page.close();
+    desk?.close();
+    await proxy?.close();
+    await real?.close();
+  });
+
+  const opts = { skip: unavailable ? `real hub unavailable: ${unavailable}` : false };
+
+  test('Stop at three moments (a command running, results just sent, the model streaming): nothing typed until the person speaks, then sessions deliver again', opts, async (t) => {
+    await stopStory({ tab, hub: real, proxy, desk, mock, site: SITE, tag: 'pw', log: (m) => t.diagnostic(m) });
+    assert.deepEqual(tab.page.errors.map(String), []);
+  });
+
+  test('the person types past the old 10 s cap while results wait: nothing sent, held reported (no resend, no "send failed"); then the results go and the draft comes back whole', opts, async () => {
+    const { page, adapter } = tab;
+    const mine = () => proxyFramesOf(proxy, tab.clientId);
+    const welcome = mine().find((f) => f.dir === 'down' && f.frame?.type === 'welcome');
+    assert.equal(welcome?.frame.hold_ms, HOLD, 'the hub\'s welcome names its hold window');
+    const from = mock.requests(SITE).length;
+    const mark = proxy.frames.length;
+    const after = (f) => proxy.frames.indexOf(f) >= mark && mine().includes(f);
+    // The model writes a command and is held mid-stream; the person starts a draft meanwhile.
+    await tab.say('AGENT-TEST AGENT-CMD«memory PROBEDRAFT 斑马 zebra tag: agent-test» AGENT-HOLD«draft-pw» 请记下来 / write it down');
+    await mock.held('draft-pw');
+    const start = '我的草稿 my draft: ';
+    const rest = '这是一段很长的草稿，the person keeps typing and typing, 一直在打字，never stopping for long. 还在写……';
+    const draft = `${start}${rest}`;
+    await page.locator(adapter.input.selectors.join(', ')).first().click();
+    await page.keyboard.type(start);
+    // Typing goes on (one key every 130 ms, about 13 s) while the reply ends and its results wait.
+    const typing = page.keyboard.type(rest, { delay: 130 });
+    mock.release('draft-pw');
+    const deliver = await proxy.waitFrame((f) => after(f) && f.dir === 'down' && f.frame?.type === 'deliver' && f.frame.auto_send, { timeoutMs: 15000, what: 'the results sent to the tab' });
+    const firstHeld = await proxy.waitFrame((f) => after(f) && f.dir === 'up' && f.frame?.type === 'task_update' && f.frame.state === 'held', { timeoutMs: 5000, what: 'the tab reports the hold' });
+    const heldSince = Date.now();
+    await typing;
+    const stoppedTyping = Date.now();
+    assert.ok(stoppedTyping - heldSince >= 10_000, `the person typed on for ${stoppedTyping - heldSince} ms after the hold began (past the old 10 s cap)`);
+    assert.deepEqual(resultsTypedInto(mock, SITE, from), [], 'nothing sent while the person types');
+    const held = mine().filter((f) => after(f) && f.dir === 'up' && f.frame?.type === 'task_update' && f.frame.state === 'held');
+    assert.ok(held.length >= 5, `held reported every 2 s (${held.length} times)`);
+    for (const f of held) assert.deepEqual(f.frame, { type: 'task_update', deliver_id: deliver.frame.deliver_id, state: 'held' });
+    assert.ok(proxy.frames.indexOf(firstHeld) > proxy.frames.indexOf(deliver));
+    const delivers = mine().filter((f) => after(f) && f.dir === 'down' && f.frame?.type === 'deliver');
+    assert.equal(delivers.length, 1, `the hub did not resend while the tab held it (arrival window ${ARRIVAL} ms): ${delivers.map((f) => f.frame.deliver_id)}`);
+    const paused = mine().filter((f) => after(f) && f.dir === 'down' && f.frame?.type === 'flow_event' && ['paused', 'ended'].includes(f.frame.state));
+    assert.deepEqual(paused.map((f) => f.frame.detail?.why), [], 'no "send failed", the session goes on');
+
+    // The person stopped: the results go after hold_ms, the draft is put back whole.
+    const typed = await until(() => resultsTypedInto(mock, SITE, from), (r) => r.length === 1, { timeoutMs: 10000, what: 'the results sent once the person stopped' });
+    const waited = Date.now() - stoppedTyping;
+    assert.ok(waited >= HOLD - 300, `sent ${waited} ms after the last key (hold ${HOLD} ms)`);
+    assert.equal(typed[0].trim(), String(deliver.frame.text).trim(), 'exactly the results');
+    assert.ok(!mock.requests(SITE).slice(from).some((r) => r.body.includes('my draft')), 'the draft was never sent');
+    await waitBox(page, adapter, draft, 'the draft is back in the box, whole');
+    await proxy.waitFrame((f) => after(f) && f.dir === 'up' && f.frame?.type === 'turn_end' && f.frame.text.startsWith('结果说'), { timeoutMs: 20000, what: 'the final answer' });
+    const inputs = mine().filter((f) => after(f) && f.dir === 'up' && f.frame?.type === 'user_input').map((f) => f.frame.text);
+    assert.equal(inputs.length, 1, `only the person's message is input: ${JSON.stringify(inputs)}`);
+    assert.deepEqual(page.errors.map(String), []);
+  });
 });

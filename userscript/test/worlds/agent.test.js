@@ -10,17 +10,23 @@
 //   writes its command (the command runs once); Stop in the panel while the model streams (the
 //   session ends within 1 s, nothing typed while it streamed, no results typed after);
 // - every world of the matrix (cells.js; AICARD_WORLDS picks some): two sites, one a master tab
-//   where the person types `?<agent loop on>!` and then a task, one an agent tasked by the desk.
-// Needs a hub with the agent loop (`aicard serve --agent-gap`); skipped otherwise.
+//   where the person types `?<agent loop on>!` and then a task, one an agent tasked by the desk;
+// - each manager's world (the matrix's worlds but the two that only change how the hub's address
+//   resolves), first Local Network Access setting: a person's Stop at three moments
+//   (../browser/stop-story.js: a command running and the Stop typed in the tab; results just sent
+//   and the dashboard's Stop; the model streaming and the panel's Stop): nothing typed until the
+//   person speaks, then the next session delivers again.
+// Needs a hub with the agent loop (`aicard serve --agent-gap`; the Stop story `--agent-hold-ms`);
+// skipped otherwise.
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import WebSocket from 'ws';
 import { startMockServer } from '../../mock/server.js';
 import { agentReply, bodyStrings, parseResults } from '../../mock/agent-model.js';
 import { servedUserscript } from '../browser/harness.js';
 import { boxTextInPage, loadAdapters } from '../browser/fixtures.js';
 import { ensureHubBinary, HUB_BIN, startRealHub, startRecordingProxy } from '../browser/real-hub.js';
+import { STOP_HUB_ARGS, framesOf, openDesk, stopStory, until } from '../browser/stop-story.js';
 import { WORLDS } from './cells.js';
 
 const ONE_WORLD = 'scriptcat-chromium-main';
@@ -53,56 +59,12 @@ const panelState = () => {
 };
 const clientIdInPage = () => sessionStorage.getItem('aicard.client_id');
 
-/** Polls `read()` until `ok(value)` (worlds whose page CSP forbids string evaluation). */
-async function until(read, ok, { timeoutMs, what }) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    last = await read();
-    if (ok(last)) return last;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${JSON.stringify(last)?.slice(0, 300)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-/** A master client without a browser (the person's desk): sends commands, collects cmd_results. */
-async function openDesk(url, token) {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/realtime`);
-  const results = [];
-  const waiters = new Set();
-  await new Promise((resolve, reject) => {
-    ws.once('error', reject);
-    ws.once('open', () => ws.send(JSON.stringify({ type: 'hello', token, site: 'sim', role: 'master', label: 'desk' })));
-    ws.on('message', (data) => {
-      const frame = JSON.parse(String(data));
-      if (frame.type === 'welcome') resolve();
-      if (frame.type === 'cmd_result') { results.push(frame); for (const w of [...waiters]) w(); }
-    });
-  });
-  /** Runs `?<BODY>!` and resolves with its cmd_result (matched by its command text). */
-  const same = (r, body) => [body, `?<${body}>!`].includes(String(r.command ?? '').trim());
-  const run = (body, timeoutMs = 30000) => {
-    const taken = new Set(results.filter((r) => same(r, body)));
-    ws.send(JSON.stringify({ type: 'user_input', text: `?<${body}>!` }));
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const hit = results.find((r) => same(r, body) && !taken.has(r));
-        if (hit) { clearTimeout(timer); waiters.delete(check); resolve(hit); }
-      };
-      const timer = setTimeout(() => { waiters.delete(check); reject(new Error(`no cmd_result for ${body} in ${timeoutMs} ms`)); }, timeoutMs);
-      waiters.add(check);
-      check();
-    });
-  };
-  return { run, close: () => ws.close() };
-}
-
 const outputOf = (r) => String(r?.result?.output ?? '');
 const okOf = (r) => r?.result?.success !== false;
 
 /** A fresh hub (agent gap 0), its recording proxy, and a browser of `world`. */
-async function startCell(world, lna, extra = {}) {
-  const hub = await startRealHub({ origins: mock.hosts.map((h) => `https://${h}`), args: HUB_ARGS });
+async function startCell(world, lna, extra = {}, args = HUB_ARGS) {
+  const hub = await startRealHub({ origins: mock.hosts.map((h) => `https://${h}`), args });
   const proxy = await startRecordingProxy(hub.url);
   let browser;
   try {
@@ -128,13 +90,6 @@ async function openConnected(browser, site, values) {
   await until(() => tab.evaluate(panelState), (p) => p?.state === 'open', { timeoutMs: 30000, what: `${site} connected` });
   tab.clientId = await tab.evaluate(clientIdInPage);
   return tab;
-}
-
-/** The proxy's frames of one tab (its WebSocket connections and its SSE channel). */
-function framesOf(proxy, clientId) {
-  const conns = new Set([`http:${clientId}`]);
-  for (const f of proxy.frames) if (f.dir === 'down' && f.frame?.type === 'welcome' && f.frame.client_id === clientId) conns.add(f.conn);
-  return proxy.frames.filter((f) => conns.has(f.conn));
 }
 
 /** What a site received since `from`: the results messages typed into it, and every body. */
@@ -318,6 +273,54 @@ for (const world of WORLDS) {
           await cell.close();
         }
       });
+    }
+  });
+}
+
+/** The stop story needs a hub with the hold (`--agent-hold-ms`, the hub's "stop is final"). */
+function stopStoryUnavailable() {
+  if (unavailable) return unavailable;
+  const help = spawnSync(HUB_BIN, ['serve', '--help'], { encoding: 'utf8' });
+  return /--agent-hold-ms/.test(help.stdout || '') ? null : 'this aicard binary has no `serve --agent-hold-ms` yet';
+}
+
+const stopUnavailable = stopStoryUnavailable();
+const STOP_SITE = 'deepseek';
+
+for (const world of WORLDS) {
+  if (picked.length && !picked.includes(world.id)) continue;
+  if (world.id.startsWith('no-localhost-names')) continue; // the hub's address, not a manager's world
+  const lna = world.lna[0];
+  test(`stop ${world.id} × Local Network Access ${lna}: Stop at three moments, nothing typed until the person speaks`, async (t) => {
+    if (stopUnavailable) { t.skip(stopUnavailable); return; }
+    const started = Date.now();
+    const cell = await startCell(world, lna, {}, STOP_HUB_ARGS);
+    try {
+      const { browser, desk, proxy, hub } = cell;
+      const m = adapters.get(STOP_SITE);
+      const opened = await openConnected(browser, STOP_SITE, { role: 'master', label: `stop-${world.id}`, debug: true });
+      const tab = {
+        clientId: opened.clientId,
+        async say(text) {
+          await until(() => opened.evaluate(() => document.body.dataset.streaming), (v) => v !== 'true', { timeoutMs: 20000, what: 'the site idle before the person writes' });
+          await opened.typeAndSend(m.input.selectors, m.send.selectors, text, m.send.key || 'Enter');
+        },
+        async clickStop() {
+          const b = (await describePanel()).buttons.find((x) => x.act === 'agent-stop');
+          assert.ok(b, 'the panel shows Stop');
+          await opened.clickAt(b.rect.x + b.rect.width / 2, b.rect.y + b.rect.height / 2);
+        },
+        panelText: async () => (await describePanel())?.text,
+      };
+      // The panel as its host says (debug: `data-describe`), which the page reads in every world.
+      const describePanel = async () => JSON.parse(await opened.evaluate(() => document.querySelector('aicard-panel')?.dataset.describe || 'null'));
+      await stopStory({ tab, hub, proxy, desk, mock, site: STOP_SITE, tag: world.id.replace(/[^A-Za-z0-9]/g, ''), log: (msg) => t.diagnostic(msg) });
+      const state = await opened.evaluate(panelState);
+      t.diagnostic(`transport/hooks: ${state.transport}/${state.hooks}; ${Date.now() - started} ms`);
+      if (world.hooks) assert.equal(state.hooks, world.hooks, 'the world\'s hooks');
+      await opened.close();
+    } finally {
+      await cell.close();
     }
   });
 }

@@ -417,6 +417,8 @@ function makeTab(page, errors, reload) {
       else if (sendKey) await page.keyboard.press(sendKey);
       else throw new Error(`no send button among ${JSON.stringify(sendSelectors)}`);
     },
+    /** A person's click at viewport point (x, y) (the panel's buttons, in its closed shadow root). */
+    clickAt: (x, y) => page.mouse.click(x, y),
     screenshot: (path) => page.screenshot({ path }),
     reload,
     close: () => page.close(),

@@ -636,6 +636,21 @@ export async function launchFirefox({ mock, userscript, gm = {}, firefox = FIREF
             }],
           });
         },
+        /** Clicks at viewport point (x, y) (trusted events; the panel's buttons, in its closed shadow root). */
+        async clickAt(x, y) {
+          await bidi.send('browsingContext.activate', { context });
+          await bidi.send('input.performActions', {
+            context,
+            actions: [{
+              type: 'pointer', id: 'mouse', parameters: { pointerType: 'mouse' },
+              actions: [
+                { type: 'pointerMove', x: Math.round(x), y: Math.round(y), origin: 'viewport' },
+                { type: 'pointerDown', button: 0 }, { type: 'pointerUp', button: 0 },
+              ],
+            }],
+          });
+          await bidi.send('input.releaseActions', { context });
+        },
         /**
          * Types `text` with key actions, one grapheme per keyDown/keyUp (CJK and emoji included;
          * '\n' is Shift+Enter, a new line in a chat box).
