@@ -157,6 +157,8 @@ struct Ended {
 /// The sessions of looping tabs, by tab client id.
 pub struct Loops {
     asks: Arc<Asks>,
+    /// The background jobs (`CMD &`): a person's Stop lists those its tab started.
+    jobs: Arc<crate::exec::jobs::Jobs>,
     vars: Arc<Variables>,
     memory: Arc<crate::memory::Memory>,
     settings: AgentSettings,
@@ -190,12 +192,14 @@ impl Loops {
     /// A loop service asking through `asks`; `vars` receives `$R1`, `$R2`, … of each round.
     pub fn new(
         asks: Arc<Asks>,
+        jobs: Arc<crate::exec::jobs::Jobs>,
         vars: Arc<Variables>,
         memory: Arc<crate::memory::Memory>,
         settings: AgentSettings,
     ) -> Arc<Loops> {
         Arc::new(Loops {
             asks,
+            jobs,
             vars,
             memory,
             settings,
@@ -651,7 +655,7 @@ impl Loops {
             (None, Who::Tab(t), Control::Stop) => {
                 self.stopped.lock().expect("loops").insert(t.to_string());
                 let cancelled = self.cancel_inflight(t);
-                return Ok(stopped_text(&cancelled));
+                return Ok(stopped_text(&cancelled, &self.jobs.running_of(t)));
             }
             (None, _, _) => {
                 return Err(match who {
@@ -690,7 +694,7 @@ impl Loops {
         }
         self.feed(&tab, input);
         Ok(match what {
-            Control::Stop => stopped_text(&cancelled),
+            Control::Stop => stopped_text(&cancelled, &self.jobs.running_of(&tab)),
             Control::CallerLeft => "已结束 / ended (its caller left)".into(),
             Control::Pause => "已暂停 / paused".into(),
             Control::Resume => "已继续 / resumed".into(),
@@ -1038,6 +1042,7 @@ impl Loops {
             // note) what of the streaming turn will not run.
             d["cancelled"] = serde_json::json!(l.cancelled);
             d["not_run"] = serde_json::json!([]);
+            d["jobs"] = serde_json::json!(self.jobs.running_of(tab));
         }
         let _ = self.asks.hub().registry.send(tab, &frame);
         let result = match answer {
@@ -1175,16 +1180,22 @@ fn progress_frame(
     }
 }
 
-/// What a person's Stop says, listing the commands it cancelled.
-fn stopped_text(cancelled: &[String]) -> String {
-    if cancelled.is_empty() {
-        return "已停止 / stopped: nothing is typed into this tab until you write in it".into();
+/// What a person's Stop says: the commands it cancelled, and the background jobs the tab
+/// started that still run (they go on: `?<jobs kill ID>!` ends one).
+fn stopped_text(cancelled: &[String], jobs: &[String]) -> String {
+    let mut out =
+        String::from("已停止 / stopped: nothing is typed into this tab until you write in it");
+    if !cancelled.is_empty() {
+        let list: Vec<String> = cancelled.iter().map(|c| format!("`{c}`")).collect();
+        out.push_str(&format!("; 已取消 / cancelled: {}", list.join(", ")));
     }
-    let list: Vec<String> = cancelled.iter().map(|c| format!("?<{c}>!")).collect();
-    format!(
-        "已停止 / stopped: nothing is typed into this tab until you write in it; 已取消 / cancelled: {}",
-        list.join(", ")
-    )
+    if !jobs.is_empty() {
+        out.push_str(&format!(
+            "; 后台任务仍在运行 / background jobs still running: {} (?‹jobs kill ID›! ends one)",
+            jobs.join(", ")
+        ));
+    }
+    out
 }
 
 /// The memory scope of an agent: its `memory=SCOPE`, or `agent.NAME`.

@@ -98,6 +98,7 @@ impl App {
         let commands = Arc::new(crate::control::Commands::new(&hub.config, &hub.store));
         let loops = crate::agent_loop::Loops::new(
             asks.clone(),
+            commands.jobs.clone(),
             commands.vars(),
             commands.memory.clone(),
             hub.config.agent.clone(),
@@ -486,6 +487,7 @@ impl Hooks for AppHooks {
     fn shutdown(&self) {
         if let Some(app) = self.app() {
             app.control.mcp.shutdown();
+            app.control.commands.jobs.shutdown();
         }
     }
 }

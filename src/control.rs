@@ -121,6 +121,8 @@ pub struct Commands {
     ended_turns: DashMap<String, std::collections::VecDeque<String>>,
     vars: Arc<Variables>,
     exec: ExecPolicy,
+    /// `CMD &`: the background jobs (they end when the hub stops).
+    pub jobs: Arc<crate::exec::jobs::Jobs>,
     pub roles: RoleCards,
     /// The team's memory (src/memory).
     pub memory: Arc<crate::memory::Memory>,
@@ -140,6 +142,7 @@ impl Commands {
             ended_turns: DashMap::new(),
             vars: Arc::new(Variables::new()),
             exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
+            jobs: Arc::new(crate::exec::jobs::Jobs::new()),
             roles: RoleCards::load(&config.role_cards_dir),
             memory: crate::memory::Memory::new(store.clone()),
             skills: crate::skills::Skills::load(&config.skills_dir),
@@ -609,7 +612,8 @@ async fn run_command_with(
         },
         hub.commands.exec.clone(),
         hub.commands.vars.clone(),
-    );
+    )
+    .with_jobs(hub.commands.jobs.clone());
     let out = interp.run_texts(caller, bodies).await;
     drop(interp);
     forwarders.close();

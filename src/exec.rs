@@ -790,6 +790,7 @@ pub fn spawn_service(
     })
 }
 
+pub mod jobs;
 mod plan;
 
 #[cfg(test)]

@@ -343,3 +343,110 @@ async fn manager_create_refuses_a_step_the_exec_policy_would_refuse() {
         .await;
     assert_eq!(r["result"]["success"], true, "{r}");
 }
+
+/// `?<jobs>!` until `done` says the list is as wanted (a job ends in its own time: the wait is
+/// bounded, and each look is a real command on the hub).
+async fn jobs_until(tab: &mut ScriptedTab, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = tab.command("?<jobs>!").await;
+        let o = out(&r).to_string();
+        if done(&o) {
+            return o;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "jobs never got there: {o}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_background_job_answers_at_once_runs_on_and_can_be_listed_and_killed() {
+    // Manual §15.3: `CMD &` runs in the background; the answer comes at once with its id.
+    let h = exec_on_hub().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let started = std::time::Instant::now();
+    let r = tab.command("?<sh -c 'sleep 0.3; echo 后台完成' &>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(out(&r).contains("job j1 started"), "{r}");
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "answered at once"
+    );
+    // The answer did not kill it: it finishes and its output is kept.
+    let list = jobs_until(&mut tab, |o| o.contains("done (exit 0)")).await;
+    assert!(list.contains("后台完成"), "{list}");
+
+    // `jobs kill` ends one; at most 8 run at once.
+    for n in 2..=9 {
+        let r = tab.command("?<sleep 30 &>!").await;
+        assert_eq!(r["result"]["success"], true, "job {n}: {r}");
+    }
+    let r = tab.command("?<sleep 30 &>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("8 background jobs already run"), "{r}");
+    let r = tab.command("?<jobs kill j2>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let list = jobs_until(&mut tab, |o| {
+        o.contains("j2 `sleep 30` — ✗ 已终止 / killed")
+    })
+    .await;
+    assert!(list.contains("j3 `sleep 30` — 运行中 / running"), "{list}");
+    let r = tab.command("?<jobs kill j2>!").await;
+    assert!(out(&r).contains("already ended"), "{r}");
+    let r = tab.command("?<jobs kill j99>!").await;
+    assert!(out(&r).contains("no job `j99`"), "{r}");
+
+    // The hub stopping ends every job (their process groups killed).
+    let pid_file = h.dir.path().join("workspace").join("pid");
+    let r = tab
+        .command("?<sh -c 'echo $$ > pid; exec sleep 30' &>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let pid = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never wrote its pid"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let proc = std::path::PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc.exists());
+    let TestHub { running, dir } = h;
+    running.shutdown().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while proc.exists() {
+        let zombie = std::fs::read_to_string(proc.join("stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true);
+        if zombie {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {pid} outlived the hub"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_background_job_with_exec_off_is_refused_not_an_empty_success() {
+    let h = TestHub::start().await;
+    let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
+    let r = tab.command("?<python slow.py &>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("--exec"), "{r}");
+    let r = tab.command("?<jobs>!").await;
+    assert!(out(&r).contains("(none)"), "{r}");
+}

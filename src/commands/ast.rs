@@ -9,6 +9,15 @@ use std::path::PathBuf;
 pub use super::permissions::Role;
 pub use super::template::{Part, Template};
 
+/// `jobs …`: the background jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobsCmd {
+    /// `jobs`: each job, its state and output.
+    List,
+    /// `jobs kill ID`.
+    Kill(String),
+}
+
 /// One parsed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -18,6 +27,14 @@ pub enum Command {
         /// The command line as written.
         text: String,
     },
+    /// `CMD &`: a shell command run in the background under the exec policy; the answer is
+    /// the job's id, at once (docs/commands.md, "Background jobs").
+    Background {
+        /// The command line, without its `&`.
+        text: String,
+    },
+    /// `jobs` / `jobs kill ID`.
+    Jobs(JobsCmd),
     /// `set NAME = VALUE` / `set global NAME = VALUE`.
     Set {
         /// Variable name (`[A-Za-z_][A-Za-z0-9_]*`).

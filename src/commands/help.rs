@@ -31,6 +31,16 @@ with $variables passed through the environment. A script is run by its interpret
 check.py`, not `check.py` (a bare script name is answered with what to write).\nExample: ?<echo hello>!  →  hello",
     },
     Entry {
+        topic: "jobs",
+        usage: "?<PROGRAM ARGS… &>!  ?<jobs>!  ?<jobs kill ID>!",
+        zh: "后台运行命令；查看或结束后台任务",
+        en: "run a command in the background; list or end background jobs",
+        details: "A shell command ending in `&` runs in the background under the exec policy and is \
+answered at once with its job id. `jobs` lists each job's state and output; `jobs kill ID` ends one. \
+At most 8 run at once; the exec timeout applies; jobs end when the hub stops.\nExample: ?<python \
+long_report.py &>!  →  job j1 started in the background",
+    },
+    Entry {
         topic: "set",
         usage: "?<set [global] NAME = VALUE | $(COMMAND)>!",
         zh: "设置变量：字面值或命令输出",

@@ -299,6 +299,8 @@ pub struct Interpreter<H> {
     host: H,
     exec: ExecPolicy,
     vars: Arc<Variables>,
+    /// Where `CMD &` runs; none: background jobs are refused.
+    jobs: Option<Arc<crate::exec::jobs::Jobs>>,
 }
 
 /// Per top-level command state: the caller and the step budget.
@@ -310,7 +312,18 @@ struct Ctx<'a> {
 impl<H: Host> Interpreter<H> {
     /// An interpreter over `host` with `exec` policy and shared `vars`.
     pub fn new(host: H, exec: ExecPolicy, vars: Arc<Variables>) -> Self {
-        Self { host, exec, vars }
+        Self {
+            host,
+            exec,
+            vars,
+            jobs: None,
+        }
+    }
+
+    /// Lets `CMD &` run as a background job in `jobs`.
+    pub fn with_jobs(mut self, jobs: Arc<crate::exec::jobs::Jobs>) -> Self {
+        self.jobs = Some(jobs);
+        self
     }
 
     /// The host.
@@ -438,6 +451,8 @@ impl<H: Host> Interpreter<H> {
             self.step(ctx)?;
             match cmd {
                 Command::Shell { text } => self.shell(ctx, text, frame).await,
+                Command::Background { text } => self.background(ctx, text, frame),
+                Command::Jobs(cmd) => self.jobs(ctx, cmd),
                 Command::Set {
                     name,
                     global,
@@ -527,6 +542,48 @@ impl<H: Host> Interpreter<H> {
             }
         }
         Ok(out)
+    }
+
+    /// `CMD &`: started under the exec policy, answered at once with the job's id.
+    fn background(&self, ctx: &Ctx<'_>, text: &str, frame: &Frame) -> Res {
+        self.check(ctx.caller, Action::Shell)?;
+        let jobs = self.jobs.as_ref().ok_or_else(|| {
+            CmdError::Failed("这里不能运行后台任务 / background jobs do not run here".into())
+        })?;
+        let first = text.split_whitespace().next().unwrap_or(text);
+        if let Some(e) = self.bare_script(text) {
+            return Err(e);
+        }
+        if self.exec.mode == exec::ExecMode::Off {
+            return Err(CmdError::UnknownCommand {
+                word: first.to_string(),
+                near: parser::nearest_words(first).join(", "),
+                exec_off: true,
+            });
+        }
+        let mut vars = self.vars.snapshot(&ctx.caller.client_id);
+        vars.extend(frame.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let id = jobs
+            .start(&self.exec, text, vars, &ctx.caller.client_id)
+            .map_err(CmdError::Failed)?;
+        Ok(format!(
+            "后台任务 {id} 已启动 / job {id} started in the background (?‹jobs›! shows its output, ?‹jobs kill {id}›! ends it)"
+        ))
+    }
+
+    /// `jobs` / `jobs kill ID`.
+    fn jobs(&self, ctx: &Ctx<'_>, cmd: &crate::commands::ast::JobsCmd) -> Res {
+        let jobs = self
+            .jobs
+            .as_ref()
+            .ok_or_else(|| CmdError::Failed("这里没有后台任务 / no background jobs here".into()))?;
+        match cmd {
+            crate::commands::ast::JobsCmd::List => Ok(jobs.render()),
+            crate::commands::ast::JobsCmd::Kill(id) => {
+                self.check(ctx.caller, Action::Shell)?;
+                jobs.kill(id, "jobs kill").map_err(CmdError::Failed)
+            }
+        }
     }
 
     async fn shell(&self, ctx: &Ctx<'_>, text: &str, frame: &Frame) -> Res {

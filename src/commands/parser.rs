@@ -653,6 +653,16 @@ impl<'a> Parser<'a> {
             "unsubscribe" => self.parse_unsubscribe(rest),
             "on" => self.parse_on(rest),
             "agent" | "agents" => self.parse_agent(rest),
+            "jobs" => {
+                let words: Vec<&str> = self.text(rest).split_whitespace().collect();
+                match words.as_slice() {
+                    [] => Ok(Command::Jobs(crate::commands::ast::JobsCmd::List)),
+                    ["kill", id] => Ok(Command::Jobs(crate::commands::ast::JobsCmd::Kill(
+                        id.to_string(),
+                    ))),
+                    _ => Err(self.err(rest.s, "jobs", "expected `jobs` or `jobs kill ID`")),
+                }
+            }
             "done" => Ok(self.parse_done(rest)),
             "help" => Ok(Command::Help {
                 topic: (!rest.is_empty()).then(|| self.text(rest).to_string()),
@@ -669,9 +679,18 @@ impl<'a> Parser<'a> {
                     global,
                     value: SetValue::Capture(Box::new(self.chain(cmd)?)),
                 }),
-                None => Ok(Command::Shell {
-                    text: self.text(span).to_string(),
-                }),
+                None => {
+                    let text = self.text(span);
+                    // `CMD &` (seed manual): a background job, answered at once with its id.
+                    match text.strip_suffix('&').filter(|t| !t.ends_with('&')) {
+                        Some(cmd) if !cmd.trim().is_empty() => Ok(Command::Background {
+                            text: cmd.trim_end().to_string(),
+                        }),
+                        _ => Ok(Command::Shell {
+                            text: text.to_string(),
+                        }),
+                    }
+                }
             },
         }
     }

@@ -339,7 +339,10 @@ fn env_names_do_not_collide() {
 fn check_answers_what_a_run_would_without_running() {
     let off = ExecPolicy::new(ExecMode::Off, "/tmp");
     assert!(matches!(check(&off, "echo hi"), Err(ExecError::Disabled)));
-    let list = ExecPolicy::new(ExecMode::Allowlist(vec!["echo".into(), "wc".into()]), "/tmp");
+    let list = ExecPolicy::new(
+        ExecMode::Allowlist(vec!["echo".into(), "wc".into()]),
+        "/tmp",
+    );
     assert!(check(&list, "echo $x | wc -l").is_ok());
     assert!(matches!(
         check(&list, "echo a | rm -rf /"),
