@@ -457,6 +457,76 @@ fn flow_role_help() {
     );
 }
 
+/// `parallel to=[a,b]` and a body with one `TARGET: TEXT` line per target: each target gets
+/// its line (in the list's order); a plain body still goes whole to every target.
+#[test]
+fn parallel_with_a_line_per_target() {
+    assert_eq!(
+        ok("parallel to=[deepseek,qianwen]\ndeepseek: 深度分析技术细节\nqianwen: 总结概述与结论\n"),
+        C::Parallel {
+            jobs: vec![
+                job("deepseek", "深度分析技术细节"),
+                job("qianwen", "总结概述与结论")
+            ]
+        }
+    );
+    // Lines in another order, blank lines, a site written in capitals, a quoted line.
+    assert_eq!(
+        ok("parallel to=[deepseek, kimi]\n\n  Kimi: 乙 $d\ndeepseek: \"甲\n续\"\n"),
+        C::Parallel {
+            jobs: vec![job("deepseek", "甲\n续"), job("kimi", "乙 $d")]
+        }
+    );
+    assert_eq!(
+        ok("parallel to=[role:worker, group:g] \nrole:worker: 甲\ngroup:g: 乙"),
+        C::Parallel {
+            jobs: vec![
+                Job {
+                    target: Target::Role(Role::Worker),
+                    prompt: t("甲")
+                },
+                Job {
+                    target: Target::Group("g".into()),
+                    prompt: t("乙")
+                },
+            ]
+        }
+    );
+    // No line names a target of the list: the body is one prompt.
+    assert_eq!(
+        ok("parallel to=[a,b]\n注意: 简短\nQ: why"),
+        C::Parallel {
+            jobs: vec![
+                job("a", "注意: 简短\nQ: why"),
+                job("b", "注意: 简短\nQ: why")
+            ]
+        }
+    );
+    for (src, says) in [
+        (
+            "parallel to=[a,b]\na: 1\nc: 2",
+            "line 2 `c: 2` names `c`, which is not in to=[a, b]",
+        ),
+        (
+            "parallel to=[a,b]\na: 1\nmore\nb: 2",
+            "line 2 `more` names no target",
+        ),
+        (
+            "parallel to=[a,b]\na: 1\na: 2\nb: 3",
+            "names `a` a second time",
+        ),
+        (
+            "parallel to=[a,b]\na: 1",
+            "`b` in to=[a, b] has no `b: TEXT` line",
+        ),
+        ("parallel to=[a,b]\na: 1\nb:", "line 2 has no prompt for b"),
+    ] {
+        let e = parse(src).expect_err(src);
+        assert!(e.message.contains(says), "{src:?}: {}", e.message);
+        assert_eq!(e.topic, "parallel");
+    }
+}
+
 /// (input, byte position, message fragment, usage topic)
 const ERRORS: &[(&str, usize, &str, &str)] = &[
     ("", 0, "expected a command", "help"),
