@@ -96,6 +96,21 @@ impl<'a> Parser<'a> {
                 "expected a target (site name, label or client id)",
             ));
         }
+        // `auto:SITE` / `auto:SITE,SITE` (a tab of those sites, picked by the decision
+        // engine): the sites are part of the target, never of the prompt. In a parallel's
+        // list a comma ends the target; elsewhere it separates the sites.
+        if word == "auto" && self.b.get(e) == Some(&b':') {
+            let site_byte = |c: u8| {
+                c.is_ascii_alphanumeric()
+                    || matches!(c, b'-' | b'_' | b'.')
+                    || (c == b',' && topic != "parallel")
+            };
+            let ve = (e + 1..end).find(|&i| !site_byte(self.b[i])).unwrap_or(end);
+            if ve > e + 1 {
+                let sites = self.text(Span::new(e + 1, ve)).trim_end_matches(',');
+                return Ok((Target::Name(format!("auto:{sites}")), ve));
+            }
+        }
         let selector = (word == "role" || word == "group")
             && self.b.get(e) == Some(&b':')
             && e + 1 < end
@@ -123,7 +138,14 @@ impl<'a> Parser<'a> {
         let (target, after) = self.target_at(rest.s, rest.e, topic)?;
         let (colon, c) = self.skip_ws(after, rest.e);
         if c != Some(b':') {
-            return Err(self.err(colon, topic, "expected `:` after the target"));
+            let message = match &target {
+                Target::Name(n) if n.starts_with("auto:") => format!(
+                    "expected `:` after the target `{n}` (`to auto: TEXT` asks any tab, \
+                     `to auto:SITE: TEXT` a tab of SITE)"
+                ),
+                _ => "expected `:` after the target".into(),
+            };
+            return Err(self.err(colon, topic, message));
         }
         let prompt = self.trim(Span::new(colon + 1, rest.e));
         if prompt.is_empty() {

@@ -527,6 +527,38 @@ fn parallel_with_a_line_per_target() {
     }
 }
 
+/// `auto:SITE` unquoted is one target: the site is never part of the prompt.
+#[test]
+fn auto_site_targets() {
+    assert_eq!(ok("to auto:yiyan: hi"), C::To(job("auto:yiyan", "hi")));
+    assert_eq!(ok("to auto: hi"), C::To(job("auto", "hi")));
+    assert_eq!(ok("to auto:yiyan:hi"), C::To(job("auto:yiyan", "hi")));
+    assert_eq!(
+        ok("to auto:deepseek,kimi: hi"),
+        C::To(job("auto:deepseek,kimi", "hi"))
+    );
+    assert_eq!(
+        ok("to \"auto:deepseek,kimi\": hi"),
+        C::To(job("auto:deepseek,kimi", "hi"))
+    );
+    // No site after the colon: `auto` and the prompt, as `to kimi:写` is.
+    assert_eq!(ok("to auto:写一首诗"), C::To(job("auto", "写一首诗")));
+    assert_eq!(
+        ok("parallel to=[auto:kimi,deepseek] hi"),
+        C::Parallel {
+            jobs: vec![job("auto:kimi", "hi"), job("deepseek", "hi")]
+        }
+    );
+    assert_eq!(
+        ok("parallel to=[auto:kimi: a, qianwen: b]"),
+        C::Parallel {
+            jobs: vec![job("auto:kimi", "a"), job("qianwen", "b")]
+        }
+    );
+    let e = parse("to auto:yiyan hi").expect_err("no colon after the site");
+    assert!(e.message.contains("`auto:yiyan`"), "{}", e.message);
+}
+
 /// (input, byte position, message fragment, usage topic)
 const ERRORS: &[(&str, usize, &str, &str)] = &[
     ("", 0, "expected a command", "help"),
