@@ -133,6 +133,7 @@ async fn a_send_refused_by_a_quota_says_quota_and_when() {
     let mut wrong = Vec::new();
     for cmd in [
         "?<to \"auto:kimi\": two>!",
+        "?<to auto:kimi: two>!",
         "?<to auto: two>!",
         "?<to kimi: two>!",
         "?<to k1: two>!",
