@@ -138,7 +138,7 @@ impl Commands {
         Commands {
             turns: DashMap::new(),
             ended_turns: DashMap::new(),
-            vars: Arc::new(Variables::new()),
+            vars: Arc::new(Variables::stored(store.clone())),
             exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
             roles: RoleCards::load(&config.role_cards_dir),
             memory: crate::memory::Memory::new(store.clone()),
