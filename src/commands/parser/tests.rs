@@ -904,6 +904,13 @@ fn on_node_takes_a_shell_command_or_a_skill() {
     ] {
         assert!(parse(bad).is_err(), "{bad}");
     }
+    let e = parse("on b: to kimi: hi").unwrap_err();
+    assert!(
+        e.message
+            .contains("runs a shell command or a skill on node `b`, not `to`"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
