@@ -113,6 +113,18 @@ fn task_error(e: TaskError, target: &str) -> AskError {
     }
 }
 
+/// A send refused by a site's quota: says so, and when the next send is allowed.
+fn over_quota(target: &str, site: &str, wait_ms: u64) -> AskError {
+    AskError::Failed {
+        target: target.to_string(),
+        message: format!(
+            "配额用尽 / over quota: {site} has used its quota; next send in {}s \
+             (`?<tabs>!` shows it, `?<tabs budget {site} …>!` changes it)",
+            wait_ms.div_ceil(1000)
+        ),
+    }
+}
+
 impl Asks {
     pub fn new(hub: Arc<Hub>, decide: crate::decide::Decider) -> Asks {
         Asks {
@@ -139,11 +151,22 @@ impl Asks {
 
     /// Connected tabs a name resolves to; an error names the target when there are none.
     pub fn resolve(&self, target: &str) -> Result<Vec<Arc<Client>>, AskError> {
-        if crate::pick::auto_sites(target).is_some() {
+        if let Some(sites) = crate::pick::auto_sites(target) {
+            // `auto:SITE` names a site the hub knows, or is refused with the ones it knows.
+            if let Some(unknown) = sites
+                .iter()
+                .find(|s| !crate::pick::known_site(&self.pick, s))
+            {
+                return Err(AskError::UnknownTarget(format!(
+                    "{target} — 没有站点 / no site `{unknown}`; 已知站点 / known sites: {}",
+                    crate::pick::known_sites(&self.pick).join(", ")
+                )));
+            }
             // `auto`: the decision engine picks one eligible worker.
-            return crate::pick::choose(&self.pick, target, &[], None)
-                .map(|c| vec![c])
-                .ok_or_else(|| AskError::NotConnected(target.to_string()));
+            return match crate::pick::choose(&self.pick, target, &[], None) {
+                Some(c) => Ok(vec![c]),
+                None => Err(self.none_eligible(target, &crate::pick::eligible(&self.pick, &sites))),
+            };
         }
         let found = self.hub.registry.resolve(target);
         if !found.is_empty() {
@@ -162,8 +185,65 @@ impl Asks {
         })
     }
 
-    /// Hands `prompt` to the least-loaded tab `target` names (not the asker, when the name
-    /// matches several), skipping tabs in `tried`.
+    /// Why none of `tabs` (the connected tabs a target names) can take a task now: their
+    /// site's quota and when the next send is allowed, else each tab's standing (cooling,
+    /// parked, …). `NotConnected` when there is no tab at all.
+    fn none_eligible(&self, target: &str, tabs: &[Arc<Client>]) -> AskError {
+        if tabs.is_empty() {
+            return AskError::NotConnected(target.to_string());
+        }
+        let now = crate::store::now_ms() as u64;
+        let waits: Vec<(String, u64)> = tabs
+            .iter()
+            .filter_map(|c| {
+                let site = c.info().site;
+                self.pick.decide.quota_wait(&site, now).map(|w| (site, w))
+            })
+            .collect();
+        if waits.len() == tabs.len() {
+            if let Some((site, wait)) = waits.into_iter().min_by_key(|(_, w)| *w) {
+                return over_quota(target, &site, wait);
+            }
+        }
+        let why = tabs
+            .iter()
+            .map(|c| {
+                let standing = crate::pick::health(&self.pick, c).standing;
+                format!("{} {}", c.display(), standing.word())
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        AskError::Failed {
+            target: target.to_string(),
+            message: format!("没有可用的标签页 / no tab can take it now: {why}"),
+        }
+    }
+
+    /// One of several tabs a name matches, chosen by the decision engine (a tab cooling down
+    /// after `rate_limited`, parked or over quota is not picked while another can take it).
+    /// When none is eligible, a tab that is only waiting for its probe's outcome still gets
+    /// the task in its queue (the least loaded); cooling and parked tabs are refused, each
+    /// with its standing.
+    fn pick_one(&self, target: &str, tabs: &[Arc<Client>]) -> Result<Arc<Client>, AskError> {
+        use crate::decide::Standing;
+        if let Some(tab) = crate::pick::choose_among(&self.pick, tabs) {
+            return Ok(tab);
+        }
+        tabs.iter()
+            .filter(|c| {
+                !matches!(
+                    crate::pick::health(&self.pick, c).standing,
+                    Standing::Cooling(_) | Standing::Parked(_) | Standing::OverQuota(_)
+                )
+            })
+            .min_by_key(|c| self.hub.tasks.load(c))
+            .cloned()
+            .ok_or_else(|| self.none_eligible(target, tabs))
+    }
+
+    /// Hands `prompt` to the tab `target` names; when it names several (a site with two tabs,
+    /// a role, a group), the decision engine picks one of them, never the asker, skipping tabs
+    /// in `tried`.
     pub fn hand_out(
         &self,
         opts: &AskOpts,
@@ -176,30 +256,21 @@ impl Asks {
         let now = crate::store::now_ms() as u64;
         let over = |c: &Arc<Client>| self.pick.decide.quota_wait(&c.info().site, now);
         if !tabs.is_empty() && tabs.iter().all(|c| over(c).is_some()) {
-            let site = tabs[0].info().site;
-            let wait = tabs.iter().filter_map(over).min().unwrap_or(0);
-            return Err(AskError::Failed {
-                target: target.to_string(),
-                message: format!(
-                    "配额用尽 / over quota: {site} has used its quota; next send in {}s \
-                     (`?<tabs>!` shows it, `?<tabs budget {site} …>!` changes it)",
-                    wait.div_ceil(1000)
-                ),
-            });
+            return Err(self.none_eligible(target, tabs));
         }
-        let mut untried = tabs
+        let untried: Vec<Arc<Client>> = tabs
             .iter()
             .filter(|c| !tried.contains(&c.id))
             .filter(|c| over(c).is_none())
-            .filter(|c| tabs.len() == 1 || c.id != opts.from);
-        let pick = if tabs.len() == 1 {
-            untried.next()
-        } else {
-            untried.min_by_key(|c| self.hub.tasks.load(c))
+            .filter(|c| tabs.len() == 1 || c.id != opts.from)
+            .cloned()
+            .collect();
+        let tab = match untried.as_slice() {
+            [] => return Err(AskError::NotConnected(target.to_string())),
+            [one] if tabs.len() == 1 => one.clone(),
+            several => self.pick_one(target, several)?,
         };
-        let Some(tab) = pick else {
-            return Err(AskError::NotConnected(target.to_string()));
-        };
+        let tab = &tab;
         let mut req = TaskRequest::new(prompt, self.hub.config.timing.task_timeout);
         req.track = opts.parent.is_some();
         req.parent_id = Some(opts.parent.clone().unwrap_or_else(|| opts.from.clone()));

@@ -140,7 +140,7 @@ impl Commands {
         Commands {
             turns: DashMap::new(),
             ended_turns: DashMap::new(),
-            vars: Arc::new(Variables::new()),
+            vars: Arc::new(Variables::stored(store.clone())),
             exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
             jobs: Arc::new(crate::exec::jobs::Jobs::new()),
             roles: RoleCards::load(&config.role_cards_dir),

@@ -136,6 +136,46 @@ pub fn choose(
     picked
 }
 
+/// Picks one of `tabs` (a site, role or group name that matches several) with the decision
+/// engine: a tab cooling down, parked or over its site's quota is not picked while another
+/// can take the task. None: none of them is eligible now.
+pub fn choose_among(hub: &Picker, tabs: &[Arc<Client>]) -> Option<Arc<Client>> {
+    let cands: Vec<Candidate> = tabs.iter().map(|c| candidate(hub, c, &[])).collect();
+    let choice = hub
+        .decide
+        .choose(&cands, DEFAULT_REPLY_CHARS, crate::store::now_ms() as u64);
+    let id = choice.picked?;
+    tabs.iter().find(|c| c.id == id).cloned()
+}
+
+/// Whether `site` is one the hub knows: a site with an adapter, or the site of a tab it has
+/// seen (any state).
+pub fn known_site(hub: &Picker, site: &str) -> bool {
+    crate::decide::KNOWN_SITES
+        .iter()
+        .any(|k| k.eq_ignore_ascii_case(site))
+        || hub
+            .registry
+            .all()
+            .iter()
+            .any(|c| c.info().site.eq_ignore_ascii_case(site))
+}
+
+/// Every site the hub knows (adapters' and seen tabs'), sorted.
+pub fn known_sites(hub: &Picker) -> Vec<String> {
+    let mut sites: std::collections::BTreeSet<String> = crate::decide::KNOWN_SITES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    sites.extend(
+        hub.registry
+            .all()
+            .iter()
+            .map(|c| c.info().site.to_lowercase()),
+    );
+    sites.into_iter().collect()
+}
+
 /// Whether a tab may take work now: not cooling down, not parked, no probe in flight.
 pub fn usable(hub: &Picker, c: &Client) -> bool {
     use crate::decide::Standing;

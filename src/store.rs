@@ -158,6 +158,16 @@ const MIGRATIONS: &[&str] = &[
         sends INTEGER NOT NULL,
         per_ms INTEGER NOT NULL
     )",
+    // 11: the command language's variables (`?<set x = 1>!`, `?<set global y = 2>!`, flow
+    // node outputs), written through by src/commands/vars.rs so they survive a restart like
+    // runs, rules and memory. `scope` is a tab's client id, or '' for the global scope.
+    "CREATE TABLE variables (
+        scope TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, name)
+    )",
 ];
 
 /// One row of the journal with its global id (the dashboard's SSE `id:`).
@@ -611,6 +621,32 @@ impl Store {
         let rows = stmt.query_map([], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
         })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Keeps a variable (`scope` '' is the global scope), replacing its value.
+    pub fn set_variable(&self, scope: &str, name: &str, value: &str) -> StoreResult<()> {
+        self.conn().execute(
+            "INSERT INTO variables (scope, name, value, updated_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(scope, name) DO UPDATE SET value=?3, updated_ms=?4",
+            params![scope, name, value, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets every variable of `scope`.
+    pub fn drop_variables(&self, scope: &str) -> StoreResult<()> {
+        self.conn()
+            .execute("DELETE FROM variables WHERE scope = ?1", params![scope])?;
+        Ok(())
+    }
+
+    /// Every kept variable: (scope, name, value), scope '' being the global one.
+    pub fn variables(&self) -> StoreResult<Vec<(String, String, String)>> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare("SELECT scope, name, value FROM variables ORDER BY scope, name")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 

@@ -848,3 +848,51 @@ async fn on_node_runs_a_command_on_the_node_with_exec_and_only_there() {
     assert_eq!(state, "completed");
     assert!(delivered.unwrap().contains("rows on b: 42"));
 }
+
+/// A refusal from a remote node names the node and says why: a program that is not there, a
+/// program its allowlist does not hold, a command that is not a shell line or a skill, or a
+/// node whose exec is off — never a bare "unknown command" that reads as if it came from here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_nodes_refusal_names_the_node_and_why() {
+    let Some(nats) = NatsServer::start().await else {
+        return;
+    };
+    let a = Node::start(Some(&nats), "a", None).await;
+    let b = Node::start_with_args(
+        Some(&nats),
+        "b",
+        None,
+        HEARTBEAT_MS,
+        &["--exec", "allowlist", "--allow", "echo"],
+    )
+    .await;
+    let silent = |_: &str| Reply::Silent;
+    let mut boss_a =
+        ScriptedTab::connect(&a.ws_url(), hello("boss-a", "chatgpt", "master"), silent).await;
+    let mut boss_b =
+        ScriptedTab::connect(&b.ws_url(), hello("boss-b", "chatgpt", "master"), silent).await;
+    let r = boss_a.command("?<on b: echo fine>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let mut wrong = Vec::new();
+    for (on_b, cmd, node, why) in [
+        (
+            false,
+            "?<on b: nosuchprogram-xyz>!",
+            "b",
+            "nosuchprogram-xyz",
+        ),
+        (false, "?<on b: ls>!", "b", "ls"),
+        (false, "?<on b: to kimi: hi>!", "b", "shell"),
+        (true, "?<on a: echo nope>!", "a", "--exec off"),
+    ] {
+        let tab = if on_b { &mut boss_b } else { &mut boss_a };
+        let r = tab.command(cmd).await;
+        let out = r["result"]["output"].as_str().unwrap().to_string();
+        let named =
+            out.contains(&format!("node `{node}`")) || out.contains(&format!("节点 `{node}`"));
+        if r["result"]["success"] != false || !named || !out.contains(why) {
+            wrong.push(format!("{cmd} → {out}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

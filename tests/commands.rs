@@ -354,3 +354,165 @@ async fn a_task_prompt_echoed_back_as_user_input_gets_no_authority() {
         "the echoed prompt ran with the person's authority"
     );
 }
+
+/// A `parallel` body with one `TARGET: TEXT` line per target gives each tab its own line, not
+/// the whole body; a line naming a tab outside `to=[…]`, a line naming none among such lines,
+/// or a target left without a line is refused, naming the line (docs/commands.md, "parallel").
+#[tokio::test]
+async fn a_parallel_body_with_a_line_per_target_gives_each_tab_only_its_line() {
+    let h = TestHub::start().await;
+    let mut master = h.scripted("boss", "chatgpt", "master", echo_back).await;
+    let ds = h.scripted("ds", "deepseek", "worker", echo_back).await;
+    let qw = h.scripted("qw", "qianwen", "worker", echo_back).await;
+    let r = master
+        .command("?<parallel to=[deepseek,qianwen]\ndeepseek: 深度分析技术细节\nqianwen: 总结概述与结论\n>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(ds.prompts(), vec!["深度分析技术细节"]);
+    assert_eq!(qw.prompts(), vec!["总结概述与结论"]);
+    for (body, named) in [
+        // A line for a tab that is not in the list.
+        ("deepseek: 甲\nkimi: 乙", "kimi: 乙"),
+        // A line naming no target among lines that do.
+        ("deepseek: 甲\n随便说说\nqianwen: 乙", "随便说说"),
+        // A target of the list with no line.
+        ("deepseek: 甲", "qianwen"),
+    ] {
+        let r = master
+            .command(&format!("?<parallel to=[deepseek,qianwen]\n{body}\n>!"))
+            .await;
+        assert_eq!(r["result"]["success"], false, "{body}: {r}");
+        let out = r["result"]["output"].as_str().unwrap();
+        assert!(out.contains(named), "{body}: {out}");
+    }
+    assert_eq!(ds.prompts().len(), 1, "a refused body sent nothing");
+    assert_eq!(qw.prompts().len(), 1, "a refused body sent nothing");
+    // A plain body (no line names a target of the list) still goes whole to every target.
+    let r = master
+        .command("?<parallel to=[deepseek,qianwen]\n第一行\n注意: 简短\n>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(ds.prompts()[1], "第一行\n注意: 简短");
+    assert_eq!(qw.prompts()[1], "第一行\n注意: 简短");
+}
+
+/// `to auto:SITE: TEXT` unquoted reaches a tab of SITE through the decision engine with TEXT
+/// as the prompt; `auto:` naming no known site is refused with the known sites.
+#[tokio::test]
+async fn to_auto_site_reaches_that_site_with_the_text_after_it() {
+    let h = TestHub::start().await;
+    let mut master = h.scripted("boss", "chatgpt", "master", echo_back).await;
+    let xh = h.scripted("xh", "xinghuo", "worker", echo_back).await;
+    let yy = h.scripted("yy", "yiyan", "worker", echo_back).await;
+    let r = master.command("?<to auto:yiyan: hi>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(yy.prompts(), vec!["hi"], "xinghuo got {:?}", xh.prompts());
+    assert!(xh.prompts().is_empty(), "{:?}", xh.prompts());
+    // Several sites, unquoted.
+    let r = master.command("?<to auto:yiyan,xinghuo: again>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = master.command("?<to auto:nosuchsite: hi>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    let out = r["result"]["output"].as_str().unwrap();
+    assert!(
+        out.contains("nosuchsite") && out.contains("deepseek") && out.contains("yiyan"),
+        "the known sites are listed: {out}"
+    );
+    assert_eq!(
+        yy.prompts().len() + xh.prompts().len(),
+        2,
+        "nothing more sent"
+    );
+}
+
+/// A site name with several tabs goes through the decision engine: a tab cooling down after
+/// `rate_limited` is not picked while a healthy one of the site exists.
+#[tokio::test]
+async fn to_a_site_skips_its_rate_limited_tab() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let h = TestHub::start().await;
+    let mut master = h.scripted("boss", "chatgpt", "master", echo_back).await;
+    // Which tab is the troubled one is decided once both are connected: the one the registry
+    // lists first (the lower id), so a pick that ignores health would land on it.
+    let script = |bad: Arc<AtomicBool>, refusals: Arc<AtomicUsize>| {
+        move |p: &str| {
+            if bad.load(Ordering::SeqCst) && refusals.fetch_add(1, Ordering::SeqCst) == 0 {
+                Reply::Trouble("429".into(), "rate_limited".into())
+            } else {
+                Reply::Text(Duration::from_millis(1), format!("ok {p}"))
+            }
+        }
+    };
+    let flags: Vec<(Arc<AtomicBool>, Arc<AtomicUsize>)> =
+        (0..2).map(|_| (Arc::default(), Arc::default())).collect();
+    let k1 = h
+        .scripted(
+            "k1",
+            "kimi",
+            "worker",
+            script(flags[0].0.clone(), flags[0].1.clone()),
+        )
+        .await;
+    let k2 = h
+        .scripted(
+            "k2",
+            "kimi",
+            "worker",
+            script(flags[1].0.clone(), flags[1].1.clone()),
+        )
+        .await;
+    let (bad, good, bad_label) = if k1.client_id < k2.client_id {
+        flags[0].0.store(true, Ordering::SeqCst);
+        (&k1, &k2, "k1")
+    } else {
+        flags[1].0.store(true, Ordering::SeqCst);
+        (&k2, &k1, "k2")
+    };
+    let r = master
+        .command(&format!("?<to {bad_label}: warm up>!"))
+        .await;
+    assert_eq!(r["result"]["success"], false, "the 429 is reported: {r}");
+    for i in 0..4 {
+        let r = master.command(&format!("?<to kimi: q{i}>!")).await;
+        assert_eq!(r["result"]["success"], true, "{r}");
+    }
+    assert_eq!(bad.prompts(), vec!["warm up"], "the cooling tab was picked");
+    assert_eq!(good.prompts().len(), 4, "{:?}", good.prompts());
+}
+
+/// Variables (`set`, `set global`) survive a hub restart on the same data dir: the tab that
+/// comes back with its client id reads its own and the global ones; a new tab only the global.
+#[tokio::test]
+async fn variables_survive_a_hub_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || aicard::config::HubConfig::for_tests(dir.path().to_path_buf());
+    let running = aicard::app::App::start(config()).await.unwrap();
+    let url = format!("ws://{}/realtime", running.addr);
+    let hello = hello("m", "deepseek", "master");
+    let mut m = ScriptedTab::connect(&url, hello.clone(), echo_back).await;
+    let r = m.command("?<set x = 1>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = m.command("?<set global y = 2>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let client_id = m.client_id.clone();
+    m.kill();
+    running.shutdown().await;
+
+    let running = aicard::app::App::start(config()).await.unwrap();
+    let url = format!("ws://{}/realtime", running.addr);
+    let mut hello = hello;
+    hello["client_id"] = json!(client_id);
+    let mut m = ScriptedTab::connect(&url, hello, echo_back).await;
+    assert_eq!(m.client_id, client_id);
+    let r = m.command("?<set r = $x and $y>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(r["result"]["output"], "r = 1 and 2", "{r}");
+    let mut other =
+        ScriptedTab::connect(&url, common::hello("o", "kimi", "master"), echo_back).await;
+    let r = other.command("?<set r = $y>!").await;
+    assert_eq!(r["result"]["output"], "r = 2", "{r}");
+    let r = other.command("?<set r = $x>!").await;
+    assert_eq!(r["result"]["success"], false, "x is m's own: {r}");
+    running.shutdown().await;
+}

@@ -114,3 +114,40 @@ async fn a_role_cards_quota_holds_for_its_sites() {
         assert!(err.contains(why), "{err}");
     }
 }
+
+/// A send refused by a quota says so and when the next send is allowed, whichever way the
+/// site is named (`auto:SITE`, `auto`, the site, a label) — never "tab not connected".
+#[tokio::test]
+async fn a_send_refused_by_a_quota_says_quota_and_when() {
+    let h = TestHub::start().await;
+    let url = h.ws_url("/realtime");
+    let mut boss = ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), |_: &str| {
+        Reply::Silent
+    })
+    .await;
+    let k1 = ScriptedTab::connect(&url, hello("k1", "kimi", "worker"), answer).await;
+    let set = boss.command("?<tabs budget kimi 1/hour>!").await;
+    assert_eq!(set["result"]["success"], true, "{set}");
+    let r = boss.command("?<to kimi: one>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let mut wrong = Vec::new();
+    for cmd in [
+        "?<to \"auto:kimi\": two>!",
+        "?<to auto:kimi: two>!",
+        "?<to auto: two>!",
+        "?<to kimi: two>!",
+        "?<to k1: two>!",
+        "?<parallel to=[kimi] two>!",
+    ] {
+        let r = boss.command(cmd).await;
+        let out = r["result"]["output"].as_str().unwrap();
+        let says = (out.contains("配额") || out.contains("quota"))
+            && out.contains("next send in")
+            && !out.contains("not connected");
+        if r["result"]["success"] != false || !says {
+            wrong.push(format!("{cmd} → {out}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert_eq!(k1.prompts(), vec!["one"]);
+}

@@ -66,7 +66,9 @@ error. Values are data: a value holding `; rm -rf /` is text, never a command.\n
         en: "send prompts to several tabs at once and collect the answers",
         details: "Targets are site names, labels, client ids, role:worker or group:NAME. The first form \
 sends the same TEXT to every target; the second sends each target its own prompt (a new item \
-starts at `, NAME:`). All prompts run concurrently (each tab still handles one task at a time); \
+starts at `, NAME:`). After `to=[a,b]` the body may also be one `a: TEXT` line per target: each \
+target gets only its line, and a line naming a tab outside the list, a line naming none, or a \
+target without its line is refused. All prompts run concurrently (each tab still handles one task at a time); \
 the answers come back labelled by tab. If some targets fail, the others' answers are kept and \
 the result is marked failed.\nExample: ?<parallel to=[deepseek,qianwen] 用一句话介绍 Rust>!\n  →  [deepseek] Rust 是……\n\n     [qianwen] Rust 是……",
     },

@@ -677,11 +677,19 @@ impl<H: Host> Interpreter<H> {
         }
         let mut vars = self.vars.snapshot(&ctx.caller.client_id);
         vars.extend(frame.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let (ok, out) = self.host.on_node(ctx.caller, node, text, vars).await?;
+        let (ok, out) = self
+            .host
+            .on_node(ctx.caller, node, text, vars)
+            .await
+            .map_err(|e| match e {
+                HostError::Other(why) => HostError::Other(on_node_says(node, why)),
+                other => other,
+            })?;
         if ok {
             Ok(out)
         } else {
-            Err(CmdError::Failed(out))
+            // What that node refused or what failed there reads as coming from it.
+            Err(CmdError::Failed(on_node_says(node, out)))
         }
     }
 
@@ -1089,6 +1097,15 @@ impl<H: Host> Interpreter<H> {
 }
 
 /// `$(…)` drops trailing newlines, as in a shell.
+/// A failure from node `node` (`on NODE:`), with the node named in front unless it already is:
+/// `unknown command `x`` alone would read as if this hub had refused it.
+fn on_node_says(node: &str, text: String) -> String {
+    if text.contains(&format!("node `{node}`")) || text.contains(&format!("节点 `{node}`")) {
+        return text;
+    }
+    format!("节点 `{node}` / node `{node}`: {text}")
+}
+
 fn trim_capture(s: String) -> String {
     s.trim_end_matches(['\n', '\r']).to_string()
 }

@@ -33,6 +33,13 @@ pub const DEFAULT_TTFT_S: f64 = 5.0;
 pub const DEFAULT_S_PER_1K: f64 = 20.0;
 /// Reply length assumed when the caller has no better guess (characters).
 pub const DEFAULT_REPLY_CHARS: usize = 1500;
+/// The sites the userscript has adapters for (a tab's `hello.site`), plus the simulator's.
+/// `auto:SITE` must name one of these or the site of a tab the hub has seen.
+/// (`api::models::KNOWN_SITES` lists the same sites for model ids.)
+pub const KNOWN_SITES: &[&str] = &[
+    "deepseek", "doubao", "yuanbao", "qianwen", "chatgpt", "claude", "gemini", "kimi", "chatglm",
+    "yiyan", "xinghuo", "sim",
+];
 /// Picks remembered for `manager why`.
 const REMEMBERED: usize = 512;
 

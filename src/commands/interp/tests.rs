@@ -98,6 +98,22 @@ impl Host for FakeHost {
         Ok(format!("role set: {role}"))
     }
 
+    /// Node `b` refuses every command, `c` does too and names itself, `d` runs it.
+    async fn on_node(
+        &self,
+        _caller: &Caller,
+        node: &str,
+        command: &str,
+        _vars: BTreeMap<String, String>,
+    ) -> Result<(bool, String), HostError> {
+        match node {
+            "b" => Ok((false, format!("未知命令 / unknown command `{command}`"))),
+            "c" => Ok((false, "node `c` runs no shell commands (--exec off)".into())),
+            "d" => Ok((true, format!("ran {command}"))),
+            _ => Err(HostError::Other(format!("no node `{node}`"))),
+        }
+    }
+
     async fn flows(&self, _caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
         if !self.has_flow_engine {
             return Err(HostError::NoFlowEngine);
@@ -654,4 +670,24 @@ async fn a_pipe_into_set_sets_the_variable() {
         ok(&on, &c, "from doubao: echo $RESULT | set global g").await,
         "g = doubao's last answer"
     );
+}
+
+/// What another node refused reads as coming from it: the node is named in front, unless
+/// its answer already names it.
+#[tokio::test]
+async fn a_remote_nodes_refusal_names_the_node() {
+    let (i, _d) = interp();
+    let out = i.run_text(&person(), "on b: nosuch").await;
+    assert!(!out.success);
+    assert_eq!(
+        out.output,
+        "节点 `b` / node `b`: 未知命令 / unknown command `nosuch`"
+    );
+    let out = i.run_text(&person(), "on c: ls").await;
+    assert_eq!(out.output, "node `c` runs no shell commands (--exec off)");
+    let out = i.run_text(&person(), "on d: ls").await;
+    assert!(out.success);
+    assert_eq!(out.output, "ran ls");
+    let out = i.run_text(&person(), "on nowhere: ls").await;
+    assert_eq!(out.output, "no node `nowhere`");
 }

@@ -168,7 +168,11 @@ impl Parser<'_> {
             return Err(self.err(
                 body_span.s,
                 "on",
-                "on NODE: runs a shell command or a skill there (`on b: ls data`, `on b: skill NAME k=v`)",
+                format!(
+                    "`on {node}:` runs a shell command or a skill on node `{node}`, not `{}` \
+                     (`on {node}: ls data`, `on {node}: skill NAME k=v`)",
+                    self.first_word(body_span)
+                ),
             ));
         }
         Ok(Command::On {

@@ -3,7 +3,7 @@
 
 use super::{is_flow_name, is_name, ParseError, Parser, Span};
 use crate::commands::ast::{
-    Command, FlowAction, FlowSource, Job, ManagerCmd, Role, SetValue, Target,
+    Command, FlowAction, FlowSource, Job, ManagerCmd, Role, SetValue, Target, Template,
 };
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -96,6 +96,21 @@ impl<'a> Parser<'a> {
                 "expected a target (site name, label or client id)",
             ));
         }
+        // `auto:SITE` / `auto:SITE,SITE` (a tab of those sites, picked by the decision
+        // engine): the sites are part of the target, never of the prompt. In a parallel's
+        // list a comma ends the target; elsewhere it separates the sites.
+        if word == "auto" && self.b.get(e) == Some(&b':') {
+            let site_byte = |c: u8| {
+                c.is_ascii_alphanumeric()
+                    || matches!(c, b'-' | b'_' | b'.')
+                    || (c == b',' && topic != "parallel")
+            };
+            let ve = (e + 1..end).find(|&i| !site_byte(self.b[i])).unwrap_or(end);
+            if ve > e + 1 {
+                let sites = self.text(Span::new(e + 1, ve)).trim_end_matches(',');
+                return Ok((Target::Name(format!("auto:{sites}")), ve));
+            }
+        }
         let selector = (word == "role" || word == "group")
             && self.b.get(e) == Some(&b':')
             && e + 1 < end
@@ -123,7 +138,14 @@ impl<'a> Parser<'a> {
         let (target, after) = self.target_at(rest.s, rest.e, topic)?;
         let (colon, c) = self.skip_ws(after, rest.e);
         if c != Some(b':') {
-            return Err(self.err(colon, topic, "expected `:` after the target"));
+            let message = match &target {
+                Target::Name(n) if n.starts_with("auto:") => format!(
+                    "expected `:` after the target `{n}` (`to auto: TEXT` asks any tab, \
+                     `to auto:SITE: TEXT` a tab of SITE)"
+                ),
+                _ => "expected `:` after the target".into(),
+            };
+            return Err(self.err(colon, topic, message));
         }
         let prompt = self.trim(Span::new(colon + 1, rest.e));
         if prompt.is_empty() {
@@ -189,16 +211,134 @@ impl<'a> Parser<'a> {
             if tail.is_empty() {
                 return Err(self.err(close + 1, "parallel", "expected the prompt text after `]`"));
             }
-            let prompt = self.free_text(tail);
-            self.target_list(list, first, after_first)?
-                .into_iter()
-                .map(|target| Job {
-                    target,
-                    prompt: prompt.clone(),
-                })
-                .collect()
+            let targets = self.target_list(list, first, after_first)?;
+            match self.line_jobs(tail, &targets)? {
+                Some(jobs) => jobs,
+                None => {
+                    let prompt = self.free_text(tail);
+                    targets
+                        .into_iter()
+                        .map(|target| Job {
+                            target,
+                            prompt: prompt.clone(),
+                        })
+                        .collect()
+                }
+            }
         };
         Ok(Command::Parallel { jobs })
+    }
+
+    /// A body after `to=[…]` written as one `TARGET: TEXT` line per target (docs/commands.md,
+    /// "parallel, one line per target"): each target's job, in the list's order. None when no
+    /// line names a target of the list (a plain body, sent whole to every target). Once one
+    /// line does, every line must name a different target of the list and every target must
+    /// have its line; anything else is refused, naming the line, rather than sent whole.
+    fn line_jobs(&self, body: Span, targets: &[Target]) -> Result<Option<Vec<Job>>, ParseError> {
+        let same = |a: &Target, b: &Target| match (a, b) {
+            (Target::Name(x), Target::Name(y)) => x.eq_ignore_ascii_case(y),
+            _ => a == b,
+        };
+        // Top-level lines (a quoted prompt may span several), trimmed, empty ones left out.
+        let mut lines = Vec::new();
+        let mut start = body.s;
+        self.walk::<()>(body, |i, b, top| {
+            if top && b == b'\n' {
+                lines.push(Span::new(start, i));
+                start = i + 1;
+            }
+            ControlFlow::Continue(())
+        });
+        lines.push(Span::new(start, body.e));
+        let lines: Vec<Span> = lines
+            .into_iter()
+            .map(|l| self.trim(l))
+            .filter(|l| !l.is_empty())
+            .collect();
+        // Each line's `TARGET:` and where its text starts, when it begins with one.
+        let named: Vec<Option<(Target, usize)>> = lines
+            .iter()
+            .map(|l| {
+                let (target, after) = self.target_at(l.s, l.e, "parallel").ok()?;
+                let (colon, c) = self.skip_ws(after, l.e);
+                (c == Some(b':')).then_some((target, colon + 1))
+            })
+            .collect();
+        let in_list = |t: &Target| targets.iter().any(|x| same(x, t));
+        if !named.iter().flatten().any(|(t, _)| in_list(t)) {
+            return Ok(None);
+        }
+        let list = targets
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let shown = |l: Span| {
+            let text = self.text(l);
+            match text.char_indices().nth(60) {
+                Some((cut, _)) => format!("{}…", &text[..cut]),
+                None => text.to_string(),
+            }
+        };
+        let mut prompts: Vec<Option<Template>> = vec![None; targets.len()];
+        for (k, (line, named)) in lines.iter().zip(&named).enumerate() {
+            let n = k + 1;
+            let Some((target, text_at)) = named else {
+                return Err(self.err(
+                    line.s,
+                    "parallel",
+                    format!(
+                        "line {n} `{}` names no target, but other lines are `TARGET: TEXT`: \
+                         give it one of to=[{list}] (or quote a prompt that spans lines)",
+                        shown(*line)
+                    ),
+                ));
+            };
+            let Some(slot) = targets.iter().position(|x| same(x, target)) else {
+                return Err(self.err(
+                    line.s,
+                    "parallel",
+                    format!(
+                        "line {n} `{}` names `{target}`, which is not in to=[{list}]",
+                        shown(*line)
+                    ),
+                ));
+            };
+            if prompts[slot].is_some() {
+                return Err(self.err(
+                    line.s,
+                    "parallel",
+                    format!("line {n} `{}` names `{target}` a second time", shown(*line)),
+                ));
+            }
+            let text = self.trim(Span::new(*text_at, line.e));
+            if text.is_empty() {
+                return Err(self.err(
+                    *text_at,
+                    "parallel",
+                    format!("line {n} has no prompt for {target} after `:`"),
+                ));
+            }
+            prompts[slot] = Some(self.free_text(text));
+        }
+        targets
+            .iter()
+            .zip(prompts)
+            .map(|(target, prompt)| match prompt {
+                Some(prompt) => Ok(Job {
+                    target: target.clone(),
+                    prompt,
+                }),
+                None => Err(self.err(
+                    body.s,
+                    "parallel",
+                    format!(
+                        "`{target}` in to=[{list}] has no `{target}: TEXT` line, while other targets do"
+                    ),
+                )),
+            })
+            .collect::<Result<_, _>>()
+            .map(Some)
     }
 
     /// Index of the top-level `]` matching an already-consumed `[`.

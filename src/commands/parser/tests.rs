@@ -457,6 +457,108 @@ fn flow_role_help() {
     );
 }
 
+/// `parallel to=[a,b]` and a body with one `TARGET: TEXT` line per target: each target gets
+/// its line (in the list's order); a plain body still goes whole to every target.
+#[test]
+fn parallel_with_a_line_per_target() {
+    assert_eq!(
+        ok("parallel to=[deepseek,qianwen]\ndeepseek: 深度分析技术细节\nqianwen: 总结概述与结论\n"),
+        C::Parallel {
+            jobs: vec![
+                job("deepseek", "深度分析技术细节"),
+                job("qianwen", "总结概述与结论")
+            ]
+        }
+    );
+    // Lines in another order, blank lines, a site written in capitals, a quoted line.
+    assert_eq!(
+        ok("parallel to=[deepseek, kimi]\n\n  Kimi: 乙 $d\ndeepseek: \"甲\n续\"\n"),
+        C::Parallel {
+            jobs: vec![job("deepseek", "甲\n续"), job("kimi", "乙 $d")]
+        }
+    );
+    assert_eq!(
+        ok("parallel to=[role:worker, group:g] \nrole:worker: 甲\ngroup:g: 乙"),
+        C::Parallel {
+            jobs: vec![
+                Job {
+                    target: Target::Role(Role::Worker),
+                    prompt: t("甲")
+                },
+                Job {
+                    target: Target::Group("g".into()),
+                    prompt: t("乙")
+                },
+            ]
+        }
+    );
+    // No line names a target of the list: the body is one prompt.
+    assert_eq!(
+        ok("parallel to=[a,b]\n注意: 简短\nQ: why"),
+        C::Parallel {
+            jobs: vec![
+                job("a", "注意: 简短\nQ: why"),
+                job("b", "注意: 简短\nQ: why")
+            ]
+        }
+    );
+    for (src, says) in [
+        (
+            "parallel to=[a,b]\na: 1\nc: 2",
+            "line 2 `c: 2` names `c`, which is not in to=[a, b]",
+        ),
+        (
+            "parallel to=[a,b]\na: 1\nmore\nb: 2",
+            "line 2 `more` names no target",
+        ),
+        (
+            "parallel to=[a,b]\na: 1\na: 2\nb: 3",
+            "names `a` a second time",
+        ),
+        (
+            "parallel to=[a,b]\na: 1",
+            "`b` in to=[a, b] has no `b: TEXT` line",
+        ),
+        ("parallel to=[a,b]\na: 1\nb:", "line 2 has no prompt for b"),
+    ] {
+        let e = parse(src).expect_err(src);
+        assert!(e.message.contains(says), "{src:?}: {}", e.message);
+        assert_eq!(e.topic, "parallel");
+    }
+}
+
+/// `auto:SITE` unquoted is one target: the site is never part of the prompt.
+#[test]
+fn auto_site_targets() {
+    assert_eq!(ok("to auto:yiyan: hi"), C::To(job("auto:yiyan", "hi")));
+    assert_eq!(ok("to auto: hi"), C::To(job("auto", "hi")));
+    assert_eq!(ok("to auto:yiyan:hi"), C::To(job("auto:yiyan", "hi")));
+    assert_eq!(
+        ok("to auto:deepseek,kimi: hi"),
+        C::To(job("auto:deepseek,kimi", "hi"))
+    );
+    assert_eq!(
+        ok("to \"auto:deepseek,kimi\": hi"),
+        C::To(job("auto:deepseek,kimi", "hi"))
+    );
+    // No site after the colon: `auto` and the prompt, as `to kimi:写` is.
+    assert_eq!(ok("to auto:写一首诗"), C::To(job("auto", "写一首诗")));
+    assert_eq!(
+        ok("parallel to=[auto:kimi,deepseek] hi"),
+        C::Parallel {
+            jobs: vec![job("auto:kimi", "hi"), job("deepseek", "hi")]
+        }
+    );
+    assert_eq!(
+        ok("parallel to=[auto:kimi: a, qianwen: b]"),
+        C::Parallel {
+            jobs: vec![job("auto:kimi", "a"), job("qianwen", "b")]
+        }
+    );
+    let e = parse("to auto:yiyan hi").expect_err("no colon after the site");
+    assert!(e.message.contains("`auto:yiyan`"), "{}", e.message);
+}
+
 /// (input, byte position, message fragment, usage topic)
 const ERRORS: &[(&str, usize, &str, &str)] = &[
     ("", 0, "expected a command", "help"),
@@ -802,6 +904,13 @@ fn on_node_takes_a_shell_command_or_a_skill() {
     ] {
         assert!(parse(bad).is_err(), "{bad}");
     }
+    let e = parse("on b: to kimi: hi").unwrap_err();
+    assert!(
+        e.message
+            .contains("runs a shell command or a skill on node `b`, not `to`"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
