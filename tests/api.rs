@@ -1135,3 +1135,94 @@ async fn conversations_that_open_alike_are_not_queued_on_one_tab() {
     assert_eq!(first.await.unwrap(), 200);
     assert_eq!(second.await.unwrap(), 200);
 }
+
+async fn get_model(h: &TestHub, id: &str) -> (u16, Value) {
+    let r = http()
+        .get(h.http_url(&format!("/v1/models/{id}")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), json_of(r).await)
+}
+
+#[tokio::test]
+async fn models_lists_agents_and_retrieve_answers_every_id_chat_accepts() {
+    let h = hub_with_flows(&[(
+        "greet",
+        "name: greet\ninputs: {question: {type: string}}\nnodes:\n  - {id: a, target: sim, prompt: \"$question\"}\n",
+    )])
+    .await;
+    let mut boss = h.scripted("boss", "sim", "master", |_| Reply::Silent).await;
+    let w = h.scripted("w1", "sim", "worker", |_| Reply::Silent).await;
+    let made = boss.command("?<agent create scout on w1>!").await;
+    assert_eq!(made["result"]["success"], true, "{made}");
+    // The list names the agent as a model id chat accepts.
+    let list = json_of(
+        http()
+            .get(h.http_url("/v1/models"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let ids: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"agent/scout"), "{ids:?}");
+    let entry = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "agent/scout")
+        .unwrap();
+    assert_eq!(entry["object"], "model");
+    assert_eq!(entry["aicard"]["target"], "w1", "{entry}");
+    assert_eq!(entry["aicard"]["tabs"], 1, "{entry}");
+    // Retrieve answers every id chat accepts: each listed one, and those chat takes though
+    // the list does not show them now (a known site with no tab online, a tab by client id,
+    // a bare site name).
+    for id in &ids {
+        let (status, v) = get_model(&h, id).await;
+        assert_eq!(status, 200, "{id}: {v}");
+        assert_eq!(v["id"], *id);
+    }
+    for (asked, id) in [
+        ("agent/scout", "agent/scout"),
+        ("flow/greet", "flow/greet"),
+        ("site/kimi", "site/kimi"),
+        ("kimi", "site/kimi"),
+        ("sim", "site/sim"),
+        ("auto", "auto"),
+        (&format!("tab/{}", w.client_id) as &str, "tab/w1"),
+    ] {
+        let (status, v) = get_model(&h, asked).await;
+        assert_eq!(status, 200, "{asked}: {v}");
+        assert_eq!(v["id"], id, "{asked}");
+        assert_eq!(v["object"], "model");
+    }
+    let (_, kimi) = get_model(&h, "site/kimi").await;
+    assert_eq!(kimi["aicard"]["tabs"], 0, "{kimi}");
+    // Ids chat refuses with 404 are 404 here too, and the hint names every kind of id.
+    for id in [
+        "agent/nobody",
+        "flow/nothing",
+        "gpt-4o",
+        "site/nowhere",
+        "tab/ghost",
+    ] {
+        let (status, v) = get_model(&h, id).await;
+        assert_eq!(status, 404, "{id}: {v}");
+        assert_eq!(v["error"]["code"], "model_not_found", "{id}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("agent/NAME"), "{msg}");
+        let chat = post(&h, &chat_body(id, "x", false), &[]).await;
+        assert_eq!(chat.status(), 404, "chat {id}");
+        let msg = json_of(chat).await["error"]["message"].to_string();
+        assert!(msg.contains("agent/NAME"), "{msg}");
+    }
+}

@@ -41,13 +41,7 @@ impl Drop for SessionGuard {
 fn api_error(e: LoopError) -> ApiError {
     let msg = e.to_string();
     match e {
-        LoopError::NoAgent(_) => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
-            msg,
-        )
-        .param("model"),
+        LoopError::NoAgent(name) => ApiError::model_not_found(&format!("agent/{name}")),
         LoopError::Off | LoopError::NoTab { .. } => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "server_error",

@@ -42,9 +42,11 @@ pub async fn models(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Respons
 fn model_list(hub: &Door) -> serde_json::Value {
     let adm = hub.api.admission().clone();
     let flows = flow_names(hub);
+    let agents = agent_models(hub);
     let mut list = models::list(
         &hub.registry,
         &flows,
+        &agents,
         |c| adm.busy(c),
         |c| adm.unavailable(c),
         |k| adm.depth(k),
@@ -68,8 +70,35 @@ fn model_list(hub: &Door) -> serde_json::Value {
     list
 }
 
-/// `GET /v1/models/{id}` (ids hold a `/`: `site/deepseek`): the one entry of the list, or
-/// 404 `model_not_found`.
+/// Stored agents (`agent/<name>`), each with the connected tabs its target names now.
+fn agent_models(hub: &Door) -> Vec<models::AgentModel> {
+    let stored = crate::agents::store::agents(&hub.store).unwrap_or_default();
+    stored
+        .into_iter()
+        .map(|a| {
+            // `auto` names every eligible worker (resolving it would make a pick).
+            let tabs = match crate::pick::auto_sites(&a.spec.target) {
+                Some(sites) => crate::pick::eligible(&hub.asks.pick, &sites),
+                None => hub.asks.resolve(&a.spec.target).unwrap_or_default(),
+            };
+            let tabs = tabs
+                .into_iter()
+                .filter(|c| c.state() == ConnState::Connected)
+                .collect();
+            models::AgentModel {
+                name: a.spec.name,
+                target: a.spec.target,
+                tabs,
+            }
+        })
+        .collect()
+}
+
+/// `GET /v1/models/{id}` (ids hold a `/`: `site/deepseek`): the entry of every id chat
+/// accepts, under its canonical id (`kimi` is `site/kimi`, a tab's client id its
+/// `tab/LABEL`) — the list's entry when the list shows it, else one with no tab load (a known
+/// site with no tab online, `auto` with no worker) — or 404 `model_not_found` for an id chat
+/// refuses with 404.
 pub async fn model(
     State(hub): State<Arc<Door>>,
     headers: HeaderMap,
@@ -78,14 +107,26 @@ pub async fn model(
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
     }
+    let model = ModelId::parse(&id);
+    let key = match &model {
+        ModelId::Tab(_) => models::candidates(&hub.registry, &model)
+            .first()
+            .map(|c| format!("tab/{}", c.display())),
+        ModelId::Flow(name) => flow_names(&hub).contains(name).then(|| model.key()),
+        ModelId::Agent(name) => crate::agents::store::agent(&hub.store, name)
+            .ok()
+            .flatten()
+            .map(|_| model.key()),
+        ModelId::Site(_) | ModelId::Auto => model.exists(&hub.registry).then(|| model.key()),
+    };
+    let Some(key) = key else {
+        return ApiError::model_not_found(&id).into_response();
+    };
     let body = model_list(&hub);
     let found = body["data"]
         .as_array()
-        .and_then(|d| d.iter().find(|m| m["id"] == id.as_str()).cloned());
-    match found {
-        Some(m) => axum::Json(m).into_response(),
-        None => ApiError::model_not_found(&id).into_response(),
-    }
+        .and_then(|d| d.iter().find(|m| m["id"] == key.as_str()).cloned());
+    axum::Json(found.unwrap_or_else(|| models::idle_entry(&key, now_secs()))).into_response()
 }
 
 /// Flows `flow/<name>` can run: the flows directory and the saved ones.

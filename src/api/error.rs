@@ -87,9 +87,9 @@ impl ApiError {
             "invalid_request_error",
             "model_not_found",
             format!(
-                "没有模型 `{model}`：可用 site/SITE、tab/LABEL、flow/NAME、auto（见 GET /v1/models） / \
-                 the model `{model}` does not exist: use site/SITE, tab/LABEL, flow/NAME or auto \
-                 (GET /v1/models lists them)"
+                "没有模型 `{model}`：可用 site/SITE、tab/LABEL、flow/NAME、agent/NAME、auto（见 GET \
+                 /v1/models） / the model `{model}` does not exist: use site/SITE, tab/LABEL, \
+                 flow/NAME, agent/NAME or auto (GET /v1/models lists them)"
             ),
         )
         .param("model")

@@ -61,13 +61,7 @@ pub(super) async fn complete(
     reply: Reply,
 ) -> Result<Response, ApiError> {
     let (flow, _) = Runner::load_flow(&hub, name).map_err(|e| match e {
-        RunError::NoSuchFlow(_) => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
-            e.to_string(),
-        )
-        .param("model"),
+        RunError::NoSuchFlow(_) => ApiError::model_not_found(&format!("flow/{name}")),
         other => ApiError::invalid("invalid_flow", other.to_string()).param("model"),
     })?;
     let mut inputs = BTreeMap::new();

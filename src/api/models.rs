@@ -1,5 +1,5 @@
-//! Model ids (`site/<site>`, bare `<site>`, `tab/<label>`, `flow/<name>`, `auto`), the tabs
-//! that serve each, and the live list behind `GET /v1/models`.
+//! Model ids (`site/<site>`, bare `<site>`, `tab/<label>`, `flow/<name>`, `agent/<name>`,
+//! `auto`), the tabs that serve each, and the live list behind `GET /v1/models`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -126,12 +126,23 @@ pub struct Load {
     pub queue_depth: usize,
 }
 
+/// A stored agent as a model (`agent/<name>`): its target and the connected tabs it names.
+pub struct AgentModel {
+    pub name: String,
+    /// What `agent create … on TARGET` said.
+    pub target: String,
+    /// Connected tabs the target names now.
+    pub tabs: Vec<Arc<Client>>,
+}
+
 /// The `GET /v1/models` body: what is online now. `busy(c)` says whether a tab is taken;
 /// `unavailable(c)` whether it cannot take work now whatever its load; `depth(key)` how many API requests wait for a model; `health(c)` is a tab's health as
 /// the decision engine sees it, shown on its `tab/…` entry.
+#[allow(clippy::too_many_arguments)]
 pub fn list(
     registry: &Registry,
     flows: &[String],
+    agents: &[AgentModel],
     busy: impl Fn(&Client) -> bool,
     unavailable: impl Fn(&Client) -> bool,
     depth: impl Fn(&str) -> usize,
@@ -191,7 +202,31 @@ pub fn list(
             json!({"tabs": 0, "busy": 0, "unavailable": 0, "queue_depth": d}),
         ));
     }
+    for a in agents {
+        let mut load = Load::default();
+        for c in &a.tabs {
+            load.tabs += 1;
+            load.busy += usize::from(busy(c));
+            load.unavailable += usize::from(unavailable(c));
+        }
+        data.push(model_object(
+            &format!("agent/{}", a.name),
+            created,
+            json!({"tabs": load.tabs, "busy": load.busy, "unavailable": load.unavailable,
+                   "queue_depth": 0, "target": a.target}),
+        ));
+    }
     json!({"object": "list", "data": data})
+}
+
+/// A model entry with no tab load: an id chat accepts though no tab serves it now (a known
+/// site offline, a flow, `auto` with no worker).
+pub fn idle_entry(id: &str, created: i64) -> Value {
+    model_object(
+        id,
+        created,
+        json!({"tabs": 0, "busy": 0, "unavailable": 0, "queue_depth": 0}),
+    )
 }
 
 fn model_object(id: &str, created: i64, aicard: Value) -> Value {

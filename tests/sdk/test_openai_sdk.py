@@ -36,15 +36,18 @@ class Tab:
     A prompt containing HOLD streams one chunk, then waits for `release`; one containing
     ABORT streams one chunk and stops (its client is expected to leave)."""
 
-    def __init__(self, base: str, label: str, site: str = "sim"):
+    def __init__(self, base: str, label: str, site: str = "sim", role: str = "worker"):
         # Entered by hand: the tab lives as long as the module's tests.
         self.ws = connect(base.replace("http://", "ws://") + "/realtime").__enter__()
-        self.ws.send(json.dumps({"type": "hello", "token": TOKEN, "site": site, "label": label}))
+        self.ws.send(
+            json.dumps({"type": "hello", "token": TOKEN, "site": site, "label": label, "role": role})
+        )
         welcome = json.loads(self.ws.recv(timeout=WAIT))
         assert welcome["type"] == "welcome", welcome
         self.lock = threading.Lock()
         self.tasks = queue.Queue()
         self.cancels = queue.Queue()
+        self.results = queue.Queue()
         self.release = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -61,6 +64,8 @@ class Tab:
                     threading.Thread(target=self._answer, args=(frame,), daemon=True).start()
                 elif frame["type"] == "cancel":
                     self.cancels.put((time.monotonic(), frame))
+                elif frame["type"] == "cmd_result":
+                    self.results.put(frame)
         except Exception:
             pass
 
@@ -88,6 +93,11 @@ class Tab:
 
     def next_task(self):
         return self.tasks.get(timeout=WAIT)
+
+    def command(self, text: str):
+        """Types a command as the person would; returns its cmd_result."""
+        self.send({"type": "user_input", "text": text})
+        return self.results.get(timeout=WAIT)
 
 
 @pytest.fixture(scope="module")
@@ -297,3 +307,22 @@ def test_the_turns_of_one_conversation_go_to_one_tab(hub):
     for text in ("two", "three", "four", "five", "six", "seven"):
         c.chat.completions.create(model="site/kimi", messages=[{"role": "user", "content": text}], extra_headers=named)
         assert who_answered() == tab1, text
+
+
+def test_agents_are_models_the_sdk_lists_and_retrieves(hub, tab):
+    boss = Tab(hub, "boss", role="master")
+    made = boss.command("?<agent create scout on py-1>!")
+    assert made["result"]["success"], made
+    c = client(hub)
+    ids = [m.id for m in c.models.list()]
+    assert "agent/scout" in ids, ids
+    scout = c.models.retrieve("agent/scout")
+    assert scout.id == "agent/scout" and scout.object == "model" and scout.owned_by == "aicard"
+    assert scout.model_extra["aicard"]["target"] == "py-1"
+    # Every id chat accepts is retrievable, under its canonical id.
+    assert c.models.retrieve("sim").id == "site/sim"
+    assert c.models.retrieve("site/kimi").model_extra["aicard"]["tabs"] == 0
+    for missing in ("agent/nobody", "gpt-4o"):
+        with pytest.raises(openai.NotFoundError) as e:
+            c.models.retrieve(missing)
+        assert e.value.code == "model_not_found" and "agent/NAME" in e.value.message
