@@ -177,6 +177,15 @@ impl App {
                 _ => Standby::Ready,
             }
         }));
+        let weak = Arc::downgrade(&app);
+        app.api.admission().set_timing(Box::new(move |client| {
+            // The API's wait estimate: the decision engine's timing of every task the tab did.
+            let now = crate::store::now_ms() as u64;
+            match weak.upgrade() {
+                Some(app) => app.asks.pick.decide.timing(&client.id, now),
+                None => crate::decide::Decider::new().timing(&client.id, now),
+            }
+        }));
         let listener = hub.bind().await?;
         let addr = listener.local_addr()?;
         hub.tracker.spawn(crate::webhooks::follow_journal(

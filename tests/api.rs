@@ -949,7 +949,7 @@ async fn metrics_are_typed_counters_grow_and_answer_times_fill_a_histogram() {
     assert!(after.value("aicard_answer_seconds_sum", &[]) > 0.0);
 }
 
-/// A tab parked on a captcha (SPEC §20, issue 32 item 4): a request for its model is refused
+/// A tab parked on a captcha (docs/reliability.md, issue 32 item 4): a request for its model is refused
 /// at once with 503 `tabs_unavailable` and `x-should-retry: false`, not after the queue
 /// timeout as "busy"; `/v1/models` counts it unavailable; once the person acts, it answers.
 #[tokio::test]
@@ -1225,4 +1225,106 @@ async fn models_lists_agents_and_retrieve_answers_every_id_chat_accepts() {
         let msg = json_of(chat).await["error"]["message"].to_string();
         assert!(msg.contains("agent/NAME"), "{msg}");
     }
+}
+
+/// A 429's `Retry-After` and the wait its message states (the same number of seconds).
+async fn stated_wait(resp: reqwest::Response) -> (u64, String) {
+    assert_eq!(resp.status(), 429);
+    let retry: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let msg = json_of(resp).await["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (retry, msg)
+}
+
+#[tokio::test]
+async fn a_busy_tabs_429_states_its_measured_time_left_plus_the_queue_ahead() {
+    // The tab's tasks take TYPICAL (the model writing; not synchronisation).
+    const TYPICAL: Duration = Duration::from_secs(2);
+    let h = TestHub::start().await;
+    let mut boss = h.scripted("boss", "sim", "master", |_| Reply::Silent).await;
+    let w = h
+        .scripted("w", "sim", "worker", |p| {
+            Reply::Text(TYPICAL, format!("answer to {p}"))
+        })
+        .await;
+    // One task through the command language: the decision engine measures its duration
+    // (the API's own timings never saw it).
+    let r = boss.command("?<to w: first>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let held_at = Instant::now();
+    let holder = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            http()
+                .post(url)
+                .bearer_auth(TOKEN)
+                .body(chat_body("site/sim", "second", false).to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    let prompts = w.prompts.clone();
+    until("the tab took the API prompt", || {
+        prompts.lock().unwrap().len() == 2
+    })
+    .await;
+    let resp = post(
+        &h,
+        &chat_body("site/sim", "impatient", false),
+        &[("x-aicard-queue-timeout", "0")],
+    )
+    .await;
+    let elapsed = held_at.elapsed();
+    let (retry, msg) = stated_wait(resp).await;
+    // What is left of the tab's measured task time, in whole seconds up.
+    let most = TYPICAL.as_secs_f64().ceil() as u64;
+    let least = ((TYPICAL.as_secs_f64() - elapsed.as_secs_f64()).ceil() as u64).max(1);
+    assert!(
+        (least..=most).contains(&retry),
+        "Retry-After {retry}, want {least}..={most}: {msg}"
+    );
+    assert!(msg.contains(&format!("estimated wait {retry} s")), "{msg}");
+    // A request queued ahead adds the tab's typical task time.
+    let admission = h.hub().api.admission().clone();
+    let patient = tokio::spawn({
+        let url = h.http_url("/v1/chat/completions");
+        async move {
+            http()
+                .post(url)
+                .bearer_auth(TOKEN)
+                .header("x-aicard-queue-timeout", "60")
+                .body(chat_body("site/sim", "patient", false).to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    until("the patient request waits", || {
+        admission.depth("site/sim") == 1
+    })
+    .await;
+    let resp = post(
+        &h,
+        &chat_body("site/sim", "impatient again", false),
+        &[("x-aicard-queue-timeout", "0")],
+    )
+    .await;
+    let elapsed = held_at.elapsed();
+    let (retry, msg) = stated_wait(resp).await;
+    let most = (2.0 * TYPICAL.as_secs_f64()).ceil() as u64;
+    let least = (2.0 * TYPICAL.as_secs_f64() - elapsed.as_secs_f64()).ceil() as u64;
+    assert!(
+        (least..=most).contains(&retry),
+        "Retry-After {retry}, want {least}..={most}: {msg}"
+    );
+    assert!(msg.contains(&format!("estimated wait {retry} s")), "{msg}");
+    assert_eq!(holder.await.unwrap().status(), 200);
+    assert_eq!(patient.await.unwrap().status(), 200);
 }

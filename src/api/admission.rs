@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dashmap::DashMap;
 use tokio::sync::oneshot;
 
 use super::error::ApiError;
 use super::models::{candidates, ModelId};
+use crate::decide::{Timing, DEFAULT_S_PER_1K, DEFAULT_TTFT_S};
 use crate::hub::registry::{Client, Registry};
 use crate::hub::tasks::Tasks;
 
@@ -29,10 +29,6 @@ use crate::hub::tasks::Tasks;
 pub const MAX_WAITING_PER_MODEL: usize = 64;
 /// API requests waiting in all.
 pub const MAX_WAITING: usize = 512;
-/// Assumed answer time of a tab the API has not timed yet (seconds).
-pub const DEFAULT_ANSWER_SECS: f64 = 30.0;
-/// Weight of the newest answer time in a tab's moving average.
-const EWMA_ALPHA: f64 = 0.3;
 
 /// Conversations remembered at once (least recently used forgotten first).
 pub const MAX_CONVERSATIONS: usize = 4096;
@@ -103,8 +99,9 @@ pub struct Admission {
     waiting: AtomicUsize,
     registry: Arc<Registry>,
     tasks: Arc<Tasks>,
-    /// Client id → moving average of its API answer times (seconds).
-    answer_secs: DashMap<String, f64>,
+    /// How long a tab's tasks take and how far its current one is, as the decision engine
+    /// measured them (set by the hub); unset, every tab is the engine's unmeasured default.
+    timing: std::sync::OnceLock<TimingCheck>,
     /// Whether a tab may take a prompt now (set by the hub: the decision engine's cooldowns
     /// and parked tabs); unset, every free tab may.
     usable: std::sync::OnceLock<UsableCheck>,
@@ -112,6 +109,9 @@ pub struct Admission {
 
 /// Whether a free tab may take a prompt now (see [`Admission::set_usable`]).
 pub type UsableCheck = Box<dyn Fn(&Client) -> Standby + Send + Sync>;
+
+/// A tab's task timing (see [`Admission::set_timing`]).
+pub type TimingCheck = Box<dyn Fn(&Client) -> Timing + Send + Sync>;
 
 /// A tab held for one request; dropping it frees the tab and serves the next waiter.
 pub struct Lease {
@@ -158,7 +158,7 @@ impl Admission {
             waiting: AtomicUsize::new(0),
             registry,
             tasks,
-            answer_secs: DashMap::new(),
+            timing: std::sync::OnceLock::new(),
             usable: std::sync::OnceLock::new(),
         }
     }
@@ -166,6 +166,24 @@ impl Admission {
     /// Sets the check a free tab must pass to take a prompt (once, at hub start).
     pub fn set_usable(&self, check: UsableCheck) {
         let _ = self.usable.set(check);
+    }
+
+    /// Sets where a tab's task timing comes from (once, at hub start: the decision engine's
+    /// figures of every task the tab did, the API's and everyone else's).
+    pub fn set_timing(&self, check: TimingCheck) {
+        let _ = self.timing.set(check);
+    }
+
+    fn timing(&self, c: &Client) -> Timing {
+        match self.timing.get() {
+            Some(check) => check(c),
+            None => Timing {
+                task_s: DEFAULT_TTFT_S
+                    + DEFAULT_S_PER_1K * crate::decide::DEFAULT_REPLY_CHARS as f64 / 1000.0,
+                measured: false,
+                running_s: None,
+            },
+        }
     }
 
     fn standby(&self, c: &Client) -> Standby {
@@ -319,9 +337,13 @@ impl Admission {
         self.eta_locked(&inner, model, conversation, ahead)
     }
 
-    /// The estimate: when each tab the request may take is free (now; after its cooldown;
-    /// after what is left of its answer, by its average answer time), then `ahead` requests
-    /// served one by one, each on the tab free first. Tabs that wait for a person never are.
+    /// The estimate: when each tab the request may take is free — now; after its cooldown;
+    /// after what is left of the task it works on (its typical task duration, as the decision
+    /// engine measured it, minus the time since it accepted the task, or since the API took
+    /// it) and its typical duration again for each task queued behind that one — then `ahead`
+    /// requests served one by one, each on the tab free first. Tabs that wait for a person
+    /// never are. A tab with no measured task counts the measured tabs' mean, else the
+    /// engine's estimate from its defaults.
     fn eta_locked(
         &self,
         inner: &Inner,
@@ -330,31 +352,44 @@ impl Admission {
         ahead: usize,
     ) -> f64 {
         let tabs = self.choices(inner, model, conversation);
-        let known: Vec<f64> = tabs
+        let timings: Vec<Timing> = tabs.iter().map(|c| self.timing(c)).collect();
+        let known: Vec<f64> = timings
             .iter()
-            .filter_map(|c| self.answer_secs.get(&c.id).map(|s| *s))
+            .filter(|t| t.measured)
+            .map(|t| t.task_s)
             .collect();
         let mean = if known.is_empty() {
-            DEFAULT_ANSWER_SECS
+            timings.first().map_or(0.0, |t| t.task_s)
         } else {
             known.iter().sum::<f64>() / known.len() as f64
         };
         let now = std::time::Instant::now();
-        // (free in seconds, average answer seconds) per tab.
+        // (free in seconds, typical task seconds) per tab.
         let mut free: Vec<(f64, f64)> = tabs
             .iter()
-            .filter_map(|c| {
-                let avg = self.answer_secs.get(&c.id).map_or(mean, |s| *s);
+            .zip(&timings)
+            .filter_map(|(c, t)| {
+                let typical = if t.measured { t.task_s } else { mean };
                 let at = match self.standby(c) {
                     Standby::Person(_) => return None,
                     Standby::Later(d) => d.as_secs_f64(),
                     Standby::Ready => 0.0,
                 };
-                let working = match inner.leased.get(&c.id) {
-                    Some(since) => left_of(avg, now.duration_since(*since).as_secs_f64()),
-                    None => avg * self.tasks.load(c) as f64,
+                let leased = inner.leased.get(&c.id);
+                let tasks = self.tasks.load(c).max(usize::from(leased.is_some()));
+                let working = if tasks == 0 {
+                    0.0
+                } else {
+                    // Since the tab accepted it, or since the API took the tab when that is
+                    // later (the engine's clock may still run from a task cancelled before).
+                    let lease = leased.map(|since| now.duration_since(*since).as_secs_f64());
+                    let elapsed = match (t.running_s, lease) {
+                        (Some(r), Some(l)) => r.min(l),
+                        (r, l) => r.or(l).unwrap_or(0.0),
+                    };
+                    left_of(typical, elapsed) + typical * (tasks - 1) as f64
                 };
-                Some((at.max(working), avg))
+                Some((at.max(working), typical))
             })
             .collect();
         if free.is_empty() {
@@ -390,15 +425,6 @@ impl Admission {
     /// The tab conversation `key` last went to (tests, `/v1/models`).
     pub fn conversation_tab(&self, key: &str) -> Option<String> {
         self.lock().conversations.get(key).map(str::to_string)
-    }
-
-    /// Records how long a tab took to answer an API prompt.
-    pub fn record(&self, client: &Client, took: Duration) {
-        let s = took.as_secs_f64();
-        self.answer_secs
-            .entry(client.id.clone())
-            .and_modify(|a| *a = *a * (1.0 - EWMA_ALPHA) + s * EWMA_ALPHA)
-            .or_insert(s);
     }
 
     fn release(&self, client_id: &str) {
@@ -498,10 +524,10 @@ fn soonest(free: &mut [(f64, f64)], ahead: usize) -> f64 {
     free.iter().map(|f| f.0).fold(f64::INFINITY, f64::min)
 }
 
-/// Seconds left of an answer `elapsed` seconds in, by the tab's average `avg`: what is left of
-/// the average, and for an answer already past it, a quarter of the average (at least 1 s).
-fn left_of(avg: f64, elapsed: f64) -> f64 {
-    (avg - elapsed).max(avg * 0.25).max(1.0)
+/// Seconds left of a task `elapsed` seconds in, by the tab's typical task duration: what is
+/// left of it, none once past it (the wait stated is at least 1 s, see [`busy`]).
+fn left_of(typical: f64, elapsed: f64) -> f64 {
+    (typical - elapsed).max(0.0)
 }
 
 /// Marks the key of a conversation's first turn: it records the tab that answers, but waits for
@@ -543,17 +569,23 @@ pub fn conversation_key(
     })
 }
 
+/// 429: the wait stated and `Retry-After` are one figure, whole seconds up, at least 1.
 fn busy(code: &'static str, key: &str, eta: f64) -> ApiError {
+    let secs = if eta.is_finite() {
+        (eta.ceil() as u64).max(1)
+    } else {
+        1
+    };
     ApiError::new(
         axum::http::StatusCode::TOO_MANY_REQUESTS,
         "rate_limit_error",
         code,
         format!(
-            "`{key}` 的标签页都在忙 / every tab serving `{key}` is busy; estimated wait {eta:.0} s \
-             exceeds X-AIcard-Queue-Timeout"
+            "`{key}` 的标签页都在忙，预计等待 {secs} 秒 / every tab serving `{key}` is busy; \
+             estimated wait {secs} s exceeds X-AIcard-Queue-Timeout"
         ),
     )
-    .retry_after(eta.ceil() as u64)
+    .retry_after(secs)
 }
 
 #[cfg(test)]
@@ -562,18 +594,25 @@ mod tests {
 
     #[test]
     fn the_wait_counts_what_is_left_of_each_answer_and_the_requests_ahead() {
-        // Two tabs 10 s into answers that take 12 s on average: 3 s (never under a quarter
-        // of the average), not 0.
-        let left = left_of(12.0, 10.0);
-        assert!((left - 3.0).abs() < 1e-9, "{left}");
-        assert!((soonest(&mut [(left, 12.0), (left, 12.0)], 0) - 3.0).abs() < 1e-9);
+        // Two tabs 5 s into tasks that typically take 12 s: 7 s left.
+        let left = left_of(12.0, 5.0);
+        assert!((left - 7.0).abs() < 1e-9, "{left}");
+        assert!((soonest(&mut [(left, 12.0), (left, 12.0)], 0) - 7.0).abs() < 1e-9);
         // Two requests ahead take both tabs; this one waits for the first to answer again.
         assert!((soonest(&mut [(2.0, 12.0), (5.0, 12.0)], 2) - 14.0).abs() < 1e-9);
         // A tab cooling down 40 s and a free one: no wait.
         assert_eq!(soonest(&mut [(40.0, 10.0), (0.0, 10.0)], 0), 0.0);
-        // An answer past its average: a quarter of the average, at least a second.
-        assert_eq!(left_of(12.0, 30.0), 3.0);
-        assert_eq!(left_of(2.0, 30.0), 1.0);
+        // A task past its typical duration: nothing left to count...
+        assert_eq!(left_of(12.0, 30.0), 0.0);
+        // ...and the wait stated is at least a second, the same in the text and the header.
+        for (eta, secs) in [(0.0, 1), (0.2, 1), (6.3, 7), (f64::INFINITY, 1)] {
+            let e = busy("tabs_busy", "site/sim", eta);
+            assert_eq!(e.retry_after, Some(secs), "{eta}");
+            assert!(
+                e.message.contains(&format!("estimated wait {secs} s")),
+                "{eta}"
+            );
+        }
     }
 
     #[test]

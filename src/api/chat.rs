@@ -53,7 +53,7 @@ fn model_list(hub: &Door) -> serde_json::Value {
         |c| crate::pick::health_json(&hub.asks.pick, c),
         now_secs(),
     );
-    // A site's answers by path and its "adapter outdated" flag (SPEC §21); tab entries carry
+    // A site's answers by path and its "adapter outdated" flag (docs/reliability.md); tab entries carry
     // their own in `health.answers`.
     if let Some(data) = list["data"].as_array_mut() {
         for entry in data {
@@ -388,7 +388,6 @@ impl Finish for Job {
         }
         if outcome.is_ok() {
             let took = self.started.elapsed();
-            self.hub.api.admission().record(&self.client, took);
             self.hub.api.counters().answer(took.as_secs_f64());
         }
     }

@@ -124,6 +124,19 @@ pub struct Row {
     pub picked: bool,
 }
 
+/// How long a tab's tasks take (the API's wait estimate, docs/api.md "Admission").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// Its typical task duration in seconds: the EWMA of its tasks, from `accepted` to the
+    /// answer; until one is measured, time to first chunk plus a typical reply at its speed
+    /// (the defaults where those are not measured either).
+    pub task_s: f64,
+    /// Whether `task_s` was measured.
+    pub measured: bool,
+    /// Seconds since it accepted the task it works on now.
+    pub running_s: Option<f64>,
+}
+
 /// A pick and why: the chosen tab (if any was eligible) and every candidate's row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Choice {
@@ -256,6 +269,18 @@ impl Decider {
     /// A person acted in the tab; true when it was parked and no longer is.
     pub fn unpark(&self, tab: &str) -> bool {
         self.tabs.get_mut(tab).is_some_and(|mut t| t.unpark())
+    }
+
+    /// How long the tab's tasks take and how far its current one is, at `now_ms`.
+    pub fn timing(&self, tab: &str, now_ms: u64) -> Timing {
+        let stats = self.stats(tab);
+        let estimate = stats.ttft_s.unwrap_or(DEFAULT_TTFT_S)
+            + stats.s_per_1k.unwrap_or(DEFAULT_S_PER_1K) * DEFAULT_REPLY_CHARS as f64 / 1000.0;
+        Timing {
+            task_s: stats.task_s.unwrap_or(estimate),
+            measured: stats.task_s.is_some(),
+            running_s: stats.running_s(now_ms),
+        }
     }
 
     /// Whether a tab is parked (captcha / login), for the panel and `?<tabs>!`.

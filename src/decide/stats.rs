@@ -33,6 +33,8 @@ pub struct TabStats {
     pub ttft_s: Option<f64>,
     /// EWMA of seconds per 1,000 characters of reply, after the first chunk.
     pub s_per_1k: Option<f64>,
+    /// EWMA of a task's whole duration, from `accepted` to the answer (seconds).
+    pub task_s: Option<f64>,
     current: Option<Started>,
     /// No task before this time (a cooldown after `rate_limited`).
     pub cooldown_until_ms: u64,
@@ -69,6 +71,8 @@ impl TabStats {
     /// The current task succeeded with a reply of `chars` characters.
     pub fn succeeded(&mut self, chars: usize, now: u64) {
         if let Some(s) = self.current.take() {
+            let took = now.saturating_sub(s.at_ms) as f64 / 1000.0;
+            self.task_s = Some(ewma(self.task_s, took));
             let first = s.first_chunk_ms.unwrap_or(s.at_ms);
             if s.first_chunk_ms.is_none() {
                 self.ttft_s = Some(ewma(
@@ -108,6 +112,12 @@ impl TabStats {
             Some(t @ (Trouble::Captcha | Trouble::Login)) => self.parked = Some(t),
             _ => {}
         }
+    }
+
+    /// Seconds since the tab accepted the task it works on now (None: no task in flight).
+    pub fn running_s(&self, now: u64) -> Option<f64> {
+        self.current
+            .map(|s| now.saturating_sub(s.at_ms) as f64 / 1000.0)
     }
 
     /// A person acted in the tab: a parked tab may work again.
@@ -188,6 +198,9 @@ mod tests {
         t.succeeded(2_000, 44_000);
         assert!((t.ttft_s.unwrap() - 2.6).abs() < 1e-9);
         assert!((t.s_per_1k.unwrap() - 10.0).abs() < 1e-9);
+        // Durations 12 s then 24 s.
+        assert!((t.task_s.unwrap() - 15.6).abs() < 1e-9);
+        assert_eq!(t.running_s(44_000), None);
         t.failed(Some(Trouble::RateLimited), 50_000);
         t.failed(Some(Trouble::RateLimited), 90_000);
         assert_eq!(t.strikes, 2);
