@@ -1,4 +1,4 @@
-//! The agent loop's cost (SPEC §17, issue 30): the real hub (`aicard serve --agent-gap 0-0`)
+//! The agent loop's cost (docs/agents.md, issue 30): the real hub (`aicard serve --agent-gap 0-0`)
 //! on a port, a looping master tab scripted over a real WebSocket, and a worker.
 //!
 //! - **last threshold → deliver**: each round the tab streams a command (it runs as it

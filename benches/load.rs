@@ -1,5 +1,5 @@
 //! Load tool: opens N authenticated tabs against a hub and measures connect rate, RSS per idle
-//! tab and fan-out latency of `task` frames. It speaks only SPEC §2 (hello, user_input with a
+//! tab and fan-out latency of `task` frames. It speaks only docs/protocol.md (hello, user_input with a
 //! `?<parallel to=[…] …>!` command, task, turn_end, cmd_result), so it can drive any hub that
 //! implements it.
 //!

@@ -1,4 +1,4 @@
-//! The agent loop wired to the hub (SPEC §17): one [`Loops`] service holds the sessions of
+//! The agent loop wired to the hub (docs/agents.md): one [`Loops`] service holds the sessions of
 //! the tabs that loop, feeds each [`Session`] what its tab does (commands found, their results,
 //! the turn's end, the next turn starting, the person speaking) and carries out what the
 //! session decides: the results message typed and sent through the ask service, the journal,

@@ -34,7 +34,7 @@ pub struct App {
     pub planner: Arc<crate::planner::Planner>,
     /// The signed lifecycle callbacks of `--webhook` (none configured: publishing is free).
     pub webhooks: Arc<crate::webhooks::Webhooks>,
-    /// The agent loop's sessions (SPEC §17), on the ask service.
+    /// The agent loop's sessions (docs/agents.md), on the ask service.
     pub loops: Arc<crate::agent_loop::Loops>,
     /// The command host: what the hub's hooks, the foreman cycle and the runner's command
     /// steps run through (holds the components above as it uses them).
@@ -205,7 +205,7 @@ impl App {
             app.webhooks.clone(),
             hub.shutdown.clone(),
         ));
-        // Quotas (SPEC §15.1): the role cards', then those `?<tabs budget>!` kept.
+        // Quotas (docs/commands.md): the role cards', then those `?<tabs budget>!` kept.
         app.asks
             .pick
             .decide
@@ -501,7 +501,7 @@ impl Hooks for AppHooks {
     }
 }
 
-/// `data_published` (every `publish`, SPEC §19) is a lifecycle event the journal does not
+/// `data_published` (every `publish`, docs/cluster.md) is a lifecycle event the journal does not
 /// hold: hand it from the bus to the webhooks that ask for it.
 async fn forward_published(
     bus: Arc<crate::events::Bus>,
@@ -524,7 +524,7 @@ async fn forward_published(
     }
 }
 
-/// Sends what this node's bus publishes to the other nodes (SPEC §19).
+/// Sends what this node's bus publishes to the other nodes (docs/cluster.md).
 struct ToCluster(Arc<dyn crate::hub::engine::Engine>);
 
 impl crate::events::Outbound for ToCluster {

@@ -30,7 +30,7 @@ pub struct Asks {
     /// The decision engine over the hub's tabs (`auto` targets, health, `manager why`).
     pub pick: Picker,
     /// Tab id → its latest complete reply, whoever asked (a hub task or the person): what
-    /// `from TAB:` reads (SPEC §18).
+    /// `from TAB:` reads (docs/commands.md).
     latest: dashmap::DashMap<String, String>,
 }
 
@@ -252,7 +252,7 @@ impl Asks {
         tabs: &[Arc<Client>],
         tried: &[String],
     ) -> Result<Ticket, AskError> {
-        // A site past its quota (SPEC §15.1) gets no prompt, however it is named.
+        // A site past its quota (docs/commands.md) gets no prompt, however it is named.
         let now = crate::store::now_ms() as u64;
         let over = |c: &Arc<Client>| self.pick.decide.quota_wait(&c.info().site, now);
         if !tabs.is_empty() && tabs.iter().all(|c| over(c).is_some()) {

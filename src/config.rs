@@ -60,17 +60,17 @@ pub struct HubConfig {
     pub planner: Option<String>,
     /// Repair rounds for an invalid plan (`--plan-repairs`).
     pub plan_repairs: usize,
-    /// Receivers of the signed lifecycle callbacks (`--webhook`, SPEC §19).
+    /// Receivers of the signed lifecycle callbacks (`--webhook`, docs/cluster.md).
     pub webhooks: Vec<crate::webhooks::WebhookSpec>,
     /// Their HMAC key (`--webhook-secret`); else `data_dir/webhook-secret`, made once.
     pub webhook_secret: Option<String>,
-    /// The agent loop (SPEC §17): `--agent-loop`, `--agent-gap`, `--agent-max-*`.
+    /// The agent loop (docs/agents.md): `--agent-loop`, `--agent-gap`, `--agent-max-*`.
     pub agent: AgentSettings,
     pub limits: Limits,
     pub timing: Timing,
 }
 
-/// The agent loop's switches and limits (SPEC §17; docs/agents.md says why each is what it is).
+/// The agent loop's switches and limits (docs/agents.md; docs/agents.md says why each is what it is).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentSettings {
     /// `--agent-loop on|off`: off, no tab loops (agents' tasks are refused).

@@ -1,4 +1,4 @@
-//! The event bus (SPEC §19): events that start work.
+//! The event bus (docs/cluster.md): events that start work.
 //!
 //! - An [`Event`] is a topic, a JSON payload and its cause: the ids of the standing rules
 //!   whose commands led to it (`cause`), so a rule never fires on an event its own command

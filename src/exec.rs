@@ -1,7 +1,7 @@
 //! The only module that spawns processes: the shell/exec policy (off, allowlist, on), and the
 //! long-lived stdio servers of the MCP client ([`spawn_service`]).
 //!
-//! SPEC §6: shell execution is off by default. `Allowlist` splits the command line with a
+//! docs/security.md: shell execution is off by default. `Allowlist` splits the command line with a
 //! real shell-words splitter (`shlex`) and runs argv directly — no shell ever sees the text —
 //! allowing only plain commands and pipelines whose every program is on the list. `On` runs
 //! `sh -c`, but AIcard variables reach the shell only through the environment

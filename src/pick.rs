@@ -353,7 +353,7 @@ pub fn health_json(hub: &Picker, c: &Client) -> serde_json::Value {
         "ttft_s": r.ttft_s,
         "s_per_1k": r.s_per_1k,
         "in_flight": r.in_flight,
-        // Which path its answers took, its site's, and the "adapter outdated" flag (SPEC §21).
+        // Which path its answers took, its site's, and the "adapter outdated" flag (docs/reliability.md).
         "answers": hub.paths.json(&c.id, &c.info().site),
     })
 }

@@ -160,7 +160,7 @@ pub struct TurnEnd {
     pub text: String,
     #[serde(default)]
     pub task_id: Option<String>,
-    /// How the tab read the reply (SPEC §21); absent from older tabs.
+    /// How the tab read the reply (docs/reliability.md); absent from older tabs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<AnswerSource>,
 }
@@ -207,7 +207,7 @@ pub struct TaskUpdate {
     pub trouble: Option<Trouble>,
 }
 
-/// `task_update.trouble`: what kept the site from answering (SPEC §10).
+/// `task_update.trouble`: what kept the site from answering (docs/flows.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trouble {
@@ -346,7 +346,7 @@ pub enum TaskState {
     Held,
 }
 
-/// Which agent session and round a `deliver` belongs to (SPEC §17): the panel shows
+/// Which agent session and round a `deliver` belongs to (docs/agents.md): the panel shows
 /// "round k/N"; round 0 is a session's first message (the primer and the task).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentTag {
@@ -404,7 +404,7 @@ pub enum ServerFrame {
         /// the text of one `deliver_id` into the input box once.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deliver_id: Option<String>,
-        /// An agent loop's message (SPEC §17): its session and round, for the panel.
+        /// An agent loop's message (docs/agents.md): its session and round, for the panel.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<AgentTag>,
     },

@@ -47,14 +47,14 @@ pub struct RoleCard {
     /// This tab writes the plans of `?<manager plan GOAL>!` (unless `--planner` names one).
     #[serde(default)]
     pub planner: bool,
-    /// `loop: true`: a master's or foreman's replies loop (SPEC §17): the results of its
+    /// `loop: true`: a master's or foreman's replies loop (docs/agents.md): the results of its
     /// commands go back into its chat until it is done.
     #[serde(default, rename = "loop")]
     pub looping: bool,
     /// The most rounds of this tab's agent sessions (default: `--agent-max-rounds`).
     #[serde(default)]
     pub max_rounds: Option<u32>,
-    /// `quota: 20/hour`: at most that many prompts to each site in `match.site` (SPEC §15.1;
+    /// `quota: 20/hour`: at most that many prompts to each site in `match.site` (docs/commands.md;
     /// `?<tabs budget …>!` wins over it).
     #[serde(default)]
     pub quota: Option<String>,

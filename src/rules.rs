@@ -1,4 +1,4 @@
-//! Running the standing rules (SPEC §19): every event on the bus is matched against the rules
+//! Running the standing rules (docs/cluster.md): every event on the bus is matched against the rules
 //! kept by [`crate::events::Rules`]; each rule on its topic whose loop guard allows it runs
 //! its command for its author, with the event bound as `$EVENT` (and `$EVENT_TOPIC`, …), its
 //! `where` checked first. A rule's command runs in a task of its own, so a slow one never

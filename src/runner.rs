@@ -123,6 +123,17 @@ pub trait Work: Send + Sync {
 const QUEUE_WAIT: Duration = Duration::from_secs(60);
 
 impl Runner {
+    /// Runs one task through `foreman`'s cycle (its split to its workers, their answers back,
+    /// its merged answer), as a flow's foreman stage does; commands asking a foreman from a
+    /// chat come here too (docs/commands.md, "Who may run what").
+    pub async fn foreman_cycle(
+        &self,
+        foreman: &Arc<Client>,
+        req: TaskRequest,
+    ) -> Result<String, TaskError> {
+        self.work.foreman(foreman, req).await
+    }
+
     pub fn new(hub: Arc<Hub>, asks: Arc<Asks>, work: Arc<dyn Work>) -> Arc<Runner> {
         Arc::new_cyclic(|me| Runner {
             runs: DashMap::new(),

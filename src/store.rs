@@ -152,7 +152,7 @@ const MIGRATIONS: &[&str] = &[
         at_ms INTEGER NOT NULL,
         PRIMARY KEY (tab, turn_id, idx)
     )",
-    // 10: per-site quotas set with `?<tabs budget SITE N/hour>!` (SPEC §15.1).
+    // 10: per-site quotas set with `?<tabs budget SITE N/hour>!` (docs/commands.md).
     "CREATE TABLE site_quotas (
         site TEXT PRIMARY KEY,
         sends INTEGER NOT NULL,

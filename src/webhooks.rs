@@ -1,4 +1,4 @@
-//! Signed callbacks (SPEC §19): `aicard serve --webhook URL[#EVENT,EVENT…]` POSTs the hub's
+//! Signed callbacks (docs/cluster.md): `aicard serve --webhook URL[#EVENT,EVENT…]` POSTs the hub's
 //! lifecycle events as JSON to a receiver the person runs.
 //!
 //! - Each body is signed: `X-AIcard-Signature: sha256=HEX`, the HMAC-SHA256 of the raw body,
@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// The lifecycle events a webhook may ask for (SPEC §19).
+/// The lifecycle events a webhook may ask for (docs/cluster.md).
 pub const LIFECYCLE_EVENTS: &[&str] = &[
     "flow_start",
     "flow_pause",

@@ -1,4 +1,4 @@
-//! The agent loop over real sockets (SPEC §17): scripted model tabs that can finish a task
+//! The agent loop over real sockets (docs/agents.md): scripted model tabs that can finish a task
 //! only by reading what their commands returned. A "model" here is the test itself: it reads
 //! each `deliver` the hub types into the tab and answers with the next turn (`chunk` +
 //! `turn_end`, no task id), as a chat site's model would after an automatic send.
@@ -552,7 +552,7 @@ fn cited_ids(text: &str) -> Vec<i64> {
         .collect()
 }
 
-/// SPEC §17 memory stream: every command of a round is an observation with an importance;
+/// docs/agents.md memory stream: every command of a round is an observation with an importance;
 /// past 50 summed (memory writes are 7: 2 + 6 of them) the results message asks for a
 /// reflection citing the observations as `[#ID]`; the lines of the next turn that cite them
 /// become a memory tagged `reflection` whose sources are the ids cited.

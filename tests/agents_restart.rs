@@ -1,4 +1,4 @@
-//! SPEC §17 "never twice … sessions survive a hub restart", with a real kill: the `aicard
+//! docs/agents.md "never twice … sessions survive a hub restart", with a real kill: the `aicard
 //! serve` binary is SIGKILLed after a looping tab's command ran and before its results were
 //! delivered, and started again on the same data dir. The tab reconnects and sends its turn
 //! again: the session goes on from where it was, and the command does not run a second time

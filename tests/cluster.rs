@@ -1,4 +1,4 @@
-//! Many hubs as one (SPEC §14, docs/cluster.md). One conformance suite runs against both
+//! Many hubs as one (docs/cluster.md, docs/cluster.md). One conformance suite runs against both
 //! engines — in-process (one hub process) and NATS (three hub processes and a nats-server):
 //! exact counts, a reconnect storm, no leaks. Then the NATS-only cases: a master on node a
 //! fanning out to workers on b and c in one batch per node, a flow across nodes, a SIGKILL
@@ -692,7 +692,7 @@ async fn a_late_node_syncs_by_snapshot_and_a_restarted_node_loses_its_old_tabs()
     drop(tabs);
 }
 
-/// SPEC §19: in a cluster, events reach rules on every node. A rule made on b hears what a
+/// docs/cluster.md: in a cluster, events reach rules on every node. A rule made on b hears what a
 /// publishes, and each node's rule fires once per event (a node skips its own events coming
 /// back from NATS).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -776,7 +776,7 @@ nodes:
     prompt: "${count.output}"
 "#;
 
-/// SPEC §19 remote execution, with a real nats-server and two hubs, exec on b only:
+/// docs/cluster.md remote execution, with a real nats-server and two hubs, exec on b only:
 /// `?<on b: CMD>!` typed on a runs on b (the caller's variables sent along), its output
 /// streams back as `cmd_output`, and b's audit line names who asked from where; `on a:`
 /// typed on b is refused by a's policy; an unknown node is named; a flow node `on: b` runs

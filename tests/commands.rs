@@ -237,9 +237,15 @@ async fn manager_verbs_answer_clearly() {
         .unwrap()
         .contains("no-such-flow"));
     let r = tab
-        .command("?<manager create twostep from \"echo a -> echo b\">!")
+        .command("?<manager create twostep from \"memory list -> help set\">!")
         .await;
     assert_eq!(r["result"]["success"], true, "{r}");
+    // With exec off (the default), shell steps are refused when created, not at run time.
+    let r = tab
+        .command("?<manager create shellsteps from \"echo a -> echo b\">!")
+        .await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out_of(&r).contains("step 1 `echo a`"), "{r}");
     let r = tab.command("?<manager list>!").await;
     assert!(
         r["result"]["output"].as_str().unwrap().contains("twostep"),
@@ -515,4 +521,8 @@ async fn variables_survive_a_hub_restart() {
     let r = other.command("?<set r = $x>!").await;
     assert_eq!(r["result"]["success"], false, "x is m's own: {r}");
     running.shutdown().await;
+}
+
+fn out_of(r: &Value) -> &str {
+    r["result"]["output"].as_str().unwrap_or_default()
 }

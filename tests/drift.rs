@@ -1,4 +1,4 @@
-//! A changed site never gives a silent empty answer (SPEC §21, issue 28), on a real hub over real
+//! A changed site never gives a silent empty answer (docs/reliability.md, issue 28), on a real hub over real
 //! sockets: an empty `turn_end` for a task fails it as a parser miss naming the adapter (not a
 //! success, not held against the tab); `turn_end.source` is counted per tab and per site, and a
 //! site answered mostly from the page is flagged in `?<tabs>!`, `/metrics` and `/v1/models`.

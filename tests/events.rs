@@ -1,4 +1,4 @@
-//! Events that start work (SPEC §19) on the real hub with scripted tabs: publish → rule → the
+//! Events that start work (docs/cluster.md) on the real hub with scripted tabs: publish → rule → the
 //! prompt arrives; `where` filters; node results of a flow reach a reviewer; the loop guard;
 //! unsubscribe; rules survive a restart.
 

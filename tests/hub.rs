@@ -703,7 +703,7 @@ async fn healthz_and_the_plain_userscript_without_the_token() {
 }
 
 /// The request a browser makes for `<script src="http://127.0.0.1:PORT/aicard.user.js">` on
-/// any web page (SPEC §20): it must never get the token, whatever the page's own GM_setValue
+/// any web page (docs/reliability.md): it must never get the token, whatever the page's own GM_setValue
 /// would do with the script.
 #[tokio::test]
 async fn a_web_page_cannot_load_the_token() {

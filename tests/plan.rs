@@ -1,4 +1,4 @@
-//! The AI Manager over real sockets (SPEC §10): `manager plan` with scripted planner tabs —
+//! The AI Manager over real sockets (docs/flows.md): `manager plan` with scripted planner tabs —
 //! a plan that converges on the second repair, one that never converges, approve / modify /
 //! reject / save, the plan cache, and proof that no task reaches a tab before approval; and
 //! the decision engine behind `auto` targets, `manager why` and `?<tabs>!`.

@@ -1,4 +1,4 @@
-//! Per-site quotas (SPEC §15.1, issue 27): `?<tabs budget SITE N/hour>!` or a role card's
+//! Per-site quotas (docs/commands.md, issue 27): `?<tabs budget SITE N/hour>!` or a role card's
 //! `quota:`; the decision engine counts the prompts each site accepts and never picks a tab
 //! of a site past its quota; `?<tabs>!` and `/api/tabs` show the use.
 

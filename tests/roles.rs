@@ -171,16 +171,19 @@ async fn a_foreman_cannot_dispatch_outside_its_group_or_run_flows() {
     let g1 = ScriptedTab::connect(&url, hello("g1-a", "sim", "worker"), worker("g1-a")).await;
     let g2 = ScriptedTab::connect(&url, hello("g2-a", "sim", "worker"), worker("g2-a")).await;
     let r = master.command("?<to fm1: research gamma>!").await;
-    // A direct `to fm1` is a plain task; the model's reply comes back as data, not run.
+    // `to FOREMAN` from a chat runs the foreman cycle, as a flow's foreman stage does: its
+    // split reaches its own workers (never another group's), and the caller gets the merged
+    // answer, never the foreman's raw split command.
+    let out = r["result"]["output"].as_str().unwrap();
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(out.starts_with("SYNTH[fm1]"), "{r}");
+    assert!(out.contains("answer from g1-a"), "{r}");
+    assert!(!out.contains("?<parallel"), "{r}");
     assert!(
-        r["result"]["output"]
-            .as_str()
-            .unwrap()
-            .contains("?<parallel"),
-        "{r}"
+        g2.prompts().is_empty(),
+        "a foreman reached outside its group"
     );
-    assert!(g2.prompts().is_empty());
-    assert!(g1.prompts().is_empty());
+    assert_eq!(g1.prompts().len(), 1);
 
     // Through a flow node the foreman cycle runs its commands — within its group only.
     std::fs::write(

@@ -1,4 +1,4 @@
-//! SPEC §18 / issue 27: the seed manual's own flow files (`flows/seed/`), byte for byte, run end
+//! docs/commands.md / issue 27: the seed manual's own flow files (`flows/seed/`), byte for byte, run end
 //! to end on a real hub over real sockets: the `数据分析流程` file with real Python scripts in
 //! the exec workspace and simulated chat tabs, its `fallback` as an action when a step keeps
 //! failing, and the staged `user-flow.yaml` across eleven tabs.

@@ -1,4 +1,4 @@
-//! SPEC §18 / issue 27: the seed manual's command idioms, typed exactly as the manual writes
+//! docs/commands.md / issue 27: the seed manual's command idioms, typed exactly as the manual writes
 //! them (tests/fixtures/seed-manual/commands.md), on a real hub over real sockets.
 
 mod common;

@@ -1,4 +1,4 @@
-//! SPEC §18: the seed manual's 23 command examples, each typed byte for byte as the manual writes
+//! docs/commands.md: the seed manual's 23 command examples, each typed byte for byte as the manual writes
 //! it (tests/fixtures/seed-manual/commands.md) into a real hub on port
 //! 0 over real sockets, with scripted tabs for the sites the examples name and the manual's
 //! scripts as small Python files in the exec workspace (exec on an allowlist of `python`, `echo`,

@@ -1,4 +1,4 @@
-//! One tab that stops reading never slows the others (SPEC §20 "Slow consumers and dead
+//! One tab that stops reading never slows the others (docs/reliability.md "Slow consumers and dead
 //! nodes", docs/protocol.md): a real hub, a tab with a 4 KiB receive buffer that stops
 //! reading while many runs deliver 64 KiB frames to it, and other tabs answering tasks at
 //! the same time. Every frame sent to the stalled tab is counted end to end: it reached its

@@ -1,4 +1,4 @@
-//! Signed callbacks (SPEC §19) against a real receiver on a real socket: the signature checks
+//! Signed callbacks (docs/cluster.md) against a real receiver on a real socket: the signature checks
 //! out, a receiver that fails first gets the event again with the same delivery id and lands
 //! it once, and a refusal (4xx) is final; and a real hub's flow run announced to a receiver.
 
@@ -237,7 +237,7 @@ async fn a_flow_run_is_announced_to_the_webhook_in_order() {
     );
 }
 
-/// `data_published` (SPEC §19) is a lifecycle event too: every `?<publish …>!` reaches a
+/// `data_published` (docs/cluster.md) is a lifecycle event too: every `?<publish …>!` reaches a
 /// webhook that asks for it, with its topic, text and author, signed.
 #[tokio::test]
 async fn a_publish_is_called_back_as_data_published() {

@@ -1,4 +1,4 @@
-//! The agent's memory stream (SPEC §17, after "Readable Minds" / generative agents): every
+//! The agent's memory stream (docs/agents.md, after "Readable Minds" / generative agents): every
 //! round adds one observation per command (the command, a digest of its result, an
 //! importance 1–10); when the importance summed since the last reflection passes a threshold
 //! (default 50) the session asks the agent's tab for a reflection, which becomes a memory

@@ -1,4 +1,4 @@
-//! The agent loop (SPEC §17): a tab whose model writes commands, reads what they returned and
+//! The agent loop (docs/agents.md): a tab whose model writes commands, reads what they returned and
 //! goes on until it is done — as pure, tested parts the hub's wiring calls.
 //!
 //! - [`session`]: one session's state machine (both thresholds, order, limits, pacing,

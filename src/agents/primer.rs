@@ -1,4 +1,4 @@
-//! The primer (SPEC §17): what a looping tab's model is told when a session starts (and again
+//! The primer (docs/agents.md): what a looping tab's model is told when a session starts (and again
 //! every `primer_every` rounds, or after two malformed commands in a row). Built only from
 //! facts passed in: the role card's `system_prompt`, then a guide of what this tab may do now.
 //!

@@ -1,4 +1,4 @@
-//! The results message (SPEC §17): what a looping tab reads after its commands ran.
+//! The results message (docs/agents.md): what a looping tab reads after its commands ran.
 //!
 //! One block per command, in order: a header `⟦aicard result k/N⟧ COMMAND → ✓|✗`, then the
 //! output, cut at `--agent-result-chars` with `…[M more chars: $Rk]` (the whole text stays in

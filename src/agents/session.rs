@@ -1,4 +1,4 @@
-//! One agent session as a pure state machine (SPEC §17): inputs in, actions out, the time
+//! One agent session as a pure state machine (docs/agents.md): inputs in, actions out, the time
 //! passed in with every input (no clock inside, like `src/decide`), randomness from a seed.
 //!
 //! A round: the tab's turn ends holding N ≥ 1 commands; the hub runs them; when **every**

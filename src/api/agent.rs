@@ -1,4 +1,4 @@
-//! `agent/<name>`: the last user message is the agent's task (SPEC §17); the answer is the
+//! `agent/<name>`: the last user message is the agent's task (docs/agents.md); the answer is the
 //! agent's final answer, after as many rounds as its tab's model needs. A client that leaves
 //! stops the session.
 

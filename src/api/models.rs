@@ -18,7 +18,7 @@ pub enum ModelId {
     Tab(String),
     /// A flow; the last user message becomes its first input.
     Flow(String),
-    /// An agent (SPEC §17); the last user message is its task, its final answer the reply.
+    /// An agent (docs/agents.md); the last user message is its task, its final answer the reply.
     Agent(String),
     /// The least loaded worker tab (until the decision engine exists).
     Auto,

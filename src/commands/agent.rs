@@ -1,4 +1,4 @@
-//! The agent forms of the command language (SPEC §17): their syntax tree ([`AgentCmd`]), the
+//! The agent forms of the command language (docs/agents.md): their syntax tree ([`AgentCmd`]), the
 //! tool names an agent is given ([`Tool`]) and the rule that an agent's tools are never wider
 //! than what its creator may do ([`tools_within`]).
 //!
@@ -105,7 +105,7 @@ pub const MANUAL_TOOLS: &[(&str, &str)] = &[
     ("网络搜索", "web"),
 ];
 
-/// One tool of an agent (SPEC §17): what its replies may use.
+/// One tool of an agent (docs/agents.md): what its replies may use.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Tool {
     /// `tabs`: `to`, `parallel`, `send_to_all`, `from`.
@@ -200,7 +200,7 @@ impl fmt::Display for Tool {
     }
 }
 
-/// SPEC §4/§17: an agent's tools are never wider than what its creator may do. The person
+/// docs/commands.md/§17: an agent's tools are never wider than what its creator may do. The person
 /// may give any tool (`shell` still obeys the exec policy when it runs).
 pub fn tools_within(creator: &Caller, tools: &[Tool]) -> Result<(), Denied> {
     if creator.is_person() {

@@ -115,11 +115,11 @@ pub enum Command {
     Skill(SkillCmd),
     /// `mcp list` / `mcp use SERVER TOOL …`: the MCP servers of `mcp.json` (through the host).
     Mcp(McpCmd),
-    /// `publish TOPIC [TEXT]`, `subscribe …`, `unsubscribe ID`: the event bus (SPEC §19).
+    /// `publish TOPIC [TEXT]`, `subscribe …`, `unsubscribe ID`: the event bus (docs/cluster.md).
     Event(EventCmd<Option<Template>>),
-    /// `agent …` and `done [TEXT]`: the agent loop (SPEC §17; see [`super::agent`]).
+    /// `agent …` and `done [TEXT]`: the agent loop (docs/agents.md; see [`super::agent`]).
     Agent(super::agent::AgentCmd),
-    /// `on NODE: CMD` (SPEC §19 remote execution): a shell command or a skill, run on
+    /// `on NODE: CMD` (docs/cluster.md remote execution): a shell command or a skill, run on
     /// another node of the cluster under that node's exec policy.
     On {
         /// The node's name (`--node`).
@@ -343,7 +343,7 @@ pub enum ManagerCmd {
     },
     /// `tabs`: every tab's health.
     Tabs,
-    /// `tabs budget [SITE [N/hour|off]]`: a site's quota (SPEC §15.1); bare, the list.
+    /// `tabs budget [SITE [N/hour|off]]`: a site's quota (docs/commands.md); bare, the list.
     Budget {
         site: Option<String>,
         /// `20/hour`, `off`; `None` with a site clears it too.
@@ -406,7 +406,7 @@ pub enum FlowRequest {
     Flow(FlowAction),
 }
 
-/// `memory …` verbs (SPEC §15). `scope: None` is `global`.
+/// `memory …` verbs (docs/memory-and-skills.md). `scope: None` is `global`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemoryCmd {
     /// `memory TEXT tag: T1,T2 [-pin] [importance=N] [scope=S]`: append; answers the id.
@@ -560,7 +560,7 @@ pub enum McpRequest {
     ConfigRemove(String),
 }
 
-/// The event verbs (SPEC §19). `T` is a published text: a template as parsed (`None`: the
+/// The event verbs (docs/cluster.md). `T` is a published text: a template as parsed (`None`: the
 /// step's `$RESULT`), expanded text for the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventCmd<T> {

@@ -178,7 +178,7 @@ fn parallel_yaml(name: &str, lines: &[ToLine]) -> String {
 }
 
 /// The steps of an inline `manager create NAME from "…"` body, checked now rather than when
-/// the flow runs (SPEC §18):
+/// the flow runs (docs/commands.md):
 /// - steps are split at `->` (or, with no arrow, one per line, as the seed manual writes
 ///   `to:deepseek 分析…` lines); the manual's `to:SITE TEXT` is `to SITE: TEXT`;
 /// - `\$x` (the manual escapes `$` so the outer command does not expand it) is `$x`, and

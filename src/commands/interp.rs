@@ -170,7 +170,7 @@ pub trait Host: Send + Sync {
         }
     }
 
-    /// An `agent …` or `done` command, its text expanded, for the agent loop (SPEC §17).
+    /// An `agent …` or `done` command, its text expanded, for the agent loop (docs/agents.md).
     /// Default: no agent loop here.
     fn agent(
         &self,
@@ -185,7 +185,7 @@ pub trait Host: Send + Sync {
         }
     }
 
-    /// `publish`, `subscribe`, `unsubscribe`, texts expanded: the hub's event bus (SPEC §19).
+    /// `publish`, `subscribe`, `unsubscribe`, texts expanded: the hub's event bus (docs/cluster.md).
     /// Default: no bus here.
     fn events(
         &self,
@@ -205,7 +205,7 @@ pub trait Host: Send + Sync {
         "local".into()
     }
 
-    /// `on NODE: CMD` for another node (SPEC §19): runs `command` there, as `caller`, with
+    /// `on NODE: CMD` for another node (docs/cluster.md): runs `command` there, as `caller`, with
     /// `vars` bound, under that node's exec policy; its live output goes where
     /// [`Host::exec_output`] says. Returns (success, output). Default: no cluster.
     fn on_node(
@@ -348,7 +348,7 @@ impl<H: Host> Interpreter<H> {
     }
 
     /// Parse and run commands written `?<a>! → ?<b>!` in one message: a chain across
-    /// commands, each step run after the one before with its output as `$RESULT` (SPEC §18).
+    /// commands, each step run after the one before with its output as `$RESULT` (docs/commands.md).
     /// A body that does not parse fails the whole chain before anything runs.
     pub async fn run_texts(&self, caller: &Caller, bodies: &[&str]) -> CommandOutcome {
         if let [one] = bodies {
@@ -597,7 +597,7 @@ impl<H: Host> Interpreter<H> {
             return Err(e);
         }
         // With no shell, a word we do not know is a mistyped or unknown command, not a
-        // program; with one, only what names a program is shell (SPEC §18): say so, and
+        // program; with one, only what names a program is shell (docs/commands.md): say so, and
         // what it may have meant, never `sh: WORD: not found`.
         let unknown = if exec_off {
             Some(first)
@@ -768,7 +768,7 @@ impl<H: Host> Interpreter<H> {
         let names = self.resolve(ctx, &job.target, frame)?;
         let prompt = Prompt::from(self.expand(ctx, &job.prompt, frame)?);
         self.step(ctx)?;
-        // `to` reaches exactly one tab (SPEC §18): a name or a selector matching several
+        // `to` reaches exactly one tab (docs/commands.md): a name or a selector matching several
         // tabs is handed to the ask service as written, which picks one of them.
         let target = match names.as_slice() {
             [one] => one.clone(),

@@ -1,4 +1,4 @@
-//! Who may run what (SPEC §4): the caller model and the ONE permission check.
+//! Who may run what (docs/commands.md): the caller model and the ONE permission check.
 //!
 //! Every command the interpreter runs passes through [`check`] with the action it is about to
 //! take; there is no other place that decides. What a person typed (`user_input`) is trusted
@@ -7,7 +7,7 @@
 use std::fmt;
 use thiserror::Error;
 
-/// A tab's role (SPEC §4).
+/// A tab's role (docs/commands.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// 总指挥: where the person works; may run everything.

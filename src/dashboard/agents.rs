@@ -1,4 +1,4 @@
-//! The dashboard's Agents page on the JSON API (SPEC §17, issue 30): the agents (name,
+//! The dashboard's Agents page on the JSON API (docs/agents.md, issue 30): the agents (name,
 //! target, tools, creator), their sessions live and stored (newest first: state, round k/N,
 //! the running command, why it paused or ended), one session's rounds (each command, ✓/✗,
 //! its output cut to a few KB), and Stop, Pause, Resume, which act through the agent loop

@@ -1,4 +1,4 @@
-//! The JSON API under `/api/` (SPEC §13). Every handler starts with [`authorize`].
+//! The JSON API under `/api/` (docs/dashboard.md). Every handler starts with [`authorize`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -110,7 +110,7 @@ pub fn tabs_json(hub: &Door) -> Value {
                 "queue": load,
                 "current_task": current.map(|(id, _)| id),
                 "tasks_started": c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
-                // The decision engine's figures (SPEC §10): standing, success, timings.
+                // The decision engine's figures (docs/flows.md): standing, success, timings.
                 "engine": crate::pick::health_json(&hub.asks.pick, c),
             })
         })

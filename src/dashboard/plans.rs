@@ -1,4 +1,4 @@
-//! Plan drafts on the dashboard's JSON API (SPEC §10, §13): list them, read one (its DAG as
+//! Plan drafts on the dashboard's JSON API (docs/flows.md, §13): list them, read one (its DAG as
 //! text and Mermaid), and answer it — approve, modify, reject — with the same code as
 //! `?<manager approve|modify|reject ID>!`; a modify may also carry the YAML as edited on the
 //! dashboard.

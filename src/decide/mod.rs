@@ -1,4 +1,4 @@
-//! The decision engine (SPEC §10): picks the tab for a task among eligible ones, from what it
+//! The decision engine (docs/flows.md): picks the tab for a task among eligible ones, from what it
 //! has measured of each — success over a sliding window, EWMA time to first chunk and seconds
 //! per 1,000 characters, tasks in flight, cooldowns after `rate_limited`, tabs parked by a
 //! captcha or a login page.
@@ -72,7 +72,7 @@ pub enum Standing {
     Cooling(u64),
     /// A captcha or a login page: waits for a person.
     Parked(Trouble),
-    /// Its site used its quota (SPEC §15.1): milliseconds until a send is allowed again.
+    /// Its site used its quota (docs/commands.md): milliseconds until a send is allowed again.
     OverQuota(u64),
     /// It already failed this task: another tab is tried first.
     Avoided,

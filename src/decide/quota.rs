@@ -1,4 +1,4 @@
-//! Per-site quotas (SPEC §15.1 成本优化): at most N sends to a site per window. The engine
+//! Per-site quotas (docs/commands.md 成本优化): at most N sends to a site per window. The engine
 //! counts the prompts each site's tabs accept; a site at its quota is not picked until its
 //! oldest send leaves the window (its tabs stand `OverQuota`, with the wait).
 

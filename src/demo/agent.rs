@@ -1,5 +1,5 @@
 //! `aicard demo --agent`: a simulated master model finishes a task in several rounds of the
-//! agent loop (SPEC §17) — it asks two workers at once, runs a skill on what they said (`$R1`),
+//! agent loop (docs/agents.md) — it asks two workers at once, runs a skill on what they said (`$R1`),
 //! writes a memory, and answers — each round's results typed back into its tab by the hub.
 //!
 //! The master's "model" is scripted here: it reads each `deliver` the hub types into its tab

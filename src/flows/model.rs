@@ -27,7 +27,7 @@ pub struct Flow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<String>,
     /// `on: {event: TOPIC, where: EXPR}`: the flow also runs by itself, once for each event on
-    /// the hub's bus that matches (SPEC §19).
+    /// the hub's bus that matches (docs/cluster.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on: Option<OnEvent>,
     /// Named inputs; `key=value` on `manager run` overrides the default.
@@ -129,7 +129,7 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// Run `command` (a shell command or a skill) on this node of the cluster, under its exec
-    /// policy: the node that has the data (SPEC §19 remote execution; `on NODE: CMD`).
+    /// policy: the node that has the data (docs/cluster.md remote execution; `on NODE: CMD`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on: Option<String>,
     /// A tool of an MCP server in `mcp.json`; runs as the command `mcp use SERVER TOOL {args}`.
@@ -139,7 +139,7 @@ pub struct Node {
     /// node's output is the hits in full, with their neighbours' ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStep>,
-    /// An agent (SPEC §17, made with `?<agent create NAME …>!`) works on `task` in rounds;
+    /// An agent (docs/agents.md, made with `?<agent create NAME …>!`) works on `task` in rounds;
     /// runs as the command `agent task NAME TASK`, the node's output is its final answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
@@ -329,7 +329,7 @@ pub struct ErrorHandling {
     /// Delay before a retry (milliseconds, or a duration like `2s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_delay: Option<Duration>,
-    /// What is done, once, when a node still fails after its retries (SPEC §18): a message to
+    /// What is done, once, when a node still fails after its retries (docs/commands.md): a message to
     /// the master, a command, or a node of the flow. The run still fails (or goes on, where
     /// the node says `on_failure: continue`): a fallback is an action, not a made-up answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]

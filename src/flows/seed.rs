@@ -1,4 +1,4 @@
-//! The seed manual's flow formats (SPEC §18), rewritten into the native shape on the located
+//! The seed manual's flow formats (docs/commands.md), rewritten into the native shape on the located
 //! tree, so every position in a diagnostic still points into the file as written.
 //!
 //! - `数据分析流程` form: list-form `parallel_outputs` (`- deepseek: "…"`) becomes a mapping; a
@@ -42,7 +42,7 @@ pub fn normalize(tree: &mut Located) -> Normalized {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "_.-:/*".contains(c))
         {
-            // An event's topic (SPEC §18/§19: `node_result`, `data.updated`): the flow runs
+            // An event's topic (docs/commands.md/§19: `node_result`, `data.updated`): the flow runs
             // for each such event, as `on:`. Words such as `每天早上` read as a schedule, which
             // a flow cannot have: those stay an error that says what to write.
             if let Kind::Map(entries) = &mut tree.kind {

@@ -1,4 +1,4 @@
-//! How the hub token reaches a userscript manager, and only a manager (SPEC §20, docs/security.md).
+//! How the hub token reaches a userscript manager, and only a manager (docs/reliability.md, docs/security.md).
 //!
 //! `GET /aicard.user.js` is a URL any web page can name in `<script src>`; a page that runs the
 //! script in its own context with its own `GM_setValue` would read whatever the script carries.

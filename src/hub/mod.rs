@@ -69,7 +69,7 @@ pub struct Hub {
     sse_waiting: sse::Unconfirmed,
     /// One-time codes for the install link that carries the token (`install.rs`).
     pub install_codes: install::InstallCodes,
-    /// Which path each answer took, per tab and per site (SPEC §21).
+    /// Which path each answer took, per tab and per site (docs/reliability.md).
     pub paths: paths::Paths,
     /// What the layers above the hub do with a tab's frames (set once by `crate::app`;
     /// without it the hub only routes and queues).
@@ -477,7 +477,7 @@ impl Hub {
             }) => {
                 let site = client.info().site;
                 if text.trim().is_empty() {
-                    // An empty answer is never a success (SPEC §21): the adapter missed it. A
+                    // An empty answer is never a success (docs/reliability.md): the adapter missed it. A
                     // task's fails as a parser miss (counted there); a free one is only counted.
                     tracing::warn!(client = %client.id, %site, "empty turn_end: parser miss");
                     let Some(id) = task_id.as_deref() else {

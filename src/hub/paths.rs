@@ -1,4 +1,4 @@
-//! Which path each answer took (SPEC §21): per tab and per site, how many replies came by the
+//! Which path each answer took (docs/reliability.md): per tab and per site, how many replies came by the
 //! network (the adapter parsed the stream), by `dom` (read from the page) or empty (no answer
 //! at all). A site whose adapter no longer reads its stream shows it here before anyone
 //! complains: more than half of its last answers by page text or empty flags it

@@ -1,4 +1,4 @@
-//! The MCP door (SPEC §11), with `mcp_client` the only modules that name `rmcp` (pinned `~3.11`): its next
+//! The MCP door (docs/mcp.md), with `mcp_client` the only modules that name `rmcp` (pinned `~3.11`): its next
 //! major version touches this directory only.
 //!
 //! - **Server**: [`server::HubTools`], one handler with seven tools over the tabs, served at

@@ -289,7 +289,7 @@ impl Runs {
         })
     }
 
-    /// `agent_task`: a session of `agent` on its tab with `task` (SPEC §17); the run's text
+    /// `agent_task`: a session of `agent` on its tab with `task` (docs/agents.md); the run's text
     /// is the agent's final answer. Cancelling the run stops the session.
     pub fn start_agent(
         self: &Arc<Self>,

@@ -1,4 +1,4 @@
-//! The skills of `skills/` as MCP tools `skill_NAME` (SPEC §15): listed from the set loaded
+//! The skills of `skills/` as MCP tools `skill_NAME` (docs/memory-and-skills.md): listed from the set loaded
 //! now (hot reloads show up at the next `tools/list`), called through the command language's
 //! own `skill` command, so arguments are checked against the skill's schema and a `run` skill
 //! still needs the exec policy's leave.

@@ -1,4 +1,4 @@
-//! The MCP client side of the command language (SPEC §11): the servers of `mcp.json`
+//! The MCP client side of the command language (docs/mcp.md): the servers of `mcp.json`
 //! ([`config`]) that `?<mcp list>!`, `?<mcp use …>!` and flow nodes `mcp:` call, through
 //! [`client::Clients`]. Below the command host, so `control` and the runner reach it without
 //! climbing to the MCP door (`crate::mcp`, the server side). With `mcp`, the only modules

@@ -1,4 +1,4 @@
-//! The team's memory (SPEC §15): a short-term note and long-term memories per scope
+//! The team's memory (docs/memory-and-skills.md): a short-term note and long-term memories per scope
 //! (`global` or a group), kept in SQLite with FTS5. Memories cool down as their scope takes
 //! turns and warm up when found; nothing is deleted except by `memory del`.
 //!

@@ -1,4 +1,4 @@
-//! The AI Manager's planner (SPEC §10): `?<manager plan GOAL…>!` asks the planner tab for a
+//! The AI Manager's planner (docs/flows.md): `?<manager plan GOAL…>!` asks the planner tab for a
 //! flow, checks it (`check`), sends located problems back (`repair`) and keeps the valid plan
 //! as a draft (`drafts`) that runs only once the master approves it.
 //!

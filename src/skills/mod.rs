@@ -1,4 +1,4 @@
-//! Skills (SPEC §15): tools described by `skills/*.yaml` — a name, a description, a JSON
+//! Skills (docs/memory-and-skills.md): tools described by `skills/*.yaml` — a name, a description, a JSON
 //! Schema for the parameters, and one of `run` (a program and argv, through the exec policy),
 //! `flow` (a flow and its inputs) or `prompt` (a template and a target).
 //!

@@ -1,4 +1,4 @@
-// The mock sites' scripted agent model (SPEC §17, the browser tests of the agent loop): what a mock
+// The mock sites' scripted agent model (docs/agents.md, the browser tests of the agent loop): what a mock
 // site answers when no reply was queued for it and the prompt asks for the agent script.
 //
 // - A prompt holding `AGENT-TEST` (a task, after the hub's primer): the reply writes ONE command,

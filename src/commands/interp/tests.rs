@@ -396,7 +396,7 @@ async fn foreman_dispatches_only_to_its_group() {
         out,
         "[group-a] group-a says: 准备\n\n[group-b] group-b says: 准备"
     );
-    // `to` reaches exactly one tab of the group (SPEC §18), not all of them.
+    // `to` reaches exactly one tab of the group (docs/commands.md), not all of them.
     assert_eq!(ok(&i, &f, "to group:g1: x").await, "group-a says: x");
     assert!(fails(&i, &f, "echo hi")
         .await

@@ -1,4 +1,4 @@
-//! The agent forms (SPEC §17): `agent create|task|status|memory|list|stop|pause|resume|loop`
+//! The agent forms (docs/agents.md): `agent create|task|status|memory|list|stop|pause|resume|loop`
 //! and `done [TEXT]`.
 
 use super::{is_flow_name, ParseError, Parser, Span};

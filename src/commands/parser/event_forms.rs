@@ -1,5 +1,5 @@
 //! `publish TOPIC [TEXT]`, `subscribe TOPIC [where COND] do CMD`, `subscribe list`,
-//! `unsubscribe ID`, and `on NODE: CMD` (SPEC §19).
+//! `unsubscribe ID`, and `on NODE: CMD` (docs/cluster.md).
 
 use super::{ParseError, Parser, Span};
 use crate::commands::ast::{Command, Cond, EventCmd};
@@ -137,7 +137,7 @@ impl<'a> Parser<'a> {
 }
 
 impl Parser<'_> {
-    /// on := "on" NODE ":" CMD, CMD a shell command or a skill (SPEC §19).
+    /// on := "on" NODE ":" CMD, CMD a shell command or a skill (docs/cluster.md).
     pub(in crate::commands) fn parse_on(&mut self, rest: Span) -> Result<Command, ParseError> {
         let text = self.text(rest);
         let Some(colon) = text.find(':') else {

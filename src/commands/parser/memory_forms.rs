@@ -1,4 +1,4 @@
-//! The memory and skill forms (SPEC §15): `remember`, `memory …`, `skill …`.
+//! The memory and skill forms (docs/memory-and-skills.md): `remember`, `memory …`, `skill …`.
 
 use super::{is_flow_name, ParseError, Parser, Span};
 use crate::commands::ast::{Command, MemoryCmd, Role, SkillCmd, Target, Template};

@@ -1,4 +1,4 @@
-//! Data-driven tests for the parser: every SPEC §3 form, precedence, and error positions.
+//! Data-driven tests for the parser: every docs/commands.md form, precedence, and error positions.
 
 use super::*;
 use crate::commands::ast::Command as C;

@@ -163,7 +163,7 @@ pub trait Engine: Send + Sync {
     fn hold(&self) -> Hold;
     /// Message counters.
     fn stats(&self) -> &EngineStats;
-    /// Asks `node` to run a command (SPEC §19 remote execution): `body` is the request
+    /// Asks `node` to run a command (docs/cluster.md remote execution): `body` is the request
     /// (JSON), each piece of live output the node sends arrives on `output`, the answer (JSON)
     /// is returned; `Err` says why there is none (no such node, no answer within `wait`).
     fn call_node<'a>(
@@ -179,7 +179,7 @@ pub trait Engine: Send + Sync {
             ))
         })
     }
-    /// Hands an event of this node's bus (JSON) to every other node (SPEC §19: events reach
+    /// Hands an event of this node's bus (JSON) to every other node (docs/cluster.md: events reach
     /// rules on every node); they get it as [`EngineEvent::BusEvent`]. Never waits.
     fn publish_event(&self, _body: Vec<u8>) {}
     /// Leaves the cluster: every node drops this node's tabs now (graceful leave).

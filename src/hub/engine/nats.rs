@@ -63,7 +63,7 @@ fn sync_subject(node: &str) -> String {
 }
 
 const PRESENCE_ALL: &str = "aicard.presence.*";
-/// Every node's bus events (SPEC §19); a node skips its own.
+/// Every node's bus events (docs/cluster.md); a node skips its own.
 const EVENTS_SUBJECT: &str = "aicard.events";
 
 fn exec_subject(node: &str) -> String {

@@ -5,7 +5,7 @@
  * Site trouble (HTTP 429, captcha or login page, rate-limit codes) becomes a `trouble` event.
  * A turn that ends with no answer text and no trouble (a renamed text field, a plain JSON body
  * instead of the stream) is a *parser miss*: never an empty `turn_end`; the `parser_miss` event
- * lets the tab read the reply from the page instead (SPEC §21).
+ * lets the tab read the reply from the page instead (docs/reliability.md).
  *
  * A reply that comes again after a reload of the page keeps its `turn_id` (turn-memory.js): such a
  * turn is announced (`flow_start`, `turn_start`) only once its first text says which turn it is.

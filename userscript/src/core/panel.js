@@ -227,7 +227,7 @@ export class Panel {
   }
 
   /**
-   * An agent session's `flow_event` (SPEC §17): round, the command running, why it stopped, and
+   * An agent session's `flow_event` (docs/agents.md): round, the command running, why it stopped, and
    * what a person's Stop left undone: the `ended` event's `not_run` / `cancelled` / `jobs`, and
    * each later `note` naming a command of the stopped turn that was not run (a note without a
    * `run_id` belongs to the tab's newest session).

@@ -1,5 +1,5 @@
 /**
- * Wire protocol v1 frame builders and the hub→tab frame reader (SPEC §2, HELPERS.md).
+ * Wire protocol v1 frame builders and the hub→tab frame reader (docs/protocol.md, HELPERS.md).
  * This is the only file that knows frame field names; everything else calls these builders,
  * so this file and docs/protocol.md describe one protocol.
  */
@@ -7,12 +7,12 @@
 export const PROTOCOL_VERSION = 1;
 
 /**
- * Task states a tab reports in `task_update` (SPEC §2); `held`: it waits to type because the
+ * Task states a tab reports in `task_update` (docs/protocol.md); `held`: it waits to type because the
  * person is typing in the box (`deliveryHeld`).
  */
 export const TASK_STATES = Object.freeze(['accepted', 'sent', 'streaming', 'done', 'failed', 'held']);
 
-/** Frame types the hub may send to a tab (SPEC §2 "Hub → client"). */
+/** Frame types the hub may send to a tab (docs/protocol.md "Hub → client"). */
 export const HUB_FRAME_TYPES = Object.freeze([
   'welcome', 'cmd_result', 'cmd_output', 'task', 'cancel', 'deliver', 'flow_control', 'flow_event', 'ack', 'error', 'heartbeat',
 ]);
@@ -65,7 +65,7 @@ export function userInput(text) {
   return { type: 'user_input', text };
 }
 
-/** `task_update.trouble` kinds (SPEC §10). */
+/** `task_update.trouble` kinds (docs/flows.md). */
 export const TROUBLES = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss', 'content_filter']);
 
 /** `task_update` — progress of a hub task in this tab; `trouble` says why the site refused. */

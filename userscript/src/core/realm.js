@@ -1,6 +1,6 @@
 /**
  * Puts the network hooks (`page-hooks.js`) into the page's own realm, whichever world the
- * userscript manager started us in (SPEC §9):
+ * userscript manager started us in (docs/userscript.md):
  *   - `page`: we already run in the page's realm (Tampermonkey `@sandbox raw`, ScriptCat's
  *     default MAIN world, Violentmonkey page mode): the hooks are installed directly;
  *   - `xray`: Firefox's content-script sandbox (Violentmonkey content mode, chosen by itself on

@@ -4,7 +4,7 @@
  * (which carries its task id); site trouble or the task's timeout fail it. The person's draft is
  * put back after the prompt was sent.
  *
- * An automatic delivery (`deliver {auto_send}`, the agent loop's results, SPEC §17) waits until
+ * An automatic delivery (`deliver {auto_send}`, the agent loop's results, docs/agents.md) waits until
  * the model is idle and the person has not pressed a key in the box for the hub's `hold_ms`
  * (welcome; 3 s by default), with no upper limit: nothing is typed under the person's fingers.
  * While it is held the tab says so (`task_update {deliver_id, state: "held"}`, at once and every
@@ -21,7 +21,7 @@ import { findInput, findStopButton, insertBlock, pressSend, readInput, setInput,
 const DEFAULT_TIMEOUT_MS = 120_000;
 const FIND_INPUT_MS = 10_000;
 const TURN_START_MS = 20_000;
-/** No matching request this long after a send: the reply is read from the page (SPEC §21). */
+/** No matching request this long after a send: the reply is read from the page (docs/reliability.md). */
 const DOM_FALLBACK_AFTER_MS = 1_500;
 /** How long after pressing send the turn the hub typed may take to start. */
 const HUB_TURN_MS = 20_000;
@@ -79,7 +79,7 @@ export class TaskRunner {
         this.log('info', `delivery ${id} already typed`);
         return;
       }
-      // The hub's one resend of a round (SPEC §17) while that round still waits here (a draft,
+      // The hub's one resend of a round (docs/agents.md) while that round still waits here (a draft,
       // a model still writing) is the same message: it is typed once.
       const sameRound = (j) => j?.kind === 'deliver' && frame.agent && j.agent
         && String(j.agent.session) === String(frame.agent.session) && j.agent.round === frame.agent.round;
@@ -365,7 +365,7 @@ export class TaskRunner {
   }
 
   /**
-   * `flow_event` of an agent session (SPEC §17): when the hub pauses or ends it, its deliveries
+   * `flow_event` of an agent session (docs/agents.md): when the hub pauses or ends it, its deliveries
    * not yet typed are dropped (Stop acts within 1 s, and a paused session sends nothing).
    */
   agentEvent(ev) {

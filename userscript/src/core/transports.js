@@ -1,7 +1,7 @@
 /**
  * The two ways a tab talks to the hub. Both take the same callbacks so the hub client does not
  * care which one is in use, and both resolve `open()` only once a frame from the hub has really
- * arrived over the channel that will carry the hub's frames (SPEC §9: a tab that cannot receive
+ * arrived over the channel that will carry the hub's frames (docs/userscript.md: a tab that cannot receive
  * is never reported connected):
  *   - WebSocketTransport: `WS /realtime` (+ `WS /heartbeat` for app heartbeats), from the page
  *     or the isolated world. The page's CSP and Chrome's Local Network Access may refuse it;

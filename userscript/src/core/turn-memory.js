@@ -1,5 +1,5 @@
 /**
- * A reply's `turn_id` survives a reload of the page (SPEC §17 "never twice"). The hub keys the
+ * A reply's `turn_id` survives a reload of the page (docs/agents.md "never twice"). The hub keys the
  * commands of a looping tab by (tab, turn, index): if a reply that was streaming when the page
  * reloaded comes again afterwards (the site resumes it, or sends the same request again), it must
  * end with the same `turn_id`, or its commands would run a second time.

@@ -1,4 +1,4 @@
-// The tab's side of the agent loop (SPEC §17) against the stand-in hub, in the page-world shim:
+// The tab's side of the agent loop (docs/agents.md) against the stand-in hub, in the page-world shim:
 // an automatic send (`deliver {auto_send, agent}`) is typed with each site's own editor and sent
 // with its own button, the turn it starts is never reported as the person's input, the person's
 // draft only delays it (held while they type, the hold reported as `held`; never sent with it),

@@ -1,4 +1,4 @@
-// The task runner's agent-loop rules without a browser (SPEC §17): which turn is the hub's, which
+// The task runner's agent-loop rules without a browser (docs/agents.md): which turn is the hub's, which
 // deliveries a paused or ended session drops, that our own typing is not the person's, and the
 // hold (nothing typed while the person presses keys in the box, the hold reported as `held`).
 import { test } from 'node:test';

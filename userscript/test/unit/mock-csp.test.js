@@ -1,5 +1,5 @@
 // The mock sites are as hostile as the real ones (shared/reference/site-runtime.md §1b, "What this means
-// for the userscript" 11; SPEC §9): each HTML page carries its site's CSP with a per-response nonce that its
+// for the userscript" 11; docs/userscript.md): each HTML page carries its site's CSP with a per-response nonce that its
 // own inline script carries too, no connect-src admits the hub on 127.0.0.1, Gemini enforces Trusted Types.
 // In Chromium: every mock page still works under its own policy, a page-world innerHTML throws on Gemini,
 // page-world fetch/WebSocket to 127.0.0.1 are refused by CSP, and with publicAddressFlag(mock) Local Network

@@ -1,4 +1,4 @@
-// Frame builders (SPEC §2) and the hub frame reader.
+// Frame builders (docs/protocol.md) and the hub frame reader.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as p from '../../src/core/protocol.js';

@@ -1,4 +1,4 @@
-// A reply's turn_id across a reload (SPEC §17 "never twice"), without a browser: two TurnCaptures
+// A reply's turn_id across a reload (docs/agents.md "never twice"), without a browser: two TurnCaptures
 // over one sessionStorage stand for the page before and after the reload.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The agent loop in the browser, on the real hub (SPEC §17, issue 30): a mock model writes a
+// The agent loop in the browser, on the real hub (docs/agents.md, issue 30): a mock model writes a
 // command, AIcard runs it, types the results into the site's own editor and sends them with the
 // site's own button, and the mock model answers with what the result said (mock/agent-model.js).
 //   node --test --test-concurrency=1 --test-reporter=spec test/worlds/agent.test.js

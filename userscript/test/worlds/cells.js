@@ -1,4 +1,4 @@
-// The worlds of the browser matrix (SPEC §9, issue 29), shared by the matrix's flow story
+// The worlds of the browser matrix (docs/userscript.md, issue 29), shared by the matrix's flow story
 // (matrix.test.js) and the agent loop's cells (agent.test.js): each manager's model in the
 // browsers it supports, with Local Network Access granted and denied where Chromium has it.
 // `hooks`: the hook mode every tab must report (page, inject, xray), where the world fixes it.

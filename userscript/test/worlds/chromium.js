@@ -1,4 +1,4 @@
-// A Chromium test world that runs the userscript the way a real manager does (SPEC §9,
+// A Chromium test world that runs the userscript the way a real manager does (docs/userscript.md,
 // shared/reference/site-runtime.md §3): a small MV3 extension of our own, generated at launch,
 // registers it with `chrome.userScripts` at document_start in the world asked for —
 //   - 'USER_SCRIPT' (Tampermonkey/ScriptCat `@inject-into content`): one registered script, the

@@ -1,4 +1,4 @@
-// A site that changes never gives a silent empty answer (SPEC §21, issue 28), in the browser against
+// A site that changes never gives a silent empty answer (docs/reliability.md, issue 28), in the browser against
 // the real hub. The mock sites drift the three ways real sites do (mock/sites/lib/drift.js): (a) the
 // text field renamed, (b) the endpoint moved, (c) plain JSON instead of the stream. A hub task is
 // asked through the OpenAI-compatible API of each tab; each drift must end in the exact answer with

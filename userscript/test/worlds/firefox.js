@@ -1,6 +1,6 @@
 // The Firefox world: Debian's firefox-esr (never a downloaded browser), headless, driven over
 // WebDriver BiDi (./bidi.js), with the userscript run the way Violentmonkey's content mode runs
-// it (SPEC §9, reference/site-runtime.md §3): in a WebExtension content script's sandbox at
+// it (docs/userscript.md, reference/site-runtime.md §3): in a WebExtension content script's sandbox at
 // document_start — `window` is the Xray-wrapped window, `unsafeWindow` is
 // `window.wrappedJSObject`, `exportFunction` / `cloneInto` exist — with GM_* from ./gm-api.js,
 // whose requests the extension's background page performs (exempt from the page's CSP).

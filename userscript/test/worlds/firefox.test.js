@@ -121,7 +121,7 @@ test('the userscript runs in the content-script sandbox and its hello reaches th
     const welcome = await proxy.waitFrame((f) => f.conn === hello.conn && f.dir === 'down' && f.frame?.type === 'welcome', { what: 'welcome' });
     assert.ok(welcome.frame.client_id);
 
-    // Today's bundle may still break the page in this world (SPEC §9 (d)): reported, not asserted.
+    // Today's bundle may still break the page in this world (docs/userscript.md (d)): reported, not asserted.
     if (tab.errors.length) console.log(`# page errors with the bundle in the sandbox: ${[...new Set(tab.errors.map((e) => e.message))].join(' / ')}`);
     await tab.screenshot(join(RESULTS, 'firefox-world-qianwen.png'));
   } finally {

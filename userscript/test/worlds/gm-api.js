@@ -1,5 +1,5 @@
 // The GM_* functions our test extensions give the userscript, with the semantics of the real
-// managers rather than of a convenient shim (SPEC §9, reference/site-runtime.md §3):
+// managers rather than of a convenient shim (docs/userscript.md, reference/site-runtime.md §3):
 //   - GM_xmlhttpRequest is carried out by the extension (its background / service worker),
 //     never by the page: no CORS, no page CSP, no Local Network Access check, no page Origin;
 //   - `textMode: 'final'` (ScriptCat, Tampermonkey): `responseText` and `response` stay empty

@@ -1,4 +1,4 @@
-// The browser matrix (SPEC §9): the userscript run as each real manager runs it, in the browsers
+// The browser matrix (docs/userscript.md): the userscript run as each real manager runs it, in the browsers
 // that manager supports (issue 29) — ScriptCat (Chromium, MAIN world), Violentmonkey (Chromium page
 // and content modes; Firefox `auto`, i.e. page mode with its own fall-back to the content sandbox
 // where the page's CSP refuses page scripts, and content mode), Tampermonkey (Chromium raw; Firefox

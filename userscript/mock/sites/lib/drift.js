@@ -1,4 +1,4 @@
-// The three ways a real site drifts (SPEC §21, issue 28), as a mode of the mock sites' stream
+// The three ways a real site drifts (docs/reliability.md, issue 28), as a mode of the mock sites' stream
 // encoding and endpoint layer (the replies themselves are untouched):
 //
 // - `field`: the JSON field that carries the text is renamed. Same-length renames of the site's

@@ -1,4 +1,4 @@
-// Adapters bend before they break (SPEC §21): when a site renames the field that carries the text,
+// Adapters bend before they break (docs/reliability.md): when a site renames the field that carries the text,
 // the stream usually still has *one* string field that grows frame after frame (the reply so far),
 // or the field a person names in an override. `withFallback(adapter, override)` wraps an adapter so
 // that, only when its own parser found no answer, that text is used instead:

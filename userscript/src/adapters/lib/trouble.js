@@ -12,7 +12,7 @@ export const REASONS = {
     'the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）',
 };
 
-/** The `task_update.trouble` kinds the hub acts on (SPEC §10): cool down, or park until a person acts. */
+/** The `task_update.trouble` kinds the hub acts on (docs/flows.md): cool down, or park until a person acts. */
 export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss', 'content_filter']);
 
 /**

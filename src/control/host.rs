@@ -1,0 +1,335 @@
+//! The interpreter's `Host` over the hub: asking tabs, flows, memory, skills, MCP, events,
+//! roles and agents, each verb handed to its own module.
+
+use super::*;
+
+/// The interpreter's view of the hub.
+pub(super) struct HubHost {
+    pub(super) hub: Arc<Control>,
+    /// The task on whose behalf commands run (a foreman's), for subtasks' `parent_id`.
+    pub(super) parent: Option<String>,
+    /// Where live shell output goes: the tab whose command this is (None: nowhere, e.g. a
+    /// foreman's or a flow's command, which get no `cmd_result` either).
+    pub(super) live: Option<LiveOutput>,
+    /// The rules whose commands this run is part of (empty outside a rule): what the events
+    /// it publishes carry, so a rule never fires on its own.
+    pub(super) cause: crate::events::Cause,
+    /// For a command another node asked for: where its live output goes (that node), and how
+    /// many pieces went.
+    pub(super) remote: Option<RemoteOutput>,
+}
+
+/// Live output of a command run for another node.
+pub(super) struct RemoteOutput {
+    pub(super) to: tokio::sync::mpsc::Sender<String>,
+    pub(super) pieces: Arc<std::sync::atomic::AtomicU64>,
+    pub(super) forwarders: tokio_util::task::TaskTracker,
+}
+
+/// The command whose shell output streams as `cmd_output`, and the forwarding tasks the
+/// command's answer waits for.
+pub(super) struct LiveOutput {
+    pub(super) cmd_id: String,
+    pub(super) command: String,
+    pub(super) client_id: String,
+    pub(super) forwarders: tokio_util::task::TaskTracker,
+}
+
+impl HubHost {
+    /// Connected tabs a name resolves to; an error names the target when there are none.
+    fn resolve(&self, target: &str) -> Result<Vec<Arc<Client>>, HostError> {
+        self.hub.asks.resolve(target).map_err(host_error)
+    }
+
+    /// How the ask service follows this caller's tasks: its subtasks carry `parent` (a
+    /// foreman's task); a foreman's lost worker is replaced within its group.
+    /// The foreman tab `target` names, when it names exactly one connected foreman that is
+    /// not the caller itself (a foreman's own dispatch to its workers never recurses).
+    fn foreman_named(&self, caller: &Caller, target: &str) -> Option<Arc<Client>> {
+        let tabs = self.hub.asks.resolve(target).ok()?;
+        let [tab] = tabs.as_slice() else {
+            return None;
+        };
+        (tab.info().role == Role::Foreman
+            && tab.id != caller.client_id
+            && caller.role != CmdRole::Worker
+            && tab.state() == ConnState::Connected)
+            .then(|| tab.clone())
+    }
+
+    fn ask_opts(&self, caller: &Caller) -> AskOpts {
+        AskOpts {
+            from: caller.client_id.clone(),
+            parent: self.parent.clone(),
+            regroup: caller
+                .group
+                .clone()
+                .filter(|_| caller.role == CmdRole::Foreman),
+        }
+    }
+}
+
+/// The command language's wording of an ask that got no answer.
+pub(super) fn host_error(e: AskError) -> HostError {
+    match e {
+        AskError::UnknownTarget(t) => HostError::UnknownTarget(t),
+        AskError::NotConnected(t) => HostError::NotConnected(t),
+        AskError::Timeout { target } => HostError::Timeout { target, secs: 0 },
+        AskError::Failed { target, message } => HostError::Failed { target, message },
+    }
+}
+
+impl Host for HubHost {
+    async fn ask(
+        &self,
+        caller: &Caller,
+        target: &str,
+        prompt: Prompt,
+    ) -> Result<String, HostError> {
+        if let Some(foreman) = self.foreman_named(caller, target) {
+            // A foreman asked from a chat runs its cycle, as a flow's foreman stage does: its
+            // split goes to its workers and the caller gets the merged answer, never the
+            // foreman's raw split command.
+            let timeout = self.hub.config.timing.task_timeout;
+            let mut req = crate::hub::tasks::TaskRequest::new(prompt, timeout);
+            req.task_id = Some(format!("fc-{}", uuid::Uuid::new_v4().simple()));
+            req.parent_id = Some(caller.client_id.clone());
+            return self
+                .hub
+                .runner
+                .foreman_cycle(&foreman, req)
+                .await
+                .map_err(|e| HostError::Failed {
+                    target: target.to_string(),
+                    message: e.to_string(),
+                });
+        }
+        let opts = self.ask_opts(caller);
+        match self.hub.asks.ask(target, prompt, &opts).await {
+            Ok(answer) => Ok(answer.text),
+            Err(e) => Err(host_error(e)),
+        }
+    }
+
+    /// Every prompt reaches its tab before the first answer is awaited (`Asks::ask_all`).
+    async fn ask_all(
+        &self,
+        caller: &Caller,
+        work: Vec<(String, Prompt)>,
+    ) -> Vec<Result<String, HostError>> {
+        let opts = self.ask_opts(caller);
+        self.hub
+            .asks
+            .ask_all(work, &opts)
+            .await
+            .into_iter()
+            .map(|r| r.map(|a| a.text).map_err(host_error))
+            .collect()
+    }
+
+    async fn last_reply(&self, target: &str) -> Result<String, HostError> {
+        let tabs = self.resolve(target)?;
+        tabs.iter()
+            .find_map(|c| self.hub.asks.latest_reply(&c.id))
+            .ok_or_else(|| HostError::Failed {
+                target: target.to_string(),
+                message: "还没有回复 / no reply yet".into(),
+            })
+    }
+
+    fn select(&self, selector: &Target) -> Vec<String> {
+        let key = selector.to_string();
+        self.hub
+            .registry
+            .resolve(&key)
+            .into_iter()
+            .map(|c| c.display())
+            .collect()
+    }
+
+    fn all_workers(&self) -> Vec<String> {
+        self.hub
+            .registry
+            .resolve("role:worker")
+            .into_iter()
+            .map(|c| c.display())
+            .collect()
+    }
+
+    fn in_group(&self, target: &str, group: &str) -> bool {
+        let tabs = self.hub.registry.resolve(target);
+        !tabs.is_empty()
+            && tabs
+                .iter()
+                .all(|c| c.info().group.as_deref() == Some(group))
+    }
+
+    async fn set_role(
+        &self,
+        caller: &Caller,
+        role: CmdRole,
+        group: Option<String>,
+    ) -> Result<String, HostError> {
+        set_tab_role(&self.hub, &caller.client_id, role_from_cmd(role), group)
+    }
+
+    fn node(&self) -> String {
+        self.hub.engine.node().to_string()
+    }
+
+    async fn on_node(
+        &self,
+        caller: &Caller,
+        node: &str,
+        command: &str,
+        vars: BTreeMap<String, String>,
+    ) -> Result<(bool, String), HostError> {
+        let shown = match self.hub.registry.get(&caller.client_id) {
+            Some(c) => c.display(),
+            None => caller.client_id.clone(),
+        };
+        let request = RemoteRequest {
+            command: command.to_string(),
+            client_id: caller.client_id.clone(),
+            shown,
+            role: caller.role.as_str().to_string(),
+            group: caller.group.clone(),
+            person: caller.is_person(),
+            shell: caller.permissions.shell,
+            vars,
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| HostError::Other(e.to_string()))?;
+        // The node's own exec timeout bounds the command; this bounds the wait for its answer.
+        let wait = self.hub.commands.exec.timeout + REMOTE_MARGIN;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(64);
+        let live = self.exec_output(caller);
+        let forward = tokio::spawn(async move {
+            while let Some(text) = rx.recv().await {
+                if let Some(live) = &live {
+                    let stream = match text.strip_prefix("[stderr] ") {
+                        Some(_) => crate::exec::Stream::Stderr,
+                        None => crate::exec::Stream::Stdout,
+                    };
+                    let text = text.strip_prefix("[stderr] ").unwrap_or(&text).to_string();
+                    let _ = live.send(ExecChunk { stream, text }).await;
+                }
+            }
+        });
+        let answer = self.hub.engine.call_node(node, body, tx, wait).await;
+        let _ = forward.await;
+        let answer = answer.map_err(HostError::Other)?;
+        let answer: RemoteAnswer = serde_json::from_slice(&answer).map_err(|e| {
+            HostError::Other(format!(
+                "节点 `{node}` 的回答无效 / a bad answer from node `{node}`: {e}"
+            ))
+        })?;
+        Ok((answer.success, answer.output))
+    }
+
+    /// Live output of a shell command goes to the tab that ran it as `cmd_output` frames.
+    fn exec_output(&self, _caller: &Caller) -> Option<tokio::sync::mpsc::Sender<ExecChunk>> {
+        if let Some(remote) = &self.remote {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecChunk>(64);
+            let (to, pieces) = (remote.to.clone(), remote.pieces.clone());
+            self.hub
+                .tracker
+                .spawn(remote.forwarders.track_future(async move {
+                    while let Some(chunk) = rx.recv().await {
+                        let text = match chunk.stream {
+                            crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
+                            _ => chunk.text,
+                        };
+                        if to.send(text).await.is_ok() {
+                            pieces.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }));
+            return Some(tx);
+        }
+        let live = self.live.as_ref()?;
+        let client = self.hub.registry.get(&live.client_id)?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecChunk>(64);
+        let hub = self.hub.clone();
+        let (cmd_id, command) = (live.cmd_id.clone(), live.command.clone());
+        // Tracked twice: by the hub (shutdown waits for it) and by the command, whose
+        // `cmd_result` goes out only after its last `cmd_output`.
+        self.hub
+            .tracker
+            .spawn(live.forwarders.track_future(async move {
+                while let Some(chunk) = rx.recv().await {
+                    let chunk = match chunk.stream {
+                        crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
+                        _ => chunk.text,
+                    };
+                    let frame = ServerFrame::CmdOutput {
+                        cmd_id: cmd_id.clone(),
+                        command: command.clone(),
+                        chunk,
+                    };
+                    let _ = hub.registry.send(&client.id, &frame);
+                }
+            }));
+        Some(tx)
+    }
+
+    fn memory(&self) -> Option<Arc<crate::memory::Memory>> {
+        Some(self.hub.commands.memory.clone())
+    }
+
+    fn skills(&self) -> Option<Arc<crate::skills::SkillSet>> {
+        Some(self.hub.commands.skills.get())
+    }
+
+    async fn mcp(&self, caller: &Caller, request: McpRequest) -> Result<String, HostError> {
+        let clients = &self.hub.mcp;
+        match request {
+            McpRequest::List => clients.list(&caller.client_id).await,
+            McpRequest::Use { server, tool, args } => {
+                clients.call(&caller.client_id, &server, &tool, args).await
+            }
+            McpRequest::ConfigAdd {
+                name,
+                command,
+                args,
+            } => clients.add_server(&name, &command, &args).await,
+            McpRequest::ConfigRemove(name) => clients.remove_server(&name).await,
+        }
+        .map_err(HostError::Other)
+    }
+
+    async fn events(
+        &self,
+        caller: &Caller,
+        cmd: crate::commands::ast::EventCmd<String>,
+    ) -> Result<String, HostError> {
+        event_verb(&self.hub, caller, &self.cause, cmd).map_err(HostError::Other)
+    }
+
+    async fn agent(
+        &self,
+        caller: &Caller,
+        cmd: crate::commands::agent::AgentCmd<String>,
+    ) -> Result<String, HostError> {
+        agent_verb(&self.hub, caller, cmd)
+            .await
+            .map_err(HostError::Other)
+    }
+
+    async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
+        // Planning waits for the planner tab's answers: the only verbs that are async.
+        let planned = match &request {
+            FlowRequest::Manager(ManagerCmd::Plan(goal)) => {
+                Some(crate::planner::plan(&self.hub.planner, &caller.client_id, goal).await)
+            }
+            FlowRequest::Manager(ManagerCmd::Modify { id, feedback }) => Some(
+                crate::planner::modify(&self.hub.planner, &caller.client_id, id, feedback).await,
+            ),
+            _ => None,
+        };
+        if let Some(r) = planned {
+            return r.map_err(|e| HostError::Other(e.to_string()));
+        }
+        manager(&self.hub, caller, request, &self.cause)
+            .map_err(|e| HostError::Other(e.to_string()))
+    }
+}

@@ -1,0 +1,105 @@
+//! A tab's primer: its role card's `system_prompt`, then what it may do now (docs/agents.md, "The primer").
+
+use super::*;
+
+/// The primer of a tab (docs/agents.md): its role card's `system_prompt`, then what it may do now.
+pub fn primer(
+    hub: &Control,
+    tab: &Arc<Client>,
+    agent: Option<&crate::agents::store::AgentRecord>,
+    limits: &crate::agents::session::Limits,
+    recalled: Option<&str>,
+) -> String {
+    use crate::agents::primer::{build, Facts, SkillFact, TabFact};
+    let card = hub.commands.card_for(tab);
+    let tools = agent.map(|a| a.spec.tools_or_default());
+    let permissions = match &tools {
+        Some(t) => crate::commands::agent::Tool::permissions(t),
+        None => hub.commands.caller(tab, Source::Reply).permissions,
+    };
+    let tabs = hub
+        .registry
+        .all()
+        .into_iter()
+        .filter(|c| c.id != tab.id && c.state() == ConnState::Connected)
+        .map(|c| TabFact {
+            label: c.display(),
+            site: c.info().site,
+            health: if crate::pick::usable(&hub.asks.pick, &c) {
+                "ready".into()
+            } else {
+                "busy".into()
+            },
+        })
+        .collect();
+    let skills = hub
+        .commands
+        .skills
+        .get()
+        .skills
+        .iter()
+        .map(|s| SkillFact {
+            name: s.name.clone(),
+            params: skill_params(&s.schema),
+        })
+        .collect();
+    let memory_scope = agent.map(|a| {
+        a.spec
+            .memory
+            .clone()
+            .unwrap_or_else(|| format!("agent.{}", a.spec.name))
+    });
+    // The memories recalled for this message (relevance × recency × importance), else the
+    // scope's note and hot tags.
+    let memory_block = recalled.map(str::to_string).or_else(|| {
+        memory_scope
+            .as_deref()
+            .and_then(|s| hub.commands.memory.block(&[s]).ok().flatten())
+    });
+    let mcp_tools: Vec<String> = hub
+        .mcp
+        .catalogue()
+        .into_iter()
+        // An agent sees only the servers its tools name (`mcp:SERVER`).
+        .filter(|t| {
+            let server = t.split('/').next().unwrap_or_default();
+            tools.as_ref().is_none_or(|ts| {
+                ts.contains(&crate::commands::agent::Tool::Mcp(server.to_string()))
+            })
+        })
+        .collect();
+    build(&Facts {
+        system_prompt: card.and_then(|c| c.instructions),
+        permissions: Some(permissions),
+        tools,
+        tabs,
+        skills,
+        mcp_tools,
+        memory_scope,
+        memory_block,
+        max_rounds: limits.max_rounds,
+        result_chars: limits.result_chars,
+    })
+}
+
+/// A skill's parameters as `name: type`, required first.
+pub(super) fn skill_params(schema: &serde_json::Value) -> Vec<String> {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let mut params: Vec<(bool, String)> = schema["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .iter()
+                .map(|(k, v)| {
+                    let ty = v["type"].as_str().unwrap_or("any");
+                    (!required.contains(&k.as_str()), format!("{k}: {ty}"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    params.sort();
+    params.into_iter().map(|(_, p)| p).collect()
+}
