@@ -364,7 +364,7 @@
     client: (status) => `the site rejected the request (HTTP ${status}) / 站点拒绝了请求（HTTP ${status}）`,
     htmlPage: "the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）"
   };
-  var TROUBLE_KINDS = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss", "content_filter"]);
+  var TROUBLE_KINDS = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss", "content_filter", "attachment_refused"]);
   var CONTENT_FILTER = "content_filter";
   var RATE_LIMITED = /rate.?limit|too many requests|usage limit|HTTP 429|限流|频繁|使用上限|次数上限/i;
   var LOGIN_REASON = /log ?in|sign in|session token is stale|登录|会话令牌已过期/i;
@@ -447,6 +447,24 @@
       if (u.host !== "" && !hostSet.has(u.host)) return false;
       return paths.some((re) => re.test(u.path));
     };
+  }
+
+  // src/adapters/lib/upload.js
+  var MB = 1024 * 1024;
+  var IMAGES = Object.freeze(["image/png", "image/jpeg", "image/webp", "image/gif"]);
+  var DOCS = Object.freeze(["application/pdf", ".pdf", ".txt", ".md", ".doc", ".docx", ".xls", ".xlsx", ".ppt", ".pptx", ".csv", ".json"]);
+  function uploadTable({ how = "input", accept, maxBytes, maxFiles, input = [], target = [], chip, busy, error }) {
+    return Object.freeze({
+      how,
+      accept: Object.freeze([...accept]),
+      maxBytes,
+      maxFiles,
+      input: Object.freeze([...input, 'input[type="file"]']),
+      target: Object.freeze([...target]),
+      chip: Object.freeze([...chip]),
+      busy: Object.freeze([...busy, '[role="progressbar"]']),
+      error: Object.freeze([...error])
+    });
   }
 
   // src/adapters/chatgpt.js
@@ -581,6 +599,17 @@
       selectors: ['#prompt-textarea[contenteditable="true"]', "div.ProseMirror#prompt-textarea", "textarea#prompt-textarea", 'div[contenteditable="true"].ProseMirror'],
       kind: "contenteditable"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/chatgpt.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [],
+      maxBytes: 512 * MB,
+      maxFiles: 10,
+      input: ["input#upload-files", 'input[type="file"][multiple]'],
+      chip: [".composer-attachment", '[data-testid="file-attachment"]'],
+      busy: [".composer-attachment-loading"],
+      error: [".composer-attachment-error"]
+    }),
     send: {
       selectors: ['button[data-testid="send-button"]', "#composer-submit-button", 'button[aria-label="Send prompt"]', 'button[aria-label="发送提示"]'],
       key: "Enter"
@@ -678,6 +707,17 @@
       selectors: [".input-box-inner textarea", "textarea.scroll-display-none", 'textarea[placeholder*="清言"]', "div.input-wrap textarea"],
       kind: "textarea"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/chatglm.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 100 * MB,
+      maxFiles: 10,
+      input: ["input.upload-file-input"],
+      chip: [".file-item"],
+      busy: [".file-item-loading"],
+      error: [".file-item-error"]
+    }),
     send: {
       selectors: [".input-box-inner .enter", ".enter_icon", "div.enter", 'button[aria-label="发送"]'],
       key: "Enter"
@@ -760,6 +800,17 @@
       ],
       kind: "contenteditable"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/claude.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 30 * MB,
+      maxFiles: 20,
+      input: ['input[data-testid="file-upload"]'],
+      chip: [".attachment-thumbnail", '[data-testid="file-thumbnail"]'],
+      busy: [".attachment-uploading"],
+      error: [".attachment-error"]
+    }),
     send: {
       selectors: ['button[aria-label="Send message"]', 'button[aria-label="Send Message"]', 'button[aria-label="发送消息"]'],
       key: "Enter"
@@ -949,6 +1000,17 @@ ${lines.join("\n")}` : "";
       selectors: ["textarea#chat-input", 'textarea[placeholder*="DeepSeek"]', 'textarea[placeholder*="发送消息"]'],
       kind: "textarea"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/deepseek.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 100 * MB,
+      maxFiles: 50,
+      input: ["input.ds-upload-input"],
+      chip: [".ds-file-card"],
+      busy: [".ds-file-card__loading"],
+      error: [".ds-file-card--error"]
+    }),
     send: {
       selectors: [
         'div[role="button"]._7436101',
@@ -1123,6 +1185,17 @@ ${lines.join("\n")}` : "";
       selectors: ['textarea[data-testid="chat_input_input"]', "textarea.semi-input-textarea", 'div[data-testid="chat_input"] textarea'],
       kind: "textarea"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/doubao.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 50 * MB,
+      maxFiles: 50,
+      input: ['input[data-testid="upload_file_input"]'],
+      chip: [".file-card-wrapper"],
+      busy: [".file-card-loading"],
+      error: [".file-card-error"]
+    }),
     send: {
       selectors: ['button[data-testid="chat_input_send_button"]', "#flow-end-msg-send", 'button[aria-label="发送"]'],
       key: "Enter"
@@ -1347,6 +1420,17 @@ ${lines.join("\n")}` : "";
       selectors: ['rich-textarea .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"][role="textbox"]', 'div[contenteditable="true"][aria-label*="prompt"]'],
       kind: "contenteditable"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/gemini.md).
+    upload: uploadTable({
+      how: ["drop", "paste"],
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 100 * MB,
+      maxFiles: 10,
+      target: ["div[xapfileselectordropzone]"],
+      chip: [".xap-filed-upload-preview", ".file-preview-chip"],
+      busy: [".file-preview-chip-loading"],
+      error: [".file-upload-error"]
+    }),
     send: {
       selectors: ["button.send-button", 'button[aria-label="Send message"]', 'button[aria-label="发送"]', 'button[mattooltip="Submit"]'],
       key: "Enter"
@@ -1555,6 +1639,17 @@ ${lines.join("\n")}` : "";
       ],
       kind: "contenteditable"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/kimi.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 100 * MB,
+      maxFiles: 50,
+      input: ["input.hidden-input"],
+      chip: [".attachment-item"],
+      busy: [".attachment-item-loading"],
+      error: [".attachment-item-error"]
+    }),
     send: {
       selectors: [".send-button-container:not(.disabled) .send-button", ".send-button", "#send-button", 'button[data-testid="msh-chatinput-send-button"]'],
       key: "Enter"
@@ -1703,6 +1798,17 @@ ${lines.join("\n")}` : "";
       selectors: ["textarea#chat-input", 'textarea[placeholder*="千问"]', "textarea.ant-input", 'div[contenteditable="true"][role="textbox"]'],
       kind: "textarea"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/qianwen.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 100 * MB,
+      maxFiles: 10,
+      input: ["input#filesUpload"],
+      chip: ["div.prompt-input-file-list .fileitem-file"],
+      busy: [".fileitem-loading"],
+      error: [".fileitem-error"]
+    }),
     send: {
       selectors: ["button#send-message-button", 'button[aria-label="发送"]', 'div[class*="operateBtn"]', 'button[class*="send"]'],
       key: "Enter"
@@ -1817,6 +1923,17 @@ ${lines.join("\n")}` : "";
       selectors: ['div[class*="chat_textAreaWrapper"] textarea', 'textarea[placeholder*="输入您要提问"]', 'div[class*="chat_inputArea"] textarea'],
       kind: "textarea"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/xinghuo.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 20 * MB,
+      maxFiles: 10,
+      input: ["input.upload-input"],
+      chip: [".file-card"],
+      busy: [".file-card-uploading"],
+      error: [".file-card-failed"]
+    }),
     send: {
       selectors: ['div[class*="chat_send__"]', 'div[class*="chat_inputArea"] div[class*="send"]'],
       key: "Enter"
@@ -1845,9 +1962,9 @@ ${lines.join("\n")}` : "";
       return;
     }
     if (Number(data.is_end) === 1) {
-      const all = typeof data.tokens_all === "string" ? data.tokens_all : null;
-      if (all !== null && all.startsWith(ctx.text)) out.delta(all.slice(ctx.text.length));
-      else if (all === null && typeof data.content === "string") out.delta(data.content);
+      const all2 = typeof data.tokens_all === "string" ? data.tokens_all : null;
+      if (all2 !== null && all2.startsWith(ctx.text)) out.delta(all2.slice(ctx.text.length));
+      else if (all2 === null && typeof data.content === "string") out.delta(data.content);
       out.done();
       return;
     }
@@ -1870,6 +1987,17 @@ ${lines.join("\n")}` : "";
       selectors: ["#dialogue-input", 'textarea[placeholder*="输入问题"]', 'div[contenteditable="true"][class*="editor"]'],
       kind: "textarea"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/yiyan.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 50 * MB,
+      maxFiles: 10,
+      input: ["input.dialogue-upload-input"],
+      chip: [".upload-file-item"],
+      busy: [".upload-file-item-loading"],
+      error: [".upload-file-item-error"]
+    }),
     send: {
       selectors: ["#sendBtn", 'span[class*="sendInner"]', 'div[class*="sendBtn"]', 'button[aria-label="发送"]'],
       key: "Enter"
@@ -1926,6 +2054,17 @@ ${lines.join("\n")}` : "";
       selectors: ['.chat-input-editor .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"]', '#search-bar [contenteditable="true"]'],
       kind: "contenteditable"
     },
+    // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/yuanbao.md).
+    upload: uploadTable({
+      how: "input",
+      accept: [...IMAGES, ...DOCS],
+      maxBytes: 100 * MB,
+      maxFiles: 50,
+      input: ["input.hyc-upload-input"],
+      chip: [".hyc-file-item"],
+      busy: [".hyc-file-item__loading"],
+      error: [".hyc-file-item--fail"]
+    }),
     send: {
       selectors: ["a#yuanbao-send-btn", "#yuanbao-send-btn", 'a[class*="send-btn"]', 'button[class*="send-btn"]'],
       key: "Enter"
@@ -2154,15 +2293,15 @@ ${lines.join("\n")}` : "";
     };
   }
   function overrideFor(stored, name) {
-    let all = stored;
-    if (typeof all === "string") {
+    let all2 = stored;
+    if (typeof all2 === "string") {
       try {
-        all = JSON.parse(all);
+        all2 = JSON.parse(all2);
       } catch {
         return null;
       }
     }
-    const o = all && typeof all === "object" ? all[name] : null;
+    const o = all2 && typeof all2 === "object" ? all2[name] : null;
     return o && typeof o === "object" ? o : null;
   }
 
@@ -2745,7 +2884,7 @@ ${codeText(el)}
   };
 
   // src/core/protocol.js
-  var TASK_STATES = Object.freeze(["accepted", "sent", "streaming", "done", "failed", "held"]);
+  var TASK_STATES = Object.freeze(["accepted", "attaching", "sent", "streaming", "done", "failed", "held"]);
   var HUB_FRAME_TYPES = Object.freeze([
     "welcome",
     "cmd_result",
@@ -2795,11 +2934,15 @@ ${codeText(el)}
   function userInput(text) {
     return { type: "user_input", text };
   }
-  var TROUBLES = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss", "content_filter"]);
+  var TROUBLES = Object.freeze(["rate_limited", "captcha", "login", "network", "site_error", "parser_miss", "content_filter", "attachment_refused"]);
   function taskUpdate(taskId, state, error, trouble12) {
     if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
     if (trouble12 !== void 0 && !TROUBLES.includes(trouble12)) throw new Error(`unknown trouble: ${trouble12}`);
     return withOptional({ type: "task_update", task_id: taskId, state }, { error, trouble: trouble12 });
+  }
+  function attaching(taskId, done, of) {
+    if (!taskId) throw new Error("attaching needs the task_id");
+    return { type: "task_update", task_id: taskId, state: "attaching", done, of };
   }
   function deliveryHeld(deliverId) {
     if (!deliverId) throw new Error("held needs the deliver_id");
@@ -3821,6 +3964,40 @@ ${codeText(el)}
       }
       if (this.connected) this.flush();
     }
+    /**
+     * One of this tab's task attachments from the hub (`GET /files/ID`), through the manager's own
+     * request function as bytes (`responseType: 'arraybuffer'`): the token and the client id go in
+     * its headers, never into the page. Resolves with what the manager gave as the response
+     * (ArrayBuffer, Blob, …; attach.js `bytesOf`); rejects on anything but 200.
+     */
+    fetchFile(id, { timeoutMs = 12e4 } = {}) {
+      const request = this.o.gmRequest;
+      if (!request) return Promise.reject(new Error("the userscript manager gives no GM_xmlhttpRequest / 脚本管理器未提供 GM_xmlhttpRequest"));
+      const base = this.transport?.hubUrl || this.o.hubUrl;
+      const clientId = this.status.clientId || this.o.identity?.clientId;
+      const headers = { Authorization: `Bearer ${this.o.helloFields().token}` };
+      if (clientId) headers["X-AIcard-Client"] = clientId;
+      return new Promise((resolve, reject) => {
+        const fail = (why) => reject(new Error(`GET /files/${id}: ${why}`));
+        try {
+          request({
+            method: "GET",
+            url: `${base}/files/${encodeURIComponent(id)}`,
+            headers,
+            responseType: "arraybuffer",
+            timeout: timeoutMs,
+            onload: (res) => {
+              if (res.status !== 200) fail(`HTTP ${res.status}${res.status === 404 ? " (unknown to the hub or not this tab's task)" : ""}`);
+              else resolve(res.response ?? null);
+            },
+            onerror: () => fail("hub unreachable"),
+            ontimeout: () => fail("timed out")
+          });
+        } catch (err) {
+          fail(err.message);
+        }
+      });
+    }
     flush() {
       while (this.queue.length && this.connected) {
         if (!this.transport.send(this.queue[0])) return;
@@ -4403,7 +4580,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.render();
     }
     /**
-     * An agent session's `flow_event` (SPEC §17): round, the command running, why it stopped, and
+     * An agent session's `flow_event` (docs/agents.md): round, the command running, why it stopped, and
      * what a person's Stop left undone: the `ended` event's `not_run` / `cancelled` / `jobs`, and
      * each later `note` naming a command of the stopped turn that was not run (a note without a
      * `run_id` belongs to the tab's newest session).
@@ -4460,8 +4637,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
     /** `LABEL: a · b · c` as text (commands are never HTML), cut to a few lines. */
     list(className, label, items) {
-      const shown = items.map((c) => c.length > 120 ? `${c.slice(0, 119)}…` : c);
-      return this.el("div", `cmd ${className}`, `${label}: ${shown.join(" · ")}`.slice(0, 480));
+      const shown2 = items.map((c) => c.length > 120 ? `${c.slice(0, 119)}…` : c);
+      return this.el("div", `cmd ${className}`, `${label}: ${shown2.join(" · ")}`.slice(0, 480));
     }
     row(label, value) {
       const v = this.doc.createElement("span");
@@ -4624,6 +4801,344 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     }
   };
 
+  // src/core/sha256.js
+  var K = new Uint32Array([
+    1116352408,
+    1899447441,
+    3049323471,
+    3921009573,
+    961987163,
+    1508970993,
+    2453635748,
+    2870763221,
+    3624381080,
+    310598401,
+    607225278,
+    1426881987,
+    1925078388,
+    2162078206,
+    2614888103,
+    3248222580,
+    3835390401,
+    4022224774,
+    264347078,
+    604807628,
+    770255983,
+    1249150122,
+    1555081692,
+    1996064986,
+    2554220882,
+    2821834349,
+    2952996808,
+    3210313671,
+    3336571891,
+    3584528711,
+    113926993,
+    338241895,
+    666307205,
+    773529912,
+    1294757372,
+    1396182291,
+    1695183700,
+    1986661051,
+    2177026350,
+    2456956037,
+    2730485921,
+    2820302411,
+    3259730800,
+    3345764771,
+    3516065817,
+    3600352804,
+    4094571909,
+    275423344,
+    430227734,
+    506948616,
+    659060556,
+    883997877,
+    958139571,
+    1322822218,
+    1537002063,
+    1747873779,
+    1955562222,
+    2024104815,
+    2227730452,
+    2361852424,
+    2428436474,
+    2756734187,
+    3204031479,
+    3329325298
+  ]);
+  var hex = (words) => Array.from(words, (w) => (w >>> 0).toString(16).padStart(8, "0")).join("");
+  var rotr = (x, n) => x >>> n | x << 32 - n;
+  function sha256Plain(bytes) {
+    const data = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const bitLength = data.length * 8;
+    const padded = new Uint8Array(data.length + 9 + 63 >> 6 << 6);
+    padded.set(data);
+    padded[data.length] = 128;
+    const view = new DataView(padded.buffer);
+    view.setUint32(padded.length - 8, Math.floor(bitLength / 2 ** 32));
+    view.setUint32(padded.length - 4, bitLength >>> 0);
+    const h = new Uint32Array([1779033703, 3144134277, 1013904242, 2773480762, 1359893119, 2600822924, 528734635, 1541459225]);
+    const w = new Uint32Array(64);
+    for (let off = 0; off < padded.length; off += 64) {
+      for (let i = 0; i < 16; i += 1) w[i] = view.getUint32(off + i * 4);
+      for (let i = 16; i < 64; i += 1) {
+        const s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ w[i - 15] >>> 3;
+        const s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >>> 10;
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1 >>> 0;
+      }
+      let [a, b, c, d, e, f, g, k] = h;
+      for (let i = 0; i < 64; i += 1) {
+        const t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + (e & f ^ ~e & g) + K[i] + w[i] >>> 0;
+        const t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + (a & b ^ a & c ^ b & c) >>> 0;
+        k = g;
+        g = f;
+        f = e;
+        e = d + t1 >>> 0;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2 >>> 0;
+      }
+      h[0] += a;
+      h[1] += b;
+      h[2] += c;
+      h[3] += d;
+      h[4] += e;
+      h[5] += f;
+      h[6] += g;
+      h[7] += k;
+    }
+    return hex(h);
+  }
+  async function sha256Hex(bytes, subtle = globalThis.crypto?.subtle) {
+    const data = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    if (subtle && typeof subtle.digest === "function") {
+      try {
+        const digest = await subtle.digest("SHA-256", data);
+        return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+      } catch {
+      }
+    }
+    return sha256Plain(data);
+  }
+
+  // src/core/attach.js
+  var ATTACHMENT_REFUSED = "attachment_refused";
+  var UPLOAD_WAIT_MS = 9e4;
+  var CHIP_APPEAR_MS = 1e4;
+  var AttachmentRefused = class extends Error {
+    constructor(name, reason) {
+      super(`${name}: ${reason}`);
+      this.trouble = ATTACHMENT_REFUSED;
+      this.fileName = name;
+      this.reason = reason;
+    }
+  };
+  var MB2 = 1024 * 1024;
+  var sizeText = (n) => n >= MB2 ? `${Math.round(n / MB2 * 10) / 10} MB` : `${Math.ceil(n / 1024)} KB`;
+  function extensionOf(name) {
+    const m = /\.[^./\\]+$/.exec(String(name || ""));
+    return m ? m[0].toLowerCase() : "";
+  }
+  function acceptMatches(patterns, file) {
+    const list = (Array.isArray(patterns) ? patterns : String(patterns || "").split(",")).map((p) => String(p).trim().toLowerCase()).filter(Boolean);
+    if (list.length === 0) return true;
+    const mime = String(file.mime || file.type || "").toLowerCase();
+    const ext = extensionOf(file.name);
+    return list.some((p) => {
+      if (p.startsWith(".")) return p === ext;
+      if (p === "*/*" || p === "*") return true;
+      if (p.endsWith("/*")) return mime.startsWith(p.slice(0, -1));
+      return p === mime;
+    });
+  }
+  function refusalOf(upload, files, { already = 0, liveAccept = null } = {}) {
+    if (!upload) return { name: files[0]?.name ?? "?", reason: "this site takes no files in AIcard yet / 此站点尚不支持附件" };
+    const max = Number(upload.maxFiles) || Infinity;
+    for (const [i, f] of files.entries()) {
+      const accept = liveAccept || upload.accept;
+      if (!acceptMatches(accept, f)) {
+        return { name: f.name, reason: `the site does not take this type (${f.mime || extensionOf(f.name) || "unknown"}) / 站点不支持此文件类型` };
+      }
+      if (upload.maxBytes && f.size > upload.maxBytes) {
+        return { name: f.name, reason: `${sizeText(f.size)} is over the site's limit of ${sizeText(upload.maxBytes)} / 超过站点的大小上限` };
+      }
+      if (already + i + 1 > max) {
+        return { name: f.name, reason: `more than ${max} files at once / 超过站点的文件数上限 (${max})` };
+      }
+    }
+    return null;
+  }
+  function all(doc, selectors = []) {
+    const out = [];
+    for (const sel of selectors || []) {
+      let nodes;
+      try {
+        nodes = doc.querySelectorAll(sel);
+      } catch {
+        continue;
+      }
+      for (const el of nodes) if (!out.includes(el)) out.push(el);
+    }
+    return out;
+  }
+  var shown = (doc, selectors) => all(doc, selectors).filter(isVisible);
+  function uploadState(doc, upload) {
+    const errors = shown(doc, upload.error);
+    const chips = shown(doc, upload.chip).filter((c) => !errors.some((e) => e === c || c.contains(e) || e.contains(c)));
+    return { chips: chips.length, busy: shown(doc, upload.busy).length, errors };
+  }
+  function errorText(el) {
+    const text = String(el.textContent || "").replace(/\s+/g, " ").trim();
+    return text || el.getAttribute?.("title") || el.getAttribute?.("aria-label") || "the site refused the upload / 站点拒绝了上传";
+  }
+  function findFileInput(doc, upload, composer) {
+    const own = all(doc, upload?.input).find((el) => el.tagName === "INPUT" && String(el.type).toLowerCase() === "file" && !el.disabled);
+    if (own) return own;
+    const inputs = [...doc.querySelectorAll('input[type="file"]')].filter((el) => !el.disabled && !el.closest?.("[data-aicard-panel]"));
+    if (inputs.length <= 1 || !composer) return inputs[0] || null;
+    let best = inputs[0];
+    let bestDepth = -1;
+    for (const el of inputs) {
+      let depth = 0;
+      for (let p = el.parentElement; p; p = p.parentElement) {
+        if (p.contains(composer)) {
+          depth = depthOf(p);
+          break;
+        }
+      }
+      if (depth > bestDepth) {
+        best = el;
+        bestDepth = depth;
+      }
+    }
+    return best;
+  }
+  function depthOf(el) {
+    let n = 0;
+    for (let p = el; p; p = p.parentElement) n += 1;
+    return n;
+  }
+  function transferOf(win, file) {
+    const DT = win.DataTransfer || globalThis.DataTransfer;
+    const dt = new DT();
+    dt.items.add(file);
+    return dt;
+  }
+  function viaInput(doc, input, file) {
+    const win = doc.defaultView || globalThis;
+    input.files = transferOf(win, file).files;
+    const Ev = win.Event || globalThis.Event;
+    input.dispatchEvent(new Ev("input", { bubbles: true, composed: true }));
+    input.dispatchEvent(new Ev("change", { bubbles: true }));
+  }
+  function viaDrop(doc, target, file) {
+    const win = doc.defaultView || globalThis;
+    const dt = transferOf(win, file);
+    const Drag = win.DragEvent || globalThis.DragEvent;
+    for (const type of ["dragenter", "dragover", "drop"]) {
+      target.dispatchEvent(new Drag(type, { bubbles: true, cancelable: true, composed: true, dataTransfer: dt }));
+    }
+  }
+  function viaPaste(doc, target, file) {
+    const win = doc.defaultView || globalThis;
+    const dt = transferOf(win, file);
+    target.focus?.();
+    const Clip = win.ClipboardEvent || globalThis.ClipboardEvent;
+    const ev = new Clip("paste", { bubbles: true, cancelable: true, composed: true, clipboardData: dt });
+    if (!ev.clipboardData) Object.defineProperty(ev, "clipboardData", { value: dt });
+    target.dispatchEvent(ev);
+  }
+  function targetOf(doc, adapter, upload) {
+    return all(doc, upload.target).find(isVisible) || findInput(doc, adapter);
+  }
+  function handOver(doc, adapter, file) {
+    const upload = adapter.upload;
+    const ways = Array.isArray(upload.how) ? upload.how : [upload.how || "input"];
+    for (const how of ways) {
+      if (how === "input") {
+        const input = findFileInput(doc, upload, findInput(doc, adapter));
+        if (!input) continue;
+        viaInput(doc, input, file);
+        return "input";
+      }
+      const target = targetOf(doc, adapter, upload);
+      if (!target) continue;
+      if (how === "drop") viaDrop(doc, target, file);
+      else if (how === "paste") viaPaste(doc, target, file);
+      else continue;
+      return how;
+    }
+    throw new Error("the page shows no way to attach a file (no file input, no composer) / 页面上找不到上传入口");
+  }
+  async function attachFiles({ doc, adapter, files, timers = globalThis, onDone, uploadWaitMs = UPLOAD_WAIT_MS, chipWaitMs = CHIP_APPEAR_MS }) {
+    const upload = adapter?.upload;
+    const meta = files.map((f) => ({ name: f.name, mime: f.type, size: f.size }));
+    const before = upload ? uploadState(doc, upload) : { chips: 0, errors: [] };
+    const input = upload && (!upload.how || [].concat(upload.how).includes("input")) ? findFileInput(doc, upload, findInput(doc, adapter)) : null;
+    const liveAccept = input?.getAttribute?.("accept") || null;
+    const refused = refusalOf(upload, meta, { already: before.chips, liveAccept });
+    if (refused) throw new AttachmentRefused(refused.name, refused.reason);
+    const errorsBefore = new Set(before.errors);
+    for (const [i, file] of files.entries()) {
+      handOver(doc, adapter, file);
+      const want = before.chips + i + 1;
+      let seenChip = false;
+      const handed = Date.now();
+      const outcome = await waitFor(() => {
+        const now = uploadState(doc, upload);
+        const fresh = now.errors.find((e) => !errorsBefore.has(e));
+        if (fresh) return { error: errorText(fresh) };
+        if (now.chips >= want) seenChip = true;
+        if (seenChip && now.chips >= want && now.busy === 0) return { ok: true };
+        if (!seenChip && Date.now() - handed > chipWaitMs) return { noChip: true };
+        return null;
+      }, { timeoutMs: uploadWaitMs, everyMs: 100, timers });
+      if (!outcome) throw new Error(`${file.name}: the upload did not finish within ${Math.round(uploadWaitMs / 1e3)} s / 上传未在时限内完成`);
+      if (outcome.noChip) throw new Error(`${file.name}: the page showed no attachment after it was handed over / 页面没有显示附件`);
+      if (outcome.error) throw new AttachmentRefused(file.name, outcome.error);
+      onDone?.(i + 1);
+    }
+  }
+  async function bytesOf(response) {
+    if (response == null) return null;
+    if (response instanceof ArrayBuffer || Object.prototype.toString.call(response) === "[object ArrayBuffer]") return new Uint8Array(response);
+    if (ArrayBuffer.isView(response)) return new Uint8Array(response.buffer, response.byteOffset, response.byteLength);
+    if (typeof response.arrayBuffer === "function") return new Uint8Array(await response.arrayBuffer());
+    if (typeof response === "string") {
+      const out = new Uint8Array(response.length);
+      for (let i = 0; i < response.length; i += 1) out[i] = response.charCodeAt(i) & 255;
+      return out;
+    }
+    return null;
+  }
+  async function fetchAttachments(attachments, fetchFile, { FileImpl = globalThis.File, subtle } = {}) {
+    const files = [];
+    for (const att of attachments) {
+      const name = String(att.name || att.id);
+      let bytes;
+      try {
+        bytes = await bytesOf(await fetchFile(att.id));
+      } catch (err) {
+        throw new Error(`${name}: could not fetch it from the hub (${err.message}) / 无法从 hub 取得附件`);
+      }
+      if (!bytes) throw new Error(`${name}: the hub sent no bytes / hub 没有发来内容`);
+      if (typeof att.size === "number" && bytes.length !== att.size) {
+        throw new Error(`${name}: ${bytes.length} bytes arrived, the task said ${att.size} / 附件大小不符`);
+      }
+      if (att.sha256) {
+        const got = await sha256Hex(bytes, subtle);
+        if (got !== String(att.sha256).toLowerCase()) {
+          throw new Error(`${name}: SHA-256 ${got.slice(0, 12)}… does not match the task's ${String(att.sha256).slice(0, 12)}… / 附件校验不符`);
+        }
+      }
+      files.push(new FileImpl([bytes], name, { type: att.mime || "application/octet-stream", lastModified: Date.now() }));
+    }
+    return files;
+  }
+
   // src/core/tasks.js
   var DEFAULT_TIMEOUT_MS = 12e4;
   var FIND_INPUT_MS = 1e4;
@@ -4725,7 +5240,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         else await this.runDelivery(job);
       } catch (err) {
         this.log("error", `job failed: ${err.message}`);
-        if (job.kind === "task") this.hub.send(taskUpdate(job.task_id, "failed", err.message));
+        if (job.kind === "task") this.hub.send(taskUpdate(job.task_id, "failed", err.message, err.trouble));
       } finally {
         this.current = null;
         this.awaitingTurn = null;
@@ -4808,6 +5323,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       await this.waitIdle(timeoutMs);
       const wait = new TaskWait(this, id, timeoutMs);
       try {
+        await this.attachTaskFiles(task);
         await this.typeAndSend(task.prompt, { taskId: id });
         this.hub.send(taskUpdate(id, "sent"));
         const result = await wait.arm(deadline);
@@ -4816,6 +5332,25 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       } finally {
         wait.finish({ ok: false, error: "abandoned" });
       }
+    }
+    /**
+     * The task's files (`attachments`), fetched from the hub and put into the composer as a person
+     * would (attach.js), each upload finished before anything is typed; `attaching` done/of reported
+     * as they go. A file the site refuses throws with `trouble: attachment_refused`: nothing is sent.
+     */
+    async attachTaskFiles(task) {
+      const list = Array.isArray(task.attachments) ? task.attachments : [];
+      if (list.length === 0) return;
+      const id = task.task_id;
+      this.hub.send(attaching(id, 0, list.length));
+      const files = await fetchAttachments(list, (fileId) => this.hub.fetchFile(fileId));
+      await attachFiles({
+        doc: this.doc,
+        adapter: this.adapter,
+        files,
+        timers: this.timers,
+        onDone: (n) => this.hub.send(attaching(id, n, list.length))
+      });
     }
     onCapture(kind, turn, detail) {
       if (kind === "turn_start" && !turn.taskId && !turn.hubTyped && !turn.resumed && !this.sending) {
@@ -4936,7 +5471,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       return !job.dropped;
     }
     /**
-     * `flow_event` of an agent session (SPEC §17): when the hub pauses or ends it, its deliveries
+     * `flow_event` of an agent session (docs/agents.md): when the hub pauses or ends it, its deliveries
      * not yet typed are dropped (Stop acts within 1 s, and a paused session sends nothing).
      */
     agentEvent(ev) {

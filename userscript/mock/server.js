@@ -29,6 +29,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { cspHeader, newNonce } from './sites/lib/csp.js';
 import { driftChunks, MOVED_PREFIX, unmovedPath } from './sites/lib/drift.js';
 import { agentReply } from './agent-model.js';
+import { parseMultipart, sha256, UPLOAD_DELAY_MS } from './sites/lib/upload.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const SITES_DIR = join(here, 'sites');
@@ -89,6 +90,15 @@ export function siteHosts(def) {
   return [...new Set([...(def.hosts || []), ...variantHosts, ...(def.apiHosts || []), ...(def.endpoint?.hosts || [])])];
 }
 
+function readBytes(req) {
+  return new Promise((resolve, reject) => {
+    const parts = [];
+    req.on('data', (c) => parts.push(c));
+    req.on('end', () => resolve(Buffer.concat(parts)));
+    req.on('error', reject);
+  });
+}
+
 function readBody(req) {
   return new Promise((resolve, reject) => {
     const parts = [];
@@ -140,6 +150,10 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
   const received = new Map(); // site name → request bodies
   const sockets = new Set();
   const holds = new Map();    // hold name → {reached, release}: a reply paused mid-stream
+  const uploads = new Map();  // site name → files the site's upload requests carried
+  const uploadOutcomes = new Map(); // site name → queued outcomes for the next uploads ({status, message})
+  const kept = new Map();     // site name → the upload routes' own state (ids handed out, …)
+  let uploadSeq = 0;
 
   /** A reply with `hold: NAME` stops after half its chunks until `release(NAME)`. */
   const hold = (name) => {
@@ -197,11 +211,45 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
     res.end();
   }
 
+  /** One of the site's upload routes (`def.upload.api`), or null. */
+  const uploadRoute = (def, method, pathname) => def.upload?.api?.find((r) => r.method === method && r.path.test(pathname)) || null;
+
+  async function uploadReply(def, route, req, res, url) {
+    const body = await readBytes(req);
+    if (!kept.has(def.name)) kept.set(def.name, new Map());
+    const store = kept.get(def.name);
+    let delay = false;
+    const ctx = {
+      method: req.method, path: url.pathname, query: url.searchParams, headers: req.headers, body,
+      json: () => JSON.parse(body.toString('utf8') || 'null'),
+      multipart: () => parseMultipart(body, req.headers['content-type']),
+      id: () => `${def.name}-file-${++uploadSeq}`,
+      keep: (k, v) => store.set(k, v),
+      kept: (k) => store.get(k),
+      take: ({ id, name, type, bytes }) => {
+        delay = true;
+        const outcome = uploadOutcomes.get(def.name)?.shift() || null;
+        if (!outcome) {
+          if (!uploads.has(def.name)) uploads.set(def.name, []);
+          uploads.get(def.name).push({ id, name, type, size: bytes.length, sha256: sha256(bytes), path: url.pathname });
+        }
+        return outcome;
+      },
+    };
+    const out = route.handle(ctx) || {};
+    if (delay) await new Promise((r) => setTimeout(r, UPLOAD_DELAY_MS));
+    res.writeHead(out.status || 200, { 'content-type': 'application/json', ...corsHeaders(req) });
+    res.end(out.json === undefined ? '' : JSON.stringify(out.json));
+  }
+
   async function control(req, res, url) {
     if (req.method === 'POST' && url.pathname === '/__mock/next') {
       const reply = JSON.parse(await readBody(req));
       next(reply.site, reply);
       res.writeHead(204).end();
+    } else if (url.pathname === '/__mock/uploads') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(uploads.get(url.searchParams.get('site')) || []));
     } else if (url.pathname === '/__mock/requests') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(received.get(url.searchParams.get('site')) || []));
@@ -220,6 +268,8 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
       if (!def) { res.writeHead(404, { 'content-type': 'text/plain' }).end(`no mock site for host ${host}`); return; }
       if (req.method === 'OPTIONS') { res.writeHead(204, corsHeaders(req)).end(); return; }
       if (endpointMatches(def, req.method, req.url)) return await streamReply(def, req, res);
+      const route = uploadRoute(def, req.method, url.pathname);
+      if (route) return await uploadReply(def, route, req, res, url);
       if (req.method === 'GET' && (url.pathname === '/' || !url.pathname.includes('.') || url.pathname.endsWith('.html'))) {
         if (url.pathname === '/favicon.ico') { res.writeHead(404).end(); return; }
         const { headers, nonce } = pageHeaders(def, csp);
@@ -246,6 +296,13 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
     hosts: [...byHost.keys()],
     next,
     requests: (site) => received.get(site) || [],
+    /** The files `site`'s upload requests carried: {id, name, type, size, sha256, path}. */
+    uploads: (site) => uploads.get(site) || [],
+    /** The next upload to `site` fails as the site's server refuses it: `{status, message}`. */
+    nextUpload: (site, outcome) => {
+      if (!uploadOutcomes.has(site)) uploadOutcomes.set(site, []);
+      uploadOutcomes.get(site).push(outcome);
+    },
     /** Resolves once a reply queued with `hold: name` is paused mid-stream. */
     held: (name) => hold(name).reached,
     /** Lets the reply paused as `name` finish. */

@@ -5,6 +5,7 @@
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { chatglm as upload } from './uploads.js';
 import { cumulative, hostileSse, prepare, sseEvent } from './lib/wire.js';
 
 const variants = ['default', 'thinking', 'cumulative', 'cumulative-done', 'intervene'];
@@ -67,13 +68,16 @@ function page(opts) {
         body: JSON.stringify({ assistant_id: '65940acff94777010aa6b796', conversation_id: '', project_id: '', chat_type: 'user_chat',
           meta_data: { cogview: { rm_label_watermark: false }, is_test: false, input_question_type: 'xxxx', channel: '', draft_id: '', chat_mode: 'zero',
             is_networking: false, quote_log_id: '', platform: 'pc' },
-          messages: [{ role: 'user', content: [{ type: 'text', text: prompt }] }] }) };
+          messages: [{ role: 'user', content: [{ type: 'text', text: prompt }].concat((ctx.files || []).map(function (f) { return { type: /^image\\//.test(f.type) ? 'image' : 'file', file_id: f.id }; })) }] }) };
     }`,
+    upload,
   }, opts);
 }
 
 export default {
   name: 'chatglm',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['chatglm.cn'],
   page,
   // CSP: chatglm.cn: no published policy (shared/reference/site-runtime.md §1b) —

@@ -4,6 +4,7 @@
 
 import { NONCE } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { chatgpt as upload } from './uploads.js';
 import { cumulative, hostileSse, prepare, spacedJson, sseEvent } from './lib/wire.js';
 
 const variants = ['default', 'thoughts', 'tool-call', 'legacy', 'error'];
@@ -106,16 +107,19 @@ function page(opts) {
       return { url: '/backend-api/f/conversation', method: 'POST',
         headers: { 'accept': 'text/event-stream', 'content-type': 'application/json', 'authorization': 'Bearer mock', 'openai-sentinel-chat-requirements-token': 'mock' },
         body: JSON.stringify({ action: 'next', messages: [{ id: ctx.uuid(), author: { role: 'user' }, content: { content_type: 'text', parts: [prompt] },
-          metadata: { serialization_metadata: { custom_symbol_offsets: [] } }, create_time: ctx.now / 1000 }], parent_message_id: 'client-created-root',
+          metadata: { serialization_metadata: { custom_symbol_offsets: [] }, attachments: (ctx.files || []).map(function (f) { return { id: f.id, name: f.name, size: f.size, mime_type: f.type }; }) }, create_time: ctx.now / 1000 }], parent_message_id: 'client-created-root',
           model: 'auto', timezone_offset_min: -480, timezone: 'Asia/Shanghai', conversation_mode: { kind: 'primary_assistant' }, enable_message_followups: true,
           system_hints: [], supports_buffering: true, supported_encodings: ['v1'], client_contextual_info: { is_dark_mode: false, time_since_loaded: 120,
           page_height: 578, page_width: 1850, pixel_ratio: 1, screen_height: 1080, screen_width: 1920 }, paragen_cot_summary_display_override: 'allow' }) };
     }`,
+    upload,
   }, opts);
 }
 
 export default {
   name: 'chatgpt',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['chatgpt.com', 'chat.openai.com'],
   page,
   // CSP as quoted from chatgpt.com (shared/reference/site-runtime.md §1b). Scripts: "script-src-elem 'nonce-…'

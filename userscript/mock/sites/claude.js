@@ -4,6 +4,7 @@
 
 import { NONCE } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { claude as upload } from './uploads.js';
 import { hostileSse, prepare, sseEvent } from './lib/wire.js';
 
 const variants = ['default', 'thinking', 'tool-use', 'legacy-completion', 'error-overloaded'];
@@ -119,14 +120,17 @@ function page(opts) {
         body: JSON.stringify({ prompt: prompt, timezone: 'Asia/Shanghai', personalized_styles: [{ type: 'default', key: 'Default', name: 'Normal',
           nameKey: 'normal_style_name', prompt: 'Normal\\n', summary: 'Default responses from Claude', summaryKey: 'normal_style_summary', isDefault: true }],
           locale: 'en-US', model: 'claude-haiku-4-5-20251001', tools: [], rendering_mode: 'messages', parent_message_uuid: ctx.uuid(),
-          turn_message_uuids: { human_message_uuid: ctx.uuid(), assistant_message_uuid: ctx.uuid() }, attachments: [], files: [], sync_sources: [] })
+          turn_message_uuids: { human_message_uuid: ctx.uuid(), assistant_message_uuid: ctx.uuid() }, attachments: [], files: (ctx.files || []).map(function (f) { return f.id; }), sync_sources: [] })
       };
     }`,
+    upload,
   }, opts);
 }
 
 export default {
   name: 'claude',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['claude.ai'],
   page,
   // CSP of claude.ai (shared/reference/site-runtime.md §1b): inline script needs a nonce or hash ("Either the

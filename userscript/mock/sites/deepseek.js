@@ -6,6 +6,7 @@
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { deepseek as upload } from './uploads.js';
 import { hostileSse, prepare, spacedJson, sseEvent } from './lib/wire.js';
 
 const variants = ['default', 'thinking', 'spaced-2025', 'stopped', 'error-hint', 'content-filter'];
@@ -108,14 +109,17 @@ function page(opts) {
         method: 'POST',
         headers: { 'Content-Type': 'application/json', 'Authorization': 'Bearer mock-token', 'X-Ds-Pow-Response': 'bW9jaw==' },
         body: JSON.stringify({ chat_session_id: 'd213f7b1-0aa7-47a2-a6cf-3b4910a66b3a', parent_message_id: ctx.turn > 1 ? (ctx.turn - 1) * 2 : null,
-          prompt: prompt, ref_file_ids: [], thinking_enabled: false, search_enabled: false, client_stream_id: '20251122-' + ctx.uuid().replace(/-/g, '').slice(0, 16) })
+          prompt: prompt, ref_file_ids: (ctx.files || []).map(function (f) { return f.id; }), thinking_enabled: false, search_enabled: false, client_stream_id: '20251122-' + ctx.uuid().replace(/-/g, '').slice(0, 16) })
       };
     }`,
+    upload,
   }, opts);
 }
 
 export default {
   name: 'deepseek',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['chat.deepseek.com'],
   page,
   // CSP: chat.deepseek.com: only a Report-Only policy (`script-src 'none'`) is on record (DenysMb/ChatAI-Plasmoid#29,

@@ -4,6 +4,7 @@
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { doubao as upload } from './uploads.js';
 import { hostileSse, prepare, sseEvent } from './lib/wire.js';
 
 const currentVariants = ['default', 'chunk-delta', 'tts-only', 'deep-think', 'stream-error'];
@@ -123,7 +124,7 @@ function page(opts) {
       var q = 'aid=497858&device_id=7468&device_platform=web&language=zh&pc_version=2.46.1&pkg_type=release_version&real_aid=497858&region=CN&samantha_web=1&sys_region=CN&use-olympus-account=1&version_code=20800&web_id=7468&msToken=mock&a_bogus=mock';
       if (location.search.indexOf('samantha') >= 0) {
         return { url: '/samantha/chat/completion?' + q, method: 'POST', headers: { 'Content-Type': 'application/json', 'Agw-Js-Conv': 'str' },
-          body: JSON.stringify({ messages: [{ content: JSON.stringify({ text: prompt }), content_type: 2001, attachments: [], references: [] }],
+          body: JSON.stringify({ messages: [{ content: JSON.stringify({ text: prompt }), content_type: 2001, attachments: (ctx.files || []).map(function (f) { return { type: /^image\\//.test(f.type) ? 'image' : 'file', name: f.name, key: f.id }; }), references: [] }],
             completion_option: { is_regen: false, with_suggest: true, need_create_conversation: true, launch_stage: 1, is_replace: false, is_delete: false,
               message_from: 0, use_deep_think: false, use_auto_cot: false, resend_for_regen: false, enable_commerce_credit: false, event_id: '0' },
             evaluate_option: { web_ab_params: '' }, conversation_id: '0', local_conversation_id: 'local_' + ctx.now, local_message_id: ctx.uuid() }) };
@@ -138,6 +139,7 @@ function page(opts) {
             no_replace_for_regen: false, message_from: 0, shared_app_name: '', sse_recv_event_options: { support_chunk_delta: true } },
           ext: { use_deep_think: '0', commerce_credit_config_enable: '0', sub_conv_firstmet_type: '0' } }) };
     }`,
+    upload,
   }, opts);
 }
 
@@ -147,6 +149,8 @@ meta.samantha = { contentType: 'text/event-stream', hosts: ['www.doubao.com'], p
 
 export default {
   name: 'doubao',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['www.doubao.com'],
   page,
   // CSP: www.doubao.com: no published policy (shared/reference/site-runtime.md §1b) —

@@ -4,6 +4,7 @@
 
 import { NONCE } from './lib/csp.js';
 import { PAGE_TT_POLICY, renderPage } from './lib/page.js';
+import { gemini as upload } from './uploads.js';
 import { cumulative, hostileChunks, prepare, utf8 } from './lib/wire.js';
 
 const variants = ['default', 'thinking', 'eof-only', 'error-1037'];
@@ -58,10 +59,12 @@ function page(opts) {
     body: `<chat-app id="app-root">
   <div class="conversation-container mock-messages" id="chat-history"></div>
   <input-area-v2 class="input-area" style="position:fixed;left:0;right:0;bottom:16px;max-width:760px;margin:auto;border:1px solid #ddd;border-radius:28px;padding:12px;display:block">
+    <div xapfileselectordropzone class="xap-uploader-dropzone" style="display:block">
     <rich-textarea class="text-input-field_textarea" style="display:block">
       <div class="ql-editor ql-blank textarea new-input-ui" data-gramm="false" contenteditable="true" role="textbox" aria-multiline="true"
         aria-label="Enter a prompt here" data-placeholder="Ask Gemini"></div>
     </rich-textarea>
+    </div>
     <div class="trailing-actions-wrapper" style="display:flex;justify-content:flex-end">
       <button mat-icon-button class="mat-mdc-icon-button send-button submit" aria-label="Send message" mattooltip="Submit" type="button">➤</button>
     </div>
@@ -72,18 +75,22 @@ function page(opts) {
     messages: '#chat-history',
     transport: 'xhr',
     request: `function (prompt, ctx) {
-      var inner = [[prompt, 0, null, null, null, null, 0], ['en'], ['', '', '', null, null, null, null, null, null, '']];
+      var attached = (ctx.files || []).map(function (f) { return [[f.id, 1], f.name]; });
+      var inner = [[prompt, 0, null, attached.length ? attached : null, null, null, 0], ['en'], ['', '', '', null, null, null, null, null, null, '']];
       while (inner.length < 97) inner.push(null);
       var freq = JSON.stringify([null, JSON.stringify(inner)]);
       return { url: '/_/BardChatUi/data/assistant.lamda.BardFrontendService/StreamGenerate?bl=boq_assistant-bard-web-server_20251118.06_p0&f.sid=-1234567890&hl=en&_reqid=' + (100000 + ctx.turn) + '&rt=c',
         method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded;charset=UTF-8', 'X-Same-Domain': '1' },
         body: 'f.req=' + encodeURIComponent(freq) + '&at=' + encodeURIComponent('AJvLN6M:mock') + '&' };
     }`,
+    upload,
   }, opts);
 }
 
 export default {
   name: 'gemini',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['gemini.google.com'],
   page,
   // CSP of gemini.google.com (shared/reference/site-runtime.md §1b): Trusted Types enforced ("This document

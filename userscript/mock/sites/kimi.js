@@ -5,6 +5,7 @@
 import { encodeConnectFrame } from '../../src/adapters/lib/connect.js';
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { kimi as upload } from './uploads.js';
 import { concatBytes, hostileChunks, hostileSse, prepare, sseEvent } from './lib/wire.js';
 
 const connectVariants = ['default', 'connect-thinking', 'connect-error'];
@@ -96,7 +97,7 @@ function page(opts) {
           url: '/api/chat/cljdett0tc12f8jcpc6g/completion/stream',
           method: 'POST',
           headers: { 'Content-Type': 'application/json', 'Authorization': 'Bearer mock-token' },
-          body: JSON.stringify({ kimiplus_id: 'kimi', messages: [{ role: 'user', content: prompt }], refs: [], refs_file: [],
+          body: JSON.stringify({ kimiplus_id: 'kimi', messages: [{ role: 'user', content: prompt }], refs: (ctx.files || []).map(function (f) { return f.id; }), refs_file: [],
             use_math: false, use_research: false, use_search: false, extend: { sidebar: true } })
         };
       }
@@ -113,6 +114,7 @@ function page(opts) {
         body: frame
       };
     }`,
+    upload,
   }, opts);
 }
 
@@ -126,6 +128,8 @@ for (const v of legacyVariants) {
 
 export default {
   name: 'kimi',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['www.kimi.com', 'kimi.com', 'kimi.moonshot.cn'],
   page,
   // CSP: www.kimi.com / kimi.moonshot.cn: no published policy (shared/reference/site-runtime.md §1b) —

@@ -6,6 +6,7 @@
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { qianwen as upload } from './uploads.js';
 import { cumulative, hostileSse, prepare, sseEvent } from './lib/wire.js';
 
 const cnVariants = ['default', 'cn-deep-think', 'cn-complete-event', 'cn-error'];
@@ -125,7 +126,7 @@ function page(opts) {
       if (ctx.host === 'chat.qwen.ai') {
         return { url: '/api/v2/chat/completions?chat_id=c1', method: 'POST', headers: { 'Content-Type': 'application/json', 'Authorization': 'Bearer mock', 'source': 'web' },
           body: JSON.stringify({ stream: true, version: '2.1', incremental_output: true, chat_id: 'c1', chat_mode: 'normal', model: 'qwen3-max', parent_id: null,
-            messages: [{ fid: ctx.uuid(), parentId: null, childrenIds: [], role: 'user', content: prompt, user_action: 'chat', files: [], timestamp: Math.floor(ctx.now / 1000),
+            messages: [{ fid: ctx.uuid(), parentId: null, childrenIds: [], role: 'user', content: prompt, user_action: 'chat', files: (ctx.files || []).map(function (f) { return { type: /^image\\//.test(f.type) ? 'image' : 'file', id: f.id, name: f.name }; }), timestamp: Math.floor(ctx.now / 1000),
               models: ['qwen3-max'], chat_type: 't2t', feature_config: { thinking_enabled: false, output_schema: 'phase', thinking_budget: 81920 },
               extra: { meta: { subChatType: 't2t' } }, sub_chat_type: 't2t' }], timestamp: Math.floor(ctx.now / 1000) }) };
       }
@@ -141,6 +142,7 @@ function page(opts) {
           topic_id: '29e8d4897d444ddcb20c8a88ff2b026a', parent_req_id: '0', scene_param: 'first_turn', chat_client: 'h5', client_tm: String(ctx.now),
           protocol_version: 'v2', biz_id: 'ai_qwen' }) };
     }`,
+    upload,
   }, opts);
 }
 
@@ -151,6 +153,8 @@ meta['legacy-tongyi'] = { contentType: 'text/event-stream;charset=UTF-8', hosts:
 
 export default {
   name: 'qianwen',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['tongyi.aliyun.com', 'www.qianwen.com', 'chat.qwen.ai'],
   page,
   // CSP: www.qianwen.com / tongyi.aliyun.com / chat.qwen.ai: no published policy (shared/reference/site-runtime.md §1b) —

@@ -6,6 +6,7 @@
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { xinghuo as upload } from './uploads.js';
 import { hostileSse, prepare, utf8 } from './lib/wire.js';
 
 const variants = ['default', 'thinking', 'tool', 'error', 'gee-error'];
@@ -68,17 +69,21 @@ function page(opts) {
       form.append('isBot', '0');
       form.append('clientType', '1');
       form.append('text', prompt);
+      (ctx.files || []).forEach(function (f) { form.append('fileUrl', f.id); });
       form.append('chatId', '985818485');
       form.append('GtToken', 'RzAwAGPhPKm-mock-gee-token');
       return { url: '/iflygpt-chat/u/chat_message/chat', method: 'POST',
         headers: { 'Accept': 'text/event-stream', 'Botweb': '0', 'Challenge': 'undefined', 'Seccode': '', 'Validate': 'undefined' },
         body: form };
     }`,
+    upload,
   }, opts);
 }
 
 export default {
   name: 'xinghuo',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: HOSTS,
   page,
   // CSP: xinghuo.xfyun.cn: no published policy on record (docs/sites/xinghuo.md) — so the strict stand-in:

@@ -6,6 +6,7 @@
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { yiyan as upload } from './uploads.js';
 import { hostileSse, prepare, sseEvent } from './lib/wire.js';
 
 const variants = ['default', 'thinking', 'error-code'];
@@ -63,15 +64,18 @@ function page(opts) {
     request: `function (prompt, ctx) {
       return { url: '/eb/chat/conversation/v2', method: 'POST',
         headers: { 'Content-Type': 'application/json', 'Accept': 'text/event-stream,application/json, text/event-stream', 'Acs-Token': 'mock-acs-token' },
-        body: JSON.stringify({ code: 0, deviceType: 'pc', file_ids: [], jt: '', model: 'EB45T', msg: '', newAppSessionId: '',
+        body: JSON.stringify({ code: 0, deviceType: 'pc', file_ids: (ctx.files || []).map(function (f) { return f.id; }), jt: '', model: 'EB45T', msg: '', newAppSessionId: '',
           parentChatId: ctx.turn > 1 ? String(ctx.turn * 2) : '0', pluginInfo: [], plugins: [], sessionId: '', sessionName: prompt.slice(0, 20),
           sign: 'mock-acs-token', text: prompt, timestamp: ctx.now, type: 10, isNewYiyan: true }) };
     }`,
+    upload,
   }, opts);
 }
 
 export default {
   name: 'yiyan',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: HOSTS,
   page,
   // CSP: yiyan.baidu.com: no published policy on record (docs/sites/yiyan.md) — so the strict stand-in:

@@ -4,6 +4,7 @@
 
 import { strictCsp } from './lib/csp.js';
 import { renderPage } from './lib/page.js';
+import { yuanbao as upload } from './uploads.js';
 import { hostileSse, prepare, sseEvent } from './lib/wire.js';
 
 const variants = ['default', 'deep-think', 'reasoner-legacy', 'error'];
@@ -69,17 +70,20 @@ function page(opts) {
         body: JSON.stringify({ model: 'gpt_175B_0404', prompt: prompt, plugin: 'Adaptive', displayPrompt: prompt, displayPromptType: 1,
           agentId: 'naQivTmsDa', isTemporary: false, projectId: '', chatModelId: 'hunyuan_gpt_175B_0404',
           supportFunctions: ['openAutoSearchSwitch', 'autoInternetSearch'], docOpenid: '',
-          options: { imageIntention: { needIntentionModel: true, backendUpdateFlag: 2, intentionStatus: true } }, multimedia: [], supportHint: 1,
+          options: { imageIntention: { needIntentionModel: true, backendUpdateFlag: 2, intentionStatus: true } }, multimedia: (ctx.files || []).map(function (f) { return { type: /^image\\//.test(f.type) ? 'image' : 'doc', fileName: f.name, resourceId: f.id }; }), supportHint: 1,
           chatModelExtInfo: JSON.stringify({ modelId: 'hunyuan_gpt_175B_0404', subModelId: '', supportFunctions: { internetSearch: '' }, internetSearch: 'autoInternetSearch' }),
           applicationIdList: [], chatSource: 'prompt', version: 'v2', extReportParams: null, isAtomInput: false,
           conversationId: '6b1c7f0e-0d4e-4a3f-9c2b-8e5d7a1f3c20', offsetOfHour: 8, offsetOfMinute: 0 })
       };
     }`,
+    upload,
   }, opts);
 }
 
 export default {
   name: 'yuanbao',
+  // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
+  upload,
   hosts: ['yuanbao.tencent.com'],
   page,
   // CSP: yuanbao.tencent.com: no published policy (shared/reference/site-runtime.md §1b) —

@@ -9,6 +9,7 @@
 import { parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['chatglm.cn'];
 const FIELDS = { text: 'text', think: 'think' };
@@ -105,6 +106,17 @@ export default {
     selectors: ['.input-box-inner textarea', 'textarea.scroll-display-none', 'textarea[placeholder*="清言"]', 'div.input-wrap textarea'],
     kind: 'textarea',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/chatglm.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 100 * MB,
+    maxFiles: 10,
+    input: ['input.upload-file-input'],
+    chip: ['.file-item'],
+    busy: ['.file-item-loading'],
+    error: ['.file-item-error'],
+  }),
   send: {
     selectors: ['.input-box-inner .enter', '.enter_icon', 'div.enter', 'button[aria-label="发送"]'],
     key: 'Enter',

@@ -8,6 +8,7 @@ import { createPatchState } from './lib/patch.js';
 import { dig, parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['chatgpt.com', 'chat.openai.com'];
 
@@ -159,6 +160,17 @@ export default {
     selectors: ['#prompt-textarea[contenteditable="true"]', 'div.ProseMirror#prompt-textarea', 'textarea#prompt-textarea', 'div[contenteditable="true"].ProseMirror'],
     kind: 'contenteditable',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/chatgpt.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [],
+    maxBytes: 512 * MB,
+    maxFiles: 10,
+    input: ['input#upload-files', 'input[type="file"][multiple]'],
+    chip: ['.composer-attachment', '[data-testid="file-attachment"]'],
+    busy: ['.composer-attachment-loading'],
+    error: ['.composer-attachment-error'],
+  }),
   send: {
     selectors: ['button[data-testid="send-button"]', '#composer-submit-button', 'button[aria-label="Send prompt"]', 'button[aria-label="发送提示"]'],
     key: 'Enter',

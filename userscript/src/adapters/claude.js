@@ -4,6 +4,7 @@
 import { parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['claude.ai'];
 
@@ -82,6 +83,17 @@ export default {
     ],
     kind: 'contenteditable',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/claude.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 30 * MB,
+    maxFiles: 20,
+    input: ['input[data-testid="file-upload"]'],
+    chip: ['.attachment-thumbnail', '[data-testid="file-thumbnail"]'],
+    busy: ['.attachment-uploading'],
+    error: ['.attachment-error'],
+  }),
   send: {
     selectors: ['button[aria-label="Send message"]', 'button[aria-label="Send Message"]', 'button[aria-label="发送消息"]'],
     key: 'Enter',

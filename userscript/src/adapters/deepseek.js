@@ -10,6 +10,7 @@ import { createPatchState } from './lib/patch.js';
 import { dig, parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['chat.deepseek.com'];
 export const CONTENT_FILTERED = 'DeepSeek withdrew the reply (content filter) / DeepSeek 撤回了回复（内容过滤）';
@@ -157,6 +158,17 @@ export default {
     selectors: ['textarea#chat-input', 'textarea[placeholder*="DeepSeek"]', 'textarea[placeholder*="发送消息"]'],
     kind: 'textarea',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/deepseek.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 100 * MB,
+    maxFiles: 50,
+    input: ['input.ds-upload-input'],
+    chip: ['.ds-file-card'],
+    busy: ['.ds-file-card__loading'],
+    error: ['.ds-file-card--error'],
+  }),
   send: {
     selectors: [
       'div[role="button"]._7436101',

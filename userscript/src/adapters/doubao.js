@@ -10,6 +10,7 @@
 import { dig, parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['www.doubao.com', 'doubao.com'];
 const TEXT_BLOCK = 10000;
@@ -184,6 +185,17 @@ export default {
     selectors: ['textarea[data-testid="chat_input_input"]', 'textarea.semi-input-textarea', 'div[data-testid="chat_input"] textarea'],
     kind: 'textarea',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/doubao.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 50 * MB,
+    maxFiles: 50,
+    input: ['input[data-testid="upload_file_input"]'],
+    chip: ['.file-card-wrapper'],
+    busy: ['.file-card-loading'],
+    error: ['.file-card-error'],
+  }),
   send: {
     selectors: ['button[data-testid="chat_input_send_button"]', '#flow-end-msg-send', 'button[aria-label="发送"]'],
     key: 'Enter',

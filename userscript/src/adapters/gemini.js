@@ -10,6 +10,7 @@ import { createOutput, dig, finishAtEof, INCOMPLETE, parseJson } from './lib/str
 import { makeTrouble } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
 import { createUtf8Decoder, toBytes } from './lib/utf8.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['gemini.google.com'];
 
@@ -118,6 +119,17 @@ export default {
     selectors: ['rich-textarea .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"][role="textbox"]', 'div[contenteditable="true"][aria-label*="prompt"]'],
     kind: 'contenteditable',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/gemini.md).
+  upload: uploadTable({
+    how: ['drop', 'paste'],
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 100 * MB,
+    maxFiles: 10,
+    target: ['div[xapfileselectordropzone]'],
+    chip: ['.xap-filed-upload-preview', '.file-preview-chip'],
+    busy: ['.file-preview-chip-loading'],
+    error: ['.file-upload-error'],
+  }),
   send: {
     selectors: ['button.send-button', 'button[aria-label="Send message"]', 'button[aria-label="发送"]', 'button[mattooltip="Submit"]'],
     key: 'Enter',

@@ -8,6 +8,7 @@ import { createOutput, dig, finishAtEof, INCOMPLETE, parseJson, sseParser } from
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
 import { toBytes } from './lib/utf8.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['www.kimi.com', 'kimi.com', 'kimi.moonshot.cn'];
 
@@ -171,6 +172,17 @@ export default {
     ],
     kind: 'contenteditable',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/kimi.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 100 * MB,
+    maxFiles: 50,
+    input: ['input.hidden-input'],
+    chip: ['.attachment-item'],
+    busy: ['.attachment-item-loading'],
+    error: ['.attachment-item-error'],
+  }),
   send: {
     selectors: ['.send-button-container:not(.disabled) .send-button', '.send-button', '#send-button', 'button[data-testid="msh-chatinput-send-button"]'],
     key: 'Enter',

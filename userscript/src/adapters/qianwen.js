@@ -14,6 +14,7 @@ import { createSnapshotDiffer } from './lib/snapshot.js';
 import { dig, parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['tongyi.aliyun.com', 'www.tongyi.com', 'www.qianwen.com', 'qianwen.com', 'chat.qwen.ai'];
 const endpointHosts = [...hosts, 'chat2.qianwen.com', 'qianwen.biz.aliyun.com'];
@@ -164,6 +165,17 @@ export default {
     selectors: ['textarea#chat-input', 'textarea[placeholder*="千问"]', 'textarea.ant-input', 'div[contenteditable="true"][role="textbox"]'],
     kind: 'textarea',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/qianwen.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 100 * MB,
+    maxFiles: 10,
+    input: ['input#filesUpload'],
+    chip: ['div.prompt-input-file-list .fileitem-file'],
+    busy: ['.fileitem-loading'],
+    error: ['.fileitem-error'],
+  }),
   send: {
     selectors: ['button#send-message-button', 'button[aria-label="发送"]', 'div[class*="operateBtn"]', 'button[class*="send"]'],
     key: 'Enter',

@@ -8,6 +8,7 @@
 import { parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['xinghuo.xfyun.cn'];
 const THINK_MARK = '<deep_x1>';
@@ -126,6 +127,17 @@ export default {
     selectors: ['div[class*="chat_textAreaWrapper"] textarea', 'textarea[placeholder*="输入您要提问"]', 'div[class*="chat_inputArea"] textarea'],
     kind: 'textarea',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/xinghuo.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 20 * MB,
+    maxFiles: 10,
+    input: ['input.upload-input'],
+    chip: ['.file-card'],
+    busy: ['.file-card-uploading'],
+    error: ['.file-card-failed'],
+  }),
   send: {
     selectors: ['div[class*="chat_send__"]', 'div[class*="chat_inputArea"] div[class*="send"]'],
     key: 'Enter',

@@ -8,6 +8,7 @@
 import { parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['yiyan.baidu.com', 'ernie.baidu.com'];
 
@@ -57,6 +58,17 @@ export default {
     selectors: ['#dialogue-input', 'textarea[placeholder*="输入问题"]', 'div[contenteditable="true"][class*="editor"]'],
     kind: 'textarea',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/yiyan.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 50 * MB,
+    maxFiles: 10,
+    input: ['input.dialogue-upload-input'],
+    chip: ['.upload-file-item'],
+    busy: ['.upload-file-item-loading'],
+    error: ['.upload-file-item-error'],
+  }),
   send: {
     selectors: ['#sendBtn', 'span[class*="sendInner"]', 'div[class*="sendBtn"]', 'button[aria-label="发送"]'],
     key: 'Enter',

@@ -4,6 +4,7 @@
 import { parseJson, sseParser } from './lib/stream.js';
 import { makeTrouble, REASONS } from './lib/trouble.js';
 import { endpointMatcher } from './lib/url.js';
+import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 
 const hosts = ['yuanbao.tencent.com'];
 
@@ -59,6 +60,17 @@ export default {
     selectors: ['.chat-input-editor .ql-editor[contenteditable="true"]', 'div.ql-editor[contenteditable="true"]', '#search-bar [contenteditable="true"]'],
     kind: 'contenteditable',
   },
+  // What the composer takes and how (src/core/attach.js; facts and sources: docs/sites/yuanbao.md).
+  upload: uploadTable({
+    how: 'input',
+    accept: [...IMAGES, ...DOCS],
+    maxBytes: 100 * MB,
+    maxFiles: 50,
+    input: ['input.hyc-upload-input'],
+    chip: ['.hyc-file-item'],
+    busy: ['.hyc-file-item__loading'],
+    error: ['.hyc-file-item--fail'],
+  }),
   send: {
     selectors: ['a#yuanbao-send-btn', '#yuanbao-send-btn', 'a[class*="send-btn"]', 'button[class*="send-btn"]'],
     key: 'Enter',

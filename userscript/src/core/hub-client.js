@@ -126,6 +126,41 @@ export class HubClient {
     if (this.connected) this.flush();
   }
 
+  /**
+   * One of this tab's task attachments from the hub (`GET /files/ID`), through the manager's own
+   * request function as bytes (`responseType: 'arraybuffer'`): the token and the client id go in
+   * its headers, never into the page. Resolves with what the manager gave as the response
+   * (ArrayBuffer, Blob, …; attach.js `bytesOf`); rejects on anything but 200.
+   */
+  fetchFile(id, { timeoutMs = 120_000 } = {}) {
+    const request = this.o.gmRequest;
+    if (!request) return Promise.reject(new Error('the userscript manager gives no GM_xmlhttpRequest / 脚本管理器未提供 GM_xmlhttpRequest'));
+    const base = this.transport?.hubUrl || this.o.hubUrl;
+    const clientId = this.status.clientId || this.o.identity?.clientId;
+    const headers = { Authorization: `Bearer ${this.o.helloFields().token}` };
+    if (clientId) headers['X-AIcard-Client'] = clientId;
+    return new Promise((resolve, reject) => {
+      const fail = (why) => reject(new Error(`GET /files/${id}: ${why}`));
+      try {
+        request({
+          method: 'GET',
+          url: `${base}/files/${encodeURIComponent(id)}`,
+          headers,
+          responseType: 'arraybuffer',
+          timeout: timeoutMs,
+          onload: (res) => {
+            if (res.status !== 200) fail(`HTTP ${res.status}${res.status === 404 ? ' (unknown to the hub or not this tab\'s task)' : ''}`);
+            else resolve(res.response ?? null);
+          },
+          onerror: () => fail('hub unreachable'),
+          ontimeout: () => fail('timed out'),
+        });
+      } catch (err) {
+        fail(err.message);
+      }
+    });
+  }
+
   flush() {
     while (this.queue.length && this.connected) {
       if (!this.transport.send(this.queue[0])) return;

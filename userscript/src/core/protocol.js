@@ -8,9 +8,10 @@ export const PROTOCOL_VERSION = 1;
 
 /**
  * Task states a tab reports in `task_update` (docs/protocol.md); `held`: it waits to type because the
- * person is typing in the box (`deliveryHeld`).
+ * person is typing in the box (`deliveryHeld`); `attaching`: it puts the task's files into the
+ * composer (`attaching`, with `done` of `of`).
  */
-export const TASK_STATES = Object.freeze(['accepted', 'sent', 'streaming', 'done', 'failed', 'held']);
+export const TASK_STATES = Object.freeze(['accepted', 'attaching', 'sent', 'streaming', 'done', 'failed', 'held']);
 
 /** Frame types the hub may send to a tab (docs/protocol.md "Hub → client"). */
 export const HUB_FRAME_TYPES = Object.freeze([
@@ -66,13 +67,22 @@ export function userInput(text) {
 }
 
 /** `task_update.trouble` kinds (docs/flows.md). */
-export const TROUBLES = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss', 'content_filter']);
+export const TROUBLES = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss', 'content_filter', 'attachment_refused']);
 
 /** `task_update` — progress of a hub task in this tab; `trouble` says why the site refused. */
 export function taskUpdate(taskId, state, error, trouble) {
   if (!TASK_STATES.includes(state)) throw new Error(`unknown task state: ${state}`);
   if (trouble !== undefined && !TROUBLES.includes(trouble)) throw new Error(`unknown trouble: ${trouble}`);
   return withOptional({ type: 'task_update', task_id: taskId, state }, { error, trouble });
+}
+
+/**
+ * `task_update {task_id, state: "attaching", done, of}` — the tab puts the task's files into the
+ * composer: `done` of the `of` files have finished uploading on the site (sent at 0 and after each).
+ */
+export function attaching(taskId, done, of) {
+  if (!taskId) throw new Error('attaching needs the task_id');
+  return { type: 'task_update', task_id: taskId, state: 'attaching', done, of };
 }
 
 /**

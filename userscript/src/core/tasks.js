@@ -13,7 +13,8 @@
  * person's input. An agent session that the hub pauses or ends drops its deliveries not yet
  * typed.
  */
-import { deliveryHeld, taskUpdate, userInput } from './protocol.js';
+import { attaching, deliveryHeld, taskUpdate, userInput } from './protocol.js';
+import { attachFiles, fetchAttachments } from './attach.js';
 import { troubleKind } from '../adapters/lib/trouble.js';
 import { DomReplyWatcher, PAGE_READ_AFTER_MISS_MS } from './dom-fallback.js';
 import { findInput, findStopButton, insertBlock, pressSend, readInput, setInput, siteShowsStop, waitFor } from './input.js';
@@ -140,7 +141,7 @@ export class TaskRunner {
       else await this.runDelivery(job);
     } catch (err) {
       this.log('error', `job failed: ${err.message}`);
-      if (job.kind === 'task') this.hub.send(taskUpdate(job.task_id, 'failed', err.message));
+      if (job.kind === 'task') this.hub.send(taskUpdate(job.task_id, 'failed', err.message, err.trouble));
     } finally {
       this.current = null;
       this.awaitingTurn = null;
@@ -226,6 +227,7 @@ export class TaskRunner {
     await this.waitIdle(timeoutMs);
     const wait = new TaskWait(this, id, timeoutMs);
     try {
+      await this.attachTaskFiles(task);
       await this.typeAndSend(task.prompt, { taskId: id });
       this.hub.send(taskUpdate(id, 'sent'));
       const result = await wait.arm(deadline);
@@ -234,6 +236,23 @@ export class TaskRunner {
     } finally {
       wait.finish({ ok: false, error: 'abandoned' });
     }
+  }
+
+  /**
+   * The task's files (`attachments`), fetched from the hub and put into the composer as a person
+   * would (attach.js), each upload finished before anything is typed; `attaching` done/of reported
+   * as they go. A file the site refuses throws with `trouble: attachment_refused`: nothing is sent.
+   */
+  async attachTaskFiles(task) {
+    const list = Array.isArray(task.attachments) ? task.attachments : [];
+    if (list.length === 0) return;
+    const id = task.task_id;
+    this.hub.send(attaching(id, 0, list.length));
+    const files = await fetchAttachments(list, (fileId) => this.hub.fetchFile(fileId));
+    await attachFiles({
+      doc: this.doc, adapter: this.adapter, files, timers: this.timers,
+      onDone: (n) => this.hub.send(attaching(id, n, list.length)),
+    });
   }
 
   onCapture(kind, turn, detail) {

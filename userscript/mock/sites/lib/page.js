@@ -9,6 +9,11 @@
 /** The Trusted Types policy name the page runtime may create (a site's `trusted-types` directive lists it). */
 export const PAGE_TT_POLICY = 'mock-page';
 
+/** What the page runtime needs of a site's `upload` (lib/upload.js): not its server routes or its code. */
+function pageFacts({ api, send, ...facts }) {
+  return facts;
+}
+
 /**
  * Render a page. `site` holds: title, lang, css, body (layout HTML containing the composer and a message
  * list), input {selector, kind: react-textarea|prosemirror|quill|lexical}, send {selector}, messages
@@ -23,6 +28,7 @@ export function renderPage(site, { nonce } = {}) {
     send: site.send,
     messages: site.messages,
     transport: site.transport || 'fetch',
+    upload: site.upload ? pageFacts(site.upload) : null,
   };
   return `<!doctype html>
 <html lang="${site.lang || 'zh-CN'}">
@@ -53,9 +59,11 @@ ${site.body}
   var input = document.querySelector(cfg.input.selector);
   var sendButton = document.querySelector(cfg.send.selector);
   var list = document.querySelector(cfg.messages);
+  var uploadFile = ${site.upload ? site.upload.send : 'null'};
   var model = '';
   var busy = false;
   var turn = 0;
+  var uploads = { pending: 0, done: [], list: null }; // cfg.upload: files the composer holds
 
   function uuid() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -200,7 +208,7 @@ ${site.body}
   }
 
   function updateSend() {
-    var enabled = !busy && model.trim() !== '';
+    var enabled = !busy && uploads.pending === 0 && (model.trim() !== '' || uploads.done.length > 0);
     sendButton.setAttribute('aria-disabled', String(!enabled));
     if (sendButton.tagName === 'BUTTON') sendButton.disabled = !enabled;
     document.body.setAttribute('data-streaming', String(busy));
@@ -431,17 +439,118 @@ ${site.body}
       .catch(function () { finish(false); });
   }
 
+  // ---- uploads (cfg.upload): the site's file input with its accept list, drop and paste of files on the
+  // composer, a chip per file with a spinner while the site's own upload requests run, an error chip for a
+  // file the site refuses (its type, size or count, or the upload failing); send waits for every upload.
+  function acceptOk(file) {
+    var list = (cfg.upload.accept || '').split(',').map(function (p) { return p.trim().toLowerCase(); }).filter(Boolean);
+    if (!list.length) return true;
+    var mime = (file.type || '').toLowerCase();
+    var ext = (/\\.[^.]+$/.exec(file.name.toLowerCase()) || [''])[0];
+    return list.some(function (p) {
+      if (p.charAt(0) === '.') return p === ext;
+      if (/\\/\\*$/.test(p)) return mime.indexOf(p.slice(0, -1)) === 0;
+      return p === mime;
+    });
+  }
+  function uploadTarget() {
+    return (cfg.upload.dropZone && document.querySelector(cfg.upload.dropZone)) || input;
+  }
+  function chipsList() {
+    if (uploads.list && uploads.list.isConnected) return uploads.list;
+    var u = cfg.upload;
+    var attrs = {}; Object.keys(u.list || {}).forEach(function (k) { attrs[k] = u.list[k]; });
+    uploads.list = h('div', attrs);
+    uploads.list.style.display = 'flex'; uploads.list.style.gap = '6px'; uploads.list.style.flexWrap = 'wrap';
+    var anchor = input.closest(u.listBefore || '*') || input;
+    anchor.parentNode.insertBefore(uploads.list, anchor);
+    return uploads.list;
+  }
+  function chip(file, cls) {
+    var u = cfg.upload;
+    var el = h('div', { 'class': cls, title: file.name }, [h('span', { 'class': 'mock-file-name' }, file.name)]);
+    el.style.border = '1px solid #ccd'; el.style.borderRadius = '8px'; el.style.padding = '2px 8px'; el.style.fontSize = '12px';
+    chipsList().appendChild(el);
+    return el;
+  }
+  function refuse(file, message) {
+    var el = chip(file, cfg.upload.errorClass);
+    el.appendChild(h('span', { 'class': 'mock-file-error-text' }, ' ' + message));
+    el.style.borderColor = '#d33'; el.style.color = '#d33';
+  }
+  function addFile(file) {
+    var u = cfg.upload;
+    var m = u.messages || {};
+    if (!acceptOk(file)) { refuse(file, m.type || 'unsupported file type'); return; }
+    if (u.maxBytes && file.size > u.maxBytes) { refuse(file, m.size || 'file too large'); return; }
+    if (u.maxFiles && uploads.done.length + uploads.pending + 1 > u.maxFiles) { refuse(file, m.count || 'too many files'); return; }
+    var el = chip(file, u.chipClass);
+    var spin = h('span', { 'class': u.busyClass, role: 'progressbar' }, '');
+    spin.style.display = 'inline-block'; spin.style.width = '10px'; spin.style.height = '10px'; spin.style.marginLeft = '6px';
+    spin.style.border = '2px solid #99a'; spin.style.borderRadius = '50%';
+    el.appendChild(spin);
+    uploads.pending += 1;
+    updateSend();
+    uploadFile(file, { uuid: uuid, host: location.hostname }).then(function (res) {
+      if (spin.parentNode) spin.parentNode.removeChild(spin);
+      el.setAttribute('data-file-id', res.id);
+      if (u.doneClass) el.classList.add(u.doneClass);
+      uploads.done.push({ id: res.id, name: file.name, type: file.type, size: file.size });
+    }, function (err) {
+      if (spin.parentNode) spin.parentNode.removeChild(spin);
+      el.className = u.errorClass;
+      el.appendChild(h('span', { 'class': 'mock-file-error-text' }, ' ' + ((err && err.message) || m.failed || 'upload failed')));
+      el.style.borderColor = '#d33'; el.style.color = '#d33';
+    }).then(function () { uploads.pending -= 1; updateSend(); });
+  }
+  function filesOf(list) { return Array.prototype.slice.call(list || []); }
+  if (cfg.upload) {
+    var hows = [].concat(cfg.upload.how || 'input');
+    if (cfg.upload.input) {
+      var fileInput = h('input', Object.assign({ type: 'file', multiple: '', accept: cfg.upload.accept || '' }, cfg.upload.input));
+      fileInput.style.display = 'none';
+      input.parentNode.appendChild(fileInput);
+      fileInput.addEventListener('change', function () {
+        filesOf(fileInput.files).forEach(addFile);
+        fileInput.value = '';
+      });
+    }
+    if (hows.indexOf('drop') !== -1) {
+      var zone = uploadTarget();
+      ['dragenter', 'dragover'].forEach(function (t) { zone.addEventListener(t, function (ev) { ev.preventDefault(); }); });
+      zone.addEventListener('drop', function (ev) {
+        var files = filesOf(ev.dataTransfer && ev.dataTransfer.files);
+        if (!files.length) return;
+        ev.preventDefault();
+        files.forEach(addFile);
+      });
+    }
+    if (hows.indexOf('paste') !== -1) {
+      input.addEventListener('paste', function (ev) {
+        var files = filesOf(ev.clipboardData && ev.clipboardData.files);
+        if (!files.length) return;
+        ev.preventDefault();
+        files.forEach(addFile);
+      }, true);
+    }
+  }
+
   function submit() {
     if (busy) return;
+    if (uploads.pending > 0) return;
     var prompt = model;
-    if (prompt.trim() === '') return;
+    var files = uploads.done.slice();
+    if (prompt.trim() === '' && files.length === 0) return;
     turn += 1;
     busy = true;
     editor.clear();
     updateSend();
-    bubble('user', prompt);
+    bubble('user', prompt + (files.length ? '\\n📎 ' + files.map(function (f) { return f.name; }).join(', ') : ''));
+    uploads.done = [];
+    if (uploads.list) { while (uploads.list.firstChild) uploads.list.removeChild(uploads.list.firstChild); }
+    updateSend();
     var target = bubble('assistant', '');
-    var req = buildRequest(prompt, { uuid: uuid, turn: turn, now: Date.now(), host: location.hostname });
+    var req = buildRequest(prompt, { uuid: uuid, turn: turn, now: Date.now(), host: location.hostname, files: files });
     if (drift === 'endpoint') req.url = moveEndpoint(req.url);
     streamReply(req, target);
   }
@@ -458,7 +567,7 @@ ${site.body}
     }
   });
   updateSend();
-  window.__mockSite = { get model() { return model; }, get busy() { return busy; } };
+  window.__mockSite = { get model() { return model; }, get busy() { return busy; }, get uploading() { return uploads.pending; }, get attached() { return uploads.done.slice(); } };
 })();
 </script>
 </body>

@@ -12,8 +12,12 @@ export const REASONS = {
     'the site returned a web page instead of a reply stream (login or check page?) / 站点返回了网页而不是回复流（登录页或验证页？）',
 };
 
-/** The `task_update.trouble` kinds the hub acts on (docs/flows.md): cool down, or park until a person acts. */
-export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss', 'content_filter']);
+/**
+ * The `task_update.trouble` kinds the hub acts on (docs/flows.md): cool down, or park until a person acts.
+ * `attachment_refused`: the site refused one of the task's files (its type, size or count, or an upload
+ * error it showed); nothing was sent (src/core/attach.js).
+ */
+export const TROUBLE_KINDS = Object.freeze(['rate_limited', 'captcha', 'login', 'network', 'site_error', 'parser_miss', 'content_filter', 'attachment_refused']);
 
 /**
  * The site withdrew or blocked the reply (DeepSeek's CONTENT_FILTER, Qianwen's moderation): the task fails
