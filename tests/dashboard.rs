@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aicard::dashboard::events::Pos;
 use common::*;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
@@ -680,7 +681,7 @@ async fn every_event_carries_an_id_and_a_resume_after_any_of_them_misses_nothing
     assert!(started["run_id"].is_string(), "{started}");
     for (id, name, data) in &evs {
         assert!(
-            id.as_deref().is_some_and(|i| i.parse::<i64>().is_ok()),
+            id.as_deref().and_then(Pos::parse).is_some(),
             "an event without an id: {name} {data}"
         );
     }
@@ -717,5 +718,169 @@ async fn every_event_carries_an_id_and_a_resume_after_any_of_them_misses_nothing
             "resumed after {} (id {at}): the journal rows after it",
             evs[i].1
         );
+    }
+}
+
+/// One open `/api/events` stream read event by event: (id, event name, data).
+struct Events {
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
+    buf: String,
+}
+
+type Ev = (String, String, Value);
+
+impl Events {
+    async fn open(h: &TestHub, last_event_id: Option<&str>) -> Events {
+        let mut req = client()
+            .get(h.http_url("/api/events"))
+            .header("authorization", bearer());
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        Events {
+            body: r.bytes_stream().boxed(),
+            buf: String::new(),
+        }
+    }
+
+    /// The next event, or None when none comes within `wait`.
+    async fn next_within(&mut self, wait: Duration) -> Option<Ev> {
+        tokio::time::timeout(wait, async {
+            loop {
+                while let Some(i) = self.buf.find("\n\n") {
+                    let block: String = self.buf.drain(..i + 2).collect();
+                    let (mut id, mut ev, mut data) = (None, String::from("message"), String::new());
+                    for line in block.lines() {
+                        if let Some(v) = line.strip_prefix("id:") {
+                            id = Some(v.trim().to_string());
+                        } else if let Some(v) = line.strip_prefix("event:") {
+                            ev = v.trim().to_string();
+                        } else if let Some(v) = line.strip_prefix("data:") {
+                            data.push_str(v.trim_start());
+                        }
+                    }
+                    if data.is_empty() {
+                        continue;
+                    }
+                    let id = id.unwrap_or_else(|| panic!("an event without an id: {ev} {data}"));
+                    return (id, ev, serde_json::from_str(&data).unwrap());
+                }
+                let chunk = self.body.next().await.expect("stream open").unwrap();
+                self.buf.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        })
+        .await
+        .ok()
+    }
+
+    async fn next(&mut self) -> Ev {
+        self.next_within(WAIT).await.expect("an event in time")
+    }
+
+    /// Events until one satisfies `stop` (included).
+    async fn until(&mut self, stop: impl Fn(&Ev) -> bool) -> Vec<Ev> {
+        let mut out = Vec::new();
+        loop {
+            let e = self.next().await;
+            let done = stop(&e);
+            out.push(e);
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+/// An event id as the stream orders them: `J` (journal row J) or `J.K` (the K-th event after
+/// it that is not a journal row).
+fn event_pos(id: &str) -> Pos {
+    Pos::parse(id).unwrap_or_else(|| panic!("id {id}"))
+}
+
+/// Ids never repeat and only grow on one stream, whatever the kind of event (journal rows,
+/// tab and run events), and a reconnect with `Last-Event-ID` set to any of them gets exactly
+/// the events that followed it — tab and run events too — none twice.
+#[tokio::test]
+async fn event_ids_only_grow_and_a_resume_gets_exactly_the_events_missed() {
+    let h = hub().await;
+    std::fs::write(h.hub().config.flows_dir.join("retry.yaml"), RETRY).unwrap();
+    let mut live = Events::open(&h, Some("0")).await;
+    let hello = live.next().await;
+    assert_eq!(hello.1, "hello");
+    let _w1 = h
+        .scripted("w1", "kimi", "worker", |p: &str| {
+            Reply::Text(Duration::from_millis(5), format!("re: {p}"))
+        })
+        .await;
+    let mut evs = live
+        .until(|(_, e, d)| e == "tab" && d["kind"] == "connected")
+        .await;
+    let started = api_post(&h, "/api/runs", json!({"flow": "retry"})).await;
+    assert!(started["run_id"].is_string(), "{started}");
+    evs.extend(live.until(|(_, e, _)| e == "run").await);
+    // A second tab comes and goes after the run.
+    let w2 = h.scripted("w2", "kimi", "worker", |_| Reply::Silent).await;
+    evs.extend(
+        live.until(|(_, e, d)| e == "tab" && d["kind"] == "connected")
+            .await,
+    );
+    w2.kill();
+    evs.extend(
+        live.until(|(_, e, d)| e == "tab" && d["kind"] != "connected")
+            .await,
+    );
+    let ids: Vec<&str> = evs.iter().map(|(id, _, _)| id.as_str()).collect();
+    for pair in evs.windows(2) {
+        assert!(
+            event_pos(&pair[0].0) < event_pos(&pair[1].0),
+            "ids must grow: {} ({}) then {} ({}) in {ids:?}",
+            pair[0].0,
+            pair[0].1,
+            pair[1].0,
+            pair[1].1
+        );
+    }
+    let kinds: Vec<&str> = evs.iter().map(|(_, e, _)| e.as_str()).collect();
+    assert!(
+        kinds.contains(&"journal") && kinds.contains(&"run"),
+        "{kinds:?}"
+    );
+    // Resume after each event: exactly what followed it...
+    let mut streams = Vec::new();
+    for i in 0..evs.len() {
+        let at = &evs[i].0;
+        let mut resumed = Events::open(&h, Some(at)).await;
+        let hello = resumed.next().await;
+        assert_eq!(hello.1, "hello", "{hello:?}");
+        assert_eq!(&hello.0, at, "the hello stands where the client stood");
+        let want = &evs[i + 1..];
+        let mut got = Vec::new();
+        while got.len() < want.len() {
+            match resumed.next_within(Duration::from_secs(2)).await {
+                Some(e) => got.push(e),
+                None => break,
+            }
+        }
+        assert_eq!(
+            got.iter().map(|(id, e, _)| (id, e)).collect::<Vec<_>>(),
+            want.iter().map(|(id, e, _)| (id, e)).collect::<Vec<_>>(),
+            "resumed after {} (id {at})",
+            evs[i].1
+        );
+        assert_eq!(got, want, "resumed after id {at}");
+        streams.push(resumed);
+    }
+    // ...then nothing more: the next event on every resumed stream is the next one the hub
+    // has, the same as on the live one.
+    let _w3 = h.scripted("w3", "kimi", "worker", |_| Reply::Silent).await;
+    let next = live.next().await;
+    assert_eq!(
+        (next.1.as_str(), &next.2["kind"]),
+        ("tab", &json!("connected"))
+    );
+    for s in &mut streams {
+        assert_eq!(s.next().await, next);
     }
 }

@@ -73,6 +73,8 @@ const MAX_SESSIONS: usize = 256;
 #[derive(Default)]
 pub struct Sessions {
     inner: Mutex<SessionsInner>,
+    /// The events of the live stream that are not journal rows, kept for resuming streams.
+    pub recent: Arc<events::Recent>,
 }
 
 #[derive(Default)]
