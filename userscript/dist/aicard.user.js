@@ -4990,8 +4990,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     const chips = shown(doc, upload.chip).filter((c) => !errors.some((e) => e === c || c.contains(e) || e.contains(c)));
     return { chips: chips.length, busy: shown(doc, upload.busy).length, errors };
   }
-  function errorText(el) {
-    const text = String(el.textContent || "").replace(/\s+/g, " ").trim();
+  function errorText(el, name = "") {
+    let text = String(el.textContent || "").replace(/\s+/g, " ").trim();
+    if (name && text.startsWith(name)) text = text.slice(name.length).replace(/^[\s:：—-]+/, "");
     return text || el.getAttribute?.("title") || el.getAttribute?.("aria-label") || "the site refused the upload / 站点拒绝了上传";
   }
   function findFileInput(doc, upload, composer) {
@@ -5090,7 +5091,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       const outcome = await waitFor(() => {
         const now = uploadState(doc, upload);
         const fresh = now.errors.find((e) => !errorsBefore.has(e));
-        if (fresh) return { error: errorText(fresh) };
+        if (fresh) return { error: errorText(fresh, file.name) };
         if (now.chips >= want) seenChip = true;
         if (seenChip && now.chips >= want && now.busy === 0) return { ok: true };
         if (!seenChip && Date.now() - handed > chipWaitMs) return { noChip: true };

@@ -175,7 +175,7 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
   async function streamReply(def, req, res) {
     const body = await readBody(req);
     if (!received.has(def.name)) received.set(def.name, []);
-    received.get(def.name).push({ path: req.url, body });
+    received.get(def.name).push({ path: req.url, body, at: Date.now() });
     const reply = queues.get(def.name)?.shift() || agentReply(body) || { answer: DEFAULT_ANSWER };
     if (reply.status && reply.status >= 400) {
       res.writeHead(reply.status, { 'content-type': reply.contentType || 'text/html; charset=utf-8', ...corsHeaders(req) });
@@ -231,7 +231,7 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
         const outcome = uploadOutcomes.get(def.name)?.shift() || null;
         if (!outcome) {
           if (!uploads.has(def.name)) uploads.set(def.name, []);
-          uploads.get(def.name).push({ id, name, type, size: bytes.length, sha256: sha256(bytes), path: url.pathname });
+          uploads.get(def.name).push({ id, name, type, size: bytes.length, sha256: sha256(bytes), path: url.pathname, at: Date.now() });
         }
         return outcome;
       },

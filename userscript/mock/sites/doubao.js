@@ -132,7 +132,7 @@ function page(opts) {
       return { url: '/chat/completion?' + q, method: 'POST', headers: { 'Content-Type': 'application/json', 'Agw-Js-Conv': 'str' },
         body: JSON.stringify({ client_meta: { conversation_id: '30303300814870018', bot_id: '7338286299411103781', last_section_id: '30303300814870274', last_message_index: 25 },
           messages: [{ local_message_id: ctx.uuid(), content_block: [{ block_type: 10000, content: { text_block: { text: prompt, icon_url: '', icon_url_dark: '' }, pc_event_block: '' },
-            block_id: ctx.uuid(), parent_id: '', meta_info: [], append_fields: [] }], message_status: 0 }],
+            block_id: ctx.uuid(), parent_id: '', meta_info: [], append_fields: [] }].concat((ctx.files || []).map(function (f) { return { block_type: /^image\\//.test(f.type) ? 10052 : 10053, content: { file_block: { name: f.name, uri: f.id } }, block_id: ctx.uuid(), parent_id: '' }; })), message_status: 0 }],
           option: { send_message_scene: '', create_time_ms: ctx.now, collect_id: '', is_audio: false, answer_with_suggest: false, tts_switch: false, need_deep_think: 0,
             click_clear_context: false, from_suggest: false, is_regen: false, is_replace: false, disable_sse_cache: false, select_text_action: '', resend_for_regen: false,
             scene_type: 0, unique_key: ctx.uuid(), start_seq: 0, need_create_conversation: false, regen_query_id: [], edit_query_id: [], regen_instruction: '',

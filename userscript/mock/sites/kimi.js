@@ -102,7 +102,7 @@ function page(opts) {
         };
       }
       var json = new TextEncoder().encode(JSON.stringify({ scenario: 'SCENARIO_K2D5', chat_id: '', tools: [],
-        message: { parent_id: '', role: 'user', blocks: [{ message_id: '', text: { content: prompt } }], scenario: 'SCENARIO_K2D5' },
+        message: { parent_id: '', role: 'user', blocks: [{ message_id: '', text: { content: prompt } }].concat((ctx.files || []).map(function (f) { return { message_id: '', file: { id: f.id, name: f.name } }; })), scenario: 'SCENARIO_K2D5' },
         options: { thinking: false } }));
       var frame = new Uint8Array(5 + json.length);
       new DataView(frame.buffer).setUint32(1, json.length, false);

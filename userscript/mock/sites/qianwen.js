@@ -133,12 +133,12 @@ function page(opts) {
       if (ctx.host === 'tongyi.aliyun.com') {
         return { url: '/dialog/conversation', method: 'POST', headers: { 'Content-Type': 'application/json', 'Accept': 'text/event-stream' },
           body: JSON.stringify({ mode: 'chat', model: '', action: 'next', userAction: 'chat', requestId: ctx.uuid().replace(/-/g, ''), sessionId: '', sessionType: 'text_chat',
-            parentMsgId: '', params: { fileUploadBatchId: ctx.uuid() }, contents: [{ content: prompt, contentType: 'text', role: 'user' }] }) };
+            parentMsgId: '', params: { fileUploadBatchId: ctx.uuid() }, contents: [{ content: prompt, contentType: 'text', role: 'user' }].concat((ctx.files || []).map(function (f) { return { content: f.id, contentType: /^image\\//.test(f.type) ? 'image' : 'file', role: 'user' }; })) }) };
       }
       return { url: '/api/v2/chat?biz_id=ai_qwen&chat_client=h5&device=pc&fr=pc&pr=qwen&la=zh-CN&tz=Asia/Shanghai&nonce=' + ctx.turn + '&timestamp=' + ctx.now,
         method: 'POST', headers: { 'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream, text/plain, */*', 'x-platform': 'pc_tongyi' },
         body: JSON.stringify({ deep_search: '0', req_id: ctx.uuid().replace(/-/g, ''), model: 'Qwen3-Coder', scene: 'chat', session_id: '6c330dfa5257472b958a119c99b634b4',
-          sub_scene: 'chat', temporary: false, messages: [{ content: prompt, mime_type: 'text/plain', meta_data: { ori_query: prompt } }], from: 'default',
+          sub_scene: 'chat', temporary: false, messages: (ctx.files || []).map(function (f) { return { content: f.id, mime_type: f.type, meta_data: { file_name: f.name } }; }).concat([{ content: prompt, mime_type: 'text/plain', meta_data: { ori_query: prompt } }]), from: 'default',
           topic_id: '29e8d4897d444ddcb20c8a88ff2b026a', parent_req_id: '0', scene_param: 'first_turn', chat_client: 'h5', client_tm: String(ctx.now),
           protocol_version: 'v2', biz_id: 'ai_qwen' }) };
     }`,

@@ -105,9 +105,10 @@ export function uploadState(doc, upload) {
   return { chips: chips.length, busy: shown(doc, upload.busy).length, errors };
 }
 
-/** The text a page's error chip says (its own words, then its title or label). */
-function errorText(el) {
-  const text = String(el.textContent || '').replace(/\s+/g, ' ').trim();
+/** The text a page's error chip says (its own words without the file's name, then its title or label). */
+function errorText(el, name = '') {
+  let text = String(el.textContent || '').replace(/\s+/g, ' ').trim();
+  if (name && text.startsWith(name)) text = text.slice(name.length).replace(/^[\s:：—-]+/, '');
   return text || el.getAttribute?.('title') || el.getAttribute?.('aria-label') || 'the site refused the upload / 站点拒绝了上传';
 }
 
@@ -220,7 +221,7 @@ export async function attachFiles({ doc, adapter, files, timers = globalThis, on
     const outcome = await waitFor(() => {
       const now = uploadState(doc, upload);
       const fresh = now.errors.find((e) => !errorsBefore.has(e));
-      if (fresh) return { error: errorText(fresh) };
+      if (fresh) return { error: errorText(fresh, file.name) };
       if (now.chips >= want) seenChip = true;
       if (seenChip && now.chips >= want && now.busy === 0) return { ok: true };
       if (!seenChip && Date.now() - handed > chipWaitMs) return { noChip: true };

@@ -39,7 +39,9 @@ export function initScript(userscript, gmValues = {}) {
     const fire = (name) => { try { d[name] && d[name](res); } catch (e) { console.error(e); } };
     (async () => {
       try {
-        const head = await gm({ op: 'open', method: d.method || 'GET', url: d.url, headers: d.headers || {}, data: d.data ?? null, timeout: d.timeout || 0 });
+        const binary = d.responseType === 'arraybuffer' || d.responseType === 'blob';
+        const parts = [];
+        const head = await gm({ op: 'open', method: d.method || 'GET', url: d.url, headers: d.headers || {}, data: d.data ?? null, timeout: d.timeout || 0, binary });
         if (head.error) { fire(head.error === 'timeout' ? 'ontimeout' : 'onerror'); return; }
         id = head.id; res.status = head.status; res.readyState = 2; fire('onreadystatechange');
         if (aborted) { gm({ op: 'abort', id }); return; }
@@ -48,7 +50,14 @@ export function initScript(userscript, gmValues = {}) {
           if (aborted) return;
           if (part.error) { fire('onerror'); return; }
           if (part.chunk === null) break;
-          res.responseText += part.chunk; res.readyState = 3; fire('onprogress'); fire('onreadystatechange');
+          if (binary) parts.push(Uint8Array.from(atob(part.chunk), (c) => c.charCodeAt(0)));
+          else res.responseText += part.chunk;
+          res.readyState = 3; fire('onprogress'); fire('onreadystatechange');
+        }
+        if (binary) {
+          const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+          let at = 0; for (const p of parts) { all.set(p, at); at += p.length; }
+          res.response = d.responseType === 'blob' ? new Blob([all]) : all.buffer;
         }
         res.readyState = 4; fire('onreadystatechange'); fire('onload');
       } catch (e) { if (!aborted) fire('onerror'); }
@@ -74,7 +83,7 @@ function gmRequestBinding() {
         if (target.hostname.endsWith('.localhost')) target.hostname = '127.0.0.1';
         const res = await fetch(target, { method: msg.method, headers: msg.headers, body: msg.data ?? undefined, signal: ctl.signal });
         const id = ++next;
-        open.set(id, { reader: res.body.getReader(), decoder: new TextDecoder(), ctl, timer });
+        open.set(id, { reader: res.body.getReader(), decoder: new TextDecoder(), ctl, timer, binary: Boolean(msg.binary) });
         return { id, status: res.status };
       } catch (err) {
         if (timer) clearTimeout(timer);
@@ -87,7 +96,7 @@ function gmRequestBinding() {
     try {
       const { done, value } = await req.reader.read();
       if (done) { if (req.timer) clearTimeout(req.timer); open.delete(msg.id); return { chunk: null }; }
-      return { chunk: req.decoder.decode(value, { stream: true }) };
+      return { chunk: req.binary ? Buffer.from(value).toString('base64') : req.decoder.decode(value, { stream: true }) };
     } catch (err) {
       open.delete(msg.id);
       return { error: String(err && err.message) };

@@ -1,8 +1,11 @@
 // A minimal hub speaking HELPERS.md's protocol (hello/welcome on WS /realtime and /heartbeat,
 // POST /send + GET /events SSE fallback), recording every frame a tab sends. The browser tests use
 // it where they need to see exactly what reached the hub and to hand a tab a task directly.
+// Task attachments as the real hub serves them: `offerFile(clientId, {name, mime, bytes})` gives the
+// `attachments` entry of a task frame, and `GET /files/ID` answers only that tab (bearer token and its
+// `X-AIcard-Client`) with the bytes (Content-Disposition: attachment, nosniff, CSP sandbox), 404 else.
 import { createServer } from 'node:http';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { WebSocketServer } from 'ws';
 
 /** Resolves with the first recorded frame matching `pred`, or rejects after `timeoutMs`. */
@@ -22,6 +25,8 @@ export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000
   const clients = new Map();    // clientId → {site, role, label, hello, push(frame), via, connected}
   const clientListeners = new Set();
   const sockets = new Set();
+  const files = new Map();      // id → {clientId, name, mime, bytes}
+  const fileRequests = [];      // {id, clientId, auth, status}
 
   const record = (clientId, frame, via) => {
     const item = { clientId, frame, via, at: Date.now() };
@@ -84,6 +89,25 @@ export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000
       });
       return;
     }
+    const fileMatch = /^\/files\/([^/?]+)$/.exec(req.url);
+    if (fileMatch && req.method === 'GET') {
+      const id = decodeURIComponent(fileMatch[1]);
+      const f = files.get(id);
+      const clientId = req.headers['x-aicard-client'];
+      const ok = auth && f && f.clientId === clientId;
+      fileRequests.push({ id, clientId, auth, status: ok ? 200 : (auth ? 404 : 401), origin: req.headers.origin || null });
+      if (!auth) { res.writeHead(401).end(); return; }
+      if (!ok) { res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ type: 'error', code: 'not_found', message: 'no such file for this tab' })); return; }
+      res.writeHead(200, {
+        'content-type': f.mime || 'application/octet-stream',
+        'content-length': String(f.bytes.length),
+        'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(f.name)}`,
+        'x-content-type-options': 'nosniff',
+        'content-security-policy': 'sandbox',
+      });
+      res.end(f.bytes);
+      return;
+    }
     if (req.url === '/healthz') { res.writeHead(200).end('ok'); return; }
     res.writeHead(404).end();
   });
@@ -122,6 +146,14 @@ export async function startStandInHub({ token = 'test-token', heartbeatMs = 2000
     waitFrame: makeWaiter(frames, frameListeners),
     /** Resolves with the first client (connected now or later) matching `pred`. */
     waitClient: (pred, opts) => makeWaiter([...clients.values()], clientListeners)(pred, { what: 'client', ...opts }),
+    fileRequests,
+    /** Keeps `bytes` for `clientId`'s next task; returns its `attachments` entry. */
+    offerFile(clientId, { name, mime, bytes, sha256 }) {
+      const id = randomBytes(12).toString('hex');
+      const buf = Buffer.from(bytes);
+      files.set(id, { clientId, name, mime, bytes: buf });
+      return { id, name, mime, size: buf.length, sha256: sha256 || createHash('sha256').update(buf).digest('hex') };
+    },
     send(clientId, frame) {
       const c = clients.get(clientId);
       if (!c) throw new Error(`no client ${clientId}`);
