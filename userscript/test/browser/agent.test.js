@@ -136,6 +136,8 @@ test('nothing is typed while the model streams; a session the hub ends drops the
     // 2. The same while held, then Stop: the delivery is dropped, never typed.
     const before = mock.requests('deepseek').length;
     mock.next('deepseek', { answer: 'Another reply of the person, held halfway through its stream again.', hold: 'streaming-2' });
+    // The hub saw the reply end; the page may clear its own busy flag a moment later.
+    await page.waitForFunction(() => document.body.dataset.streaming === 'false');
     await page.keyboard.type('another question');
     await page.keyboard.press('Enter');
     await mock.held('streaming-2');
