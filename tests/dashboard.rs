@@ -884,3 +884,108 @@ async fn event_ids_only_grow_and_a_resume_gets_exactly_the_events_missed() {
         assert_eq!(s.next().await, next);
     }
 }
+
+/// `FILE:LINE:COL: MESSAGE` lines, as `aicard flow validate` prints them, as JSON.
+fn cli_diagnostics(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| {
+            let mut parts = l.splitn(4, ':');
+            let (file, line, col, msg) = (
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+            );
+            json!({"file": file, "line": line.parse::<u64>().unwrap(),
+                   "col": col.parse::<u64>().unwrap(), "message": msg.strip_prefix(' ').unwrap()})
+        })
+        .collect()
+}
+
+/// Validate-and-run refuses an invalid flow with 422 and JSON: `error` (the CLI's text) and
+/// each diagnostic as `{file, line, col, message}`, the CLI's own — for flow text sent with
+/// the request and for a flow file of the flows directory alike; the validate API's JSON form
+/// names each diagnostic's file too.
+#[tokio::test]
+async fn validate_and_run_refuses_an_invalid_flow_with_the_clis_diagnostics_as_json() {
+    let h = hub().await;
+    let mut files: Vec<_> = std::fs::read_dir("tests/fixtures/invalid-flows")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Sent with the request, under the editor's file name.
+        let name = path.display().to_string();
+        let cli = std::process::Command::new(env!("CARGO_BIN_EXE_aicard"))
+            .args(["flow", "validate", &name])
+            .output()
+            .unwrap();
+        let cli = String::from_utf8(cli.stdout).unwrap();
+        let r = client()
+            .post(h.http_url("/api/runs"))
+            .header("authorization", bearer())
+            .header("content-type", "application/json")
+            .body(json!({"flow": "x", "source": text, "file": name}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{name}");
+        let v = json_of(r).await;
+        assert_eq!(v["error"], cli.as_str(), "{name}: {v}");
+        assert_eq!(v["diagnostics"], json!(cli_diagnostics(&cli)), "{name}");
+        let checked = json_of(
+            client()
+                .post(h.http_url(&format!(
+                    "/api/flows/validate?format=json&file={}",
+                    percent(&name)
+                )))
+                .header("authorization", bearer())
+                .body(text.clone())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(checked["diagnostics"], v["diagnostics"], "{name}");
+        // A file of the flows directory, run by name.
+        let stem = format!("bad-{}", path.file_stem().unwrap().to_string_lossy());
+        let file = h.hub().config.flows_dir.join(format!("{stem}.yaml"));
+        std::fs::write(&file, &text).unwrap();
+        let cli = std::process::Command::new(env!("CARGO_BIN_EXE_aicard"))
+            .args(["flow", "validate", &file.display().to_string()])
+            .output()
+            .unwrap();
+        let cli = String::from_utf8(cli.stdout).unwrap();
+        let r = client()
+            .post(h.http_url("/api/runs"))
+            .header("authorization", bearer())
+            .header("content-type", "application/json")
+            .body(json!({"flow": stem}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{stem}");
+        let v = json_of(r).await;
+        assert_eq!(
+            v["diagnostics"],
+            json!(cli_diagnostics(&cli)),
+            "{stem}: {v}"
+        );
+        assert!(v["error"].as_str().unwrap().contains(cli.trim_end()), "{v}");
+    }
+    // A body that is not the run's JSON: the same shape, no diagnostics.
+    let r = client()
+        .post(h.http_url("/api/runs"))
+        .header("authorization", bearer())
+        .header("content-type", "application/json")
+        .body(r#"{"inputs": 3}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let v = json_of(r).await;
+    assert!(v["error"].is_string(), "{v}");
+    assert_eq!(v["diagnostics"], json!([]), "{v}");
+}

@@ -21,6 +21,62 @@ fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(json!({"error": msg.into()}))).into_response()
 }
 
+/// A diagnostic as JSON, the fields `aicard flow validate` prints (`FILE:LINE:COL: MESSAGE`).
+fn diagnostic_json(d: &crate::flows::Diagnostic) -> Value {
+    json!({"file": d.file, "line": d.line, "col": d.col, "message": d.message})
+}
+
+/// The diagnostics in a text of `FILE:LINE:COL: MESSAGE` lines (the runner's words for a flow
+/// file that does not load); a line that is not one continues the message before it.
+fn diagnostics_in(text: &str) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for line in text.lines() {
+        match parse_diagnostic(line) {
+            Some(d) => out.push(diagnostic_json(&d)),
+            None => {
+                if let Some(Value::String(m)) = out.last_mut().map(|d| &mut d["message"]) {
+                    m.push('\n');
+                    m.push_str(line);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `FILE:LINE:COL: MESSAGE`, split at the first `:LINE:COL: ` (a file name may hold a colon).
+fn parse_diagnostic(line: &str) -> Option<crate::flows::Diagnostic> {
+    for (i, _) in line.match_indices(':') {
+        let mut rest = line[i + 1..].splitn(3, ':');
+        let (Some(l), Some(c), Some(msg)) = (rest.next(), rest.next(), rest.next()) else {
+            return None;
+        };
+        let (Ok(l), Ok(c)) = (l.parse::<usize>(), c.parse::<usize>()) else {
+            continue;
+        };
+        let Some(message) = msg.strip_prefix(' ') else {
+            continue;
+        };
+        return Some(crate::flows::Diagnostic {
+            file: line[..i].to_string(),
+            line: l,
+            col: c,
+            message: message.to_string(),
+        });
+    }
+    None
+}
+
+/// 422 for a flow that does not validate: `error`, the text `aicard flow validate` prints,
+/// and `diagnostics`, each `{file, line, col, message}` (docs/dashboard.md).
+fn invalid(text: String, diagnostics: Vec<Value>) -> Response {
+    (
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Json(json!({"error": text, "diagnostics": diagnostics})),
+    )
+        .into_response()
+}
+
 macro_rules! check {
     ($hub:expr, $method:expr, $headers:expr) => {
         match authorize(&$hub, &$method, &$headers) {
@@ -263,12 +319,7 @@ pub async fn validate(
     }
     let (diagnostics, graph) = match &loaded {
         Ok(flow) => (Vec::new(), runs::graph(flow)),
-        Err(d) => (
-            d.iter()
-                .map(|d| json!({"line": d.line, "col": d.col, "message": d.message}))
-                .collect(),
-            Value::Null,
-        ),
+        Err(d) => (d.iter().map(diagnostic_json).collect(), Value::Null),
     };
     Json(json!({"ok": ok, "output": output, "diagnostics": diagnostics, "graph": graph}))
         .into_response()
@@ -295,6 +346,9 @@ pub struct StartBody {
     /// Flow text to save under its `name` first (as `manager create` does), then run.
     #[serde(default)]
     pub source: Option<String>,
+    /// The file name `source`'s diagnostics give (the editor's; `flow.yaml` when absent).
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 /// `POST /api/runs`: starts a run like `manager run` (no master tab: the result stays in the
@@ -302,12 +356,24 @@ pub struct StartBody {
 pub async fn start_run(
     State(hub): State<Arc<Door>>,
     headers: HeaderMap,
-    Json(body): Json<StartBody>,
+    body: Result<Json<StartBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     check!(hub, Method::POST, headers);
+    let body = match body {
+        Ok(Json(b)) => b,
+        Err(e) => {
+            let status = e.status();
+            return (
+                status,
+                Json(json!({"error": e.body_text(), "diagnostics": []})),
+            )
+                .into_response();
+        }
+    };
     let mut name = body.flow.clone();
     if let Some(src) = &body.source {
-        match crate::flows::load_str("flow.yaml", src) {
+        let file = body.file.as_deref().unwrap_or("flow.yaml");
+        match crate::flows::load_str(file, src) {
             Ok(flow) => {
                 name = flow.name.clone();
                 if let Err(e) = hub.store.save_flow(&name, src, crate::store::now_ms()) {
@@ -315,8 +381,9 @@ pub async fn start_run(
                 }
             }
             Err(d) => {
-                let text = crate::flows::validate_output("flow.yaml", &Err(d));
-                return error(StatusCode::UNPROCESSABLE_ENTITY, text);
+                let diagnostics = d.iter().map(diagnostic_json).collect();
+                let text = crate::flows::validate_output(file, &Err(d));
+                return invalid(text, diagnostics);
             }
         }
     }
@@ -325,7 +392,12 @@ pub async fn start_run(
         Err(e @ crate::runner::RunError::NoSuchFlow(_)) => {
             error(StatusCode::NOT_FOUND, e.to_string())
         }
-        Err(e) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+        Err(crate::runner::RunError::Invalid(text)) => {
+            let diagnostics = diagnostics_in(&text);
+            let e = crate::runner::RunError::Invalid(text);
+            invalid(e.to_string(), diagnostics)
+        }
+        Err(e) => invalid(e.to_string(), Vec::new()),
     }
 }
 
@@ -380,5 +452,25 @@ pub async fn control(
     match hub.runner.control(&id, c) {
         Ok(msg) => Json(json!({"ok": true, "message": msg})).into_response(),
         Err(e) => error(StatusCode::CONFLICT, e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diagnostics_are_read_back_from_the_clis_lines() {
+        let text = "流程无效 / the flow is not valid:\nC:/flows/a.yaml:4:13: unclosed quote\n\
+                    b.yaml:5:9: duplicate id `a`\n  (first on line 3)";
+        assert_eq!(
+            diagnostics_in(text),
+            vec![
+                json!({"file": "C:/flows/a.yaml", "line": 4, "col": 13, "message": "unclosed quote"}),
+                json!({"file": "b.yaml", "line": 5, "col": 9,
+                       "message": "duplicate id `a`\n  (first on line 3)"}),
+            ]
+        );
+        assert!(parse_diagnostic("no place: here").is_none());
     }
 }
