@@ -46,6 +46,8 @@ pub struct AskOpts {
     /// A foreman's group: a worker that was lost or failed gets its subtask moved to another
     /// worker of this group.
     pub regroup: Option<String>,
+    /// Files each task attaches before its prompt (docs/files.md).
+    pub files: Vec<crate::hub::files::FileRef>,
 }
 
 impl AskOpts {
@@ -272,6 +274,7 @@ impl Asks {
         };
         let tab = &tab;
         let mut req = TaskRequest::new(prompt, self.hub.config.timing.task_timeout);
+        req.files = opts.files.clone();
         req.track = opts.parent.is_some();
         req.parent_id = Some(opts.parent.clone().unwrap_or_else(|| opts.from.clone()));
         self.hub

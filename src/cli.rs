@@ -225,6 +225,14 @@ pub struct ServeArgs {
     /// with the pause's reason and the reply so far / 暂停多久后答复调用方（秒）
     #[arg(long, value_name = "S", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub agent_task_pause_s: u64,
+    /// Where `?<to TAB with files=[a.png]: …>!` reads file names from (default DATA_DIR/files);
+    /// nothing outside it can be named / 文件目录
+    #[arg(long = "files", value_name = "DIR")]
+    pub files_dir: Option<PathBuf>,
+    /// The largest file one task may carry, in MB (all of a task's files: at most 50 MB)
+    /// / 单个文件上限（MB）
+    #[arg(long, value_name = "MB", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=50))]
+    pub max_file_mb: u64,
 }
 
 /// `on` or `off`.
@@ -280,6 +288,10 @@ impl ServeArgs {
         c.agent.arrival_ms = self.agent_arrival_ms;
         c.agent.hold_ms = self.agent_hold_ms;
         c.agent.task_pause_ms = self.agent_task_pause_s * 1000;
+        if let Some(dir) = self.files_dir {
+            c.files_dir = dir;
+        }
+        c.max_file_mb = self.max_file_mb;
         Ok(c)
     }
 }

@@ -37,6 +37,10 @@ pub struct HubConfig {
     pub bind: SocketAddr,
     /// SQLite store, token file and exec workspace live here.
     pub data_dir: PathBuf,
+    /// `--files DIR`: where `with files=[…]` names are read from (default `DATA_DIR/files`).
+    pub files_dir: PathBuf,
+    /// `--max-file-mb`: the largest file a task may carry (20).
+    pub max_file_mb: u64,
     /// `manager run NAME` loads `flows_dir/NAME.yaml`.
     pub flows_dir: PathBuf,
     /// Role cards (YAML / seed JSON).
@@ -233,6 +237,8 @@ impl HubConfig {
     pub fn new(data_dir: PathBuf) -> HubConfig {
         HubConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 8027)),
+            files_dir: data_dir.join("files"),
+            max_file_mb: 20,
             data_dir,
             flows_dir: PathBuf::from("flows"),
             role_cards_dir: PathBuf::from("role-cards"),

@@ -199,6 +199,12 @@ pub struct TaskUpdate {
     /// The delivery a `held` update is about (an automatic `deliver`, which has no task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deliver_id: Option<String>,
+    /// `attaching`: files attached so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<u32>,
+    /// `attaching`: files to attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<u32>,
     pub state: TaskState,
     #[serde(default)]
     pub error: Option<String>,
@@ -224,6 +230,8 @@ pub enum Trouble {
     /// The adapter found no answer in the stream and the page showed none either: the
     /// adapter is outdated, not the site at fault (not counted against the tab).
     ParserMiss,
+    /// The site refused a file of the task (type, size, count): the text was not sent.
+    AttachmentRefused,
     /// The site withdrew its answer (a content filter): the prompt, not the tab, caused it;
     /// the withdrawn text is never an answer.
     ContentFilter,
@@ -239,6 +247,7 @@ impl Trouble {
             Trouble::SiteError => "site_error",
             Trouble::ParserMiss => "parser_miss",
             Trouble::ContentFilter => "content_filter",
+            Trouble::AttachmentRefused => "attachment_refused",
         }
     }
 }
@@ -344,6 +353,8 @@ pub enum TaskState {
     Failed,
     /// The tab waits to type it: the person is typing in the input box.
     Held,
+    /// The tab is attaching the task's files (`done` of `of`).
+    Attaching,
 }
 
 /// Which agent session and round a `deliver` belongs to (docs/agents.md): the panel shows
@@ -431,6 +442,18 @@ pub enum ServerFrame {
     Heartbeat { time: u64 },
 }
 
+/// What a tab is told of a file of its task (`task.attachments`; docs/files.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// Random, valid only for the connection holding the task, until the task ends.
+    pub id: String,
+    pub name: String,
+    pub mime: String,
+    pub size: u64,
+    /// Lower-case hex SHA-256: the tab checks what it fetched.
+    pub sha256: String,
+}
+
 /// `cmd_result.result`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct CmdOutcome {
@@ -454,6 +477,9 @@ pub struct TaskFrame {
     pub timeout_ms: u64,
     pub retry: u32,
     pub auto_send: bool,
+    /// Files to attach before sending (fetched from `GET /files/ID`; docs/files.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 /// Machine-readable reasons in `error` frames; documented in docs/protocol.md.
@@ -622,10 +648,12 @@ pub fn encode_task(frame: &TaskFrame) -> String {
         priority: i32,
     }
     #[derive(Serialize)]
-    struct Tail {
+    struct Tail<'a> {
         timeout_ms: u64,
         retry: u32,
         auto_send: bool,
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        attachments: &'a [Attachment],
     }
     let head = serde_json::to_string(&Head {
         task_id: &frame.task_id,
@@ -639,6 +667,7 @@ pub fn encode_task(frame: &TaskFrame) -> String {
         timeout_ms: frame.timeout_ms,
         retry: frame.retry,
         auto_send: frame.auto_send,
+        attachments: &frame.attachments,
     });
     let (head, tail) = match (head, tail) {
         (Ok(h), Ok(t)) => (h, t),
@@ -887,6 +916,7 @@ mod tests {
             timeout_ms: 1000,
             retry: 2,
             auto_send: true,
+            attachments: Vec::new(),
         };
         for parent in [None, Some("p".to_string())] {
             frame.parent_id = parent;

@@ -526,3 +526,122 @@ async fn variables_survive_a_hub_restart() {
 fn out_of(r: &Value) -> &str {
     r["result"]["output"].as_str().unwrap_or_default()
 }
+
+// ---- Files into tabs (docs/files.md) ----
+
+async fn get_file(
+    h: &TestHub,
+    id: &str,
+    client: Option<&str>,
+    token: bool,
+) -> (u16, Vec<u8>, reqwest::header::HeaderMap) {
+    let mut req = reqwest::Client::new().get(h.http_url(&format!("/files/{id}")));
+    if token {
+        req = req.bearer_auth(TOKEN);
+    }
+    if let Some(c) = client {
+        req = req.header("x-aicard-client", c);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    (status, r.bytes().await.unwrap().to_vec(), headers)
+}
+
+#[tokio::test]
+async fn with_files_attaches_them_to_the_task_and_only_its_tab_can_fetch_them() {
+    let h = TestHub::start().await;
+    let folder = h.dir.path().join("files");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("chart.png"), b"\x89PNG fake chart").unwrap();
+    std::fs::write(folder.join("report.pdf"), b"%PDF-1.4 fake").unwrap();
+    std::fs::write(folder.join("copy.png"), b"\x89PNG fake chart").unwrap();
+    std::fs::write(h.dir.path().join("secret.txt"), b"secret").unwrap();
+    let (mut w, welcome) = h.tab("kimi", Some("w1")).await;
+    let w_id = welcome["client_id"].as_str().unwrap().to_string();
+    let (mut other, other_welcome) = h.tab("deepseek", Some("w2")).await;
+    let other_id = other_welcome["client_id"].as_str().unwrap().to_string();
+    let mut m = h.scripted("m", "chatgpt", "master", echo_back).await;
+
+    m.send(json!({"type":"user_input","text":"?<to w1 with files=[chart.png, \"report.pdf\"]: 看看这张图和报告>!"}));
+    let task = recv_type(&mut w, "task").await;
+    assert_eq!(task["prompt"], "看看这张图和报告", "{task}");
+    let att = task["attachments"].as_array().expect("attachments").clone();
+    assert_eq!(att.len(), 2, "{task}");
+    assert_eq!(att[0]["name"], "chart.png");
+    assert_eq!(att[0]["mime"], "image/png");
+    assert_eq!(att[1]["mime"], "application/pdf");
+    let id = att[0]["id"].as_str().unwrap();
+    // The tab holding the task fetches it, as a download that cannot run on our origin.
+    let (status, bytes, headers) = get_file(&h, id, Some(&w_id), true).await;
+    assert_eq!(status, 200);
+    assert_eq!(bytes, b"\x89PNG fake chart");
+    assert!(headers["content-disposition"]
+        .to_str()
+        .unwrap()
+        .starts_with("attachment"));
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["content-security-policy"], "sandbox");
+    // Not without the token, not for another tab.
+    assert_eq!(get_file(&h, id, Some(&w_id), false).await.0, 401);
+    assert_eq!(get_file(&h, id, Some(&other_id), true).await.0, 404);
+    assert_eq!(get_file(&h, id, None, true).await.0, 404);
+    // The task ends: its files are gone.
+    let task_id = task["task_id"].as_str().unwrap();
+    send(
+        &mut w,
+        &json!({"type":"turn_end","turn_id":"t1","task_id":task_id,"text":"看到了"}),
+    )
+    .await;
+    let r = m.next("cmd_result").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(get_file(&h, id, Some(&w_id), true).await.0, 404);
+
+    // `parallel … with files=[…]` gives every target the file; one file sent twice (two
+    // names, same bytes) is kept once.
+    m.send(
+        json!({"type":"user_input","text":"?<parallel to=[w1, w2] with files=[copy.png] 比较>!"}),
+    );
+    let t1 = recv_type(&mut w, "task").await;
+    let t2 = recv_type(&mut other, "task").await;
+    assert_eq!(
+        t1["attachments"][0]["sha256"],
+        t2["attachments"][0]["sha256"]
+    );
+    assert_ne!(
+        t1["attachments"][0]["id"], t2["attachments"][0]["id"],
+        "a grant per task"
+    );
+    assert_eq!(
+        std::fs::read_dir(h.dir.path().join("blobs"))
+            .unwrap()
+            .count(),
+        2
+    );
+    for (ws, t) in [(&mut w, &t1), (&mut other, &t2)] {
+        let id = t["task_id"].as_str().unwrap();
+        send(
+            ws,
+            &json!({"type":"turn_end","turn_id":format!("t-{id}"),"task_id":id,"text":"ok"}),
+        )
+        .await;
+    }
+    m.next("cmd_result").await;
+
+    // A name that leaves the folder is refused and nothing is sent.
+    for bad in [
+        "../secret.txt",
+        "/etc/passwd",
+        "C:\\Windows\\win.ini",
+        "a.png:stream",
+        "missing.png",
+    ] {
+        let r = m
+            .command(&format!("?<to w1 with files=[\"{bad}\"]: hi>!"))
+            .await;
+        assert_eq!(r["result"]["success"], false, "{bad}: {r}");
+        assert!(out_of(&r).contains(bad), "{bad}: {r}");
+    }
+    let quiet = tokio::time::timeout(Duration::from_millis(300), recv_type(&mut w, "task")).await;
+    assert!(quiet.is_err(), "no task went out with a refused file");
+}

@@ -181,6 +181,9 @@ pub struct Job {
     pub target: Target,
     /// What to send it.
     pub prompt: Template,
+    /// `with files=[…]`: names in the files folder, attached before the prompt is sent
+    /// (docs/files.md).
+    pub files: Vec<String>,
 }
 
 /// A tab reference: a site name (`deepseek`), a label, a client id, or a selector.

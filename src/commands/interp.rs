@@ -116,6 +116,44 @@ pub trait Host: Send + Sync {
         }
     }
 
+    /// [`Host::ask`] with files attached (names in the files folder, docs/files.md). A host
+    /// that carries no files refuses them rather than sending the text alone.
+    fn ask_files(
+        &self,
+        caller: &Caller,
+        target: &str,
+        prompt: Prompt,
+        files: Vec<String>,
+    ) -> impl Future<Output = Result<String, HostError>> + Send {
+        async move {
+            if files.is_empty() {
+                self.ask(caller, target, prompt).await
+            } else {
+                Err(HostError::Other(
+                    "这里不能附带文件 / files cannot be attached here".into(),
+                ))
+            }
+        }
+    }
+
+    /// [`Host::ask_all`] where each prompt may carry files.
+    fn ask_all_files(
+        &self,
+        caller: &Caller,
+        work: Vec<(String, Prompt, Vec<String>)>,
+    ) -> impl Future<Output = Vec<Result<String, HostError>>> + Send {
+        async move {
+            if work.iter().all(|(_, _, f)| f.is_empty()) {
+                let plain = work.into_iter().map(|(t, p, _)| (t, p)).collect();
+                return self.ask_all(caller, plain).await;
+            }
+            let asks = work.into_iter().map(|(target, prompt, files)| async move {
+                self.ask_files(caller, &target, prompt, files).await
+            });
+            futures_util::future::join_all(asks).await
+        }
+    }
+
     /// The latest complete reply of a tab (for `from X:`).
     fn last_reply(&self, target: &str) -> impl Future<Output = Result<String, HostError>> + Send;
 
@@ -777,7 +815,33 @@ impl<H: Host> Interpreter<H> {
                 selector => selector.to_string(),
             },
         };
-        Ok(self.host.ask(ctx.caller, &target, prompt).await?)
+        if job.files.is_empty() {
+            return Ok(self.host.ask(ctx.caller, &target, prompt).await?);
+        }
+        let files = self.expand_files(ctx, &job.files, frame)?;
+        Ok(self
+            .host
+            .ask_files(ctx.caller, &target, prompt, files)
+            .await?)
+    }
+
+    /// File names with their `$var`s expanded (a flow may name `$report`).
+    fn expand_files(
+        &self,
+        ctx: &Ctx<'_>,
+        files: &[String],
+        frame: &Frame,
+    ) -> Result<Vec<String>, CmdError> {
+        files
+            .iter()
+            .map(|f| {
+                if f.contains('$') {
+                    self.expand(ctx, &parser::parse_template(f), frame)
+                } else {
+                    Ok(f.clone())
+                }
+            })
+            .collect()
     }
 
     async fn parallel(&self, ctx: &Ctx<'_>, jobs: &[Job], frame: &Frame) -> Res {
@@ -794,11 +858,12 @@ impl<H: Host> Interpreter<H> {
                     p
                 }
             };
+            let files = self.expand_files(ctx, &job.files, frame)?;
             for name in self.resolve(ctx, &job.target, frame)? {
-                work.push((name, prompt.clone()));
+                work.push((name, prompt.clone(), files.clone()));
             }
         }
-        self.fan_out(ctx, work).await
+        self.fan_out_files(ctx, work).await
     }
 
     async fn send_to_all(&self, ctx: &Ctx<'_>, prompt: &Template, frame: &Frame) -> Res {
@@ -818,11 +883,17 @@ impl<H: Host> Interpreter<H> {
 
     /// Ask every (tab, prompt) concurrently; answers labelled `[tab] …`, in the given order.
     async fn fan_out(&self, ctx: &Ctx<'_>, work: Vec<(String, Prompt)>) -> Res {
+        let work = work.into_iter().map(|(t, p)| (t, p, Vec::new())).collect();
+        self.fan_out_files(ctx, work).await
+    }
+
+    /// [`Self::fan_out`] where each prompt may carry files.
+    async fn fan_out_files(&self, ctx: &Ctx<'_>, work: Vec<(String, Prompt, Vec<String>)>) -> Res {
         for _ in &work {
             self.step(ctx)?;
         }
-        let tabs: Vec<String> = work.iter().map(|(tab, _)| tab.clone()).collect();
-        let answers = self.host.ask_all(ctx.caller, work).await;
+        let tabs: Vec<String> = work.iter().map(|(tab, _, _)| tab.clone()).collect();
+        let answers = self.host.ask_all_files(ctx.caller, work).await;
         let mut all_ok = true;
         let sections: Vec<String> = tabs
             .iter()

@@ -57,6 +57,15 @@ impl HubHost {
             .then(|| tab.clone())
     }
 
+    /// The files a command names, read from the files folder and kept (docs/files.md).
+    fn files(&self, names: &[String]) -> Result<Vec<crate::hub::files::FileRef>, HostError> {
+        self.hub
+            .tasks
+            .files
+            .named_all(names)
+            .map_err(|e| HostError::Other(e.to_string()))
+    }
+
     fn ask_opts(&self, caller: &Caller) -> AskOpts {
         AskOpts {
             from: caller.client_id.clone(),
@@ -65,6 +74,7 @@ impl HubHost {
                 .group
                 .clone()
                 .filter(|_| caller.role == CmdRole::Foreman),
+            files: Vec::new(),
         }
     }
 }
@@ -109,6 +119,55 @@ impl Host for HubHost {
             Ok(answer) => Ok(answer.text),
             Err(e) => Err(host_error(e)),
         }
+    }
+
+    async fn ask_files(
+        &self,
+        caller: &Caller,
+        target: &str,
+        prompt: Prompt,
+        files: Vec<String>,
+    ) -> Result<String, HostError> {
+        if files.is_empty() {
+            return self.ask(caller, target, prompt).await;
+        }
+        let mut opts = self.ask_opts(caller);
+        opts.files = self.files(&files)?;
+        match self.hub.asks.ask(target, prompt, &opts).await {
+            Ok(answer) => Ok(answer.text),
+            Err(e) => Err(host_error(e)),
+        }
+    }
+
+    async fn ask_all_files(
+        &self,
+        caller: &Caller,
+        work: Vec<(String, Prompt, Vec<String>)>,
+    ) -> Vec<Result<String, HostError>> {
+        // The common case, one list for every target: every prompt reaches its tab before
+        // the first answer is awaited, as without files.
+        let same = work.windows(2).all(|w| w[0].2 == w[1].2);
+        let shared = work.first().map(|w| w.2.clone()).unwrap_or_default();
+        if same {
+            let mut opts = self.ask_opts(caller);
+            match self.files(&shared) {
+                Ok(f) => opts.files = f,
+                Err(e) => return work.iter().map(|_| Err(e.clone())).collect(),
+            }
+            let plain = work.into_iter().map(|(t, p, _)| (t, p)).collect();
+            return self
+                .hub
+                .asks
+                .ask_all(plain, &opts)
+                .await
+                .into_iter()
+                .map(|r| r.map(|a| a.text).map_err(host_error))
+                .collect();
+        }
+        let asks = work.into_iter().map(|(target, prompt, files)| async move {
+            self.ask_files(caller, &target, prompt, files).await
+        });
+        futures_util::future::join_all(asks).await
     }
 
     /// Every prompt reaches its tab before the first answer is awaited (`Asks::ask_all`).

@@ -6,6 +6,7 @@
 pub mod auth;
 mod cluster;
 pub mod engine;
+pub mod files;
 pub mod hooks;
 pub mod install;
 pub mod outq;
@@ -129,7 +130,16 @@ impl Hub {
                 .with_offline_bytes(config.limits.offline_bytes)
                 .with_engine(engine.clone()),
         );
-        let tasks = Arc::new(Tasks::new(registry.clone(), config.limits.task_queue));
+        let files = Arc::new(files::Files::new(
+            config.files_dir.clone(),
+            config.data_dir.join("blobs"),
+            config.max_file_mb * 1024 * 1024,
+        ));
+        let tasks = Arc::new(Tasks::new(
+            registry.clone(),
+            config.limits.task_queue,
+            files,
+        ));
         let hub = Arc::new(Hub {
             engine,
             origins: OriginPolicy::new(&config.extra_origins),
@@ -493,6 +503,8 @@ impl Hub {
                         ClientFrame::TaskUpdate(TaskUpdate {
                             task_id: id.to_string(),
                             deliver_id: None,
+                            done: None,
+                            of: None,
                             state: TaskState::Failed,
                             error: Some(error),
                             trouble: Some(crate::protocol::Trouble::ParserMiss),
@@ -539,6 +551,7 @@ impl Hub {
                 state,
                 error,
                 trouble,
+                ..
             }) => {
                 client.streamed();
                 if state == TaskState::Held {
@@ -612,6 +625,71 @@ pub fn routes() -> Router<Arc<Hub>> {
         .route("/heartbeat", get(ws::heartbeat))
         .route("/events", get(sse::events))
         .route("/send", post(sse::send))
+        .route("/files/{id}", get(serve_file))
+}
+
+/// `GET /files/ID`: a file of a task, for the connection that holds the task (the tab's
+/// manager fetches it with the token and its client id; docs/files.md). Served as a download
+/// that can never run on the hub's origin: `attachment`, `nosniff`, a sandbox CSP.
+async fn serve_file(
+    State(hub): State<Arc<Hub>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(e) = hub.check_headers(&headers) {
+        return e.into_response();
+    }
+    if !install::bearer(&headers).is_some_and(|t| auth::token_matches(hub.token(), t)) {
+        return (StatusCode::UNAUTHORIZED, "令牌错误 / bad token").into_response();
+    }
+    let not_found = || {
+        (
+            StatusCode::NOT_FOUND,
+            "没有这个文件，或它不属于这个标签页正在做的任务 / no such file for a task this tab holds",
+        )
+            .into_response()
+    };
+    let Some(client_id) = headers.get("x-aicard-client").and_then(|v| v.to_str().ok()) else {
+        return not_found();
+    };
+    let Some(grant) = hub.tasks.files.grant_of(&id, client_id) else {
+        return not_found();
+    };
+    let holds = hub
+        .registry
+        .get(client_id)
+        .is_some_and(|c| hub.tasks.holds(&c, &grant.task_id));
+    if !holds {
+        return not_found();
+    }
+    let bytes = match tokio::fs::read(hub.tasks.files.blob_path(&grant.file)).await {
+        Ok(b) => b,
+        Err(_) => return not_found(),
+    };
+    let disposition = format!(
+        "attachment; filename*=UTF-8''{}",
+        grant
+            .file
+            .name
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            })
+            .collect::<String>()
+    );
+    (
+        [
+            (header::CONTENT_TYPE, grant.file.mime.clone()),
+            (header::CONTENT_DISPOSITION, disposition),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+            (header::CONTENT_SECURITY_POLICY, "sandbox".to_string()),
+            (header::CACHE_CONTROL, "no-store".to_string()),
+        ],
+        bytes,
+    )
+        .into_response()
 }
 
 /// `GET /aicard.user.js`: the script any page may name, so without the token, unless the

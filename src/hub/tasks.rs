@@ -31,6 +31,8 @@ pub struct TaskRequest {
     /// Record the task under `parent_id` in the subtask tree (`manager status` shows it for
     /// a foreman's task; a master's commands, parented by its client id, need no tree).
     pub track: bool,
+    /// Files the tab attaches before it sends the prompt (docs/files.md).
+    pub files: Vec<super::files::FileRef>,
 }
 
 impl TaskRequest {
@@ -46,6 +48,7 @@ impl TaskRequest {
             retry: 0,
             fail_on_loss: true,
             track: false,
+            files: Vec::new(),
         }
     }
 }
@@ -122,6 +125,7 @@ impl Ticket {
         };
         guard.armed = false;
         drop(guard);
+        tasks.files.revoke_task(&task_id);
         if let Some(p) = &parent {
             let state = if outcome.result.is_ok() {
                 "done"
@@ -220,6 +224,8 @@ pub struct Tasks {
     tree: DashMap<String, SubTree>,
     registry: Arc<Registry>,
     max_waiting: usize,
+    /// The files tasks carry (granted to a task while a tab holds it).
+    pub files: Arc<super::files::Files>,
     /// Shapes every prompt once, when it is submitted (the memory block of role cards with
     /// `memory: every N`); set once by the hub.
     prompt_hook: std::sync::OnceLock<PromptHook>,
@@ -234,8 +240,13 @@ impl Tasks {
         let _ = self.prompt_hook.set(hook);
     }
 
-    pub fn new(registry: Arc<Registry>, max_waiting: usize) -> Tasks {
+    pub fn new(
+        registry: Arc<Registry>,
+        max_waiting: usize,
+        files: Arc<super::files::Files>,
+    ) -> Tasks {
         Tasks {
+            files,
             remote: DashMap::new(),
             inbound: DashMap::new(),
             tree: DashMap::new(),
@@ -286,6 +297,11 @@ impl Tasks {
             timeout_ms: req.timeout.as_millis() as u64,
             retry: req.retry,
             auto_send: true,
+            attachments: req
+                .files
+                .iter()
+                .map(|f| self.files.grant(&client.id, &task_id, f))
+                .collect(),
         };
         let parent = frame.parent_id.clone().filter(|_| req.track);
         let (tx, rx) = oneshot::channel();
@@ -611,8 +627,15 @@ impl Tasks {
             }
         }
         tracing::info!(client = %client.id, task_id, "task withdrawn: its caller gave up");
+        self.files.revoke_task(task_id);
         self.cancel(client, task_id);
         self.pump(client);
+    }
+
+    /// Whether `client` holds `task_id` now (typing it, or waiting to).
+    pub fn holds(&self, client: &Client, task_id: &str) -> bool {
+        let q = Self::queue(client);
+        q.holds(task_id) || q.waiting.iter().any(|p| p.frame.task_id == task_id)
     }
 
     /// Drops a task wherever it is (caller timed out or gave up).
@@ -702,9 +725,14 @@ mod tests {
                 kill: Killer::default(),
             },
         );
+        let files = Arc::new(crate::hub::files::Files::new(
+            dir.path().join("files"),
+            dir.path().join("blobs"),
+            1 << 20,
+        ));
         Fixture {
             _dir: dir,
-            tasks: Tasks::new(registry, max_waiting),
+            tasks: Tasks::new(registry, max_waiting, files),
             tab,
             out,
         }

@@ -294,6 +294,7 @@ impl<H: Host> Interpreter<H> {
                 let cmd = Command::To(Job {
                     target: target_of(&to),
                     prompt: Template::literal(text),
+                    files: Vec::new(),
                 });
                 self.eval(ctx, &cmd, frame).await
             }

@@ -136,6 +136,7 @@ impl<'a> Parser<'a> {
     /// `TARGET: TEXT` (for `to`).
     pub(super) fn job(&self, rest: Span, topic: &'static str) -> Result<Job, ParseError> {
         let (target, after) = self.target_at(rest.s, rest.e, topic)?;
+        let (files, after) = self.with_files(after, rest.e, topic)?;
         let (colon, c) = self.skip_ws(after, rest.e);
         if c != Some(b':') {
             let message = match &target {
@@ -154,7 +155,58 @@ impl<'a> Parser<'a> {
         Ok(Job {
             target,
             prompt: self.free_text(prompt),
+            files,
         })
+    }
+
+    /// `with files=[a.png, "报告 1.pdf"]` at `at` (after whitespace): the names and the index
+    /// after `]`; no names and `at` itself when the words are not there (docs/files.md).
+    pub(super) fn with_files(
+        &self,
+        at: usize,
+        end: usize,
+        topic: &'static str,
+    ) -> Result<(Vec<String>, usize), ParseError> {
+        let (s, _) = self.skip_ws(at, end);
+        let rest = self.text(Span::new(s, end));
+        let Some(after_with) = rest.strip_prefix("with") else {
+            return Ok((Vec::new(), at));
+        };
+        let (f, _) = self.skip_ws(s + 4, end);
+        if !after_with.starts_with(char::is_whitespace)
+            || !self.text(Span::new(f, end)).starts_with("files")
+        {
+            return Ok((Vec::new(), at));
+        }
+        let (eq, c) = self.skip_ws(f + 5, end);
+        let (open, c2) = self.skip_ws(eq + 1, end);
+        if c != Some(b'=') || c2 != Some(b'[') {
+            return Err(self.err(f, topic, "expected `with files=[NAME, …]`"));
+        }
+        let close = self
+            .closing_bracket(Span::new(open + 1, end))
+            .ok_or_else(|| self.err(end, topic, "expected `]` to close the file list"))?;
+        let mut names = Vec::new();
+        for piece in self.split_commas(Span::new(open + 1, close)) {
+            let raw = self.text(piece);
+            let name = raw
+                .strip_prefix('"')
+                .and_then(|r| r.strip_suffix('"'))
+                .or_else(|| raw.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')))
+                .unwrap_or(raw);
+            if name.trim().is_empty() {
+                return Err(self.err(piece.s, topic, "expected a file name in `files=[…]`"));
+            }
+            names.push(name.to_string());
+        }
+        if names.is_empty() {
+            return Err(self.err(
+                open,
+                topic,
+                "expected at least one file name in `files=[…]`",
+            ));
+        }
+        Ok((names, close + 1))
     }
 
     pub(super) fn parse_from(&mut self, rest: Span) -> Result<Command, ParseError> {
@@ -190,7 +242,9 @@ impl<'a> Parser<'a> {
             .closing_bracket(Span::new(open + 1, rest.e))
             .ok_or_else(|| self.err(rest.e, "parallel", "expected `]` to close the target list"))?;
         let list = Span::new(open + 1, close);
-        let tail = self.trim(Span::new(close + 1, rest.e));
+        // `with files=[…]` after the list goes to every target.
+        let (shared_files, tail_at) = self.with_files(close + 1, rest.e, "parallel")?;
+        let tail = self.trim(Span::new(tail_at, rest.e));
         let (first, after_first) =
             self.target_at(list.s, list.e, "parallel")
                 .map_err(|mut e| {
@@ -221,11 +275,21 @@ impl<'a> Parser<'a> {
                         .map(|target| Job {
                             target,
                             prompt: prompt.clone(),
+                            files: Vec::new(),
                         })
                         .collect()
                 }
             }
         };
+        let jobs = jobs
+            .into_iter()
+            .map(|mut j| {
+                // A per-target line's own files come after the shared ones.
+                let own = std::mem::take(&mut j.files);
+                j.files = shared_files.iter().cloned().chain(own).collect();
+                j
+            })
+            .collect();
         Ok(Command::Parallel { jobs })
     }
 
@@ -256,16 +320,17 @@ impl<'a> Parser<'a> {
             .filter(|l| !l.is_empty())
             .collect();
         // Each line's `TARGET:` and where its text starts, when it begins with one.
-        let named: Vec<Option<(Target, usize)>> = lines
+        let named: Vec<Option<(Target, usize, Vec<String>)>> = lines
             .iter()
             .map(|l| {
                 let (target, after) = self.target_at(l.s, l.e, "parallel").ok()?;
+                let (files, after) = self.with_files(after, l.e, "parallel").ok()?;
                 let (colon, c) = self.skip_ws(after, l.e);
-                (c == Some(b':')).then_some((target, colon + 1))
+                (c == Some(b':')).then_some((target, colon + 1, files))
             })
             .collect();
         let in_list = |t: &Target| targets.iter().any(|x| same(x, t));
-        if !named.iter().flatten().any(|(t, _)| in_list(t)) {
+        if !named.iter().flatten().any(|(t, _, _)| in_list(t)) {
             return Ok(None);
         }
         let list = targets
@@ -280,10 +345,10 @@ impl<'a> Parser<'a> {
                 None => text.to_string(),
             }
         };
-        let mut prompts: Vec<Option<Template>> = vec![None; targets.len()];
+        let mut prompts: Vec<Option<(Template, Vec<String>)>> = vec![None; targets.len()];
         for (k, (line, named)) in lines.iter().zip(&named).enumerate() {
             let n = k + 1;
-            let Some((target, text_at)) = named else {
+            let Some((target, text_at, files)) = named else {
                 return Err(self.err(
                     line.s,
                     "parallel",
@@ -319,15 +384,16 @@ impl<'a> Parser<'a> {
                     format!("line {n} has no prompt for {target} after `:`"),
                 ));
             }
-            prompts[slot] = Some(self.free_text(text));
+            prompts[slot] = Some((self.free_text(text), files.clone()));
         }
         targets
             .iter()
             .zip(prompts)
             .map(|(target, prompt)| match prompt {
-                Some(prompt) => Ok(Job {
+                Some((prompt, files)) => Ok(Job {
                     target: target.clone(),
                     prompt,
+                    files,
                 }),
                 None => Err(self.err(
                     body.s,
@@ -408,6 +474,7 @@ impl<'a> Parser<'a> {
             jobs.push(Job {
                 target,
                 prompt: self.free_text(prompt),
+                files: Vec::new(),
             });
         }
         Ok(jobs)

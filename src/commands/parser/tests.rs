@@ -16,6 +16,7 @@ fn job(target: &str, prompt: &str) -> Job {
     Job {
         target: name(target),
         prompt: t(prompt),
+        files: Vec::new(),
     }
 }
 
@@ -126,12 +127,14 @@ fn parallel_forms() {
             jobs: vec![
                 Job {
                     target: Target::Role(Role::Worker),
-                    prompt: t("hi")
+                    prompt: t("hi"),
+                    files: Vec::new(),
                 },
                 job("my tab", "hi"),
                 Job {
                     target: Target::Group("g1".into()),
-                    prompt: t("hi")
+                    prompt: t("hi"),
+                    files: Vec::new(),
                 },
             ]
         }
@@ -483,11 +486,13 @@ fn parallel_with_a_line_per_target() {
             jobs: vec![
                 Job {
                     target: Target::Role(Role::Worker),
-                    prompt: t("甲")
+                    prompt: t("甲"),
+                    files: Vec::new(),
                 },
                 Job {
                     target: Target::Group("g".into()),
-                    prompt: t("乙")
+                    prompt: t("乙"),
+                    files: Vec::new(),
                 },
             ]
         }
@@ -957,4 +962,28 @@ fn seed_placeholders() {
     for w in ["echo", "cmdline", "command", "shellcheck", "cmd123"] {
         assert!(!is_placeholder(w), "{w}");
     }
+}
+
+#[test]
+fn with_files_on_to_and_parallel() {
+    let Command::To(j) = parse("to w1 with files=[a.png, \"年报 2025.pdf\"]: 看看").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(j.files, vec!["a.png".to_string(), "年报 2025.pdf".into()]);
+    assert_eq!(j.prompt, t("看看"));
+    let Command::Parallel { jobs } =
+        parse("parallel to=[a, b] with files=[x.png]\na with files=[y.pdf]: 一\nb: 二").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(jobs[0].files, vec!["x.png".to_string(), "y.pdf".into()]);
+    assert_eq!(jobs[1].files, vec!["x.png".to_string()]);
+    // `with` that is not `with files=` is the prompt's own word.
+    let Command::To(j) = parse("to w1: with files is a phrase").unwrap() else {
+        panic!()
+    };
+    assert!(j.files.is_empty());
+    assert!(parse("to w1 with files=[]: x").is_err());
+    assert!(parse("to w1 with files=[a.png: x").is_err());
 }
