@@ -5035,20 +5035,28 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     input.dispatchEvent(new Ev("input", { bubbles: true, composed: true }));
     input.dispatchEvent(new Ev("change", { bubbles: true }));
   }
+  function eventRealm(win) {
+    const page = win.wrappedJSObject;
+    const clone = globalThis.cloneInto;
+    if (page && typeof clone === "function") {
+      return { win: page, init: (o) => clone(o, page, { wrapReflectors: true }) };
+    }
+    return { win, init: (o) => o };
+  }
   function viaDrop(doc, target, file) {
-    const win = doc.defaultView || globalThis;
-    const dt = transferOf(win, file);
-    const Drag = win.DragEvent || globalThis.DragEvent;
+    const realm = eventRealm(doc.defaultView || globalThis);
+    const dt = transferOf(realm.win, file);
+    const Drag = realm.win.DragEvent || globalThis.DragEvent;
     for (const type of ["dragenter", "dragover", "drop"]) {
-      target.dispatchEvent(new Drag(type, { bubbles: true, cancelable: true, composed: true, dataTransfer: dt }));
+      target.dispatchEvent(new Drag(type, realm.init({ bubbles: true, cancelable: true, composed: true, dataTransfer: dt })));
     }
   }
   function viaPaste(doc, target, file) {
-    const win = doc.defaultView || globalThis;
-    const dt = transferOf(win, file);
+    const realm = eventRealm(doc.defaultView || globalThis);
+    const dt = transferOf(realm.win, file);
     target.focus?.();
-    const Clip = win.ClipboardEvent || globalThis.ClipboardEvent;
-    const ev = new Clip("paste", { bubbles: true, cancelable: true, composed: true, clipboardData: dt });
+    const Clip = realm.win.ClipboardEvent || globalThis.ClipboardEvent;
+    const ev = new Clip("paste", realm.init({ bubbles: true, cancelable: true, composed: true, clipboardData: dt }));
     if (!ev.clipboardData) Object.defineProperty(ev, "clipboardData", { value: dt });
     target.dispatchEvent(ev);
   }
@@ -5065,7 +5073,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         viaInput(doc, input, file);
         return "input";
       }
-      const target = targetOf(doc, adapter, upload);
+      const target = how === "drop" ? targetOf(doc, adapter, upload) : findInput(doc, adapter);
       if (!target) continue;
       if (how === "drop") viaDrop(doc, target, file);
       else if (how === "paste") viaPaste(doc, target, file);

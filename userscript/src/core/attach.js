@@ -13,8 +13,8 @@
  *
  * What a site takes is data in its adapter (`upload`, src/adapters/README.md):
  *   { how: 'input' | 'drop' | 'paste' (or a list, tried in order), accept: [mime patterns or .ext],
- *     maxBytes, maxFiles, input: [selectors of the file input], target: [drop/paste target selectors;
- *     default the composer], chip: [one attached file's chip or preview], busy: [an upload in
+ *     maxBytes, maxFiles, input: [selectors of the file input], target: [the drop zone; default the
+ *     composer, which a paste always goes to], chip: [one attached file's chip or preview], busy: [an upload in
  *     progress], error: [an upload error the page shows] }
  */
 import { sha256Hex } from './sha256.js';
@@ -154,23 +154,37 @@ function viaInput(doc, input, file) {
   input.dispatchEvent(new Ev('change', { bubbles: true }));
 }
 
+/**
+ * The page's own window where this world sees it through an Xray (Firefox's content sandbox), so drop and
+ * paste events are made by the page's constructors with their init dictionaries cloned into the page (a
+ * sandbox object's properties are not the page's to read); else this world's view of the window.
+ */
+function eventRealm(win) {
+  const page = win.wrappedJSObject;
+  const clone = globalThis.cloneInto;
+  if (page && typeof clone === 'function') {
+    return { win: page, init: (o) => clone(o, page, { wrapReflectors: true }) };
+  }
+  return { win, init: (o) => o };
+}
+
 /** Drops `file` on `target`: dragenter, dragover, drop, as a person dragging it from the desktop. */
 function viaDrop(doc, target, file) {
-  const win = doc.defaultView || globalThis;
-  const dt = transferOf(win, file);
-  const Drag = win.DragEvent || globalThis.DragEvent;
+  const realm = eventRealm(doc.defaultView || globalThis);
+  const dt = transferOf(realm.win, file);
+  const Drag = realm.win.DragEvent || globalThis.DragEvent;
   for (const type of ['dragenter', 'dragover', 'drop']) {
-    target.dispatchEvent(new Drag(type, { bubbles: true, cancelable: true, composed: true, dataTransfer: dt }));
+    target.dispatchEvent(new Drag(type, realm.init({ bubbles: true, cancelable: true, composed: true, dataTransfer: dt })));
   }
 }
 
 /** Pastes `file` into `target` (the composer), as Ctrl+V with a copied file or screenshot. */
 function viaPaste(doc, target, file) {
-  const win = doc.defaultView || globalThis;
-  const dt = transferOf(win, file);
+  const realm = eventRealm(doc.defaultView || globalThis);
+  const dt = transferOf(realm.win, file);
   target.focus?.();
-  const Clip = win.ClipboardEvent || globalThis.ClipboardEvent;
-  const ev = new Clip('paste', { bubbles: true, cancelable: true, composed: true, clipboardData: dt });
+  const Clip = realm.win.ClipboardEvent || globalThis.ClipboardEvent;
+  const ev = new Clip('paste', realm.init({ bubbles: true, cancelable: true, composed: true, clipboardData: dt }));
   if (!ev.clipboardData) Object.defineProperty(ev, 'clipboardData', { value: dt });
   target.dispatchEvent(ev);
 }
@@ -190,7 +204,8 @@ export function handOver(doc, adapter, file) {
       viaInput(doc, input, file);
       return 'input';
     }
-    const target = targetOf(doc, adapter, upload);
+    // A drop lands on the site's drop zone (else the composer); a paste always goes into the composer.
+    const target = how === 'drop' ? targetOf(doc, adapter, upload) : findInput(doc, adapter);
     if (!target) continue;
     if (how === 'drop') viaDrop(doc, target, file);
     else if (how === 'paste') viaPaste(doc, target, file);

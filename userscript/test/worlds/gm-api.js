@@ -10,6 +10,9 @@
 //   - `responseType: 'stream'` (Tampermonkey, ScriptCat; `streams: true`): `response` is a
 //     ReadableStream of Uint8Array from `onloadstart` / readyState 2 on. With `streams: false`
 //     the type is ignored, as a manager that does not know it would;
+//   - `responseType: 'arraybuffer'` / `'blob'` (every manager: Tampermonkey's documentation, ScriptCat's
+//     gm_xhr.ts, Violentmonkey's requests.js): `response` is the body's bytes as an ArrayBuffer / a Blob
+//     at readyState 4, never text (the task attachments, GET /files/ID);
 //   - `manager: 'violentmonkey'`: Violentmonkey 2.x as its source has it (src/injected/web/
 //     requests.js, src/offscreen/xhr.js, read at 1f882e0; behaviour re-stated, no code copied):
 //     the extension sends each event only the text added since the last text it sent, attached
@@ -56,6 +59,14 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
     return out;
   };
 
+  /** The bytes of a binary response, as the type asked for. */
+  const binaryOf = (chunks, type) => {
+    const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+    let at = 0;
+    for (const c of chunks) { all.set(c, at); at += c.length; }
+    return type === 'blob' ? new Blob([all]) : all.buffer;
+  };
+
   link.onMessage((msg) => {
     const req = requests.get(msg && msg.id);
     if (req) req.handle(msg);
@@ -74,7 +85,10 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
     let cached = { responseText: undefined, response: undefined };
     let unsent = ''; // text the extension has but has not attached to an event yet
     let done = false;
+    const binaryType = given === 'arraybuffer' || given === 'blob' ? given : null;
+    const bytesSeen = [];
     const join = (prop) => {
+      if (binaryType) return prop === 'response' && done ? binaryOf(bytesSeen, binaryType) : null;
       if (pieces) {
         const all = pieces.join('');
         pieces = [all];
@@ -107,7 +121,8 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
           Object.assign(head, { status: msg.status, statusText: msg.statusText || '', responseHeaders: msg.headers || '', finalUrl: msg.finalUrl || details.url, readyState: 2 });
           fire('onreadystatechange');
         } else if (msg.op === 'chunk') {
-          unsent += decoder.decode(toBytes(msg.bytes || ''), { stream: true });
+          if (binaryType) bytesSeen.push(toBytes(msg.bytes || ''));
+          else unsent += decoder.decode(toBytes(msg.bytes || ''), { stream: true });
           head.readyState = 3;
           fire('onreadystatechange');
           fire('onprogress');
@@ -147,6 +162,8 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
     nextId += 1;
     const id = `x${nextId}`;
     const wantStream = streams && details.responseType === 'stream';
+    const binaryType = details.responseType === 'arraybuffer' || details.responseType === 'blob' ? details.responseType : null;
+    const bytesSeen = [];
     const decoder = new TextDecoder();
     let text = '';
     let controller = null;
@@ -184,6 +201,7 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
         } else if (msg.op === 'chunk') {
           const bytes = toBytes(msg.bytes || '');
           if (controller) controller.enqueue(bytes);
+          else if (binaryType) bytesSeen.push(bytes);
           else text += decoder.decode(bytes, { stream: true });
           res.readyState = 3;
           if (!wantStream && textMode === 'growing') { res.responseText = text; res.response = text; }
@@ -192,7 +210,10 @@ export function createGmApi({ link, values = {}, info = {}, textMode = 'final', 
         } else if (msg.op === 'end') {
           settle();
           if (controller) { try { controller.close(); } catch { /* cancelled */ } }
-          if (!wantStream) {
+          if (binaryType) {
+            res.responseText = '';
+            res.response = binaryOf(bytesSeen, binaryType);
+          } else if (!wantStream) {
             text += decoder.decode();
             res.responseText = text;
             res.response = details.responseType === 'json' ? JSON.parse(text || 'null') : text;
