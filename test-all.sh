@@ -42,7 +42,7 @@ step "install the Python test packages (OpenAI and MCP SDKs, mcp-server-time)"
 bash tests/sdk/install.sh
 
 step "cargo test"
-cargo test --all-targets
+cargo test --lib --bins --tests
 
 step "aicard flow validate flows/*.yaml"
 cargo run --quiet -- flow validate flows/*.yaml

@@ -4,6 +4,7 @@
 //! started and read through the API (attempts of a retried node), tab roles, and the event
 //! stream resumed with `Last-Event-ID`.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,6 +2,7 @@
 //! prompt arrives; `where` filters; node results of a flow reach a reviewer; the loop guard;
 //! unsubscribe; rules survive a restart.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::sync::atomic::Ordering;

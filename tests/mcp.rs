@@ -4,6 +4,7 @@
 //! runs offline. Nothing sleeps to synchronise: every wait is for a frame, an answer or an
 //! event, under a timeout.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::time::Duration;

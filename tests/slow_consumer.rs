@@ -4,6 +4,7 @@
 //! the same time. Every frame sent to the stalled tab is counted end to end: it reached its
 //! socket, was kept and replayed on its return, or was dropped by the per-tab cap (counted).
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeSet, HashMap};

@@ -3,7 +3,7 @@
 //! each `deliver` the hub types into the tab and answers with the next turn (`chunk` +
 //! `turn_end`, no task id), as a chat site's model would after an automatic send.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

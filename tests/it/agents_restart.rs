@@ -4,7 +4,7 @@
 //! again: the session goes on from where it was, and the command does not run a second time
 //! (its result comes from the journal keyed by (tab, turn, index)).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

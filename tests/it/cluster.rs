@@ -4,7 +4,7 @@
 //! fanning out to workers on b and c in one batch per node, a flow across nodes, a SIGKILL
 //! of b mid-task, labels unique cluster-wide, and presence convergence, measured.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The command language on a real hub: streaming detection, dedup against turn_end, exec
 //! policy, fan-out to labelled tabs, permissions, help and parse errors.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! checks (401 without a token, 403 for a foreign Origin, 404 for an unknown session) hold;
 //! Stop through the API ends the session at the tab within 1 s, and the list then says why.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

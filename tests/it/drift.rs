@@ -3,7 +3,7 @@
 //! success, not held against the tab); `turn_end.source` is counted per tab and per site, and a
 //! site answered mostly from the page is flagged in `?<tabs>!`, `/metrics` and `/v1/models`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

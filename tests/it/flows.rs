@@ -1,7 +1,7 @@
 //! Flows on the real hub with scripted tabs: parallel fan-out, chains, aggregation, `when`,
 //! `for_each`, retries with failover, pause/resume/stop, and durability across a SIGKILL.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

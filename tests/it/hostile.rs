@@ -3,7 +3,7 @@
 //! token, oversized and never-sent bodies, deep JSON, bad UTF-8, wrong methods, alias bombs,
 //! silent and trickling connections. After all of them the hub still answers a normal request.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

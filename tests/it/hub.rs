@@ -1,7 +1,7 @@
 //! Hub foundation, over real sockets: refusals, identity and resume, bad frames, limits,
 //! heartbeats, slow consumers, the SSE+POST transport, task queues, 1,000 tabs, shutdown.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

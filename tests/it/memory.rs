@@ -2,7 +2,7 @@
 //! neighbours, pin / unpin / del, injection into a worker's next task, scopes kept apart,
 //! summaries.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

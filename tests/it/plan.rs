@@ -3,7 +3,7 @@
 //! reject / save, the plan cache, and proof that no task reaches a tab before approval; and
 //! the decision engine behind `auto` targets, `manager why` and `?<tabs>!`.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

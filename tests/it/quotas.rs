@@ -2,7 +2,7 @@
 //! `quota:`; the decision engine counts the prompts each site accepts and never picks a tab
 //! of a site past its quota; `?<tabs>!` and `/api/tabs` show the use.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

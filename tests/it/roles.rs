@@ -2,7 +2,7 @@
 //! group fan-out → follow-up → synthesis); a lost worker replaced within its group; and the
 //! permission refusals.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! the exec workspace and simulated chat tabs, its `fallback` as an action when a step keeps
 //! failing, and the staged `user-flow.yaml` across eleven tabs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

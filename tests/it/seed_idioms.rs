@@ -1,7 +1,7 @@
 //! docs/commands.md / issue 27: the seed manual's command idioms, typed exactly as the manual writes
 //! them (tests/fixtures/seed-manual/commands.md), on a real hub over real sockets.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

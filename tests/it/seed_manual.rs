@@ -32,7 +32,7 @@
 //! | `mcp_config_add` | typed by the person: adds `server_name` (`command`, [`args...`]) to mcp.json, keeping the others; in a model's reply: refused "only the person", file unchanged |
 //! | `create_smart_finally` | saves one step, the whole chain (`else then` with its `if`, `finally` guarding all before it); runs: check passes → continue, cleanup; check exits 2 → rollback, cleanup |
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

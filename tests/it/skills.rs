@@ -2,7 +2,7 @@
 //! without a restart (waiting on the watcher's event), a broken file isolated, path
 //! traversal refused, and hostile values in a `run` skill never reaching a shell.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

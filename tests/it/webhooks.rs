@@ -2,7 +2,7 @@
 //! out, a receiver that fails first gets the event again with the same delivery id and lands
 //! it once, and a refusal (4xx) is final; and a real hub's flow run announced to a receiver.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -7,9 +7,9 @@
 //! frame with `bad_frame`, a ping with its pong. A case that keeps the connection open ends
 //! with a probe ping; everything the hub sent before the probe's pong is the case's answer.
 //!
-//! Run: `cargo test --test ws_conformance`.
+//! Run: `cargo test --test it ws_conformance::`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
