@@ -187,13 +187,16 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
       assertOneRound('deepseek', from, outputOf(final));
       const ends = proxy.frames.slice(mark).filter((f) => f.dir === 'up' && f.frame?.type === 'turn_end' && f.frame.text.includes('?<memory'));
       assert.deepEqual(ends.map((f) => f.frame.turn_id), [chunk.frame.turn_id], 'the reply ended with the turn_id it had before the reload');
-      const search = await desk.run('memory search AGENTPROBERELOAD');
+      // An agent's memory writes go to its own scope (agent.NAME), beside the memory stream's
+      // observations of each round (tagged `observation`, quoting the command): the memories the
+      // command wrote are the hits tagged agent-test.
+      const search = await desk.run('memory search AGENTPROBERELOAD scope=agent.bot_reload');
       // What the hub saw and answered for this tab, for the message if the command ran twice.
       const trail = framesOf(proxy, tab.clientId).filter((f) => (f.dir === 'up' && ['chunk', 'turn_end', 'hello'].includes(f.frame?.type))
         || (f.dir === 'down' && ['cmd_result', 'deliver', 'welcome'].includes(f.frame?.type)))
         .map((f) => `${f.dir} conn=${f.conn} ${f.frame.type} ${f.frame.turn_id || f.frame.client_id || ''}${f.frame.seq !== undefined ? `#${f.frame.seq}` : ''} ${JSON.stringify(f.frame.text ?? f.frame.result?.output ?? '').slice(0, 60)}`);
-      assert.match(outputOf(search), /: 1 hit\(s\)/, `one memory written, not two: ${outputOf(search)}\n${trail.join('\n')}`);
-      assert.equal((outputOf(search).match(/AGENTPROBERELOAD/g) || []).length, 1, `one memory written, not two: ${outputOf(search)}`);
+      const written = outputOf(search).match(/^#\d+ \[[^\]\n]*tags [^\]\n]*agent-test[^\]\n]*\]$/gm) || [];
+      assert.equal(written.length, 1, `one memory written, not two: ${outputOf(search)}\n${trail.join('\n')}`);
     } finally {
       mock.release('agent-reload');
       await tab.close();
