@@ -154,9 +154,18 @@ impl App {
         hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
         let weak = Arc::downgrade(&app);
         hub.tasks
-            .set_prompt_hook(Box::new(move |client, prompt| match weak.upgrade() {
-                Some(app) => app.commands.with_memory(client, prompt),
-                None => prompt,
+            .set_prompt_hook(Box::new(move |client, prompt, from_hub| {
+                match weak.upgrade() {
+                    Some(app) => {
+                        let prompt = app.commands.with_memory(client, prompt);
+                        if from_hub {
+                            app.commands.with_card_prompt(client, prompt)
+                        } else {
+                            prompt
+                        }
+                    }
+                    None => prompt,
+                }
             }));
         app.mcp
             .set_skills(Arc::new(crate::mcp::skills::SkillTools::new(

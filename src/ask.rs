@@ -275,6 +275,7 @@ impl Asks {
         let tab = &tab;
         let mut req = TaskRequest::new(prompt, self.hub.config.timing.task_timeout);
         req.files = opts.files.clone();
+        req.from_hub = true;
         req.track = opts.parent.is_some();
         req.parent_id = Some(opts.parent.clone().unwrap_or_else(|| opts.from.clone()));
         self.hub

@@ -1059,6 +1059,7 @@ async fn dispatch(
         .map(Duration::from_millis)
         .unwrap_or(hub.config.timing.task_timeout);
     let mut req = TaskRequest::new(d.prompt.clone(), attempt);
+    req.from_hub = true;
     req.task_id = Some(d.idempotency_key.clone());
     req.run_id = Some(run_id);
     req.node_id = Some(d.node.clone());

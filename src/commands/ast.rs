@@ -95,6 +95,8 @@ pub enum Command {
     Manager(ManagerCmd),
     /// `flow start|pause|resume|stop|status`: seed aliases acting on the caller's current flow.
     Flow(FlowAction),
+    /// `role test [CARD]`: run a role card's `test_command` (this tab's card without a name).
+    RoleTest(Option<String>),
     /// `role master|foreman|worker [group=G]`: set the calling tab's role.
     Role {
         /// The new role.

@@ -166,6 +166,18 @@ pub trait Host: Send + Sync {
     /// Whether tab `target` belongs to group `group`.
     fn in_group(&self, target: &str, group: &str) -> bool;
 
+    /// A role card's name and `test_command`: the named card, or the card of the caller's
+    /// tab. Default: no cards.
+    fn card_test(
+        &self,
+        _caller: &Caller,
+        _card: Option<&str>,
+    ) -> Result<(String, String), HostError> {
+        Err(HostError::Other(
+            "这里没有角色卡 / no role cards here".into(),
+        ))
+    }
+
     /// Set the calling tab's role; returns the confirmation to show.
     fn set_role(
         &self,
@@ -542,6 +554,29 @@ impl<H: Host> Interpreter<H> {
                 Command::Role { role, group } => {
                     self.check(ctx.caller, Action::SetRole)?;
                     Ok(self.host.set_role(ctx.caller, *role, group.clone()).await?)
+                }
+                Command::RoleTest(card) => {
+                    // The card's own check, run as the one who asked (docs/commands.md).
+                    let (name, test) = self.host.card_test(ctx.caller, card.as_deref())?;
+                    let body = test
+                        .trim()
+                        .strip_prefix("?<")
+                        .and_then(|b| b.strip_suffix(">!"))
+                        .unwrap_or(test.trim())
+                        .to_string();
+                    let parsed = parser::parse(&body).map_err(|e| {
+                        CmdError::Failed(format!(
+                            "角色卡 {name} 的 test_command 无法解析 / card `{name}`'s test_command does not parse: {e}"
+                        ))
+                    })?;
+                    match self.eval(ctx, &parsed, frame).await {
+                        Ok(out) => Ok(format!(
+                            "✓ 角色卡 {name} 测试通过 / card `{name}` test passed: `{body}`\n{out}"
+                        )),
+                        Err(e) => Err(CmdError::Failed(format!(
+                            "✗ 角色卡 {name} 测试失败 / card `{name}` test failed: `{body}`\n{e}"
+                        ))),
+                    }
                 }
                 Command::Remember { scope, text } => {
                     self.remember(ctx, scope.as_deref(), text, frame).await

@@ -223,6 +223,37 @@ impl Host for HubHost {
                 .all(|c| c.info().group.as_deref() == Some(group))
     }
 
+    fn card_test(
+        &self,
+        caller: &Caller,
+        card: Option<&str>,
+    ) -> Result<(String, String), HostError> {
+        let cards = self.hub.commands.roles.get();
+        let found = match card {
+            Some(name) => cards.by_name(name).cloned().ok_or_else(|| {
+                HostError::Other(format!("没有角色卡 {name} / no role card `{name}`"))
+            })?,
+            None => {
+                let tab = self.hub.registry.get(&caller.client_id).ok_or_else(|| {
+                    HostError::Other("这个标签页不在线 / this tab is not connected".into())
+                })?;
+                self.hub.commands.card_for(&tab).ok_or_else(|| {
+                    HostError::Other(
+                        "这个标签页没有角色卡 / no role card applies to this tab: name one, ?‹role test CARD›!"
+                            .into(),
+                    )
+                })?
+            }
+        };
+        let test = found.test_command.clone().ok_or_else(|| {
+            HostError::Other(format!(
+                "角色卡 {} 没有 test_command / card `{}` has no test_command",
+                found.name, found.name
+            ))
+        })?;
+        Ok((found.name, test))
+    }
+
     async fn set_role(
         &self,
         caller: &Caller,

@@ -142,6 +142,8 @@ pub struct Commands {
     exec: ExecPolicy,
     /// `CMD &`: the background jobs (they end when the hub stops).
     pub jobs: Arc<crate::exec::jobs::Jobs>,
+    /// The page address each tab had when its role card prompt last went with a task.
+    primed: DashMap<String, Option<String>>,
     pub roles: RoleCards,
     /// The team's memory (src/memory).
     pub memory: Arc<crate::memory::Memory>,
@@ -162,6 +164,7 @@ impl Commands {
             vars: Arc::new(Variables::stored(store.clone())),
             exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
             jobs: Arc::new(crate::exec::jobs::Jobs::new()),
+            primed: DashMap::new(),
             roles: RoleCards::load(&config.role_cards_dir),
             memory: crate::memory::Memory::new(store.clone()),
             skills: crate::skills::Skills::load(&config.skills_dir),
@@ -191,6 +194,29 @@ impl Commands {
                 prompt
             }
         }
+    }
+
+    /// The first task the hub's commands or flows give a tab in a conversation carries its
+    /// role card's `system_prompt` (docs/commands.md, "Role cards"); a conversation is new
+    /// when the tab has had no such task yet or its page address changed since.
+    pub fn with_card_prompt(&self, client: &Client, prompt: Prompt) -> Prompt {
+        let Some(text) = self
+            .card_for(client)
+            .and_then(|c| c.instructions)
+            .filter(|t| !t.trim().is_empty())
+        else {
+            return prompt;
+        };
+        let url = client.info().url;
+        let new = match self.primed.get(&client.id) {
+            Some(seen) => *seen != url,
+            None => true,
+        };
+        if !new {
+            return prompt;
+        }
+        self.primed.insert(client.id.clone(), url);
+        Prompt::from(format!("【角色 / Role】\n{}\n\n{prompt}", text.trim()))
     }
 
     /// The role card that applies to a tab now, if any.

@@ -33,6 +33,9 @@ pub struct TaskRequest {
     pub track: bool,
     /// Files the tab attaches before it sends the prompt (docs/files.md).
     pub files: Vec<super::files::FileRef>,
+    /// From the hub's own commands or flows: the tab's role card prompt goes with the first
+    /// such task of a conversation (a door's client sends its prompt as it was written).
+    pub from_hub: bool,
 }
 
 impl TaskRequest {
@@ -49,6 +52,7 @@ impl TaskRequest {
             fail_on_loss: true,
             track: false,
             files: Vec::new(),
+            from_hub: false,
         }
     }
 }
@@ -232,7 +236,8 @@ pub struct Tasks {
 }
 
 /// See [`Tasks::set_prompt_hook`].
-pub type PromptHook = Box<dyn Fn(&Client, Prompt) -> Prompt + Send + Sync>;
+/// The flag says the task comes from the hub's own commands or flows (not a door's client).
+pub type PromptHook = Box<dyn Fn(&Client, Prompt, bool) -> Prompt + Send + Sync>;
 
 impl Tasks {
     /// Every prompt submitted from now on passes through `hook` first.
@@ -291,7 +296,7 @@ impl Tasks {
             role: client.role(),
             priority: req.priority,
             prompt: match self.prompt_hook.get() {
-                Some(hook) => hook(client, req.prompt),
+                Some(hook) => hook(client, req.prompt, req.from_hub),
                 None => req.prompt,
             },
             timeout_ms: req.timeout.as_millis() as u64,

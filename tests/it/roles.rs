@@ -275,3 +275,63 @@ async fn a_lost_worker_is_replaced_within_its_group() {
     );
     let _ = master.command("?<help>!").await;
 }
+
+#[tokio::test]
+async fn a_cards_system_prompt_goes_with_the_first_task_of_a_conversation_and_role_test_runs_its_check(
+) {
+    let h = TestHub::start_with(|c| {
+        c.role_cards_dir = c.data_dir.join("cards");
+        std::fs::create_dir_all(&c.role_cards_dir).unwrap();
+        std::fs::write(
+            c.role_cards_dir.join("reviewer.yaml"),
+            "name: reviewer\nrole: worker\nmatch: {label: [rev]}\nsystem_prompt: 你是严格的审稿人，只指出问题。\ntest_command: \"?<help set>!\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            c.role_cards_dir.join("boss.yaml"),
+            "name: boss\nrole: master\nmatch: {label: [boss]}\n",
+        )
+        .unwrap();
+    })
+    .await;
+    let url = h.ws_url("/realtime");
+    let rev = ScriptedTab::connect(&url, hello("rev", "kimi", "worker"), worker("rev")).await;
+    let mut boss =
+        ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), worker("boss")).await;
+    let r = boss.command("?<to rev: 看看第一段>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let r = boss.command("?<to rev: 再看第二段>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let prompts = rev.prompts();
+    assert_eq!(
+        prompts[0], "【角色 / Role】\n你是严格的审稿人，只指出问题。\n\n看看第一段",
+        "the card's prompt goes with the first task"
+    );
+    assert_eq!(prompts[1], "再看第二段", "once per conversation");
+
+    // `role test CARD` runs the card's test_command as the one who asked; a card without
+    // one, or no such card, says so.
+    let r = boss.command("?<role test reviewer>!").await;
+    let out = r["result"]["output"].as_str().unwrap();
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(
+        out.contains("card `reviewer` test passed") && out.contains("help set"),
+        "{out}"
+    );
+    let r = boss.command("?<role test boss>!").await;
+    assert!(
+        r["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("no test_command"),
+        "{r}"
+    );
+    let r = boss.command("?<role test nosuch>!").await;
+    assert!(
+        r["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("no role card `nosuch`"),
+        "{r}"
+    );
+}

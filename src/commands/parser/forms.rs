@@ -776,6 +776,18 @@ impl<'a> Parser<'a> {
 
     pub(super) fn parse_role(&self, rest: Span) -> Result<Command, ParseError> {
         let words = self.words(rest);
+        if words.first().is_some_and(|w| self.text(*w) == "test") {
+            return match words.as_slice() {
+                [_] => Ok(Command::RoleTest(None)),
+                [_, card] => Ok(Command::RoleTest(Some(self.text(*card).to_string()))),
+                [_, _, extra, ..] => Err(self.err(
+                    extra.s,
+                    "role",
+                    format!("unexpected `{}`", self.text(*extra)),
+                )),
+                [] => unreachable!("a first word was seen"),
+            };
+        }
         let role = words
             .first()
             .and_then(|w| Role::parse(self.text(*w)))
