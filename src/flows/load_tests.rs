@@ -572,3 +572,27 @@ fn a_fallback_is_an_action_each_form_is_read_and_checked_where_written() {
         "one of `message`, `command`, `node` or `output`",
     );
 }
+
+#[test]
+fn an_imported_seed_file_keeps_no_seed_only_key_and_runs_the_same() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    for file in ["flows/seed/data-analysis.yaml", "flows/seed/user-flow.yaml"] {
+        let seed = crate::flows::load_file(std::path::Path::new(&format!("{dir}/{file}")))
+            .unwrap_or_else(|d| panic!("{file}: {d:?}"));
+        let text = crate::flows::native_yaml(&seed, file).unwrap();
+        for key in ["trigger:", "input_var:", "max_retries:", "retry_delay:"] {
+            assert!(!text.contains(key), "{file}: `{key}` left in:\n{text}");
+        }
+        let native = crate::flows::load_str(&seed.name, &text)
+            .unwrap_or_else(|d| panic!("{file}: the import does not load: {d:?}\n{text}"));
+        assert_eq!(native.nodes.len(), seed.nodes.len(), "{file}");
+        for (a, b) in seed.nodes.iter().zip(&native.nodes) {
+            assert_eq!(
+                crate::flows::engine::retry::RetryPolicy::resolve(&seed, a),
+                crate::flows::engine::retry::RetryPolicy::resolve(&native, b),
+                "{file}: node {} retries differently",
+                a.id
+            );
+        }
+    }
+}

@@ -229,10 +229,52 @@ mod load_tests;
 /// A loaded flow as native YAML (what `aicard flow import` writes); `from` names the source
 /// in a comment. Loading the text gives the same flow back.
 pub fn native_yaml(flow: &Flow, from: &str) -> anyhow::Result<String> {
-    let body = serde_saphyr::to_string(flow)?;
+    let body = serde_saphyr::to_string(&to_native(flow))?;
     Ok(format!(
         "# yaml-language-server: $schema=./schema.json\n# 由 aicard flow import 生成 / written by `aicard flow import` from {from}\n{body}"
     ))
+}
+
+/// The same flow with no seed-only key left (docs/flows.md, "Importing a seed file"): a manual
+/// `trigger` goes (an event's is already `on:`), a node's `input_var` goes (the validator
+/// checked it; `$x` reads the variable), `error_handling.max_retries`/`retry_delay` become
+/// `defaults.retry` when the flow has none (the same policy: `max`, the delay as the backoff's
+/// `initial`), and flow-level `parallel_outputs` move onto their nodes. It runs as before.
+pub fn to_native(flow: &Flow) -> Flow {
+    let mut f = flow.clone();
+    f.trigger = None;
+    for node in &mut f.nodes {
+        node.input_var = model::StringList::default();
+        if node.parallel_outputs.is_none() {
+            if let Some(map) = f.parallel_outputs.get(&node.id) {
+                node.parallel_outputs = Some(map.clone());
+            }
+        }
+    }
+    f.parallel_outputs.clear();
+    if let Some(eh) = f.error_handling.as_mut() {
+        if eh.max_retries.is_some() || eh.retry_delay.is_some() {
+            if f.defaults.retry.is_none() {
+                f.defaults.retry = Some(model::RetrySpec {
+                    max: eh
+                        .max_retries
+                        .unwrap_or(engine::retry::DEFAULT_MAX_RETRIES),
+                    backoff: eh.retry_delay.map(|d| model::Backoff {
+                        initial: d,
+                        factor: 2.0,
+                        max: None,
+                    }),
+                    jitter: None,
+                });
+            }
+            eh.max_retries = None;
+            eh.retry_delay = None;
+        }
+        if eh.fallback.is_none() {
+            f.error_handling = None;
+        }
+    }
+    f
 }
 
 /// What `flow validate` prints for one file (also the answer of `POST /api/flows/validate`).
