@@ -430,10 +430,10 @@ impl Hooks for AppHooks {
         reasoning: Option<&str>,
     ) {
         if let Some(app) = self.app() {
-            app.asks
-                .pick
-                .decide
-                .chunk(&client.id, crate::store::now_ms() as u64);
+            let now = crate::store::now_ms() as u64;
+            if let Some(s) = app.asks.pick.decide.chunk(&client.id, now) {
+                app.api.counters().first_chunk(&client.info().site, s);
+            }
             app.api.on_chunk(client, task_id, turn_id, text, reasoning);
         }
     }
@@ -482,10 +482,10 @@ impl Hooks for AppHooks {
 
     fn task_answered(&self, client: &Arc<Client>, chars: usize) {
         if let Some(app) = self.app() {
-            app.asks
-                .pick
-                .decide
-                .succeeded(&client.id, chars, crate::store::now_ms() as u64);
+            let now = crate::store::now_ms() as u64;
+            if let Some(s) = app.asks.pick.decide.succeeded(&client.id, chars, now) {
+                app.api.counters().task_time(&client.info().site, s);
+            }
             app.api.wake();
         }
     }

@@ -552,10 +552,11 @@ async fn models_lists_what_is_online_with_load() {
     assert!(health["standing"].is_string(), "{health}");
     assert_eq!(health["outcomes"], 0);
     assert!(by_id("site/sim")["aicard"].get("health").is_none());
-    // The same figures for Prometheus, behind the same door.
+    // The same figures for Prometheus, behind the same door (OpenMetrics when asked for).
     let metrics = http()
         .get(h.http_url("/metrics"))
         .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "application/openmetrics-text")
         .send()
         .await
         .unwrap();
@@ -841,6 +842,7 @@ async fn scrape(h: &TestHub) -> Exposition {
     let r = http()
         .get(h.http_url("/metrics"))
         .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "application/openmetrics-text; version=1.0.0")
         .send()
         .await
         .unwrap();
@@ -1328,4 +1330,151 @@ async fn a_busy_tabs_429_states_its_measured_time_left_plus_the_queue_ahead() {
     assert!(msg.contains(&format!("estimated wait {retry} s")), "{msg}");
     assert_eq!(holder.await.unwrap().status(), 200);
     assert_eq!(patient.await.unwrap().status(), 200);
+}
+
+/// `promtool check metrics` on `text`: None when promtool is not installed (the test then
+/// skips, unless AICARD_REQUIRE_PROMTOOL=1: test-all.sh installs it, tests/sdk/install.sh).
+fn promtool_check(text: &str) -> Option<(bool, String)> {
+    use std::io::Write;
+    let spawned = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(
+                std::env::var("AICARD_REQUIRE_PROMTOOL").as_deref() != Ok("1"),
+                "promtool is required (AICARD_REQUIRE_PROMTOOL=1) but cannot run: {e}"
+            );
+            eprintln!("promtool not installed: `promtool check metrics` skipped");
+            return None;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "exit {:?}\n{}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some((out.status.success(), said))
+}
+
+async fn scrape_as(h: &TestHub, accept: Option<&str>) -> (String, String) {
+    let mut req = http()
+        .get(h.http_url("/metrics"))
+        .header("authorization", format!("Bearer {TOKEN}"));
+    if let Some(a) = accept {
+        req = req.header("accept", a);
+    }
+    let r = req.send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+    (ct, r.text().await.unwrap())
+}
+
+/// The sample `NAME{LABELS} VALUE` whose name is `name` and whose labels hold every one of
+/// `has`; 0 when none.
+fn sample(text: &str, name: &str, has: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            let n = l.split(['{', ' ']).next().unwrap();
+            n == name && has.iter().all(|h| l.contains(h))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// `/metrics` speaks the Prometheus text format (0.0.4) unless the scraper asks for
+/// OpenMetrics; `promtool check metrics` accepts a live scrape; tasks and commands are counted
+/// by outcome, and times to first chunk and task durations fill histograms by site.
+#[tokio::test]
+async fn metrics_speak_prometheus_text_unless_openmetrics_is_asked_and_promtool_accepts_them() {
+    let h = TestHub::start().await;
+    let mut boss = h.scripted("boss", "sim", "master", |_| Reply::Silent).await;
+    let _w = h
+        .scripted("w", "sim", "worker", |p| {
+            if p.contains("fail") {
+                Reply::Fail("site error".into())
+            } else {
+                Reply::Text(Duration::from_millis(20), "ok".into())
+            }
+        })
+        .await;
+    let r = post(&h, &chat_body("site/sim", "hello", false), &[]).await;
+    assert_eq!(r.status(), 200);
+    let ok = boss.command("?<to w: hi>!").await;
+    assert_eq!(ok["result"]["success"], true, "{ok}");
+    let failed = boss.command("?<to w: please fail>!").await;
+    assert_eq!(failed["result"]["success"], false, "{failed}");
+
+    let (ct, text) = scrape_as(&h, None).await;
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    assert!(!text.contains("# EOF"), "{text}");
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, ty) = rest.split_once(' ').unwrap();
+            if ty == "counter" {
+                assert!(name.ends_with("_total"), "{line}");
+            }
+            assert!(
+                text.contains(&format!("# HELP {name} ")),
+                "{name} has no HELP naming it"
+            );
+        }
+    }
+    let site = "site=\"sim\"";
+    assert_eq!(
+        sample(
+            &text,
+            "aicard_tasks_total",
+            &[site, "outcome=\"completed\""]
+        ),
+        2.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "aicard_tasks_total", &[site, "outcome=\"failed\""]),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "aicard_commands_total", &["outcome=\"ok\""]),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "aicard_commands_total", &["outcome=\"failed\""]),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "aicard_task_first_chunk_seconds_count", &[site]),
+        2.0
+    );
+    assert_eq!(sample(&text, "aicard_task_seconds_count", &[site]), 2.0);
+    assert!(sample(&text, "aicard_task_seconds_sum", &[site]) > 0.0);
+    assert_eq!(
+        sample(&text, "aicard_task_seconds_bucket", &[site, "le=\"+Inf\""]),
+        2.0
+    );
+    if let Some((passed, said)) = promtool_check(&text) {
+        assert!(passed, "promtool check metrics: {said}\n{text}");
+    }
+    // A scraper that asks for OpenMetrics gets it.
+    let (ct, om) = scrape_as(
+        &h,
+        Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"),
+    )
+    .await;
+    assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
+    assert!(om.trim_end().ends_with("# EOF"), "{om}");
+    assert!(om.contains("# TYPE aicard_tasks counter"), "{om}");
 }

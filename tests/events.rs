@@ -348,8 +348,9 @@ async fn the_bus_is_counted_in_metrics() {
                 .parse()
                 .unwrap()
         };
+        // The Prometheus text format: a counter's TYPE names its samples.
         assert!(
-            text.contains("# TYPE aicard_events_published counter"),
+            text.contains("# TYPE aicard_events_published_total counter"),
             "{text}"
         );
         (

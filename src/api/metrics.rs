@@ -1,7 +1,10 @@
-//! `GET /metrics`: the tabs' health and the hub's counters in the OpenMetrics text format
-//! (which Prometheus scrapes), encoded by `prometheus-client`. The same figures as
-//! `?<tabs>!`, `/api/tabs`, `/v1/models` and MCP `list_tabs`, read fresh on every scrape.
-//! Bearer token, Host and Origin are checked like on `/v1`.
+//! `GET /metrics`: the tabs' health and the hub's counters for Prometheus (docs/api.md,
+//! "Metrics"), encoded by `prometheus-client` in the OpenMetrics text format, which a scraper
+//! gets when its `Accept` names `application/openmetrics-text`; everyone else gets the same
+//! figures in the Prometheus text format 0.0.4 ([`to_text_004`]), which `promtool check
+//! metrics` reads. The same figures as `?<tabs>!`, `/api/tabs`, `/v1/models` and MCP
+//! `list_tabs`, read fresh on every scrape. Bearer token, Host and Origin are checked like on
+//! `/v1`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,9 +25,12 @@ use crate::hub::registry::ConnState;
 
 /// The content type of the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of the Prometheus text format.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
+type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// The doors' requests by status, their errors, and how long answers take: kept for the hub's
 /// life (the rest of `/metrics` is read fresh from the hub on every scrape).
@@ -33,6 +39,10 @@ pub struct DoorCounters {
     requests: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
     answers: Histogram,
+    /// Every task's time from `accepted` to its first chunk, by site.
+    first_chunk: Histograms,
+    /// Every answered task's time from `accepted` to the answer, by site.
+    task_seconds: Histograms,
 }
 
 impl Default for DoorCounters {
@@ -42,6 +52,14 @@ impl Default for DoorCounters {
             errors: Family::default(),
             // 0.25 s … 128 s: a tab's answer takes seconds to minutes.
             answers: Histogram::new(exponential_buckets(0.25, 2.0, 10)),
+            // 0.25 s … 64 s: a site thinks for a moment, or searches for a minute.
+            first_chunk: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.25, 2.0, 9))
+            }),
+            // 0.5 s … 256 s.
+            task_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.5, 2.0, 10))
+            }),
         }
     }
 }
@@ -68,6 +86,20 @@ impl DoorCounters {
     /// One prompt answered through `/v1` or MCP: seconds from the hand-over to the whole reply.
     pub fn answer(&self, seconds: f64) {
         self.answers.observe(seconds);
+    }
+
+    /// A task's first chunk on a tab of `site`, `seconds` after the tab accepted it.
+    pub fn first_chunk(&self, site: &str, seconds: f64) {
+        self.first_chunk
+            .get_or_create(&vec![("site".into(), site.to_lowercase())])
+            .observe(seconds);
+    }
+
+    /// A task answered on a tab of `site`, `seconds` after the tab accepted it.
+    pub fn task_time(&self, site: &str, seconds: f64) {
+        self.task_seconds
+            .get_or_create(&vec![("site".into(), site.to_lowercase())])
+            .observe(seconds);
     }
 }
 
@@ -100,8 +132,18 @@ pub async fn metrics(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Respon
     if let Err(e) = super::authorize(&hub, &headers) {
         return e.into_response();
     }
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(asks_openmetrics);
     match render(&hub) {
-        Ok(body) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
+        Ok(body) if openmetrics => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
+        Ok(body) => (
+            [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
+            to_text_004(&body),
+        )
+            .into_response(),
         Err(e) => {
             tracing::error!("metrics not encoded: {e}");
             (
@@ -111,6 +153,69 @@ pub async fn metrics(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Respon
                 .into_response()
         }
     }
+}
+
+/// Whether an `Accept` header asks for OpenMetrics (`application/openmetrics-text`, not with
+/// `q=0`).
+fn asks_openmetrics(accept: &str) -> bool {
+    accept.split(',').any(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        let refused = parts.any(|p| {
+            p.strip_prefix("q=")
+                .and_then(|q| q.parse::<f64>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+    })
+}
+
+/// The Prometheus text format (0.0.4) of an OpenMetrics exposition: a counter's `# HELP` and
+/// `# TYPE` name its samples (`…_total`), as that format wants; `unknown` is `untyped`;
+/// `# UNIT`, `# EOF` and exemplars go (the format has none).
+pub fn to_text_004(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        if let Some((prefix, rest)) = meta {
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = if counters.contains(name) {
+                format!("{name}_total")
+            } else {
+                name.to_string()
+            };
+            let tail = if prefix == "# TYPE " && tail == "unknown" {
+                "untyped"
+            } else {
+                tail
+            };
+            out.push_str(prefix);
+            out.push_str(&name);
+            out.push(' ');
+            out.push_str(tail);
+        } else if line.starts_with('#') {
+            out.push_str(line);
+        } else {
+            // A sample; an exemplar follows ` # ` outside the labels.
+            let cut = match line.find('}') {
+                Some(end) => line[end..].find(" # ").map(|i| end + i),
+                None => line.find(" # "),
+            };
+            out.push_str(&line[..cut.unwrap_or(line.len())]);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The whole exposition, ending in `# EOF`.
@@ -346,7 +451,72 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
         "Seconds from a /v1 or MCP prompt handed to its tab to the whole answer",
         c.answers.clone(),
     );
+    reg.register(
+        "task_first_chunk_seconds",
+        "Seconds from a tab accepting a task to the first chunk of its reply, by site",
+        c.first_chunk.clone(),
+    );
+    reg.register(
+        "task_seconds",
+        "Seconds from a tab accepting a task to its whole answer, by site",
+        c.task_seconds.clone(),
+    );
+    let tally = &hub.tasks.tally;
+    let tasks = Family::<Labels, Counter>::default();
+    for (site, outcome, n) in tally.tasks() {
+        let l: Labels = vec![("site".into(), site), ("outcome".into(), outcome.into())];
+        tasks.get_or_create(&l).inc_by(n);
+    }
+    reg.register(
+        "tasks",
+        "Tasks given to tabs, by site and outcome (completed, failed, timeout, lost, refused, cancelled)",
+        tasks,
+    );
+    let commands = Family::<Labels, Counter>::default();
+    let (ok, failed) = tally.commands();
+    for (outcome, n) in [("ok", ok), ("failed", failed)] {
+        commands
+            .get_or_create(&vec![("outcome".into(), outcome.into())])
+            .inc_by(n);
+    }
+    reg.register(
+        "commands",
+        "Commands tabs sent that were answered (cmd_result), by outcome (ok, failed)",
+        commands,
+    );
     let mut out = String::new();
     encode(&mut out, &reg)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_format_names_counters_by_their_samples_and_drops_what_it_lacks() {
+        let om = "# HELP aicard_requests Requests.\n# TYPE aicard_requests counter\n\
+                  aicard_requests_total{door=\"v1\"} 3 # {trace=\"a\"} 1\n\
+                  # HELP aicard_tab_up Up.\n# TYPE aicard_tab_up gauge\n# UNIT aicard_tab_up x\n\
+                  aicard_tab_up{tab=\"a # b\"} 1\n# TYPE odd unknown\nodd 2\n# EOF\n";
+        assert_eq!(
+            to_text_004(om),
+            "# HELP aicard_requests_total Requests.\n# TYPE aicard_requests_total counter\n\
+             aicard_requests_total{door=\"v1\"} 3\n\
+             # HELP aicard_tab_up Up.\n# TYPE aicard_tab_up gauge\n\
+             aicard_tab_up{tab=\"a # b\"} 1\n# TYPE odd untyped\nodd 2\n"
+        );
+    }
+
+    #[test]
+    fn openmetrics_only_when_asked() {
+        assert!(asks_openmetrics(
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+        ));
+        assert!(!asks_openmetrics("text/plain;version=0.0.4"));
+        assert!(!asks_openmetrics("*/*"));
+        assert!(!asks_openmetrics(
+            "application/openmetrics-text;q=0,text/plain"
+        ));
+    }
 }

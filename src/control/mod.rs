@@ -272,6 +272,7 @@ impl LiveCmd {
 
 /// Sends the one `cmd_result` of a command.
 pub(super) fn answer(hub: &Control, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
+    hub.tasks.tally.command(result.success);
     let frame = ServerFrame::CmdResult {
         cmd_id: cmd.cmd_id.clone(),
         command: cmd.command.clone(),

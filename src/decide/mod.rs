@@ -251,14 +251,16 @@ impl Decider {
         self.quotas().uses(now_ms)
     }
 
-    /// The tab streamed a chunk of its task's reply.
-    pub fn chunk(&self, tab: &str, now_ms: u64) {
-        self.with(tab, |t| t.chunk(now_ms));
+    /// The tab streamed a chunk of its task's reply; the time to it (seconds) when it is the
+    /// reply's first.
+    pub fn chunk(&self, tab: &str, now_ms: u64) -> Option<f64> {
+        self.with(tab, |t| t.chunk(now_ms))
     }
 
-    /// The tab answered its task with `chars` characters.
-    pub fn succeeded(&self, tab: &str, chars: usize, now_ms: u64) {
-        self.with(tab, |t| t.succeeded(chars, now_ms));
+    /// The tab answered its task with `chars` characters; how long the task took (seconds
+    /// from `accepted`) when its start was seen.
+    pub fn succeeded(&self, tab: &str, chars: usize, now_ms: u64) -> Option<f64> {
+        self.with(tab, |t| t.succeeded(chars, now_ms))
     }
 
     /// The tab's task failed (`trouble`: what the tab could tell).

@@ -77,7 +77,9 @@ fn simulate(mut tabs: Vec<SimTab>, n: usize, gap_s: f64, seed: u64) -> (Vec<Task
                 if end == now {
                     let trouble = (t.trouble)(now);
                     match trouble {
-                        None => engine.succeeded(&t.id, CHARS, now),
+                        None => {
+                            engine.succeeded(&t.id, CHARS, now);
+                        }
                         Some(tr) => engine.failed(&t.id, Some(tr), now),
                     }
                     tasks[task].ended_at = now;

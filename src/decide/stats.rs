@@ -57,22 +57,27 @@ impl TabStats {
         });
     }
 
-    /// A chunk of the current task's reply streamed at `now`.
-    pub fn chunk(&mut self, now: u64) {
-        if let Some(s) = self.current.as_mut() {
-            if s.first_chunk_ms.is_none() {
-                s.first_chunk_ms = Some(now);
-                let ttft = now.saturating_sub(s.at_ms) as f64 / 1000.0;
-                self.ttft_s = Some(ewma(self.ttft_s, ttft));
-            }
+    /// A chunk of the current task's reply streamed at `now`; the time to it (seconds) when it
+    /// is the reply's first.
+    pub fn chunk(&mut self, now: u64) -> Option<f64> {
+        let s = self.current.as_mut()?;
+        if s.first_chunk_ms.is_some() {
+            return None;
         }
+        s.first_chunk_ms = Some(now);
+        let ttft = now.saturating_sub(s.at_ms) as f64 / 1000.0;
+        self.ttft_s = Some(ewma(self.ttft_s, ttft));
+        Some(ttft)
     }
 
-    /// The current task succeeded with a reply of `chars` characters.
-    pub fn succeeded(&mut self, chars: usize, now: u64) {
+    /// The current task succeeded with a reply of `chars` characters; how long it took
+    /// (seconds from `accepted`) when its start was seen.
+    pub fn succeeded(&mut self, chars: usize, now: u64) -> Option<f64> {
+        let mut took_s = None;
         if let Some(s) = self.current.take() {
             let took = now.saturating_sub(s.at_ms) as f64 / 1000.0;
             self.task_s = Some(ewma(self.task_s, took));
+            took_s = Some(took);
             let first = s.first_chunk_ms.unwrap_or(s.at_ms);
             if s.first_chunk_ms.is_none() {
                 self.ttft_s = Some(ewma(
@@ -89,6 +94,7 @@ impl TabStats {
         self.strikes = 0;
         self.cooled = false;
         self.cooldown_until_ms = 0;
+        took_s
     }
 
     /// The current task failed; `trouble` says why when the tab could tell.
@@ -189,8 +195,9 @@ mod tests {
     fn timings_are_ewmas_and_success_resets_the_strikes() {
         let mut t = TabStats::default();
         t.started(0);
-        t.chunk(2_000);
-        t.succeeded(1_000, 12_000);
+        assert_eq!(t.chunk(2_000), Some(2.0));
+        assert_eq!(t.chunk(3_000), None, "only the first chunk is timed");
+        assert_eq!(t.succeeded(1_000, 12_000), Some(12.0));
         assert_eq!(t.ttft_s, Some(2.0));
         assert_eq!(t.s_per_1k, Some(10.0));
         t.started(20_000);

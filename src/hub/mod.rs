@@ -15,6 +15,7 @@ mod queue;
 pub mod registry;
 mod serve;
 mod sse;
+pub mod tally;
 pub mod tasks;
 mod ws;
 pub mod wsframe;

@@ -129,6 +129,10 @@ impl Ticket {
         };
         guard.armed = false;
         drop(guard);
+        let site = client.info().site;
+        tasks
+            .tally
+            .task(&site, super::tally::outcome_of(&outcome.result));
         tasks.files.revoke_task(&task_id);
         if let Some(p) = &parent {
             let state = if outcome.result.is_ok() {
@@ -153,6 +157,8 @@ struct Withdraw<'a> {
 impl Drop for Withdraw<'_> {
     fn drop(&mut self) {
         if self.armed {
+            let site = self.client.info().site;
+            self.tasks.tally.task(&site, "cancelled");
             self.tasks.withdraw(self.client, self.task_id);
         }
     }
@@ -233,6 +239,8 @@ pub struct Tasks {
     /// Shapes every prompt once, when it is submitted (the memory block of role cards with
     /// `memory: every N`); set once by the hub.
     prompt_hook: std::sync::OnceLock<PromptHook>,
+    /// Tasks by site and outcome (counted where their waiters learn it), commands by outcome.
+    pub tally: super::tally::Tally,
 }
 
 /// See [`Tasks::set_prompt_hook`].
@@ -258,6 +266,7 @@ impl Tasks {
             registry,
             max_waiting,
             prompt_hook: std::sync::OnceLock::new(),
+            tally: super::tally::Tally::default(),
         }
     }
 
