@@ -35,8 +35,12 @@ pub enum Command {
     Mcp(McpArgs),
     /// Print the hub's token (creating it on first use) / 打印令牌
     Token {
-        /// Data directory holding the token and the store.
-        #[arg(long, value_name = "DIR")]
+        // Data directory (help per OS: src/config.rs).
+        #[arg(long, value_name = "DIR", help = concat!(
+            "Data directory holding the token and the store [default: ",
+            crate::default_data_dir_shown!(),
+            "]"
+        ))]
         data_dir: Option<PathBuf>,
         /// The token the hub was started with (`serve --token` / `AICARD_TOKEN`): printed as
         /// it is, nothing is read or created.
@@ -78,8 +82,12 @@ pub struct McpArgs {
     /// The running hub.
     #[arg(long, value_name = "URL", default_value = crate::mcp::relay::DEFAULT_HUB, global = true)]
     pub hub: String,
-    /// The hub's data directory, where its token is read [default: ~/.local/share/aicard].
-    #[arg(long, value_name = "DIR", global = true)]
+    // The hub's data directory, where its token is read (help per OS: src/config.rs).
+    #[arg(long, value_name = "DIR", global = true, help = concat!(
+        "The hub's data directory, where its token is read [default: ",
+        crate::default_data_dir_shown!(),
+        "]"
+    ))]
     pub data_dir: Option<PathBuf>,
     /// The hub token (instead of reading it from the data directory).
     #[arg(long, env = "AICARD_TOKEN", hide_env_values = true, global = true)]
@@ -132,8 +140,12 @@ pub struct ServeArgs {
     /// Port (0 picks a free one).
     #[arg(long, default_value_t = 8027)]
     pub port: u16,
-    /// Data directory: token, SQLite store, exec workspace [default: ~/.local/share/aicard].
-    #[arg(long, value_name = "DIR")]
+    // Data directory (help per OS: src/config.rs).
+    #[arg(long, value_name = "DIR", help = concat!(
+        "Data directory: token, SQLite store, exec workspace [default: ",
+        crate::default_data_dir_shown!(),
+        "]"
+    ))]
     pub data_dir: Option<PathBuf>,
     /// Where `manager run NAME` finds NAME.yaml.
     #[arg(long, value_name = "DIR", default_value = "flows")]
@@ -443,6 +455,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
 }
 
 /// Files the hub needs besides one socket per tab (listener, store, logs, role cards, exec).
+/// Unix only: Windows has no such limit on sockets.
+#[cfg(unix)]
 const FD_MARGIN: u64 = 256;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (each tab is a socket, and the usual

@@ -279,10 +279,44 @@ impl HubConfig {
         c
     }
 
-    /// The user's data directory (`~/.local/share/aicard` on Linux).
+    /// The user's data directory, by the OS's convention for an application's local data
+    /// (`--help` shows it: `default_data_dir_shown!`): `~/.local/share/aicard` on Linux,
+    /// `~/Library/Application Support/aicard` on macOS, `%LOCALAPPDATA%\aicard` on Windows
+    /// (local, not roaming: the store and workspace stay on this machine; docs/windows.md).
     pub fn default_data_dir() -> PathBuf {
-        dirs::data_dir()
+        dirs::data_local_dir()
             .unwrap_or_else(|| PathBuf::from("."))
             .join("aicard")
     }
+}
+
+/// [`HubConfig::default_data_dir`] as `--help` shows it, for this OS (a literal, so that
+/// `concat!` can put it into clap's help text).
+#[cfg(windows)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! default_data_dir_shown {
+    () => {
+        r"%LOCALAPPDATA%\aicard"
+    };
+}
+/// [`HubConfig::default_data_dir`] as `--help` shows it, for this OS (a literal, so that
+/// `concat!` can put it into clap's help text).
+#[cfg(target_os = "macos")]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! default_data_dir_shown {
+    () => {
+        "~/Library/Application Support/aicard"
+    };
+}
+/// [`HubConfig::default_data_dir`] as `--help` shows it, for this OS (a literal, so that
+/// `concat!` can put it into clap's help text).
+#[cfg(all(unix, not(target_os = "macos")))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! default_data_dir_shown {
+    () => {
+        "~/.local/share/aicard"
+    };
 }

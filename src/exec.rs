@@ -4,22 +4,27 @@
 //! docs/security.md: shell execution is off by default. `Allowlist` splits the command line with a
 //! real shell-words splitter (`shlex`) and runs argv directly — no shell ever sees the text —
 //! allowing only plain commands and pipelines whose every program is on the list. `On` runs
-//! `sh -c`, but AIcard variables reach the shell only through the environment
-//! (`"${AICARD_VAR_name}"`), never spliced into the script. In every mode: the working
-//! directory is the workspace, the environment is reduced to a few harmless variables (the
-//! hub token never leaks), stdin is empty, the whole process group is killed at the timeout,
-//! stdout and stderr are captured apart and capped, and one audit line is logged.
+//! the system shell (`sh -c`; `cmd /V:ON /D /S /C` on Windows, docs/windows.md), but AIcard
+//! variables reach the shell only through the environment (`"${AICARD_VAR_name}"`,
+//! `!AICARD_VAR_name!`), never spliced into the script. In every mode: programs are found on
+//! the PATH the way the OS finds them, never in the workspace; the working directory is the
+//! workspace, the environment is reduced to a few harmless variables (the hub token never
+//! leaks), stdin is empty, the command and everything it starts are one group (a process group
+//! on Unix, a Job Object on Windows) killed whole at the timeout, stdout and stderr are
+//! captured apart and capped, and one audit line is logged.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use group::Group;
+pub use os::open_url;
 use plan::{plan, Plan};
 
 /// A variable reference starting with the `$` at `at` in `b` (`$name`, or `${name}` whose
@@ -52,38 +57,20 @@ pub(crate) fn var_ref_at(b: &[u8], at: usize) -> Option<((usize, usize), usize)>
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default cap on each of stdout and stderr.
 pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
-/// Environment variables a command inherits from the hub (everything else is dropped).
-const KEPT_ENV: &[&str] = &[
-    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "TMPDIR",
-];
-/// PATH used when the hub has none.
-const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// Shell keywords and builtins a command line may start with (no file on PATH for them).
-const SHELL_WORDS: &[&str] = &[
-    ".", ":", "[", "alias", "break", "case", "cd", "command", "continue", "eval", "exec", "exit",
-    "export", "false", "getopts", "hash", "printf", "pwd", "read", "readonly", "return", "set",
-    "shift", "test", "times", "trap", "true", "type", "ulimit", "umask", "unalias", "unset",
-    "wait", "while", "until", "if", "for", "echo", "{", "(", "!",
-];
 
 /// The first word of a shell line when it names no program the shell could run: a plain
-/// word (no `/`, `=`, `$`, quotes or shell syntax), not a shell builtin, and no executable of
-/// that name on the PATH commands run with. `None` when the shell should decide.
+/// word (no `/`, `=`, `$`, quotes or shell syntax), not a shell builtin (`cmd`'s internal
+/// commands on Windows), and no program of that name on the PATH commands run with (with
+/// PATHEXT on Windows). `None` when the shell should decide.
 pub fn unknown_program(line: &str) -> Option<&str> {
     let word = line.split_whitespace().next()?;
     let plain = word
         .chars()
         .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '+'));
-    if !plain || SHELL_WORDS.contains(&word) {
+    if !plain || os::is_shell_word(word) {
         return None;
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| FALLBACK_PATH.into());
-    let found = std::env::split_paths(&path).any(|dir| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(dir.join(word))
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    });
+    let found = os::find_program(word, &os::command_path(), &[]).is_some();
     (!found).then_some(word)
 }
 /// Whether `command` could run under `policy`, checked without running it or knowing its
@@ -139,7 +126,8 @@ pub enum ExecMode {
     Off,
     /// Run argv directly, only these programs (matched against `argv[0]` exactly).
     Allowlist(Vec<String>),
-    /// Run through `sh -c` (variables passed through the environment).
+    /// Run through `sh -c` (`cmd /V:ON /D /S /C` on Windows); variables passed through the
+    /// environment.
     On,
 }
 
@@ -156,6 +144,9 @@ pub struct ExecPolicy {
     pub timeout: Duration,
     /// Keep at most this many bytes of stdout, and of stderr.
     pub output_cap: usize,
+    /// Folders never searched for a program even when on the PATH, besides the workspace
+    /// (which always is): the files folder, whose contents tabs choose.
+    pub no_search: Vec<PathBuf>,
 }
 
 impl ExecPolicy {
@@ -166,7 +157,15 @@ impl ExecPolicy {
             workspace: workspace.into(),
             timeout: DEFAULT_TIMEOUT,
             output_cap: DEFAULT_OUTPUT_CAP,
+            no_search: Vec::new(),
         }
+    }
+
+    /// The folders a program is never looked up in: the workspace and [`Self::no_search`].
+    fn never_search(&self) -> Vec<PathBuf> {
+        let mut never = self.no_search.clone();
+        never.push(self.workspace.clone());
+        never
     }
 }
 
@@ -219,9 +218,10 @@ impl ExecOutput {
         self.exit_code == Some(0) && !self.timed_out
     }
 
-    /// The text for a `cmd_result`: stdout, then stderr and the exit status when notable.
+    /// The text for a `cmd_result`: stdout, then stderr and the exit status when notable
+    /// (trailing line ends dropped, Windows' `\r\n` too).
     pub fn render(&self, timeout: Duration) -> String {
-        let mut out = self.stdout.trim_end_matches('\n').to_string();
+        let mut out = self.stdout.trim_end_matches(['\n', '\r']).to_string();
         let mut section = |s: &str| {
             if !out.is_empty() {
                 out.push('\n');
@@ -229,7 +229,10 @@ impl ExecOutput {
             out.push_str(s);
         };
         if !self.stderr.is_empty() {
-            section(&format!("[stderr]\n{}", self.stderr.trim_end_matches('\n')));
+            section(&format!(
+                "[stderr]\n{}",
+                self.stderr.trim_end_matches(['\n', '\r'])
+            ));
         }
         if self.timed_out {
             section(&format!(
@@ -268,6 +271,24 @@ pub enum ExecError {
         /// Byte offset in the command.
         pos: usize,
     },
+    /// `cmd` (`--exec on` on Windows) would read a variable's value as commands, or drop
+    /// part of the line.
+    #[error("cmd 不能安全运行 / not run by cmd: {what} at byte {pos} (docs/windows.md)")]
+    CmdRefused {
+        /// What was found.
+        what: &'static str,
+        /// Byte offset in the command.
+        pos: usize,
+    },
+    /// A batch file (`.bat`/`.cmd`, run by `cmd` on Windows) given an argument that cannot be
+    /// quoted for `cmd` safely.
+    #[error("批处理参数不安全 / `{program}` is a batch file, and cmd would read argument {index} (a line break) as commands; not run")]
+    BatchArgs {
+        /// The batch file.
+        program: String,
+        /// Which argument (1 is the first after the program).
+        index: usize,
+    },
     /// The command line could not be split into words (unbalanced quotes, trailing `\`).
     #[error("命令行无法拆分 / could not split the command line: {0}")]
     Syntax(String),
@@ -298,8 +319,8 @@ pub enum ExecError {
     },
 }
 
-/// Starts a desktop helper (`xdg-open URL` for `aicard open`) without a shell and without
-/// waiting for it; an error if it cannot start (e.g. not installed).
+/// Starts a desktop helper without a shell and without waiting for it; an error if it cannot
+/// start (e.g. not installed). To open a link, [`open_url`] picks the OS's opener.
 pub fn spawn_detached(program: &str, args: &[&str]) -> std::io::Result<()> {
     std::process::Command::new(program)
         .args(args)
@@ -380,6 +401,7 @@ pub async fn run_argv(
         _ => Ok(Plan {
             stages: vec![argv.to_vec()],
             env: Vec::new(),
+            verbatim: false,
         }),
     };
     let plan = match decided {
@@ -435,88 +457,111 @@ fn audit(
     );
 }
 
-/// A command with the sandboxing every mode shares.
-fn base_command(argv: &[String], policy: &ExecPolicy, env: &[(String, String)]) -> Command {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .current_dir(&policy.workspace)
+/// A command with the sandboxing every mode and [`spawn_service`] share: the program found
+/// on the PATH the way the OS finds it (never in the workspace or `never`), the workspace as
+/// working directory, the reduced environment plus `env`, no window of its own.
+fn prepare(
+    argv: &[String],
+    verbatim: bool,
+    workspace: &Path,
+    env: &[(&str, &str)],
+    never: &[PathBuf],
+) -> Result<Command, ExecError> {
+    // A server's own `PATH` (mcp.json) is where its program is looked for, as std does.
+    let path = env
+        .iter()
+        .find(|(k, _)| *k == "PATH")
+        .map_or_else(os::command_path, |(_, v)| v.into());
+    let not_found = || ExecError::Spawn {
+        program: argv[0].clone(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "程序不在 PATH 上 / program not found on the PATH",
+        ),
+    };
+    let program = os::find_program(&argv[0], &path, never).ok_or_else(not_found)?;
+    if cfg!(windows) && win::is_batch(&program.to_string_lossy()) {
+        if let Some(k) = win::unsafe_batch_arg(&argv[1..]) {
+            return Err(ExecError::BatchArgs {
+                program: argv[0].clone(),
+                index: k + 1,
+            });
+        }
+    }
+    let mut cmd = Command::new(&program);
+    #[cfg(unix)]
+    {
+        // The program sees the name it was called by, as from a shell.
+        cmd.arg0(&argv[0]);
+        let _ = verbatim;
+        cmd.args(&argv[1..]);
+    }
+    #[cfg(windows)]
+    {
+        if verbatim {
+            for raw in &argv[1..] {
+                cmd.raw_arg(raw);
+            }
+        } else {
+            cmd.args(&argv[1..]);
+        }
+    }
+    cmd.current_dir(workspace)
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    for key in KEPT_ENV {
+    for key in os::KEPT_ENV {
         if let Some(v) = std::env::var_os(key) {
             cmd.env(key, v);
         }
     }
-    if std::env::var_os("PATH").is_none() {
-        cmd.env("PATH", FALLBACK_PATH);
-    }
-    cmd.envs(env.iter().map(|(k, v)| (k, v)));
-    cmd
+    cmd.env("PATH", path);
+    cmd.envs(os::EXTRA_ENV.iter().copied());
+    cmd.envs(env.iter().copied());
+    Ok(cmd)
 }
 
-/// Spawned pipeline: children, their process group, and the reader tasks.
+/// Spawned pipeline: its group of processes, and the reader tasks.
 struct Running {
-    children: Vec<Child>,
-    pgid: Option<i32>,
+    group: Group,
     stdout: Option<JoinHandle<Captured>>,
     stderr: Vec<JoinHandle<Captured>>,
 }
 
-impl Running {
-    /// SIGKILL the whole process group (stragglers, background jobs, the timed-out), once:
-    /// the group's id is forgotten after it, so a reused id is never signalled.
-    fn kill_group(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // SAFETY: killpg only sends a signal; a stale or invalid pgid yields ESRCH.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-impl Drop for Running {
-    /// A command whose caller gave up (a person's Stop, a cancelled task) is dropped while
-    /// it runs: the whole group goes with it, not only the first child.
-    fn drop(&mut self) {
-        self.kill_group();
-    }
-}
-
-/// Spawn every stage into one process group and start the readers.
+/// Spawn every stage into one group and start the readers. An error kills what started.
 fn spawn(
     policy: &ExecPolicy,
     plan: &Plan,
     live: Option<mpsc::Sender<ExecChunk>>,
 ) -> Result<Running, ExecError> {
     let mut running = Running {
-        children: Vec::new(),
-        pgid: None,
+        group: Group::default(),
         stdout: None,
         stderr: Vec::new(),
     };
+    let never = policy.never_search();
+    let env: Vec<(&str, &str)> = plan
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let mut prev_stdout: Option<Stdio> = None;
     let last = plan.stages.len() - 1;
     for (k, argv) in plan.stages.iter().enumerate() {
-        let mut cmd = base_command(argv, policy, &plan.env);
-        cmd.process_group(running.pgid.unwrap_or(0));
+        let mut cmd = prepare(argv, plan.verbatim, &policy.workspace, &env, &never)?;
         if let Some(stdin) = prev_stdout.take() {
             cmd.stdin(stdin);
         }
-        let mut child = cmd.spawn().map_err(|source| {
-            running.kill_group();
-            ExecError::Spawn {
+        let child = running
+            .group
+            .spawn(cmd)
+            .map_err(|source| ExecError::Spawn {
                 program: argv[0].clone(),
                 source,
-            }
-        })?;
-        if running.pgid.is_none() {
-            running.pgid = child.id().and_then(|id| i32::try_from(id).ok());
-        }
-        if let Some(err) = child.stderr.take() {
+            })?;
+        if let Some(err) = child.stderr().take() {
             running.stderr.push(tokio::spawn(capture(
                 err,
                 policy.output_cap,
@@ -524,7 +569,7 @@ fn spawn(
                 live.clone(),
             )));
         }
-        if let Some(out) = child.stdout.take() {
+        if let Some(out) = child.stdout().take() {
             if k == last {
                 running.stdout = Some(tokio::spawn(capture(
                     out,
@@ -539,7 +584,6 @@ fn spawn(
                 })?);
             }
         }
-        running.children.push(child);
     }
     Ok(running)
 }
@@ -552,14 +596,14 @@ async fn execute(
 ) -> Result<ExecOutput, ExecError> {
     let started = Instant::now();
     let mut running = spawn(policy, plan, live)?;
-    let waited = tokio::time::timeout(policy.timeout, wait_all(&mut running.children)).await;
+    let waited = tokio::time::timeout(policy.timeout, running.group.wait_members()).await;
     // Always kill the group: after a timeout it stops the command; after a normal exit it
     // removes background processes that would otherwise keep our pipes open.
-    running.kill_group();
+    running.group.kill();
     let (timed_out, status) = match waited {
         Ok(status) => (false, status),
         Err(_) => {
-            let _ = wait_all(&mut running.children).await;
+            let _ = running.group.wait_members().await;
             (true, None)
         }
     };
@@ -582,15 +626,6 @@ async fn execute(
         },
         timed_out,
     })
-}
-
-/// Wait for every stage; the last stage's status is the pipeline's (as in sh).
-async fn wait_all(children: &mut [Child]) -> Option<ExitStatus> {
-    let mut last = None;
-    for child in children.iter_mut() {
-        last = child.wait().await.ok();
-    }
-    last
 }
 
 /// Join a reader, giving it a short grace period to drain after the kill.
@@ -678,12 +713,12 @@ async fn capture(
 }
 
 /// A long-lived child that speaks on its stdin and stdout (a stdio MCP server, configured by
-/// the person in `mcp.json`): started in its own process group, in the workspace, with the
-/// reduced environment plus the server's own `env`; stderr goes to the debug log. Dropping it
-/// (or [`Service::kill`]) kills the whole group.
+/// the person in `mcp.json`): started in its own group (a process group on Unix, a Job Object
+/// on Windows), in the workspace, with the reduced environment plus the server's own `env`;
+/// stderr goes to the debug log. Dropping it (or [`Service::kill`]) kills the whole group.
 #[derive(Debug)]
 pub struct Service {
-    child: Child,
+    group: Group,
     pgid: Option<i32>,
     /// The child's stdin (take it for the transport).
     pub stdin: Option<tokio::process::ChildStdin>,
@@ -692,20 +727,16 @@ pub struct Service {
 }
 
 impl Service {
-    /// The process group id (the child's pid).
+    /// The process group id (the child's pid; on Windows the pid of its job's first
+    /// process), until it is killed.
     pub fn pgid(&self) -> Option<i32> {
         self.pgid
     }
 
-    /// SIGKILL the process group.
+    /// Kill the whole group (SIGKILL to the process group; the Job Object terminated).
     pub fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // SAFETY: killpg only sends a signal; a stale pgid yields ESRCH.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
-        }
-        let _ = self.child.start_kill();
+        self.pgid = None;
+        self.group.kill();
     }
 }
 
@@ -742,37 +773,29 @@ pub fn spawn_service(
             source,
         });
     }
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .current_dir(workspace)
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    for key in KEPT_ENV {
-        if let Some(v) = std::env::var_os(key) {
-            cmd.env(key, v);
-        }
-    }
-    if std::env::var_os("PATH").is_none() {
-        cmd.env("PATH", FALLBACK_PATH);
-    }
-    cmd.envs(env);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(source) => {
-            audit_line(&format!("failed: {source}"), None);
-            return Err(ExecError::Spawn {
-                program: argv[0].clone(),
-                source,
-            });
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let never = [workspace.to_path_buf()];
+    let started = prepare(argv, false, workspace, &env, &never).and_then(|mut cmd| {
+        cmd.stdin(Stdio::piped());
+        let mut group = Group::default();
+        group.spawn(cmd).map_err(|source| ExecError::Spawn {
+            program: argv[0].clone(),
+            source,
+        })?;
+        Ok(group)
+    });
+    let mut group = match started {
+        Ok(group) => group,
+        Err(e) => {
+            audit_line(&format!("failed: {e}"), None);
+            return Err(e);
         }
     };
-    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+    let pgid = group.leader().and_then(|id| i32::try_from(id).ok());
     audit_line("started", pgid);
-    if let Some(err) = child.stderr.take() {
+    let child = group.first_mut().expect("one member was spawned");
+    let (stdin, stdout) = (child.stdin().take(), child.stdout().take());
+    if let Some(err) = child.stderr().take() {
         let name = name.to_string();
         tokio::spawn(async move {
             use tokio::io::AsyncBufReadExt;
@@ -783,15 +806,19 @@ pub fn spawn_service(
         });
     }
     Ok(Service {
-        stdin: child.stdin.take(),
-        stdout: child.stdout.take(),
-        child,
+        stdin,
+        stdout,
+        group,
         pgid,
     })
 }
 
+mod group;
 pub mod jobs;
+mod os;
 mod plan;
+mod win;
 
-#[cfg(test)]
+// These run real programs through `sh`; the Windows rules are tested in `win` on every OS.
+#[cfg(all(test, unix))]
 mod tests;

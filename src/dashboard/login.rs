@@ -104,8 +104,12 @@ pub struct OpenArgs {
     /// The running hub.
     #[arg(long, default_value = "http://127.0.0.1:8027", value_name = "URL")]
     pub hub: String,
-    /// Data directory holding the hub's token [default: ~/.local/share/aicard].
-    #[arg(long, value_name = "DIR")]
+    // Data directory (help per OS: src/config.rs).
+    #[arg(long, value_name = "DIR", help = concat!(
+        "Data directory holding the hub's token [default: ",
+        crate::default_data_dir_shown!(),
+        "]"
+    ))]
     pub data_dir: Option<PathBuf>,
     /// The hub's token, if it was started with `--token`.
     #[arg(long, env = "AICARD_TOKEN", hide_env_values = true)]
@@ -208,14 +212,10 @@ async fn post_json(hostport: &str, path: &str, token: &str) -> anyhow::Result<St
     Ok(body.to_string())
 }
 
-/// Starts the desktop's browser if there is a way to; never fails.
+/// Starts the desktop's browser if there is a way to (the OS's own opener:
+/// `crate::exec::open_url`); never fails.
 fn open_browser(url: &str) {
-    let opener = if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
-    match crate::exec::spawn_detached(opener, &[url]) {
+    match crate::exec::open_url(url) {
         Ok(()) => {}
         Err(e) => {
             eprintln!("  (未能打开浏览器 / could not start a browser: {e}; open the URL above)")

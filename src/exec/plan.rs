@@ -1,6 +1,7 @@
 //! Deciding what to run: lexing a command line by POSIX quoting rules, refusing shell syntax
 //! in allowlist mode, turning `$var`s into quoted words (allowlist) or environment
-//! references (on), and checking every pipeline stage against the allowlist.
+//! references (on: `"${AICARD_VAR_x}"` for `sh`, `!AICARD_VAR_x!` for Windows' `cmd`), and
+//! checking every pipeline stage against the allowlist.
 
 use super::{ExecError, ExecMode, ExecPolicy, ExecRequest, VAR_ENV_PREFIX};
 use std::collections::BTreeMap;
@@ -12,6 +13,9 @@ pub(super) struct Plan {
     pub(super) stages: Vec<Vec<String>>,
     /// Extra environment (the `AICARD_VAR_*` values in `On` mode).
     pub(super) env: Vec<(String, String)>,
+    /// Windows only (`cmd`): `argv[1]` goes on the command line as written, for `cmd`'s own
+    /// parsing, instead of being quoted as one argument.
+    pub(super) verbatim: bool,
 }
 
 impl Plan {
@@ -28,6 +32,7 @@ pub(super) fn plan(policy: &ExecPolicy, req: ExecRequest<'_>) -> Result<Plan, Ex
     match &policy.mode {
         ExecMode::Off => Err(ExecError::Disabled),
         ExecMode::Allowlist(allowed) => plan_allowlist(allowed, req),
+        ExecMode::On if cfg!(windows) => plan_cmd(req),
         ExecMode::On => plan_shell(req),
     }
 }
@@ -160,6 +165,7 @@ fn plan_allowlist(allowed: &[String], req: ExecRequest<'_>) -> Result<Plan, Exec
     Ok(Plan {
         stages,
         env: Vec::new(),
+        verbatim: false,
     })
 }
 
@@ -204,6 +210,112 @@ fn plan_shell(req: ExecRequest<'_>) -> Result<Plan, ExecError> {
             .into_iter()
             .map(|(_, k, v)| (k, v.to_string()))
             .collect(),
+        verbatim: false,
+    })
+}
+
+/// On mode on Windows (docs/windows.md): `cmd /V:ON /D /S /C "script"` with each AIcard
+/// variable as `!AICARD_VAR_x!`, which cmd expands after it parsed the line, so a value is
+/// never cmd syntax (`%AICARD_VAR_x%` would be: cmd expands `%…%` before parsing). A reference
+/// outside double quotes is put in quotes, one argument as `"${…}"` is in sh. cmd knows only
+/// `"` and `^`, so the line is read by its rules here. Refused: a variable in a line with a
+/// pipe or a `for /f` (cmd runs those commands in a second cmd, which would parse the value),
+/// and a line break (cmd runs only the first line; join commands with `&`).
+pub(super) fn plan_cmd(req: ExecRequest<'_>) -> Result<Plan, ExecError> {
+    let cmd = req.command;
+    let b = cmd.as_bytes();
+    let mut script = String::new();
+    let mut mapped: Vec<(&str, String, &str)> = Vec::new();
+    let mut reparsed: Option<(&'static str, usize)> = None;
+    let (mut raw_start, mut i, mut quoted) = (0, 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'\r' | b'\n' => {
+                return Err(ExecError::CmdRefused {
+                    what: "a line break (cmd runs one line; join commands with `&`)",
+                    pos: i,
+                })
+            }
+            b'"' => quoted = !quoted,
+            b'^' if !quoted => {
+                i += 2;
+                continue;
+            }
+            b'|' if !quoted && b.get(i + 1) == Some(&b'|') => {
+                i += 2;
+                continue;
+            }
+            b'|' if !quoted => {
+                reparsed.get_or_insert(("a variable in a pipeline `|`", i));
+            }
+            b'$' => {
+                let Some(((s, e), next)) = super::var_ref_at(b, i) else {
+                    i += 1;
+                    continue;
+                };
+                let name = &cmd[s..e];
+                let Some(value) = req.vars.get(name) else {
+                    i = next;
+                    continue;
+                };
+                if value.contains('\0') {
+                    return Err(ExecError::Nul);
+                }
+                let key = match mapped.iter().find(|(n, _, _)| *n == name) {
+                    Some((_, key, _)) => key.clone(),
+                    None => {
+                        let key = env_name(name, mapped.iter().map(|(_, k, _)| k.as_str()));
+                        mapped.push((name, key.clone(), value));
+                        key
+                    }
+                };
+                script.push_str(&cmd[raw_start..i]);
+                if quoted {
+                    script.push_str(&format!("!{key}!"));
+                } else {
+                    script.push_str(&format!("\"!{key}!\""));
+                }
+                raw_start = next;
+                i = next;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    script.push_str(&cmd[raw_start..]);
+    if let Some(pos) = for_f_at(cmd) {
+        reparsed.get_or_insert(("a variable in a `for /f`", pos));
+    }
+    if let (Some((what, pos)), false) = (reparsed, mapped.is_empty()) {
+        return Err(ExecError::CmdRefused { what, pos });
+    }
+    Ok(Plan {
+        stages: vec![vec!["cmd".into(), super::win::cmd_tail(&script)]],
+        env: mapped
+            .into_iter()
+            .map(|(_, k, v)| (k, v.to_string()))
+            .collect(),
+        verbatim: true,
+    })
+}
+
+/// Where a `for` followed by `/f` starts (cmd's words: case-insensitive, split at blanks and
+/// `(`, `&`, `|`, `@`; all one byte, so a word's offset is the sum of those before it).
+fn for_f_at(cmd: &str) -> Option<usize> {
+    let words: Vec<(usize, &str)> = cmd
+        .split(|c: char| c.is_ascii_whitespace() || matches!(c, '(' | '&' | '|' | '@'))
+        .scan(0, |at, w| {
+            let start = *at;
+            *at += w.len() + 1;
+            Some((start, w))
+        })
+        .filter(|(_, w)| !w.is_empty())
+        .collect();
+    words.windows(2).find_map(|pair| {
+        let ((at, first), (_, second)) = (pair[0], pair[1]);
+        let is_f = second.len() >= 2 && second[..2].eq_ignore_ascii_case("/f");
+        (first.eq_ignore_ascii_case("for") && is_f).then_some(at)
     })
 }
 
@@ -222,4 +334,104 @@ pub(super) fn env_name<'t>(name: &str, taken: impl Iterator<Item = &'t str> + Cl
         k += 1;
     }
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd_plan(command: &str, vars: &[(&str, &str)]) -> Result<Plan, ExecError> {
+        let vars: BTreeMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        plan_cmd(ExecRequest {
+            command,
+            vars: &vars,
+            caller: "test",
+        })
+    }
+
+    /// The script cmd runs (inside `/S /C "…"`) and the environment it gets.
+    fn script(plan: &Plan) -> (&str, Vec<(&str, &str)>) {
+        assert!(plan.verbatim);
+        assert_eq!(plan.stages.len(), 1);
+        assert_eq!(plan.stages[0][0], "cmd");
+        let tail = plan.stages[0][1].as_str();
+        let script = tail
+            .strip_prefix("/V:ON /D /S /C \"")
+            .and_then(|s| s.strip_suffix('"'))
+            .expect(tail);
+        let env = plan
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        (script, env)
+    }
+
+    #[test]
+    fn cmd_gets_variables_as_delayed_expansion_never_in_the_line() {
+        let evil = "a\" & calc & \"%PATH%^!x!";
+        let plan = cmd_plan("echo $x", &[("x", evil)]).unwrap();
+        let (s, env) = script(&plan);
+        assert_eq!(s, r#"echo "!AICARD_VAR_x!""#);
+        assert_eq!(env, vec![("AICARD_VAR_x", evil)]);
+        // Inside double quotes no extra quotes; `${a.b}` and `$a_b` keep apart.
+        let plan = cmd_plan(
+            r#"python -c "print('${a.b}')" $a_b"#,
+            &[("a.b", "1"), ("a_b", "2")],
+        )
+        .unwrap();
+        let (s, env) = script(&plan);
+        assert_eq!(
+            s,
+            r#"python -c "print('!AICARD_VAR_a_b!')" "!AICARD_VAR_a_b_1!""#
+        );
+        assert_eq!(
+            env,
+            vec![("AICARD_VAR_a_b", "1"), ("AICARD_VAR_a_b_1", "2")]
+        );
+        // A `$name` that is no AIcard variable is left as written, for cmd.
+        let plan = cmd_plan("echo $nope %PATH%", &[]).unwrap();
+        assert_eq!(script(&plan), ("echo $nope %PATH%", vec![]));
+        assert!(matches!(
+            cmd_plan("echo $x", &[("x", "a\0b")]),
+            Err(ExecError::Nul)
+        ));
+    }
+
+    #[test]
+    fn cmd_refuses_what_a_second_cmd_would_parse() {
+        let refused = |c: &str| match cmd_plan(c, &[("x", "v")]) {
+            Err(ExecError::CmdRefused { what, pos }) => Some((what, pos)),
+            other => {
+                assert!(other.is_ok(), "{c}: {other:?}");
+                None
+            }
+        };
+        assert_eq!(
+            refused("type f | findstr $x"),
+            Some(("a variable in a pipeline `|`", 7))
+        );
+        assert_eq!(
+            refused("for /f %a in ('echo $x') do echo %a"),
+            Some(("a variable in a `for /f`", 0))
+        );
+        assert_eq!(
+            refused("echo x & FOR  /F \"delims=\" %a in ('ver') do echo $x"),
+            Some(("a variable in a `for /f`", 9))
+        );
+        assert!(refused("echo $x\ndel *").is_some());
+        // Not a pipe: `||`, `^|`, `|` in quotes; a pipe with no variable in the line.
+        for fine in [
+            "dir $x || echo none",
+            "echo a^|b $x",
+            "echo \"a|b\" $x",
+            "for %a in (1 2) do echo $x",
+        ] {
+            assert_eq!(refused(fine), None, "{fine}");
+        }
+        assert!(cmd_plan("dir | findstr x", &[("x", "v")]).is_ok());
+    }
 }

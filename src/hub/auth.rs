@@ -32,9 +32,134 @@ pub fn token_path(data_dir: &Path) -> PathBuf {
     data_dir.join(TOKEN_FILE)
 }
 
-/// Reads the token kept in `data_dir`, creating a new 256-bit one (mode 0600) on first start.
+/// Reads the token kept in `data_dir`, creating a new 256-bit one on first start, readable by
+/// this user only: mode 0600 on Unix; on Windows an ACL that lets in this user alone and
+/// inherits nothing from its folder, set on the empty file before the token is written (and
+/// again at each start). Where that ACL cannot be set (a FAT drive, a file another user owns)
+/// the hub says so and goes on (docs/windows.md).
 pub fn load_or_create_token(data_dir: &Path) -> std::io::Result<String> {
-    crate::store::load_or_create_secret(&token_path(data_dir))
+    let path = token_path(data_dir);
+    #[cfg(windows)]
+    {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        if let Err(e) = owner_only::protect(&path) {
+            tracing::warn!(
+                path = %path.display(),
+                "could not limit the token file to this user ({e}); its folder's ACL applies"
+            );
+        }
+    }
+    crate::store::load_or_create_secret(&path)
+}
+
+/// The Windows counterpart of mode 0600 (docs/windows.md).
+#[cfg(windows)]
+mod owner_only {
+    use std::io;
+    use std::os::windows::ffi::OsStrExt;
+    use std::path::Path;
+
+    use windows_sys::Win32::Foundation::{CloseHandle, LocalFree, HANDLE};
+    use windows_sys::Win32::Security::Authorization::{
+        ConvertSidToStringSidW, ConvertStringSecurityDescriptorToSecurityDescriptorW,
+        SetNamedSecurityInfoW, SDDL_REVISION_1, SE_FILE_OBJECT,
+    };
+    use windows_sys::Win32::Security::{
+        GetSecurityDescriptorDacl, GetTokenInformation, TokenUser, ACL, DACL_SECURITY_INFORMATION,
+        PROTECTED_DACL_SECURITY_INFORMATION, PSECURITY_DESCRIPTOR, TOKEN_QUERY, TOKEN_USER,
+    };
+    use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
+
+    fn wide(s: &std::ffi::OsStr) -> Vec<u16> {
+        s.encode_wide().chain(std::iter::once(0)).collect()
+    }
+
+    /// This process's user as an SDDL SID string (`S-1-5-21-…`).
+    fn current_user_sid() -> io::Result<String> {
+        // SAFETY: every pointer passed is valid for the call; the token handle is closed and
+        // the SID string freed with LocalFree, as the API documents.
+        unsafe {
+            let mut token: HANDLE = std::ptr::null_mut();
+            if OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &mut token) == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut buf = vec![0u64; 128];
+            let mut len = 0u32;
+            let ok = GetTokenInformation(
+                token,
+                TokenUser,
+                buf.as_mut_ptr().cast(),
+                (buf.len() * 8) as u32,
+                &mut len,
+            );
+            let err = io::Error::last_os_error();
+            CloseHandle(token);
+            if ok == 0 {
+                return Err(err);
+            }
+            let user = &*(buf.as_ptr() as *const TOKEN_USER);
+            let mut text: *mut u16 = std::ptr::null_mut();
+            if ConvertSidToStringSidW(user.User.Sid, &mut text) == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let n = (0..).take_while(|&i| *text.add(i) != 0).count();
+            let sid = String::from_utf16_lossy(std::slice::from_raw_parts(text, n));
+            LocalFree(text.cast());
+            Ok(sid)
+        }
+    }
+
+    /// Replaces `path`'s ACL with one entry, full access for this user, marked protected so
+    /// that nothing is inherited from the folder (SDDL `D:P(A;;FA;;;SID)`).
+    pub(super) fn protect(path: &Path) -> io::Result<()> {
+        let sddl = wide(format!("D:P(A;;FA;;;{})", current_user_sid()?).as_ref());
+        let name = wide(path.as_os_str());
+        // SAFETY: as above; `sd` is freed with LocalFree, `dacl` points into it.
+        unsafe {
+            let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
+            if ConvertStringSecurityDescriptorToSecurityDescriptorW(
+                sddl.as_ptr(),
+                SDDL_REVISION_1,
+                &mut sd,
+                std::ptr::null_mut(),
+            ) == 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            let (mut present, mut defaulted) = (0, 0);
+            let mut dacl: *mut ACL = std::ptr::null_mut();
+            let got = GetSecurityDescriptorDacl(sd, &mut present, &mut dacl, &mut defaulted);
+            let result = if got == 0 || present == 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                match SetNamedSecurityInfoW(
+                    name.as_ptr(),
+                    SE_FILE_OBJECT,
+                    DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    dacl,
+                    std::ptr::null(),
+                ) {
+                    0 => Ok(()),
+                    code => Err(io::Error::from_raw_os_error(code as i32)),
+                }
+            };
+            LocalFree(sd);
+            result
+        }
+    }
 }
 
 /// Compares a presented token with the hub's in constant time.
@@ -243,7 +368,7 @@ mod tests {
     }
 
     #[test]
-    fn token_is_created_once_with_0600() {
+    fn token_is_created_once_for_this_user_only() {
         let dir = tempfile::tempdir().unwrap();
         let a = load_or_create_token(dir.path()).unwrap();
         let b = load_or_create_token(dir.path()).unwrap();
