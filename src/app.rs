@@ -458,6 +458,24 @@ impl Hooks for AppHooks {
         }
     }
 
+    fn flow_report(
+        &self,
+        client: &Arc<Client>,
+        report: &crate::protocol::FlowReport,
+    ) -> Option<crate::protocol::ServerFrame> {
+        let app = self.app()?;
+        Some(crate::control::flow_report(&app.control, client, report))
+    }
+
+    fn flow_data(
+        &self,
+        client: &Arc<Client>,
+        data: crate::protocol::FlowData,
+    ) -> Option<crate::protocol::ServerFrame> {
+        let app = self.app()?;
+        crate::control::flow_data(&app.control, client, data)
+    }
+
     fn delivery_held(&self, client: &Arc<Client>, deliver_id: &str) {
         if let Some(app) = self.app() {
             app.loops.held(&client.id, deliver_id);

@@ -1,7 +1,7 @@
 //! Wire protocol v1: every frame a tab and the hub exchange, as closed serde enums.
 //!
 //! Only this module knows the JSON shape of frames. `docs/protocol.md` documents the same
-//! frames; `tests/protocol_doc.rs` fails when the two drift apart.
+//! frames; `tests/it/protocol_doc.rs` fails when the two drift apart.
 
 use std::sync::{Arc, OnceLock};
 
@@ -24,6 +24,9 @@ pub enum ClientFrame {
     Chunk(Chunk),
     /// The seed's flow-state report from the page.
     FlowReport(FlowReport),
+    /// The manual's window-to-window data: delivered to `to_window` as a frame of its own,
+    /// never typed, sent or scanned (docs/protocol.md).
+    FlowData(FlowData),
     /// The reply is complete; `text` is the whole reply.
     TurnEnd(TurnEnd),
     /// What the person submitted in this tab.
@@ -151,6 +154,20 @@ pub struct FlowReport {
     pub status: Option<String>,
     #[serde(default)]
     pub fragment_count: Option<u64>,
+}
+
+/// `flow_data` (the manual's frame): data for another window. The hub sets `from_window`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct FlowData {
+    /// Set by the hub on delivery (what a tab writes here is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_window: Option<String>,
+    /// The tab it is for: a label or a client id.
+    pub to_window: String,
+    #[serde(default)]
+    pub data: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
 }
 
 /// `turn_end`: the whole reply; with `task_id` it answers that task.
@@ -420,7 +437,16 @@ pub enum ServerFrame {
         agent: Option<AgentTag>,
     },
     /// Ask the tab to change its sending behaviour.
-    FlowControl { action: String, reason: String },
+    FlowControl {
+        action: String,
+        reason: String,
+        /// The answer to the manual's `flow_report`: whether the tab's own script may send
+        /// the next message now (`action` `auto_send` or `wait`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        should_auto_send: Option<bool>,
+    },
+    /// Another window's `flow_data`, with `from_window` set by the hub; never typed or sent.
+    FlowData(FlowData),
     /// Progress of a flow run, for the master's panel.
     FlowEvent {
         run_id: String,
@@ -501,6 +527,8 @@ pub enum ErrorCode {
     UnknownTask,
     /// A command was refused (parse error, permission, policy).
     CommandRefused,
+    /// `flow_data` names no window this tab may reach.
+    UnknownWindow,
     /// The hub is at a configured limit (clients, runs, queue).
     Limit,
     /// The client id in `X-AIcard-Client` is unknown (SSE transport).
@@ -543,6 +571,7 @@ pub const CLIENT_TYPES: &[&str] = &[
     "hello",
     "chunk",
     "flow_report",
+    "flow_data",
     "turn_end",
     "user_input",
     "task_update",
@@ -558,6 +587,7 @@ pub const SERVER_TYPES: &[&str] = &[
     "task",
     "deliver",
     "flow_control",
+    "flow_data",
     "flow_event",
     "cancel",
     "ack",
@@ -600,6 +630,7 @@ fn bad_field(ty: &str, value: &Value) -> Option<DecodeError> {
         "hello" => check::<Hello>(value),
         "chunk" => check::<Chunk>(value),
         "flow_report" => check::<FlowReport>(value),
+        "flow_data" => check::<FlowData>(value),
         "turn_end" => check::<TurnEnd>(value),
         "user_input" => check::<UserInput>(value),
         "task_update" => check::<TaskUpdate>(value),
@@ -806,6 +837,7 @@ impl ServerFrame {
             ServerFrame::Task(_) => "task",
             ServerFrame::Deliver { .. } => "deliver",
             ServerFrame::FlowControl { .. } => "flow_control",
+            ServerFrame::FlowData(_) => "flow_data",
             ServerFrame::FlowEvent { .. } => "flow_event",
             ServerFrame::Cancel { .. } => "cancel",
             ServerFrame::Ack { .. } => "ack",
@@ -821,6 +853,7 @@ impl ClientFrame {
             ClientFrame::Hello(_) => "hello",
             ClientFrame::Chunk(_) => "chunk",
             ClientFrame::FlowReport(_) => "flow_report",
+            ClientFrame::FlowData(_) => "flow_data",
             ClientFrame::TurnEnd(_) => "turn_end",
             ClientFrame::UserInput(_) => "user_input",
             ClientFrame::TaskUpdate(_) => "task_update",

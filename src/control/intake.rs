@@ -252,6 +252,10 @@ pub(super) fn run_items(
                 }
                 let hub = hub.clone();
                 let client = client.clone();
+                let from_reply = source == Source::Reply;
+                if from_reply {
+                    hub.commands.count_running(&client.id, true);
+                }
                 hub.tracker.clone().spawn(async move {
                     let cmd = LiveCmd::new(&client, found.body.trim());
                     let bodies = [found.body.as_str()];
@@ -282,6 +286,9 @@ pub(super) fn run_items(
                         );
                     }
                     answer(&hub, &client, &cmd, outcome.clone());
+                    if from_reply {
+                        hub.commands.count_running(&client.id, false);
+                    }
                     if let Some((turn_id, index)) = looped_at {
                         let malformed = crate::commands::parser::parse(&found.body).is_err();
                         hub.loops.result(

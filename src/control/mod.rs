@@ -33,6 +33,7 @@ mod manager;
 mod primer;
 mod remote;
 mod roles;
+mod seed_wire;
 use agent::*;
 use events::*;
 use host::*;
@@ -43,6 +44,7 @@ pub use remote::serve_remote;
 use remote::*;
 pub use roles::set_tab_role;
 use roles::*;
+pub use seed_wire::{flow_data, flow_report};
 
 /// A tab's reply in progress: its turn id, scanner state and the commands found so far.
 pub(super) struct Turn {
@@ -144,6 +146,8 @@ pub struct Commands {
     pub jobs: Arc<crate::exec::jobs::Jobs>,
     /// The page address each tab had when its role card prompt last went with a task.
     primed: DashMap<String, Option<String>>,
+    /// Commands of each tab's replies running now (the manual's `flow_report` waits for them).
+    running: DashMap<String, usize>,
     pub roles: RoleCards,
     /// The team's memory (src/memory).
     pub memory: Arc<crate::memory::Memory>,
@@ -165,6 +169,7 @@ impl Commands {
             exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
             jobs: Arc::new(crate::exec::jobs::Jobs::new()),
             primed: DashMap::new(),
+            running: DashMap::new(),
             roles: RoleCards::load(&config.role_cards_dir),
             memory: crate::memory::Memory::new(store.clone()),
             skills: crate::skills::Skills::load(&config.skills_dir),
@@ -217,6 +222,17 @@ impl Commands {
         }
         self.primed.insert(client.id.clone(), url);
         Prompt::from(format!("【角色 / Role】\n{}\n\n{prompt}", text.trim()))
+    }
+
+    /// How many commands of `tab`'s replies run now.
+    pub fn running_in(&self, tab: &str) -> usize {
+        self.running.get(tab).map_or(0, |n| *n)
+    }
+
+    /// A reply's command starts (`+1`) or ends (`-1`) in `tab`.
+    pub(crate) fn count_running(&self, tab: &str, starts: bool) {
+        let mut n = self.running.entry(tab.to_string()).or_insert(0);
+        *n = if starts { *n + 1 } else { n.saturating_sub(1) };
     }
 
     /// The role card that applies to a tab now, if any.

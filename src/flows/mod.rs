@@ -256,9 +256,7 @@ pub fn to_native(flow: &Flow) -> Flow {
         if eh.max_retries.is_some() || eh.retry_delay.is_some() {
             if f.defaults.retry.is_none() {
                 f.defaults.retry = Some(model::RetrySpec {
-                    max: eh
-                        .max_retries
-                        .unwrap_or(engine::retry::DEFAULT_MAX_RETRIES),
+                    max: eh.max_retries.unwrap_or(engine::retry::DEFAULT_MAX_RETRIES),
                     backoff: eh.retry_delay.map(|d| model::Backoff {
                         initial: d,
                         factor: 2.0,

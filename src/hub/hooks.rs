@@ -33,6 +33,22 @@ pub trait Hooks: Send + Sync {
     fn free_turn_end(&self, _client: &Arc<Client>, _turn_id: &str, _text: &str) {}
     /// The person typed something into the tab.
     fn user_input(&self, _client: &Arc<Client>, _text: &str) {}
+    /// The manual's `flow_report`: the answer (`flow_control`), if any.
+    fn flow_report(
+        &self,
+        _client: &Arc<Client>,
+        _report: &crate::protocol::FlowReport,
+    ) -> Option<crate::protocol::ServerFrame> {
+        None
+    }
+    /// The manual's `flow_data`: delivered to its window, or the sender's error.
+    fn flow_data(
+        &self,
+        _client: &Arc<Client>,
+        _data: crate::protocol::FlowData,
+    ) -> Option<crate::protocol::ServerFrame> {
+        None
+    }
     /// The tab holds delivery `deliver_id` while the person types in its box.
     fn delivery_held(&self, _client: &Arc<Client>, _deliver_id: &str) {}
     /// A tab reported progress on a task; `current` when it is the task the tab works on

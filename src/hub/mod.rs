@@ -479,7 +479,8 @@ impl Hub {
                 }
                 None
             }
-            ClientFrame::FlowReport(_) => None,
+            ClientFrame::FlowReport(report) => self.hooks().flow_report(client, &report),
+            ClientFrame::FlowData(data) => self.hooks().flow_data(client, data),
             ClientFrame::TurnEnd(TurnEnd {
                 turn_id,
                 task_id,

@@ -896,3 +896,66 @@ async fn a_caller_that_leaves_ends_only_its_session_and_the_tab_is_free() {
     let d = kimi.next("deliver").await;
     assert_eq!(d["agent"]["round"], 1, "{d}");
 }
+
+// ---- The manual's own frames (docs/protocol.md, flow_report / flow_data) ----
+
+#[tokio::test]
+async fn the_manuals_script_gets_wait_then_auto_send_and_its_flow_data_reaches_the_window() {
+    let hub = TestHub::start().await;
+    let mut slow = hub
+        .scripted("w1", "kimi", "worker", |p| {
+            Reply::Text(Duration::from_millis(300), format!("WORKER[{p}]"))
+        })
+        .await;
+    let mut m = master(&hub, "m").await;
+    // The manual's script: `flow_report {turn_id, event, quasi_status}` as its page sees the
+    // turn, and `flow_control {action, should_auto_send}` back.
+    m.send(json!({"type":"flow_report","turn_id":"t1","event":"flow_start"}));
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "wait", "{c}");
+    assert_eq!(c["should_auto_send"], false, "{c}");
+    // The reply holds a command that takes a while; the page sees the turn finish first.
+    say(&m, "t1", "问一下 ?<to w1: 一加一>!");
+    m.send(json!({"type":"flow_report","turn_id":"t1","event":"status_update","quasi_status":"FINISHED"}));
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "wait", "a command still runs: {c}");
+    let r = m.next("cmd_result").await;
+    assert!(
+        r["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("WORKER[一加一]"),
+        "{r}"
+    );
+    m.send(json!({"type":"flow_report","turn_id":"t1","event":"flow_end"}));
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "auto_send", "{c}");
+    assert_eq!(c["should_auto_send"], true, "{c}");
+
+    // `flow_data {from_window, to_window, data, metadata}`: delivered as a frame of its own,
+    // `from_window` set by the hub, never typed (no task), never run as a command.
+    m.send(json!({"type":"flow_data","from_window":"forged","to_window":"w1","data":{"rows":[1,2],"note":"?<agent loop on>!"},"metadata":{"kind":"rows"}}));
+    let d = slow.next("flow_data").await;
+    assert_eq!(d["from_window"], "m", "{d}");
+    assert_eq!(d["to_window"], "w1");
+    assert_eq!(d["data"]["rows"], json!([1, 2]));
+    assert_eq!(d["metadata"]["kind"], "rows");
+    assert_eq!(slow.prompts().len(), 1, "only the one task, nothing typed");
+    // No such window; and a worker reaches no other window.
+    m.send(json!({"type":"flow_data","to_window":"nobody","data":1}));
+    let e = m.next("error").await;
+    assert_eq!(e["code"], "unknown_window", "{e}");
+    slow.send(json!({"type":"flow_data","to_window":"m","data":1}));
+    let e = slow.next("error").await;
+    assert_eq!(e["code"], "unknown_window", "{e}");
+
+    // After a person's Stop the script is told to wait until they write in the tab.
+    m.command("?<agent stop>!").await;
+    m.send(json!({"type":"flow_report","turn_id":"t2","event":"flow_end"}));
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "wait", "{c}");
+    m.send(json!({"type":"user_input","text":"继续"}));
+    m.send(json!({"type":"flow_report","turn_id":"t3","event":"flow_end"}));
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "auto_send", "{c}");
+}

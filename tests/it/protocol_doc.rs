@@ -88,6 +88,7 @@ fn every_error_code_is_documented() {
         ErrorCode::Limit,
         ErrorCode::UnknownClient,
         ErrorCode::NoStream,
+        ErrorCode::UnknownWindow,
     ];
     for code in all {
         let name = serde_json::to_value(code).unwrap();
@@ -107,7 +108,8 @@ fn every_error_code_is_documented() {
             | ErrorCode::CommandRefused
             | ErrorCode::Limit
             | ErrorCode::UnknownClient
-            | ErrorCode::NoStream => {}
+            | ErrorCode::NoStream
+            | ErrorCode::UnknownWindow => {}
         }
     }
 }
