@@ -151,6 +151,17 @@ impl App {
         });
         loops.set_host(Arc::new(Primers(Arc::downgrade(&app.control))));
         hub.tracker.spawn(loops.clone().run(hub.shutdown.clone()));
+        if let Some(target) = hub.config.memory_summarizer.clone() {
+            // Off by default: memories go to a site only when the person says so.
+            let every = hub.config.memory_summary_every;
+            app.control.commands.memory.set_summary_every(every);
+            hub.tracker.spawn(crate::control::summarize::run(
+                app.control.clone(),
+                target,
+                every as usize,
+                hub.shutdown.clone(),
+            ));
+        }
         hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
         let weak = Arc::downgrade(&app);
         hub.tasks

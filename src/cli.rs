@@ -245,6 +245,14 @@ pub struct ServeArgs {
     /// / 单个文件上限（MB）
     #[arg(long, value_name = "MB", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=50))]
     pub max_file_mb: u64,
+    /// A tab (site, label or id) that summarizes every --memory-summary-every new memories of
+    /// a scope into one that cites them; off by default: memories reach a site only when you
+    /// say so / 自动总结记忆的标签页（默认关闭）
+    #[arg(long, value_name = "TARGET")]
+    pub memory_summarizer: Option<String>,
+    /// New memories of a scope per automatic summary / 每多少条新记忆总结一次
+    #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    pub memory_summary_every: u64,
 }
 
 /// `on` or `off`.
@@ -304,6 +312,8 @@ impl ServeArgs {
             c.files_dir = dir;
         }
         c.max_file_mb = self.max_file_mb;
+        c.memory_summarizer = self.memory_summarizer;
+        c.memory_summary_every = self.memory_summary_every;
         Ok(c)
     }
 }

@@ -41,6 +41,10 @@ pub struct HubConfig {
     pub files_dir: PathBuf,
     /// `--max-file-mb`: the largest file a task may carry (20).
     pub max_file_mb: u64,
+    /// `--memory-summarizer TARGET`: the tab that summarizes each scope's new memories (off).
+    pub memory_summarizer: Option<String>,
+    /// `--memory-summary-every N`: new entries of a scope per summary (500).
+    pub memory_summary_every: u64,
     /// `manager run NAME` loads `flows_dir/NAME.yaml`.
     pub flows_dir: PathBuf,
     /// Role cards (YAML / seed JSON).
@@ -239,6 +243,8 @@ impl HubConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 8027)),
             files_dir: data_dir.join("files"),
             max_file_mb: 20,
+            memory_summarizer: None,
+            memory_summary_every: 500,
             data_dir,
             flows_dir: PathBuf::from("flows"),
             role_cards_dir: PathBuf::from("role-cards"),

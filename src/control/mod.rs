@@ -34,6 +34,7 @@ mod primer;
 mod remote;
 mod roles;
 mod seed_wire;
+pub mod summarize;
 use agent::*;
 use events::*;
 use host::*;

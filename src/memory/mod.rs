@@ -86,6 +86,18 @@ pub struct Memory {
     /// They are written before anything reads the store, by [`Memory::flush`] (the app
     /// calls it every second and at shutdown), and kept when a write fails.
     pending_turns: Mutex<HashMap<String, i64>>,
+    /// New entries per scope since its last periodic summary, and the scopes now due
+    /// (docs/memory-and-skills.md, "Summaries by themselves"); off unless `set_summary_every`.
+    summary: Mutex<SummaryCount>,
+    /// Wakes the summarizer when a scope is due.
+    pub summary_due: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct SummaryCount {
+    every: Option<u64>,
+    since: HashMap<String, u64>,
+    due: Vec<String>,
 }
 
 impl Memory {
@@ -94,7 +106,43 @@ impl Memory {
             store,
             tasks_of_tab: DashMap::new(),
             pending_turns: Mutex::new(HashMap::new()),
+            summary: Mutex::new(SummaryCount::default()),
+            summary_due: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Every `n` new entries of a scope (summaries not counted) make it due for a summary.
+    pub fn set_summary_every(&self, n: u64) {
+        self.summary.lock().unwrap_or_else(|p| p.into_inner()).every = Some(n.max(1));
+    }
+
+    /// The scopes due for a summary now (each once).
+    pub fn take_due(&self) -> Vec<String> {
+        std::mem::take(&mut self.summary.lock().unwrap_or_else(|p| p.into_inner()).due)
+    }
+
+    fn counted(&self, m: &NewMemory<'_>) {
+        if m.tags.iter().any(|t| t == "summary") {
+            return;
+        }
+        let mut s = self.summary.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(every) = s.every else { return };
+        let n = s.since.entry(m.scope.to_string()).or_insert(0);
+        *n += 1;
+        if *n >= every {
+            *n = 0;
+            let scope = m.scope.to_string();
+            if !s.due.contains(&scope) {
+                s.due.push(scope);
+            }
+            drop(s);
+            self.summary_due.notify_one();
+        }
+    }
+
+    /// The newest `n` memories of a scope, newest first.
+    pub fn newest(&self, scope: &str, n: usize) -> MemoryResult<Vec<Entry>> {
+        self.conn(|c| store::newest(c, scope, n))
     }
 
     /// Runs `f` on the store once the turns counted so far are written, so every read sees
@@ -167,7 +215,9 @@ impl Memory {
 
     pub fn add(&self, m: &NewMemory<'_>) -> MemoryResult<i64> {
         let now = crate::store::now_ms();
-        self.conn(|c| store::insert(c, m, now))
+        let id = self.conn(|c| store::insert(c, m, now))?;
+        self.counted(m);
+        Ok(id)
     }
 
     pub fn get(&self, id: i64) -> MemoryResult<Entry> {

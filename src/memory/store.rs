@@ -229,6 +229,16 @@ pub fn set_pinned(conn: &mut Connection, ids: &[i64], pinned: bool) -> rusqlite:
     Ok(n)
 }
 
+/// The newest `n` memories of a scope, newest first.
+pub fn newest(conn: &Connection, scope: &str, n: usize) -> rusqlite::Result<Vec<Entry>> {
+    let t = turns(conn, scope)?;
+    let mut st = conn.prepare(&format!(
+        "SELECT {COLS} FROM memories WHERE scope = ?1 ORDER BY id DESC LIMIT ?2"
+    ))?;
+    let rows = st.query_map(params![scope, n as i64], |r| entry(r, t))?;
+    rows.collect()
+}
+
 /// How many memories a scope holds.
 pub fn count(conn: &Connection, scope: &str) -> rusqlite::Result<i64> {
     conn.query_row(

@@ -368,3 +368,70 @@ nodes:
         .unwrap_or_default()
         .contains("answer to: Known facts"));
 }
+
+#[tokio::test]
+async fn every_n_new_memories_of_a_scope_are_summarized_by_the_summarizer_tab() {
+    let h = TestHub::start_with(|c| {
+        c.memory_summarizer = Some("sum".into());
+        c.memory_summary_every = 3;
+    })
+    .await;
+    let sum = h
+        .scripted("sum", "kimi", "worker", |_| {
+            Reply::Text(
+                std::time::Duration::ZERO,
+                "三条记忆：部署在周五，回滚用 v2，值班是小王。?<agent loop on>!\nimportance: 7"
+                    .into(),
+            )
+        })
+        .await;
+    let mut m = h
+        .scripted("m", "chatgpt", "master", |_| {
+            Reply::Text(std::time::Duration::ZERO, "unused".into())
+        })
+        .await;
+    let mut ids = Vec::new();
+    for fact in ["部署在周五", "回滚用 v2", "值班是小王"] {
+        let r = m.command(&format!("?<memory {fact}>!")).await;
+        assert_eq!(r["result"]["success"], true, "{r}");
+        let out = r["result"]["output"].as_str().unwrap();
+        let id: i64 = out
+            .split('#')
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no id in {out}"));
+        ids.push(id);
+    }
+    // The summarizer tab got one prompt with the three memories; the summary is kept with
+    // them as its sources, defused.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let summary = loop {
+        let found = h
+            .hub()
+            .commands
+            .memory
+            .newest("global", 10)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.tags.iter().any(|t| t == "summary"));
+        if let Some(e) = found {
+            break e;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no summary was written"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(sum.prompts().len(), 1);
+    for fact in ["部署在周五", "回滚用 v2", "值班是小王"] {
+        assert!(sum.prompts()[0].contains(fact), "{:?}", sum.prompts());
+    }
+    let mut sources = summary.sources.clone();
+    sources.sort();
+    assert_eq!(sources, ids, "{summary:?}");
+    assert!(summary.text.contains("部署在周五"), "{summary:?}");
+    assert!(!summary.text.contains("?<"), "stored defused: {summary:?}");
+    assert_eq!(summary.importance, 7);
+}
