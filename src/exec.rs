@@ -218,10 +218,15 @@ impl ExecOutput {
         self.exit_code == Some(0) && !self.timed_out
     }
 
-    /// The text for a `cmd_result`: stdout, then stderr and the exit status when notable
-    /// (trailing line ends dropped, Windows' `\r\n` too).
+    /// The text for a `cmd_result`: stdout, then stderr and the exit status when notable.
+    /// Line ends are `\n` (Windows programs' `\r\n` too), the trailing ones dropped.
     pub fn render(&self, timeout: Duration) -> String {
-        let mut out = self.stdout.trim_end_matches(['\n', '\r']).to_string();
+        let lf = |s: &str| {
+            s.replace("\r\n", "\n")
+                .trim_end_matches(['\n', '\r'])
+                .to_string()
+        };
+        let mut out = lf(&self.stdout);
         let mut section = |s: &str| {
             if !out.is_empty() {
                 out.push('\n');
@@ -229,10 +234,7 @@ impl ExecOutput {
             out.push_str(s);
         };
         if !self.stderr.is_empty() {
-            section(&format!(
-                "[stderr]\n{}",
-                self.stderr.trim_end_matches(['\n', '\r'])
-            ));
+            section(&format!("[stderr]\n{}", lf(&self.stderr)));
         }
         if self.timed_out {
             section(&format!(

@@ -203,6 +203,20 @@ async fn stdout_stderr_apart_and_exit_code() {
     );
 }
 
+#[test]
+fn rendered_output_has_unix_line_ends_and_no_trailing_ones() {
+    let out = ExecOutput {
+        stdout: "Pinging\r\nReply\r\n\r\n".into(),
+        stderr: "warn\r\n".into(),
+        exit_code: Some(0),
+        timed_out: false,
+    };
+    assert_eq!(
+        out.render(DEFAULT_TIMEOUT),
+        "Pinging\nReply\n[stderr]\nwarn"
+    );
+}
+
 #[tokio::test]
 async fn workspace_is_created_and_is_the_cwd() {
     let dir = tempfile::tempdir().expect("tempdir");
