@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need on a fresh machine (Debian's
-# chromium and firefox-esr, nats-server, the userscript's npm packages, the OpenAI Python SDK), then runs
+# chromium and firefox-esr, nats-server, the userscript's npm packages, the OpenAI Python SDK,
+# mingw-w64 and Wine for the Windows build), then runs
 # every check: formatting, clippy, the Rust unit and integration tests, flow validation, the
 # OpenAI SDK against the hub, and the userscript's unit tests and browser matrix against the
 # real hub.
@@ -49,6 +50,9 @@ cargo test --lib --bins --tests
 
 step "aicard flow validate flows/*.yaml"
 cargo run --quiet -- flow validate flows/*.yaml
+
+step "Windows: aicard.exe (mingw-w64) under Wine: demo, flow validate, serve + a tab (docs/windows.md)"
+bash ci/windows/run.sh
 
 step "OpenAI and MCP Python SDKs against the hub (tests/sdk)"
 bash tests/sdk/run.sh
