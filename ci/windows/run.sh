@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Windows build, proven under Wine (docs/windows.md): builds aicard.exe with Debian's
 # mingw-w64 (a debug build of the binary only) and runs it under Debian's Wine in a prefix of
-# its own: `aicard.exe demo`, `aicard.exe flow validate flows/*.yaml`, and `aicard.exe serve
-# --exec on` with a tab's hello from the Linux side (ci/windows/tab.py), then commands through
-# Windows' cmd and a background job whose cmd and ping.exe must die with `jobs kill`.
+# its own: `aicard.exe demo`, `aicard.exe flow validate flows/*.yaml`, and `aicard.exe serve`
+# with a tab's hello from the Linux side (ci/windows/tab.py): under `--exec on` commands through
+# Windows' cmd and a background job whose cmd and ping.exe must die with `jobs kill`; under
+# `--exec allowlist` programs found through PATHEXT, never in the workspace.
 # Installs what it needs when missing (gcc-mingw-w64-x86-64, wine64, rustup's
 # x86_64-pc-windows-gnu target) and fails, saying why, when it cannot.
 set -euo pipefail
@@ -68,27 +69,48 @@ run_started=$SECONDS
 say "aicard.exe --version: $("$WINE" "$EXE" --version | tr -d '\r')"
 
 say "aicard.exe demo"
-timeout 180 "$WINE" "$EXE" demo --timeout 120 | tr -d '\r' | sed 's/^/    /' ||
-  die "aicard.exe demo failed"
+timeout 180 "$WINE" "$EXE" demo --timeout 120 >"$scratch/demo.log" 2>&1 ||
+  { cat "$scratch/demo.log" >&2; die "aicard.exe demo failed"; }
+tr -d '\r' <"$scratch/demo.log" | tail -n 6 | sed 's/^/    /'
 
 say "aicard.exe flow validate flows/*.yaml"
 timeout 120 "$WINE" "$EXE" flow validate flows/*.yaml | tr -d '\r' | sed 's/^/    /' ||
   die "aicard.exe flow validate failed"
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# Starts `aicard.exe serve ARGS…` on a free port with the data dir $data; sets $hub, $port.
+serve() {
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  say "aicard.exe serve $* on port $port (data dir Z:$data)"
+  "$WINE" "$EXE" serve --port "$port" --data-dir "Z:$data" "$@" >"$scratch/hub.log" 2>&1 &
+  hub=$!
+  for _ in $(seq 1 120); do
+    if [ -s "$data/token" ] && python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/healthz', timeout=1)" 2>/dev/null; then
+      return
+    fi
+    kill -0 "$hub" 2>/dev/null || { cat "$scratch/hub.log" >&2; die "aicard.exe serve exited"; }
+    sleep 0.5
+  done
+  cat "$scratch/hub.log" >&2
+  die "aicard.exe serve did not come up in 60 s"
+}
+# Runs a tab.py scenario against the hub, then stops the hub.
+tab() {
+  timeout 120 python3 ci/windows/tab.py "$port" "$(cat "$data/token")" "$1" ||
+    { tail -n 30 "$scratch/hub.log" >&2; die "tab.py $1 against aicard.exe serve"; }
+  kill "$hub"
+  wait "$hub" 2>/dev/null || true
+  hub=
+}
 data="$scratch/data"
-say "aicard.exe serve --exec on on port $port (data dir Z:$data)"
-"$WINE" "$EXE" serve --port "$port" --data-dir "Z:$data" --exec on >"$scratch/hub.log" 2>&1 &
-hub=$!
-for _ in $(seq 1 120); do
-  if [ -s "$data/token" ] && python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/healthz', timeout=1)" 2>/dev/null; then
-    break
-  fi
-  kill -0 "$hub" 2>/dev/null || { cat "$scratch/hub.log" >&2; die "aicard.exe serve exited"; }
-  sleep 0.5
-done
-[ -s "$data/token" ] || { cat "$scratch/hub.log" >&2; die "aicard.exe serve did not come up in 60 s"; }
-timeout 120 python3 ci/windows/tab.py "$port" "$(cat "$data/token")" exec-on ||
-  { tail -n 30 "$scratch/hub.log" >&2; die "a tab against aicard.exe serve"; }
+serve --exec on
+tab exec-on
+
+# Allowlist: greet.cmd on the PATH (Wine adds WINEPATH to it), planted.cmd only in the
+# workspace, which Windows would search first and the hub never does.
+mkdir -p "$scratch/tools" "$data/workspace"
+printf '@echo [%%1] [%%2]\r\n' >"$scratch/tools/greet.cmd"
+printf '@echo PLANTED\r\n' >"$data/workspace/planted.cmd"
+WINEPATH="Z:$scratch/tools" serve --exec allowlist --allow hostname --allow greet --allow planted
+tab allowlist
 
 say "passed: build ${build_secs} s, Wine runs $((SECONDS - run_started)) s, the whole step $((SECONDS - started)) s"

@@ -4,6 +4,9 @@ any hub) over a WebSocket on /realtime, with Python's standard library only.
 
   tab.py PORT TOKEN hello      hello as a DeepSeek tab, expect `welcome`
   tab.py PORT TOKEN exec-on    also: commands through Windows' cmd (`--exec on`), see below
+  tab.py PORT TOKEN allowlist  also: `--exec allowlist --allow hostname --allow greet
+                               --allow planted`, greet.cmd on the PATH, planted.cmd only in
+                               the workspace
 
 Exit 0 when every expectation held; else a line saying which did not, exit 1."""
 
@@ -185,9 +188,34 @@ def exec_on(port, token):
     print(f"  `jobs kill {job}`: cmd.exe and its child ping.exe (pids {sorted(tree)}) gone")
 
 
+def allowlist(port, token):
+    tab = hello(port, token)
+    # PATHEXT: `hostname` is C:\windows\system32\hostname.exe, run without a shell.
+    r = tab.command("hostname")
+    check(r["success"] and r["output"], f"hostname: {r}")
+    print(f"  hostname → {r['output']!r} (hostname.exe through PATHEXT)")
+    # A batch file through PATHEXT, its arguments quoted for cmd by Rust's std: `&` arrives as
+    # data. (`%` is not checked: std writes it as `%%cd:~,%`, which Windows' cmd reads back as
+    # `%`, while Wine 8's cmd, lacking that substring form, expands `%OS%` there; docs/windows.md.)
+    r = tab.command("greet 'a & echo INJECTED' x")
+    check(
+        r["success"] and r["output"] == '["a & echo INJECTED"] [x]',
+        f"greet.cmd's arguments: {r}",
+    )
+    print(f"  greet.cmd → {r['output']!r}")
+    # Never from the working directory, though Windows would look there first.
+    r = tab.command("planted")
+    check(
+        not r["success"] and "PLANTED" not in r["output"] and "on the PATH" in r["output"],
+        f"planted.cmd ran from the workspace: {r}",
+    )
+    print("  planted.cmd in the workspace: not found (the workspace is never searched)")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[3] not in ("hello", "exec-on"):
+    scenarios = {"hello": hello, "exec-on": exec_on, "allowlist": allowlist}
+    if len(sys.argv) != 4 or sys.argv[3] not in scenarios:
         fail(__doc__)
     port, token, scenario = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    {"hello": hello, "exec-on": exec_on}[scenario](port, token)
+    scenarios[scenario](port, token)
     print(f"tab.py: {scenario}: ok")
