@@ -525,9 +525,10 @@ fn soonest(free: &mut [(f64, f64)], ahead: usize) -> f64 {
 }
 
 /// Seconds left of a task `elapsed` seconds in, by the tab's typical task duration: what is
-/// left of it, none once past it (the wait stated is at least 1 s, see [`busy`]).
+/// left of it, and at least a second (a tab at work is not free now, even past its typical
+/// time).
 fn left_of(typical: f64, elapsed: f64) -> f64 {
-    (typical - elapsed).max(0.0)
+    (typical - elapsed).max(1.0)
 }
 
 /// Marks the key of a conversation's first turn: it records the tab that answers, but waits for
@@ -602,8 +603,8 @@ mod tests {
         assert!((soonest(&mut [(2.0, 12.0), (5.0, 12.0)], 2) - 14.0).abs() < 1e-9);
         // A tab cooling down 40 s and a free one: no wait.
         assert_eq!(soonest(&mut [(40.0, 10.0), (0.0, 10.0)], 0), 0.0);
-        // A task past its typical duration: nothing left to count...
-        assert_eq!(left_of(12.0, 30.0), 0.0);
+        // A task past its typical duration: a second, not nothing...
+        assert_eq!(left_of(12.0, 30.0), 1.0);
         // ...and the wait stated is at least a second, the same in the text and the header.
         for (eta, secs) in [(0.0, 1), (0.2, 1), (6.3, 7), (f64::INFINITY, 1)] {
             let e = busy("tabs_busy", "site/sim", eta);

@@ -321,7 +321,7 @@ def test_agents_are_models_the_sdk_lists_and_retrieves(hub, tab):
     assert scout.model_extra["aicard"]["target"] == "py-1"
     # Every id chat accepts is retrievable, under its canonical id.
     assert c.models.retrieve("sim").id == "site/sim"
-    assert c.models.retrieve("site/kimi").model_extra["aicard"]["tabs"] == 0
+    assert c.models.retrieve("site/doubao").model_extra["aicard"]["tabs"] == 0
     for missing in ("agent/nobody", "gpt-4o"):
         with pytest.raises(openai.NotFoundError) as e:
             c.models.retrieve(missing)
