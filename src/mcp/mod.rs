@@ -13,6 +13,7 @@
 
 pub mod doctor;
 pub mod relay;
+pub mod resources;
 pub mod runs;
 pub mod server;
 pub mod skills;
@@ -110,7 +111,7 @@ pub fn routes(hub: Arc<Door>) -> Router {
         .disable_allowed_hosts();
     let h = hub.clone();
     let service = StreamableHttpService::new(
-        move || Ok(server::HubTools { hub: h.clone() }),
+        move || Ok(server::HubTools::new(h.clone())),
         LocalSessionManager::default().into(),
         cfg,
     );

@@ -1,17 +1,24 @@
 //! `aicard mcp`: the stdio door (Claude Desktop only spawns stdio servers). It serves the same
-//! tools by relaying each call to the running hub's `/mcp` with the hub token, and passes the
-//! hub's `notifications/progress` back. When the hub is not running, `tools/list` still
-//! answers (the seven tools are fixed) and a call says how to start the hub.
+//! tools and resources by relaying each call to the running hub's `/mcp` with the hub token,
+//! and passes the hub's `notifications/progress` and `notifications/resources/updated` back.
+//! When the hub is not running, `tools/list` still answers (the tools are fixed) and a call
+//! says how to start the hub.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ClientRequest, ContentBlock, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, Request, ServerResult, Tool,
+    ClientRequest, ContentBlock, InitializeResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ReadResourceRequestParams, ReadResourceResponse, Request,
+    ResourceUpdatedNotificationParam, ServerResult, SubscribeRequestParams, SubscriptionFilter,
+    Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
+use rmcp::service::{
+    NotificationContext, PeerRequestOptions, RequestContext, RunningService, SubscriptionContext,
+    SubscriptionSink,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{
@@ -28,9 +35,39 @@ struct Up {
     /// (it overwrites ours), so the hub's progress comes back under that token and must go
     /// down under the one the stdio client chose, or the client drops it.
     tokens: Arc<Mutex<HashMap<ProgressToken, ProgressToken>>>,
+    /// Resource URIs the stdio client subscribed to: by `resources/subscribe` (true), and the
+    /// `subscriptions/listen` streams that want them.
+    watched: Arc<Mutex<HashMap<String, Watchers>>>,
+}
+
+#[derive(Default)]
+struct Watchers {
+    legacy: bool,
+    /// Each listen stream's sink, by the stream's number.
+    listens: Vec<(u64, SubscriptionSink)>,
 }
 
 impl ClientHandler for Up {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let (legacy, sinks): (bool, Vec<SubscriptionSink>) = {
+            let w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+            match w.get(&params.uri) {
+                Some(w) => (w.legacy, w.listens.iter().map(|(_, s)| s.clone()).collect()),
+                None => return,
+            }
+        };
+        if let (true, Some(peer)) = (legacy, self.down.get()) {
+            let _ = peer.notify_resource_updated(params.clone()).await;
+        }
+        for sink in sinks {
+            let _ = sink.notify_resource_updated(params.uri.clone()).await;
+        }
+    }
+
     async fn on_progress(
         &self,
         mut params: ProgressNotificationParam,
@@ -106,9 +143,152 @@ impl Relay {
     }
 }
 
+/// A relayed call failed: the hub is not running, or lost.
+fn unreachable(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(
+        format!("集线器不可用 / the hub is not reachable: {e}"),
+        None,
+    )
+}
+
+/// An upstream error as the stdio client's: the hub's own MCP error unchanged.
+fn relayed(e: rmcp::ServiceError) -> McpError {
+    match e {
+        rmcp::ServiceError::McpError(e) => e,
+        other => unreachable(other),
+    }
+}
+
+impl Relay {
+    fn watch(&self, uri: &str, f: impl FnOnce(&mut Watchers)) {
+        let mut w = self.up.watched.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = w.entry(uri.to_string()).or_default();
+        f(entry);
+        if !entry.legacy && entry.listens.is_empty() {
+            w.remove(uri);
+        }
+    }
+
+    /// Subscribes upstream when the first watcher of `uri` comes; unsubscribes after the last.
+    #[allow(deprecated)]
+    async fn upstream_subscription(&self, uri: &str, on: bool) -> Result<(), McpError> {
+        let up = self.upstream().await.map_err(unreachable)?;
+        let r = if on {
+            up.subscribe(SubscribeRequestParams::new(uri)).await
+        } else {
+            up.unsubscribe(UnsubscribeRequestParams::new(uri)).await
+        };
+        r.map_err(relayed)
+    }
+}
+
 impl ServerHandler for Relay {
     fn get_info(&self) -> InitializeResult {
         super::server::info()
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let up = self.upstream().await.map_err(unreachable)?;
+        up.list_resources(request).await.map_err(relayed)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let up = self.upstream().await.map_err(unreachable)?;
+        up.list_resource_templates(request).await.map_err(relayed)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let up = self.upstream().await.map_err(unreachable)?;
+        let params = ReadResourceRequestParams::new(request.uri);
+        let r = up.read_resource(params).await.map_err(relayed)?;
+        Ok(r.into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let _ = self.up.down.set(context.peer.clone());
+        self.upstream_subscription(&request.uri, true).await?;
+        self.watch(&request.uri, |w| w.legacy = true);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let mut last = false;
+        self.watch(&request.uri, |w| {
+            w.legacy = false;
+            last = w.listens.is_empty();
+        });
+        if last {
+            self.upstream_subscription(&request.uri, false).await?;
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // The hub's own resources; whether each exists, the hub says when subscribed.
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|u| super::resources::Uri::parse(u).is_some())
+            .cloned()
+            .collect();
+        Some(
+            SubscriptionFilter::builder()
+                .resource_subscriptions(uris)
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        static STREAMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let me = STREAMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let uris: Vec<String> = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        for uri in &uris {
+            self.upstream_subscription(uri, true).await?;
+            let sink = context.sink().clone();
+            self.watch(uri, |w| w.listens.push((me, sink)));
+        }
+        context.cancelled().await;
+        for uri in &uris {
+            let mut last = false;
+            self.watch(uri, |w| {
+                w.listens.retain(|(n, _)| *n != me);
+                last = !w.legacy && w.listens.is_empty();
+            });
+            if last {
+                let _ = self.upstream_subscription(uri, false).await;
+            }
+        }
+        Ok(())
     }
 
     async fn list_tools(

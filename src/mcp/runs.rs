@@ -337,6 +337,22 @@ impl Runs {
         })
     }
 
+    /// The live view of an MCP run (`aicard://runs/ID`), None when this hub holds none.
+    pub fn watch(&self, run_id: &str) -> Option<watch::Receiver<RunView>> {
+        self.lock().get(run_id).map(|e| e.view.clone())
+    }
+
+    /// The runs held in memory, running ones first, then by id.
+    pub fn ids(&self) -> Vec<(String, Status)> {
+        let mut v: Vec<(String, Status)> = self
+            .lock()
+            .iter()
+            .map(|(id, e)| (id.clone(), e.view.borrow().status))
+            .collect();
+        v.sort_by(|a, b| (a.1 != Status::Running, &a.0).cmp(&(b.1 != Status::Running, &b.0)));
+        v
+    }
+
     /// Cancels a run; false when no such run is known.
     pub fn cancel(&self, run_id: &str) -> bool {
         match self.lock().get(run_id) {
@@ -388,7 +404,7 @@ impl Runs {
 }
 
 /// A finished flow run this hub did not start through MCP (or from before a restart).
-fn stored_flow(hub: &Door, run_id: &str) -> Option<RunView> {
+pub(crate) fn stored_flow(hub: &Door, run_id: &str) -> Option<RunView> {
     let rec = hub.store.run(run_id).ok().flatten()?;
     let mut v = RunView::new(run_id, 1);
     match crate::api::run_outcome(hub, run_id) {

@@ -1,24 +1,28 @@
-//! The one MCP handler: seven tools over the hub's tabs, runs and flows. Served at `/mcp`
-//! (Streamable HTTP) and, through the relay, by `aicard mcp` on stdio.
+//! The one MCP handler: eight tools over the hub's tabs, runs and flows, and the hub's
+//! resources (`aicard://tabs`, `aicard://flows/NAME`, `aicard://runs/ID`: [`super::resources`])
+//! with `resources/subscribe` and `subscriptions/listen`. Served at `/mcp` (Streamable HTTP)
+//! and, through the relay, by `aicard mcp` on stdio.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, Tool, ToolAnnotations,
+    InitializeResult, JsonObject, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceUpdatedNotificationParam, ServerCapabilities,
+    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::runs::{RunView, StartError, Status};
 use super::Door;
-use crate::hub::registry::ConnState;
 
 /// `wait_s` when a call does not say.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(45);
@@ -273,19 +277,71 @@ pub fn tools() -> Vec<Tool> {
 
 /// What the server says about itself in `initialize` / `server/discover`.
 pub fn info() -> InitializeResult {
-    InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+    let caps = ServerCapabilities::builder()
+        .enable_resources()
+        .enable_tools()
+        .enable_resources_subscribe()
+        .build();
+    InitializeResult::new(caps)
         .with_server_info(Implementation::new("aicard", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "AIcard: the person's logged-in web AI chat tabs as tools. list_tabs shows them; ask \
              and fan_out type a prompt into tabs; run_flow runs a flow. A long answer comes back \
-             as status `running` with a run_id: call get_run with it.",
+             as status `running` with a run_id: call get_run with it, or read and subscribe to \
+             the resource aicard://runs/RUN_ID.",
         )
 }
 
-/// The handler over a hub.
+/// The handler over a hub: one per MCP session, with the session's resource subscriptions.
 #[derive(Clone)]
 pub struct HubTools {
     pub hub: Arc<Door>,
+    subs: Arc<Subscriptions>,
+}
+
+/// One session's `resources/subscribe`s: URI → its watcher's stop. All stop with the session.
+#[derive(Default)]
+struct Subscriptions {
+    by_uri: Mutex<HashMap<String, CancellationToken>>,
+    all: CancellationToken,
+}
+
+impl Drop for Subscriptions {
+    fn drop(&mut self) {
+        self.all.cancel();
+    }
+}
+
+/// Sends `notifications/resources/updated` for `uri` each time it reads differently, until
+/// `stop` or the session's end.
+fn watch_resource(
+    hub: Arc<Door>,
+    uri: super::resources::Uri,
+    notify: Notify,
+    stop: CancellationToken,
+) {
+    let tracker = hub.tracker.clone();
+    tracker.spawn(async move {
+        let mut last = super::resources::render(&hub, &uri);
+        while super::resources::changed(&hub, &uri, &mut last, &stop).await {
+            let sent = match &notify {
+                Notify::Peer(peer) => peer
+                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.to_uri()))
+                    .await
+                    .is_ok(),
+                Notify::Listen(sink) => sink.notify_resource_updated(uri.to_uri()).await.is_ok(),
+            };
+            if !sent {
+                return;
+            }
+        }
+    });
+}
+
+/// Where a watcher's updates go: a legacy session's peer, or a `subscriptions/listen` stream.
+enum Notify {
+    Peer(Peer<RoleServer>),
+    Listen(rmcp::service::SubscriptionSink),
 }
 
 fn wait_of(w: Option<f64>) -> Duration {
@@ -322,31 +378,15 @@ fn view_result(v: &RunView) -> CallToolResult {
 }
 
 impl HubTools {
+    pub fn new(hub: Arc<Door>) -> HubTools {
+        HubTools {
+            hub,
+            subs: Arc::default(),
+        }
+    }
+
     fn list_tabs(&self) -> Value {
-        let adm = self.hub.api.admission().clone();
-        let mut tabs: Vec<Value> = self
-            .hub
-            .registry
-            .all()
-            .into_iter()
-            .filter(|c| c.state() == ConnState::Connected)
-            .map(|c| {
-                let info = c.info();
-                json!({
-                    "tab": c.id,
-                    "site": info.site,
-                    "label": info.label.clone().unwrap_or_else(|| c.display_of(&info)),
-                    "role": info.role.as_str(),
-                    "group": info.group,
-                    "busy": adm.busy(&c),
-                    "title": info.title,
-                    // The decision engine's figures, as on the dashboard and in ?<tabs>!.
-                    "health": crate::pick::health_json(&self.hub.asks.pick, &c),
-                })
-            })
-            .collect();
-        tabs.sort_by(|a, b| a["tab"].as_str().cmp(&b["tab"].as_str()));
-        json!({"tabs": tabs})
+        super::resources::tabs_json(&self.hub)
     }
 
     fn list_flows(&self) -> Value {
@@ -555,6 +595,24 @@ impl HubTools {
     }
 }
 
+/// -32002: no resource at `uri`.
+fn no_resource(uri: &str) -> McpError {
+    McpError::resource_not_found(
+        format!(
+            "没有这个资源 / no resource `{uri}`: aicard://tabs, aicard://flows/NAME, \
+             aicard://runs/RUN_ID (resources/list)"
+        ),
+        Some(json!({"uri": uri})),
+    )
+}
+
+/// `uri` as one of the hub's resources that exists now.
+fn known(hub: &Door, uri: &str) -> Result<super::resources::Uri, McpError> {
+    super::resources::Uri::parse(uri)
+        .filter(|u| super::resources::render(hub, u).is_some())
+        .ok_or_else(|| no_resource(uri))
+}
+
 /// `inputs` as the runner takes them: an object of values (strings kept, others as JSON), or
 /// one string for the flow's first input.
 fn flow_inputs(
@@ -617,6 +675,108 @@ impl ServerHandler for HubTools {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         all_tools(&self.hub).into_iter().find(|t| t.name == name)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(super::resources::list(
+            &self.hub,
+        )))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            super::resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let contents = super::resources::Uri::parse(&request.uri)
+            .and_then(|u| super::resources::read(&self.hub, &u))
+            .ok_or_else(|| no_resource(&request.uri))?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let uri = known(&self.hub, &request.uri)?;
+        let stop = self.subs.all.child_token();
+        let old = self
+            .subs
+            .by_uri
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(request.uri.clone(), stop.clone());
+        if let Some(old) = old {
+            old.cancel();
+        }
+        watch_resource(self.hub.clone(), uri, Notify::Peer(context.peer), stop);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let gone = self
+            .subs
+            .by_uri
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&request.uri);
+        if let Some(stop) = gone {
+            stop.cancel();
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Updates of the hub's own resources that exist; nothing else is announced.
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|u| known(&self.hub, u).is_ok())
+            .cloned()
+            .collect();
+        Some(
+            SubscriptionFilter::builder()
+                .resource_subscriptions(uris)
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let stop = self.subs.all.child_token();
+        for u in context.accepted().resource_subscriptions.iter().flatten() {
+            if let Some(uri) = super::resources::Uri::parse(u) {
+                let sink = Notify::Listen(context.sink().clone());
+                watch_resource(self.hub.clone(), uri, sink, stop.child_token());
+            }
+        }
+        context.cancelled().await;
+        stop.cancel();
+        Ok(())
     }
 
     async fn call_tool(

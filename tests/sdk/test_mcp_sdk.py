@@ -295,3 +295,103 @@ def contextlib_stack():
     import contextlib
 
     return contextlib.AsyncExitStack()
+
+
+@pytest.mark.parametrize("door", ["http", "stdio"])
+def test_resources_list_read_and_a_subscribed_run_is_updated(hub, tabs, door):
+    """The hub's resources (docs/mcp.md, "Resources"): listed, read, and a run's resource
+    subscribed to — the run finishing sends notifications/resources/updated for it, and a read
+    then shows the answer (2025-11-25: resources/subscribe); over HTTP and through the stdio
+    relay."""
+    from mcp_types import ResourceUpdatedNotification
+
+    updated = asyncio.Queue()
+
+    async def on_message(message):
+        if isinstance(message, ResourceUpdatedNotification):
+            await updated.put(str(message.params.uri))
+
+    tabs["a"].release.clear()
+
+    async def go():
+        async with contextlib_stack() as stack:
+            if door == "http":
+                client, transport = http_session(hub)
+                await stack.enter_async_context(client)
+            else:
+                binary = os.environ.get("AICARD_BIN", "target/debug/aicard")
+                params = StdioServerParameters(command=binary, args=["mcp", "--hub", hub, "--token", TOKEN])
+                transport = stdio_client(params)
+            read, write, *_ = await stack.enter_async_context(transport)
+            session = await stack.enter_async_context(
+                ClientSession(read, write, message_handler=on_message)
+            )
+            init = await session.initialize()
+            assert init.capabilities.resources.subscribe, init.capabilities
+            listed = await session.list_resources()
+            uris = [str(r.uri) for r in listed.resources]
+            assert "aicard://tabs" in uris, uris
+            tabs_now = await session.read_resource("aicard://tabs")
+            body = json.loads(tabs_now.contents[0].text)
+            assert tabs_now.contents[0].mime_type == "application/json"
+            assert {"mcp-a", "mcp-b"} <= {t["label"] for t in body["tabs"]}, body
+            templates = await session.list_resource_templates()
+            assert {t.uri_template for t in templates.resource_templates} == {
+                "aicard://flows/{name}",
+                "aicard://runs/{run_id}",
+            }
+            first = structured(
+                await session.call_tool(
+                    "ask", {"target": "tab/mcp-a", "prompt": "HOLD resource", "wait_s": 0.2}
+                )
+            )
+            assert first["status"] == "running", first
+            uri = f"aicard://runs/{first['run_id']}"
+            assert uri in [str(r.uri) for r in (await session.list_resources()).resources]
+            before = json.loads((await session.read_resource(uri)).contents[0].text)
+            assert before["status"] == "running", before
+            await session.subscribe_resource(uri)
+            tabs["a"].release.set()
+            # Each change is announced (the answer, then the run's end): read after each.
+            after = before
+            while after["status"] == "running":
+                got = await asyncio.wait_for(updated.get(), WAIT)
+                assert got == uri, got
+                after = json.loads((await session.read_resource(uri)).contents[0].text)
+            assert after["status"] == "completed", after
+            assert after["text"] == "answer: HOLD resource", after
+            with pytest.raises(Exception) as e:
+                await session.read_resource("aicard://runs/nope")
+            assert "-32002" in repr(e.value) or "no resource" in str(e.value), e.value
+
+    asyncio.run(go())
+
+
+def test_listen_gets_a_runs_update_at_2026_07_28(hub, tabs):
+    """The same through `subscriptions/listen` (2026-07-28, the SDK's listen())."""
+    from mcp.client.subscriptions import listen
+
+    tabs["a"].release.clear()
+
+    async def go():
+        client, transport = http_session(hub)
+        async with client:
+            async with contextlib_stack() as stack:
+                session = await open_session(stack, transport, "discover")
+                first = structured(
+                    await session.call_tool(
+                        "ask", {"target": "tab/mcp-a", "prompt": "HOLD listen", "wait_s": 0.2}
+                    )
+                )
+                uri = f"aicard://runs/{first['run_id']}"
+                async with listen(session, resource_subscriptions=[uri, "aicard://nothing"]) as sub:
+                    assert list(sub.honored.resource_subscriptions or []) == [uri], sub.honored
+                    tabs["a"].release.set()
+                    after = {"status": "running"}
+                    while after["status"] == "running":
+                        event = await asyncio.wait_for(sub.__anext__(), WAIT)
+                        assert str(event.uri) == uri, event
+                        after = json.loads((await session.read_resource(uri)).contents[0].text)
+                assert after["status"] == "completed", after
+
+    asyncio.run(go())
