@@ -321,18 +321,6 @@ pub enum ExecError {
     },
 }
 
-/// Starts a desktop helper without a shell and without waiting for it; an error if it cannot
-/// start (e.g. not installed). To open a link, [`open_url`] picks the OS's opener.
-pub fn spawn_detached(program: &str, args: &[&str]) -> std::io::Result<()> {
-    std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map(|_| ())
-}
-
 /// Run one command under `policy`, streaming output to `live` if given.
 pub async fn run(
     policy: &ExecPolicy,
