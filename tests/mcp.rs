@@ -556,3 +556,72 @@ async fn skills_are_tools_and_their_arguments_are_checked_data() {
     assert!(err, "{text}");
     let _ = c.cancel().await;
 }
+
+/// `python3` with the official MCP SDK (tests/sdk/install.sh), which the resource fixture
+/// server needs.
+fn have_python_mcp() {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "python3 cannot import mcp: run tests/sdk/install.sh (pip install mcp)"
+    );
+}
+
+/// `?<mcp resources SERVER>!` lists a real MCP server's resources and templates;
+/// `?<mcp read SERVER URI>!` shows a text resource's text, and for a binary one its MIME type
+/// and size; an unknown URI is the server's error. The server: tests/sdk/resource_server.py
+/// (the official Python SDK's server).
+#[tokio::test]
+async fn the_command_language_lists_and_reads_a_servers_resources() {
+    have_python_mcp();
+    let h = TestHub::start().await;
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/resource_server.py");
+    let cfg = json!({"mcpServers": {"res": {"command": "python3", "args": [fixture]}}});
+    std::fs::write(h.dir.path().join("mcp.json"), cfg.to_string()).unwrap();
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    let r = master.command("?<mcp resources res>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let text = r["result"]["output"].as_str().unwrap();
+    for want in [
+        "note://hello",
+        "text/plain",
+        "A greeting",
+        "img://dot.png",
+        "image/png",
+        "note://{name}",
+    ] {
+        assert!(text.contains(want), "{want} in {text}");
+    }
+    let r = master.command("?<mcp read res note://hello>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(
+        r["result"]["output"], "你好, resources! 第二行 / second line",
+        "{r}"
+    );
+    // A template's URI, with a variable.
+    master.command("?<set who = ann>!").await;
+    let r = master.command("?<mcp read res note://$who>!").await;
+    assert_eq!(r["result"]["output"], "note ann", "{r}");
+    // Binary: its type and size, not its bytes.
+    let r = master.command("?<mcp read res img://dot.png>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let out = r["result"]["output"].as_str().unwrap();
+    assert!(
+        out.contains("image/png") && out.contains("25 bytes"),
+        "{out}"
+    );
+    let r = master.command("?<mcp read res note://nope/deeper>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    let r = master.command("?<mcp resources nowhere>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(
+        r["result"]["output"].as_str().unwrap().contains("res"),
+        "{r}"
+    );
+}

@@ -527,6 +527,15 @@ pub enum McpCmd {
     },
     /// `mcp config remove NAME`: remove a server from `mcp.json` (person only).
     ConfigRemove(String),
+    /// `mcp resources SERVER`: the server's resources and resource templates.
+    Resources(String),
+    /// `mcp read SERVER URI`: one resource's contents.
+    Read {
+        /// A key of `mcpServers`.
+        server: String,
+        /// The resource's URI, a template (`$var` expanded when the command runs).
+        uri: String,
+    },
 }
 
 /// The arguments of `mcp use`.
@@ -563,6 +572,15 @@ pub enum McpRequest {
     },
     /// Remove a server from the MCP client config.
     ConfigRemove(String),
+    /// List a server's resources.
+    Resources(String),
+    /// Read one resource of a server.
+    Read {
+        /// Server.
+        server: String,
+        /// The resource's URI.
+        uri: String,
+    },
 }
 
 /// The event verbs (docs/cluster.md). `T` is a published text: a template as parsed (`None`: the

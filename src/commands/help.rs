@@ -152,14 +152,15 @@ send leaves the window; `off` removes it; bare `tabs budget` lists them.\nExampl
     },
     Entry {
         topic: "mcp",
-        usage: "?<mcp list | use SERVER TOOL [key=value…] | use SERVER TOOL {JSON} | config add NAME COMMAND ARGS… | config remove NAME>!",
-        zh: "列出并调用 MCP 服务器的工具（mcp.json）",
-        en: "list and call the tools of the MCP servers in mcp.json",
+        usage: "?<mcp list | use SERVER TOOL [key=value…] | use SERVER TOOL {JSON} | resources SERVER | read SERVER URI | config add NAME COMMAND ARGS… | config remove NAME>!",
+        zh: "列出并调用 MCP 服务器的工具，列出并读取它们的资源（mcp.json）",
+        en: "list and call the tools of the MCP servers in mcp.json, list and read their resources",
         details: "Servers are configured in DATA_DIR/mcp.json (or --mcp-config FILE) in Claude Desktop's \
 format: {\"mcpServers\": {NAME: {\"command\": …, \"args\": […], \"env\": {…}} | {\"url\": …}}}. A stdio server \
 starts on first use in its own process group, times out like a shell command and stops with the hub. \
 `list` starts the servers and shows their tools; `use` calls one: values are text unless the tool's \
-schema wants a number, boolean, array or object; $var expands. Only the master or the person may use \
+schema wants a number, boolean, array or object; $var expands. `resources SERVER` lists a server's \
+resources and templates; `read SERVER URI` shows one's text (a binary one: its MIME type and size). Only the master or the person may use \
 MCP, unless a role card says `mcp: true`; an mcp command in a worker's reply never runs. Every call \
 is audited. In a flow: a node `mcp: {server: S, tool: T, args: {…}}`, output as ${node.output}. \
 `config add NAME COMMAND ARGS…` / `config remove NAME` write mcp.json (a stdio server); only as typed \

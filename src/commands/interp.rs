@@ -1144,6 +1144,11 @@ impl<H: Host> Interpreter<H> {
                 args: args.clone(),
             },
             McpCmd::ConfigRemove(name) => McpRequest::ConfigRemove(name.clone()),
+            McpCmd::Resources(server) => McpRequest::Resources(server.clone()),
+            McpCmd::Read { server, uri } => McpRequest::Read {
+                server: server.clone(),
+                uri: self.expand(ctx, &parse_template(uri), frame)?,
+            },
             McpCmd::Use { server, tool, args } => {
                 let args = match args {
                     McpArgs::Pairs(pairs) => {

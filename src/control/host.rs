@@ -383,6 +383,10 @@ impl Host for HubHost {
                 args,
             } => clients.add_server(&name, &command, &args).await,
             McpRequest::ConfigRemove(name) => clients.remove_server(&name).await,
+            McpRequest::Resources(server) => clients.resources(&caller.client_id, &server).await,
+            McpRequest::Read { server, uri } => {
+                clients.read(&caller.client_id, &server, &uri).await
+            }
         }
         .map_err(HostError::Other)
     }

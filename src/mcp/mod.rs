@@ -1,14 +1,16 @@
 //! The MCP door (docs/mcp.md), with `mcp_client` the only modules that name `rmcp` (pinned `~3.11`): its next
 //! major version touches this directory only.
 //!
-//! - **Server**: [`server::HubTools`], one handler with seven tools over the tabs, served at
+//! - **Server**: [`server::HubTools`], one handler with eight tools over the tabs and the
+//!   hub's resources ([`resources`]: tabs, flows, runs; read and subscribed to), served at
 //!   `/mcp` on the hub's port (Streamable HTTP; Host, Origin and the bearer token checked
 //!   before rmcp sees the request) and by `aicard mcp` on stdio ([`relay`]), which relays to
 //!   the running hub. [`runs`] holds the runs behind `ask`, `fan_out` and `run_flow`.
-//! - **Client**: the servers of `mcp.json` for `?<mcp list>!`, `?<mcp use …>!` and flow
-//!   nodes `mcp:` are [`crate::mcp_client`], below the command host.
+//! - **Client**: the servers of `mcp.json` for `?<mcp list>!`, `?<mcp use …>!`,
+//!   `?<mcp resources …>!`, `?<mcp read …>!` and flow nodes `mcp:` are [`crate::mcp_client`],
+//!   below the command host.
 //! - **Skills**: a [`ToolSource`] set with [`McpState::set_skills`] shows up as
-//!   `skill_NAME` tools after the seven; the hub plugs in [`skills::SkillTools`], the
+//!   `skill_NAME` tools after the eight; the hub plugs in [`skills::SkillTools`], the
 //!   skills of `skills/`.
 
 pub mod doctor;

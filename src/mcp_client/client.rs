@@ -1,5 +1,6 @@
-//! The MCP client of the command language: `?<mcp list>!`, `?<mcp use SERVER TOOL k=v…>!` and
-//! flow nodes `mcp: {server, tool, args}`. Servers come from `mcp.json`; a stdio server starts
+//! The MCP client of the command language: `?<mcp list>!`, `?<mcp use SERVER TOOL k=v…>!`,
+//! `?<mcp resources SERVER>!`, `?<mcp read SERVER URI>!` and flow nodes `mcp: {server, tool,
+//! args}`. Servers come from `mcp.json`; a stdio server starts
 //! on first use, in its own process group, through [`crate::exec::spawn_service`] (the one
 //! module that spawns processes); every call is timed out like exec (its process group killed
 //! and the server restarted on next use), audited, and every server is killed on shutdown.
@@ -9,7 +10,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ReadResourceRequestParams, ResourceContents, Tool,
+};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
@@ -214,18 +217,28 @@ impl Clients {
                 ))
             }
         };
-        let tools =
-            match tokio::time::timeout(self.call_timeout(server), client.list_all_tools()).await {
-                Ok(Ok(t)) => t,
-                Ok(Err(e)) => {
-                    self.kill(&name);
-                    return Err(format!("`{name}`: tools/list failed: {e}"));
-                }
-                Err(_) => {
-                    self.kill(&name);
-                    return Err(format!("`{name}`: tools/list timed out"));
-                }
-            };
+        // A server that offers no tools (resources only) is not asked for them.
+        let has_tools = client
+            .peer_info()
+            .is_none_or(|i| i.capabilities.tools.is_some());
+        let listed = async {
+            if has_tools {
+                client.list_all_tools().await
+            } else {
+                Ok(Vec::new())
+            }
+        };
+        let tools = match tokio::time::timeout(self.call_timeout(server), listed).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                self.kill(&name);
+                return Err(format!("`{name}`: tools/list failed: {e}"));
+            }
+            Err(_) => {
+                self.kill(&name);
+                return Err(format!("`{name}`: tools/list timed out"));
+            }
+        };
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).insert(
             name.clone(),
             tools.iter().map(|t| t.name.to_string()).collect(),
@@ -390,6 +403,149 @@ impl Clients {
         }
     }
 
+    /// The server `name`, started if need be, for one request (`what`, audited).
+    async fn conn_for(
+        &self,
+        caller: &str,
+        name: &str,
+        what: &str,
+    ) -> Result<(Server, Arc<Conn>), String> {
+        let s = match self.server(name) {
+            Ok(s) => s,
+            Err(e) => {
+                audit(caller, name, what, &format!("refused: {e}"));
+                return Err(e);
+            }
+        };
+        match self.connect(&s, caller).await {
+            Ok(c) => Ok((s, c)),
+            Err(e) => {
+                audit(caller, name, what, &format!("failed: {e}"));
+                Err(e)
+            }
+        }
+    }
+
+    /// A request's failure: the server's own error, or a broken or slow server (stopped; it
+    /// starts again on next use).
+    async fn failed(
+        &self,
+        caller: &str,
+        server: &str,
+        what: &str,
+        limit: Duration,
+        r: Result<rmcp::ServiceError, tokio::time::error::Elapsed>,
+    ) -> String {
+        match r {
+            Ok(rmcp::ServiceError::McpError(e)) => {
+                audit(caller, server, what, &format!("failed: {}", e.message));
+                format!("`{server}` {what}: {}", e.message)
+            }
+            Ok(e) => {
+                audit(caller, server, what, &format!("failed: {e}"));
+                self.drop_conn(server).await;
+                format!("`{server}` {what}: {e}")
+            }
+            Err(_) => {
+                audit(caller, server, what, "timed out; process group killed");
+                self.drop_conn(server).await;
+                format!(
+                    "[超时 / timed out after {:.1} s; `{server}` stopped, it restarts on next use]",
+                    limit.as_secs_f64()
+                )
+            }
+        }
+    }
+
+    /// `?<mcp resources SERVER>!`: the server's resources (URI, name, MIME type, what it is)
+    /// and its resource templates.
+    pub async fn resources(&self, caller: &str, server: &str) -> Result<String, String> {
+        let what = "resources/list";
+        let (s, conn) = self.conn_for(caller, server, what).await?;
+        let limit = self.call_timeout(&s);
+        let peer = conn.client.peer();
+        if peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.resources.is_none())
+        {
+            audit(caller, server, what, "refused: no resources");
+            return Err(format!(
+                "`{server}` 不提供资源 / offers no resources (it has tools: ?<mcp list>!)"
+            ));
+        }
+        let listed = async {
+            let resources = peer.list_all_resources().await?;
+            // Templates are optional for a server: none when it does not answer them.
+            let templates = peer.list_all_resource_templates().await.unwrap_or_default();
+            Ok::<_, rmcp::ServiceError>((resources, templates))
+        };
+        let (resources, templates) = match tokio::time::timeout(limit, listed).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(self.failed(caller, server, what, limit, Ok(e)).await),
+            Err(e) => return Err(self.failed(caller, server, what, limit, Err(e)).await),
+        };
+        audit(caller, server, what, "allowed");
+        let mut out = format!(
+            "`{server}` 的资源 / resources of `{server}` ({}):\n",
+            resources.len()
+        );
+        if resources.is_empty() {
+            out.push_str("  (none)\n");
+        }
+        let line = |uri: &str, name: &str, mime: Option<&str>, about: Option<&str>| {
+            let mut l = format!("  {uri} — {name}");
+            if let Some(m) = mime {
+                l.push_str(&format!(" ({m})"));
+            }
+            if let Some(d) = about
+                .and_then(|d| d.lines().next())
+                .filter(|d| !d.is_empty())
+            {
+                l.push_str(&format!(": {d}"));
+            }
+            l.push('\n');
+            l
+        };
+        for r in &resources {
+            out.push_str(&line(
+                &r.uri,
+                &r.name,
+                r.mime_type.as_deref(),
+                r.description.as_deref(),
+            ));
+        }
+        if !templates.is_empty() {
+            out.push_str("模板 / templates (?<mcp read SERVER URI>! with the {…} filled in):\n");
+            for t in &templates {
+                out.push_str(&line(
+                    &t.uri_template,
+                    &t.name,
+                    t.mime_type.as_deref(),
+                    t.description.as_deref(),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `?<mcp read SERVER URI>!`: a resource's text; for binary contents their MIME type and
+    /// size (the bytes are not shown). Several contents are each headed by their URI.
+    pub async fn read(&self, caller: &str, server: &str, uri: &str) -> Result<String, String> {
+        let what = "resources/read";
+        let (s, conn) = self.conn_for(caller, server, what).await?;
+        let limit = self.call_timeout(&s);
+        let read = conn
+            .client
+            .read_resource(ReadResourceRequestParams::new(uri.to_string()));
+        let contents = match tokio::time::timeout(limit, read).await {
+            Ok(Ok(r)) => r.contents,
+            Ok(Err(e)) => return Err(self.failed(caller, server, what, limit, Ok(e)).await),
+            Err(e) => return Err(self.failed(caller, server, what, limit, Err(e)).await),
+        };
+        audit(caller, server, what, "allowed");
+        Ok(render_contents(uri, &contents))
+    }
+
     /// Kills every stdio server (the hub is stopping); later calls are refused.
     pub fn shutdown(&self) {
         self.closed
@@ -405,6 +561,56 @@ impl Clients {
             s.kill();
         }
     }
+}
+
+/// A resource's contents as a command shows them: a text as it is, a binary one as
+/// `[二进制 / binary: MIME, N bytes]`; several each headed by their URI. Cut at the result cap.
+fn render_contents(asked: &str, contents: &[ResourceContents]) -> String {
+    let one = |c: &ResourceContents| match c {
+        ResourceContents::TextResourceContents { text, .. } => text.clone(),
+        ResourceContents::BlobResourceContents {
+            blob, mime_type, ..
+        } => format!(
+            "[二进制 / binary: {}, {} bytes]",
+            mime_type.as_deref().unwrap_or("application/octet-stream"),
+            base64_len(blob)
+        ),
+        _ => "[未知内容 / contents of a kind this hub does not know]".to_string(),
+    };
+    let mut out = match contents {
+        [] => format!("`{asked}`: 没有内容 / no contents"),
+        [c] => one(c),
+        many => many
+            .iter()
+            .map(|c| {
+                let uri = match c {
+                    ResourceContents::TextResourceContents { uri, .. }
+                    | ResourceContents::BlobResourceContents { uri, .. } => uri.as_str(),
+                    _ => asked,
+                };
+                format!("[{uri}]\n{}", one(c))
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+    };
+    if out.len() > MAX_RESULT_BYTES {
+        let mut cut = MAX_RESULT_BYTES;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let more = out.len() - cut;
+        out.truncate(cut);
+        out.push_str(&format!("\n[… {more} more bytes]"));
+    }
+    out
+}
+
+/// The bytes a base64 text stands for.
+fn base64_len(b64: &str) -> usize {
+    let t = b64.trim_end();
+    let pad = t.bytes().rev().take_while(|&c| c == b'=').count();
+    let chars = t.bytes().filter(|c| !c.is_ascii_whitespace()).count();
+    (chars / 4 * 3).saturating_sub(pad.min(2))
 }
 
 fn audit(caller: &str, server: &str, tool: &str, decision: &str) {

@@ -1,4 +1,5 @@
-//! `mcp list` and `mcp use SERVER TOOL [key=value… | {JSON}]`.
+//! `mcp list`, `mcp use SERVER TOOL [key=value… | {JSON}]`, `mcp resources SERVER`,
+//! `mcp read SERVER URI` and `mcp config add|remove …`.
 
 use super::{ParseError, Parser, Span};
 use crate::commands::ast::{Command, McpArgs, McpCmd};
@@ -56,12 +57,49 @@ impl<'a> Parser<'a> {
                 Ok(Command::Mcp(McpCmd::Use { server, tool, args }))
             }
             Some("config") => self.mcp_config(rest, &words),
+            Some(verb @ ("resources" | "read")) => self.mcp_resources(rest, &words, verb),
             _ => Err(self.err(
                 words.first().map_or(rest.s, |w| w.s),
                 "mcp",
-                "expected `list`, `use SERVER TOOL key=value…` or `config add|remove NAME …`",
+                "expected `list`, `use SERVER TOOL key=value…`, `resources SERVER`, \
+                 `read SERVER URI` or `config add|remove NAME …`",
             )),
         }
+    }
+
+    /// `resources SERVER` / `read SERVER URI` (the words after `mcp`); a quoted URI keeps
+    /// its spaces.
+    fn mcp_resources(&self, rest: Span, words: &[Span], verb: &str) -> Result<Command, ParseError> {
+        let server = words
+            .get(1)
+            .map(|w| (w.s, self.text(*w)))
+            .ok_or_else(|| self.err(rest.e, "mcp", "expected the server name"))?;
+        if !is_tool_name(server.1) {
+            return Err(self.err(
+                server.0,
+                "mcp",
+                format!("`{}` is not a server name", server.1),
+            ));
+        }
+        let server = server.1.to_string();
+        let extra = |k: usize| {
+            words.get(k).map_or(Ok(()), |w| {
+                Err(self.err(w.s, "mcp", format!("unexpected `{}`", self.text(*w))))
+            })
+        };
+        if verb == "resources" {
+            extra(2)?;
+            return Ok(Command::Mcp(McpCmd::Resources(server)));
+        }
+        let w = words
+            .get(2)
+            .ok_or_else(|| self.err(rest.e, "mcp", "expected the resource's URI"))?;
+        extra(3)?;
+        let uri = match self.quoted(*w) {
+            Some((inner, _)) => self.text(inner).to_string(),
+            None => self.text(*w).to_string(),
+        };
+        Ok(Command::Mcp(McpCmd::Read { server, uri }))
     }
 
     /// `config add NAME COMMAND ARGS…` / `config remove NAME` (the words after `mcp`).
