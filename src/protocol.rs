@@ -1067,6 +1067,7 @@ mod tests {
             r#"{"type":"hello","token":"t"}"#,
             r#"{"type":"chunk","turn_id":"a","text":"x"}"#,
             r#"{"type":"flow_report","turn_id":"a","event":"flow_start"}"#,
+            r#"{"type":"flow_data","to_window":"w","data":1}"#,
             r#"{"type":"turn_end","turn_id":"a","text":"x"}"#,
             r#"{"type":"user_input","text":"x"}"#,
             r#"{"type":"task_update","task_id":"t","state":"done"}"#,

@@ -167,7 +167,12 @@ impl Commands {
             turns: DashMap::new(),
             ended_turns: DashMap::new(),
             vars: Arc::new(Variables::stored(store.clone())),
-            exec: ExecPolicy::new(mode, config.data_dir.join("workspace")),
+            exec: {
+                // Programs are never found in the files folder (docs/files.md).
+                let mut policy = ExecPolicy::new(mode, config.data_dir.join("workspace"));
+                policy.no_search.push(config.files_dir.clone());
+                policy
+            },
             jobs: Arc::new(crate::exec::jobs::Jobs::new()),
             primed: DashMap::new(),
             running: DashMap::new(),
