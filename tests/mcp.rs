@@ -625,3 +625,86 @@ async fn the_command_language_lists_and_reads_a_servers_resources() {
         "{r}"
     );
 }
+
+/// A client that hands every `notifications/resources/updated` URI to the test.
+#[derive(Clone)]
+struct Updates(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send(params.uri);
+    }
+}
+
+/// The hub's own resources through rmcp: a flow's YAML by its URI, the tabs, an unknown URI
+/// refused with -32002; `aicard://tabs` subscribed to is announced when a tab connects; a
+/// subscription to a resource that does not exist is refused.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_hubs_resources_are_read_and_a_subscription_announces_a_new_tab() {
+    use rmcp::model::{ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
+    let yaml = "name: greet\nnodes:\n  - {id: a, to: sim, prompt: hi}\n";
+    let h = common::hub_with_flows(&[("greet", yaml)]).await;
+    let cfg = StreamableHttpClientTransportConfig::with_uri(h.http_url("/mcp")).auth_header(TOKEN);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let c = tokio::time::timeout(
+        WAIT,
+        Updates(tx).serve(StreamableHttpClientTransport::from_config(cfg)),
+    )
+    .await
+    .expect("initialize in time")
+    .expect("initialize");
+    let uris: Vec<String> = c
+        .list_all_resources()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.uri)
+        .collect();
+    assert!(
+        uris.contains(&"aicard://tabs".to_string())
+            && uris.contains(&"aicard://flows/greet".to_string()),
+        "{uris:?}"
+    );
+    let read = |uri: &str| c.read_resource(ReadResourceRequestParams::new(uri.to_string()));
+    let flow = read("aicard://flows/greet").await.unwrap();
+    match &flow.contents[..] {
+        [ResourceContents::TextResourceContents {
+            text, mime_type, ..
+        }] => {
+            assert_eq!(text, yaml);
+            assert_eq!(mime_type.as_deref(), Some("application/yaml"));
+        }
+        other => panic!("{other:?}"),
+    }
+    match read("aicard://flows/nothing").await {
+        Err(rmcp::ServiceError::McpError(e)) => assert_eq!(e.code.0, -32002, "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    c.subscribe(SubscribeRequestParams::new("aicard://tabs"))
+        .await
+        .unwrap();
+    let _tab = h
+        .scripted("fresh", "sim", "worker", |_| Reply::Silent)
+        .await;
+    let got = tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, "aicard://tabs");
+    let tabs = read("aicard://tabs").await.unwrap();
+    let ResourceContents::TextResourceContents { text, .. } = &tabs.contents[0] else {
+        panic!("{tabs:?}");
+    };
+    let v: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(v["tabs"][0]["label"], "fresh", "{v}");
+    // A subscription to what does not exist is refused.
+    let refused = c
+        .subscribe(SubscribeRequestParams::new("aicard://runs/none"))
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+}
