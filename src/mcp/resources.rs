@@ -211,15 +211,36 @@ fn run_json(hub: &Door, id: &str) -> Option<Value> {
         (None, None) => return None,
     };
     if let Some(rec) = rec {
-        let events = hub.store.events(id).unwrap_or_default();
+        let (events, last) = journal_end(hub, id);
         v["flow"] = json!(rec.flow);
         v["state"] = json!(rec.state);
-        v["events"] = json!(events.len());
-        if let Some(last) = events.last() {
-            v["last_event"] = serde_json::from_str(last).unwrap_or(Value::Null);
+        v["events"] = json!(events);
+        if let Some(last) = last {
+            v["last_event"] = serde_json::from_str(&last).unwrap_or(Value::Null);
         }
     }
     Some(v)
+}
+
+/// How many journal events a run has, and its last (read on every wake of a subscription:
+/// two indexed lookups, not the whole journal).
+fn journal_end(hub: &Door, id: &str) -> (i64, Option<String>) {
+    use rusqlite::OptionalExtension;
+    hub.store
+        .read(|c| {
+            let last: Option<(i64, String)> = c
+                .prepare_cached(
+                    "SELECT seq, event FROM journal WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1",
+                )?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            // `seq` is dense per run, from 1: the last one is the count.
+            Ok(match last {
+                Some((n, e)) => (n, Some(e)),
+                None => (0, None),
+            })
+        })
+        .unwrap_or((0, None))
 }
 
 /// Waits until `uri` reads differently from `last` (None: it did not exist), then sets `last`
