@@ -40,6 +40,27 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// [`wait_line`], but `None` when the stream ends first (the process ended).
+async fn try_wait_line<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    stream: R,
+    needle: &'static str,
+    what: &str,
+) -> Option<String> {
+    let mut lines = BufReader::new(stream).lines();
+    let found = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(needle) {
+                return Some(line);
+            }
+        }
+        None
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what}: no `{needle}` within 20 s"))?;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Some(found)
+}
+
 /// Reads `child`'s stream until a line contains `needle`; returns that line.
 async fn wait_line<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     stream: R,
@@ -78,21 +99,31 @@ impl NatsServer {
             return None;
         };
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        let mut child = Command::new(&bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let stderr = child.stderr.take().unwrap();
-        wait_line(stderr, "Server is ready", "nats-server").await;
-        Some(NatsServer {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-            _dir: dir,
-        })
+        // The free port is free when asked, not always when nats-server binds it (tests in
+        // this binary bind ports at the same time): a server that ends at once gets another.
+        for attempt in 1..=5 {
+            let port = free_port();
+            let mut child = Command::new(&bin)
+                .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+            let stderr = child.stderr.take().unwrap();
+            if try_wait_line(stderr, "Server is ready", "nats-server")
+                .await
+                .is_some()
+            {
+                return Some(NatsServer {
+                    child,
+                    url: format!("nats://127.0.0.1:{port}"),
+                    _dir: dir,
+                });
+            }
+            eprintln!("nats-server on port {port} ended before it was ready (attempt {attempt}); another port");
+        }
+        panic!("nats-server ended before `Server is ready` on five ports");
     }
 }
 
