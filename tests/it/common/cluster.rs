@@ -57,6 +57,7 @@ async fn try_wait_line<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     })
     .await
     .unwrap_or_else(|_| panic!("{what}: no `{needle}` within 20 s"))?;
+    // Keep draining so the child never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Some(found)
 }
@@ -67,21 +68,9 @@ async fn wait_line<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     needle: &'static str,
     what: &str,
 ) -> String {
-    let mut lines = BufReader::new(stream).lines();
-    let found = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains(needle) {
-                return Some(line);
-            }
-        }
-        None
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{what}: no `{needle}` within 20 s"))
-    .unwrap_or_else(|| panic!("{what} ended before `{needle}`"));
-    // Keep draining so the child never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    found
+    try_wait_line(stream, needle, what)
+        .await
+        .unwrap_or_else(|| panic!("{what} ended before `{needle}`"))
 }
 
 impl NatsServer {
