@@ -43,7 +43,7 @@ step "install the Python test packages (OpenAI and MCP SDKs, mcp-server-time)"
 bash tests/sdk/install.sh
 
 step "cargo test"
-# tests/api.rs checks a live /metrics scrape with `promtool check metrics` (installed by
+# tests/it/api.rs checks a live /metrics scrape with `promtool check metrics` (installed by
 # tests/sdk/install.sh); with this set it fails instead of skipping when promtool is missing.
 export AICARD_REQUIRE_PROMTOOL=1
 cargo test --lib --bins --tests

@@ -9,14 +9,18 @@ mod common;
 
 mod agents;
 mod agents_restart;
+mod api;
 mod cluster;
 mod commands;
+mod dashboard;
 mod dashboard_agents;
 mod drift;
+mod events;
 mod flows;
 mod hostile;
 mod hub;
 mod layers;
+mod mcp;
 mod memory;
 mod plan;
 mod protocol_doc;

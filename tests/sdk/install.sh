@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, once, the Python packages the SDK tests and the MCP tests use: the OpenAI SDK,
 # the official MCP SDK (`mcp`), websockets, pytest, and `mcp-server-time` (the third-party MCP
-# server tests/mcp.rs drives offline); and promtool. Idempotent: does nothing when all are
+# server tests/it/mcp.rs drives offline); and promtool. Idempotent: does nothing when all are
 # there.
 set -euo pipefail
 PY=${PYTHON:-python3}
@@ -12,10 +12,10 @@ if ! "$PY" -c 'import openai, websockets, pytest, mcp, mcp_server_time' 2>/dev/n
 fi
 
 # promtool (Debian's `prometheus` package carries it), for the `promtool check metrics` of a
-# live /metrics scrape in tests/api.rs (required there when AICARD_REQUIRE_PROMTOOL=1, which
+# live /metrics scrape in tests/it/api.rs (required there when AICARD_REQUIRE_PROMTOOL=1, which
 # test-all.sh sets). Only promtool is wanted: without recommends, and the Prometheus server the
 # package sets up is stopped and disabled where systemd started it.
-# A failure here is a warning: the Python tests do not need promtool (tests/api.rs says so
+# A failure here is a warning: the Python tests do not need promtool (tests/it/api.rs says so
 # when it is required and missing).
 if ! command -v promtool >/dev/null; then
   if command -v apt-get >/dev/null; then

@@ -2,15 +2,12 @@
 //! prompt arrives; `where` filters; node results of a flow reach a reviewer; the loop guard;
 //! unsubscribe; rules survive a restart.
 
-#[path = "it/common/mod.rs"]
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::common::*;
 use aicard::app::App;
 use aicard::config::HubConfig;
-use common::*;
 use tokio::sync::mpsc;
 
 /// A tab that answers every prompt with `ok` and hands each prompt it gets to the test.

@@ -2,12 +2,9 @@
 //! the test (each chunk sent when the test says so), HTTP requests with reqwest. Every wait
 //! has a timeout; nothing sleeps to synchronise.
 
-#[path = "it/common/mod.rs"]
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 

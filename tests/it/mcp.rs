@@ -4,13 +4,10 @@
 //! runs offline. Nothing sleeps to synchronise: every wait is for a frame, an answer or an
 //! event, under a timeout.
 
-#[path = "it/common/mod.rs"]
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{answer_task, wait_event, Reply, TestHub, TOKEN, WAIT};
 use aicard::hub::HubEvent;
-use common::{answer_task, wait_event, Reply, TestHub, TOKEN, WAIT};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
     ProtocolVersion,
@@ -648,7 +645,7 @@ impl ClientHandler for Updates {
 async fn the_hubs_resources_are_read_and_a_subscription_announces_a_new_tab() {
     use rmcp::model::{ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
     let yaml = "name: greet\nnodes:\n  - {id: a, to: sim, prompt: hi}\n";
-    let h = common::hub_with_flows(&[("greet", yaml)]).await;
+    let h = crate::common::hub_with_flows(&[("greet", yaml)]).await;
     let cfg = StreamableHttpClientTransportConfig::with_uri(h.http_url("/mcp")).auth_header(TOKEN);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let c = tokio::time::timeout(

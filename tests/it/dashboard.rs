@@ -4,15 +4,12 @@
 //! started and read through the API (attempts of a retried node), tab roles, and the event
 //! stream resumed with `Last-Event-ID`.
 
-#[path = "it/common/mod.rs"]
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::*;
 use aicard::dashboard::events::Pos;
-use common::*;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
