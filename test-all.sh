@@ -8,7 +8,24 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed as it ends and as a table at the end (docs/benchmarks.md,
+# "The loop of minutes"), so a slow step shows where the half-hour goes.
+timings=()
+step_name=
+step_started=$SECONDS
+end_step() {
+  if [ -n "$step_name" ]; then
+    local secs=$((SECONDS - step_started))
+    timings+=("$(printf '%5d s  %s' "$secs" "$step_name")")
+    printf '    (%s: %d s)\n' "$step_name" "$secs"
+  fi
+}
+step() {
+  end_step
+  step_name="$*"
+  step_started=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
 step "install test dependencies (chromium, npm packages)"
 bash userscript/install-test-deps.sh
@@ -64,5 +81,10 @@ step "userscript tests (node unit tests + real Chromium against mock sites and t
 cargo build --quiet
 (cd userscript && AICARD_BIN="${CARGO_TARGET_DIR:-$PWD/../target}/debug/aicard" npm test)
 
+end_step
+echo
+echo "step times (wall):"
+printf '  %s\n' "${timings[@]}"
+printf '  %5d s  the whole run\n' "$SECONDS"
 echo
 echo "all checks passed"
