@@ -41,6 +41,12 @@ pub struct HubConfig {
     pub files_dir: PathBuf,
     /// `--max-file-mb`: the largest file a task may carry (20).
     pub max_file_mb: u64,
+    /// `--fetch-urls`: the OpenAI door fetches a remote `image_url` (http(s), public addresses
+    /// only, docs/api.md); off: such a URL is refused with 400.
+    pub fetch_urls: bool,
+    /// Exact `ip:port` pairs a fetch may reach although they are not public: tests only
+    /// (a local server standing in for the internet); never set from the command line.
+    pub fetch_allow: Vec<SocketAddr>,
     /// `--memory-summarizer TARGET`: the tab that summarizes each scope's new memories (off).
     pub memory_summarizer: Option<String>,
     /// `--memory-summary-every N`: new entries of a scope per summary (500).
@@ -243,6 +249,8 @@ impl HubConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 8027)),
             files_dir: data_dir.join("files"),
             max_file_mb: 20,
+            fetch_urls: false,
+            fetch_allow: Vec::new(),
             memory_summarizer: None,
             memory_summary_every: 500,
             data_dir,

@@ -125,6 +125,11 @@ pub struct Node {
     /// The prompt: a minijinja template; seed references `$x`, `${x}`, `${node.output}` work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// Files the tab attaches before the prompt (docs/files.md): names inside the files folder
+    /// (`--files`), `$x` / `${node.output}` expanded first; a name that leaves the folder is
+    /// refused.
+    #[serde(default, skip_serializing_if = "StringList::is_empty")]
+    pub files: StringList,
     /// A hub-side command (`?<echo saved>!` or `echo saved`), run through the command executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,

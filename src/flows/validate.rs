@@ -371,6 +371,35 @@ impl Validator<'_> {
             )
     }
 
+    /// `files:` goes with a prompt, and no name leaves the files folder.
+    fn files(&mut self, i: usize, node: &Node) {
+        if node.files.is_empty() {
+            return;
+        }
+        if self.prompt_sources(node) == 0 {
+            self.report(
+                self.at.key(i, "files"),
+                format!(
+                    "files 需要 prompt / node `{}`: `files:` are attached to the node's prompt; it \
+                     has none",
+                    node.id
+                ),
+            );
+        }
+        for f in node.files.iter() {
+            if let Some(why) = file_name_problem(f) {
+                self.report(
+                    self.at.field(i, "files"),
+                    format!(
+                        "文件名不安全 / node `{}`: file `{f}` is refused: {why} (names are \
+                         relative to the files folder)",
+                        node.id
+                    ),
+                );
+            }
+        }
+    }
+
     fn body(&mut self, i: usize, node: &Node) {
         let prompts = self.prompt_sources(node);
         match (prompts, node.command.is_some()) {
@@ -397,6 +426,7 @@ impl Validator<'_> {
             ),
             _ => {}
         }
+        self.files(i, node);
         if let Some(on) = &node.on {
             let name_ok = !on.is_empty()
                 && on.len() <= 64
@@ -710,6 +740,9 @@ pub fn texts<'a>(flow: &'a Flow, node: &'a Node) -> Vec<(&'static str, &'a str, 
             out.push(("for_each", e.as_str(), Mode::Expression));
         }
     }
+    for f in node.files.iter() {
+        out.push(("files", f.as_str(), Mode::Template));
+    }
     for map in node
         .parallel_outputs
         .iter()
@@ -720,6 +753,38 @@ pub fn texts<'a>(flow: &'a Flow, node: &'a Node) -> Vec<(&'static str, &'a str, 
         }
     }
     out
+}
+
+/// Why a file name of a node's `files:` leaves the files folder, if it does: checked with each
+/// variable standing for a plain name (the hub checks the expanded name again, on every OS's
+/// rules, before it reads a byte; docs/files.md).
+pub fn file_name_problem(name: &str) -> Option<&'static str> {
+    let converted = template::convert(name, Mode::Template).source;
+    let mut plain = String::with_capacity(converted.len());
+    let mut rest = converted.as_str();
+    while let Some(at) = rest.find("{{") {
+        plain.push_str(&rest[..at]);
+        plain.push('v');
+        rest = rest[at..]
+            .find("}}")
+            .map_or("", |end| &rest[at + end + 2..]);
+    }
+    plain.push_str(rest);
+    let plain = plain.trim();
+    let b = plain.as_bytes();
+    if plain.is_empty() {
+        Some("the name is empty")
+    } else if plain.starts_with('/') || plain.starts_with('\\') || plain.starts_with('~') {
+        Some("it is an absolute path")
+    } else if b.len() >= 2 && b[1] == b':' && b[0].is_ascii_alphabetic() {
+        Some("it names a drive")
+    } else if plain.contains(':') {
+        Some("a `:` names an alternate data stream or a device")
+    } else if plain.split(['/', '\\']).any(|p| p.trim() == "..") {
+        Some("`..` leaves the folder")
+    } else {
+        None
+    }
 }
 
 /// Why a target can never match a tab, if it cannot.

@@ -128,6 +128,55 @@ impl Files {
         })
     }
 
+    /// Keeps what `reader` yields once by its SHA-256: streamed through a hash into a
+    /// temporary file beside the blobs (never more than the per-file limit plus one read),
+    /// then renamed — the bytes a door hands in are never held whole in memory. Blocking.
+    pub fn put_reader(
+        &self,
+        name: &str,
+        mime: &str,
+        mut reader: impl std::io::Read,
+    ) -> Result<FileRef, FileError> {
+        let io = |e: std::io::Error| FileError::Io {
+            name: name.into(),
+            message: e.to_string(),
+        };
+        std::fs::create_dir_all(&self.blobs).map_err(io)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.blobs).map_err(io)?;
+        let mut hash = Sha256::new();
+        let mut size = 0u64;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io(e)),
+            };
+            size += n as u64;
+            if size > self.max_file {
+                return Err(FileError::TooLarge {
+                    name: name.into(),
+                    size,
+                    limit: self.max_file,
+                });
+            }
+            hash.update(&buf[..n]);
+            tmp.write_all(&buf[..n]).map_err(io)?;
+        }
+        let sha256 = hex(&hash.finalize());
+        let path = self.blobs.join(&sha256);
+        if !path.is_file() {
+            tmp.persist(&path).map_err(|e| io(e.error))?;
+        }
+        Ok(FileRef {
+            sha256,
+            name: base_name(name),
+            mime: mime.to_string(),
+            size,
+        })
+    }
+
     /// The file a command names, read from the files folder and kept (checked first, see
     /// [`check_name`]; a link is followed only while it stays inside the folder).
     pub fn named(&self, name: &str) -> Result<FileRef, FileError> {
@@ -400,6 +449,14 @@ mod tests {
         ));
         assert!(matches!(
             files.put("big.bin", "application/octet-stream", &[0; 2048]),
+            Err(FileError::TooLarge { .. })
+        ));
+        let streamed = files
+            .put_reader("c.png", "image/png", &b"png bytes"[..])
+            .unwrap();
+        assert_eq!(streamed.sha256, a.sha256, "streamed: the same blob");
+        assert!(matches!(
+            files.put_reader("big.bin", "application/octet-stream", &[0u8; 2048][..]),
             Err(FileError::TooLarge { .. })
         ));
         let g = files.grant("tab-1", "task-1", &a);

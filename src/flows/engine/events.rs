@@ -212,6 +212,9 @@ pub struct Dispatch {
     pub avoid: Vec<String>,
     /// Timeouts.
     pub timeout: Timeouts,
+    /// Names in the files folder the tab attaches first (the node's `files:`, rendered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 /// "Run this hub command": one attempt of a command node.

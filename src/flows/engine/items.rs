@@ -214,6 +214,31 @@ impl RunState {
         }
     }
 
+    /// The node's `files:` names for this item, each rendered like its prompt.
+    pub(super) fn render_files(&self, i: usize, it: &ItemRun) -> Result<Vec<String>, String> {
+        let item = self.item_var(i).zip(it.value.as_deref());
+        let mut names = Vec::new();
+        for name in &self.plan.nodes[i].files {
+            let compiled = self.plan.templates.get(name).ok_or_else(|| {
+                format!("no template for the files of `{}`", self.flow.nodes[i].id)
+            })?;
+            let ctx = self.context(i, &compiled.refs, item);
+            let rendered = self
+                .plan
+                .env
+                .get_template(&compiled.name)
+                .and_then(|t| t.render(ctx))
+                .map_err(|e| {
+                    format!(
+                        "文件名渲染失败 / a file name could not be rendered: {}",
+                        crate::flows::template::describe(&e)
+                    )
+                })?;
+            names.push(rendered.trim().to_string());
+        }
+        Ok(names)
+    }
+
     pub(super) fn render(&self, i: usize, it: &ItemRun) -> Result<String, String> {
         if let Some(p) = &it.prompt_override {
             return Ok(p.clone());

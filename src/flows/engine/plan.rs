@@ -90,6 +90,8 @@ pub struct NodePlan {
     pub retry_command: bool,
     /// Timeouts.
     pub timeout: Timeouts,
+    /// Templates of the file names the node's prompts attach (`files:`).
+    pub files: Vec<String>,
 }
 
 /// The compiled flow shared by every run state of it.
@@ -289,6 +291,11 @@ impl Plan {
             Some(w) => Some(self.expression(id, "when", w)?),
             None => None,
         };
+        let files = node
+            .files
+            .iter()
+            .map(|f| self.template(id, "files", f))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(NodePlan {
             id: node.id.clone(),
             work,
@@ -307,6 +314,7 @@ impl Plan {
                         .as_ref()
                         .is_some_and(|e| e.max_retries.is_some())),
             timeout: timeouts(flow, node),
+            files,
         })
     }
 }

@@ -420,8 +420,9 @@ impl RunState {
                     .collect(),
                 timeout: plan.timeout,
             })),
-            _ => self.render(i, it).map(|prompt| {
-                Action::Dispatch(Dispatch {
+            _ => self.render(i, it).and_then(|prompt| {
+                let files = self.render_files(i, it)?;
+                Ok(Action::Dispatch(Dispatch {
                     node: node.clone(),
                     item: k,
                     items: self.nodes[i].items.len(),
@@ -432,7 +433,8 @@ impl RunState {
                     target: it.target.clone(),
                     avoid: it.failed_clients.clone(),
                     timeout: plan.timeout,
-                })
+                    files,
+                }))
             }),
         };
         let attempt = it.attempt;
