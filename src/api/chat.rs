@@ -27,9 +27,6 @@ pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Largest `X-AIcard-Queue-Timeout` honoured (seconds).
 pub const MAX_QUEUE_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// The largest request body read, after the token is checked (axum's default body limit).
-const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
-
 pub async fn models(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
     if let Err(e) = authorize(&hub, &headers) {
         return e.into_response();
@@ -201,29 +198,25 @@ fn queue_timeout(headers: &HeaderMap) -> Result<Duration, ApiError> {
 async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     // The token first: an unknown caller's body is never read.
     authorize(&hub, &headers)?;
-    let too_big = || {
-        ApiError::invalid(
-            "invalid_body",
-            format!("请求体过大或不完整 / the body is over {MAX_BODY_BYTES} bytes or cut short"),
-        )
-    };
     let announced = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(too_big());
-    }
-    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| too_big())?;
-    let req = ChatRequest::parse(&body)?;
+    let body = super::attach::read_json(announced, body).await?;
+    let mut req = ChatRequest::from_value(body)?;
     let timeout = queue_timeout(&headers)?;
     let model = ModelId::parse(&req.model);
     if !model.exists(&hub.registry) {
         return Err(ApiError::model_not_found(&req.model));
     }
     let reply = Reply::new(&req, &model);
+    if req.has_files() && matches!(model, ModelId::Flow(_) | ModelId::Agent(_)) {
+        return Err(ApiError::unsupported(
+            "messages",
+            "files go to a tab (site/…, tab/…, auto); a flow names its files in its nodes, and \
+             an agent takes files through MCP's agent_task / 文件只能发给标签页模型",
+        ));
+    }
     if let ModelId::Flow(name) = &model {
         return super::flow::complete(hub, req, name, reply).await;
     }
@@ -238,6 +231,8 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
         )
         .param("messages"));
     }
+    // Kept before admission: a bad or too-big file is a 400 now, not after the wait.
+    let files = super::attach::store(&hub, req.take_files()).await?;
     let conversation = super::admission::conversation_key(
         &model,
         headers
@@ -267,6 +262,7 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
     };
     let mut task = TaskRequest::new(prompt, hub.config.timing.task_timeout);
     task.task_id = Some(task_id);
+    task.files = files;
     let ticket = match hub.asks.submit(&client, task) {
         Ok(t) => t,
         Err(e) => {
@@ -319,7 +315,8 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
     Ok(sse_response(rx))
 }
 
-/// One prompt to one tab of `model`, outside any HTTP request (the MCP tools use it): waits
+/// One prompt (with `files` attached) to one tab of `model`, outside any HTTP request (the MCP
+/// tools use it): waits
 /// up to `queue_timeout` for a free tab (admission, as for `/v1`), hands the prompt over and
 /// waits for the reply. Dropping the future before it resolves cancels the prompt and tells
 /// the tab, like a client that leaves. Returns the tab that answered and its reply.
@@ -327,6 +324,7 @@ pub(crate) async fn ask_tab(
     hub: &Arc<Door>,
     model: &ModelId,
     prompt: String,
+    files: Vec<crate::hub::files::FileRef>,
     queue_timeout: Duration,
 ) -> Result<(Arc<Client>, String), (Option<Arc<Client>>, ApiError)> {
     let lease = hub
@@ -350,6 +348,7 @@ pub(crate) async fn ask_tab(
     };
     let mut task = TaskRequest::new(prompt, hub.config.timing.task_timeout);
     task.task_id = Some(task_id);
+    task.files = files;
     let ticket = match hub.asks.submit(&client, task) {
         Ok(t) => t,
         Err(e) => {

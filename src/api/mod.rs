@@ -10,8 +10,10 @@
 pub mod admission;
 mod agent;
 mod answer;
+pub mod attach;
 mod chat;
 pub mod error;
+pub mod fetch;
 mod flow;
 pub mod journal;
 pub mod metrics;

@@ -225,6 +225,7 @@ impl Runs {
         tool: &str,
         targets: &[String],
         prompt: &str,
+        files: Vec<crate::hub::files::FileRef>,
         key: Option<&str>,
     ) -> Result<String, StartError> {
         if targets.is_empty() {
@@ -256,7 +257,7 @@ impl Runs {
             let prompt = prompt.to_string();
             let run_id = id.clone();
             hub.tracker.spawn(async move {
-                ask_driver(&hub2, models, prompt, tx, cancel).await;
+                ask_driver(&hub2, models, prompt, files, tx, cancel).await;
                 runs.mark_finished(&run_id);
             });
             Ok(id)
@@ -429,6 +430,7 @@ async fn ask_driver(
     hub: &Arc<Door>,
     models: Vec<ModelId>,
     prompt: String,
+    files: Vec<crate::hub::files::FileRef>,
     tx: watch::Sender<RunView>,
     cancel: CancellationToken,
 ) {
@@ -437,9 +439,10 @@ async fn ask_driver(
         .map(|m| {
             let hub = hub.clone();
             let prompt = prompt.clone();
+            let files = files.clone();
             let m = m.clone();
             async move {
-                let r = crate::api::ask_tab(&hub.api, &m, prompt, QUEUE_TIMEOUT).await;
+                let r = crate::api::ask_tab(&hub.api, &m, prompt, files, QUEUE_TIMEOUT).await;
                 (m, r)
             }
         })

@@ -46,6 +46,11 @@ struct AskArgs {
     target: String,
     /// The prompt typed into the tab.
     prompt: String,
+    /// Files the tab attaches before it sends the prompt (images, PDF, documents): each
+    /// `{name, mime_type, data}` with `data` in base64, or a name inside the hub's files
+    /// folder (`--files`). At most --max-file-mb (20 MB) each, 50 MB together.
+    #[serde(default)]
+    files: Vec<FileArg>,
     /// Wait at most this many seconds (default 45), then get `running` and a run_id.
     #[serde(default)]
     wait_s: Option<f64>,
@@ -62,6 +67,11 @@ struct FanOutArgs {
     targets: Vec<String>,
     /// The prompt.
     prompt: String,
+    /// Files every tab attaches before it sends the prompt (images, PDF, documents): each
+    /// `{name, mime_type, data}` with `data` in base64, or a name inside the hub's files
+    /// folder (`--files`). At most --max-file-mb (20 MB) each, 50 MB together.
+    #[serde(default)]
+    files: Vec<FileArg>,
     /// Wait at most this many seconds (default 45).
     #[serde(default)]
     wait_s: Option<f64>,
@@ -95,12 +105,40 @@ struct AgentTaskArgs {
     agent: String,
     /// The task; the agent's tab gets it after its primer.
     task: String,
+    /// Files for the task, as for `ask` — not taken yet: a call with files is refused (an
+    /// agent's messages are typed into its tab, which carries no files yet); use `ask`.
+    #[serde(default)]
+    files: Vec<FileArg>,
     /// Wait at most this many seconds (default 45); then get_run with the run_id.
     #[serde(default)]
     wait_s: Option<f64>,
     /// As for `ask`.
     #[serde(default)]
     idempotency_key: Option<String>,
+}
+
+/// A file for a tab: sent whole, or named in the hub's files folder.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum FileArg {
+    /// The file itself.
+    Inline(InlineFile),
+    /// A name inside the hub's files folder (`chart.png`, `reports/q3.pdf`); a path out of
+    /// it is refused.
+    Named(String),
+}
+
+/// A file sent whole (docs/mcp.md "Files").
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct InlineFile {
+    /// Its name as the site shows it (`chart.png`).
+    name: String,
+    /// Its media type (`image/png`, `application/pdf`); from the name's extension when absent.
+    #[serde(default, alias = "mime")]
+    mime_type: Option<String>,
+    /// The bytes in base64 (a `data:` URL also works).
+    data: String,
 }
 
 /// Wait for a run started earlier.
@@ -479,11 +517,16 @@ impl HubTools {
                     Ok(a) => a,
                     Err(r) => return Ok(r),
                 };
+                let files = match keep_files(hub, a.files).await {
+                    Ok(f) => f,
+                    Err(e) => return Ok(refusal(e)),
+                };
                 let r = hub.mcp.runs.start_ask(
                     hub,
                     "ask",
                     std::slice::from_ref(&a.target),
                     &a.prompt,
+                    files,
                     a.idempotency_key.as_deref(),
                 );
                 match started(r) {
@@ -496,11 +539,16 @@ impl HubTools {
                     Ok(a) => a,
                     Err(r) => return Ok(r),
                 };
+                let files = match keep_files(hub, a.files).await {
+                    Ok(f) => f,
+                    Err(e) => return Ok(refusal(e)),
+                };
                 let r = hub.mcp.runs.start_ask(
                     hub,
                     "fan_out",
                     &a.targets,
                     &a.prompt,
+                    files,
                     a.idempotency_key.as_deref(),
                 );
                 match started(r) {
@@ -531,6 +579,13 @@ impl HubTools {
                     Ok(a) => a,
                     Err(r) => return Ok(r),
                 };
+                if !a.files.is_empty() {
+                    return Ok(refusal(
+                        "agent_task 暂不支持文件 / agent_task does not take files yet: ask the \
+                         agent's tab with `ask` and files, or name the files in the task"
+                            .into(),
+                    ));
+                }
                 let agent = match crate::agents::store::agent(&hub.store, &a.agent) {
                     Ok(Some(rec)) => rec,
                     Ok(None) => {
@@ -593,6 +648,47 @@ impl HubTools {
             other => Err(McpError::invalid_params(format!("no tool `{other}`"), None)),
         }
     }
+}
+
+/// The files of a tool call, kept once each (docs/files.md); the error names the file.
+async fn keep_files(
+    hub: &Door,
+    files: Vec<FileArg>,
+) -> Result<Vec<crate::hub::files::FileRef>, String> {
+    let mut inline = Vec::new();
+    let mut named = Vec::new();
+    for (i, f) in files.into_iter().enumerate() {
+        match f {
+            FileArg::Inline(f) => {
+                let part = crate::api::attach::inline(
+                    format!("files[{i}]"),
+                    &f.name,
+                    f.mime_type.as_deref(),
+                    f.data,
+                )
+                .map_err(|e| format!("files[{i}]: {}", e.message))?;
+                inline.push(part);
+            }
+            FileArg::Named(name) => named.push(name),
+        }
+    }
+    let mut kept = crate::api::attach::store(&hub.api, inline)
+        .await
+        .map_err(|e| format!("{}: {}", e.param.unwrap_or_default(), e.message))?;
+    if !named.is_empty() {
+        let store = hub.tasks.files.clone();
+        let more = tokio::task::spawn_blocking(move || store.named_all(&named))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        for f in more {
+            if !kept.iter().any(|k| k.sha256 == f.sha256) {
+                kept.push(f);
+            }
+        }
+    }
+    crate::hub::files::check_total(&kept).map_err(|e| e.to_string())?;
+    Ok(kept)
 }
 
 /// -32002: no resource at `uri`.

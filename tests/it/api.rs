@@ -454,13 +454,13 @@ async fn refusals_carry_real_statuses_and_openai_error_bodies() {
     tools["tools"] = json!([{"type":"function","function":{"name":"f","parameters":{}}}]);
     let mut n = chat_body("site/sim", "x", false);
     n["n"] = json!(3);
-    let image = json!({"model":"site/sim","messages":[{"role":"user","content":[
+    let audio = json!({"model":"site/sim","messages":[{"role":"user","content":[
         {"type":"text","text":"what is this"},
-        {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]});
+        {"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]});
     for (body, param) in [
         (tools, "tools"),
         (n, "n"),
-        (image, "messages[0].content[1]"),
+        (audio, "messages[0].content[1]"),
     ] {
         let r = post(&h, &body, &[]).await;
         assert_eq!(r.status(), 400);
@@ -1474,4 +1474,362 @@ async fn metrics_speak_prometheus_text_unless_openmetrics_is_asked_and_promtool_
     assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
     assert!(om.trim_end().ends_with("# EOF"), "{om}");
     assert!(om.contains("# TYPE aicard_tasks counter"), "{om}");
+}
+
+// ---- Files and images (docs/api.md "Files and images") ----
+
+/// A small PNG's bytes (the header is real; the hub does not decode images).
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR fake image bytes";
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn image_body(model: &str, url: &str) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "看看这张图"},
+        {"type": "image_url", "image_url": {"url": url}}
+    ]}]})
+}
+
+/// `GET /files/ID` as the tab's manager does it: status and bytes.
+async fn fetch_file(h: &TestHub, id: &str, client: &str) -> (u16, Vec<u8>) {
+    let r = http()
+        .get(h.http_url(&format!("/files/{id}")))
+        .bearer_auth(TOKEN)
+        .header("x-aicard-client", client)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.bytes().await.unwrap().to_vec())
+}
+
+fn blobs(h: &TestHub) -> usize {
+    std::fs::read_dir(h.dir.path().join("blobs"))
+        .map(|d| d.flatten().filter(|e| e.path().is_file()).count())
+        .unwrap_or(0)
+}
+
+/// Posts `body` in the background; the tab answers its task with "seen"; returns the task.
+async fn attached(h: &TestHub, ws: &mut Ws, body: Value) -> Value {
+    let url = h.http_url("/v1/chat/completions");
+    let req = tokio::spawn(async move {
+        http()
+            .post(url)
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    });
+    let task = recv_type(ws, "task").await;
+    let id = task["task_id"].as_str().unwrap().to_string();
+    // The files are still granted while the task is held: the test fetches them now.
+    let held = task.clone();
+    accept(ws, &task).await;
+    send(
+        ws,
+        &json!({"type":"turn_end","turn_id":format!("t-{id}"),"text":"seen","task_id":id}),
+    )
+    .await;
+    let resp = req.await.unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    held
+}
+
+#[tokio::test]
+async fn an_image_data_url_and_a_file_part_reach_the_tab_and_one_content_is_kept_once() {
+    let h = TestHub::start().await;
+    let (mut ws, welcome) = h.tab("sim", Some("w")).await;
+    let me = welcome["client_id"].as_str().unwrap().to_string();
+    let pdf = b"%PDF-1.4 a small report".to_vec();
+    let body = json!({"model": "tab/w", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "比较图和报告"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(PNG)), "detail": "high"}},
+        {"type": "file", "file": {"filename": "报告.pdf", "file_data": format!("data:application/pdf;base64,{}", b64(&pdf))}}
+    ]}]});
+    let url = h.http_url("/v1/chat/completions");
+    let req = tokio::spawn(async move {
+        http()
+            .post(url)
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    });
+    let task = recv_type(&mut ws, "task").await;
+    assert_eq!(
+        task["prompt"], "比较图和报告\n[file: image-1.png]\n[file: 报告.pdf]",
+        "{task}"
+    );
+    let att = task["attachments"].as_array().expect("attachments").clone();
+    assert_eq!(att.len(), 2, "{task}");
+    assert_eq!(
+        (att[0]["name"].as_str(), att[0]["mime"].as_str()),
+        (Some("image-1.png"), Some("image/png"))
+    );
+    assert_eq!(
+        (att[1]["name"].as_str(), att[1]["mime"].as_str()),
+        (Some("报告.pdf"), Some("application/pdf"))
+    );
+    assert_eq!(att[1]["size"], pdf.len());
+    // The holding tab fetches the very bytes; another client id gets 404.
+    let (status, bytes) = fetch_file(&h, att[0]["id"].as_str().unwrap(), &me).await;
+    assert_eq!((status, bytes.as_slice()), (200, PNG));
+    let (status, bytes) = fetch_file(&h, att[1]["id"].as_str().unwrap(), &me).await;
+    assert_eq!((status, bytes), (200, pdf.clone()));
+    assert_eq!(
+        fetch_file(&h, att[0]["id"].as_str().unwrap(), "someone-else")
+            .await
+            .0,
+        404
+    );
+    stream_answer(&mut ws, &task, &["ok"], "ok").await;
+    assert_eq!(req.await.unwrap().status(), 200);
+    assert_eq!(blobs(&h), 2);
+    // The same image again, and twice in one request: the same blob, attached once.
+    let url = format!("data:image/png;base64,{}", b64(PNG));
+    let mut twice = image_body("tab/w", &url);
+    twice["messages"][0]["content"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "image_url", "image_url": {"url": url}}));
+    let again = attached(&h, &mut ws, twice).await;
+    let att2 = again["attachments"].as_array().unwrap();
+    assert_eq!(att2.len(), 1, "one content, one attachment: {again}");
+    assert_eq!(att2[0]["sha256"], att[0]["sha256"]);
+    assert_ne!(att2[0]["id"], att[0]["id"], "a new grant per task");
+    assert_eq!(blobs(&h), 2, "a file sent twice is kept once");
+    // The first task ended: its grant is gone.
+    assert_eq!(
+        fetch_file(&h, att[0]["id"].as_str().unwrap(), &me).await.0,
+        404
+    );
+}
+
+#[tokio::test]
+async fn bad_files_are_400_in_openais_shape_and_nothing_reaches_the_tab() {
+    let h = TestHub::start_with(|c| c.max_file_mb = 1).await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    let big = vec![7u8; 1024 * 1024 + 10];
+    let file = |name: &str, data: String| {
+        json!({"model": "tab/w", "messages": [{"role": "user", "content": [
+            {"type": "file", "file": {"filename": name, "file_data": data}}
+        ]}]})
+    };
+    let cases = [
+        (
+            image_body("tab/w", &format!("data:image/png;base64,{}", b64(&big))),
+            "file_too_large",
+            "messages[0].content[1]",
+        ),
+        (
+            file("big.pdf", b64(&big)),
+            "file_too_large",
+            "messages[0].content[0]",
+        ),
+        (
+            image_body("tab/w", "data:image/png,plain"),
+            "invalid_image_url",
+            "messages[0].content[1]",
+        ),
+        (
+            image_body("tab/w", "data:image/png;base64"),
+            "invalid_image_url",
+            "messages[0].content[1]",
+        ),
+        (
+            image_body("tab/w", "ftp://example.com/a.png"),
+            "invalid_image_url",
+            "messages[0].content[1]",
+        ),
+        (
+            image_body("tab/w", "https://example.com/a.png"),
+            "invalid_image_url",
+            "messages[0].content[1]",
+        ),
+        (
+            image_body(
+                "tab/w",
+                &format!("data:image/svg+xml;base64,{}", b64(b"<svg/>")),
+            ),
+            "unsupported_file_type",
+            "messages[0].content[1]",
+        ),
+        (
+            file("run.exe", b64(b"MZ")),
+            "unsupported_file_type",
+            "messages[0].content[0]",
+        ),
+        (
+            file("a.pdf", "!!!not base64!!!".into()),
+            "invalid_file_data",
+            "messages[0].content[0]",
+        ),
+        (
+            json!({"model": "tab/w", "messages": [{"role": "user", "content": [
+                {"type": "file", "file": {"file_id": "file-abc"}}]}]}),
+            "unsupported_parameter",
+            "messages[0].content[0]",
+        ),
+    ];
+    for (body, code, param) in cases {
+        let resp = post(&h, &body, &[]).await;
+        assert_eq!(resp.status(), 400, "{code}");
+        let v = json_of(resp).await;
+        assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+        assert_eq!(v["error"]["code"], code, "{v}");
+        assert_eq!(v["error"]["param"], param, "{v}");
+        assert!(!v["error"]["message"].as_str().unwrap().is_empty());
+    }
+    let v = json_of(post(&h, &image_body("tab/w", "https://example.com/a.png"), &[]).await).await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--fetch-urls"),
+        "{v}"
+    );
+    // Nothing was kept, and the first task the tab sees is the next good request.
+    assert_eq!(blobs(&h), 0);
+    let task = attached(&h, &mut ws, chat_body("tab/w", "only text", false)).await;
+    assert_eq!(task["prompt"], "only text");
+    // Without the token the body is never read: 401, not 400.
+    let resp = http()
+        .post(h.http_url("/v1/chat/completions"))
+        .body(image_body("tab/w", "data:nope").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+}
+
+/// A stand-in for the internet on 127.0.0.1 (the hub is told to let exactly this address
+/// through): an image, redirects to loopback and to a name that resolves to loopback, and
+/// a non-image. `secret` counts what reached the other, forbidden, server.
+async fn origin(secret_port: u16) -> std::net::SocketAddr {
+    use axum::response::{IntoResponse, Redirect};
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/img.png",
+            get(|| async { ([("content-type", "image/png")], PNG).into_response() }),
+        )
+        .route(
+            "/page",
+            get(|| async { ([("content-type", "text/html")], "<html>").into_response() }),
+        )
+        .route(
+            "/hop",
+            get(|| async { Redirect::temporary("/img.png").into_response() }),
+        )
+        .route(
+            "/to-loopback",
+            get(move || async move {
+                Redirect::temporary(&format!("http://127.0.0.1:{secret_port}/secret.png"))
+                    .into_response()
+            }),
+        )
+        .route(
+            "/to-localhost",
+            get(move || async move {
+                Redirect::temporary(&format!("http://localhost:{secret_port}/secret.png"))
+                    .into_response()
+            }),
+        )
+        .route(
+            "/to-metadata",
+            get(|| async {
+                Redirect::temporary("http://169.254.169.254/latest/meta-data").into_response()
+            }),
+        );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    addr
+}
+
+#[tokio::test]
+async fn fetch_urls_fetches_a_public_image_and_never_follows_a_redirect_to_loopback() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    // The forbidden server: anything reaching it is a hole.
+    let hits = Arc::new(AtomicUsize::new(0));
+    let secret = {
+        let hits = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            let hits = hits.clone();
+            async move {
+                hits.fetch_add(1, Ordering::SeqCst);
+                ([("content-type", "image/png")], PNG)
+            }
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        addr
+    };
+    let public = origin(secret.port()).await;
+    let h = TestHub::start_with(|c| {
+        c.fetch_urls = true;
+        c.fetch_allow = vec![public];
+    })
+    .await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    for path in ["/img.png", "/hop"] {
+        let task = attached(
+            &h,
+            &mut ws,
+            image_body("tab/w", &format!("http://{public}{path}")),
+        )
+        .await;
+        let att = &task["attachments"][0];
+        assert_eq!(att["mime"], "image/png", "{task}");
+        assert_eq!(att["size"], PNG.len(), "{task}");
+        // The grant ended with the task; the bytes are the blob the sha names.
+        let kept = std::fs::read(
+            h.dir
+                .path()
+                .join("blobs")
+                .join(att["sha256"].as_str().unwrap()),
+        )
+        .unwrap();
+        assert_eq!(kept, PNG);
+    }
+    let refused = [
+        (format!("http://{public}/to-loopback"), "127.0.0.1"),
+        (format!("http://{public}/to-localhost"), "localhost"),
+        (format!("http://{public}/to-metadata"), "169.254.169.254"),
+        (
+            format!("http://{secret}/secret.png"),
+            "not a public address",
+        ),
+        (
+            format!("http://[::ffff:127.0.0.1]:{}/img.png", public.port()),
+            "not a public address",
+        ),
+        (
+            format!("http://localhost:{}/img.png", public.port()),
+            "no public address",
+        ),
+        (format!("http://{public}/page"), "not an image"),
+    ];
+    for (url, why) in refused {
+        let resp = post(&h, &image_body("tab/w", &url), &[]).await;
+        assert_eq!(resp.status(), 400, "{url}");
+        let v = json_of(resp).await;
+        assert_eq!(v["error"]["code"], "invalid_image_url", "{url}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{url}: {msg}");
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "nothing reached the loopback server"
+    );
 }

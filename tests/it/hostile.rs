@@ -215,8 +215,11 @@ fn cases(host: &str) -> Vec<Case> {
         400,
     );
     add(
-        "v1: over the body limit, announced",
-        v1(&format!("{bearer}{}", len(big + 1))),
+        "v1: over the body limit (text and files), announced",
+        v1(&format!(
+            "{bearer}{}",
+            len(aicard::api::attach::MAX_BODY as usize + 1)
+        )),
         vec![],
         400,
     );

@@ -705,3 +705,150 @@ async fn the_hubs_resources_are_read_and_a_subscription_announces_a_new_tab() {
         .await;
     assert!(refused.is_err(), "{refused:?}");
 }
+
+// ---- Files (docs/mcp.md "Files") ----
+
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR mcp image";
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// `GET /files/ID` as the tab's manager does it.
+async fn fetch_file(h: &TestHub, id: &str, client: &str) -> (u16, Vec<u8>) {
+    let r = reqwest::Client::new()
+        .get(h.http_url(&format!("/files/{id}")))
+        .bearer_auth(TOKEN)
+        .header("x-aicard-client", client)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.bytes().await.unwrap().to_vec())
+}
+
+/// The next task's attachments, each fetched while the task is held, then the task answered.
+async fn take_files(h: &TestHub, ws: &mut crate::common::Ws, me: &str) -> Vec<(Value, Vec<u8>)> {
+    let task = crate::common::recv_type(ws, "task").await;
+    let mut got = Vec::new();
+    for a in task["attachments"].as_array().cloned().unwrap_or_default() {
+        let (status, bytes) = fetch_file(h, a["id"].as_str().unwrap(), me).await;
+        assert_eq!(status, 200, "{a}");
+        got.push((a, bytes));
+    }
+    let id = task["task_id"].as_str().unwrap().to_string();
+    crate::common::send(
+        ws,
+        &json!({"type":"turn_end","turn_id":format!("t-{id}"),"text":"seen","task_id":id}),
+    )
+    .await;
+    got
+}
+
+#[tokio::test]
+async fn ask_and_fan_out_carry_files_inline_or_named_and_bad_ones_are_the_tools_error() {
+    let h = TestHub::start_with(|c| c.max_file_mb = 1).await;
+    let folder = h.dir.path().join("files");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("report.pdf"), b"%PDF-1.4 named").unwrap();
+    std::fs::write(h.dir.path().join("secret.txt"), b"secret").unwrap();
+    let (mut ds, w1) = h.tab("deepseek", Some("ds")).await;
+    let ds_id = w1["client_id"].as_str().unwrap().to_string();
+    let (mut km, w2) = h.tab("kimi", Some("km")).await;
+    let km_id = w2["client_id"].as_str().unwrap().to_string();
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let tools = c.list_all_tools().await.unwrap();
+    for name in ["ask", "fan_out", "agent_task"] {
+        let t = tools.iter().find(|t| t.name == name).unwrap();
+        let schema = serde_json::to_string(&t.input_schema).unwrap();
+        assert!(
+            schema.contains("\"files\"") && schema.contains("mime_type"),
+            "{name}: {schema}"
+        );
+    }
+    let files =
+        json!([{"name": "chart.png", "mime_type": "image/png", "data": b64(PNG)}, "report.pdf"]);
+    let asked = tokio::spawn({
+        let args = json!({"target": "ds", "prompt": "看图", "files": files});
+        async move { call(&c, "ask", args).await }
+    });
+    let got = take_files(&h, &mut ds, &ds_id).await;
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        (got[0].0["name"].as_str(), got[0].0["mime"].as_str()),
+        (Some("chart.png"), Some("image/png"))
+    );
+    assert_eq!(got[0].1, PNG);
+    assert_eq!(got[1].0["mime"], "application/pdf");
+    assert_eq!(got[1].1, b"%PDF-1.4 named");
+    let r = asked.await.unwrap();
+    assert_eq!(r["status"], "completed", "{r}");
+    // fan_out: every tab gets the same file (one blob), each under its own id.
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let fanned = tokio::spawn({
+        let args = json!({"targets": ["ds", "km"], "prompt": "比较",
+            "files": [{"name": "chart.png", "mime": "image/png", "data": b64(PNG)}]});
+        async move { call(&c, "fan_out", args).await }
+    });
+    let a = take_files(&h, &mut ds, &ds_id).await;
+    let b = take_files(&h, &mut km, &km_id).await;
+    assert_eq!((a[0].1.as_slice(), b[0].1.as_slice()), (PNG, PNG));
+    assert_eq!(a[0].0["sha256"], b[0].0["sha256"]);
+    assert_ne!(a[0].0["id"], b[0].0["id"]);
+    assert_eq!(fanned.await.unwrap()["status"], "completed");
+    let blobs = std::fs::read_dir(h.dir.path().join("blobs"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        blobs, 2,
+        "the image sent twice is kept once, beside the PDF"
+    );
+    // Refusals are the tool's error, naming the file; no task is sent.
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let big = vec![1u8; 1024 * 1024 + 10];
+    let bad = [
+        (
+            json!([{"name": "a.png", "data": "!!not base64!!"}]),
+            "base64",
+        ),
+        (
+            json!([{"name": "a.png", "data": b64(&big)}]),
+            "--max-file-mb",
+        ),
+        (
+            json!([{"name": "run.exe", "data": b64(b"MZ")}]),
+            "application/octet-stream",
+        ),
+        (
+            json!([{"name": "a.svg", "mime_type": "image/svg+xml", "data": b64(b"<svg/>")}]),
+            "image/svg+xml",
+        ),
+        (json!(["../secret.txt"]), "secret.txt"),
+        (json!(["/etc/passwd"]), "absolute"),
+        (json!(["missing.png"]), "missing.png"),
+    ];
+    for (files, why) in bad {
+        let (failed, text) = call_text(
+            &c,
+            "ask",
+            json!({"target": "ds", "prompt": "x", "files": files}),
+        )
+        .await;
+        assert!(failed, "{files}: {text}");
+        assert!(text.contains(why), "{files}: {text}");
+    }
+    // The tab's next task is the next good call's: nothing was sent for the refused ones.
+    let asked =
+        tokio::spawn(
+            async move { call(&c, "ask", json!({"target": "ds", "prompt": "plain"})).await },
+        );
+    let task = crate::common::answer_task(&mut ds, |p| format!("re: {p}")).await;
+    assert_eq!(task["prompt"], "plain");
+    assert!(
+        task.get("attachments")
+            .is_none_or(|a| a.as_array().is_some_and(|a| a.is_empty())),
+        "{task}"
+    );
+    assert_eq!(asked.await.unwrap()["status"], "completed");
+}

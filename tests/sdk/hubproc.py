@@ -1,5 +1,7 @@
-"""Starts the built hub (`AICARD_BIN`) on a free port for the SDK tests, and stops it."""
+"""Starts the built hub (`AICARD_BIN`) on a free port for the SDK tests, and stops it; and
+fetches a task's attachments as the tab's manager does."""
 
+import json
 import os
 import queue
 import re
@@ -8,7 +10,26 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
+
+
+def fetch_attachments(base: str, token: str, client_id: str, task) -> list:
+    """Each attachment of `task` fetched from `GET /files/ID` with the token and the tab's
+    client id, while the task is held: [(attachment, status, bytes)]."""
+    got = []
+    for a in task.get("attachments") or []:
+        req = urllib.request.Request(
+            f"{base}/files/{a['id']}",
+            headers={"Authorization": f"Bearer {token}", "X-AIcard-Client": client_id},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                got.append((a, r.status, r.read()))
+        except urllib.error.HTTPError as e:
+            got.append((a, e.code, b""))
+    return got
 
 
 @contextmanager

@@ -7,6 +7,7 @@ tests/sdk/run.sh.
 """
 
 import asyncio
+import base64
 import json
 import os
 import queue
@@ -19,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from websockets.sync.client import connect
 
-from hubproc import running_hub
+from hubproc import fetch_attachments, running_hub
 
 TOKEN = "mcp-sdk-token"
 WAIT = 10
@@ -36,6 +37,9 @@ class Tab:
         welcome = json.loads(self.ws.recv(timeout=WAIT))
         assert welcome["type"] == "welcome", welcome
         self.id = welcome["client_id"]
+        self.base = base
+        # (attachment, status, bytes) of each file a task carried, fetched while it was held.
+        self.files = queue.Queue()
         self.hold = hold
         self.release = threading.Event()
         self.lock = threading.Lock()
@@ -61,6 +65,8 @@ class Tab:
 
     def _answer(self, task):
         tid = task["task_id"]
+        for got in fetch_attachments(self.base, TOKEN, self.id, task):
+            self.files.put(got)
         self.send({"type": "task_update", "task_id": tid, "state": "accepted"})
         if self.hold or "HOLD" in task["prompt"]:
             assert self.release.wait(WAIT), "never released"
@@ -395,3 +401,35 @@ def test_listen_gets_a_runs_update_at_2026_07_28(hub, tabs):
                 assert after["status"] == "completed", after
 
     asyncio.run(go())
+
+
+def test_ask_with_a_file_attaches_it_and_a_bad_one_is_the_tools_error(hub):
+    """`ask` with `files: [{name, mime_type, data}]`: the tab gets an attachment id and
+    fetches the same bytes with its token; a path out of the files folder is refused."""
+    tab = Tab(hub, "mcp-files")
+    pdf = b"%PDF-1.4 from the MCP SDK"
+
+    async def go():
+        client, transport = http_session(hub)
+        async with client:
+            async with contextlib_stack() as stack:
+                session = await open_session(stack, transport, "initialize")
+                tools = {t.name: t for t in (await session.list_tools()).tools}
+                assert "files" in tools["ask"].input_schema["properties"], tools["ask"].input_schema
+                file = {"name": "brief.pdf", "mime_type": "application/pdf", "data": base64.b64encode(pdf).decode()}
+                r = structured(
+                    await session.call_tool(
+                        "ask", {"target": "tab/mcp-files", "prompt": "read it", "files": [file], "wait_s": WAIT}
+                    )
+                )
+                assert r["status"] == "completed" and r["text"] == "answer: read it", r
+                bad = await session.call_tool(
+                    "ask", {"target": "tab/mcp-files", "prompt": "x", "files": ["../token"]}
+                )
+                assert bad.is_error and "../token" in bad.content[0].text, bad
+
+    asyncio.run(go())
+    att, status, body = tab.files.get(timeout=WAIT)
+    assert att["id"] and att["name"] == "brief.pdf" and att["mime"] == "application/pdf", att
+    assert (status, body) == (200, pdf)
+    assert tab.tasks.qsize() == 1, "the refused call sent nothing"

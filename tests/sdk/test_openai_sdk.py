@@ -5,6 +5,8 @@ streams its replies in chunks, then drives `/v1` with `openai.OpenAI`. Run with
 tests/sdk/run.sh (it builds the binary and sets AICARD_BIN).
 """
 
+import base64
+import hashlib
 import json
 import queue
 import threading
@@ -16,7 +18,7 @@ import openai
 import pytest
 from websockets.sync.client import connect
 
-from hubproc import running_hub
+from hubproc import fetch_attachments, running_hub
 
 TOKEN = "sdk-test-token"
 WAIT = 10
@@ -44,6 +46,10 @@ class Tab:
         )
         welcome = json.loads(self.ws.recv(timeout=WAIT))
         assert welcome["type"] == "welcome", welcome
+        self.base = base
+        self.id = welcome["client_id"]
+        # (attachment, status, bytes) of each file a task carried, fetched while it was held.
+        self.files = queue.Queue()
         self.lock = threading.Lock()
         self.tasks = queue.Queue()
         self.cancels = queue.Queue()
@@ -73,6 +79,8 @@ class Tab:
         tid, prompt = task["task_id"], task["prompt"]
         turn = f"turn-{tid}"
         text = reply_for(prompt)
+        for got in fetch_attachments(self.base, TOKEN, self.id, task):
+            self.files.put(got)
         self.send({"type": "task_update", "task_id": tid, "state": "accepted"})
         parts = pieces(text)
         if "CAPTCHA" in prompt:
@@ -326,3 +334,65 @@ def test_agents_are_models_the_sdk_lists_and_retrieves(hub, tab):
         with pytest.raises(openai.NotFoundError) as e:
             c.models.retrieve(missing)
         assert e.value.code == "model_not_found" and "agent/NAME" in e.value.message
+
+
+def next_task_with_files(tab):
+    while True:
+        task = tab.next_task()
+        if task.get("attachments"):
+            return task
+
+
+def test_an_image_data_url_and_a_pdf_reach_the_tab_as_attachments(hub, tab):
+    """The SDK's own content parts: `image_url` with a data: URL, and `file` with
+    `file_data`; the tab gets attachment ids and fetches the very bytes with its token."""
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    pdf = b"%PDF-1.4 sdk test"
+    r = client(hub).chat.completions.create(
+        model="tab/py-1",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is in it?"},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()},
+                    },
+                    {
+                        "type": "file",
+                        "file": {
+                            "filename": "notes.pdf",
+                            "file_data": "data:application/pdf;base64," + base64.b64encode(pdf).decode(),
+                        },
+                    },
+                ],
+            }
+        ],
+    )
+    task = next_task_with_files(tab)
+    assert task["prompt"] == "what is in it?\n[file: image-1.png]\n[file: notes.pdf]", task
+    files = [tab.files.get(timeout=WAIT) for _ in range(2)]
+    (img, status, body), (doc, dstatus, dbody) = files
+    assert img["id"] and img["mime"] == "image/png", img
+    assert img["sha256"] == hashlib.sha256(png).hexdigest()
+    assert (status, body) == (200, png)
+    assert doc["name"] == "notes.pdf" and doc["mime"] == "application/pdf", doc
+    assert (dstatus, dbody) == (200, pdf)
+    assert r.choices[0].message.content == reply_for(task["prompt"])
+
+
+def test_a_remote_image_url_and_a_bad_data_url_are_bad_requests(hub, tab):
+    for url, code, words in [
+        ("https://example.com/cat.png", "invalid_image_url", "--fetch-urls"),
+        ("data:image/png,notbase64", "invalid_image_url", "base64"),
+        ("data:image/svg+xml;base64,PHN2Zy8+", "unsupported_file_type", "image/svg+xml"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as e:
+            client(hub).chat.completions.create(
+                model="tab/py-1",
+                messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}],
+            )
+        assert e.value.code == code, e.value
+        assert e.value.param == "messages[0].content[0]", e.value
+        assert words in str(e.value), e.value
