@@ -245,6 +245,11 @@ pub struct ServeArgs {
     /// / 单个文件上限（MB）
     #[arg(long, value_name = "MB", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=50))]
     pub max_file_mb: u64,
+    /// Let the OpenAI door fetch a remote image URL (http(s), public addresses only, checked
+    /// after DNS and on every redirect, image/* only, size-capped); off: refused with 400
+    /// / 允许 API 下载远程图片（默认关闭）
+    #[arg(long)]
+    pub fetch_urls: bool,
     /// A tab (site, label or id) that summarizes every --memory-summary-every new memories of
     /// a scope into one that cites them; off by default: memories reach a site only when you
     /// say so / 自动总结记忆的标签页（默认关闭）
@@ -312,6 +317,7 @@ impl ServeArgs {
             c.files_dir = dir;
         }
         c.max_file_mb = self.max_file_mb;
+        c.fetch_urls = self.fetch_urls;
         c.memory_summarizer = self.memory_summarizer;
         c.memory_summary_every = self.memory_summary_every;
         Ok(c)

@@ -1034,6 +1034,11 @@ async fn dispatch(
         master: master.as_deref(),
         pools: &pools,
     };
+    // `files:` from the files folder (docs/files.md); a refused name fails the item for good.
+    let files = match hub.tasks.files.named_all(&d.files) {
+        Ok(files) => files,
+        Err(e) => return drop(events.send(failed(e.to_string(), false))),
+    };
     let Some(client) = pick_tab(&hub, &d, &pick).await else {
         let _ = events.send(failed(
             format!(
@@ -1059,6 +1064,7 @@ async fn dispatch(
         .map(Duration::from_millis)
         .unwrap_or(hub.config.timing.task_timeout);
     let mut req = TaskRequest::new(d.prompt.clone(), attempt);
+    req.files = files;
     req.from_hub = true;
     req.task_id = Some(d.idempotency_key.clone());
     req.run_id = Some(run_id);

@@ -609,3 +609,86 @@ async fn a_result_for_a_master_not_back_after_a_restart_waits_for_it() {
     assert_eq!(done["state"], "completed", "progress was kept too");
     stop(hub).await;
 }
+
+// ---- A node's `files:` (docs/files.md) ----
+
+const WITH_FILES: &str = r#"
+name: withfiles
+inputs: {doc: {default: report.pdf}}
+nodes:
+  - id: look
+    to: w1
+    files: [chart.png, "$doc"]
+    prompt: "compare them"
+"#;
+
+const ESCAPES: &str = r#"
+name: escapes
+inputs: {x: {default: a}}
+nodes:
+  - id: look
+    to: w1
+    files: ["../secret.txt", "$x/../../etc/passwd", "/etc/passwd"]
+    prompt: "hi"
+"#;
+
+#[tokio::test]
+async fn a_nodes_files_are_attached_and_names_out_of_the_folder_are_refused() {
+    let h = hub_with_flows(&[("withfiles", WITH_FILES), ("escapes", ESCAPES)]).await;
+    let folder = h.dir.path().join("files");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("chart.png"), b"\x89PNG chart").unwrap();
+    std::fs::write(folder.join("report.pdf"), b"%PDF report").unwrap();
+    std::fs::write(h.dir.path().join("secret.txt"), b"secret").unwrap();
+    let (mut w, welcome) = h.tab("sim", Some("w1")).await;
+    let me = welcome["client_id"].as_str().unwrap().to_string();
+    let url = h.ws_url("/realtime");
+    let mut master =
+        ScriptedTab::connect(&url, hello("boss", "chatgpt", "master"), slow("m", 1)).await;
+    // Refused by validation, naming each bad name; nothing is sent.
+    master.send(json!({"type":"user_input","text":"?<manager run escapes>!"}));
+    let refused = loop {
+        let v = master.next("cmd_result").await;
+        if v["result"]["success"] == false {
+            break v["result"]["output"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+                + v["result"]["error"].as_str().unwrap_or_default();
+        }
+    };
+    for bad in ["../secret.txt", "$x/../../etc/passwd", "/etc/passwd"] {
+        assert!(refused.contains(bad), "{bad}: {refused}");
+    }
+    // A name that expands out of the folder is refused when the node runs.
+    let run = tokio::spawn(async move {
+        let out = run_flow(&mut master, "?<manager run withfiles doc=../secret.txt>!").await;
+        (master, out)
+    });
+    let (mut master, (state, _)) = run.await.unwrap();
+    assert_eq!(state, "failed");
+    // The good run: the tab gets both files, `$doc` expanded, and fetches the bytes.
+    let run = tokio::spawn(async move { run_flow(&mut master, "?<manager run withfiles>!").await });
+    let task = recv_type(&mut w, "task").await;
+    assert_eq!(task["prompt"], "compare them");
+    let att = task["attachments"].as_array().expect("attachments").clone();
+    let names: Vec<&str> = att.iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["chart.png", "report.pdf"]);
+    let r = reqwest::Client::new()
+        .get(h.http_url(&format!("/files/{}", att[1]["id"].as_str().unwrap())))
+        .bearer_auth(TOKEN)
+        .header("x-aicard-client", &me)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), b"%PDF report");
+    let id = task["task_id"].as_str().unwrap().to_string();
+    send(
+        &mut w,
+        &json!({"type":"turn_end","turn_id":format!("t-{id}"),"text":"seen","task_id":id}),
+    )
+    .await;
+    let (state, _) = run.await.unwrap();
+    assert_eq!(state, "completed");
+}
