@@ -3,7 +3,7 @@
 //! than what its creator may do ([`tools_within`]).
 //!
 //! The parser is in `parser/agent_forms.rs`; the interpreter checks permissions and hands the
-//! command, its text expanded, to [`super::interp::Host::agent`].
+//! command, its text expanded, to [`super::ports::Services::agent`].
 
 use std::fmt;
 

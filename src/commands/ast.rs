@@ -58,10 +58,13 @@ pub enum Command {
         /// The command to run with `$RESULT` bound; `None` returns the answer itself.
         then: Option<Box<Command>>,
     },
-    /// `send_to_all TEXT`: the prompt to every worker the caller may reach.
+    /// `send_to_all [with files=[…]] TEXT`: the prompt to every worker the caller may reach,
+    /// each with the same files (docs/files.md).
     SendToAll {
         /// The prompt.
         prompt: Template,
+        /// Names in the files folder, attached for every worker (`$var`s expanded at run time).
+        files: Vec<String>,
     },
     /// `a -> b -> c`: each step runs with the previous step's output as `$RESULT`.
     Chain(Vec<Command>),

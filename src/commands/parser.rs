@@ -614,14 +614,7 @@ impl<'a> Parser<'a> {
             "parallel" => self.parse_parallel(rest),
             "to" => Ok(Command::To(self.job(rest, "to")?)),
             "from" => self.parse_from(rest),
-            "send_to_all" => {
-                if rest.is_empty() {
-                    return Err(self.err(rest.s, "send_to_all", "expected the prompt text"));
-                }
-                Ok(Command::SendToAll {
-                    prompt: self.free_text(rest),
-                })
-            }
+            "send_to_all" => self.parse_send_to_all(rest),
             "manager" => self.parse_manager(rest).map(Command::Manager),
             "tabs" if rest.is_empty() => {
                 Ok(Command::Manager(crate::commands::ast::ManagerCmd::Tabs))

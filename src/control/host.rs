@@ -1,9 +1,10 @@
-//! The interpreter's `Host` over the hub: asking tabs, flows, memory, skills, MCP, events,
-//! roles and agents, each verb handed to its own module.
+//! The interpreter's ports over the hub ([`crate::commands::ports`]): asking tabs, flows,
+//! memory, skills, MCP, events, roles, agents and the cluster, each handed to its own module.
 
 use super::*;
+use crate::commands::ports::{self, ExecSink as _};
 
-/// The interpreter's view of the hub.
+/// The interpreter's view of the hub: every port of [`crate::commands::ports`].
 pub(super) struct HubHost {
     pub(super) hub: Arc<Control>,
     /// The task on whose behalf commands run (a foreman's), for subtasks' `parent_id`.
@@ -18,6 +19,12 @@ pub(super) struct HubHost {
     /// many pieces went.
     pub(super) remote: Option<RemoteOutput>,
 }
+
+/// `HubHost` provides every port the interpreter asks for.
+const _: fn() = || {
+    fn is_host<H: Host>() {}
+    is_host::<HubHost>();
+};
 
 /// Live output of a command run for another node.
 pub(super) struct RemoteOutput {
@@ -89,7 +96,8 @@ pub(super) fn host_error(e: AskError) -> HostError {
     }
 }
 
-impl Host for HubHost {
+/// Asking tabs goes through the ask service; roles and cards through the command state.
+impl ports::Tabs for HubHost {
     async fn ask(
         &self,
         caller: &Caller,
@@ -262,7 +270,10 @@ impl Host for HubHost {
     ) -> Result<String, HostError> {
         set_tab_role(&self.hub, &caller.client_id, role_from_cmd(role), group)
     }
+}
 
+/// `on NODE:` over the cluster engine: the command travels as a [`RemoteRequest`].
+impl ports::Cluster for HubHost {
     fn node(&self) -> String {
         self.hub.engine.node().to_string()
     }
@@ -315,7 +326,9 @@ impl Host for HubHost {
         })?;
         Ok((answer.success, answer.output))
     }
+}
 
+impl ports::ExecSink for HubHost {
     /// Live output of a shell command goes to the tab that ran it as `cmd_output` frames.
     fn exec_output(&self, _caller: &Caller) -> Option<tokio::sync::mpsc::Sender<ExecChunk>> {
         if let Some(remote) = &self.remote {
@@ -361,7 +374,10 @@ impl Host for HubHost {
             }));
         Some(tx)
     }
+}
 
+/// Memory, skills, MCP, events and agents: each handed to its own module of the hub.
+impl ports::Services for HubHost {
     fn memory(&self) -> Option<Arc<crate::memory::Memory>> {
         Some(self.hub.commands.memory.clone())
     }
@@ -408,7 +424,10 @@ impl Host for HubHost {
             .await
             .map_err(HostError::Other)
     }
+}
 
+/// `manager` and `flow` for the flow engine; planning asks the planner tab first.
+impl ports::Flows for HubHost {
     async fn flows(&self, caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
         // Planning waits for the planner tab's answers: the only verbs that are async.
         let planned = match &request {

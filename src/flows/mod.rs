@@ -4,11 +4,13 @@
 //! - [`model`]: serde types of `flows/*.yaml` and their JSON Schema ([`schema_json`]).
 //! - [`load_file`] / [`load_str`]: parse + validate, every problem as a [`Diagnostic`].
 //! - [`render`]: the DAG as text, Mermaid or DOT.
+//! - [`inline`]: `manager create NAME from "…"` — an inline body becomes a flow file.
 //! - [`engine`]: [`engine::RunState`], folded from [`engine::JournalEvent`]s, asks for
 //!   [`engine::Action`]s.
 
 pub mod engine;
 pub mod graph;
+pub mod inline;
 pub mod model;
 pub mod render;
 pub mod seed;

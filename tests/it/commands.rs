@@ -645,3 +645,81 @@ async fn with_files_attaches_them_to_the_task_and_only_its_tab_can_fetch_them() 
     let quiet = tokio::time::timeout(Duration::from_millis(300), recv_type(&mut w, "task")).await;
     assert!(quiet.is_err(), "no task went out with a refused file");
 }
+
+/// `send_to_all … with files=[…]` (docs/files.md): every worker gets the same file (one blob,
+/// one SHA-256), each under its own grant that only it can fetch; a name that leaves the
+/// folder is refused and nothing is sent.
+#[tokio::test]
+async fn send_to_all_with_files_gives_every_worker_the_file() {
+    let h = TestHub::start().await;
+    let folder = h.dir.path().join("files");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("chart.png"), b"\x89PNG shared chart").unwrap();
+    std::fs::write(h.dir.path().join("secret.txt"), b"secret").unwrap();
+    let (mut a, a_welcome) = h.tab("kimi", Some("w1")).await;
+    let a_id = a_welcome["client_id"].as_str().unwrap().to_string();
+    let (mut b, b_welcome) = h.tab("deepseek", Some("w2")).await;
+    let b_id = b_welcome["client_id"].as_str().unwrap().to_string();
+    let mut m = h.scripted("m", "chatgpt", "master", echo_back).await;
+
+    m.send(json!({"type":"user_input","text":"?<send_to_all with files=[chart.png] 看看这张图>!"}));
+    let ta = recv_type(&mut a, "task").await;
+    let tb = recv_type(&mut b, "task").await;
+    for t in [&ta, &tb] {
+        assert_eq!(t["prompt"], "看看这张图", "{t}");
+        let att = t["attachments"].as_array().expect("attachments");
+        assert_eq!(att.len(), 1, "{t}");
+        assert_eq!(att[0]["name"], "chart.png");
+        assert_eq!(att[0]["mime"], "image/png");
+    }
+    let (ia, ib) = (
+        ta["attachments"][0]["id"].as_str().unwrap(),
+        tb["attachments"][0]["id"].as_str().unwrap(),
+    );
+    assert_eq!(
+        ta["attachments"][0]["sha256"], tb["attachments"][0]["sha256"],
+        "the same file"
+    );
+    assert_eq!(
+        std::fs::read_dir(h.dir.path().join("blobs"))
+            .unwrap()
+            .count(),
+        1,
+        "kept once"
+    );
+    // Each tab fetches its own attachment from GET /files/ID; not the other's.
+    for (id, client) in [(ia, &a_id), (ib, &b_id)] {
+        let (status, bytes, _) = get_file(&h, id, Some(client), true).await;
+        assert_eq!(status, 200, "{id}");
+        assert_eq!(bytes, b"\x89PNG shared chart");
+    }
+    if ia != ib {
+        assert_eq!(get_file(&h, ia, Some(&b_id), true).await.0, 404);
+        assert_eq!(get_file(&h, ib, Some(&a_id), true).await.0, 404);
+    }
+    for (ws, t, says) in [(&mut a, &ta, "图一"), (&mut b, &tb, "图二")] {
+        let id = t["task_id"].as_str().unwrap();
+        send(
+            ws,
+            &json!({"type":"turn_end","turn_id":format!("t-{id}"),"task_id":id,"text":says}),
+        )
+        .await;
+    }
+    let r = m.next("cmd_result").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert!(
+        out_of(&r).contains("[w1] 图一") && out_of(&r).contains("[w2] 图二"),
+        "{r}"
+    );
+
+    // Out of the folder, or missing: refused, naming the file, and no worker gets a task.
+    for bad in ["../secret.txt", "/etc/passwd", "missing.png"] {
+        let r = m
+            .command(&format!("?<send_to_all with files=[\"{bad}\"] hi>!"))
+            .await;
+        assert_eq!(r["result"]["success"], false, "{bad}: {r}");
+        assert!(out_of(&r).contains(bad), "{bad}: {r}");
+    }
+    let quiet = tokio::time::timeout(Duration::from_millis(300), recv_type(&mut a, "task")).await;
+    assert!(quiet.is_err(), "no task went out with a refused file");
+}

@@ -2,8 +2,12 @@
 //! expanded before the host sees them, and the default host's honest refusal.
 
 use super::*;
+use crate::commands::agent::AgentCmd;
+use crate::commands::ast::Role;
 use crate::commands::permissions::Source;
 use crate::exec::ExecMode;
+use crate::exec::ExecPolicy;
+use crate::protocol::Prompt;
 use std::sync::Mutex;
 
 /// A host with no tabs that records the agent requests it gets (`wired: false` keeps the
@@ -13,7 +17,7 @@ struct AgentHost {
     got: Mutex<Vec<AgentCmd<String>>>,
 }
 
-impl Host for AgentHost {
+impl Tabs for AgentHost {
     async fn ask(&self, _: &Caller, target: &str, _: Prompt) -> Result<String, HostError> {
         Err(HostError::UnknownTarget(target.into()))
     }
@@ -32,6 +36,9 @@ impl Host for AgentHost {
     async fn set_role(&self, _: &Caller, _: Role, _: Option<String>) -> Result<String, HostError> {
         Ok(String::new())
     }
+}
+
+impl Services for AgentHost {
     async fn agent(&self, caller: &Caller, cmd: AgentCmd<String>) -> Result<String, HostError> {
         if !self.wired {
             return Err(HostError::Other(
@@ -43,6 +50,10 @@ impl Host for AgentHost {
         Ok("ok".into())
     }
 }
+
+impl Flows for AgentHost {}
+impl Cluster for AgentHost {}
+impl ExecSink for AgentHost {}
 
 fn interp(wired: bool) -> (Interpreter<AgentHost>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -65,7 +76,7 @@ fn reply(role: Role) -> Caller {
 #[tokio::test]
 async fn a_host_without_agents_says_so() {
     struct Plain;
-    impl Host for Plain {
+    impl Tabs for Plain {
         async fn ask(&self, _: &Caller, t: &str, _: Prompt) -> Result<String, HostError> {
             Err(HostError::UnknownTarget(t.into()))
         }
@@ -90,6 +101,10 @@ async fn a_host_without_agents_says_so() {
             Ok(String::new())
         }
     }
+    impl Flows for Plain {}
+    impl Services for Plain {}
+    impl Cluster for Plain {}
+    impl ExecSink for Plain {}
     let dir = tempfile::tempdir().expect("tempdir");
     let i = Interpreter::new(
         Plain,

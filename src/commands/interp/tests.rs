@@ -1,8 +1,11 @@
 //! Interpreter tests against a deterministic fake host (no sleeps, no sockets).
 
 use super::*;
+use crate::commands::ast::{FlowRequest, ManagerCmd, Role};
 use crate::commands::permissions::Source;
 use crate::exec::ExecMode;
+use crate::exec::ExecPolicy;
+use crate::protocol::Prompt;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -22,6 +25,8 @@ struct FakeHost {
     roles: Mutex<Vec<(Role, Option<String>)>>,
     flows: Mutex<Vec<FlowRequest>>,
     has_flow_engine: bool,
+    /// The files each ask with files carried, by tab.
+    files: Mutex<Vec<(String, Vec<String>)>>,
 }
 
 impl FakeHost {
@@ -38,7 +43,7 @@ impl FakeHost {
     }
 }
 
-impl Host for FakeHost {
+impl Tabs for FakeHost {
     async fn ask(
         &self,
         _caller: &Caller,
@@ -63,6 +68,21 @@ impl Host for FakeHost {
             b.wait().await;
         }
         Ok(format!("{target} says: {prompt}"))
+    }
+
+    /// Records the files, then answers as `ask` does.
+    async fn ask_files(
+        &self,
+        caller: &Caller,
+        target: &str,
+        prompt: Prompt,
+        files: Vec<String>,
+    ) -> Result<String, HostError> {
+        self.files
+            .lock()
+            .expect("lock")
+            .push((target.to_string(), files));
+        self.ask(caller, target, prompt).await
     }
 
     async fn last_reply(&self, target: &str) -> Result<String, HostError> {
@@ -97,7 +117,9 @@ impl Host for FakeHost {
         self.roles.lock().expect("lock").push((role, group));
         Ok(format!("role set: {role}"))
     }
+}
 
+impl Cluster for FakeHost {
     /// Node `b` refuses every command, `c` does too and names itself, `d` runs it.
     async fn on_node(
         &self,
@@ -113,7 +135,9 @@ impl Host for FakeHost {
             _ => Err(HostError::Other(format!("no node `{node}`"))),
         }
     }
+}
 
+impl Flows for FakeHost {
     async fn flows(&self, _caller: &Caller, request: FlowRequest) -> Result<String, HostError> {
         if !self.has_flow_engine {
             return Err(HostError::NoFlowEngine);
@@ -122,6 +146,10 @@ impl Host for FakeHost {
         Ok(format!("flow engine got {request:?}"))
     }
 }
+
+impl Services for FakeHost {}
+
+impl ExecSink for FakeHost {}
 
 fn interp_with(host: FakeHost, mode: ExecMode) -> (Interpreter<FakeHost>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -419,6 +447,42 @@ async fn master_send_to_all_reaches_every_worker() {
 }
 
 #[tokio::test]
+async fn send_to_all_with_files_gives_every_reachable_worker_the_same_files() {
+    let (i, _d) = interp();
+    ok(&i, &person(), "set f = chart.png").await;
+    let out = ok(
+        &i,
+        &person(),
+        "send_to_all with files=[$f, \"报告 1.pdf\"] 看图",
+    )
+    .await;
+    assert_eq!(out.matches("says: 看图").count(), 5, "{out}");
+    let mut got = i.host().files.lock().expect("lock").clone();
+    got.sort();
+    let want: Vec<String> = vec!["chart.png".into(), "报告 1.pdf".into()];
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert!(got.iter().all(|(_, f)| *f == want), "{got:?}");
+    // A foreman's reply reaches its group only, files and all.
+    i.host().files.lock().expect("lock").clear();
+    let f = reply(Role::Foreman, Some("g1"));
+    ok(&i, &f, "send_to_all with files=[a.png] 准备").await;
+    let tabs: Vec<String> = i
+        .host()
+        .files
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|(t, _)| t.clone())
+        .collect();
+    assert_eq!(tabs, vec!["group-a", "group-b"]);
+    // An undefined `$var` in a name fails before anything is sent.
+    let asked = i.host().asked().len();
+    let e = fails(&i, &person(), "send_to_all with files=[$nope] hi").await;
+    assert!(e.contains("undefined variable: $nope"), "{e}");
+    assert_eq!(i.host().asked().len(), asked);
+}
+
+#[tokio::test]
 async fn flows_without_an_engine_say_so() {
     let (i, _d) = interp();
     let e = fails(&i, &person(), "manager run cross-review").await;
@@ -517,22 +581,6 @@ async fn step_budget_stops_runaway_loops() {
     )
     .await;
     assert!(e.contains("too many steps"), "{e}");
-}
-
-#[test]
-fn comparisons() {
-    assert!(compare("10", CmpOp::Gt, "9"));
-    assert!(compare("abc", CmpOp::Lt, "abd"));
-    assert!(compare(" 1.0 ", CmpOp::Eq, "1"));
-    assert!(compare("x", CmpOp::Ne, "y"));
-    assert!(compare("hello world", CmpOp::Contains, "lo w"));
-    assert!(!truthy(" 0 ") && !truthy("FALSE") && !truthy("") && truthy("no"));
-    assert_eq!(range(1, 3, 1), vec!["1", "2", "3"]);
-    assert_eq!(range(5, 0, 2), vec!["5", "3", "1"]);
-    assert_eq!(
-        range(i64::MAX - 1, i64::MAX, 5),
-        vec![(i64::MAX - 1).to_string()]
-    );
 }
 
 #[tokio::test]

@@ -224,6 +224,19 @@ impl<'a> Parser<'a> {
         Ok(Command::From { target, then })
     }
 
+    /// send_to_all := "send_to_all" ["with" "files" "=" "[" NAMES "]"] TEXT
+    pub(super) fn parse_send_to_all(&self, rest: Span) -> Result<Command, ParseError> {
+        let (files, text_at) = self.with_files(rest.s, rest.e, "send_to_all")?;
+        let text = self.trim(Span::new(text_at, rest.e));
+        if text.is_empty() {
+            return Err(self.err(text.s, "send_to_all", "expected the prompt text"));
+        }
+        Ok(Command::SendToAll {
+            prompt: self.free_text(text),
+            files,
+        })
+    }
+
     /// parallel := "parallel" "to" "=" "[" targets "]" TEXT | "parallel" "to" "=" "[" T ":" P ("," T ":" P)* "]"
     pub(super) fn parse_parallel(&self, rest: Span) -> Result<Command, ParseError> {
         let expect_open = || self.err(rest.s, "parallel", "expected `to=[` after `parallel`");

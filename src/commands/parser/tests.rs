@@ -168,7 +168,23 @@ fn to_from_send_to_all() {
     assert_eq!(
         ok("send_to_all 准备好了吗？"),
         C::SendToAll {
-            prompt: t("准备好了吗？")
+            prompt: t("准备好了吗？"),
+            files: Vec::new(),
+        }
+    );
+    assert_eq!(
+        ok("send_to_all with files=[chart.png, \"年报 2025.pdf\"] 看看这张图"),
+        C::SendToAll {
+            prompt: t("看看这张图"),
+            files: vec!["chart.png".into(), "年报 2025.pdf".into()],
+        }
+    );
+    // `with` that is not `with files=` is the prompt's own text.
+    assert_eq!(
+        ok("send_to_all with care: hello"),
+        C::SendToAll {
+            prompt: t("with care: hello"),
+            files: Vec::new(),
         }
     );
 }
@@ -608,6 +624,18 @@ const ERRORS: &[(&str, usize, &str, &str)] = &[
     ("to role:boss: hi", 8, "expected role:master", "to"),
     ("from x hi", 7, "expected `:`", "from"),
     ("send_to_all", 11, "expected the prompt text", "send_to_all"),
+    (
+        "send_to_all with files=[a.png]",
+        30,
+        "expected the prompt text",
+        "send_to_all",
+    ),
+    (
+        "send_to_all with files=[] hi",
+        23,
+        "expected at least one file name",
+        "send_to_all",
+    ),
     ("echo a ->", 9, "expected a command after `->`", "chain"),
     ("-> echo a", 0, "expected a command before `->`", "chain"),
     ("if x echo", 9, "expected `then`", "if"),

@@ -1,30 +1,20 @@
-//! `remember`, `memory …` and `skill …`: the team's memory and its tools. Permission checks
-//! are the one [`super::permissions::check`]; a skill's work goes through the same paths as
-//! the commands it stands for (`to`, `manager run`, the exec policy).
+//! `remember TEXT [scope=S]` and `memory add|search|list|show|rewrite|del|pin|unpin|summarize…`
+//! (docs/memory-and-skills.md): the team's memory, through the `Services` port.
+//! Permission: [`Action::Memory`] for every scope read or written (a tab reaches `global`, its
+//! group and its own scope; writing needs `memory_write`). `summarize` asks a tab through the
+//! `Tabs` port like `to`. Help: `remember`, `memory`.
 
 use std::sync::Arc;
 
-use super::{CmdError, Ctx, Frame, Host, Interpreter, Res};
-use crate::commands::ast::{Command, Job, ManagerCmd, MemoryCmd, Role, SkillCmd, Target, Template};
-use crate::commands::parser::parse_template;
+use super::failed;
+use crate::commands::ast::{MemoryCmd, Role, Target, Template};
+use crate::commands::interp::{CmdError, Ctx, Frame, Host, Interpreter, Res};
 use crate::commands::permissions::Action;
 use crate::memory::{self, commands as say, Memory, NewMemory};
-use crate::skills::{self, Action as SkillAction};
 
-fn failed(e: impl std::fmt::Display) -> CmdError {
-    CmdError::Failed(e.to_string())
-}
-
-/// `role:worker`, `group:g1` or a name.
-fn target_of(s: &str) -> Target {
-    if let Some(r) = s.strip_prefix("role:").and_then(Role::parse) {
-        return Target::Role(r);
-    }
-    match s.strip_prefix("group:") {
-        Some(g) => Target::Group(g.to_string()),
-        None => Target::Name(s.to_string()),
-    }
-}
+/// The help topics this module answers for (checked against the help table in `verbs`).
+#[cfg(test)]
+pub(crate) const HELP: &[&str] = &["remember", "memory"];
 
 fn ids(list: &[i64]) -> String {
     list.iter()
@@ -44,7 +34,7 @@ impl<H: Host> Interpreter<H> {
         Ok(self.check(ctx.caller, Action::Memory { write, scope })?)
     }
 
-    pub(super) async fn remember(
+    pub(in crate::commands) async fn remember(
         &self,
         ctx: &Ctx<'_>,
         scope: Option<&str>,
@@ -72,7 +62,12 @@ impl<H: Host> Interpreter<H> {
         Ok(())
     }
 
-    pub(super) async fn memory(&self, ctx: &Ctx<'_>, m: &MemoryCmd, frame: &Frame) -> Res {
+    pub(in crate::commands) async fn memory(
+        &self,
+        ctx: &Ctx<'_>,
+        m: &MemoryCmd,
+        frame: &Frame,
+    ) -> Res {
         let mem = self.mem()?;
         match m {
             MemoryCmd::Add {
@@ -232,72 +227,5 @@ impl<H: Host> Interpreter<H> {
             ids(&sources),
             answer.trim()
         ))
-    }
-
-    pub(super) async fn skill(&self, ctx: &Ctx<'_>, s: &SkillCmd, frame: &Frame) -> Res {
-        let set = self
-            .host
-            .skills()
-            .ok_or_else(|| failed("技能不可用 / skills are not available on this hub"))?;
-        match s {
-            SkillCmd::List => Ok(set.list()),
-            SkillCmd::Help(name) => set.help(name.as_deref()).map_err(CmdError::Failed),
-            SkillCmd::Run { name, args } => {
-                let skill = set.find(name).map_err(CmdError::Failed)?;
-                let args = args
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), self.expand(ctx, &parse_template(v), frame)?)))
-                    .collect::<Result<Vec<_>, CmdError>>()?;
-                let action = skills::prepare(&skill, &args).map_err(|errors| {
-                    failed(format!(
-                        "技能参数错误 / invalid arguments for skill {name}:\n  - {}\n用法 / usage: ?<skill help {name}>!",
-                        errors.join("\n  - ")
-                    ))
-                })?;
-                self.perform(ctx, action, frame).await
-            }
-        }
-    }
-
-    async fn perform(&self, ctx: &Ctx<'_>, action: SkillAction, frame: &Frame) -> Res {
-        match action {
-            SkillAction::Run(argv) => {
-                self.check(ctx.caller, Action::Shell)?;
-                let out = crate::exec::run_argv(
-                    &self.exec,
-                    &argv,
-                    &ctx.caller.client_id,
-                    self.host.exec_output(ctx.caller),
-                )
-                .await?;
-                let rendered = out.render(self.exec.timeout);
-                if out.success() {
-                    Ok(rendered)
-                } else {
-                    Err(CmdError::Failed(rendered))
-                }
-            }
-            SkillAction::Flow { name, inputs } => {
-                // Values are data: `$` is escaped so `manager run` does not expand it again.
-                let params = inputs
-                    .into_iter()
-                    .map(|(k, v)| (k, v.replace('$', "\\$")))
-                    .collect();
-                let cmd = Command::Manager(ManagerCmd::Run {
-                    name,
-                    from_node: None,
-                    params,
-                });
-                self.eval(ctx, &cmd, frame).await
-            }
-            SkillAction::Prompt { to, text } => {
-                let cmd = Command::To(Job {
-                    target: target_of(&to),
-                    prompt: Template::literal(text),
-                    files: Vec::new(),
-                });
-                self.eval(ctx, &cmd, frame).await
-            }
-        }
     }
 }
