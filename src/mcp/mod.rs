@@ -110,7 +110,10 @@ pub fn routes(hub: Arc<Door>) -> Router {
         .with_cancellation_token(hub.shutdown.child_token())
         // Host and Origin are checked by `guard` with the hub's own rules (every loopback
         // name and port; chat sites, the hub, extensions, or no Origin), before rmcp.
-        .disable_allowed_hosts();
+        .disable_allowed_hosts()
+        // Tools take files in base64 (docs/mcp.md "Files"): a call may be as large as a chat
+        // request with files (rmcp's own cap is 4 MB). Read only after `guard`'s token check.
+        .with_max_request_body_bytes(crate::api::attach::MAX_BODY as usize);
     let h = hub.clone();
     let service = StreamableHttpService::new(
         move || Ok(server::HubTools::new(h.clone())),

@@ -852,3 +852,19 @@ async fn ask_and_fan_out_carry_files_inline_or_named_and_bad_ones_are_the_tools_
     );
     assert_eq!(asked.await.unwrap()["status"], "completed");
 }
+
+#[tokio::test]
+async fn a_file_larger_than_rmcps_own_4_mb_cap_goes_through_ask() {
+    let h = TestHub::start().await;
+    let (mut ds, w) = h.tab("deepseek", Some("ds")).await;
+    let me = w["client_id"].as_str().unwrap().to_string();
+    let big: Vec<u8> = (0..6 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    let args = json!({"target": "ds", "prompt": "big",
+        "files": [{"name": "big.pdf", "mime_type": "application/pdf", "data": b64(&big)}]});
+    let asked = tokio::spawn(async move { call(&c, "ask", args).await });
+    let got = take_files(&h, &mut ds, &me).await;
+    assert_eq!(got[0].0["size"], big.len());
+    assert!(got[0].1 == big, "the same 6 MB");
+    assert_eq!(asked.await.unwrap()["status"], "completed");
+}
