@@ -6,7 +6,7 @@ export class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
-async function call(method, path, body, { text = false, type = 'application/json' } = {}) {
+async function call(method, path, body, { text = false, type = 'application/json', status = false } = {}) {
   const headers = {};
   if (method !== 'GET' && csrf) headers['X-CSRF-Token'] = csrf;
   if (body !== undefined) headers['Content-Type'] = type;
@@ -15,6 +15,7 @@ async function call(method, path, body, { text = false, type = 'application/json
     body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)),
   });
   const raw = await r.text();
+  if (status) return { status: r.status, body: raw ? JSON.parse(raw) : {} };
   if (!r.ok && r.status !== 422) {
     let msg = raw;
     try { msg = JSON.parse(raw).error || raw; } catch { /* text */ }
@@ -41,5 +42,8 @@ export const api = {
   agents: () => call('GET', '/api/agents'),
   agentSession: (id) => call('GET', `/api/agents/sessions/${encodeURIComponent(id)}`),
   agentControl: (id, action) => call('POST', `/api/agents/sessions/${encodeURIComponent(id)}/${action}`, {}),
+  // The flow designer: a file of flows/ with its hash; saved only over the version opened.
+  flowFile: (name) => call('GET', `/api/flows/${encodeURIComponent(name)}?file=1`),
+  saveFlow: (name, source, base) => call('PUT', `/api/flows/${encodeURIComponent(name)}`, { source, base }, { status: true }),
   validate: (file, yaml) => call('POST', `/api/flows/validate?format=json&file=${encodeURIComponent(file)}`, yaml, { type: 'text/plain' }),
 };

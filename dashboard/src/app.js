@@ -1,12 +1,14 @@
 // The AIcard dashboard: tabs, runs (live DAG, node panel, timeline, pause/resume/stop), the
 // flow editor, plan drafts and agents (their sessions, rounds, Stop). Hash routes: #/tabs,
-// #/runs, #/runs/ID, #/flows, #/plans, #/plans/ID, #/agents, #/agents/SESSION.
+// #/runs, #/runs/ID, #/flows (the designer, designer/; ?open=NAME, ?plan=ID), #/plans, #/plans/ID, #/agents, #/agents/SESSION.
 import { h, s, replace, clear } from './dom.js';
 import { t, toggleLang, getLang } from './i18n.js';
 import { api, ApiError } from './api.js';
 import { badge, legend, tabBadge, tabLegend, pauseIcon } from './states.js';
 import { drawDag } from './dag.js';
 import * as live from './live.js';
+import { designerPage } from './designer/page.js';
+import { dt } from './designer/strings.js';
 
 const app = document.getElementById('app');
 const main = h('main', { id: 'main' });
@@ -437,83 +439,6 @@ async function validateInto(editor, file, diags, verdict) {
   return r;
 }
 
-const NEW_FLOW = `name: my-flow
-description: two reviews, one synthesis
-inputs: {topic: {default: "the dashboard"}}
-nodes:
-  - id: review
-    to: [role:worker, role:worker]
-    prompt: "Review {{ topic }}"
-  - id: synth
-    depends_on: review
-    prompt: "Merge: {{ nodes.review.output }}"
-`;
-
-async function flowsPage() {
-  const box = h('section', { class: 'flows-page' }, h('h2', { text: t('editor') }));
-  const { flows } = await api.flows();
-  const pick = h('select', { id: 'flow-pick', 'aria-label': t('flow') }, h('option', { value: '', text: t('new_flow') }), flows.map((f) => h('option', { value: f, text: f })));
-  const editor = h('textarea', { id: 'editor', spellcheck: 'false', rows: 22, cols: 70, 'aria-label': t('editor') });
-  const diags = h('ul', { class: 'diags', id: 'diags' });
-  const verdict = h('p', { class: 'verdict', id: 'verdict' });
-  const preview = h('div', { class: 'dag-box', id: 'preview' });
-  const inputs = h('form', { class: 'inputs', id: 'inputs', onsubmit: (e) => e.preventDefault() });
-  const runMsg = h('p', { class: 'msg', id: 'run-msg' });
-  let graph = null;
-  let file = 'flow.yaml';
-
-  const check = async () => {
-    const r = await validateInto(editor, file, diags, verdict);
-    runMsg.textContent = '';
-    if (!r.ok) {
-      // Nothing to run and nothing true to draw: the last valid drawing would mislead.
-      graph = null;
-      const button = inputs.querySelector('#run-flow');
-      if (button) { button.disabled = true; button.title = t('fix_first'); }
-      replace(preview, h('p', { class: 'empty stale', id: 'preview-stale', text: t('fix_first') }));
-      return;
-    }
-    {
-      graph = r.graph;
-      replace(preview, drawDag(graph, null, null));
-      const old = Object.fromEntries([...inputs.querySelectorAll('input')].map((i) => [i.name, i.value]));
-      replace(inputs, h('h4', { text: t('inputs') }), graph.inputs.map((inp) => h('label', {},
-        h('span', { text: `${inp.name}${inp.required ? ' *' : ''}` }),
-        h('input', { name: inp.name, value: old[inp.name] ?? inp.default ?? '', required: inp.required, placeholder: inp.description || '' }))),
-      h('button', { id: 'run-flow', type: 'button', onclick: start, text: `▶ ${t('run_flow')}` }));
-    }
-  };
-  const start = async () => {
-    if (!graph) { await check(); return; } // a stale click: re-check, which disables it again
-    const values = Object.fromEntries([...inputs.querySelectorAll('input')].map((i) => [i.name, i.value]));
-    try {
-      const r = await api.start(graph.name, values, editor.value);
-      if (!r.run_id) {
-        // 422: the hub refused the flow; say why here and stay on the page.
-        runMsg.textContent = `✗ ${r.error || t('invalid')}`;
-        await check();
-        return;
-      }
-      location.hash = `#/runs/${encodeURIComponent(r.run_id)}`;
-    } catch (e) { runMsg.textContent = e.message; }
-  };
-  const recheck = throttle(() => check().catch((e) => { verdict.textContent = e.message; }), 200);
-  editor.addEventListener('input', recheck);
-  pick.addEventListener('change', async () => {
-    if (!pick.value) { editor.value = NEW_FLOW; file = 'flow.yaml'; } else {
-      const f = await api.flow(pick.value);
-      editor.value = f.source;
-      file = `${pick.value}.yaml`;
-    }
-    await check();
-  });
-  editor.value = NEW_FLOW;
-  box.append(h('div', { class: 'flow-tools' }, pick),
-    h('div', { class: 'flow-body' }, h('div', { class: 'edit-col' }, editor, verdict, diags), h('div', { class: 'preview-col' }, h('h4', { text: t('preview') }), preview, inputs, runMsg)));
-  await check();
-  return { el: box };
-}
-
 // ---------------------------------------------------------------- Plan drafts
 
 const PLAN_ICONS = { draft: '✎', approved: '✓', modified: '↺', rejected: '✗' };
@@ -617,6 +542,7 @@ async function planPage(id) {
       h('button', { id: 'plan-approve', onclick: approve, text: `▶ ${t('approve')}` }),
       h('button', { id: 'plan-edit-open', onclick: () => { editBox.hidden = false; editor.hidden = false; yamlView.hidden = true; recheck(); }, text: `✎ ${t('edit_yaml')}` }),
       h('button', { id: 'plan-reject', onclick: reject, text: `✗ ${t('reject')}` }),
+      h('a', { id: 'plan-designer', href: `#/flows?plan=${encodeURIComponent(id)}`, text: dt('open_designer') }),
       h('span', { class: 'note', text: t('approval_note') })) : null,
     msg,
     h('div', { class: 'plan-body' },
@@ -744,7 +670,7 @@ async function route() {
       : key === 'agents' ? await agentsPage()
       : key === 'plans' ? await plansPage()
       : key === 'tabs' ? await tabsPage()
-        : key === 'flows' ? await flowsPage()
+        : key === 'flows' ? await designerPage(Object.fromEntries(new URLSearchParams(hash.split('?')[1] || '')))
           : await runsPage();
     if (gen !== routeGen) { if (next.dispose) next.dispose(); return; } // a newer navigation owns the page
     page = next;

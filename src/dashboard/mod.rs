@@ -1,5 +1,6 @@
 //! The dashboard the hub serves at `/`: embedded assets (`assets`), one-time login codes and
-//! session cookies (`login`), the JSON API under `/api/` (`api`, `runs`, `plans`, `agents`) and the live event
+//! session cookies (`login`), the JSON API under `/api/` (`api`, `runs`, `plans`, `agents`, the
+//! designer's flow files in `flows`) and the live event
 //! stream over SSE (`events`).
 //!
 //! Who may call `/api/*`: the `Host` must be a loopback name; an `Origin`, when sent, must be
@@ -11,6 +12,7 @@ pub mod agents;
 pub mod api;
 pub mod assets;
 pub mod events;
+pub mod flows;
 pub mod login;
 pub mod plans;
 pub mod runs;
@@ -294,7 +296,7 @@ pub fn routes() -> Router<Arc<Door>> {
         .route("/api/tabs/{id}/role", post(api::set_role))
         .route("/api/flows", get(api::flows))
         .route("/api/flows/validate", post(api::validate))
-        .route("/api/flows/{name}", get(api::flow_source))
+        .route("/api/flows/{name}", get(flows::get).put(flows::save))
         .route("/api/runs", get(api::runs).post(api::start_run))
         .route("/api/runs/{id}", get(api::run))
         .route("/api/runs/{id}/nodes/{node}", get(api::node))

@@ -987,3 +987,166 @@ async fn validate_and_run_refuses_an_invalid_flow_with_the_clis_diagnostics_as_j
     assert!(v["error"].is_string(), "{v}");
     assert_eq!(v["diagnostics"], json!([]), "{v}");
 }
+
+/// Percent-encodes every byte but letters, digits, `-` and `_` (so `/` reaches the handler).
+fn every_byte(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `PUT /api/flows/NAME` with the token: (status, JSON answer).
+async fn put_flow(h: &TestHub, name: &str, body: Value) -> (u16, Value) {
+    let r = client()
+        .put(h.http_url(&format!("/api/flows/{}", every_byte(name))))
+        .header("authorization", bearer())
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+const SAVED: &str =
+    "# a comment kept as written\nname: saved\nnodes:\n  - id: a   # first\n    prompt: hi\n";
+
+#[tokio::test]
+async fn the_designer_saves_a_flow_file_after_validation_and_refuses_a_stale_version() {
+    let h = hub().await;
+    let dir = h.hub().config.flows_dir.clone();
+    let path = dir.join("saved.yaml");
+    // New file: no base; written byte for byte, its hash answered and read back.
+    let (status, v) = put_flow(&h, "saved", json!({"source": SAVED})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), SAVED);
+    let got = api_get(&h, "/api/flows/saved?file=1").await;
+    assert_eq!(got["source"], SAVED);
+    assert_eq!(got["file"], "saved.yaml");
+    assert_eq!(got["hash"], v["hash"]);
+    let base = v["hash"].as_str().unwrap().to_string();
+    // A new file over an existing one is refused: the designer did not open it.
+    let (status, v) = put_flow(&h, "saved", json!({"source": SAVED})).await;
+    assert_eq!(status, 409, "{v}");
+    assert_eq!(v["disk"], SAVED);
+    // Invalid text: 422 with the CLI's diagnostics, the file untouched.
+    let bad = "name: saved\nnodes:\n  - id: a\n    promtp: hi\n";
+    let (status, v) = put_flow(&h, "saved", json!({"source": bad, "base": base})).await;
+    assert_eq!(status, 422, "{v}");
+    assert_eq!(v["diagnostics"][0]["line"], 4, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("promtp"), "{v}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), SAVED);
+    // The opened version: saved; the answer's hash is the next base.
+    let next = SAVED.replace("hi", "hello");
+    let (status, v) = put_flow(&h, "saved", json!({"source": next, "base": base})).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), next);
+    // Someone changes the file on disk: a save from the old version is refused, showing the
+    // disk's text and hash; the disk's version stays.
+    let theirs = SAVED.replace("hi", "theirs");
+    std::fs::write(&path, &theirs).unwrap();
+    let (status, v) = put_flow(&h, "saved", json!({"source": SAVED, "base": v["hash"]})).await;
+    assert_eq!(status, 409, "{v}");
+    assert_eq!(v["disk"], theirs.as_str());
+    assert!(
+        v["error"].as_str().unwrap().contains("changed on disk"),
+        "{v}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), theirs);
+    // With the disk's hash it goes through; no temporary file is left behind.
+    let (status, _) = put_flow(
+        &h,
+        "saved",
+        json!({"source": SAVED, "base": v["disk_hash"]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, vec!["saved.yaml".to_string()]);
+    // The saved file is what `aicard flow validate` accepts.
+    assert!(
+        aicard::flows::load_str("saved.yaml", &std::fs::read_to_string(&path).unwrap()).is_ok()
+    );
+}
+
+#[tokio::test]
+async fn the_designer_writes_only_into_the_flows_folder_and_needs_the_csrf_token() {
+    let h = hub().await;
+    let dir = h.hub().config.flows_dir.clone();
+    for bad in ["../escape", "a/b", "a\\b", ".hidden", "x..y", "../../etc/x"] {
+        let (status, v) = put_flow(&h, bad, json!({"source": SAVED})).await;
+        assert_eq!(status, 400, "{bad}: {v}");
+        assert!(
+            v["error"].as_str().unwrap().contains("bad flow file name"),
+            "{v}"
+        );
+    }
+    // `..` itself is a dot segment the client resolves before sending: never a write either.
+    let (status, _) = put_flow(&h, "..", json!({"source": SAVED})).await;
+    assert_ne!(status, 200);
+    assert!(!dir.parent().unwrap().join("escape.yaml").exists());
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    let r = client()
+        .get(h.http_url("/api/flows/..%2Fx?file=1"))
+        .header("authorization", bearer())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // A browser session needs the CSRF token or its own Origin; a foreign Origin never.
+    let cookie = login(&h).await;
+    let c = client();
+    let csrf = json_of(
+        c.get(h.http_url("/api/session"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await["csrf"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let url = h.http_url("/api/flows/mine");
+    let body = json!({"source": SAVED}).to_string();
+    let put = || {
+        c.put(&url)
+            .header("cookie", &cookie)
+            .header("content-type", "application/json")
+            .body(body.clone())
+    };
+    assert_eq!(put().send().await.unwrap().status(), 403);
+    let r = put()
+        .header("origin", "https://evil.example")
+        .header("x-csrf-token", &csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(!dir.join("mine.yaml").exists());
+    let r = put().header("x-csrf-token", &csrf).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("mine.yaml")).unwrap(),
+        SAVED
+    );
+    // Without the `file` query the flow's source is read as before.
+    let v = api_get(&h, "/api/flows/mine").await;
+    assert_eq!(v["source"], SAVED);
+}
