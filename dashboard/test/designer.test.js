@@ -121,6 +121,28 @@ test('change one node of a commented flow in the graph: the file differs only in
   assert.ok(after.startsWith('# yaml-language-server: $schema=./schema.json\n# Map-reduce:'), 'comments kept');
 });
 
+test('drag from a node\'s port onto another node to connect; drag a node to move it', async () => {
+  await open('map-reduce');
+  await node('reduce').waitFor();
+  const opened = await yaml();
+  const port = await page.locator('g[data-node="plan"] circle.port').boundingBox();
+  const target = await node('reduce').boundingBox();
+  await page.mouse.move(port.x + port.width / 2, port.y + port.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(target.x + 60, target.y + 20, { steps: 8 });
+  await page.mouse.up();
+  await page.waitForFunction(() => window.__aicard.designer.text().includes('    needs: [answer, plan]\n'));
+  assert.deepEqual(changed(opened, await yaml()), { removed: ['    needs: answer'], added: ['    needs: [answer, plan]'] });
+  const box = await node('deliver').boundingBox();
+  await page.mouse.move(box.x + 40, box.y + 20);
+  await page.mouse.down();
+  await page.mouse.move(box.x + 240, box.y + 20, { steps: 5 });
+  await page.mouse.up();
+  const moved = await node('deliver').boundingBox();
+  assert.ok(Math.abs(moved.x - box.x - 200) < 2, `moved by 200 px: ${box.x} → ${moved.x}`);
+  assert.deepEqual(changed(opened, await yaml()).added, ['    needs: [answer, plan]'], 'a move is not part of the flow');
+});
+
 test('a change on disk before Save is refused, showing both versions; then saved on purpose', async () => {
   await open('map-reduce');
   await node('reduce').click();
