@@ -693,10 +693,9 @@ async fn send_to_all_with_files_gives_every_worker_the_file() {
         assert_eq!(status, 200, "{id}");
         assert_eq!(bytes, b"\x89PNG shared chart");
     }
-    if ia != ib {
-        assert_eq!(get_file(&h, ia, Some(&b_id), true).await.0, 404);
-        assert_eq!(get_file(&h, ib, Some(&a_id), true).await.0, 404);
-    }
+    assert_ne!(ia, ib, "a grant per task");
+    assert_eq!(get_file(&h, ia, Some(&b_id), true).await.0, 404);
+    assert_eq!(get_file(&h, ib, Some(&a_id), true).await.0, 404);
     for (ws, t, says) in [(&mut a, &ta, "图一"), (&mut b, &tb, "图二")] {
         let id = t["task_id"].as_str().unwrap();
         send(
