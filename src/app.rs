@@ -489,6 +489,8 @@ impl Hooks for AppHooks {
 
     fn delivery_held(&self, client: &Arc<Client>, deliver_id: &str) {
         if let Some(app) = self.app() {
+            // The manual's `flow_report` is answered `wait` during the hold (control::seed_wire).
+            app.commands.note_hold(&client.id);
             app.loops.held(&client.id, deliver_id);
         }
     }

@@ -1,10 +1,13 @@
-//! The `aicard` command line: `serve`, `demo`, `flow validate|show`, `open`, `token`, `mcp [doctor]`.
+//! The `aicard` command line: `serve`, `demo`, `flow validate|show`, `open`, `token`, `mcp [doctor]`,
+//! `skill list|enable`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+
+mod skill;
 
 use crate::app::App;
 use crate::config::{ExecMode, HubConfig};
@@ -33,6 +36,8 @@ pub enum Command {
     Install(crate::dashboard::login::OpenArgs),
     /// MCP on stdio, relaying to the running hub (for Claude Desktop); `doctor` checks it / MCP 服务器
     Mcp(McpArgs),
+    /// Program skills: list them, enable one after reading it / 程序技能：列出、启用
+    Skill(skill::SkillArgs),
     /// Print the hub's token (creating it on first use) / 打印令牌
     Token {
         // Data directory (help per OS: src/config.rs).
@@ -369,6 +374,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Mcp(args) => mcp(args).await,
+        Command::Skill(args) => skill::run(args),
         Command::Token {
             token: Some(token), ..
         } if !token.is_empty() => {

@@ -257,6 +257,20 @@ pub enum ExecError {
     /// `--exec off`.
     #[error("shell 执行已关闭 / shell execution is off; start the hub with `--exec allowlist --allow PROGRAM` or `--exec on` to enable it")]
     Disabled,
+    /// A program skill under `--exec off`.
+    #[error("程序技能被拒绝 / program skill `{skill}` refused: exec is off; start the hub with `--exec allowlist --allow skill:{skill}` (or `--exec on`) to let it run")]
+    SkillOff {
+        /// The skill's name.
+        skill: String,
+    },
+    /// A program skill not named by `--allow skill:NAME` under the allowlist.
+    #[error("程序技能不在允许列表 / program skill `{skill}` is not allowed: add `--allow skill:{skill}` (allowed: {allowed})")]
+    SkillNotAllowed {
+        /// The skill's name.
+        skill: String,
+        /// The list, for the person to see.
+        allowed: String,
+    },
     /// The program is not on the allowlist.
     #[error("程序不在允许列表 / program not on the allowlist: `{program}` (allowed: {allowed})")]
     NotAllowed {
@@ -348,7 +362,7 @@ pub async fn run(
         );
         return Err(e);
     }
-    let result = execute(policy, &plan, live).await;
+    let result = execute(policy, &plan, live, None).await;
     match &result {
         Ok(out) => audit(req, &policy.mode, &plan.argvs(), "allowed", Some(out)),
         Err(e) => audit(
@@ -407,7 +421,7 @@ pub async fn run_argv(
             source,
         });
     }
-    let result = execute(policy, &plan, live).await;
+    let result = execute(policy, &plan, live, None).await;
     match &result {
         Ok(out) => audit(req, &policy.mode, &plan.argvs(), "allowed", Some(out)),
         Err(e) => audit(
@@ -525,6 +539,7 @@ fn spawn(
     policy: &ExecPolicy,
     plan: &Plan,
     live: Option<mpsc::Sender<ExecChunk>>,
+    mut input: Option<Vec<u8>>,
 ) -> Result<Running, ExecError> {
     let mut running = Running {
         group: Group::default(),
@@ -543,6 +558,8 @@ fn spawn(
         let mut cmd = prepare(argv, plan.verbatim, &policy.workspace, &env, &never)?;
         if let Some(stdin) = prev_stdout.take() {
             cmd.stdin(stdin);
+        } else if input.is_some() {
+            cmd.stdin(Stdio::piped());
         }
         let child = running
             .group
@@ -551,6 +568,15 @@ fn spawn(
                 program: argv[0].clone(),
                 source,
             })?;
+        if let (Some(bytes), Some(mut stdin)) = (input.take(), child.stdin().take()) {
+            // A program that never reads its input must not block the hub: written apart,
+            // and the writer ends when the group is killed (broken pipe).
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let _ = stdin.write_all(&bytes).await;
+                let _ = stdin.shutdown().await;
+            });
+        }
         if let Some(err) = child.stderr().take() {
             running.stderr.push(tokio::spawn(capture(
                 err,
@@ -579,13 +605,15 @@ fn spawn(
 }
 
 /// Spawn, wait with the timeout, kill the group, collect the output.
+/// `input`, when given, is written to the first stage's stdin (then closed).
 async fn execute(
     policy: &ExecPolicy,
     plan: &Plan,
     live: Option<mpsc::Sender<ExecChunk>>,
+    input: Option<Vec<u8>>,
 ) -> Result<ExecOutput, ExecError> {
     let started = Instant::now();
-    let mut running = spawn(policy, plan, live)?;
+    let mut running = spawn(policy, plan, live, input)?;
     let waited = tokio::time::timeout(policy.timeout, running.group.wait_members()).await;
     // Always kill the group: after a timeout it stops the command; after a normal exit it
     // removes background processes that would otherwise keep our pipes open.
@@ -807,7 +835,10 @@ mod group;
 pub mod jobs;
 mod os;
 mod plan;
+mod skill;
 mod win;
+
+pub use skill::{check_skill, run_skill};
 
 // These run real programs through `sh`; the Windows rules are tested in `win` on every OS.
 #[cfg(all(test, unix))]

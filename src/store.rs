@@ -168,6 +168,13 @@ const MIGRATIONS: &[&str] = &[
         updated_ms INTEGER NOT NULL,
         PRIMARY KEY (scope, name)
     )",
+    // 12: a program skill's pinned SHA-256 (docs/memory-and-skills.md): the file runs only
+    // while its bytes hash to the pin set by the person (`aicard skill enable`, the dashboard).
+    "CREATE TABLE skill_pins (
+        name TEXT PRIMARY KEY,
+        sha256 TEXT NOT NULL,
+        pinned_ms INTEGER NOT NULL
+    )",
 ];
 
 /// One row of the journal with its global id (the dashboard's SSE `id:`).
@@ -648,6 +655,27 @@ impl Store {
             conn.prepare("SELECT scope, name, value FROM variables ORDER BY scope, name")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Pins a program skill's SHA-256: the person enabled these bytes.
+    pub fn pin_skill(&self, name: &str, sha256: &str) -> StoreResult<()> {
+        self.conn().execute(
+            "INSERT INTO skill_pins (name, sha256, pinned_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT(name) DO UPDATE SET sha256=?2, pinned_ms=?3",
+            params![name, sha256, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// The SHA-256 pinned for a program skill, if the person enabled one.
+    pub fn skill_pin(&self, name: &str) -> StoreResult<Option<String>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached("SELECT sha256 FROM skill_pins WHERE name = ?1")?;
+        let mut rows = stmt.query(params![name])?;
+        Ok(match rows.next()? {
+            Some(r) => Some(r.get(0)?),
+            None => None,
+        })
     }
 
     /// Every saved flow's name and when it was last saved (to notice a change cheaply).

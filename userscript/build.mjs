@@ -47,6 +47,7 @@ export async function header() {
     ['grant', 'GM_xmlhttpRequest'],
     ['grant', 'GM.xmlHttpRequest'],
     ['grant', 'GM_info'],
+    ['grant', 'GM_registerMenuCommand'],
     ['grant', 'unsafeWindow'],
     ['connect', '127.0.0.1'],
     ['connect', 'localhost'],

@@ -1,6 +1,6 @@
 // The AIcard dashboard: tabs, runs (live DAG, node panel, timeline, pause/resume/stop), the
 // flow editor, plan drafts and agents (their sessions, rounds, Stop). Hash routes: #/tabs,
-// #/runs, #/runs/ID, #/flows (the designer, designer/; ?open=NAME, ?plan=ID), #/plans, #/plans/ID, #/agents, #/agents/SESSION.
+// #/runs, #/runs/ID, #/flows (the designer, designer/; ?open=NAME, ?plan=ID), #/plans, #/plans/ID, #/agents, #/agents/SESSION, #/skills (skills.js).
 import { h, s, replace, clear } from './dom.js';
 import { t, toggleLang, getLang } from './i18n.js';
 import { api, ApiError } from './api.js';
@@ -9,6 +9,7 @@ import { drawDag } from './dag.js';
 import * as live from './live.js';
 import { designerPage } from './designer/page.js';
 import { dt } from './designer/strings.js';
+import { skillsPage } from './skills.js';
 
 const app = document.getElementById('app');
 const main = h('main', { id: 'main' });
@@ -64,7 +65,7 @@ function errorBox(e) {
 
 function header() {
   const nav = h('nav', {},
-    [['#/tabs', 'tabs'], ['#/runs', 'runs'], ['#/flows', 'flows'], ['#/plans', 'plans'], ['#/agents', 'agents']].map(([href, key]) =>
+    [['#/tabs', 'tabs'], ['#/runs', 'runs'], ['#/flows', 'flows'], ['#/plans', 'plans'], ['#/agents', 'agents'], ['#/skills', 'skills']].map(([href, key]) =>
       h('a', { href, 'data-nav': key, text: t(key) })));
   return h('header', {},
     h('h1', { text: t('title') }), nav, (showStatus(), status),
@@ -668,6 +669,7 @@ async function route() {
       : p ? await planPage(decodeURIComponent(p[1]))
       : g ? await agentSessionPage(decodeURIComponent(g[1]))
       : key === 'agents' ? await agentsPage()
+      : key === 'skills' ? await skillsPage()
       : key === 'plans' ? await plansPage()
       : key === 'tabs' ? await tabsPage()
         : key === 'flows' ? await designerPage(Object.fromEntries(new URLSearchParams(hash.split('?')[1] || '')))

@@ -136,6 +136,25 @@ impl std::ops::Deref for Control {
     }
 }
 
+/// A program skill's file is kept as every file of the hub is (docs/files.md).
+impl crate::skills::FileKeeper for crate::hub::files::Files {
+    fn max_file(&self) -> u64 {
+        crate::hub::files::Files::max_file(self)
+    }
+
+    fn keep(&self, name: &str, bytes: &[u8]) -> Result<crate::skills::KeptFile, String> {
+        let f = self
+            .put(name, crate::hub::files::mime_of(name), bytes)
+            .map_err(|e| e.to_string())?;
+        Ok(crate::skills::KeptFile {
+            name: f.name,
+            mime: f.mime,
+            size: f.size,
+            sha256: f.sha256,
+        })
+    }
+}
+
 /// Command state of a hub: scanners per tab, variables, exec policy, role cards.
 pub struct Commands {
     turns: DashMap<String, Turn>,
@@ -149,6 +168,9 @@ pub struct Commands {
     primed: DashMap<String, Option<String>>,
     /// Commands of each tab's replies running now (the manual's `flow_report` waits for them).
     running: DashMap<String, usize>,
+    /// When each tab last reported a person's hold (`task_update {state: "held"}`): the
+    /// manual's `flow_report` is answered `wait` within `--agent-hold-ms` of it.
+    holds: DashMap<String, std::time::Instant>,
     pub roles: RoleCards,
     /// The team's memory (src/memory).
     pub memory: Arc<crate::memory::Memory>,
@@ -176,9 +198,22 @@ impl Commands {
             jobs: Arc::new(crate::exec::jobs::Jobs::new()),
             primed: DashMap::new(),
             running: DashMap::new(),
+            holds: DashMap::new(),
             roles: RoleCards::load(&config.role_cards_dir),
             memory: crate::memory::Memory::new(store.clone()),
-            skills: crate::skills::Skills::load(&config.skills_dir),
+            // Program skills keep their pins in the store and their files where the hub's
+            // Files service keeps every file (the same blobs folder, by content).
+            skills: crate::skills::Skills::load_with(
+                &config.skills_dir,
+                Some(crate::skills::Runtime::new(
+                    store.clone(),
+                    Some(Arc::new(crate::hub::files::Files::new(
+                        config.files_dir.clone(),
+                        config.data_dir.join("blobs"),
+                        config.max_file_mb * 1024 * 1024,
+                    ))),
+                )),
+            ),
         }
     }
 
@@ -233,6 +268,17 @@ impl Commands {
     /// How many commands of `tab`'s replies run now.
     pub fn running_in(&self, tab: &str) -> usize {
         self.running.get(tab).map_or(0, |n| *n)
+    }
+
+    /// The person pressed a key in `tab`'s input box: the tab holds what it was given.
+    pub fn note_hold(&self, tab: &str) {
+        self.holds
+            .insert(tab.to_string(), std::time::Instant::now());
+    }
+
+    /// Whether `tab` reported a hold within the last `window`.
+    pub fn held_within(&self, tab: &str, window: std::time::Duration) -> bool {
+        self.holds.get(tab).is_some_and(|t| t.elapsed() < window)
     }
 
     /// A reply's command starts (`+1`) or ends (`-1`) in `tab`.

@@ -2,8 +2,10 @@
 //! running the manual's script asks with `flow_report` whether it may send the next message
 //! and is answered `flow_control {action: auto_send|wait, should_auto_send}` from the agent
 //! loop's two thresholds — the model's turn ended, and every command found in it has its
-//! result — and never after a person's Stop. Its `flow_data` reaches the window it names under
-//! the dispatch rules, as a frame of its own: never typed, sent or scanned for commands.
+//! result — and never after a person's Stop (until they speak there) nor while they hold the
+//! tab (a key pressed in its input box within `--agent-hold-ms`). Its `flow_data` reaches the
+//! window it names under the dispatch rules, as a frame of its own: never typed, sent or
+//! scanned for commands.
 
 use super::*;
 
@@ -23,6 +25,13 @@ pub fn flow_report(
     };
     if hub.loops.is_stopped(&client.id) {
         return wait("已停止：等你在这个标签页发消息 / stopped by a person: nothing is sent until they write here");
+    }
+    let hold = std::time::Duration::from_millis(hub.config.agent.hold_ms);
+    if hub.commands.held_within(&client.id, hold) {
+        return wait(&format!(
+            "有人正在输入 / a person is typing in this tab: nothing is sent within {} ms of their last key",
+            hold.as_millis()
+        ));
     }
     let finished = report.event == "flow_end"
         || report

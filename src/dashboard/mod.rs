@@ -16,6 +16,7 @@ pub mod flows;
 pub mod login;
 pub mod plans;
 pub mod runs;
+pub mod skills;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -308,6 +309,9 @@ pub fn routes() -> Router<Arc<Door>> {
         .route("/api/agents", get(agents::list))
         .route("/api/agents/sessions/{id}", get(agents::session))
         .route("/api/agents/sessions/{id}/{action}", post(agents::control))
+        .route("/api/skills", get(skills::list))
+        .route("/api/skills/{name}", get(skills::get).put(skills::save))
+        .route("/api/skills/{name}/enable", post(skills::enable))
 }
 
 #[cfg(test)]

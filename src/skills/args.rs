@@ -16,7 +16,21 @@ pub enum Action {
     },
     /// Send this prompt to this target.
     Prompt { to: String, text: String },
+    /// Run this program skill (if enabled and allowed) with `input` as JSON on stdin.
+    Program {
+        name: String,
+        spec: super::program::ProgramSpec,
+        input: Value,
+    },
 }
+
+impl PartialEq for super::program::ProgramSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.sha256 == other.sha256
+    }
+}
+
+impl Eq for super::program::ProgramSpec {}
 
 /// The text a value takes in a placeholder: a string as is, anything else as JSON.
 fn as_text(v: &Value) -> String {
@@ -151,6 +165,11 @@ pub fn prepare(skill: &Skill, args: &[(String, String)]) -> Result<Action, Vec<S
         Body::Prompt(p) => Action::Prompt {
             to: p.to.clone().unwrap_or_else(|| "role:worker".into()),
             text: fill(&p.template, &obj),
+        },
+        Body::Program(p) => Action::Program {
+            name: skill.name.clone(),
+            spec: p.clone(),
+            input: Value::Object(obj),
         },
     })
 }

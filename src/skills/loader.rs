@@ -61,6 +61,8 @@ pub enum Body {
     Run(RunSpec),
     Flow(FlowSpec),
     Prompt(PromptSpec),
+    /// A program (`NAME.py`, `.js`, `.sh`) that runs only while the person's pin matches.
+    Program(super::program::ProgramSpec),
 }
 
 /// A loaded, checked skill.

@@ -808,3 +808,47 @@ async fn create_smart_finally_keeps_else_and_finally_with_their_if() {
     assert_eq!(state, "completed");
     assert_eq!(ran(&h), "check_status\nrollback\ncleanup\n");
 }
+
+// ---- the manual's flow_report while a person holds the tab (docs/protocol.md) --------------
+
+/// The manual's script asks with `flow_report` whether it may send; while the person holds the
+/// tab (a key pressed in its box within `--agent-hold-ms`, reported as `task_update {state:
+/// "held"}`) the answer is `wait`, `should_auto_send: false`, and `auto_send` again once the
+/// hold has passed. Nothing sleeps: the script asks again until the answer changes.
+#[tokio::test]
+async fn flow_report_waits_while_a_person_holds_the_tab() {
+    let hold = Duration::from_millis(400);
+    let h = TestHub::start_with(move |c| c.agent.hold_ms = hold.as_millis() as u64).await;
+    let mut m = h
+        .scripted("m", "deepseek", "master", |_| {
+            Reply::Text(Duration::ZERO, "unused".into())
+        })
+        .await;
+    let report = json!({"type":"flow_report","turn_id":"t1","event":"flow_end"});
+    m.send(report.clone());
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "auto_send", "no hold yet: {c}");
+    // The person presses a key while a delivery waits in the box.
+    let held_at = std::time::Instant::now();
+    m.send(json!({"type":"task_update","deliver_id":"d-1","state":"held"}));
+    m.send(report.clone());
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "wait", "{c}");
+    assert_eq!(c["should_auto_send"], false, "{c}");
+    assert!(c["reason"].as_str().unwrap().contains("typing"), "{c}");
+    // Asked again and again, the answer turns to auto_send only after the hold has passed.
+    let c = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            m.send(report.clone());
+            let c = m.next("flow_control").await;
+            if c["action"] == "auto_send" {
+                return c;
+            }
+            assert!(c["reason"].as_str().unwrap().contains("typing"), "{c}");
+        }
+    })
+    .await
+    .expect("the hold ends");
+    assert_eq!(c["should_auto_send"], true, "{c}");
+    assert!(held_at.elapsed() >= hold, "auto_send came within the hold");
+}

@@ -261,3 +261,169 @@ async fn hostile_values_in_a_run_skill_never_reach_a_shell() {
         .await;
     assert_eq!(out(&r), "2026-05-01T02:00:00Z", "{r}");
 }
+
+// ---- program skills (skills/NAME.py): exec policy, the person's pin, JSON on stdin ---------
+
+const SHOUT: &str = "#!/usr/bin/env python3\n# name: shout\n# description: upper-cases a text\n\
+# param text: string, required — the text\n# param times: integer = 1 — how often\n\
+# returns: text\nimport json, sys\nargs = json.load(sys.stdin)\n\
+print(' '.join([args['text'].upper()] * args['times']))\n";
+
+/// `aicard skill enable NAME` in the person's terminal: the real binary, on the hub's store.
+fn enable(h: &TestHub, dir: &Path, name: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_aicard"))
+        .args(["skill", "enable", name, "--skills"])
+        .arg(dir)
+        .arg("--data-dir")
+        .arg(h.dir.path())
+        .output()
+        .expect("aicard runs")
+}
+
+fn have_python3() -> bool {
+    let found = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: python3 is not on PATH");
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_program_skill_runs_only_when_allowed_and_enabled_and_a_change_disables_it() {
+    if !have_python3() {
+        return;
+    }
+    let dir = skills_dir(&[]);
+    let h = hub_with(dir.path(), ExecMode::Allowlist, &["skill:shout"]).await;
+    let mut m = h.scripted("m", "kimi", "master", echo_back).await;
+    let mut rx = h.hub().commands.skills.subscribe();
+    // Written while the hub runs: hot-loaded, but it waits for the person.
+    put(dir.path(), "shout.py", SHOUT);
+    until_loaded(&h, &mut rx, |s| s.get("shout").is_some()).await;
+    let list = out(&m.command("?<skill list>!").await);
+    assert!(list.contains("waits to be enabled"), "{list}");
+    let r = m.command("?<skill shout text=hi>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(
+        out(&r).contains("waits to be enabled") && out(&r).contains("aicard skill enable shout"),
+        "{r}"
+    );
+    // A model's reply cannot enable it: the language has no such command.
+    for cmd in ["?<skill enable shout>!", "?<skill enable name=shout>!"] {
+        let r = m.command(cmd).await;
+        assert_eq!(r["result"]["success"], false, "{r}");
+    }
+    let r = m.command("?<skill shout text=hi>!").await;
+    assert!(out(&r).contains("waits to be enabled"), "{r}");
+    // The person enables it in their terminal; the hub sees the pin at the next call.
+    let e = enable(&h, dir.path(), "shout");
+    assert!(e.status.success(), "{e:?}");
+    let said = String::from_utf8_lossy(&e.stdout);
+    let sha = aicard::skills::program::sha256_hex(SHOUT.as_bytes());
+    assert!(said.contains(&sha), "{said}");
+    // Parameters arrive as JSON on stdin, typed and defaulted; a hostile value is data.
+    let r = m
+        .command("?<skill shout text=\"hi $(touch PWNED); x\" times=2>!")
+        .await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    assert_eq!(out(&r), "HI $(TOUCH PWNED); X HI $(TOUCH PWNED); X", "{r}");
+    assert!(!h.dir.path().join("workspace").join("PWNED").exists());
+    let r = m.command("?<skill shout times=2>!").await;
+    assert!(
+        out(&r).contains("参数 `text`"),
+        "the schema from the header: {r}"
+    );
+    // Changed: disabled again until the person enables the new bytes.
+    let changed = SHOUT.replace(".upper()", ".upper() + '!'");
+    put(dir.path(), "shout.py", &changed);
+    until_loaded(&h, &mut rx, |s| {
+        s.get("shout")
+            .is_some_and(|k| matches!(&k.body, aicard::skills::Body::Program(p) if p.sha256 != sha))
+    })
+    .await;
+    let r = m.command("?<skill shout text=hi>!").await;
+    assert!(out(&r).contains("waits to be enabled"), "{r}");
+    assert!(enable(&h, dir.path(), "shout").status.success());
+    assert_eq!(out(&m.command("?<skill shout text=hi>!").await), "HI!");
+    // Broken header: skipped with its error (file and line) in the list; the others work.
+    put(
+        dir.path(),
+        "shout.py",
+        &changed.replace("integer = 1", "int = 1"),
+    );
+    until_loaded(&h, &mut rx, |s| {
+        s.errors.iter().any(|e| e.file == "shout.py")
+    })
+    .await;
+    let list = out(&m.command("?<skill list>!").await);
+    assert!(
+        list.contains("shout.py:5:1:") && list.contains("unknown type `int`"),
+        "{list}"
+    );
+    let r = m.command("?<skill shout text=hi>!").await;
+    assert!(out(&r).contains("no skill named `shout`"), "{r}");
+    let e = enable(&h, dir.path(), "shout");
+    assert!(!e.status.success(), "a broken skill is not enabled: {e:?}");
+    // Under the allowlist a skill needs its own `--allow skill:NAME`.
+    put(
+        dir.path(),
+        "other.py",
+        &SHOUT.replace("name: shout", "name: other"),
+    );
+    until_loaded(&h, &mut rx, |s| s.get("other").is_some()).await;
+    assert!(enable(&h, dir.path(), "other").status.success());
+    let r = m.command("?<skill other text=hi>!").await;
+    assert!(out(&r).contains("--allow skill:other"), "{r}");
+}
+
+#[tokio::test]
+async fn exec_off_refuses_a_program_skill_even_when_enabled() {
+    let dir = skills_dir(&[("shout.py", SHOUT)]);
+    let h = hub_with(dir.path(), ExecMode::Off, &[]).await;
+    let mut m = h.scripted("m", "kimi", "master", echo_back).await;
+    assert!(enable(&h, dir.path(), "shout").status.success());
+    let r = m.command("?<skill shout text=hi>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("exec is off"), "{r}");
+}
+
+#[tokio::test]
+async fn a_file_skill_leaves_one_file_kept_by_the_files_service() {
+    if !have_python3() {
+        return;
+    }
+    const REPORT: &str = "# name: report\n# description: writes a report file\n\
+# param title: string, required\n# returns: file\nimport json, os, sys\n\
+a = json.load(sys.stdin)\n\
+open(os.path.join(os.environ['AICARD_OUT'], 'report.txt'), 'w').write('# ' + a['title'])\n\
+print('written')\n";
+    let dir = skills_dir(&[("report.py", REPORT)]);
+    let h = hub_with(dir.path(), ExecMode::On, &[]).await;
+    let mut m = h.scripted("m", "kimi", "master", echo_back).await;
+    assert!(enable(&h, dir.path(), "report").status.success());
+    let r = m.command("?<skill report title=Q3>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
+    let text = out(&r);
+    let sha = aicard::skills::program::sha256_hex(b"# Q3");
+    assert!(
+        text.starts_with("written\n[附件 / attachment: report.txt (4 bytes, text/plain"),
+        "{text}"
+    );
+    assert!(text.contains(&sha), "{text}");
+    let kept = std::fs::read(h.dir.path().join("blobs").join(&sha)).unwrap();
+    assert_eq!(kept, b"# Q3");
+    // A path printed on stdout is not a result: only what is left in $AICARD_OUT counts.
+    let liar = REPORT
+        .replace("name: report", "name: liar")
+        .replace("open(os.path.join(os.environ['AICARD_OUT'], 'report.txt'), 'w').write('# ' + a['title'])\n", "")
+        .replace("print('written')", "print('/etc/passwd')");
+    std::fs::write(dir.path().join("liar.py"), liar).unwrap();
+    h.hub().commands.skills.reload();
+    assert!(enable(&h, dir.path(), "liar").status.success());
+    let r = m.command("?<skill liar title=x>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    assert!(out(&r).contains("exactly one file"), "{r}");
+}

@@ -34,6 +34,7 @@
 // @grant             GM_xmlhttpRequest
 // @grant             GM.xmlHttpRequest
 // @grant             GM_info
+// @grant             GM_registerMenuCommand
 // @grant             unsafeWindow
 // @connect           127.0.0.1
 // @connect           localhost
@@ -3284,13 +3285,51 @@ ${codeText(el)}
   };
 
   // src/core/debug.js
-  function installDebugHelpers(win, { hub, runner, capture, adapter, panel, wrap = (fn) => fn }) {
-    const helpers = {
+  var NEEDS_TEXT = {
+    mcpAutoSend: "要发送的文字 / text to type and send",
+    mcpSendCmd: "发给 hub 的命令 / command for the hub",
+    mcpSimulateInput: "要填入输入框的文字（不发送）/ text to put in the box (not sent)"
+  };
+  function describeElement(el) {
+    if (!el) return null;
+    const r = el.getBoundingClientRect();
+    return {
+      tag: el.tagName.toLowerCase(),
+      label: (el.getAttribute("aria-label") || el.getAttribute("title") || el.textContent || "").trim().slice(0, 60),
+      disabled: Boolean(el.disabled) || el.getAttribute("aria-disabled") === "true",
+      rect: { x: Math.round(r.x), y: Math.round(r.y), width: Math.round(r.width), height: Math.round(r.height) }
+    };
+  }
+  function debugHelpers({ doc, hub, runner, capture, adapter, panel }) {
+    const input = () => findInput(doc, adapter);
+    return {
       /** Types `text` into the box and sends it, as a `deliver` with auto_send would. */
       mcpAutoSend: (text) => runner.handle({ type: "deliver", text: String(text), auto_send: true }),
       /** Sends a command to the hub as if the person had typed it. */
       mcpSendCmd: (cmd) => hub.send(userInput(String(cmd))),
-      /** Connection, queue and capture state, for the console. */
+      /** Puts `text` into the box without sending it (what a task's typing does first). */
+      mcpSimulateInput: (text) => {
+        const box = input();
+        if (!box) return { ok: false, why: "no input box found" };
+        setInput(box, String(text));
+        return { ok: readInput(box) === String(text), text: readInput(box) };
+      },
+      /** The send button this site's adapter (or the fallback) finds. */
+      mcpFindButton: () => describeElement(findSendButton(doc, adapter, input())),
+      /** One self-check: adapter, hub connection, input box and send button. */
+      mcpTest: () => {
+        const box = input();
+        const send = findSendButton(doc, adapter, box);
+        const checks = {
+          adapter: adapter.name,
+          hub: hub.status.state,
+          transport: hub.status.transport || null,
+          input: Boolean(box),
+          sendButton: Boolean(send)
+        };
+        return { ok: checks.hub === "open" && checks.input && checks.sendButton, ...checks };
+      },
+      /** Connection, queue and capture state. */
       mcpStatus: () => ({
         site: adapter.name,
         hub: { ...hub.status },
@@ -3300,8 +3339,8 @@ ${codeText(el)}
         lastTurn: capture.lastTurn ? { id: capture.lastTurn.id, chars: capture.lastTurn.text.length } : null
       }),
       /**
-       * The last captured stream exactly as the site sent it, for recording an adapter fixture:
-       * `copy(mcpLastStream().text)` in the console, save as test/adapters/fixtures/<site>-<date>.sse.
+       * The last captured stream exactly as the site sent it, for recording an adapter fixture
+       * (saved as test/adapters/fixtures/<site>-<date>.sse).
        */
       mcpLastStream: () => {
         const turn = capture.lastTurn;
@@ -3332,7 +3371,42 @@ ${codeText(el)}
       /** The panel's text, position and buttons. */
       mcpPanel: () => panel.describe()
     };
-    for (const [name, fn] of Object.entries(helpers)) win[name] = wrap(fn);
+  }
+  function debugRunner(helpers, { ask, show }) {
+    return (name, arg) => {
+      const fn = helpers[name];
+      if (!fn) throw new Error(`no debug helper ${name}`);
+      let value = arg;
+      if (NEEDS_TEXT[name] && typeof value !== "string") {
+        value = ask(NEEDS_TEXT[name]);
+        if (value === null || value === void 0) return void 0;
+      }
+      const result = fn(value);
+      if (result && typeof result.then === "function") {
+        return result.then((r) => {
+          show(name, r);
+          return r;
+        }, (e) => {
+          show(name, { error: String(e) });
+          throw e;
+        });
+      }
+      show(name, result);
+      return result;
+    };
+  }
+  function installDebugMenu(register, run, names) {
+    if (typeof register !== "function") return [];
+    return names.map((name) => register(`AIcard 调试 debug: ${name}`, (ev) => run(name, typeof ev === "string" ? ev : void 0)));
+  }
+  function resultText(name, result) {
+    let text;
+    try {
+      text = JSON.stringify(result);
+    } catch {
+      text = String(result);
+    }
+    return `${name}: ${text === void 0 ? "ok" : text}`.slice(0, 300);
   }
 
   // src/core/backoff.js
@@ -4530,6 +4604,11 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       const button = ev.target.closest("button[data-act]");
       if (!button) return;
       const { act, flow } = button.dataset;
+      if (act === "debug" && this.debugRun) {
+        Promise.resolve().then(() => this.debugRun(button.dataset.helper)).catch(() => {
+        });
+        return;
+      }
       if (AGENT_CONTROLS[act]) {
         this.hub.send(userInput(AGENT_CONTROLS[act]));
         return;
@@ -4676,6 +4755,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       if (parked) rows.push(this.note(parkedText(parked)));
       for (const [, out] of this.output) rows.push(this.row(`⋯ ${out.command}`.slice(0, 30), out.text.slice(-120)));
       if (result) rows.push(this.row("结果 Result", result));
+      if (this.debugNames) rows.push(this.renderDebug());
       this.body.replaceChildren(...rows);
       if (this.runs.size) this.body.append(this.renderFlows());
       if (this.agents.size) this.body.append(this.renderAgents());
@@ -4708,6 +4788,23 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
           );
         }
         wrap.append(el);
+      }
+      return wrap;
+    }
+    /** Debug mode: the helpers as buttons, and the last one's result. */
+    setDebug(names, run) {
+      this.debugNames = names;
+      this.debugRun = run;
+      this.render();
+    }
+    renderDebug() {
+      const wrap = this.doc.createElement("div");
+      wrap.className = "debug";
+      wrap.append(this.row("调试 Debug", this.state.debugOut || ""));
+      for (const name of this.debugNames) {
+        const b = this.button("debug", name.replace(/^mcp/, ""));
+        b.dataset.helper = name;
+        wrap.append(b, " ");
       }
       return wrap;
     }
@@ -5773,8 +5870,16 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", mount, { once: true });
     else mount();
     if (debug) {
-      const wrap = sandboxed ? (fn) => env.exportFunction(fn, pageWindowOf(win), { allowCrossOriginArguments: false }) : void 0;
-      installDebugHelpers(sandboxed ? pageWindowOf(win) : win, { hub, runner, capture, adapter, panel, wrap });
+      const helpers = debugHelpers({ doc, hub, runner, capture, adapter, panel });
+      const run = debugRunner(helpers, {
+        ask: (q) => own.prompt(q),
+        show: (name, result) => {
+          console.debug(`[AIcard] ${name}`, result);
+          if (name !== "mcpPanel") panel.update({ debugOut: resultText(name, result) });
+        }
+      });
+      installDebugMenu(gm.registerMenuCommand, run, Object.keys(helpers));
+      panel.setDebug(Object.keys(helpers), run);
     }
     return { hub, capture, runner, panel, adapter, hooks };
   }
@@ -5876,7 +5981,9 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       getValue: typeof GM_getValue === "function" ? GM_getValue : (k, d) => memory.has(k) ? memory.get(k) : d,
       setValue: typeof GM_setValue === "function" ? GM_setValue : (k, v) => memory.set(k, v),
       xmlhttpRequest: request,
-      info: typeof GM_info === "object" ? GM_info : null
+      info: typeof GM_info === "object" ? GM_info : null,
+      // The manager's own menu: the debug helpers live there (and in the panel), never on the page.
+      registerMenuCommand: typeof GM_registerMenuCommand === "function" ? GM_registerMenuCommand : asyncGm && typeof asyncGm.registerMenuCommand === "function" ? (n, f) => asyncGm.registerMenuCommand(n, f) : null
     };
   }
   start({

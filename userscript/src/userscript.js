@@ -3,7 +3,7 @@
  * world it put us in) and starts AIcard. Inside the bundle's IIFE, so none of this reaches the
  * page's globals.
  */
-/* global GM, GM_getValue, GM_setValue, GM_xmlhttpRequest, GM_info, unsafeWindow, exportFunction */
+/* global GM, GM_getValue, GM_setValue, GM_xmlhttpRequest, GM_info, GM_registerMenuCommand, unsafeWindow, exportFunction */
 import { start } from './core/main.js';
 
 function grants() {
@@ -17,6 +17,9 @@ function grants() {
     setValue: typeof GM_setValue === 'function' ? GM_setValue : (k, v) => memory.set(k, v),
     xmlhttpRequest: request,
     info: typeof GM_info === 'object' ? GM_info : null,
+    // The manager's own menu: the debug helpers live there (and in the panel), never on the page.
+    registerMenuCommand: typeof GM_registerMenuCommand === 'function' ? GM_registerMenuCommand
+      : asyncGm && typeof asyncGm.registerMenuCommand === 'function' ? (n, f) => asyncGm.registerMenuCommand(n, f) : null,
   };
 }
 

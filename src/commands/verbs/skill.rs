@@ -51,6 +51,20 @@ impl<H: Host> Interpreter<H> {
                         errors.join("\n  - ")
                     ))
                 })?;
+                if let SkillAction::Program { name, spec, input } = &action {
+                    // A program skill (docs/memory-and-skills.md): the exec policy, then the
+                    // person's pin, then its run.
+                    self.check(ctx.caller, Action::Shell)?;
+                    let out = set
+                        .run_program(&self.exec, name, spec, input, &ctx.caller.client_id)
+                        .await
+                        .map_err(failed)?;
+                    return if out.success {
+                        Ok(out.text)
+                    } else {
+                        Err(CmdError::Failed(out.text))
+                    };
+                }
                 self.perform(ctx, action, frame).await
             }
         }
@@ -58,6 +72,7 @@ impl<H: Host> Interpreter<H> {
 
     async fn perform(&self, ctx: &Ctx<'_>, action: SkillAction, frame: &Frame) -> Res {
         match action {
+            SkillAction::Program { .. } => Err(failed("程序技能 / a program skill runs above")),
             SkillAction::Run(argv) => {
                 self.check(ctx.caller, Action::Shell)?;
                 let out = crate::exec::run_argv(

@@ -15,10 +15,10 @@ import { pickAdapter } from './adapters.js';
 import { overrideFor, withFallback } from '../adapters/lib/bend.js';
 import { PersonTurnFallback } from './dom-fallback.js';
 import { TurnCapture } from './capture.js';
-import { installDebugHelpers } from './debug.js';
+import { debugHelpers, debugRunner, installDebugMenu, resultText } from './debug.js';
 import { HubClient } from './hub-client.js';
 import { findInput, readInput, findSendButton } from './input.js';
-import { installNetworkHooks, pageWindowOf } from './realm.js';
+import { installNetworkHooks } from './realm.js';
 import { Panel } from './panel.js';
 import { Settings, TabIdentity } from './storage.js';
 import { TaskRunner } from './tasks.js';
@@ -138,8 +138,18 @@ export function start(env) {
   if (doc.readyState === 'loading') doc.addEventListener('DOMContentLoaded', mount, { once: true });
   else mount();
   if (debug) {
-    const wrap = sandboxed ? (fn) => env.exportFunction(fn, pageWindowOf(win), { allowCrossOriginArguments: false }) : undefined;
-    installDebugHelpers(sandboxed ? pageWindowOf(win) : win, { hub, runner, capture, adapter, panel, wrap });
+    // The manager's menu and the panel only: never the page's window (a page must not drive the hub).
+    const helpers = debugHelpers({ doc, hub, runner, capture, adapter, panel });
+    const run = debugRunner(helpers, {
+      ask: (q) => own.prompt(q),
+      show: (name, result) => {
+        console.debug(`[AIcard] ${name}`, result);
+        // mcpPanel describes the panel: showing it there would change what it describes.
+        if (name !== 'mcpPanel') panel.update({ debugOut: resultText(name, result) });
+      },
+    });
+    installDebugMenu(gm.registerMenuCommand, run, Object.keys(helpers));
+    panel.setDebug(Object.keys(helpers), run);
   }
   return { hub, capture, runner, panel, adapter, hooks };
 }

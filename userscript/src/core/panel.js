@@ -174,6 +174,10 @@ export class Panel {
     const button = ev.target.closest('button[data-act]');
     if (!button) return;
     const { act, flow } = button.dataset;
+    if (act === 'debug' && this.debugRun) {
+      Promise.resolve().then(() => this.debugRun(button.dataset.helper)).catch(() => { /* shown by the runner */ });
+      return;
+    }
     if (AGENT_CONTROLS[act]) {
       this.hub.send(userInput(AGENT_CONTROLS[act]));
       return;
@@ -320,6 +324,7 @@ export class Panel {
     if (parked) rows.push(this.note(parkedText(parked)));
     for (const [, out] of this.output) rows.push(this.row(`⋯ ${out.command}`.slice(0, 30), out.text.slice(-120)));
     if (result) rows.push(this.row('结果 Result', result));
+    if (this.debugNames) rows.push(this.renderDebug());
     this.body.replaceChildren(...rows);
     // The hub sends flow_event only to the master of a run, whatever role the tab had before.
     if (this.runs.size) this.body.append(this.renderFlows());
@@ -351,6 +356,25 @@ export class Panel {
           ' ', this.button('stop', '停止 Stop', run.flow));
       }
       wrap.append(el);
+    }
+    return wrap;
+  }
+
+  /** Debug mode: the helpers as buttons, and the last one's result. */
+  setDebug(names, run) {
+    this.debugNames = names;
+    this.debugRun = run;
+    this.render();
+  }
+
+  renderDebug() {
+    const wrap = this.doc.createElement('div');
+    wrap.className = 'debug';
+    wrap.append(this.row('调试 Debug', this.state.debugOut || ''));
+    for (const name of this.debugNames) {
+      const b = this.button('debug', name.replace(/^mcp/, ''));
+      b.dataset.helper = name;
+      wrap.append(b, ' ');
     }
     return wrap;
   }

@@ -123,7 +123,7 @@ test('nothing is typed while the model streams; a session the hub ends drops the
     await mock.held('streaming-1');
     mock.next('deepseek', { answer: 'the model read the results' });
     hub.send(client.id, deliver('s-stream'));
-    await page.waitForFunction(() => window.mcpPanel().text.includes('deliver: ⟦aicard result'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('deliver: ⟦aicard result'));
     assert.equal(mock.requests('deepseek').length, base + 1, 'not typed while the reply streams');
     mock.release('streaming-1');
     const ends = await hub.waitFrame((f) => f.clientId === client.id && f.frame.type === 'turn_end' && f.frame.text === 'the model read the results',
@@ -142,9 +142,9 @@ test('nothing is typed while the model streams; a session the hub ends drops the
     await page.keyboard.press('Enter');
     await mock.held('streaming-2');
     hub.send(client.id, deliver('s-stop'));
-    await page.waitForFunction(() => window.mcpPanel().text.includes('deliver: ⟦aicard result'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('deliver: ⟦aicard result'));
     hub.send(client.id, { type: 'flow_event', run_id: 's-stop', flow: 'agent', state: 'ended', detail: { kind: 'agent', round: 1, of: 25, why: '已停止 / stopped by the person' } });
-    await page.waitForFunction(() => window.mcpPanel().text.includes('空闲 idle'), null, { timeout: 2000 });
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('空闲 idle'), null, { timeout: 2000 });
     mock.release('streaming-2');
     await hub.waitFrame((f) => f.clientId === client.id && f.frame.type === 'turn_end' && f.frame.text.startsWith('Another reply'), { what: 'the person\'s reply' });
     await page.waitForFunction(() => document.body.dataset.streaming === 'false');
@@ -163,37 +163,37 @@ test('the panel shows the session: round k/N, the command running, why; its butt
   try {
     const ev = (state, detail) => hub.send(client.id, { type: 'flow_event', run_id: 'sess-9', flow: 'agent:researcher', state, detail: { kind: 'agent', of: 25, ...detail } });
     ev('running', { round: 2, command: 'memory search 登录' });
-    await page.waitForFunction(() => window.mcpPanel().text.includes('代理 agent researcher · round 2/25'));
-    let panel = await page.evaluate(() => window.mcpPanel());
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('代理 agent researcher · round 2/25'));
+    let panel = await page.evaluate(() => window.__aicardMenu('mcpPanel'));
     assert.match(panel.text, /⋯ memory search 登录/);
     const host = await page.evaluate(() => ({ ...document.querySelector('aicard-panel').dataset }));
     assert.equal(host.agent, 'running');
     assert.equal(host.agentRound, '2/25');
     const click = async (act) => {
-      const b = (await page.evaluate(() => window.mcpPanel())).buttons.find((x) => x.act === act);
+      const b = (await page.evaluate(() => window.__aicardMenu('mcpPanel'))).buttons.find((x) => x.act === act);
       assert.ok(b, `${act} button shown`);
       await page.mouse.click(b.rect.x + b.rect.width / 2, b.rect.y + b.rect.height / 2);
     };
     const sent = async (text) => hub.waitFrame((f) => f.clientId === client.id && f.frame.type === 'user_input' && f.frame.text === text, { timeoutMs: 3000, what: text });
     ev('note', { round: 2, why: '模型自己写了结果，已忽略 / the model wrote a result itself (ignored)' });
-    await page.waitForFunction(() => window.mcpPanel().text.includes('the model wrote a result itself'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('the model wrote a result itself'));
     assert.equal(await page.evaluate(() => document.querySelector('aicard-panel').dataset.agent), 'running', 'a note keeps the state');
     await click('agent-pause');
     await sent('?<agent pause>!');
     ev('paused', { round: 2, why: '已暂停 / paused by the person' });
-    await page.waitForFunction(() => window.mcpPanel().buttons.some((b) => b.act === 'agent-resume'));
-    panel = await page.evaluate(() => window.mcpPanel());
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').buttons.some((b) => b.act === 'agent-resume'));
+    panel = await page.evaluate(() => window.__aicardMenu('mcpPanel'));
     assert.match(panel.text, /已暂停 \/ paused by the person/);
     assert.ok(!panel.text.includes('memory search 登录'), 'no command runs while paused');
     await click('agent-resume');
     await sent('?<agent resume>!');
     ev('sent', { round: 3 });
-    await page.waitForFunction(() => window.mcpPanel().text.includes('round 3/25 · 已发回结果'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('round 3/25 · 已发回结果'));
     await click('agent-stop');
     await sent('?<agent stop>!');
     ev('ended', { round: 3, why: '已停止 / stopped by the person' });
-    await page.waitForFunction(() => !window.mcpPanel().buttons.some((b) => b.act.startsWith('agent-')));
-    panel = await page.evaluate(() => window.mcpPanel());
+    await page.waitForFunction(() => !window.__aicardMenu('mcpPanel').buttons.some((b) => b.act.startsWith('agent-')));
+    panel = await page.evaluate(() => window.__aicardMenu('mcpPanel'));
     assert.match(panel.text, /已结束 ended/);
     assert.match(panel.text, /已停止 \/ stopped by the person/);
     const inputs = framesOf(client, 'user_input').map((f) => f.frame.text);
@@ -208,14 +208,14 @@ test('after a Stop the panel lists, as text, the commands not run and those canc
   const { page, client } = await open('chatgpt', { role: 'master' });
   try {
     const ev = (state, detail, runId = 'sess-stop') => hub.send(client.id, { type: 'flow_event', run_id: runId, flow: 'agent:writer', state, detail: { kind: 'agent', of: 25, ...detail } });
-    const panelText = () => page.evaluate(() => window.mcpPanel().text);
+    const panelText = () => page.evaluate(() => window.__aicardMenu('mcpPanel').text);
     ev('running', { round: 2, command: 'sleep 30' });
-    await page.waitForFunction(() => window.mcpPanel().text.includes('⋯ sleep 30'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('⋯ sleep 30'));
     const evil = '<img src=x onerror="window.__aicardPwned=1">';
     ev('ended', {
       round: 2, why: '已停止 / stopped by the person', not_run: ['memory 第二步 step two', evil], cancelled: ['sleep 30'], jobs: ['job-7'],
     });
-    await page.waitForFunction(() => window.mcpPanel().text.includes('已取消 / cancelled'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('已取消 / cancelled'));
     let text = await panelText();
     assert.ok(text.includes(`未运行 / not run: memory 第二步 step two · ${evil}`), text);
     assert.ok(text.includes('已取消 / cancelled: sleep 30'), text);
@@ -223,12 +223,12 @@ test('after a Stop the panel lists, as text, the commands not run and those canc
     assert.ok(text.includes('已停止 / stopped by the person'), text);
     assert.ok(!text.includes('⋯ sleep 30'), 'nothing shown as running');
     assert.equal(await page.evaluate(() => window.__aicardPwned), undefined, 'a command is shown as text, never as HTML');
-    assert.ok(!(await page.evaluate(() => window.mcpPanel())).buttons.some((b) => b.act.startsWith('agent-')), 'no buttons once ended');
+    assert.ok(!(await page.evaluate(() => window.__aicardMenu('mcpPanel'))).buttons.some((b) => b.act.startsWith('agent-')), 'no buttons once ended');
 
     // A later command of the stopped turn, not run: a note without a session id, listed under
     // the session that was stopped; the reason it ended stays.
     hub.send(client.id, { type: 'flow_event', run_id: '', flow: 'agent', state: 'note', detail: { kind: 'agent', not_run: ['to kimi: 再问一次'], why: '未运行：已被停止 / not run: the person stopped the session' } });
-    await page.waitForFunction(() => window.mcpPanel().text.includes('to kimi: 再问一次'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('to kimi: 再问一次'));
     text = await panelText();
     assert.ok(text.includes(`未运行 / not run: memory 第二步 step two · ${evil} · to kimi: 再问一次`), text);
     assert.ok(text.includes('已停止 / stopped by the person'), text);
@@ -236,7 +236,7 @@ test('after a Stop the panel lists, as text, the commands not run and those canc
 
     // An end without the lists (or with empty ones) shows none.
     ev('ended', { round: 1, why: '完成 / done', not_run: [], cancelled: [] }, 'sess-done');
-    await page.waitForFunction(() => window.mcpPanel().text.includes('完成 / done'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('完成 / done'));
     text = await panelText();
     assert.equal(text.split('未运行 / not run').length - 1, 1, 'the lists belong to the stopped session only');
     assert.equal(text.split('已取消 / cancelled').length - 1, 1);
@@ -324,11 +324,11 @@ describe('on the real hub', () => {
         await page.keyboard.press('Enter');
       },
       async clickStop() {
-        const b = (await page.evaluate(() => window.mcpPanel())).buttons.find((x) => x.act === 'agent-stop');
+        const b = (await page.evaluate(() => window.__aicardMenu('mcpPanel'))).buttons.find((x) => x.act === 'agent-stop');
         assert.ok(b, 'the panel shows Stop');
         await page.mouse.click(b.rect.x + b.rect.width / 2, b.rect.y + b.rect.height / 2);
       },
-      panelText: () => page.evaluate(() => window.mcpPanel().text),
+      panelText: () => page.evaluate(() => window.__aicardMenu('mcpPanel').text),
     };
   });
 

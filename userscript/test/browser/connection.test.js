@@ -111,7 +111,7 @@ test('site trouble fails the task with a reason: HTTP 429, captcha page', async 
   }
 });
 
-test('nothing leaks to the page: no token, no globals, no helpers unless debug is on', async () => {
+test('nothing leaks to the page: no token, no globals, and no helpers even in debug mode', async () => {
   const hub = await startStandInHub({ token: 'secret-token-7f3a' });
   const plain = await browser.context.newPage();
   await plain.goto(`https://${HOST}/`);
@@ -137,8 +137,20 @@ test('nothing leaks to the page: no token, no globals, no helpers unless debug i
     assert.equal(found.tokenInStorage, false);
     assert.equal(found.panelReachable, false, 'the panel\'s shadow root is closed');
     const debugPage = await openTab(browser.context, { host: HOST, hub, gmValues: { debug: true } });
-    assert.deepEqual(await debugPage.evaluate(() => ['mcpAutoSend', 'mcpSendCmd', 'mcpStatus'].map((n) => typeof window[n])), ['function', 'function', 'function']);
-    assert.equal(JSON.stringify(await debugPage.evaluate(() => window.mcpStatus())).includes('secret-token-7f3a'), false);
+    // Debug mode: the helpers are the manager's menu entries (and panel buttons), never the page's.
+    assert.deepEqual(await debugPage.evaluate(() => ['mcpAutoSend', 'mcpSendCmd', 'mcpStatus', 'mcpTest', 'mcpFindButton', 'mcpSimulateInput'].map((n) => typeof window[n])),
+      ['undefined', 'undefined', 'undefined', 'undefined', 'undefined', 'undefined']);
+    const status = await debugPage.evaluate(() => window.__aicardMenu('mcpStatus'));
+    assert.equal(status.site, 'sim');
+    assert.equal(JSON.stringify(status).includes('secret-token-7f3a'), false);
+    const check = await debugPage.evaluate(() => window.__aicardMenu('mcpTest'));
+    assert.equal(check.input, true, JSON.stringify(check));
+    assert.equal((await debugPage.evaluate(() => window.__aicardMenu('mcpSimulateInput', 'typed by debug'))).ok, true);
+    assert.ok(await debugPage.evaluate(() => window.__aicardMenu('mcpFindButton')), 'the send button is found');
+    // The panel shows the helpers as buttons, and the last result.
+    const described = await debugPage.evaluate(() => JSON.parse(document.querySelector('aicard-panel').getAttribute('data-describe')));
+    assert.ok(described.buttons.some((b) => b.act === 'debug'), JSON.stringify(described.buttons));
+    assert.match(described.text, /mcpFindButton: \{/);
     await debugPage.close();
   } finally {
     await page.close();
@@ -155,7 +167,7 @@ test('debug mcpLastStream() records the raw stream for a fixture', async () => {
     mock.next('sim', { answer, reasoning: 'hmm', variant: 'reasoning' });
     hub.send(client.id, task('rec', 'record me'));
     await hub.waitFrame((f) => f.frame.type === 'turn_end' && f.frame.task_id === 'rec');
-    const rec = await page.evaluate(() => window.mcpLastStream());
+    const rec = await page.evaluate(() => window.__aicardMenu('mcpLastStream'));
     const sim = mock.sites.find((s) => s.name === 'sim');
     const expected = Buffer.concat(sim.stream({ answer, reasoning: 'hmm', variant: 'reasoning' }).map((c) => Buffer.from(c)));
     assert.equal(Buffer.from(rec.base64, 'base64').compare(expected), 0, 'raw bytes recorded exactly');

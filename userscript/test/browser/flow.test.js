@@ -104,7 +104,7 @@ test('master + four workers: ?<manager run cross-review>! puts the report in the
     const ends = proxy.frames.filter((f) => f.dir === 'up' && f.frame?.type === 'turn_end' && f.frame.task_id);
     assert.ok(ends.length >= 4, `four task answers, got ${ends.length}`);
 
-    const panel = await pages.master.evaluate(() => window.mcpPanel());
+    const panel = await pages.master.evaluate(() => window.__aicardMenu('mcpPanel'));
     mkdirSync(RESULTS, { recursive: true });
     await pages.master.screenshot({ path: join(RESULTS, 'master-panel.png'), clip: panel.rect });
     await pages.master.screenshot({ path: join(RESULTS, 'master-tab.png') });

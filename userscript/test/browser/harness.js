@@ -33,6 +33,11 @@ export function initScript(userscript, gmValues = {}) {
   const store = new Map(Object.entries(${JSON.stringify(gmValues)}));
   const GM_getValue = (k, d) => (store.has(k) ? store.get(k) : d);
   const GM_setValue = (k, v) => { store.set(k, v); };
+  // The manager's menu. In debug mode the test reaches its entries as a person clicks them;
+  // the page itself is given nothing (a real manager's menu is outside the page).
+  const menu = new Map();
+  const GM_registerMenuCommand = (name, fn) => { menu.set(name.slice(name.lastIndexOf(' ') + 1), fn); return name; };
+  if (store.get('debug')) Object.defineProperty(window, '__aicardMenu', { value: (name, arg) => menu.get(name)(arg) });
   const GM_xmlhttpRequest = (d) => {
     let id = null; let aborted = false;
     const res = { readyState: 1, status: 0, responseText: '', finalUrl: d.url };

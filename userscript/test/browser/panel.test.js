@@ -75,8 +75,8 @@ test('master panel: flow progress, pause and stop buttons', async () => {
       { run_id: 'run-1', flow: 'cross-review', node_id: 'synth', state: 'running' },
     ];
     for (const ev of events) hub.send(master.id, { type: 'flow_event', ...ev });
-    await page.waitForFunction(() => window.mcpPanel().text.includes('cross-review · running · 1/3'));
-    const panel = await page.evaluate(() => window.mcpPanel());
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').text.includes('cross-review · running · 1/3'));
+    const panel = await page.evaluate(() => window.__aicardMenu('mcpPanel'));
     assert.match(panel.text, /总指挥 Master/);
     assert.match(panel.text, /已连接 connected \(ws\)/);
     assert.match(panel.text, /总指挥 desk/);
@@ -85,21 +85,21 @@ test('master panel: flow progress, pause and stop buttons', async () => {
     await page.screenshot({ path: join(RESULTS, 'master-panel-stand-in.png'), clip: panel.rect });
 
     const click = async (act) => {
-      const b = (await page.evaluate(() => window.mcpPanel())).buttons.find((x) => x.act === act);
+      const b = (await page.evaluate(() => window.__aicardMenu('mcpPanel'))).buttons.find((x) => x.act === act);
       assert.ok(b, `${act} button shown`);
       await page.mouse.click(b.rect.x + b.rect.width / 2, b.rect.y + b.rect.height / 2);
     };
     await click('pause');
     await hub.waitFrame((f) => f.clientId === master.id && f.frame.type === 'user_input' && f.frame.text === '?<manager pause cross-review>!');
     hub.send(master.id, { type: 'flow_event', run_id: 'run-1', flow: 'cross-review', state: 'paused' });
-    await page.waitForFunction(() => window.mcpPanel().buttons.some((b) => b.act === 'resume'));
+    await page.waitForFunction(() => window.__aicardMenu('mcpPanel').buttons.some((b) => b.act === 'resume'));
     await click('stop');
     await hub.waitFrame((f) => f.clientId === master.id && f.frame.type === 'user_input' && f.frame.text === '?<manager stop cross-review>!');
     hub.send(master.id, { type: 'flow_event', run_id: 'run-1', flow: 'cross-review', state: 'cancelled' });
-    await page.waitForFunction(() => !window.mcpPanel().buttons.some((b) => ['pause', 'resume', 'stop'].includes(b.act)));
+    await page.waitForFunction(() => !window.__aicardMenu('mcpPanel').buttons.some((b) => ['pause', 'resume', 'stop'].includes(b.act)));
 
     await click('fold');
-    assert.equal((await page.evaluate(() => window.mcpPanel())).collapsed, true, 'the panel collapses');
+    assert.equal((await page.evaluate(() => window.__aicardMenu('mcpPanel'))).collapsed, true, 'the panel collapses');
   } finally {
     await page.close();
   }

@@ -17,7 +17,7 @@ test('committed bundle equals a fresh build (run `npm run build` and commit)', a
 test('header: matches, run-at, grants, connect, update URLs', () => {
   const header = committed.slice(0, committed.indexOf('// ==/UserScript=='));
   for (const host of REQUIRED_HOSTS) assert.ok(header.includes(`// @match             https://${host}/*`), `@match ${host}`);
-  for (const grant of ['GM_getValue', 'GM_setValue', 'GM_xmlhttpRequest', 'unsafeWindow']) assert.match(header, new RegExp(`@grant +${grant}\\n`));
+  for (const grant of ['GM_getValue', 'GM_setValue', 'GM_xmlhttpRequest', 'GM_registerMenuCommand', 'unsafeWindow']) assert.match(header, new RegExp(`@grant +${grant}\\n`));
   assert.match(header, /@run-at +document-start/);
   assert.match(header, /@connect +127\.0\.0\.1/);
   assert.match(header, /@connect +localhost/);

@@ -212,10 +212,10 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
       const from = mock.requests('chatgpt').length;
       const answer = desk.run(`agent task bot_stop ${taskText('AGENTPROBESTOP', ' AGENT-HOLD«agent-stop»')}`, 60000);
       await mock.held('agent-stop');
-      await until(() => tab.evaluate(() => window.mcpPanel?.().buttons.some((b) => b.act === 'agent-stop')), Boolean,
+      await until(() => tab.evaluate(() => (JSON.parse(document.querySelector('aicard-panel')?.getAttribute('data-describe') || 'null')?.buttons || []).some((b) => b.act === 'agent-stop')), Boolean,
         { timeoutMs: 15000, what: 'the panel\'s Stop button' });
       assert.equal(typedInto('chatgpt', from).bodies.length, 1, 'only the task was typed: nothing while the model streams');
-      const button = (await tab.evaluate(() => window.mcpPanel())).buttons.find((b) => b.act === 'agent-stop');
+      const button = (await tab.evaluate(() => JSON.parse(document.querySelector('aicard-panel')?.getAttribute('data-describe') || 'null'))).buttons.find((b) => b.act === 'agent-stop');
       const mark = proxy.frames.length;
       await tab.page.mouse.click(button.rect.x + button.rect.width / 2, button.rect.y + button.rect.height / 2);
       const mine = (f) => proxy.frames.indexOf(f) >= mark && framesOf(proxy, tab.clientId).includes(f);
@@ -225,7 +225,7 @@ describe(`one world (${ONE_WORLD}, Local Network Access granted)`, () => {
       assert.ok(Date.now() - clicked <= 1000);
       mock.release('agent-stop');
       await answer.catch(() => null); // the caller learns it stopped (its text is the hub's)
-      await until(() => tab.evaluate(() => window.mcpPanel().text), (text) => /已结束 ended/.test(text), { timeoutMs: 5000, what: 'the panel says it ended' });
+      await until(() => tab.evaluate(() => JSON.parse(document.querySelector('aicard-panel')?.getAttribute('data-describe') || 'null').text), (text) => /已结束 ended/.test(text), { timeoutMs: 5000, what: 'the panel says it ended' });
       await proxy.waitFrame((f) => framesOf(proxy, tab.clientId).includes(f) && f.dir === 'up' && f.frame?.type === 'turn_end' && f.frame.text.includes('?<memory'),
         { what: 'the held reply ended' });
       assert.equal(typedInto('chatgpt', from).results.length, 0, 'no results typed after Stop');

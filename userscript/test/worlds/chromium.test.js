@@ -121,7 +121,7 @@ for (const world of ['MAIN', 'USER_SCRIPT']) {
           assert.equal(info.scriptHandler, 'ScriptCat', 'without a manager named, the model is ScriptCat\'s');
           const globalSeen = await tab.evaluate((g) => typeof window[g], PROBE_GLOBAL);
           assert.equal(globalSeen, world === 'MAIN' ? 'string' : 'undefined', 'the script\'s global is page-visible only from MAIN');
-          t.diagnostic(`debug helper window.mcpStatus from the page: ${await tab.evaluate(() => typeof window.mcpStatus)}`);
+          t.diagnostic(`debug helper window.mcpStatus from the page (must be undefined): ${await tab.evaluate(() => typeof window.mcpStatus)}`);
 
           // LNA is in force: a page-world WebSocket to the loopback hub opens only with the grant.
           const pageWs = await check.evaluate(pageWebSocket, wsUrl());

@@ -133,7 +133,7 @@ async function runDrift(site, drift, tab, label, world) {
 /** The three drifts on `site` in `browser`: (a) and (c) in a normal tab, (b) in a moved-endpoint tab. */
 async function driftsOn(browser, site, world) {
   const tag = `${site}-${world}`;
-  // In the first world the panel's text is read too (the debug helper mcpPanel()).
+  // In the first world the panel's text is read too (debug mode's data-describe on the panel).
   const debug = world === WORLDS[0].id;
   const normal = await openSiteTab(browser, site, `${tag}-n`, { debug });
   try {
@@ -141,7 +141,7 @@ async function driftsOn(browser, site, world) {
       if (!canDrift(site, drift)) { table.push({ world, site, drift, answer: 'n/a (no text field to rename)', path: '-', ms: 0 }); continue; }
       await runDrift(site, drift, normal, `${tag}-n`, world);
       if (drift === 'json' && debug) {
-        const text = await normal.evaluate(() => window.mcpPanel().text);
+        const text = await normal.evaluate(() => JSON.parse(document.querySelector('aicard-panel')?.getAttribute('data-describe') || 'null').text);
         assert.match(text, /网络解析失败，改读页面 \/ parser found no answer, read the page/, `${site}: the panel says the parser missed (${text})`);
         assert.equal((await normal.evaluate(panelState)).capture, 'dom', `${site}: the panel says the reply came from the page`);
       }
