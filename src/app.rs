@@ -76,7 +76,22 @@ impl RunningHub {
 impl App {
     /// Opens the store, loads or makes the token, binds the listener and serves.
     pub async fn start(config: HubConfig) -> anyhow::Result<RunningHub> {
-        let hub = Hub::open(config).await?;
+        // Bottom up, each service once, each given what it uses when it is made.
+        // Commands (role cards, memory) are made over the store before any task is submitted:
+        // every prompt passes through them (`Tasks`' prompt hook).
+        let (hub, commands) = Hub::open_with(config, |config, store| {
+            let commands = Arc::new(crate::control::Commands::new(config, store));
+            let shape = commands.clone();
+            let hook: crate::hub::tasks::PromptHook = Box::new(move |client, prompt, from_hub| {
+                let prompt = shape.with_memory(client, prompt);
+                match from_hub {
+                    true => shape.with_card_prompt(client, prompt),
+                    false => prompt,
+                }
+            });
+            (commands, Some(hook))
+        })
+        .await?;
         // The secret is made (and kept in the data dir) only once a webhook asks for it.
         let secret = match hub.config.webhooks.is_empty() {
             true => String::new(),
@@ -95,62 +110,73 @@ impl App {
             hub.clone(),
             crate::decide::Decider::new(),
         ));
-        let commands = Arc::new(crate::control::Commands::new(&hub.config, &hub.store));
-        let loops = crate::agent_loop::Loops::new(
-            asks.clone(),
-            commands.jobs.clone(),
-            commands.vars(),
-            commands.memory.clone(),
-            hub.config.agent.clone(),
-        );
-        let events = Arc::new(crate::events::Bus::new(hub.engine.node()));
-        if hub.engine.clustered() {
-            events.set_outbound(Arc::new(ToCluster(hub.engine.clone())));
-        }
-        let rules = Arc::new(crate::events::Rules::new(hub.store.clone()));
-        let control = Arc::new_cyclic(|me: &Weak<crate::control::Control>| {
-            let runner = crate::runner::Runner::new(
+        let mcp_clients = Arc::new(crate::mcp_client::open(&hub.config));
+        let (loops, loop_actor) = crate::agent_loop::Loops::new(crate::agent_loop::LoopParts {
+            asks: asks.clone(),
+            store: hub.store.clone(),
+            registry: hub.registry.clone(),
+            jobs: commands.jobs.clone(),
+            vars: commands.vars(),
+            memory: commands.memory.clone(),
+            settings: hub.config.agent.clone(),
+            host: Arc::new(crate::control::primer(
                 hub.clone(),
+                commands.clone(),
                 asks.clone(),
-                Arc::new(RunWork(me.clone())),
-            );
-            let cards = commands.clone();
-            let planner = crate::planner::Planner::new(
-                hub.clone(),
-                asks.clone(),
-                runner.clone(),
-                Box::new(move |client| cards.card_for(client)),
-            );
-            crate::control::Control {
-                hub: hub.clone(),
-                commands: commands.clone(),
-                asks: asks.clone(),
-                runner,
-                planner: Arc::new(planner),
-                loops: loops.clone(),
-                mcp: Arc::new(crate::mcp_client::open(&hub.config)),
-                bus: events.clone(),
-                rules,
-            }
+                mcp_clients.clone(),
+            )),
         });
+        let outbound: Option<Arc<dyn crate::events::Outbound>> = match hub.engine.clustered() {
+            true => Some(Arc::new(ToCluster(hub.engine.clone()))),
+            false => None,
+        };
+        let events = Arc::new(crate::events::Bus::new(hub.engine.node(), outbound));
+        let rules = Arc::new(crate::events::Rules::new(hub.store.clone()));
+        // The runner asks for commands and foreman cycles over a channel; the command host,
+        // made next, serves it (`serve_work`).
+        let (work, work_calls) = tokio::sync::mpsc::channel(WORK_CALLS);
+        let runner = crate::runner::Runner::new(hub.clone(), asks.clone(), Arc::new(RunWork(work)));
+        let cards = commands.clone();
+        let planner = Arc::new(crate::planner::Planner::new(
+            hub.clone(),
+            asks.clone(),
+            runner.clone(),
+            Box::new(move |client| cards.card_for(client)),
+        ));
+        let control = Arc::new(crate::control::Control {
+            hub: hub.clone(),
+            commands: commands.clone(),
+            asks: asks.clone(),
+            runner: runner.clone(),
+            planner: planner.clone(),
+            loops: loops.clone(),
+            mcp: mcp_clients,
+            bus: events.clone(),
+            rules,
+        });
+        hub.tracker.spawn(serve_work(
+            control.clone(),
+            work_calls,
+            hub.shutdown.clone(),
+        ));
         let app = Arc::new(App {
             commands,
-            runner: control.runner.clone(),
+            runner,
             api: Arc::new(crate::api::ApiState::new(
                 hub.registry.clone(),
                 hub.tasks.clone(),
+                admission_checks(&asks),
             )),
             dashboard: Arc::default(),
             mcp: Arc::default(),
             asks,
-            planner: control.planner.clone(),
+            planner,
             webhooks: webhooks.clone(),
-            loops: loops.clone(),
+            loops,
             control,
             hub: hub.clone(),
         });
-        loops.set_host(Arc::new(Primers(Arc::downgrade(&app.control))));
-        hub.tracker.spawn(loops.clone().run(hub.shutdown.clone()));
+        hub.tracker.spawn(loop_actor.run(hub.shutdown.clone()));
         if let Some(target) = hub.config.memory_summarizer.clone() {
             // Off by default: memories go to a site only when the person says so.
             let every = hub.config.memory_summary_every;
@@ -163,49 +189,10 @@ impl App {
             ));
         }
         hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
-        let weak = Arc::downgrade(&app);
-        hub.tasks
-            .set_prompt_hook(Box::new(move |client, prompt, from_hub| {
-                match weak.upgrade() {
-                    Some(app) => {
-                        let prompt = app.commands.with_memory(client, prompt);
-                        if from_hub {
-                            app.commands.with_card_prompt(client, prompt)
-                        } else {
-                            prompt
-                        }
-                    }
-                    None => prompt,
-                }
-            }));
         app.mcp
             .set_skills(Arc::new(crate::mcp::skills::SkillTools::new(
                 app.control.clone(),
             )));
-        let weak = Arc::downgrade(&app);
-        app.api.admission().set_usable(Box::new(move |client| {
-            use crate::api::admission::Standby;
-            use crate::decide::Standing;
-            // An API prompt skips tabs the decision engine cools down or parked.
-            let Some(app) = weak.upgrade() else {
-                return Standby::Ready;
-            };
-            match crate::pick::health(&app.asks.pick, client).standing {
-                Standing::Cooling(ms) => Standby::Later(std::time::Duration::from_millis(ms)),
-                Standing::Waiting => Standby::Later(std::time::Duration::ZERO),
-                Standing::Parked(t) => Standby::Person(t.as_str()),
-                _ => Standby::Ready,
-            }
-        }));
-        let weak = Arc::downgrade(&app);
-        app.api.admission().set_timing(Box::new(move |client| {
-            // The API's wait estimate: the decision engine's timing of every task the tab did.
-            let now = crate::store::now_ms() as u64;
-            match weak.upgrade() {
-                Some(app) => app.asks.pick.decide.timing(&client.id, now),
-                None => crate::decide::Decider::new().timing(&client.id, now),
-            }
-        }));
         let listener = hub.bind().await?;
         let addr = listener.local_addr()?;
         hub.tracker.spawn(crate::webhooks::follow_journal(
@@ -343,9 +330,28 @@ impl App {
 /// What a door tells a caller when the app is gone.
 const STOPPING: &str = "集线器正在停止 / the hub is stopping";
 
-/// What runs ask of the layers above the runner: commands (`control`) and the foreman
-/// cycle (`foreman`). Holds the command host weakly (it owns the runner).
-struct RunWork(Weak<crate::control::Control>);
+/// How many of the runner's calls wait for the command host at most.
+const WORK_CALLS: usize = 64;
+
+/// What a run asks of the layers above the runner, as a message: a `command:` node's
+/// command (`control`), or a foreman stage's cycle (`foreman`); the answer comes back on
+/// `reply`.
+enum WorkCall {
+    Command {
+        master: Option<String>,
+        call: crate::flows::engine::CommandCall,
+        reply: tokio::sync::oneshot::Sender<Result<String, String>>,
+    },
+    Foreman {
+        foreman: Arc<Client>,
+        req: crate::hub::tasks::TaskRequest,
+        reply: tokio::sync::oneshot::Sender<Result<String, crate::hub::tasks::TaskError>>,
+    },
+}
+
+/// The runner's way to the command host: each call goes over a bounded channel to
+/// [`serve_work`], which the app spawns once the host exists (the runner holds no host).
+struct RunWork(tokio::sync::mpsc::Sender<WorkCall>);
 
 impl crate::runner::Work for RunWork {
     fn command<'a>(
@@ -354,10 +360,16 @@ impl crate::runner::Work for RunWork {
         call: &'a crate::flows::engine::CommandCall,
     ) -> futures_util::future::BoxFuture<'a, Result<String, String>> {
         Box::pin(async move {
-            match self.0.upgrade() {
-                Some(control) => crate::control::run_flow_command(&control, master, call).await,
-                None => Err(STOPPING.into()),
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let asked = WorkCall::Command {
+                master: master.map(str::to_string),
+                call: call.clone(),
+                reply,
+            };
+            if self.0.send(asked).await.is_err() {
+                return Err(STOPPING.into());
             }
+            answer.await.unwrap_or_else(|_| Err(STOPPING.into()))
         })
     }
 
@@ -367,29 +379,79 @@ impl crate::runner::Work for RunWork {
         req: crate::hub::tasks::TaskRequest,
     ) -> futures_util::future::BoxFuture<'a, Result<String, crate::hub::tasks::TaskError>> {
         Box::pin(async move {
-            match self.0.upgrade() {
-                Some(control) => crate::foreman::cycle(&control, foreman, req).await,
-                None => Err(crate::hub::tasks::TaskError::TabLost(foreman.display())),
+            let lost = || Err(crate::hub::tasks::TaskError::TabLost(foreman.display()));
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let asked = WorkCall::Foreman {
+                foreman: foreman.clone(),
+                req,
+                reply,
+            };
+            if self.0.send(asked).await.is_err() {
+                return lost();
             }
+            answer.await.unwrap_or_else(|_| lost())
         })
     }
 }
 
-/// The agent loop's primers, built where role cards, skills and memory are (`control`).
-struct Primers(Weak<crate::control::Control>);
+/// Serves the runner's calls until the hub stops, each in a task of its own (a command may
+/// start a run whose command node calls again).
+async fn serve_work(
+    control: Arc<crate::control::Control>,
+    mut calls: tokio::sync::mpsc::Receiver<WorkCall>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let call = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            call = calls.recv() => match call { Some(c) => c, None => return },
+        };
+        let control = control.clone();
+        let tracker = control.hub.tracker.clone();
+        tracker.spawn(async move {
+            match call {
+                WorkCall::Command {
+                    master,
+                    call,
+                    reply,
+                } => {
+                    let r =
+                        crate::control::run_flow_command(&control, master.as_deref(), &call).await;
+                    let _ = reply.send(r);
+                }
+                WorkCall::Foreman {
+                    foreman,
+                    req,
+                    reply,
+                } => {
+                    let _ = reply.send(crate::foreman::cycle(&control, &foreman, req).await);
+                }
+            }
+        });
+    }
+}
 
-impl crate::agent_loop::LoopHost for Primers {
-    fn primer(
-        &self,
-        tab: &Arc<Client>,
-        agent: Option<&crate::agents::store::AgentRecord>,
-        limits: &crate::agents::session::Limits,
-        recalled: Option<&str>,
-    ) -> String {
-        match self.0.upgrade() {
-            Some(control) => crate::control::primer(&control, tab, agent, limits, recalled),
-            None => String::new(),
-        }
+/// Admission's checks over the decision engine (below the doors): an API prompt skips tabs
+/// the engine cools down or parked, and its wait estimate is the engine's timing of every
+/// task the tab did.
+fn admission_checks(asks: &Arc<crate::ask::Asks>) -> crate::api::admission::Checks {
+    use crate::api::admission::Standby;
+    use crate::decide::Standing;
+    let health = asks.clone();
+    let timing = asks.clone();
+    crate::api::admission::Checks {
+        usable: Some(Box::new(move |client| {
+            match crate::pick::health(&health.pick, client).standing {
+                Standing::Cooling(ms) => Standby::Later(std::time::Duration::from_millis(ms)),
+                Standing::Waiting => Standby::Later(std::time::Duration::ZERO),
+                Standing::Parked(t) => Standby::Person(t.as_str()),
+                _ => Standby::Ready,
+            }
+        })),
+        timing: Some(Box::new(move |client| {
+            let now = crate::store::now_ms() as u64;
+            timing.pick.decide.timing(&client.id, now)
+        })),
     }
 }
 
@@ -491,7 +553,10 @@ impl Hooks for AppHooks {
         if let Some(app) = self.app() {
             // The manual's `flow_report` is answered `wait` during the hold (control::seed_wire).
             app.commands.note_hold(&client.id);
-            app.loops.held(&client.id, deliver_id);
+            app.loops.send(crate::agent_loop::TurnEvent::Held {
+                tab: client.id.clone(),
+                deliver_id: deliver_id.to_string(),
+            });
         }
     }
 

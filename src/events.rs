@@ -162,7 +162,8 @@ pub struct Bus {
     tx: broadcast::Sender<Arc<Event>>,
     /// This hub's node id, stamped on what it publishes.
     origin: String,
-    outbound: std::sync::OnceLock<Arc<dyn Outbound>>,
+    /// Where else this hub's events go (the cluster's engine), given at construction.
+    outbound: Option<Arc<dyn Outbound>>,
     pub stats: BusStats,
     /// Run id → the rules whose commands started it: the run's own events carry that cause,
     /// so `subscribe flow_complete do manager run X` does not restart X for ever.
@@ -217,11 +218,13 @@ impl BusStats {
 }
 
 impl Bus {
-    pub fn new(origin: &str) -> Bus {
+    /// A bus stamping `origin` on its events; `outbound` also gets every event this hub
+    /// publishes (in a cluster: the engine), none for one hub.
+    pub fn new(origin: &str, outbound: Option<Arc<dyn Outbound>>) -> Bus {
         Bus {
             tx: broadcast::channel(BUS_CAPACITY).0,
             origin: origin.to_string(),
-            outbound: std::sync::OnceLock::new(),
+            outbound,
             stats: BusStats::default(),
             runs: std::sync::Mutex::new(HashMap::new()),
         }
@@ -257,17 +260,12 @@ impl Bus {
         &self.origin
     }
 
-    /// Also send every event this hub publishes there (set once).
-    pub fn set_outbound(&self, out: Arc<dyn Outbound>) {
-        let _ = self.outbound.set(out);
-    }
-
     /// Publishes an event of this hub to its listeners (and the cluster). Never waits.
     pub fn publish(&self, mut event: Event) {
         if event.origin.is_empty() {
             event.origin = self.origin.clone();
         }
-        if let Some(out) = self.outbound.get() {
+        if let Some(out) = &self.outbound {
             out.send(&event);
         }
         self.deliver(event);
@@ -590,7 +588,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_listener_gets_what_is_published() {
-        let bus = Bus::new("n1");
+        let bus = Bus::new("n1", None);
         let mut rx = bus.subscribe();
         bus.publish(Event::new("t", serde_json::json!({}), Cause::default()));
         let ev = bus.next(&mut rx).await.unwrap();

@@ -72,7 +72,8 @@ struct RunView {
 
 /// All runs of a hub.
 pub struct Runner {
-    runs: DashMap<String, RunHandle>,
+    /// Runs in progress; shared with each run's driver, which removes its run when it ends.
+    runs: Arc<DashMap<String, RunHandle>>,
     /// Flow name → its latest run id.
     latest: DashMap<String, String>,
     /// What runs ask of the layers above (commands, the foreman cycle), wired by `app`.
@@ -82,16 +83,15 @@ pub struct Runner {
     /// The ask service, for its decision engine (which tab takes an item, what a failure
     /// tells about a tab).
     asks: Arc<Asks>,
-    /// The runner itself, handed to each run's driver (the driver ends its run here).
-    me: std::sync::Weak<Runner>,
 }
 
-/// What a run's driver and its attempts reach: the hub (through `Deref`), the ask service
-/// and the runner.
+/// What a run's driver and its attempts reach: the hub (through `Deref`), the ask service,
+/// the runs in progress (the driver ends its run there) and the work of the layers above.
 struct Ctx {
     hub: Arc<Hub>,
     asks: Arc<Asks>,
-    runner: Arc<Runner>,
+    runs: Arc<DashMap<String, RunHandle>>,
+    work: Arc<dyn Work>,
 }
 
 impl std::ops::Deref for Ctx {
@@ -135,13 +135,12 @@ impl Runner {
     }
 
     pub fn new(hub: Arc<Hub>, asks: Arc<Asks>, work: Arc<dyn Work>) -> Arc<Runner> {
-        Arc::new_cyclic(|me| Runner {
-            runs: DashMap::new(),
+        Arc::new(Runner {
+            runs: Arc::new(DashMap::new()),
             latest: DashMap::new(),
             work,
             hub,
             asks,
-            me: me.clone(),
         })
     }
 
@@ -304,10 +303,8 @@ impl Runner {
         let hub = Arc::new(Ctx {
             hub: self.hub.clone(),
             asks: self.asks.clone(),
-            runner: self
-                .me
-                .upgrade()
-                .expect("a runner is made in an Arc (Runner::new)"),
+            runs: self.runs.clone(),
+            work: self.work.clone(),
         });
         let drive = Drive {
             hub: hub.clone(),
@@ -470,10 +467,6 @@ impl Runner {
         out.sort();
         out
     }
-
-    fn finished(&self, run_id: &str) {
-        self.runs.remove(run_id);
-    }
 }
 
 fn join_diags(d: &[crate::flows::Diagnostic]) -> String {
@@ -635,7 +628,7 @@ impl Drive {
                     t.abort();
                 }
                 self.hub.tasks.forget_tree(&format!("{}/", self.run_id));
-                self.hub.runner.finished(&self.run_id);
+                self.hub.runs.remove(&self.run_id);
                 return;
             }
             let sleep = match wake {
@@ -1077,7 +1070,7 @@ async fn dispatch(
     } = if client.info().role == crate::protocol::Role::Foreman {
         // Two turns of the foreman's: no one first chunk to speak of.
         Outcome {
-            result: hub.runner.work.foreman(&client, req).await,
+            result: hub.work.foreman(&client, req).await,
             first_chunk_at_ms: None,
         }
     } else {
@@ -1137,7 +1130,7 @@ async fn run_command(
     c: CommandCall,
     events: mpsc::UnboundedSender<JournalEvent>,
 ) {
-    let result = hub.runner.work.command(master.as_deref(), &c).await;
+    let result = hub.work.command(master.as_deref(), &c).await;
     let ev = match result {
         Ok(text) => JournalEvent::ItemOutput {
             node: c.node.clone(),

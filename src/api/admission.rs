@@ -100,18 +100,28 @@ pub struct Admission {
     registry: Arc<Registry>,
     tasks: Arc<Tasks>,
     /// How long a tab's tasks take and how far its current one is, as the decision engine
-    /// measured them (set by the hub); unset, every tab is the engine's unmeasured default.
-    timing: std::sync::OnceLock<TimingCheck>,
-    /// Whether a tab may take a prompt now (set by the hub: the decision engine's cooldowns
-    /// and parked tabs); unset, every free tab may.
-    usable: std::sync::OnceLock<UsableCheck>,
+    /// measured them (given by the hub); none, every tab is the engine's unmeasured default.
+    timing: Option<TimingCheck>,
+    /// Whether a tab may take a prompt now (given by the hub: the decision engine's cooldowns
+    /// and parked tabs); none, every free tab may.
+    usable: Option<UsableCheck>,
 }
 
-/// Whether a free tab may take a prompt now (see [`Admission::set_usable`]).
+/// Whether a free tab may take a prompt now (see [`Checks::usable`]).
 pub type UsableCheck = Box<dyn Fn(&Client) -> Standby + Send + Sync>;
 
-/// A tab's task timing (see [`Admission::set_timing`]).
+/// A tab's task timing (see [`Checks::timing`]).
 pub type TimingCheck = Box<dyn Fn(&Client) -> Timing + Send + Sync>;
+
+/// What admission asks of the services below the doors, given at construction (the
+/// composition root builds both over the decision engine); each is optional.
+#[derive(Default)]
+pub struct Checks {
+    /// Whether a free tab may take a prompt now.
+    pub usable: Option<UsableCheck>,
+    /// How long a tab's tasks take (the API's wait estimate).
+    pub timing: Option<TimingCheck>,
+}
 
 /// A tab held for one request; dropping it frees the tab and serves the next waiter.
 pub struct Lease {
@@ -152,30 +162,19 @@ impl Drop for Ticket {
 }
 
 impl Admission {
-    pub fn new(registry: Arc<Registry>, tasks: Arc<Tasks>) -> Admission {
+    pub fn new(registry: Arc<Registry>, tasks: Arc<Tasks>, checks: Checks) -> Admission {
         Admission {
             inner: Mutex::new(Inner::default()),
             waiting: AtomicUsize::new(0),
             registry,
             tasks,
-            timing: std::sync::OnceLock::new(),
-            usable: std::sync::OnceLock::new(),
+            timing: checks.timing,
+            usable: checks.usable,
         }
     }
 
-    /// Sets the check a free tab must pass to take a prompt (once, at hub start).
-    pub fn set_usable(&self, check: UsableCheck) {
-        let _ = self.usable.set(check);
-    }
-
-    /// Sets where a tab's task timing comes from (once, at hub start: the decision engine's
-    /// figures of every task the tab did, the API's and everyone else's).
-    pub fn set_timing(&self, check: TimingCheck) {
-        let _ = self.timing.set(check);
-    }
-
     fn timing(&self, c: &Client) -> Timing {
-        match self.timing.get() {
+        match &self.timing {
             Some(check) => check(c),
             None => Timing {
                 task_s: DEFAULT_TTFT_S
@@ -187,7 +186,9 @@ impl Admission {
     }
 
     fn standby(&self, c: &Client) -> Standby {
-        self.usable.get().map_or(Standby::Ready, |check| check(c))
+        self.usable
+            .as_ref()
+            .map_or(Standby::Ready, |check| check(c))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -117,9 +117,11 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    pub fn new(registry: Arc<Registry>, tasks: Arc<Tasks>) -> ApiState {
+    /// The API's state over the hub's tabs; `checks` are admission's (see
+    /// [`admission::Checks`]).
+    pub fn new(registry: Arc<Registry>, tasks: Arc<Tasks>, checks: admission::Checks) -> ApiState {
         ApiState {
-            admission: Arc::new(Admission::new(registry, tasks)),
+            admission: Arc::new(Admission::new(registry, tasks, checks)),
             taps: DashMap::new(),
             dead_turns: DashMap::new(),
             keepalive_ms: AtomicU64::new(KEEPALIVE.as_millis() as u64),

@@ -4,6 +4,7 @@
 //! and a person's Stop holds the tab (docs/agents.md, "Stop is final").
 
 use super::*;
+use crate::agent_loop::{Show, Start, TurnEvent};
 
 /// A streamed delta of a tab's reply: commands complete in it run now.
 pub fn on_chunk(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
@@ -27,7 +28,9 @@ pub fn on_chunk(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, seq: u6
         let first = turn.note(&items);
         (items, first)
     };
-    hub.loops.chunk(&client.id);
+    hub.loops.send(TurnEvent::Streaming {
+        tab: client.id.clone(),
+    });
     run_items(hub, client, Source::Reply, items, Some((turn_id, first)));
 }
 
@@ -48,8 +51,12 @@ pub fn on_turn_end(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, text
     hub.commands.end_turn(&client.id, turn_id);
     hub.asks.note_reply(&client.id, text);
     run_items(hub, client, Source::Reply, items, Some((turn_id, first)));
-    hub.loops
-        .turn_ended(&client.id, turn_id, text, std::mem::take(&mut turn.found));
+    hub.loops.send(TurnEvent::TurnEnded {
+        tab: client.id.clone(),
+        turn_id: turn_id.to_string(),
+        text: text.to_string(),
+        commands: std::mem::take(&mut turn.found),
+    });
 }
 
 /// A reply finished (a free turn or a task's answer): one turn of the memory scopes the tab
@@ -70,7 +77,9 @@ pub fn on_user_input(hub: &Arc<Control>, client: &Arc<Client>, text: &str) {
     let items = scan_text(text);
     if !only_agent_control(text, &items) {
         // The person's own message: a Stop there is over, a running session pauses.
-        hub.loops.person_spoke(&client.id);
+        hub.loops.send(TurnEvent::PersonSpoke {
+            tab: client.id.clone(),
+        });
     }
     for group in chained(text, items) {
         match group {
@@ -200,120 +209,29 @@ pub(super) fn run_items(
         // (turn id, index in the turn) of a reply's command, for the agent loop.
         let at = turn.map(|(id, first)| (id.to_string(), first + k as u32));
         match item {
-            Ok(found) => {
-                let mut caller = hub.commands.caller(client, source);
-                if source == Source::Reply {
-                    // An agent session's tab acts with its agent's tools.
-                    if let Some((p, scope)) = hub.loops.agent_permissions(&client.id) {
-                        caller.permissions = p;
-                        caller.memory_scope = Some(scope);
-                    }
-                }
-                if source == Source::Reply && hub.loops.is_stopped(&client.id) {
-                    // A person stopped this tab: the reply that was streaming (or any before
-                    // they speak again) runs nothing; the panel lists what was not run.
-                    tracing::info!(client = %client.id, command = %found.body.trim(), "not run: the person stopped this tab");
-                    hub.loops.not_run(&client.id, &found.body);
-                    answer(
-                        hub,
-                        client,
-                        &LiveCmd::new(client, found.body.trim()),
-                        CmdOutcome {
-                            success: false,
-                            output: "未运行：你已停止这个标签页的循环 / not run: you stopped this tab's loop (write in this tab to start again)".into(),
-                        },
-                    );
-                    continue;
-                }
-                if source == Source::Reply && !caller.permissions.reply_commands {
-                    // A worker's reply: commands are data. Say so once, quietly, in the log; an
-                    // MCP call refused gets its audit line like every other MCP call.
-                    tracing::debug!(client = %client.id, "command in a reply not run (role)");
-                    if found.body.trim_start().starts_with("mcp") {
-                        tracing::info!(target: "aicard::audit", caller = %client.id, command = %found.body.trim(), decision = "refused: a worker's reply", "mcp");
-                    }
-                    continue;
-                }
-                let cancel = at.as_ref().and_then(|(turn_id, index)| {
-                    let wish = loop_wish(hub, client);
-                    hub.loops
-                        .command_started(client, turn_id, *index, &found.body, wish)
-                });
-                let looped = cancel.is_some();
-                // A session's command that already ran (before a hub restart, the turn sent
-                // again) is not run twice: its journaled result goes to the loop.
-                if let Some((turn_id, index)) = at.as_ref().filter(|_| looped) {
-                    if hub
-                        .loops
-                        .replay_journaled(&client.id, turn_id, *index, &found.body)
-                    {
-                        continue;
-                    }
-                }
-                let hub = hub.clone();
-                let client = client.clone();
-                let from_reply = source == Source::Reply;
-                if from_reply {
-                    hub.commands.count_running(&client.id, true);
-                }
-                hub.tracker.clone().spawn(async move {
-                    let cmd = LiveCmd::new(&client, found.body.trim());
-                    let bodies = [found.body.as_str()];
-                    let run = run_command_with(&hub, &caller, &bodies, None, Some(&cmd));
-                    let outcome = match cancel {
-                        // A person's Stop cancels a session's running command: its tasks are
-                        // withdrawn from their tabs and its processes killed as it is dropped.
-                        Some(token) => tokio::select! {
-                            outcome = run => outcome,
-                            () = token.cancelled() => CmdOutcome {
-                                success: false,
-                                output: "已取消：你停止了会话 / cancelled: you stopped the session".into(),
-                            },
-                        },
-                        None => run.await,
-                    };
-                    // Journaled first (a hub killed after the tab saw the result runs it no
-                    // second time), then the tab gets the command's result, then the loop
-                    // hears it: the result comes before the results message that holds it.
-                    let looped_at = at.filter(|_| looped);
-                    if let Some((turn_id, index)) = &looped_at {
-                        hub.loops.journal_command(
-                            &client.id,
-                            turn_id,
-                            *index,
-                            outcome.success,
-                            &outcome.output,
-                        );
-                    }
-                    answer(&hub, &client, &cmd, outcome.clone());
-                    if from_reply {
-                        hub.commands.count_running(&client.id, false);
-                    }
-                    if let Some((turn_id, index)) = looped_at {
-                        let malformed = crate::commands::parser::parse(&found.body).is_err();
-                        hub.loops.result(
-                            &client.id,
-                            &turn_id,
-                            index,
-                            outcome.success,
-                            &outcome.output,
-                            malformed,
-                        );
-                    }
-                });
-            }
+            Ok(found) => run_found(hub, client, source, found, at),
             Err(e) => {
                 let output = e.to_string();
-                if let Some((turn_id, index)) = &at {
-                    let wish = loop_wish(hub, client);
-                    if hub
-                        .loops
-                        .command_started(client, turn_id, *index, &output, wish)
-                        .is_some()
-                    {
-                        hub.loops
-                            .result(&client.id, turn_id, *index, false, &output, true);
-                    }
+                if let Some((turn_id, index)) = at {
+                    // A session counts it as a mistake; it runs nothing.
+                    let (start, _) = tokio::sync::oneshot::channel();
+                    hub.loops.send(TurnEvent::CommandFound {
+                        tab: client.clone(),
+                        turn_id: turn_id.clone(),
+                        index,
+                        body: output.clone(),
+                        malformed: true,
+                        wants: loop_wish(hub, client),
+                        start,
+                    });
+                    hub.loops.send(TurnEvent::CommandDone {
+                        tab: client.id.clone(),
+                        turn_id,
+                        index,
+                        ok: false,
+                        output: output.clone(),
+                        show: None,
+                    });
                 }
                 answer(
                     hub,
@@ -327,4 +245,129 @@ pub(super) fn run_items(
             }
         }
     }
+}
+
+/// One command found in a tab's text, run with its caller's authority. A reply's command
+/// goes to the agent loop first ([`TurnEvent::CommandFound`]), which says whether it runs
+/// as a session's command, already ran, or belongs to no session.
+fn run_found(
+    hub: &Arc<Control>,
+    client: &Arc<Client>,
+    source: Source,
+    found: FoundCommand,
+    at: Option<(String, u32)>,
+) {
+    let mut caller = hub.commands.caller(client, source);
+    if source == Source::Reply {
+        // An agent session's tab acts with its agent's tools.
+        if let Some((p, scope)) = hub.loops.agent_permissions(&client.id) {
+            caller.permissions = p;
+            caller.memory_scope = Some(scope);
+        }
+    }
+    if source == Source::Reply && hub.loops.is_stopped(&client.id) {
+        // A person stopped this tab: the reply that was streaming (or any before they speak
+        // again) runs nothing; the panel lists what was not run.
+        tracing::info!(client = %client.id, command = %found.body.trim(), "not run: the person stopped this tab");
+        hub.loops.send(TurnEvent::NotRun {
+            tab: client.id.clone(),
+            command: found.body.clone(),
+        });
+        answer(
+            hub,
+            client,
+            &LiveCmd::new(client, found.body.trim()),
+            CmdOutcome {
+                success: false,
+                output: "未运行：你已停止这个标签页的循环 / not run: you stopped this tab's loop (write in this tab to start again)".into(),
+            },
+        );
+        return;
+    }
+    if source == Source::Reply && !caller.permissions.reply_commands {
+        // A worker's reply: commands are data. Say so once, quietly, in the log; an MCP call
+        // refused gets its audit line like every other MCP call.
+        tracing::debug!(client = %client.id, "command in a reply not run (role)");
+        if found.body.trim_start().starts_with("mcp") {
+            tracing::info!(target: "aicard::audit", caller = %client.id, command = %found.body.trim(), decision = "refused: a worker's reply", "mcp");
+        }
+        return;
+    }
+    let start = at.as_ref().map(|(turn_id, index)| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        hub.loops.send(TurnEvent::CommandFound {
+            tab: client.clone(),
+            turn_id: turn_id.clone(),
+            index: *index,
+            body: found.body.clone(),
+            malformed: crate::commands::parser::parse(&found.body).is_err(),
+            wants: loop_wish(hub, client),
+            start: tx,
+        });
+        rx
+    });
+    let hub = hub.clone();
+    let client = client.clone();
+    let from_reply = source == Source::Reply;
+    if from_reply {
+        hub.commands.count_running(&client.id, true);
+    }
+    hub.tracker.clone().spawn(async move {
+        let start = match start {
+            // The loop is gone (the hub stops): the command runs as any other.
+            Some(rx) => rx.await.unwrap_or(Start::Free),
+            None => Start::Free,
+        };
+        let cmd = LiveCmd::new(&client, found.body.trim());
+        let bodies = [found.body.as_str()];
+        let run = run_command_with(&hub, &caller, &bodies, None, Some(&cmd));
+        let (outcome, cancel) = match start {
+            Start::Replayed => {
+                if from_reply {
+                    hub.commands.count_running(&client.id, false);
+                }
+                return;
+            }
+            Start::Free => (run.await, None),
+            // A person's Stop cancels a session's running command: its tasks are withdrawn
+            // from their tabs and its processes killed as it is dropped.
+            Start::Session(token) => (
+                tokio::select! {
+                    outcome = run => outcome,
+                    () = token.cancelled() => CmdOutcome {
+                        success: false,
+                        output: "已取消：你停止了会话 / cancelled: you stopped the session".into(),
+                    },
+                },
+                Some(()),
+            ),
+        };
+        let show: Show = {
+            let hub = hub.clone();
+            let client = client.clone();
+            let outcome = outcome.clone();
+            Box::new(move || {
+                answer(&hub, &client, &cmd, outcome);
+                if from_reply {
+                    hub.commands.count_running(&client.id, false);
+                }
+            })
+        };
+        match (cancel, at) {
+            // The loop journals it, shows it, then hears it, in that order.
+            (Some(()), Some((turn_id, index))) => {
+                hub.loops
+                    .done(TurnEvent::CommandDone {
+                        tab: client.id.clone(),
+                        turn_id,
+                        index,
+                        ok: outcome.success,
+                        output: outcome.output,
+                        show: Some(show),
+                    })
+                    .await
+            }
+            _ => show(),
+        }
+    });
 }

@@ -2,15 +2,52 @@
 
 use super::*;
 
-/// The primer of a tab (docs/agents.md): its role card's `system_prompt`, then what it may do now.
+/// What builds a looping tab's primer for the agent loop, from the services below the
+/// command host: the hub's tabs, role cards, skills and memory (`Commands`), the decision
+/// engine's health (the ask service) and the MCP servers. The loop gets it at construction.
 pub fn primer(
-    hub: &Control,
+    hub: Arc<Hub>,
+    commands: Arc<Commands>,
+    asks: Arc<Asks>,
+    mcp: Arc<crate::mcp_client::Clients>,
+) -> impl crate::agent_loop::LoopHost {
+    Primers {
+        hub,
+        commands,
+        asks,
+        mcp,
+    }
+}
+
+/// The services [`primer`] builds from.
+struct Primers {
+    hub: Arc<Hub>,
+    commands: Arc<Commands>,
+    asks: Arc<Asks>,
+    mcp: Arc<crate::mcp_client::Clients>,
+}
+
+impl crate::agent_loop::LoopHost for Primers {
+    fn primer(
+        &self,
+        tab: &Arc<Client>,
+        agent: Option<&crate::agents::store::AgentRecord>,
+        limits: &crate::agents::session::Limits,
+        recalled: Option<&str>,
+    ) -> String {
+        build(self, tab, agent, limits, recalled)
+    }
+}
+
+/// The primer of a tab (docs/agents.md): its role card's `system_prompt`, then what it may do now.
+fn build(
+    hub: &Primers,
     tab: &Arc<Client>,
     agent: Option<&crate::agents::store::AgentRecord>,
     limits: &crate::agents::session::Limits,
     recalled: Option<&str>,
 ) -> String {
-    use crate::agents::primer::{build, Facts, SkillFact, TabFact};
+    use crate::agents::primer::{Facts, SkillFact, TabFact};
     let card = hub.commands.card_for(tab);
     let tools = agent.map(|a| a.spec.tools_or_default());
     let permissions = match &tools {
@@ -18,6 +55,7 @@ pub fn primer(
         None => hub.commands.caller(tab, Source::Reply).permissions,
     };
     let tabs = hub
+        .hub
         .registry
         .all()
         .into_iter()
@@ -68,7 +106,7 @@ pub fn primer(
             })
         })
         .collect();
-    build(&Facts {
+    crate::agents::primer::build(&Facts {
         system_prompt: card.and_then(|c| c.instructions),
         permissions: Some(permissions),
         tools,

@@ -117,6 +117,17 @@ impl Hub {
     /// Opens the store and loads or makes the token: a hub that routes and queues but does
     /// not listen yet.
     pub async fn open(config: HubConfig) -> anyhow::Result<Arc<Hub>> {
+        Ok(Hub::open_with(config, |_, _| ((), None)).await?.0)
+    }
+
+    /// Opens the hub as [`Hub::open`] does, with what the layers above build over its store
+    /// before anything is submitted: `below` makes them from the settings and the store and
+    /// says how every prompt is shaped (the task queues' [`tasks::PromptHook`]); its first
+    /// value comes back beside the hub.
+    pub async fn open_with<T>(
+        config: HubConfig,
+        below: impl FnOnce(&HubConfig, &Store) -> (T, Option<tasks::PromptHook>),
+    ) -> anyhow::Result<(Arc<Hub>, T)> {
         let store = Store::open(&config.data_dir)
             .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
         let token = match &config.token {
@@ -136,10 +147,12 @@ impl Hub {
             config.data_dir.join("blobs"),
             config.max_file_mb * 1024 * 1024,
         ));
+        let (built, prompt_hook) = below(&config, &store);
         let tasks = Arc::new(Tasks::new(
             registry.clone(),
             config.limits.task_queue,
             files,
+            prompt_hook,
         ));
         let hub = Arc::new(Hub {
             engine,
@@ -160,7 +173,7 @@ impl Hub {
             config,
         });
         hub.start_cluster(engine_events);
-        Ok(hub)
+        Ok((hub, built))
     }
 
     /// Sets what the layers above do with tabs' frames; the first call wins.

@@ -237,26 +237,24 @@ pub struct Tasks {
     /// The files tasks carry (granted to a task while a tab holds it).
     pub files: Arc<super::files::Files>,
     /// Shapes every prompt once, when it is submitted (the memory block of role cards with
-    /// `memory: every N`); set once by the hub.
-    prompt_hook: std::sync::OnceLock<PromptHook>,
+    /// `memory: every N`); given at construction, none for a hub with no commands.
+    prompt_hook: Option<PromptHook>,
     /// Tasks by site and outcome (counted where their waiters learn it), commands by outcome.
     pub tally: super::tally::Tally,
 }
 
-/// See [`Tasks::set_prompt_hook`].
+/// What [`Tasks::new`] passes every prompt through when it is submitted.
 /// The flag says the task comes from the hub's own commands or flows (not a door's client).
 pub type PromptHook = Box<dyn Fn(&Client, Prompt, bool) -> Prompt + Send + Sync>;
 
 impl Tasks {
-    /// Every prompt submitted from now on passes through `hook` first.
-    pub fn set_prompt_hook(&self, hook: PromptHook) {
-        let _ = self.prompt_hook.set(hook);
-    }
-
+    /// Task queues over `registry`; every prompt submitted passes through `prompt_hook`
+    /// first, when there is one.
     pub fn new(
         registry: Arc<Registry>,
         max_waiting: usize,
         files: Arc<super::files::Files>,
+        prompt_hook: Option<PromptHook>,
     ) -> Tasks {
         Tasks {
             files,
@@ -265,7 +263,7 @@ impl Tasks {
             tree: DashMap::new(),
             registry,
             max_waiting,
-            prompt_hook: std::sync::OnceLock::new(),
+            prompt_hook,
             tally: super::tally::Tally::default(),
         }
     }
@@ -304,7 +302,7 @@ impl Tasks {
             node_id: req.node_id,
             role: client.role(),
             priority: req.priority,
-            prompt: match self.prompt_hook.get() {
+            prompt: match &self.prompt_hook {
                 Some(hook) => hook(client, req.prompt, req.from_hub),
                 None => req.prompt,
             },
@@ -746,7 +744,7 @@ mod tests {
         ));
         Fixture {
             _dir: dir,
-            tasks: Tasks::new(registry, max_waiting, files),
+            tasks: Tasks::new(registry, max_waiting, files, None),
             tab,
             out,
         }

@@ -512,3 +512,158 @@ fn each_layer_names_only_layers_below_it() {
         "已不存在的例外 / known climbs that are gone, delete them from KNOWN_CLIMBS: {stale:?}"
     );
 }
+
+/// The agent loop's files: each says what it is for, none is over 1,200 lines, and inside
+/// the folder only `session` names a sibling (`deliver`'s panel frame): the actor, the
+/// journal, the results message and an agent's memory are each one file that any of them
+/// may call through `Loops`, never a file circle.
+#[test]
+fn the_agent_loop_is_a_folder_of_small_modules_that_name_each_other_one_way() {
+    let dir = src().join("agent_loop");
+    assert!(
+        !src().join("agent_loop.rs").exists(),
+        "src/agent_loop.rs came back: the loop is the folder src/agent_loop/"
+    );
+    for name in ["mod", "actor", "session", "deliver", "journal", "memory"] {
+        let file = dir.join(format!("{name}.rs"));
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{} is readable: {e}", file.display()));
+        assert!(
+            text.starts_with("//!"),
+            "src/agent_loop/{name}.rs starts with its `//!` doc"
+        );
+        let lines = text.lines().count();
+        assert!(
+            lines <= 1_200,
+            "src/agent_loop/{name}.rs has {lines} lines (at most 1,200)"
+        );
+    }
+    let graphs = sibling_graphs();
+    let g = graphs.get("agent_loop").cloned().unwrap_or_default();
+    let arrows: BTreeSet<(String, String)> = g
+        .iter()
+        .flat_map(|(from, tos)| tos.keys().map(move |to| (from.clone(), to.clone())))
+        .collect();
+    let want: BTreeSet<(String, String)> = [("session", "deliver")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(
+        arrows, want,
+        "the files of src/agent_loop/ that name a sibling"
+    );
+}
+
+/// What each of these strings does happens in one file of the loop only: the journal of a
+/// session's command is written and read in `journal`, the results message is built in
+/// `deliver`, and the loop's inputs are consumed in `actor`. Intake (`control`) only sends
+/// `TurnEvent`s.
+#[test]
+fn the_loop_actor_alone_journals_replays_and_builds_the_results_message() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let owners = [
+        ("agent_store::journal_command(", "agent_loop/journal.rs"),
+        ("agent_store::journaled_command(", "agent_loop/journal.rs"),
+        ("fn handle(&self, ev: Event)", "agent_loop/actor.rs"),
+    ];
+    for (needle, owner) in owners {
+        let at: Vec<String> = files
+            .iter()
+            .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| code_only(&t).contains(needle)))
+            .map(|f| f.strip_prefix(src()).unwrap_or(f).display().to_string())
+            .collect();
+        assert_eq!(
+            at,
+            vec![owner.to_string()],
+            "`{needle}` is written only in {owner}"
+        );
+    }
+    let loop_delivers: Vec<String> = files
+        .iter()
+        .filter(|f| f.starts_with(src().join("agent_loop")))
+        .filter(|f| {
+            std::fs::read_to_string(f).is_ok_and(|t| code_only(&t).contains("ServerFrame::Deliver"))
+        })
+        .map(|f| f.strip_prefix(src()).unwrap_or(f).display().to_string())
+        .collect();
+    assert_eq!(
+        loop_delivers,
+        vec!["agent_loop/deliver.rs".to_string()],
+        "the loop builds its `deliver` frame in one place"
+    );
+    let intake = std::fs::read_to_string(src().join("control/intake.rs")).expect("intake");
+    assert!(
+        code_only(&intake).contains("TurnEvent::CommandFound"),
+        "intake hands commands to the loop as TurnEvents"
+    );
+}
+
+/// Back-references and hooks set after construction that the wiring still has, each with
+/// why it stays (docs/ARCHITECTURE.md, "Wiring"); the test fails on a new one and on one
+/// that is gone (then delete it here).
+const KNOWN_LATE: &[(&str, &str, &str)] = &[
+    (
+        "app.rs",
+        "Weak<",
+        "hub::Hooks: the hub calls up synchronously on a socket's task, and every implementer holds the hub",
+    ),
+    ("app.rs", "set_hooks(", "the same hub::Hooks, installed once the app exists"),
+    ("app.rs", "set_skills(", "McpState's skill tools run through the command host (mcp's files)"),
+];
+
+/// The composition root and the services it wires hold no `Weak` back-reference and set no
+/// hook after construction, but the known ones above.
+#[test]
+fn the_wiring_holds_no_back_references() {
+    let wiring = [
+        "app.rs",
+        "runner.rs",
+        "events.rs",
+        "agent_loop/mod.rs",
+        "agent_loop/actor.rs",
+        "agent_loop/session.rs",
+        "agent_loop/deliver.rs",
+        "agent_loop/journal.rs",
+        "agent_loop/memory.rs",
+        "control/intake.rs",
+        "control/primer.rs",
+        "api/admission.rs",
+        "hub/tasks.rs",
+    ];
+    let mut found = BTreeSet::new();
+    for file in wiring {
+        let text = std::fs::read_to_string(src().join(file)).expect("a wiring file is readable");
+        let code = code_only(&text);
+        for needle in [
+            "Weak<",
+            "Weak::",
+            "new_cyclic",
+            "set_hooks(",
+            "set_skills(",
+            "set_host(",
+            "set_prompt_hook(",
+            "set_usable(",
+            "set_timing(",
+            "set_outbound(",
+        ] {
+            if code.contains(needle) {
+                found.insert((file.to_string(), needle.to_string()));
+            }
+        }
+    }
+    let known: BTreeSet<(String, String)> = KNOWN_LATE
+        .iter()
+        .map(|(f, n, _)| (f.to_string(), n.to_string()))
+        .collect();
+    let new: Vec<_> = found.difference(&known).collect();
+    assert!(
+        new.is_empty(),
+        "后设的钩子或弱引用 / back-references or late setters in the wiring: {new:?}"
+    );
+    let stale: Vec<_> = known.difference(&found).collect();
+    assert!(
+        stale.is_empty(),
+        "已不存在的例外 / known late wiring that is gone, delete it from KNOWN_LATE: {stale:?}"
+    );
+}

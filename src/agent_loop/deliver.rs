@@ -1,0 +1,162 @@
+//! What the loop sends a tab: the results message (the loop's one `deliver` frame, typed
+//! with `auto_send` and tagged with its session and round; never into a tab a person
+//! stopped), and the panel's `flow_event`s (a session's progress, a command not run, what a
+//! Stop says).
+
+use super::*;
+use crate::agents::store as agent_store;
+use crate::protocol::{AgentTag, ServerFrame};
+
+impl Loops {
+    /// A command of a stopped tab's reply that was not run: the panel lists it.
+    pub(super) fn not_run(&self, tab: &str, command: &str) {
+        let frame = ServerFrame::FlowEvent {
+            run_id: String::new(),
+            flow: "agent".into(),
+            node_id: None,
+            state: "note".into(),
+            detail: Some(serde_json::json!({
+                "kind": "agent",
+                "not_run": [command.trim()],
+                "why": "未运行：已被停止 / not run: the person stopped the session",
+            })),
+        };
+        let _ = self.registry.send(tab, &frame);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn deliver(
+        &self,
+        tab: &str,
+        text: String,
+        round: u32,
+        of: u32,
+        deliver_id: String,
+        primer: bool,
+        vars: Vec<(String, String)>,
+    ) {
+        let (session_id, agent, commands) = {
+            let mut live = self.live.lock().expect("loops");
+            let Some(l) = live.get_mut(tab) else { return };
+            let commands: Vec<RoundCommand> = std::mem::take(&mut l.round).into_values().collect();
+            (l.session.id().to_string(), l.agent.clone(), commands)
+        };
+        let store = &self.store;
+        let mut text = text;
+        if round > 0 && !commands.is_empty() {
+            if let Err(e) =
+                agent_store::add_round(store, &session_id, round, &commands, crate::store::now_ms())
+            {
+                tracing::warn!("round {round} of {session_id} not journaled: {e}");
+            }
+            if let Some(a) = &agent {
+                // Past the threshold, this message also asks for a reflection (once: a resend
+                // of the same round carries the same text).
+                if let Some((prompt, ids)) = self.observe(a, round, &commands) {
+                    text = format!("{text}\n\n{prompt}");
+                    if let Some(l) = self.live.lock().expect("loops").get_mut(tab) {
+                        l.reflection = Some(ids);
+                    }
+                }
+            }
+        }
+        for (k, v) in vars {
+            if let Err(e) = self.vars.set(tab, &k, v) {
+                tracing::warn!("${k} not kept: {e}");
+            }
+        }
+        let client = self.registry.get(tab);
+        let text = match (primer, &client) {
+            (true, Some(c)) => {
+                let limits = self.limits(agent.as_ref().and_then(|a| a.spec.max_rounds));
+                // The first message recalls by the task; a later primer by the round's commands.
+                let about = if round == 0 {
+                    text.clone()
+                } else {
+                    commands
+                        .iter()
+                        .map(|c| c.command.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                let recalled = agent.as_ref().and_then(|a| self.recall(a, &about));
+                format!(
+                    "{}\n\n{text}",
+                    self.host
+                        .primer(c, agent.as_ref(), &limits, recalled.as_deref())
+                )
+            }
+            _ => text,
+        };
+        if self.is_stopped(tab) {
+            tracing::info!(tab, "results not typed: a person stopped this tab");
+            return;
+        }
+        if let Some(c) = &client {
+            // The page may echo the sent text as the person's message: it is not theirs.
+            c.typed_by_hub(&crate::protocol::Prompt::from(text.clone()));
+        }
+        let frame = ServerFrame::Deliver {
+            text,
+            auto_send: true,
+            run_id: None,
+            deliver_id: Some(deliver_id),
+            agent: Some(AgentTag {
+                session: session_id.clone(),
+                round,
+                of,
+                name: agent.as_ref().map(|a| a.spec.name.clone()),
+            }),
+        };
+        if let Err(e) = self.registry.send(tab, &frame) {
+            tracing::warn!("agent results not sent to {tab}: {e}");
+        }
+        self.progress(tab, &session_id, "sent", None, None);
+    }
+}
+
+/// A `flow_event` for a tab's panel about one session.
+pub(super) fn progress_frame(
+    session: &str,
+    agent: Option<&AgentRecord>,
+    state: &str,
+    command: Option<&str>,
+    why: Option<&str>,
+    (round, of): (u32, u32),
+) -> ServerFrame {
+    let mut detail = serde_json::json!({"kind": "agent", "round": round, "of": of});
+    if let Some(c) = command {
+        detail["command"] = c.into();
+    }
+    if let Some(w) = why {
+        detail["why"] = w.into();
+    }
+    ServerFrame::FlowEvent {
+        run_id: session.to_string(),
+        flow: match agent {
+            Some(a) => format!("agent:{}", a.spec.name),
+            None => "agent".into(),
+        },
+        node_id: None,
+        state: state.to_string(),
+        detail: Some(detail),
+    }
+}
+
+/// What a person's Stop says: the commands it cancelled, and the background jobs the tab
+/// started that still run (they go on: `?<jobs kill ID>!` ends one).
+pub(super) fn stopped_text(cancelled: &[String], jobs: &[String]) -> String {
+    let mut out =
+        String::from("已停止 / stopped: nothing is typed into this tab until you write in it");
+    if !cancelled.is_empty() {
+        let list: Vec<String> = cancelled.iter().map(|c| format!("`{c}`")).collect();
+        out.push_str(&format!("; 已取消 / cancelled: {}", list.join(", ")));
+    }
+    if !jobs.is_empty() {
+        out.push_str(&format!(
+            "; 后台任务仍在运行 / background jobs still running: {} (?‹jobs kill ID›! ends one)",
+            jobs.join(", ")
+        ));
+    }
+    out
+}
