@@ -32,6 +32,8 @@ use clap::Parser;
 mod cluster_load;
 #[path = "support/floor.rs"]
 mod floor;
+#[path = "support/floor_server.rs"]
+mod floor_server;
 use floor::{cpu_ms, percentile};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -60,6 +62,10 @@ struct Args {
     url: Option<String>,
     #[arg(long, default_value = "load-token")]
     token: String,
+    /// The hub binary to spawn (default: the release `aicard` cargo built beside this tool),
+    /// e.g. a copy built from another commit, for before and after in one session.
+    #[arg(long)]
+    hub_bin: Option<PathBuf>,
     /// PID of the hub when `--url` is given, to read its RSS.
     #[arg(long)]
     hub_pid: Option<u32>,
@@ -101,6 +107,13 @@ struct Args {
     agent: bool,
     #[arg(long, hide = true, default_value = "w")]
     label_prefix: String,
+    /// Skip the tokio + JSON floor server (`benches/support/floor_server.rs`) that otherwise
+    /// takes the same load after the hub, for the hub ÷ floor ratios printed last.
+    #[arg(long)]
+    no_floor_server: bool,
+    /// Run as the floor server (started by the tool itself).
+    #[arg(long, hide = true)]
+    floor_server: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -136,8 +149,15 @@ fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 /// Starts `aicard serve` on port 0 and returns (child, ws base url).
-async fn spawn_hub(token: &str, data: &std::path::Path) -> (tokio::process::Child, String) {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_aicard"));
+async fn spawn_hub(
+    bin: Option<&std::path::Path>,
+    token: &str,
+    data: &std::path::Path,
+) -> (tokio::process::Child, String) {
+    let bin = bin.map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_aicard")),
+        PathBuf::from,
+    );
     let mut child = tokio::process::Command::new(bin)
         .args(["serve", "--port", "0", "--data-dir"])
         .arg(data)
@@ -148,19 +168,7 @@ async fn spawn_hub(token: &str, data: &std::path::Path) -> (tokio::process::Chil
         .kill_on_drop(true)
         .spawn()
         .expect("spawn aicard serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        let line = lines
-            .next_line()
-            .await
-            .expect("read hub stdout")
-            .expect("hub printed its address");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break format!("ws://{}", rest.trim());
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let url = listening_url(&mut child).await;
     (child, url)
 }
 
@@ -294,9 +302,72 @@ async fn open_tab(
     out
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    let mut args = Args::parse();
+/// The load tool's own allocator is the hub's (mimalloc), because the tool also runs the
+/// floor server (`--floor-server`, started by this binary as a child process), which must be
+/// built like the hub. The tool itself keeps mimalloc's default options; the floor server's
+/// process gets the hub's through the environment.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    let args = Args::parse();
+    if args.floor_server {
+        return floor_server::run(args.token);
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(tool(args));
+}
+
+/// Starts this binary as the floor server (`benches/support/floor_server.rs`) on a free port,
+/// with the hub's allocator options, and returns (child, ws base url).
+async fn spawn_floor_server(token: &str) -> (tokio::process::Child, String) {
+    let me = std::env::current_exe().expect("the load tool's path");
+    let mut child = tokio::process::Command::new(me)
+        .args(["--floor-server", "--token", token])
+        .env("MIMALLOC_PURGE_DELAY", "0")
+        .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the floor server");
+    let url = listening_url(&mut child).await;
+    (child, url)
+}
+
+/// Reads a server's stdout up to its `listening on http://ADDR` line; the rest is drained.
+async fn listening_url(child: &mut tokio::process::Child) -> String {
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line = lines
+            .next_line()
+            .await
+            .expect("read the server's stdout")
+            .expect("the server printed its address");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break format!("ws://{}", rest.trim());
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    url
+}
+
+/// What one server did under the load (the figures `drive` prints).
+#[derive(Default)]
+struct Figures {
+    rss_per_idle_tab_kib: Option<f64>,
+    /// Every tab's latency in every counted round, ms, sorted.
+    latencies: Vec<f64>,
+    /// Server CPU per task until the last tab had it, and over the whole round, µs.
+    cpu_until_last_us: f64,
+    cpu_round_us: f64,
+}
+
+async fn tool(mut args: Args) {
     if args.agent {
         return cluster_load::agent(&args).await;
     }
@@ -323,14 +394,63 @@ async fn main() {
     let (child, url) = match &args.url {
         Some(u) => (None, u.clone()),
         None => {
-            let (c, u) = spawn_hub(&args.token, data.path()).await;
+            let (c, u) = spawn_hub(args.hub_bin.as_deref(), &args.token, data.path()).await;
             (Some(c), u)
         }
     };
     let pid = args.hub_pid.or_else(|| child.as_ref().and_then(|c| c.id()));
-    let rss_before = pid.and_then(rss_kib);
-    println!("hub: {url} (pid {pid:?}), RSS before: {rss_before:?} KiB");
+    println!("hub: {url} (pid {pid:?})");
+    let hub = drive(&args, &url, pid).await;
+    // The hub's sockets close with it, before the floor server takes the same load.
+    drop(child);
+    if let Some(f) = floor {
+        let mut rounds = f.rounds.clone();
+        rounds.sort_by(|a, b| a.total_cmp(b));
+        let floor_p99 = percentile(&f.per_socket, 0.99);
+        println!(
+            "loopback floor (bare TCP, no hub, same rounds): per-socket p50 {:.2} ms, p99 {:.2} ms, \
+             whole round p50 {:.2} ms, {:.1} µs of CPU per message → this fan-out's p99 is {:.2}× the floor",
+            percentile(&f.per_socket, 0.50),
+            floor_p99,
+            percentile(&rounds, 0.50),
+            f.cpu_ms_per_round / args.fanout.max(1) as f64 * 1000.0,
+            percentile(&hub.latencies, 0.99) / floor_p99,
+        );
+    }
+    if args.no_floor_server {
+        return;
+    }
+    // 4. The tokio + JSON floor server, same tool, same load, same run.
+    let (server, url) = spawn_floor_server(&args.token).await;
+    println!("floor server: {url} (pid {:?})", server.id());
+    let fl = drive(&args, &url, server.id()).await;
+    drop(server);
+    println!(
+        "hub ÷ tokio + JSON floor server, same load: whole-round CPU per task {:.1} / {:.1} µs = \
+         {:.2}×; until the last tab had its task {:.1} / {:.1} µs = {:.2}×; RSS per idle tab \
+         {} / {} KiB; per-tab p99 {:.2} / {:.2} ms",
+        hub.cpu_round_us,
+        fl.cpu_round_us,
+        hub.cpu_round_us / fl.cpu_round_us,
+        hub.cpu_until_last_us,
+        fl.cpu_until_last_us,
+        hub.cpu_until_last_us / fl.cpu_until_last_us,
+        hub.rss_per_idle_tab_kib
+            .map_or("?".into(), |k| format!("{k:.1}")),
+        fl.rss_per_idle_tab_kib
+            .map_or("?".into(), |k| format!("{k:.1}")),
+        percentile(&hub.latencies, 0.99),
+        percentile(&fl.latencies, 0.99),
+    );
+}
 
+/// Opens the tabs on the server at `url`, measures its RSS per idle tab (with `pid`), runs the
+/// rounds and prints what it measured.
+async fn drive(args: &Args, url: &str, pid: Option<u32>) -> Figures {
+    let mut figures = Figures::default();
+    let url = url.to_string();
+    let rss_before = pid.and_then(rss_kib);
+    println!("RSS before any tab: {rss_before:?} KiB");
     // 1. Connect rate.
     let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<Arrival>();
     let (results_tx, mut results_rx) = mpsc::unbounded_channel::<Value>();
@@ -388,6 +508,7 @@ async fn main() {
             args.tabs,
             per_tab / 1024.0
         );
+        figures.rss_per_idle_tab_kib = Some(per_tab / 1024.0);
     }
 
     // 3. Fan-out: a master tab asks `send_to_all`-style fan-out to the labelled workers.
@@ -523,35 +644,24 @@ async fn main() {
         }
     );
     let rounds = args.rounds.max(1) as f64;
+    figures.cpu_until_last_us = hub_cpu / rounds / args.fanout.max(1) as f64 * 1000.0;
+    figures.cpu_round_us = hub_round_cpu / rounds / args.fanout.max(1) as f64 * 1000.0;
     println!(
-        "CPU per round until the last tab had its task: hub {:.2} ms ({:.1} µs per task), \
+        "CPU per round until the last tab had its task: server {:.2} ms ({:.1} µs per task), \
          load tool {:.2} ms",
         hub_cpu / rounds,
         hub_cpu / rounds / args.fanout.max(1) as f64 * 1000.0,
         tool_cpu / rounds,
     );
     println!(
-        "CPU per whole round (tasks out, replies in, the master's result): hub {:.2} ms \
+        "CPU per whole round (tasks out, replies in, the master's result): server {:.2} ms \
          ({:.1} µs per task), load tool {:.2} ms; prompt {} bytes",
         hub_round_cpu / rounds,
         hub_round_cpu / rounds / args.fanout.max(1) as f64 * 1000.0,
         tool_round_cpu / rounds,
         "load round 0".len() + pad.len(),
     );
-    if let Some(f) = floor {
-        let mut rounds = f.rounds.clone();
-        rounds.sort_by(|a, b| a.total_cmp(b));
-        let floor_p99 = percentile(&f.per_socket, 0.99);
-        println!(
-            "loopback floor (bare TCP, no hub, same rounds): per-socket p50 {:.2} ms, p99 {:.2} ms, \
-             whole round p50 {:.2} ms, {:.1} µs of CPU per message → this fan-out's p99 is {:.2}× the floor",
-            percentile(&f.per_socket, 0.50),
-            floor_p99,
-            percentile(&rounds, 0.50),
-            f.cpu_ms_per_round / args.fanout.max(1) as f64 * 1000.0,
-            percentile(&all, 0.99) / floor_p99,
-        );
-    }
+    figures.latencies = all;
     drop(tabs);
-    drop(child);
+    figures
 }

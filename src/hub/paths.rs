@@ -76,9 +76,20 @@ pub struct Paths {
 impl Paths {
     /// Counts one answer of tab `tab` on `site`.
     pub fn record(&self, tab: &str, site: &str, path: AnswerPath) {
+        let site = super::tally::lower(site);
         let mut b = self.books.lock().unwrap_or_else(|e| e.into_inner());
-        b.tabs.entry(tab.to_string()).or_default().add(path);
-        let book = b.sites.entry(site.to_lowercase()).or_default();
+        // Looked up by `&str` first: a key is made only for a tab or site not seen yet.
+        match b.tabs.get_mut(tab) {
+            Some(counts) => counts.add(path),
+            None => b.tabs.entry(tab.to_string()).or_default().add(path),
+        }
+        if !b.sites.contains_key(site.as_ref()) {
+            b.sites
+                .insert(site.clone().into_owned(), SiteBook::default());
+        }
+        let Some(book) = b.sites.get_mut(site.as_ref()) else {
+            return;
+        };
         book.counts.add(path);
         book.recent.push_back(path);
         while book.recent.len() > RECENT {

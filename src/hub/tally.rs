@@ -2,6 +2,7 @@
 //! its tab's site and its outcome, as its waiter saw it, and every command a tab sent by
 //! outcome. Counts only grow; the API's metrics read them on every scrape.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -11,7 +12,9 @@ use super::queue::TaskError;
 /// Tasks by (site, outcome) and commands by outcome.
 #[derive(Default)]
 pub struct Tally {
-    tasks: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// Site (lower case) → outcome → count. Nested, so that counting looks a site up by
+    /// `&str` (no key made per task).
+    tasks: Mutex<BTreeMap<String, BTreeMap<&'static str, u64>>>,
     commands_ok: AtomicU64,
     commands_failed: AtomicU64,
 }
@@ -33,14 +36,22 @@ pub fn outcome_of(result: &Result<String, TaskError>) -> &'static str {
 impl Tally {
     /// One task of a tab of `site` ended with `outcome` (see [`outcome_of`]).
     pub fn task(&self, site: &str, outcome: &'static str) {
+        let site = lower(site);
         let mut t = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        *t.entry((site.to_lowercase(), outcome)).or_default() += 1;
+        if !t.contains_key(site.as_ref()) {
+            t.insert(site.clone().into_owned(), BTreeMap::new());
+        }
+        if let Some(outcomes) = t.get_mut(site.as_ref()) {
+            *outcomes.entry(outcome).or_default() += 1;
+        }
     }
 
     /// Every (site, outcome) counted so far, with its count.
     pub fn tasks(&self) -> Vec<(String, &'static str, u64)> {
         let t = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        t.iter().map(|((s, o), n)| (s.clone(), *o, *n)).collect()
+        t.iter()
+            .flat_map(|(s, o)| o.iter().map(move |(o, n)| (s.clone(), *o, *n)))
+            .collect()
     }
 
     /// One command a tab sent was answered (its `cmd_result`), successfully or not.
@@ -59,6 +70,15 @@ impl Tally {
             self.commands_ok.load(Ordering::Relaxed),
             self.commands_failed.load(Ordering::Relaxed),
         )
+    }
+}
+
+/// `s` in lower case, borrowed when it is already (the usual case: site names).
+pub(crate) fn lower(s: &str) -> Cow<'_, str> {
+    if s.chars().any(char::is_uppercase) {
+        Cow::Owned(s.to_lowercase())
+    } else {
+        Cow::Borrowed(s)
     }
 }
 

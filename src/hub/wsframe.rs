@@ -215,6 +215,14 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         }
     }
 
+    /// Bytes that came before the reader took over (read past the HTTP handshake), parsed
+    /// before anything is read from the socket.
+    pub fn with_pending(mut self, bytes: Vec<u8>) -> Self {
+        self.rest = bytes;
+        self.at = 0;
+        self
+    }
+
     /// The next message; `None` once the connection has ended (cleanly or not).
     pub async fn next(&mut self) -> Option<Result<Incoming, WsError>> {
         if self.at < self.rest.len() {
