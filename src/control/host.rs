@@ -6,7 +6,8 @@ use crate::commands::ports::{self, ExecSink as _};
 
 /// The interpreter's view of the hub: every port of [`crate::commands::ports`].
 pub(super) struct HubHost {
-    pub(super) hub: Arc<Control>,
+    /// The command host whose services every port reaches.
+    pub(super) control: Arc<Control>,
     /// The task on whose behalf commands run (a foreman's), for subtasks' `parent_id`.
     pub(super) parent: Option<String>,
     /// Where live shell output goes: the tab whose command this is (None: nowhere, e.g. a
@@ -45,7 +46,7 @@ pub(super) struct LiveOutput {
 impl HubHost {
     /// Connected tabs a name resolves to; an error names the target when there are none.
     fn resolve(&self, target: &str) -> Result<Vec<Arc<Client>>, HostError> {
-        self.hub.asks.resolve(target).map_err(host_error)
+        self.control.asks.resolve(target).map_err(host_error)
     }
 
     /// How the ask service follows this caller's tasks: its subtasks carry `parent` (a
@@ -53,7 +54,7 @@ impl HubHost {
     /// The foreman tab `target` names, when it names exactly one connected foreman that is
     /// not the caller itself (a foreman's own dispatch to its workers never recurses).
     fn foreman_named(&self, caller: &Caller, target: &str) -> Option<Arc<Client>> {
-        let tabs = self.hub.asks.resolve(target).ok()?;
+        let tabs = self.control.asks.resolve(target).ok()?;
         let [tab] = tabs.as_slice() else {
             return None;
         };
@@ -66,7 +67,7 @@ impl HubHost {
 
     /// The files a command names, read from the files folder and kept (docs/files.md).
     fn files(&self, names: &[String]) -> Result<Vec<crate::hub::files::FileRef>, HostError> {
-        self.hub
+        self.control
             .tasks
             .files
             .named_all(names)
@@ -108,12 +109,12 @@ impl ports::Tabs for HubHost {
             // A foreman asked from a chat runs its cycle, as a flow's foreman stage does: its
             // split goes to its workers and the caller gets the merged answer, never the
             // foreman's raw split command.
-            let timeout = self.hub.config.timing.task_timeout;
+            let timeout = self.control.config.timing.task_timeout;
             let mut req = crate::hub::tasks::TaskRequest::new(prompt, timeout);
             req.task_id = Some(format!("fc-{}", uuid::Uuid::new_v4().simple()));
             req.parent_id = Some(caller.client_id.clone());
             return self
-                .hub
+                .control
                 .runner
                 .foreman_cycle(&foreman, req)
                 .await
@@ -123,7 +124,7 @@ impl ports::Tabs for HubHost {
                 });
         }
         let opts = self.ask_opts(caller);
-        match self.hub.asks.ask(target, prompt, &opts).await {
+        match self.control.asks.ask(target, prompt, &opts).await {
             Ok(answer) => Ok(answer.text),
             Err(e) => Err(host_error(e)),
         }
@@ -141,7 +142,7 @@ impl ports::Tabs for HubHost {
         }
         let mut opts = self.ask_opts(caller);
         opts.files = self.files(&files)?;
-        match self.hub.asks.ask(target, prompt, &opts).await {
+        match self.control.asks.ask(target, prompt, &opts).await {
             Ok(answer) => Ok(answer.text),
             Err(e) => Err(host_error(e)),
         }
@@ -164,7 +165,7 @@ impl ports::Tabs for HubHost {
             }
             let plain = work.into_iter().map(|(t, p, _)| (t, p)).collect();
             return self
-                .hub
+                .control
                 .asks
                 .ask_all(plain, &opts)
                 .await
@@ -185,7 +186,7 @@ impl ports::Tabs for HubHost {
         work: Vec<(String, Prompt)>,
     ) -> Vec<Result<String, HostError>> {
         let opts = self.ask_opts(caller);
-        self.hub
+        self.control
             .asks
             .ask_all(work, &opts)
             .await
@@ -197,7 +198,7 @@ impl ports::Tabs for HubHost {
     async fn last_reply(&self, target: &str) -> Result<String, HostError> {
         let tabs = self.resolve(target)?;
         tabs.iter()
-            .find_map(|c| self.hub.asks.latest_reply(&c.id))
+            .find_map(|c| self.control.asks.latest_reply(&c.id))
             .ok_or_else(|| HostError::Failed {
                 target: target.to_string(),
                 message: "还没有回复 / no reply yet".into(),
@@ -206,7 +207,7 @@ impl ports::Tabs for HubHost {
 
     fn select(&self, selector: &Target) -> Vec<String> {
         let key = selector.to_string();
-        self.hub
+        self.control
             .registry
             .resolve(&key)
             .into_iter()
@@ -215,7 +216,7 @@ impl ports::Tabs for HubHost {
     }
 
     fn all_workers(&self) -> Vec<String> {
-        self.hub
+        self.control
             .registry
             .resolve("role:worker")
             .into_iter()
@@ -224,7 +225,7 @@ impl ports::Tabs for HubHost {
     }
 
     fn in_group(&self, target: &str, group: &str) -> bool {
-        let tabs = self.hub.registry.resolve(target);
+        let tabs = self.control.registry.resolve(target);
         !tabs.is_empty()
             && tabs
                 .iter()
@@ -236,16 +237,20 @@ impl ports::Tabs for HubHost {
         caller: &Caller,
         card: Option<&str>,
     ) -> Result<(String, String), HostError> {
-        let cards = self.hub.commands.roles.get();
+        let cards = self.control.commands.roles.get();
         let found = match card {
             Some(name) => cards.by_name(name).cloned().ok_or_else(|| {
                 HostError::Other(format!("没有角色卡 {name} / no role card `{name}`"))
             })?,
             None => {
-                let tab = self.hub.registry.get(&caller.client_id).ok_or_else(|| {
-                    HostError::Other("这个标签页不在线 / this tab is not connected".into())
-                })?;
-                self.hub.commands.card_for(&tab).ok_or_else(|| {
+                let tab = self
+                    .control
+                    .registry
+                    .get(&caller.client_id)
+                    .ok_or_else(|| {
+                        HostError::Other("这个标签页不在线 / this tab is not connected".into())
+                    })?;
+                self.control.commands.card_for(&tab).ok_or_else(|| {
                     HostError::Other(
                         "这个标签页没有角色卡 / no role card applies to this tab: name one, ?‹role test CARD›!"
                             .into(),
@@ -268,14 +273,14 @@ impl ports::Tabs for HubHost {
         role: CmdRole,
         group: Option<String>,
     ) -> Result<String, HostError> {
-        set_tab_role(&self.hub, &caller.client_id, role_from_cmd(role), group)
+        set_tab_role(&self.control, &caller.client_id, role_from_cmd(role), group)
     }
 }
 
 /// `on NODE:` over the cluster engine: the command travels as a [`RemoteRequest`].
 impl ports::Cluster for HubHost {
     fn node(&self) -> String {
-        self.hub.engine.node().to_string()
+        self.control.engine.node().to_string()
     }
 
     async fn on_node(
@@ -285,7 +290,7 @@ impl ports::Cluster for HubHost {
         command: &str,
         vars: BTreeMap<String, String>,
     ) -> Result<(bool, String), HostError> {
-        let shown = match self.hub.registry.get(&caller.client_id) {
+        let shown = match self.control.registry.get(&caller.client_id) {
             Some(c) => c.display(),
             None => caller.client_id.clone(),
         };
@@ -301,7 +306,7 @@ impl ports::Cluster for HubHost {
         };
         let body = serde_json::to_vec(&request).map_err(|e| HostError::Other(e.to_string()))?;
         // The node's own exec timeout bounds the command; this bounds the wait for its answer.
-        let wait = self.hub.commands.exec.timeout + REMOTE_MARGIN;
+        let wait = self.control.commands.exec.timeout + REMOTE_MARGIN;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(64);
         let live = self.exec_output(caller);
         let forward = tokio::spawn(async move {
@@ -316,7 +321,7 @@ impl ports::Cluster for HubHost {
                 }
             }
         });
-        let answer = self.hub.engine.call_node(node, body, tx, wait).await;
+        let answer = self.control.engine.call_node(node, body, tx, wait).await;
         let _ = forward.await;
         let answer = answer.map_err(HostError::Other)?;
         let answer: RemoteAnswer = serde_json::from_slice(&answer).map_err(|e| {
@@ -334,7 +339,7 @@ impl ports::ExecSink for HubHost {
         if let Some(remote) = &self.remote {
             let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecChunk>(64);
             let (to, pieces) = (remote.to.clone(), remote.pieces.clone());
-            self.hub
+            self.control
                 .tracker
                 .spawn(remote.forwarders.track_future(async move {
                     while let Some(chunk) = rx.recv().await {
@@ -350,13 +355,13 @@ impl ports::ExecSink for HubHost {
             return Some(tx);
         }
         let live = self.live.as_ref()?;
-        let client = self.hub.registry.get(&live.client_id)?;
+        let client = self.control.registry.get(&live.client_id)?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecChunk>(64);
-        let hub = self.hub.clone();
+        let control = self.control.clone();
         let (cmd_id, command) = (live.cmd_id.clone(), live.command.clone());
         // Tracked twice: by the hub (shutdown waits for it) and by the command, whose
         // `cmd_result` goes out only after its last `cmd_output`.
-        self.hub
+        self.control
             .tracker
             .spawn(live.forwarders.track_future(async move {
                 while let Some(chunk) = rx.recv().await {
@@ -369,7 +374,7 @@ impl ports::ExecSink for HubHost {
                         command: command.clone(),
                         chunk,
                     };
-                    let _ = hub.registry.send(&client.id, &frame);
+                    let _ = control.registry.send(&client.id, &frame);
                 }
             }));
         Some(tx)
@@ -379,15 +384,15 @@ impl ports::ExecSink for HubHost {
 /// Memory, skills, MCP, events and agents: each handed to its own module of the hub.
 impl ports::Services for HubHost {
     fn memory(&self) -> Option<Arc<crate::memory::Memory>> {
-        Some(self.hub.commands.memory.clone())
+        Some(self.control.commands.memory.clone())
     }
 
     fn skills(&self) -> Option<Arc<crate::skills::SkillSet>> {
-        Some(self.hub.commands.skills.get())
+        Some(self.control.commands.skills.get())
     }
 
     async fn mcp(&self, caller: &Caller, request: McpRequest) -> Result<String, HostError> {
-        let clients = &self.hub.mcp;
+        let clients = &self.control.mcp;
         match request {
             McpRequest::List => clients.list(&caller.client_id).await,
             McpRequest::Use { server, tool, args } => {
@@ -412,7 +417,7 @@ impl ports::Services for HubHost {
         caller: &Caller,
         cmd: crate::commands::ast::EventCmd<String>,
     ) -> Result<String, HostError> {
-        event_verb(&self.hub, caller, &self.cause, cmd).map_err(HostError::Other)
+        event_verb(&self.control, caller, &self.cause, cmd).map_err(HostError::Other)
     }
 
     async fn agent(
@@ -420,7 +425,7 @@ impl ports::Services for HubHost {
         caller: &Caller,
         cmd: crate::commands::agent::AgentCmd<String>,
     ) -> Result<String, HostError> {
-        agent_verb(&self.hub, caller, cmd)
+        agent_verb(&self.control, caller, cmd)
             .await
             .map_err(HostError::Other)
     }
@@ -432,17 +437,18 @@ impl ports::Flows for HubHost {
         // Planning waits for the planner tab's answers: the only verbs that are async.
         let planned = match &request {
             FlowRequest::Manager(ManagerCmd::Plan(goal)) => {
-                Some(crate::planner::plan(&self.hub.planner, &caller.client_id, goal).await)
+                Some(crate::planner::plan(&self.control.planner, &caller.client_id, goal).await)
             }
             FlowRequest::Manager(ManagerCmd::Modify { id, feedback }) => Some(
-                crate::planner::modify(&self.hub.planner, &caller.client_id, id, feedback).await,
+                crate::planner::modify(&self.control.planner, &caller.client_id, id, feedback)
+                    .await,
             ),
             _ => None,
         };
         if let Some(r) = planned {
             return r.map_err(|e| HostError::Other(e.to_string()));
         }
-        manager(&self.hub, caller, request, &self.cause)
+        manager(&self.control, caller, request, &self.cause)
             .map_err(|e| HostError::Other(e.to_string()))
     }
 }

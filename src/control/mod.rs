@@ -361,7 +361,7 @@ pub async fn run_command(hub: &Arc<Control>, caller: &Caller, body: &str) -> Cmd
 pub async fn run_parsed(hub: &Arc<Control>, caller: &Caller, cmd: &Command) -> CmdOutcome {
     let interp = Interpreter::new(
         HubHost {
-            hub: hub.clone(),
+            control: hub.clone(),
             parent: None,
             live: None,
             cause: crate::events::Cause::default(),
@@ -400,7 +400,7 @@ pub(super) async fn run_command_with(
     let forwarders = tokio_util::task::TaskTracker::new();
     let interp = Interpreter::new(
         HubHost {
-            hub: hub.clone(),
+            control: hub.clone(),
             parent: parent.map(str::to_string),
             live: live.map(|cmd| LiveOutput {
                 cmd_id: cmd.cmd_id.clone(),
@@ -470,7 +470,7 @@ pub async fn run_for_event(
 ) -> Option<CmdOutcome> {
     let interp = Interpreter::new(
         HubHost {
-            hub: hub.clone(),
+            control: hub.clone(),
             parent: None,
             live: None,
             cause,

@@ -84,7 +84,7 @@ pub(super) async fn run_remote(
     let node = control.engine.node().to_string();
     let forwarders = tokio_util::task::TaskTracker::new();
     let host = HubHost {
-        hub: control.clone(),
+        control: control.clone(),
         parent: None,
         live: None,
         cause: crate::events::Cause::default(),
