@@ -62,7 +62,7 @@ pub enum Body {
     Flow(FlowSpec),
     Prompt(PromptSpec),
     /// A program (`NAME.py`, `.js`, `.sh`) that runs only while the person's pin matches.
-    Program(super::program::ProgramSpec),
+    Program(super::spec::ProgramSpec),
 }
 
 /// A loaded, checked skill.

@@ -15,6 +15,7 @@
 pub mod args;
 pub mod loader;
 pub mod program;
+pub mod spec;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};

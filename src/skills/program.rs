@@ -24,70 +24,7 @@ use sha2::{Digest, Sha256};
 
 use super::is_skill_name;
 use super::loader::{Body, Skill, SkillError};
-
-/// The language of a program skill, from its extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
-    Python,
-    Node,
-    Shell,
-}
-
-impl Lang {
-    /// The language of a file name's extension (`py`, `js`, `sh`).
-    pub fn of(ext: &str) -> Option<Lang> {
-        match ext {
-            "py" => Some(Lang::Python),
-            "js" => Some(Lang::Node),
-            "sh" => Some(Lang::Shell),
-            _ => None,
-        }
-    }
-
-    pub fn ext(self) -> &'static str {
-        match self {
-            Lang::Python => "py",
-            Lang::Node => "js",
-            Lang::Shell => "sh",
-        }
-    }
-
-    /// The program that runs it (found on the PATH like any command).
-    pub fn interpreter(self) -> &'static str {
-        match self {
-            Lang::Python if cfg!(windows) => "python",
-            Lang::Python => "python3",
-            Lang::Node => "node",
-            Lang::Shell => "sh",
-        }
-    }
-
-    fn comment(self) -> &'static str {
-        match self {
-            Lang::Node => "//",
-            Lang::Python | Lang::Shell => "#",
-        }
-    }
-}
-
-/// What a program skill answers with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Returns {
-    /// Its stdout.
-    Text,
-    /// The one file it leaves in `$AICARD_OUT` (its stdout as the text beside it).
-    File,
-}
-
-/// A loaded program skill: the exact bytes that run, and their hash.
-#[derive(Debug, Clone)]
-pub struct ProgramSpec {
-    pub lang: Lang,
-    pub returns: Returns,
-    /// Lower-case hex SHA-256 of [`Self::source`]: what a pin must match.
-    pub sha256: String,
-    pub source: Arc<[u8]>,
-}
+pub use super::spec::{Lang, ProgramSpec, Returns};
 
 /// Lower-case hex SHA-256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
