@@ -92,7 +92,11 @@ test('the dashboard saves and enables a program skill; the token and a cookie wi
   assert.equal(r.result.output, 'HI');
 
   // Edited and saved again: new bytes, disabled until enabled again.
+  // Edit reads the file anew and replaces the open editor: wait for the new one before typing,
+  // or the text goes into the editor that is about to go.
+  await page.$eval('#skill-source', (el) => { el.dataset.stale = '1'; });
   await page.click('button[data-edit="shout"]');
+  await page.waitForSelector('#skill-source:not([data-stale])');
   await page.fill('#skill-source', SOURCE.replace('.upper()', '.upper() + "!"'));
   await page.click('#skill-save');
   await page.waitForSelector('tr[data-skill="shout"][data-enabled="false"]');
