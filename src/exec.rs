@@ -341,39 +341,7 @@ pub async fn run(
     req: ExecRequest<'_>,
     live: Option<mpsc::Sender<ExecChunk>>,
 ) -> Result<ExecOutput, ExecError> {
-    let plan = match plan(policy, req) {
-        Ok(plan) => plan,
-        Err(e) => {
-            audit(req, &policy.mode, &[], &format!("refused: {e}"), None);
-            return Err(e);
-        }
-    };
-    if let Err(source) = tokio::fs::create_dir_all(&policy.workspace).await {
-        let e = ExecError::Workspace {
-            path: policy.workspace.clone(),
-            source,
-        };
-        audit(
-            req,
-            &policy.mode,
-            &plan.argvs(),
-            &format!("refused: {e}"),
-            None,
-        );
-        return Err(e);
-    }
-    let result = execute(policy, &plan, live, None).await;
-    match &result {
-        Ok(out) => audit(req, &policy.mode, &plan.argvs(), "allowed", Some(out)),
-        Err(e) => audit(
-            req,
-            &policy.mode,
-            &plan.argvs(),
-            &format!("failed: {e}"),
-            None,
-        ),
-    }
-    result
+    run_planned(policy, req, plan(policy, req), live, None).await
 }
 
 /// Run one program with exactly this argv (a skill's `run`): never through a shell, in any
@@ -408,6 +376,19 @@ pub async fn run_argv(
             verbatim: false,
         }),
     };
+    run_planned(policy, req, decided, live, None).await
+}
+
+/// Runs a decided plan: a refusal is audited and returned; otherwise the workspace is made,
+/// the plan executed and its outcome audited. The one tail of [`run`], [`run_argv`] and
+/// `run_skill`.
+async fn run_planned(
+    policy: &ExecPolicy,
+    req: ExecRequest<'_>,
+    decided: Result<Plan, ExecError>,
+    live: Option<mpsc::Sender<ExecChunk>>,
+    input: Option<Vec<u8>>,
+) -> Result<ExecOutput, ExecError> {
     let plan = match decided {
         Ok(plan) => plan,
         Err(e) => {
@@ -416,12 +397,20 @@ pub async fn run_argv(
         }
     };
     if let Err(source) = tokio::fs::create_dir_all(&policy.workspace).await {
-        return Err(ExecError::Workspace {
+        let e = ExecError::Workspace {
             path: policy.workspace.clone(),
             source,
-        });
+        };
+        audit(
+            req,
+            &policy.mode,
+            &plan.argvs(),
+            &format!("refused: {e}"),
+            None,
+        );
+        return Err(e);
     }
-    let result = execute(policy, &plan, live, None).await;
+    let result = execute(policy, &plan, live, input).await;
     match &result {
         Ok(out) => audit(req, &policy.mode, &plan.argvs(), "allowed", Some(out)),
         Err(e) => audit(

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{audit, execute, ExecError, ExecMode, ExecOutput, ExecPolicy, ExecRequest, Plan};
+use super::{run_planned, ExecError, ExecMode, ExecOutput, ExecPolicy, ExecRequest, Plan};
 
 /// Whether the policy lets program skill `skill` run: never under `off`, under `allowlist`
 /// when `--allow skill:NAME` names it, always under `on`.
@@ -57,29 +57,5 @@ pub async fn run_skill(
             verbatim: false,
         })
     };
-    let plan = match decided {
-        Ok(plan) => plan,
-        Err(e) => {
-            audit(req, &policy.mode, &[], &format!("refused: {e}"), None);
-            return Err(e);
-        }
-    };
-    if let Err(source) = tokio::fs::create_dir_all(&policy.workspace).await {
-        return Err(ExecError::Workspace {
-            path: policy.workspace.clone(),
-            source,
-        });
-    }
-    let result = execute(policy, &plan, None, Some(input)).await;
-    match &result {
-        Ok(out) => audit(req, &policy.mode, &plan.argvs(), "allowed", Some(out)),
-        Err(e) => audit(
-            req,
-            &policy.mode,
-            &plan.argvs(),
-            &format!("failed: {e}"),
-            None,
-        ),
-    }
-    result
+    run_planned(policy, req, decided, None, Some(input)).await
 }
