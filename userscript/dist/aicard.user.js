@@ -271,6 +271,12 @@
       reasoning(text) {
         if (!finished && typeof text === "string" && text !== "") events.push({ type: "reasoning", text });
       },
+      /** An image of the answer (lib/images.js): `{url, alt}`, or `{pending: true, alt}` for one the page shows. */
+      image({ url, alt, pending } = {}) {
+        if (finished) return;
+        if (pending) events.push({ type: "image", pending: true, alt: String(alt ?? "") });
+        else if (typeof url === "string" && url !== "") events.push({ type: "image", url, alt: String(alt ?? "") });
+      },
       done() {
         if (finished) return;
         finished = true;
@@ -534,6 +540,18 @@
     }
     return false;
   }
+  function takeImages(out, ctx) {
+    const message = isObject2(ctx.patch.root) ? ctx.patch.root.message : null;
+    if (!isObject2(message) || message.content?.content_type !== "multimodal_text") return;
+    const role = dig(message, "author", "role");
+    if (role !== "tool" && role !== "assistant") return;
+    for (const part of Array.isArray(message.content.parts) ? message.content.parts : []) {
+      if (!isObject2(part) || part.content_type !== "image_asset_pointer" || typeof part.asset_pointer !== "string") continue;
+      if (ctx.images.has(part.asset_pointer)) continue;
+      ctx.images.add(part.asset_pointer);
+      out.image({ pending: true, alt: dig(part, "metadata", "dalle", "prompt") || "" });
+    }
+  }
   function checkEnd(out, ctx) {
     const root = ctx.patch.root;
     if (isObject2(root) && root.error) {
@@ -572,6 +590,7 @@
     } else {
       return;
     }
+    takeImages(out, ctx);
     checkEnd(out, ctx);
   }
   var trouble = makeTrouble();
@@ -594,7 +613,7 @@
     createParser: sseParser({
       onEvent,
       trouble,
-      init: () => ({ patch: createPatchState({ initialOp: "append" }), streamed: /* @__PURE__ */ new Map() })
+      init: () => ({ patch: createPatchState({ initialOp: "append" }), streamed: /* @__PURE__ */ new Map(), images: /* @__PURE__ */ new Set() })
     }),
     input: {
       selectors: ['#prompt-textarea[contenteditable="true"]', "div.ProseMirror#prompt-textarea", "textarea#prompt-textarea", 'div[contenteditable="true"].ProseMirror'],
@@ -1028,6 +1047,26 @@ ${lines.join("\n")}` : "";
   var hosts5 = ["www.doubao.com", "doubao.com"];
   var TEXT_BLOCK = 1e4;
   var THINKING_BLOCK = 10040;
+  var CREATION_BLOCK = 2074;
+  function creationImage(creation) {
+    const image = creation && typeof creation === "object" ? creation.image : null;
+    if (!image || typeof image !== "object") return null;
+    for (const key of ["image_ori_raw", "image_ori", "image_preview", "image_thumb"]) {
+      const v = image[key];
+      const url = typeof v === "string" ? v : v && typeof v === "object" ? v.url : null;
+      if (typeof url === "string" && /^https?:\/\//i.test(url)) return url;
+    }
+    return null;
+  }
+  function takeCreations(block, ctx) {
+    const creations = dig(block, "content", "creation_block", "creations");
+    for (const creation of Array.isArray(creations) ? creations : []) {
+      const url = creationImage(creation);
+      if (!url || ctx.imageKeys.has(url.split("?")[0])) continue;
+      ctx.imageKeys.add(url.split("?")[0]);
+      ctx.images.push({ url, alt: typeof creation.image?.description === "string" ? creation.image.description : "" });
+    }
+  }
   function init() {
     return {
       primary: "",
@@ -1042,7 +1081,11 @@ ${lines.join("\n")}` : "";
       emitted: 0,
       // characters of `source` already streamed
       reasoning: "",
-      reasoningEmitted: 0
+      reasoningEmitted: 0,
+      images: [],
+      // generated images (creation blocks) not yet reported
+      imageKeys: /* @__PURE__ */ new Set()
+      // their addresses without the query
     };
   }
   function takeBlocks(blocks, ctx) {
@@ -1052,6 +1095,8 @@ ${lines.join("\n")}` : "";
       if (block.block_type === TEXT_BLOCK || block.block_type === void 0 && dig(block, "content", "text_block")) {
         const text = dig(block, "content", "text_block", "text");
         if (typeof text === "string") ctx.primary += text;
+      } else if (block.block_type === CREATION_BLOCK || dig(block, "content", "creation_block")) {
+        takeCreations(block, ctx);
       } else if (block.block_type === THINKING_BLOCK) {
         const tb = dig(block, "content", "thinking_block") || {};
         const text = typeof tb.text === "string" ? tb.text : tb.content;
@@ -1060,6 +1105,7 @@ ${lines.join("\n")}` : "";
     }
   }
   function flush(out, ctx) {
+    for (const img of ctx.images.splice(0)) out.image(img);
     if (ctx.reasoning.length > ctx.reasoningEmitted) {
       out.reasoning(ctx.reasoning.slice(ctx.reasoningEmitted));
       ctx.reasoningEmitted = ctx.reasoning.length;
@@ -1339,6 +1385,35 @@ ${lines.join("\n")}` : "";
     const status = dig(entry, 5, 0);
     return typeof status === "number" ? status : null;
   }
+  var PLACEHOLDER = /https?:\/\/googleusercontent\.com\/image_generation_content\/\d+/g;
+  var PLACEHOLDER_HEADS = ["http://googleusercontent.com/image_generation_content/", "https://googleusercontent.com/image_generation_content/"];
+  function withoutPlaceholders(text, final) {
+    const t = text.replace(PLACEHOLDER, "").replace(/\n{3,}/g, "\n\n");
+    if (final) return t;
+    for (let k = Math.min(t.length, PLACEHOLDER_HEADS[1].length + 12); k > 0; k -= 1) {
+      const tail = t.slice(t.length - k);
+      if (PLACEHOLDER_HEADS.some((h) => h.startsWith(tail) || tail.startsWith(h) && /^\d*$/.test(tail.slice(h.length)))) return t.slice(0, t.length - k);
+    }
+    return t;
+  }
+  function takeImages2(candidate, out, ctx) {
+    const found = [];
+    const generated = dig(candidate, 12, 7, 0);
+    for (const [i, item] of (Array.isArray(generated) ? generated : []).entries()) {
+      const alt = dig(item, 3, 5, 0);
+      found.push({ url: dig(item, 0, 3, 3), alt: typeof alt === "string" ? alt : `Generated image ${i + 1}` });
+    }
+    const web = dig(candidate, 12, 1);
+    for (const item of Array.isArray(web) ? web : []) {
+      const alt = dig(item, 0, 4);
+      found.push({ url: dig(item, 0, 0, 0), alt: typeof alt === "string" ? alt : "" });
+    }
+    for (const img of found) {
+      if (typeof img.url !== "string" || !/^https?:\/\//i.test(img.url) || ctx.images.has(img.url)) continue;
+      ctx.images.add(img.url);
+      out.image(img);
+    }
+  }
   function onEntry(entry, out, ctx) {
     if (!Array.isArray(entry) || entry[0] !== "wrb.fr") return;
     if (typeof entry[2] !== "string") {
@@ -1352,9 +1427,14 @@ ${lines.join("\n")}` : "";
     if (Array.isArray(candidate)) {
       const reasoning = dig(candidate, 37, 0, 0);
       if (typeof reasoning === "string") out.reasoning(ctx.reasoning.next(reasoning));
+      const final = dig(candidate, 8, 0) === 2;
       const text = dig(candidate, 1, 0);
-      if (typeof text === "string") out.delta(ctx.answer.next(text));
-      if (dig(candidate, 8, 0) === 2) out.done();
+      if (typeof text === "string") {
+        ctx.raw = text;
+        out.delta(ctx.answer.next(withoutPlaceholders(text, final)));
+      }
+      takeImages2(candidate, out, ctx);
+      if (final) out.done();
     }
     const tail = payload[2];
     if (tail && typeof tail === "object" && !Array.isArray(tail) && tail["44"] === true) out.done();
@@ -1363,7 +1443,7 @@ ${lines.join("\n")}` : "";
     const decoder = createUtf8Decoder();
     const reader = createLengthPrefixedReader();
     const out = createOutput();
-    const ctx = { answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer() };
+    const ctx = { answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer(), images: /* @__PURE__ */ new Set(), raw: null };
     let sample = "";
     let broken = false;
     const handle = (frames) => {
@@ -1390,6 +1470,7 @@ ${lines.join("\n")}` : "";
       },
       end() {
         if (!broken) feed(decoder.flush(), true);
+        if (!out.finished && typeof ctx.raw === "string") out.delta(ctx.answer.next(withoutPlaceholders(ctx.raw, true)));
         if (broken && !out.finished) out.error(INCOMPLETE, "incomplete");
         finishAtEof(out, { eofIsDone: true, trouble: trouble6, sample });
         return out.take();
@@ -1668,8 +1749,10 @@ ${lines.join("\n")}` : "";
       reasoning: createSnapshotDiffer(),
       summary: createSnapshotDiffer(),
       format: null,
-      candidates: /* @__PURE__ */ new Map()
+      candidates: /* @__PURE__ */ new Map(),
       // chat.qwen.ai: response_id → response_index, from `response.created`
+      images: /* @__PURE__ */ new Set()
+      // chat.qwen.ai: image addresses already reported (`image_gen` phase)
     };
   }
   function onCreated(created, ctx) {
@@ -1723,6 +1806,12 @@ ${lines.join("\n")}` : "";
       if (Array.isArray(list)) out.reasoning(ctx.summary.next(list.filter((s) => typeof s === "string").join("\n")));
     } else if (phase === "think" || phase === "thinking" || phase === "reasoning") {
       out.reasoning(delta.content);
+    } else if (phase === "image_gen") {
+      const url = typeof delta.content === "string" ? delta.content.trim() : "";
+      if (/^https?:\/\//i.test(url) && !ctx.images.has(url)) {
+        ctx.images.add(url);
+        out.image({ url, alt: "" });
+      }
     } else if (phase === "answer" || phase === null || phase === void 0) {
       out.delta(delta.content);
     }
@@ -2552,6 +2641,66 @@ ${lines.join("\n")}` : "";
     return "key";
   }
 
+  // src/adapters/lib/images.js
+  var DATA_URL_MAX = 65536;
+  var DATA_IMAGE = /^data:image\/(png|jpe?g|gif|webp);base64,[A-Za-z0-9+/=\s]+$/i;
+  function usableUrl(raw, base) {
+    if (typeof raw !== "string") return null;
+    const s = raw.trim();
+    if (s === "") return null;
+    if (/^data:/i.test(s)) return s.length <= DATA_URL_MAX && DATA_IMAGE.test(s) ? s.replace(/\s+/g, "") : null;
+    let url;
+    try {
+      url = base ? new URL(s, base) : new URL(s);
+    } catch {
+      return null;
+    }
+    return url.protocol === "https:" || url.protocol === "http:" ? url.href : null;
+  }
+  function altText(alt) {
+    const one = String(alt ?? "").replace(/\s+/g, " ").trim().slice(0, 200);
+    return one.replace(/\\/g, "\\\\").replace(/([[\]])/g, "\\$1");
+  }
+  function imageMarkdown({ url, alt }) {
+    const safe = String(url).replace(/[\s()<>]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0")}`);
+    return `![${altText(alt)}](${safe})`;
+  }
+  function imageNote(alt) {
+    const a = altText(alt);
+    return `[图片 image${a ? `: ${a}` : ""}]`;
+  }
+  function uniqueImages(list, base) {
+    const out = [];
+    const seen = /* @__PURE__ */ new Set();
+    for (const img of list || []) {
+      if (!img || img.pending) continue;
+      const url = usableUrl(img.url, base);
+      const key = url || `note:${img.url || ""}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push(url ? { url, alt: String(img.alt ?? "") } : { url: null, alt: String(img.alt ?? ""), note: true });
+    }
+    return out;
+  }
+  function imagesSuffix(text, images) {
+    const lines = [];
+    for (const img of images) {
+      if (img.url && String(text).includes(img.url)) continue;
+      lines.push(img.url ? imageMarkdown(img) : imageNote(img.alt));
+    }
+    if (lines.length === 0) return "";
+    const sep = text === "" ? "" : text.endsWith("\n\n") ? "" : text.endsWith("\n") ? "\n" : "\n\n";
+    return sep + lines.join("\n");
+  }
+  function markdownImages(text) {
+    const out = [];
+    const re = /!\[((?:\\.|[^\]\\])*)\]\(([^)\s]+)\)/g;
+    for (let m = re.exec(String(text ?? "")); m; m = re.exec(String(text ?? ""))) {
+      out.push({ alt: m[1].replace(/\\(.)/g, "$1"), url: m[2] });
+    }
+    return out;
+  }
+
   // src/core/dom-fallback.js
   var REPLY_SELECTORS = [
     '[data-message-author-role="assistant"]',
@@ -2587,6 +2736,52 @@ ${lines.join("\n")}` : "";
       for (const el of nodes) if (!el.closest("[data-aicard-panel]")) seen.add(el);
     }
     return [...seen].filter((el) => ![...seen].some((o) => o !== el && o.contains(el))).sort((a, b) => a.compareDocumentPosition(b) & 4 ? -1 : 1);
+  }
+  var MIN_IMAGE_PX = 48;
+  var NOT_ANSWER_IMAGE = /avatar|icon|logo|favicon|emoji|sprite|spinner|loading|badge/i;
+  function px(v) {
+    const n = Number.parseFloat(v);
+    return Number.isFinite(n) ? n : 0;
+  }
+  function answerImage(img) {
+    if (!img || img.tagName !== "IMG") return null;
+    if (img.closest('button, [role="button"], [data-aicard-panel]')) return null;
+    if (img.getAttribute("aria-hidden") === "true" || img.getAttribute("role") === "presentation") return null;
+    const cls = typeof img.className === "string" ? img.className : img.getAttribute("class") || "";
+    const raw = img.currentSrc || img.getAttribute("src") || "";
+    const alt = img.getAttribute("alt") || "";
+    if (NOT_ANSWER_IMAGE.test(cls) || NOT_ANSWER_IMAGE.test(alt) || /favicon|\/icons?\//i.test(raw)) return null;
+    const small = (w, h) => w > 0 && h > 0 && w < MIN_IMAGE_PX && h < MIN_IMAGE_PX;
+    if (small(px(img.getAttribute("width")), px(img.getAttribute("height")))) return null;
+    if (img.complete && small(img.naturalWidth, img.naturalHeight)) return null;
+    const box = img.getBoundingClientRect?.();
+    if (box && small(box.width, box.height)) return null;
+    if (hidden(img)) return null;
+    if (!raw) return null;
+    let url = raw;
+    try {
+      url = new URL(raw, img.ownerDocument?.baseURI).href;
+    } catch {
+    }
+    return { url, alt };
+  }
+  function imageText(found) {
+    const url = usableUrl(found.url);
+    return url ? imageMarkdown({ url, alt: found.alt }) : imageNote(found.alt);
+  }
+  function imagesIn(el) {
+    const out = [];
+    for (const img of el.querySelectorAll("img")) {
+      const found = answerImage(img);
+      if (found) out.push(found);
+    }
+    return out;
+  }
+  function replyImages(doc, adapter) {
+    const selectors = [...adapter?.reply?.selectors || [], ...REPLY_SELECTORS];
+    const replies = candidates(doc, selectors);
+    const last = replies[replies.length - 1];
+    return last ? imagesIn(last) : [];
   }
   var SKIP_TAGS = /* @__PURE__ */ new Set(["BUTTON", "SVG", "svg", "STYLE", "SCRIPT", "NOSCRIPT", "TEMPLATE", "TEXTAREA", "INPUT", "SELECT", "IMG", "CANVAS", "VIDEO", "AUDIO", "IFRAME"]);
   var BLOCK_TAGS2 = /* @__PURE__ */ new Set([
@@ -2668,6 +2863,11 @@ ${lines.join("\n")}` : "";
   function inlineChild(child, out) {
     if (child.nodeType === 3) {
       out.push(child.data.replace(/[ \t\r\n]+/g, " "));
+      return;
+    }
+    if (child.nodeType === 1 && child.tagName === "IMG") {
+      const found = answerImage(child);
+      if (found) out.push(imageText(found));
       return;
     }
     if (child.nodeType !== 1 || skipped(child)) return;
@@ -2980,6 +3180,10 @@ ${codeText(el)}
   // src/core/capture.js
   var SAMPLE_BYTES = 4096;
   var RECORD_LIMIT_BYTES = 8 * 1024 * 1024;
+  var BODY_END_WAIT_MS = 800;
+  var IMAGE_SETTLE_MS = 60;
+  var PENDING_IMAGE_WAIT_MS = 3e4;
+  var IMAGE_POLL_MS = 200;
   function genericTrouble(status, sample = "", contentType = "") {
     if (status === 429) return "rate limited (HTTP 429) / 请求过于频繁";
     if (status === 401) return "login required (HTTP 401) / 需要登录";
@@ -3021,6 +3225,9 @@ ${codeText(el)}
       this.held = [];
       this.troubleChecked = false;
       this.taskId = capture.claimTask();
+      this.images = [];
+      this.pendingImages = 0;
+      this.bodyEnded = false;
     }
     /** Error statuses and HTML bodies are held back until a sample is judged for trouble. */
     get suspicious() {
@@ -3132,6 +3339,10 @@ ${codeText(el)}
           this.pendingReasoning += ev.text || "";
           this.capture.emit("reasoning", this);
           return;
+        case "image":
+          if (ev.pending) this.pendingImages += 1;
+          else if (ev.url) this.images.push({ url: ev.url, alt: ev.alt || "" });
+          return;
         case "done":
           this.finish();
           return;
@@ -3144,6 +3355,7 @@ ${codeText(el)}
       }
     }
     end() {
+      this.bodyEnded = true;
       if (this.closed) return;
       if (this.suspicious && !this.troubleChecked && !this.releaseHeld()) return;
       this.feed(() => this.parser.end());
@@ -3174,12 +3386,36 @@ ${codeText(el)}
     finish() {
       if (this.closed) return;
       if (this.resume) this.settle(true);
-      if (this.text === "") {
+      if (this.text === "" && this.images.length === 0 && this.pendingImages === 0) {
         this.miss();
         return;
       }
       this.flush();
+      const fromPage = this.capture.doc && (this.images.length === 0 || this.pendingImages > 0);
+      if (!fromPage) {
+        this.complete(this.images);
+        return;
+      }
       this.closed = true;
+      this.capture.pageImages(this).then((found) => this.complete(found), (err) => {
+        this.capture.log("warn", `reading the reply's images failed: ${err.message}`);
+        this.complete([]);
+      });
+    }
+    /** The answer with its images appended (each once), then `flow_end` and `turn_end`. */
+    complete(images) {
+      this.closed = true;
+      const suffix = imagesSuffix(this.text, uniqueImages([...this.images, ...images], this.capture.doc?.baseURI));
+      if (suffix) {
+        this.text += suffix;
+        this.pending += suffix;
+        this.flush();
+      }
+      if (this.text === "") {
+        this.closed = false;
+        this.miss();
+        return;
+      }
       this.capture.memory?.note(this, { ended: true });
       this.capture.hub.send(flowReport(this.id, "flow_end", { status: "finished", fragmentCount: this.seq }));
       this.capture.hub.send(turnEnd(this.id, this.text, this.taskId, { source: "network" }));
@@ -3188,8 +3424,10 @@ ${codeText(el)}
     }
   };
   var TurnCapture = class {
-    constructor({ adapter, hub, log, claimTask, memory = null, record = false }) {
+    constructor({ adapter, hub, log, claimTask, memory = null, record = false, doc = null, timers = null }) {
       this.record = record;
+      this.doc = doc;
+      this.timers = timers || { setTimeout: (fn, ms) => setTimeout(fn, ms) };
       this.memory = memory;
       this.adapter = adapter;
       this.hub = hub;
@@ -3270,6 +3508,30 @@ ${codeText(el)}
       this.hub.send(flowReport(turn.id, "flow_start", { status: "streaming" }));
       this.emit("turn_start", turn);
       this.memory?.note(turn);
+    }
+    /**
+     * The images the newest reply shows on the page, read once the stream's body closed (or
+     * BODY_END_WAIT_MS passed) and the page had IMAGE_SETTLE_MS to render it; while the stream announced
+     * more images than the page shows, read again until PENDING_IMAGE_WAIT_MS.
+     */
+    async pageImages(turn) {
+      const sleep = (ms) => new Promise((resolve) => {
+        this.timers.setTimeout(resolve, ms);
+      });
+      const started = Date.now();
+      while (!turn.bodyEnded && Date.now() - started < BODY_END_WAIT_MS) await sleep(25);
+      await sleep(IMAGE_SETTLE_MS);
+      const read = () => replyImages(this.doc, this.adapter);
+      let found = read();
+      const deadline = Date.now() + PENDING_IMAGE_WAIT_MS;
+      while (turn.pendingImages > 0 && found.length < turn.pendingImages && Date.now() < deadline) {
+        await sleep(IMAGE_POLL_MS);
+        found = read();
+      }
+      if (found.length < turn.pendingImages) {
+        this.log("warn", `${turn.pendingImages - found.length} announced image(s) never showed on the page / 有图片未在页面上显示`);
+      }
+      return found;
     }
     /** A reply read from the page by the fallback: reported as one chunk and a turn_end. */
     domTurn(text, taskId) {
@@ -4470,6 +4732,12 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
 .note { margin-top: 4px; padding: 3px 5px; background: #fff6d6; border-radius: 4px; color: #6b5200; }
 .agent { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
 .agent .cmd { font-family: ui-monospace, monospace; font-size: 11px; word-break: break-all; }
+.files, .images { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
+.files ul, .images ul { list-style: none; margin: 2px 0; padding: 0; }
+.files li, .images li { margin: 1px 0; word-break: break-all; }
+.files li.refused { color: #b3261e; } .files li.attached { color: #1e7b3a; }
+.files progress { width: 100%; height: 6px; }
+.images a { color: #2452a8; }
 `;
   var HOOK_NAMES = { page: "页面 page", inject: "注入 injected", xray: "沙箱 sandbox" };
   function captureText({ mode, late, path }) {
@@ -4486,6 +4754,13 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
     unpaired: "未配对 not paired"
   };
   var DONE_STATES = /* @__PURE__ */ new Set(["completed", "failed", "skipped", "cancelled"]);
+  var FILE_STATES = {
+    waiting: "等待 waiting",
+    attaching: "附加中 attaching",
+    attached: "已附加 attached",
+    refused: "被拒绝 refused",
+    dropped: "未附加 not attached"
+  };
   var AGENT_STATES = {
     running: "运行命令 running",
     sent: "已发回结果 results sent",
@@ -4505,6 +4780,72 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.runs = /* @__PURE__ */ new Map();
       this.agents = /* @__PURE__ */ new Map();
       this.output = /* @__PURE__ */ new Map();
+      this.files = null;
+      this.images = [];
+      this.watch(hub);
+    }
+    /**
+     * Follows the task's files and the reply's images from the frames themselves: a `task` with
+     * `attachments` from the hub, and what the tab sends — `task_update` (`attaching` done/of, `sent`,
+     * `failed` with `attachment_refused`) and `turn_end` (its Markdown images). The panel only reads them.
+     */
+    watch(hub) {
+      if (!hub || typeof hub.send !== "function") return;
+      hub.on?.("frame", (frame) => this.hubFrame(frame));
+      const send = hub.send.bind(hub);
+      hub.send = (frame) => {
+        try {
+          this.sentFrame(frame);
+        } catch {
+        }
+        return send(frame);
+      };
+    }
+    hubFrame(frame) {
+      if (frame?.type !== "task") return;
+      if (!Array.isArray(frame.attachments) || frame.attachments.length === 0) {
+        if (this.files) {
+          this.files = null;
+          this.render();
+        }
+        return;
+      }
+      this.files = {
+        taskId: frame.task_id,
+        done: 0,
+        of: frame.attachments.length,
+        list: frame.attachments.map((a) => ({ name: String(a?.name ?? "?"), size: Number(a?.size) || 0, state: "waiting" }))
+      };
+      this.render();
+    }
+    sentFrame(frame) {
+      if (frame?.type === "turn_end") {
+        this.images = markdownImages(frame.text);
+        this.render();
+        return;
+      }
+      const files = this.files;
+      if (frame?.type !== "task_update" || !files || frame.task_id !== files.taskId) return;
+      if (frame.state === "attaching") {
+        files.done = Number(frame.done) || 0;
+        files.list.forEach((f, i) => {
+          if (f.state === "refused") return;
+          f.state = i < files.done ? "attached" : i === files.done ? "attaching" : "waiting";
+        });
+      } else if (["sent", "streaming", "done"].includes(frame.state)) {
+        files.done = files.of;
+        for (const f of files.list) if (f.state !== "refused") f.state = "attached";
+      } else if (frame.state === "failed") {
+        const reason = String(frame.error || frame.trouble || "");
+        if (frame.trouble === "attachment_refused") {
+          const named = files.list.find((f) => f.state !== "attached" && reason.includes(f.name)) || files.list.find((f) => f.state === "attaching") || files.list.find((f) => f.state === "waiting");
+          if (named) Object.assign(named, { state: "refused", reason });
+        }
+        for (const f of files.list) if (f.state === "waiting" || f.state === "attaching") f.state = "dropped";
+      } else {
+        return;
+      }
+      this.render();
     }
     el(tag, className, text) {
       const e = this.doc.createElement(tag);
@@ -4735,6 +5076,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.dot.className = `dot ${hub.state}`;
       const agent = [...this.agents.values()].pop();
       this.mark({
+        files: this.files ? this.files.list.map((f) => `${f.name}:${f.state}`).join("|") : void 0,
+        images: this.images.length ? String(this.images.length) : void 0,
         state: hub.state,
         transport: hub.transport,
         capture: capture?.path,
@@ -4759,7 +5102,55 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.body.replaceChildren(...rows);
       if (this.runs.size) this.body.append(this.renderFlows());
       if (this.agents.size) this.body.append(this.renderAgents());
+      if (this.files) this.body.append(this.renderFiles());
+      if (this.images.length) this.body.append(this.renderImages());
       this.publish();
+    }
+    /** The current task's files: a progress bar (done of all) and one line per file, each with its name. */
+    renderFiles() {
+      const { done, of, list } = this.files;
+      const wrap = this.el("div", "files");
+      wrap.append(this.row("附件 Files", `${Math.min(done, of)}/${of}`));
+      const bar = this.el("progress");
+      bar.max = of;
+      bar.value = Math.min(done, of);
+      bar.setAttribute("aria-label", `附件进度 attachment progress ${Math.min(done, of)}/${of}`);
+      const ul = this.el("ul");
+      ul.setAttribute("aria-label", "本任务的附件 / files of this task");
+      for (const f of list) {
+        const text = `${f.name} · ${fileSize(f.size)} · ${FILE_STATES[f.state] || f.state}${f.reason ? ` — ${f.reason}` : ""}`;
+        const li = this.el("li", f.state, text.length > 240 ? `${text.slice(0, 239)}…` : text);
+        li.setAttribute("aria-label", text);
+        li.dataset.state = f.state;
+        ul.append(li);
+      }
+      wrap.append(bar, ul);
+      return wrap;
+    }
+    /** The images of the last reply, each a link to its address (a `data:` image is named, not linked). */
+    renderImages() {
+      const wrap = this.el("div", "images");
+      wrap.append(this.row("图片 Images", `${this.images.length}`));
+      const ul = this.el("ul");
+      ul.setAttribute("aria-label", "上一条回复中的图片 / images in the last reply");
+      for (const img of this.images) {
+        const name = img.alt || imageName(img.url);
+        const li = this.el("li");
+        if (/^https?:/i.test(img.url)) {
+          const a = this.el("a", null, `🖼 ${name}`);
+          a.href = img.url;
+          a.target = "_blank";
+          a.rel = "noopener noreferrer";
+          a.setAttribute("aria-label", `图片 image: ${name}`);
+          li.append(a);
+        } else {
+          li.textContent = `🖼 ${name} (内嵌 inline)`;
+          li.setAttribute("aria-label", `内嵌图片 inline image: ${name}`);
+        }
+        ul.append(li);
+      }
+      wrap.append(ul);
+      return wrap;
     }
     renderFlows() {
       const wrap = this.doc.createElement("div");
@@ -4826,6 +5217,21 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       return b;
     }
   };
+  function fileSize(bytes) {
+    const n = Number(bytes) || 0;
+    if (n < 1024) return `${n} B`;
+    if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+    return `${(n / (1024 * 1024)).toFixed(1)} MB`;
+  }
+  function imageName(url) {
+    if (/^data:/i.test(url)) return "data:";
+    try {
+      const last = new URL(url).pathname.split("/").filter(Boolean).pop();
+      return decodeURIComponent(last || url).slice(0, 60);
+    } catch {
+      return String(url).slice(0, 60);
+    }
+  }
   function texts(list) {
     return Array.isArray(list) ? list.filter((x) => x !== null && x !== void 0 && x !== "").map(String) : [];
   }
@@ -5804,6 +6210,8 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       adapter,
       hub,
       log,
+      doc,
+      timers,
       record: debug,
       claimTask: () => runner?.claimTask(),
       memory: new TurnMemory(own.sessionStorage)

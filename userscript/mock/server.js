@@ -19,6 +19,10 @@
 // `render: true`) also carries its answer (`x-mock-answer`) for the page to render as the site's markup.
 // With nothing queued, a prompt that asks for the agent script gets it (./agent-model.js), else
 // DEFAULT_ANSWER.
+// Images (docs/files.md "Back / 回传"): a reply with `images: [{url, alt}]` carries them in the site's stream
+// as the real site does (the site's `stream({images})`; a site whose stream has no image form ignores them)
+// and the page shows them in the reply (`x-mock-images`, after `imagesDelayMs`, as a site that fetches the
+// image's address later does). A GET on a site's `imageHosts` or `imagePaths` answers a PNG.
 import { createServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { execFileSync } from 'node:child_process';
@@ -30,6 +34,7 @@ import { cspHeader, newNonce } from './sites/lib/csp.js';
 import { driftChunks, MOVED_PREFIX, unmovedPath } from './sites/lib/drift.js';
 import { agentReply } from './agent-model.js';
 import { parseMultipart, sha256, UPLOAD_DELAY_MS } from './sites/lib/upload.js';
+import { solidPng } from './sites/lib/png.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const SITES_DIR = join(here, 'sites');
@@ -145,7 +150,8 @@ function pageHeaders(def, csp) {
 export async function startMockServer({ port = 0, sites, tls = true, csp = process.env.AICARD_MOCK_CSP !== '0' } = {}) {
   const defs = sites || (await loadSites());
   const byHost = new Map();
-  for (const def of defs) for (const h of siteHosts(def)) byHost.set(h.toLowerCase(), def);
+  // Pages and APIs, and the hosts that only serve a site's images (not pages: no CSP, no composer).
+  for (const def of defs) for (const h of [...siteHosts(def), ...(def.imageHosts || [])]) byHost.set(h.toLowerCase(), def);
   const queues = new Map();   // site name → queued replies
   const received = new Map(); // site name → request bodies
   const sockets = new Set();
@@ -184,16 +190,21 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
     }
     const variant = reply.variant || 'default';
     const moved = req.url.startsWith(`${MOVED_PREFIX}/`);
-    let chunks = def.stream({ answer: reply.answer, reasoning: reply.reasoning || '', variant, seed: reply.seed ?? 1 });
+    const images = Array.isArray(reply.images) ? reply.images : [];
+    let chunks = def.stream({ answer: reply.answer, reasoning: reply.reasoning || '', variant, seed: reply.seed ?? 1, images });
     let contentType = def.variantMeta?.[variant]?.contentType || def.contentType || 'text/event-stream; charset=utf-8';
     if (reply.drift) ({ chunks, contentType } = driftChunks(def.name, reply.drift, chunks, { answer: reply.answer ?? DEFAULT_ANSWER, contentType }));
     const render = reply.drift || moved || reply.render
       ? { 'x-mock-answer': encodeURIComponent(reply.answer ?? DEFAULT_ANSWER), 'access-control-expose-headers': 'x-mock-answer' }
       : {};
+    const shown = images.length
+      ? { 'x-mock-images': encodeURIComponent(JSON.stringify({ images, delayMs: reply.imagesDelayMs ?? 0 })), 'access-control-expose-headers': 'x-mock-answer, x-mock-images' }
+      : {};
     res.writeHead(200, {
       'content-type': contentType,
       'cache-control': 'no-cache',
       ...render,
+      ...shown,
       ...corsHeaders(req),
     });
     res.flushHeaders();
@@ -267,6 +278,11 @@ export async function startMockServer({ port = 0, sites, tls = true, csp = proce
       const def = byHost.get(host);
       if (!def) { res.writeHead(404, { 'content-type': 'text/plain' }).end(`no mock site for host ${host}`); return; }
       if (req.method === 'OPTIONS') { res.writeHead(204, corsHeaders(req)).end(); return; }
+      if (req.method === 'GET' && ((def.imageHosts || []).includes(host) || (def.imagePaths || []).some((p) => p.test(url.pathname)))) {
+        res.writeHead(200, { 'content-type': 'image/png', 'cache-control': 'no-store', 'access-control-allow-origin': '*' });
+        res.end(solidPng());
+        return;
+      }
       if (endpointMatches(def, req.method, req.url)) return await streamReply(def, req, res);
       const route = uploadRoute(def, req.method, url.pathname);
       if (route) return await uploadReply(def, route, req, res, url);

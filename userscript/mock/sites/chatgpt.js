@@ -70,6 +70,14 @@ function stream(args = {}) {
     events.push(delta({ p: '', o: 'patch', v: [{ p: '/message/status', o: 'replace', v: 'finished_successfully' }, { p: '/message/end_turn', o: 'replace', v: false }] }));
     events.push(delta({ p: '', o: 'add', v: { message: { ...message('k2', 'tool', { content_type: 'text', parts: ['search results — not the answer'] }), status: 'finished_successfully' }, conversation_id: CONV, error: null }, c: c++ }));
   }
+  for (const [i, img] of (args.images || []).entries()) {
+    // The image tool's message (docs/sites/chatgpt.md "Images"): an asset pointer, no address; the page asks
+    // for a signed one after the stream and shows it (the mock page's x-mock-images).
+    const pointer = { content_type: 'image_asset_pointer', asset_pointer: `sediment://file_00000000${String(i).padStart(4, '0')}a1b2c3d4e5f6a7b8c9d0`,
+      size_bytes: 1048576, width: 1024, height: 1024, fovea: null,
+      metadata: { dalle: { gen_id: `gen-${i}`, prompt: '', seed: null, parent_gen_id: null, edit_op: null, serialization_title: 'DALL-E generation metadata' }, gizmo: null, generation: { gen_id: `gen-${i}`, gen_size: 'image', seed: null, parent_gen_id: null, height: 1024, width: 1024, transparent_background: false, serialization_title: 'Image Generation metadata' }, container_pixel_height: 1024, container_pixel_width: 1024, sanitized: false } };
+    events.push(delta({ p: '', o: 'add', v: { message: { ...message(`img${i}`, 'tool', { content_type: 'multimodal_text', parts: [pointer] }, { author: { role: 'tool', name: 't2uay3k.sj1i4kz', metadata: {} } }), status: 'finished_successfully' }, conversation_id: CONV, error: null }, c: c++ }));
+  }
   events.push(delta({ p: '', o: 'add', v: { message: { ...message('a1', 'assistant', { content_type: 'text', parts: [''] }), channel: 'final' }, conversation_id: CONV, error: null }, c: c++ }));
   streamText('/message/content/parts/0', tokens);
   events.push(delta({ p: '', o: 'patch', v: [
@@ -136,6 +144,8 @@ export default {
       'https://chatgpt.com', 'https://*.chatgpt.com', 'wss://*.chatgpt.com', 'https://chat.openai.com'],
   },
   endpoint: { method: 'POST', path: /^\/backend-(api|anon)\/(f\/)?conversation$/ },
+  // Generated images are served from the site's own origin (signed `estuary/content` addresses).
+  imagePaths: [/^\/backend-api\/estuary\/content$/],
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'text/event-stream; charset=utf-8', hosts: ['chatgpt.com', 'chat.openai.com'] }])),
   reasoningVariants: ['thoughts'],

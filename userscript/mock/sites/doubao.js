@@ -16,7 +16,7 @@ function textBlock(text, extra = {}) {
   return { block_type: 10000, block_id: '30387402865563394', content: { text_block: { text } }, is_finish: false, patch_type: 1, ...extra };
 }
 
-function currentStream(rng, variant, tokens, thinkTokens, prompt, answer) {
+function currentStream(rng, variant, tokens, thinkTokens, prompt, answer, args = {}) {
   let id = 0;
   const ev = (event, obj) => sseEvent({ id: id++, event, data: JSON.stringify(obj) });
   const events = [
@@ -72,6 +72,16 @@ function currentStream(rng, variant, tokens, thinkTokens, prompt, answer) {
       events.push(chunk([ttsOp(t)]));
     } else events.push(chunk([textOp(t), ttsOp(t)]));
   });
+  for (const [i, img] of (args.images || []).entries()) {
+    // A creation block (block_type 2074, docs/sites/doubao.md "Images"): first while the image is made (no
+    // address), then with the thumbnail and the original.
+    const block = (image, finished) => ({ block_type: 2074, block_id: `creation-${i}`, parent_id: '', is_finish: finished,
+      content: { creation_block: { creations: [{ type: 1, image }] } } });
+    events.push(chunk([{ patch_object: 1, patch_type: 1, patch_value: { content_block: [block({ key: `img-${i}`, status: 1 }, false)] } }]));
+    const thumb = { url: `${img.url.split('?')[0]}~tplv-a9rns2rl98-downsize_watermark_1_5_b.png?x-signature=thumb`, width: 512, height: 512, format: 'png' };
+    events.push(chunk([{ patch_object: 1, patch_type: 1, patch_value: { content_block: [block({ key: `img-${i}`, status: 2, image_thumb: thumb,
+      image_ori: { url: img.url, width: 1024, height: 1024, format: 'png' }, image_ori_raw: { url: img.url, width: 1024, height: 1024, format: 'png' }, description: img.alt || '' }, true)] } }]));
+  }
   events.push(chunk([{ patch_object: 1, patch_type: 1, patch_value: { content_block: [{ ...textBlock(''), content: { text_block: {} }, is_finish: true }] } }]));
   events.push(chunk([{ patch_object: 3, patch_type: 2, patch_value: {} }, { patch_object: 50, patch_type: 1, patch_value: { ext: { is_finish: '1' } } }]));
   events.push(ev('SSE_REPLY_END', { end_type: 1, msg_finish_attr: { msgid: MSG, badge_count: 27, read_badge_count: 26, brief: answer } }));
@@ -101,7 +111,7 @@ function samanthaStream(rng, tokens, answer) {
 function stream(args = {}) {
   const { rng, variant, tokens, thinkTokens, answer } = prepare(args, variants);
   const prompt = args.prompt || 'hello3';
-  return variant === 'samantha' ? samanthaStream(rng, tokens, answer) : currentStream(rng, variant, tokens, thinkTokens, prompt, answer);
+  return variant === 'samantha' ? samanthaStream(rng, tokens, answer) : currentStream(rng, variant, tokens, thinkTokens, prompt, answer, args);
 }
 
 function page(opts) {
@@ -152,6 +162,7 @@ export default {
   // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
   upload,
   hosts: ['www.doubao.com'],
+  imageHosts: ['p3-flow-imagex-sign.byteimg.com'], // generated images (docs/files.md "Back / 回传")
   page,
   // CSP: www.doubao.com: no published policy (shared/reference/site-runtime.md §1b) —
   // so the strict stand-in: nonce-only scripts, connections only to the site's own origins.

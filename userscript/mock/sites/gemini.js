@@ -27,6 +27,18 @@ function candidate(text, status, reasoning) {
 
 const wrb = (payload) => [['wrb.fr', null, JSON.stringify(payload)]];
 
+/** Where Gemini's text marks a generated image (docs/sites/gemini.md "Images"). */
+const placeholder = (i) => `http://googleusercontent.com/image_generation_content/${i}`;
+
+/** A candidate carrying generated images at [12][7][0] (address at [k][0][3][3], description at [k][3][5][0]). */
+function withImages(c, images) {
+  while (c.length < 13) c.push(null);
+  const generated = images.map((img, i) => [[null, null, null, [null, 1, `image_${i}.png`, img.url, null, `token_${i}`]], null, null,
+    [null, null, null, null, null, [img.alt || ''], String(i + 1)]]);
+  c[12] = [null, null, null, null, null, null, null, [generated]];
+  return c;
+}
+
 function stream(args = {}) {
   const { rng, variant, tokens, thinkTokens } = prepare(args, variants);
   let body = ")]}'\n\n";
@@ -42,10 +54,20 @@ function stream(args = {}) {
   const texts = cumulative(tokens);
   if (texts.length === 0) texts.push('');
   texts.forEach((text, i) => {
-    const last = i === texts.length - 1 && variant !== 'eof-only';
+    const last = i === texts.length - 1 && variant !== 'eof-only' && !(args.images || []).length;
     body += frame(wrb([null, IDS, null, null, [candidate(text, last ? 2 : 1, finalThink)]]));
     if (rng.chance(0.15)) body += frame(wrb([null, IDS, null, null, [candidate(text, 1, finalThink)]])); // repeated snapshot
   });
+  const images = args.images || [];
+  if (images.length) {
+    // The text then names the image by its placeholder, cut across two frames; the last frames carry the image.
+    const base = texts[texts.length - 1];
+    const full = `${base}\n\n${images.map((_, i) => placeholder(i)).join('\n')}`;
+    const cut = base.length + 2 + 20;
+    body += frame(wrb([null, IDS, null, null, [candidate(full.slice(0, cut), 1, finalThink)]]));
+    body += frame(wrb([null, IDS, null, null, [withImages(candidate(full, 1, finalThink), images)]]));
+    body += frame(wrb([null, IDS, null, null, [withImages(candidate(full, variant === 'eof-only' ? 1 : 2, finalThink), images)]]));
+  }
   if (variant !== 'eof-only') body += frame(wrb([null, IDS, { 44: true }]));
   body += frame([['di', 192], ['af.httprm', 191, '8196459853603899163', 2]]);
   body += frame([['e', 4, null, null, 216]]);
@@ -108,6 +130,7 @@ export default {
     'object-src': ["'none'"],
     'base-uri': ["'self'"],
   },
+  imageHosts: ['lh3.googleusercontent.com'],
   endpoint: { method: 'POST', path: /^(\/u\/\d+)?\/_\/BardChatUi\/data\/assistant\.lamda\.BardFrontendService\/StreamGenerate$/ },
   variants,
   variantMeta: Object.fromEntries(variants.map((v) => [v, { contentType: 'application/json; charset=utf-8', hosts: ['gemini.google.com'] }])),

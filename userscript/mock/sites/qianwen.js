@@ -48,7 +48,7 @@ function cnStream(rng, variant, tokens, thinkTokens) {
   return hostileSse(events, rng);
 }
 
-function intlStream(rng, variant, tokens, thinkTokens) {
+function intlStream(rng, variant, tokens, thinkTokens, images = []) {
   const data = (obj) => sseEvent({ data: JSON.stringify(obj) });
   const delta = (d) => data({ choices: [{ delta: { role: 'assistant', ...d } }], response_id: 'r1' });
   const events = [`data: ${JSON.stringify({ 'response.created': { chat_id: 'c1', parent_id: 'p0', response_id: 'r1', response_index: '0' } })} \n\n`];
@@ -78,6 +78,12 @@ function intlStream(rng, variant, tokens, thinkTokens) {
   } else {
     for (const t of tokens) events.push(delta({ content: t, phase: 'answer', status: 'typing' }));
   }
+  for (const img of images) {
+    // A generated image (docs/sites/qwen.md "Images"): the `image_gen` phase's content is its CDN address.
+    events.push(delta({ content: '', phase: 'image_gen', status: 'typing', extra: { output_image_hw: [[1024, 1024]] } }));
+    events.push(delta({ content: img.url, phase: 'image_gen', status: 'typing', extra: { output_image_hw: [[1024, 1024]] } }));
+    events.push(delta({ content: '', phase: 'image_gen', status: 'finished' }));
+  }
   events.push(data({ choices: [{ delta: { content: '', role: 'assistant', status: 'finished', phase: 'answer' } }], response_id: 'r1', usage: { input_tokens: 12, output_tokens: tokens.length } }));
   events.push(data('[DONE]').replace('"[DONE]"', '[DONE]'));
   return hostileSse(events, rng);
@@ -101,7 +107,7 @@ function legacyStream(rng, tokens, prompt) {
 
 function stream(args = {}) {
   const { rng, variant, tokens, thinkTokens } = prepare(args, variants);
-  if (intlVariants.includes(variant)) return intlStream(rng, variant, tokens, thinkTokens);
+  if (intlVariants.includes(variant)) return intlStream(rng, variant, tokens, thinkTokens, args.images || []);
   if (variant === 'legacy-tongyi') return legacyStream(rng, tokens, args.prompt || '你好');
   return cnStream(rng, variant, tokens, thinkTokens);
 }
@@ -156,6 +162,7 @@ export default {
   // The composer's uploads: file input / drop / paste, chips, limits, the site's upload requests (./uploads.js).
   upload,
   hosts: ['tongyi.aliyun.com', 'www.qianwen.com', 'chat.qwen.ai'],
+  imageHosts: ['cdn.qwenlm.ai'], // generated images (docs/files.md "Back / 回传")
   page,
   // CSP: www.qianwen.com / tongyi.aliyun.com / chat.qwen.ai: no published policy (shared/reference/site-runtime.md §1b) —
   // so the strict stand-in: nonce-only scripts, connections only to the site's own origins.

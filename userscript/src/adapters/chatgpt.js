@@ -2,7 +2,7 @@
 // `{"v":…}` appends to the last path) and the legacy full-snapshot events. Only assistant messages addressed
 // to everyone (`recipient: "all"`) are answer text; `thoughts` content is reasoning; system/user echoes and
 // metadata events are ignored. Ends at `finished_successfully` + `end_turn`, `message_stream_complete` or
-// `[DONE]`.
+// `[DONE]`. An image the image tool makes is announced by its asset pointer (`takeImages`) and read from the page.
 
 import { createPatchState } from './lib/patch.js';
 import { dig, parseJson, sseParser } from './lib/stream.js';
@@ -91,6 +91,26 @@ function streamAppend(out, ctx, leaf) {
   return false;
 }
 
+/**
+ * Images a message carries (docs/sites/chatgpt.md "Images"): `multimodal_text` parts of type
+ * `image_asset_pointer` (`sediment://…`, `file-service://…`) from the image tool or the assistant. A pointer
+ * is no address the hub can open (the page asks /backend-api/files/… for a signed one), so each is reported
+ * once as pending: the reply's page is read for it at the end of the turn. The person's own uploads are
+ * in the user's message and never reported.
+ */
+function takeImages(out, ctx) {
+  const message = isObject(ctx.patch.root) ? ctx.patch.root.message : null;
+  if (!isObject(message) || message.content?.content_type !== 'multimodal_text') return;
+  const role = dig(message, 'author', 'role');
+  if (role !== 'tool' && role !== 'assistant') return;
+  for (const part of Array.isArray(message.content.parts) ? message.content.parts : []) {
+    if (!isObject(part) || part.content_type !== 'image_asset_pointer' || typeof part.asset_pointer !== 'string') continue;
+    if (ctx.images.has(part.asset_pointer)) continue;
+    ctx.images.add(part.asset_pointer);
+    out.image({ pending: true, alt: dig(part, 'metadata', 'dalle', 'prompt') || '' });
+  }
+}
+
 function checkEnd(out, ctx) {
   const root = ctx.patch.root;
   if (isObject(root) && root.error) {
@@ -130,6 +150,7 @@ function onEvent(record, out, ctx) {
   } else {
     return;
   }
+  takeImages(out, ctx);
   checkEnd(out, ctx);
 }
 
@@ -154,7 +175,7 @@ export default {
   createParser: sseParser({
     onEvent,
     trouble,
-    init: () => ({ patch: createPatchState({ initialOp: 'append' }), streamed: new Map() }),
+    init: () => ({ patch: createPatchState({ initialOp: 'append' }), streamed: new Map(), images: new Set() }),
   }),
   input: {
     selectors: ['#prompt-textarea[contenteditable="true"]', 'div.ProseMirror#prompt-textarea', 'textarea#prompt-textarea', 'div[contenteditable="true"].ProseMirror'],

@@ -15,6 +15,33 @@ import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 const hosts = ['www.doubao.com', 'doubao.com'];
 const TEXT_BLOCK = 10000;
 const THINKING_BLOCK = 10040;
+const CREATION_BLOCK = 2074;
+
+/**
+ * A generated image of a creation block (`creation_block.creations[].image`): the original's address
+ * (`image_ori_raw`, else `image_ori`), else the preview's; null while it is still being made.
+ */
+function creationImage(creation) {
+  const image = creation && typeof creation === 'object' ? creation.image : null;
+  if (!image || typeof image !== 'object') return null;
+  for (const key of ['image_ori_raw', 'image_ori', 'image_preview', 'image_thumb']) {
+    const v = image[key];
+    const url = typeof v === 'string' ? v : v && typeof v === 'object' ? v.url : null;
+    if (typeof url === 'string' && /^https?:\/\//i.test(url)) return url;
+  }
+  return null;
+}
+
+/** The images of a creation block, each once (a signed address repeats with a new query). */
+function takeCreations(block, ctx) {
+  const creations = dig(block, 'content', 'creation_block', 'creations');
+  for (const creation of Array.isArray(creations) ? creations : []) {
+    const url = creationImage(creation);
+    if (!url || ctx.imageKeys.has(url.split('?')[0])) continue;
+    ctx.imageKeys.add(url.split('?')[0]);
+    ctx.images.push({ url, alt: typeof creation.image?.description === 'string' ? creation.image.description : '' });
+  }
+}
 
 function init() {
   return {
@@ -26,6 +53,8 @@ function init() {
     emitted: 0, // characters of `source` already streamed
     reasoning: '',
     reasoningEmitted: 0,
+    images: [], // generated images (creation blocks) not yet reported
+    imageKeys: new Set(), // their addresses without the query
   };
 }
 
@@ -37,6 +66,8 @@ function takeBlocks(blocks, ctx) {
     if (block.block_type === TEXT_BLOCK || (block.block_type === undefined && dig(block, 'content', 'text_block'))) {
       const text = dig(block, 'content', 'text_block', 'text');
       if (typeof text === 'string') ctx.primary += text;
+    } else if (block.block_type === CREATION_BLOCK || dig(block, 'content', 'creation_block')) {
+      takeCreations(block, ctx);
     } else if (block.block_type === THINKING_BLOCK) {
       const tb = dig(block, 'content', 'thinking_block') || {};
       const text = typeof tb.text === 'string' ? tb.text : tb.content;
@@ -51,6 +82,7 @@ function takeBlocks(blocks, ctx) {
  * or the source switches; otherwise the new text is a slice, keeping long replies linear.
  */
 function flush(out, ctx) {
+  for (const img of ctx.images.splice(0)) out.image(img);
   if (ctx.reasoning.length > ctx.reasoningEmitted) {
     out.reasoning(ctx.reasoning.slice(ctx.reasoningEmitted));
     ctx.reasoningEmitted = ctx.reasoning.length;

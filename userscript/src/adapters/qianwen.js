@@ -24,6 +24,7 @@ function init() {
   return {
     answer: createSnapshotDiffer(), reasoning: createSnapshotDiffer(), summary: createSnapshotDiffer(), format: null,
     candidates: new Map(), // chat.qwen.ai: response_id → response_index, from `response.created`
+    images: new Set(), // chat.qwen.ai: image addresses already reported (`image_gen` phase)
   };
 }
 
@@ -84,6 +85,13 @@ function onIntl(frame, out, ctx) {
     if (Array.isArray(list)) out.reasoning(ctx.summary.next(list.filter((s) => typeof s === 'string').join('\n')));
   } else if (phase === 'think' || phase === 'thinking' || phase === 'reasoning') {
     out.reasoning(delta.content);
+  } else if (phase === 'image_gen') {
+    // A generated image: the phase's content is its CDN address (docs/sites/qwen.md "Images").
+    const url = typeof delta.content === 'string' ? delta.content.trim() : '';
+    if (/^https?:\/\//i.test(url) && !ctx.images.has(url)) {
+      ctx.images.add(url);
+      out.image({ url, alt: '' });
+    }
   } else if (phase === 'answer' || phase === null || phase === undefined) {
     out.delta(delta.content);
   }

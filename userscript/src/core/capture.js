@@ -9,11 +9,25 @@
  *
  * A reply that comes again after a reload of the page keeps its `turn_id` (turn-memory.js): such a
  * turn is announced (`flow_start`, `turn_start`) only once its first text says which turn it is.
+ *
+ * Images of the answer come back in its text as `![alt](url)`, once each, after the words (docs/files.md
+ * "Back / 回传"): those the stream carried (`image` events), else — when the stream carried none, or
+ * announced one without an address (`pending`) — those the reply shows on the page at the end of the turn
+ * (dom-fallback.js `replyImages`). They go as a last `chunk` too, so the chunks still add up to the text.
  */
 import { chunk, flowReport, turnEnd } from './protocol.js';
+import { replyImages } from './dom-fallback.js';
+import { imagesSuffix, uniqueImages } from '../adapters/lib/images.js';
 
 const SAMPLE_BYTES = 4096;
 const RECORD_LIMIT_BYTES = 8 * 1024 * 1024;
+/** At the end of a reply the page's images are read once the body closed (at most this long after the end). */
+export const BODY_END_WAIT_MS = 800;
+/** …and after this moment for the page to render the end of the reply. */
+export const IMAGE_SETTLE_MS = 60;
+/** How long an image the stream announced without an address may take to show on the page. */
+export const PENDING_IMAGE_WAIT_MS = 30_000;
+const IMAGE_POLL_MS = 200;
 
 /** Generic reading of an HTTP status and body sample, used when the adapter has no opinion. */
 export function genericTrouble(status, sample = '', contentType = '') {
@@ -64,6 +78,9 @@ class Turn {
     this.held = [];
     this.troubleChecked = false;
     this.taskId = capture.claimTask();
+    this.images = []; // {url, alt} the stream carried
+    this.pendingImages = 0; // images the stream announced without an address (read from the page)
+    this.bodyEnded = false;
   }
 
   /** Error statuses and HTML bodies are held back until a sample is judged for trouble. */
@@ -184,6 +201,10 @@ class Turn {
         this.pendingReasoning += ev.text || '';
         this.capture.emit('reasoning', this);
         return;
+      case 'image':
+        if (ev.pending) this.pendingImages += 1;
+        else if (ev.url) this.images.push({ url: ev.url, alt: ev.alt || '' });
+        return;
       case 'done':
         this.finish();
         return;
@@ -198,6 +219,7 @@ class Turn {
   }
 
   end() {
+    this.bodyEnded = true;
     if (this.closed) return;
     if (this.suspicious && !this.troubleChecked && !this.releaseHeld()) return;
     this.feed(() => this.parser.end());
@@ -232,9 +254,28 @@ class Turn {
   finish() {
     if (this.closed) return;
     if (this.resume) this.settle(true);
-    if (this.text === '') { this.miss(); return; } // an empty answer is never a success
+    // An empty answer is never a success (an image-only answer is not empty).
+    if (this.text === '' && this.images.length === 0 && this.pendingImages === 0) { this.miss(); return; }
     this.flush();
+    const fromPage = this.capture.doc && (this.images.length === 0 || this.pendingImages > 0);
+    if (!fromPage) { this.complete(this.images); return; }
+    this.closed = true; // nothing more is parsed; the turn ends once the page's images are read
+    this.capture.pageImages(this).then((found) => this.complete(found), (err) => {
+      this.capture.log('warn', `reading the reply's images failed: ${err.message}`);
+      this.complete([]);
+    });
+  }
+
+  /** The answer with its images appended (each once), then `flow_end` and `turn_end`. */
+  complete(images) {
     this.closed = true;
+    const suffix = imagesSuffix(this.text, uniqueImages([...this.images, ...images], this.capture.doc?.baseURI));
+    if (suffix) {
+      this.text += suffix;
+      this.pending += suffix;
+      this.flush();
+    }
+    if (this.text === '') { this.closed = false; this.miss(); return; } // the page showed no image either
     this.capture.memory?.note(this, { ended: true });
     this.capture.hub.send(flowReport(this.id, 'flow_end', { status: 'finished', fragmentCount: this.seq }));
     this.capture.hub.send(turnEnd(this.id, this.text, this.taskId, { source: 'network' }));
@@ -248,8 +289,10 @@ class Turn {
  * (the task runner hands out the id of a task that was just sent, once).
  */
 export class TurnCapture {
-  constructor({ adapter, hub, log, claimTask, memory = null, record = false }) {
+  constructor({ adapter, hub, log, claimTask, memory = null, record = false, doc = null, timers = null }) {
     this.record = record; // debug: keep the raw bytes of each stream for fixtures
+    this.doc = doc; // the page, read for a reply's images at its end (none: only the stream's images)
+    this.timers = timers || { setTimeout: (fn, ms) => setTimeout(fn, ms) };
     this.memory = memory; // TurnMemory: turn ids kept across a reload (none: every turn is new)
     this.adapter = adapter;
     this.hub = hub;
@@ -329,6 +372,29 @@ export class TurnCapture {
     this.hub.send(flowReport(turn.id, 'flow_start', { status: 'streaming' }));
     this.emit('turn_start', turn);
     this.memory?.note(turn); // after the listeners: they say whether the hub typed its prompt
+  }
+
+  /**
+   * The images the newest reply shows on the page, read once the stream's body closed (or
+   * BODY_END_WAIT_MS passed) and the page had IMAGE_SETTLE_MS to render it; while the stream announced
+   * more images than the page shows, read again until PENDING_IMAGE_WAIT_MS.
+   */
+  async pageImages(turn) {
+    const sleep = (ms) => new Promise((resolve) => { this.timers.setTimeout(resolve, ms); });
+    const started = Date.now();
+    while (!turn.bodyEnded && Date.now() - started < BODY_END_WAIT_MS) await sleep(25);
+    await sleep(IMAGE_SETTLE_MS);
+    const read = () => replyImages(this.doc, this.adapter);
+    let found = read();
+    const deadline = Date.now() + PENDING_IMAGE_WAIT_MS;
+    while (turn.pendingImages > 0 && found.length < turn.pendingImages && Date.now() < deadline) {
+      await sleep(IMAGE_POLL_MS);
+      found = read();
+    }
+    if (found.length < turn.pendingImages) {
+      this.log('warn', `${turn.pendingImages - found.length} announced image(s) never showed on the page / 有图片未在页面上显示`);
+    }
+    return found;
   }
 
   /** A reply read from the page by the fallback: reported as one chunk and a turn_end. */

@@ -6,9 +6,12 @@
  * is complete when its text has not changed for a few checks and the site shows no stop button.
  * Its text keeps the structure a person copies: paragraphs, line breaks, numbered and bulleted
  * lists, headings, quotes, tables and fenced code blocks (`replyText`), without the page's own
- * chrome (copy buttons, language banners, hidden parts).
+ * chrome (copy buttons, language banners, hidden parts). An image of the answer is written where it stands
+ * as `![alt](url)` (`answerImage`: not an avatar, icon, emoji or a button's picture); `replyImages` lists
+ * them for a reply whose text came from the network (docs/files.md "Back / 回传").
  */
 import { isVisible, siteShowsStop } from './input.js';
+import { imageMarkdown, imageNote, usableUrl } from '../adapters/lib/images.js';
 
 /** Reply containers of the supported sites, then generic guesses. */
 export const REPLY_SELECTORS = [
@@ -32,6 +35,70 @@ function candidates(doc, selectors) {
   // Keep outermost matches only, in document order.
   return [...seen].filter((el) => ![...seen].some((o) => o !== el && o.contains(el)))
     .sort((a, b) => (a.compareDocumentPosition(b) & 4 ? -1 : 1));
+}
+
+// ---- the answer's images ----------------------------------------------------------------------
+
+/** Smaller than this on both sides (px) an image is an icon, an emoji or a source's favicon. */
+export const MIN_IMAGE_PX = 48;
+const NOT_ANSWER_IMAGE = /avatar|icon|logo|favicon|emoji|sprite|spinner|loading|badge/i;
+
+function px(v) {
+  const n = Number.parseFloat(v);
+  return Number.isFinite(n) ? n : 0;
+}
+
+/**
+ * The image an `img` of a reply shows, as `{url, alt}`, or null when it is not part of the answer: hidden,
+ * inside a button, an avatar/icon/logo/emoji by its class, alt or address, or small (its size attributes,
+ * its natural size once loaded, or its box when laid out: under MIN_IMAGE_PX on both sides). `url` is the
+ * address the page loaded (`currentSrc`), absolute; lib/images.js decides whether the hub can use it.
+ */
+export function answerImage(img) {
+  if (!img || img.tagName !== 'IMG') return null;
+  if (img.closest('button, [role="button"], [data-aicard-panel]')) return null;
+  if (img.getAttribute('aria-hidden') === 'true' || img.getAttribute('role') === 'presentation') return null;
+  const cls = typeof img.className === 'string' ? img.className : img.getAttribute('class') || '';
+  const raw = img.currentSrc || img.getAttribute('src') || '';
+  const alt = img.getAttribute('alt') || '';
+  if (NOT_ANSWER_IMAGE.test(cls) || NOT_ANSWER_IMAGE.test(alt) || /favicon|\/icons?\//i.test(raw)) return null;
+  const small = (w, h) => w > 0 && h > 0 && w < MIN_IMAGE_PX && h < MIN_IMAGE_PX;
+  if (small(px(img.getAttribute('width')), px(img.getAttribute('height')))) return null;
+  if (img.complete && small(img.naturalWidth, img.naturalHeight)) return null;
+  const box = img.getBoundingClientRect?.();
+  if (box && small(box.width, box.height)) return null;
+  if (hidden(img)) return null;
+  if (!raw) return null;
+  let url = raw;
+  try { url = new URL(raw, img.ownerDocument?.baseURI).href; } catch { /* kept as written */ }
+  return { url, alt };
+}
+
+/** The Markdown for an answer image: `![alt](url)`, or the note for one the hub cannot open. */
+function imageText(found) {
+  const url = usableUrl(found.url);
+  return url ? imageMarkdown({ url, alt: found.alt }) : imageNote(found.alt);
+}
+
+/** The answer images in `el`, in document order: `{url, alt}`. */
+export function imagesIn(el) {
+  const out = [];
+  for (const img of el.querySelectorAll('img')) {
+    const found = answerImage(img);
+    if (found) out.push(found);
+  }
+  return out;
+}
+
+/**
+ * The images of the newest reply on the page (the last reply element, the page's own selectors first):
+ * what a turn read from the network adds when its stream carried none (docs/files.md "Back / 回传").
+ */
+export function replyImages(doc, adapter) {
+  const selectors = [...(adapter?.reply?.selectors || []), ...REPLY_SELECTORS];
+  const replies = candidates(doc, selectors);
+  const last = replies[replies.length - 1];
+  return last ? imagesIn(last) : [];
 }
 
 // ---- the text a person copies -------------------------------------------------------------
@@ -95,6 +162,11 @@ function inline(node, out) {
 
 function inlineChild(child, out) {
   if (child.nodeType === 3) { out.push(child.data.replace(/[ \t\r\n]+/g, ' ')); return; }
+  if (child.nodeType === 1 && child.tagName === 'IMG') {
+    const found = answerImage(child);
+    if (found) out.push(imageText(found));
+    return;
+  }
   if (child.nodeType !== 1 || skipped(child)) return;
   const tag = child.tagName;
   if (tag === 'BR') out.push('\n');

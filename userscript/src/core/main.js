@@ -91,7 +91,7 @@ export function start(env) {
 
   let runner = null;
   capture = new TurnCapture({
-    adapter, hub, log, record: debug, claimTask: () => runner?.claimTask(), memory: new TurnMemory(own.sessionStorage),
+    adapter, hub, log, doc, timers, record: debug, claimTask: () => runner?.claimTask(), memory: new TurnMemory(own.sessionStorage),
   });
   const panel = new Panel({ doc, hub, version: VERSION, debug, findInput: () => findInput(doc, adapter) });
   panel.update({ capture: { mode: hooks.mode, late: hooks.late, path: null } });

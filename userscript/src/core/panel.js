@@ -2,7 +2,9 @@
  * The floating panel: hub connection, this tab's role and label, the current task, and in the
  * master tab the running flows with pause/stop buttons, and a looping tab's agent session (round
  * k/N, the command running, why it paused or ended, what a Stop left unrun or cancelled,
- * Stop / Pause / Resume). Lives in a closed shadow root so page CSS
+ * Stop / Pause / Resume), the files of the current task as they are attached (name, size, attaching /
+ * attached / refused and why) and the images that came back in the last reply (docs/files.md "Back /
+ * 回传"). Lives in a closed shadow root so page CSS
  * cannot break it and page scripts cannot read it; draggable, collapsible, and it moves itself
  * out of the way of the input box.
  *
@@ -14,6 +16,7 @@
  * where they are), as JSON, for worlds where the page cannot call the debug helpers.
  */
 import { userInput } from './protocol.js';
+import { markdownImages } from '../adapters/lib/images.js';
 
 const CSS = `
 :host { all: initial; }
@@ -37,6 +40,12 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
 .note { margin-top: 4px; padding: 3px 5px; background: #fff6d6; border-radius: 4px; color: #6b5200; }
 .agent { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
 .agent .cmd { font-family: ui-monospace, monospace; font-size: 11px; word-break: break-all; }
+.files, .images { margin-top: 6px; border-top: 1px solid #e1e5ec; padding-top: 4px; }
+.files ul, .images ul { list-style: none; margin: 2px 0; padding: 0; }
+.files li, .images li { margin: 1px 0; word-break: break-all; }
+.files li.refused { color: #b3261e; } .files li.attached { color: #1e7b3a; }
+.files progress { width: 100%; height: 6px; }
+.images a { color: #2452a8; }
 `;
 
 const HOOK_NAMES = { page: '页面 page', inject: '注入 injected', xray: '沙箱 sandbox' };
@@ -52,6 +61,11 @@ const STATE_NAMES = {
   stopped: '已停止 stopped', idle: '未连接 idle', unpaired: '未配对 not paired',
 };
 const DONE_STATES = new Set(['completed', 'failed', 'skipped', 'cancelled']);
+/** How a task's file stands (the panel's file list). */
+const FILE_STATES = {
+  waiting: '等待 waiting', attaching: '附加中 attaching', attached: '已附加 attached',
+  refused: '被拒绝 refused', dropped: '未附加 not attached',
+};
 const AGENT_STATES = {
   running: '运行命令 running', sent: '已发回结果 results sent', paused: '已暂停 paused', ended: '已结束 ended',
 };
@@ -69,6 +83,68 @@ export class Panel {
     this.runs = new Map();
     this.agents = new Map(); // session id → {name, state, round, of, command, why}
     this.output = new Map(); // cmd_id → live output of a running command
+    this.files = null; // the current task's files: {taskId, done, of, list: [{name, size, state, reason}]}
+    this.images = []; // the images of the last reply: [{alt, url}]
+    this.watch(hub);
+  }
+
+  /**
+   * Follows the task's files and the reply's images from the frames themselves: a `task` with
+   * `attachments` from the hub, and what the tab sends — `task_update` (`attaching` done/of, `sent`,
+   * `failed` with `attachment_refused`) and `turn_end` (its Markdown images). The panel only reads them.
+   */
+  watch(hub) {
+    if (!hub || typeof hub.send !== 'function') return;
+    hub.on?.('frame', (frame) => this.hubFrame(frame));
+    const send = hub.send.bind(hub);
+    hub.send = (frame) => {
+      try { this.sentFrame(frame); } catch { /* the panel never stands in a frame's way */ }
+      return send(frame);
+    };
+  }
+
+  hubFrame(frame) {
+    if (frame?.type !== 'task') return;
+    if (!Array.isArray(frame.attachments) || frame.attachments.length === 0) {
+      if (this.files) { this.files = null; this.render(); } // a task without files: the last list goes
+      return;
+    }
+    this.files = {
+      taskId: frame.task_id, done: 0, of: frame.attachments.length,
+      list: frame.attachments.map((a) => ({ name: String(a?.name ?? '?'), size: Number(a?.size) || 0, state: 'waiting' })),
+    };
+    this.render();
+  }
+
+  sentFrame(frame) {
+    if (frame?.type === 'turn_end') {
+      this.images = markdownImages(frame.text);
+      this.render();
+      return;
+    }
+    const files = this.files;
+    if (frame?.type !== 'task_update' || !files || frame.task_id !== files.taskId) return;
+    if (frame.state === 'attaching') {
+      files.done = Number(frame.done) || 0;
+      files.list.forEach((f, i) => {
+        if (f.state === 'refused') return;
+        f.state = i < files.done ? 'attached' : i === files.done ? 'attaching' : 'waiting';
+      });
+    } else if (['sent', 'streaming', 'done'].includes(frame.state)) {
+      files.done = files.of;
+      for (const f of files.list) if (f.state !== 'refused') f.state = 'attached';
+    } else if (frame.state === 'failed') {
+      const reason = String(frame.error || frame.trouble || '');
+      if (frame.trouble === 'attachment_refused') {
+        const named = files.list.find((f) => f.state !== 'attached' && reason.includes(f.name))
+          || files.list.find((f) => f.state === 'attaching') || files.list.find((f) => f.state === 'waiting');
+        if (named) Object.assign(named, { state: 'refused', reason });
+      }
+      for (const f of files.list) if (f.state === 'waiting' || f.state === 'attaching') f.state = 'dropped';
+    } else {
+      return;
+    }
+    this.render();
   }
 
   el(tag, className, text) {
@@ -309,6 +385,8 @@ export class Panel {
     this.dot.className = `dot ${hub.state}`;
     const agent = [...this.agents.values()].pop();
     this.mark({
+      files: this.files ? this.files.list.map((f) => `${f.name}:${f.state}`).join('|') : undefined,
+      images: this.images.length ? String(this.images.length) : undefined,
       state: hub.state, transport: hub.transport, capture: capture?.path, hooks: capture?.mode, role,
       agent: agent?.state, 'agent-round': agent?.round !== undefined ? `${agent.round}/${agent.of ?? '?'}` : undefined,
     });
@@ -329,7 +407,57 @@ export class Panel {
     // The hub sends flow_event only to the master of a run, whatever role the tab had before.
     if (this.runs.size) this.body.append(this.renderFlows());
     if (this.agents.size) this.body.append(this.renderAgents());
+    if (this.files) this.body.append(this.renderFiles());
+    if (this.images.length) this.body.append(this.renderImages());
     this.publish();
+  }
+
+  /** The current task's files: a progress bar (done of all) and one line per file, each with its name. */
+  renderFiles() {
+    const { done, of, list } = this.files;
+    const wrap = this.el('div', 'files');
+    wrap.append(this.row('附件 Files', `${Math.min(done, of)}/${of}`));
+    const bar = this.el('progress');
+    bar.max = of;
+    bar.value = Math.min(done, of);
+    bar.setAttribute('aria-label', `附件进度 attachment progress ${Math.min(done, of)}/${of}`);
+    const ul = this.el('ul');
+    ul.setAttribute('aria-label', '本任务的附件 / files of this task');
+    for (const f of list) {
+      const text = `${f.name} · ${fileSize(f.size)} · ${FILE_STATES[f.state] || f.state}${f.reason ? ` — ${f.reason}` : ''}`;
+      const li = this.el('li', f.state, text.length > 240 ? `${text.slice(0, 239)}…` : text);
+      li.setAttribute('aria-label', text);
+      li.dataset.state = f.state;
+      ul.append(li);
+    }
+    wrap.append(bar, ul);
+    return wrap;
+  }
+
+  /** The images of the last reply, each a link to its address (a `data:` image is named, not linked). */
+  renderImages() {
+    const wrap = this.el('div', 'images');
+    wrap.append(this.row('图片 Images', `${this.images.length}`));
+    const ul = this.el('ul');
+    ul.setAttribute('aria-label', '上一条回复中的图片 / images in the last reply');
+    for (const img of this.images) {
+      const name = img.alt || imageName(img.url);
+      const li = this.el('li');
+      if (/^https?:/i.test(img.url)) {
+        const a = this.el('a', null, `🖼 ${name}`);
+        a.href = img.url;
+        a.target = '_blank';
+        a.rel = 'noopener noreferrer';
+        a.setAttribute('aria-label', `图片 image: ${name}`);
+        li.append(a);
+      } else {
+        li.textContent = `🖼 ${name} (内嵌 inline)`;
+        li.setAttribute('aria-label', `内嵌图片 inline image: ${name}`);
+      }
+      ul.append(li);
+    }
+    wrap.append(ul);
+    return wrap;
   }
 
   renderFlows() {
@@ -397,6 +525,25 @@ export class Panel {
     if (flow !== undefined) b.dataset.flow = flow;
     b.textContent = text;
     return b;
+  }
+}
+
+/** `512 B`, `12.3 KB`, `4.0 MB`. */
+export function fileSize(bytes) {
+  const n = Number(bytes) || 0;
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+/** A name for an image without alt text: the last part of its address's path. */
+function imageName(url) {
+  if (/^data:/i.test(url)) return 'data:';
+  try {
+    const last = new URL(url).pathname.split('/').filter(Boolean).pop();
+    return decodeURIComponent(last || url).slice(0, 60);
+  } catch {
+    return String(url).slice(0, 60);
   }
 }
 

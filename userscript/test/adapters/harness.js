@@ -30,10 +30,12 @@ export function summarize(events) {
   const errors = [];
   let afterTerminal = false;
   let terminal = false;
+  const images = [];
   for (const e of events) {
     if (terminal) afterTerminal = true;
     if (e.type === 'delta') answer += e.text;
     else if (e.type === 'reasoning') reasoning += e.text;
+    else if (e.type === 'image') images.push(e);
     else if (e.type === 'done') {
       done += 1;
       terminal = true;
@@ -42,7 +44,7 @@ export function summarize(events) {
       terminal = true;
     } else throw new Error(`unknown event type ${e.type}`);
   }
-  return { answer, reasoning, done, errors, afterTerminal };
+  return { answer, reasoning, done, errors, afterTerminal, images };
 }
 
 /** Join chunks into one byte array. */

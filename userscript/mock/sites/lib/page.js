@@ -207,6 +207,31 @@ ${site.body}
     target.appendChild(root);
   }
 
+  // The reply's images as each site's page shows them: the site's avatar beside the reply (small, not part of
+  // the answer) and each image of the answer in the site's own wrapper, after \`delayMs\` (a site that asks
+  // for the image's address once the stream ended, as ChatGPT does).
+  var IMAGE_MARKUP = [
+    { host: /chatgpt/, wrap: ['div', { 'class': 'group/imagegen-image relative' }], img: { 'class': 'absolute inset-0 w-full' } },
+    { host: /gemini/, wrap: ['single-image', { 'class': 'generated-image large' }], img: { 'class': 'image loaded' } },
+    { host: /doubao/, wrap: ['div', { 'data-testid': 'mdbox_image', 'class': 'image-box-grid-item' }], img: { 'class': 'image-QlOyRp' } },
+    { host: /./, wrap: ['div', { 'class': 'image-wrapper' }], img: {} },
+  ];
+  function showImages(target, spec) {
+    var site = IMAGE_MARKUP.filter(function (m) { return m.host.test(location.hostname); })[0];
+    var avatar = h('img', { 'class': 'avatar', width: '24', height: '24', alt: '', src: spec.images[0] ? spec.images[0].url : '' });
+    target.insertBefore(avatar, target.firstChild);
+    setTimeout(function () {
+      spec.images.forEach(function (im) {
+        var attrs = { src: im.url, alt: im.alt || '' };
+        Object.keys(site.img).forEach(function (k) { attrs[k] = site.img[k]; });
+        var img = h('img', attrs);
+        img.style.width = '240px'; img.style.height = '180px'; img.style.display = 'block';
+        target.appendChild(h(site.wrap[0], site.wrap[1], img));
+      });
+      target.setAttribute('data-images', String(spec.images.length));
+    }, spec.delayMs || 0);
+  }
+
   function updateSend() {
     var enabled = !busy && uploads.pending === 0 && (model.trim() !== '' || uploads.done.length > 0);
     sendButton.setAttribute('aria-disabled', String(!enabled));
@@ -401,8 +426,10 @@ ${site.body}
       target.setAttribute('data-bytes', String(received));
     }
     var answer = null;
+    var shown = null;
     function finish(ok) {
       if (answer !== null) { wire.style.display = 'none'; renderReply(target, decodeURIComponent(answer)); }
+      if (shown) showImages(target, JSON.parse(decodeURIComponent(shown)));
       target.setAttribute('data-done', ok ? 'true' : 'error');
       busy = false;
       updateSend();
@@ -418,7 +445,7 @@ ${site.body}
         seen = t.length;
         target.setAttribute('data-bytes', String(seen));
       };
-      xhr.onload = function () { xhr.onprogress(); answer = xhr.getResponseHeader('x-mock-answer'); finish(xhr.status < 400); };
+      xhr.onload = function () { xhr.onprogress(); answer = xhr.getResponseHeader('x-mock-answer'); shown = xhr.getResponseHeader('x-mock-images'); finish(xhr.status < 400); };
       xhr.onerror = function () { finish(false); };
       xhr.send(req.body);
       return;
@@ -426,6 +453,7 @@ ${site.body}
     fetch(req.url, { method: req.method || 'POST', headers: req.headers || {}, body: req.body, credentials: 'include' })
       .then(function (res) {
         answer = res.headers.get('x-mock-answer');
+        shown = res.headers.get('x-mock-images');
         var reader = res.body.getReader();
         function pump() {
           return reader.read().then(function (r) {

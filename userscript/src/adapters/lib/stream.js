@@ -18,6 +18,12 @@ export function createOutput() {
     reasoning(text) {
       if (!finished && typeof text === 'string' && text !== '') events.push({ type: 'reasoning', text });
     },
+    /** An image of the answer (lib/images.js): `{url, alt}`, or `{pending: true, alt}` for one the page shows. */
+    image({ url, alt, pending } = {}) {
+      if (finished) return;
+      if (pending) events.push({ type: 'image', pending: true, alt: String(alt ?? '') });
+      else if (typeof url === 'string' && url !== '') events.push({ type: 'image', url, alt: String(alt ?? '') });
+    },
     done() {
       if (finished) return;
       finished = true;
