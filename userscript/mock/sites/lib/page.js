@@ -218,7 +218,7 @@ ${site.body}
   ];
   function showImages(target, spec) {
     var site = IMAGE_MARKUP.filter(function (m) { return m.host.test(location.hostname); })[0];
-    var avatar = h('img', { 'class': 'avatar', width: '24', height: '24', alt: '', src: spec.images[0] ? spec.images[0].url : '' });
+    var avatar = h('img', { 'class': 'avatar', width: '24', height: '24', alt: '', src: location.origin + '/static/avatar-assistant.png' });
     target.insertBefore(avatar, target.firstChild);
     setTimeout(function () {
       spec.images.forEach(function (im) {
