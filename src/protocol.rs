@@ -389,6 +389,16 @@ pub struct AgentTag {
     pub name: Option<String>,
 }
 
+/// What an agent loop's `deliver` adds to the frame (docs/protocol.md): `agent`, and the
+/// files the tab attaches before it sends the text, as a task's `attachments` are (granted
+/// to that connection until the delivery is seen or withdrawn; docs/files.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentDelivery {
+    pub agent: AgentTag,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
 /// A frame the hub sends to a tab.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -432,9 +442,10 @@ pub enum ServerFrame {
         /// the text of one `deliver_id` into the input box once.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deliver_id: Option<String>,
-        /// An agent loop's message (docs/agents.md): its session and round, for the panel.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        agent: Option<AgentTag>,
+        /// An agent loop's message (docs/agents.md): its session and round (`agent`), for the
+        /// panel, and the files it carries (`attachments`), both fields of the frame itself.
+        #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+        agent: Option<AgentDelivery>,
     },
     /// Ask the tab to change its sending behaviour.
     FlowControl {
@@ -1058,6 +1069,52 @@ mod tests {
         let v: Value = serde_json::from_str(&encode(&f)).unwrap();
         assert_eq!(v["type"], "deliver");
         assert_eq!(v["type"], f.type_name());
+    }
+
+    #[test]
+    fn an_agent_delivery_carries_its_tag_and_attachments_on_the_frame() {
+        let att = Attachment {
+            id: "f1".into(),
+            name: "shot.png".into(),
+            mime: "image/png".into(),
+            size: 3,
+            sha256: "ab".into(),
+        };
+        let f = ServerFrame::Deliver {
+            text: "r".into(),
+            auto_send: true,
+            run_id: None,
+            deliver_id: Some("s1-r1-s1".into()),
+            agent: Some(AgentDelivery {
+                agent: AgentTag {
+                    session: "s1".into(),
+                    round: 1,
+                    of: 25,
+                    name: None,
+                },
+                attachments: vec![att.clone()],
+            }),
+        };
+        let v: Value = serde_json::from_str(&encode(&f)).unwrap();
+        assert_eq!(v["agent"]["session"], "s1");
+        assert_eq!(v["attachments"][0]["id"], "f1");
+        assert_eq!(serde_json::from_value::<ServerFrame>(v).unwrap(), f);
+        // No files: no `attachments` key; no agent: neither key.
+        let mut bare = f.clone();
+        if let ServerFrame::Deliver { agent: Some(a), .. } = &mut bare {
+            a.attachments.clear();
+        }
+        let v: Value = serde_json::from_str(&encode(&bare)).unwrap();
+        assert!(v.get("attachments").is_none(), "{v}");
+        assert_eq!(serde_json::from_value::<ServerFrame>(v).unwrap(), bare);
+        let plain = r#"{"type":"deliver","text":"x","auto_send":false}"#;
+        let v: ServerFrame = serde_json::from_str(plain).unwrap();
+        assert!(matches!(v, ServerFrame::Deliver { agent: None, .. }));
+        let v: Value = serde_json::from_str(&encode(&v)).unwrap();
+        assert!(
+            v.get("agent").is_none() && v.get("attachments").is_none(),
+            "{v}"
+        );
     }
 
     #[test]

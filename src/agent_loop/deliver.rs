@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::agents::store as agent_store;
-use crate::protocol::{AgentTag, ServerFrame};
+use crate::protocol::{AgentDelivery, AgentTag, ServerFrame};
 
 impl Loops {
     /// A command of a stopped tab's reply that was not run: the panel lists it.
@@ -101,11 +101,14 @@ impl Loops {
             auto_send: true,
             run_id: None,
             deliver_id: Some(deliver_id),
-            agent: Some(AgentTag {
-                session: session_id.clone(),
-                round,
-                of,
-                name: agent.as_ref().map(|a| a.spec.name.clone()),
+            agent: Some(AgentDelivery {
+                agent: AgentTag {
+                    session: session_id.clone(),
+                    round,
+                    of,
+                    name: agent.as_ref().map(|a| a.spec.name.clone()),
+                },
+                attachments: Vec::new(),
             }),
         };
         if let Err(e) = self.registry.send(tab, &frame) {
