@@ -640,6 +640,14 @@
   // src/adapters/chatglm.js
   var hosts2 = ["chatglm.cn"];
   var FIELDS = { text: "text", think: "think" };
+  function takeImages2(item, out, ctx) {
+    for (const img of Array.isArray(item.image) ? item.image : []) {
+      const url = img && typeof img.image_url === "string" ? img.image_url : null;
+      if (!url || !/^https?:\/\//i.test(url) || ctx.images.has(url)) continue;
+      ctx.images.add(url);
+      out.image({ url, alt: typeof img.alt === "string" ? img.alt : "" });
+    }
+  }
   function keyState(ctx, key) {
     let s = ctx.keys.get(key);
     if (!s) {
@@ -695,6 +703,7 @@
       const partKey = part.logic_id || part.id || "";
       const isFull = part.status === "finish";
       for (const item of Array.isArray(part.content) ? part.content : []) {
+        if (item && item.type === "image") takeImages2(item, out, ctx);
         const field = item && FIELDS[item.type];
         if (!field || typeof item[field] !== "string") continue;
         const piece = newText(ctx, keyState(ctx, `${partKey}:${item.type}`), item[field], isFull);
@@ -722,7 +731,7 @@
       const text = items.filter((c) => c && c.type === "text" && typeof c.text === "string").map((c) => c.text);
       return text.length ? text.join("\n") : null;
     },
-    createParser: sseParser({ onEvent: onEvent2, trouble: trouble2, init: () => ({ keys: /* @__PURE__ */ new Map(), mode: null }) }),
+    createParser: sseParser({ onEvent: onEvent2, trouble: trouble2, init: () => ({ keys: /* @__PURE__ */ new Map(), mode: null, images: /* @__PURE__ */ new Set() }) }),
     input: {
       selectors: [".input-box-inner textarea", "textarea.scroll-display-none", 'textarea[placeholder*="清言"]', "div.input-wrap textarea"],
       kind: "textarea"
@@ -1396,7 +1405,7 @@ ${lines.join("\n")}` : "";
     }
     return t;
   }
-  function takeImages2(candidate, out, ctx) {
+  function takeImages3(candidate, out, ctx) {
     const found = [];
     const generated = dig(candidate, 12, 7, 0);
     for (const [i, item] of (Array.isArray(generated) ? generated : []).entries()) {
@@ -1433,7 +1442,7 @@ ${lines.join("\n")}` : "";
         ctx.raw = text;
         out.delta(ctx.answer.next(withoutPlaceholders(text, final)));
       }
-      takeImages2(candidate, out, ctx);
+      takeImages3(candidate, out, ctx);
       if (final) out.done();
     }
     const tail = payload[2];

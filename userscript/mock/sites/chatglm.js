@@ -37,6 +37,8 @@ function stream(args = {}) {
   }
   for (const t of tokens) events.push(data(frame('init', [part('init', [{ type: 'text', text: t }])])));
   const full = variant === 'thinking' ? [{ type: 'think', think: reasoning }, { type: 'text', text: answer }] : [{ type: 'text', text: answer }];
+  // An image item (shared/reference/sse-formats.md §9: `image` with `image[].image_url`), in the finished part.
+  if ((args.images || []).length) full.push({ type: 'image', image: args.images.map((img) => ({ image_url: img.url })), status: 'finish' });
   events.push(data(frame('init', [part('finish', full)])));
   events.push(data(frame('init', [part('finish', full)])));
   events.push(data(frame('finish', [part('finish', full)])));

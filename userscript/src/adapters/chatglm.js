@@ -14,6 +14,16 @@ import { DOCS, IMAGES, MB, uploadTable } from './lib/upload.js';
 const hosts = ['chatglm.cn'];
 const FIELDS = { text: 'text', think: 'think' };
 
+/** An `image` content item: `image[].image_url` (docs/sites/chatglm.md "Images"), each address once. */
+function takeImages(item, out, ctx) {
+  for (const img of Array.isArray(item.image) ? item.image : []) {
+    const url = img && typeof img.image_url === 'string' ? img.image_url : null;
+    if (!url || !/^https?:\/\//i.test(url) || ctx.images.has(url)) continue;
+    ctx.images.add(url);
+    out.image({ url, alt: typeof img.alt === 'string' ? img.alt : '' });
+  }
+}
+
 function keyState(ctx, key) {
   let s = ctx.keys.get(key);
   if (!s) {
@@ -72,6 +82,7 @@ function onEvent(record, out, ctx) {
     const partKey = part.logic_id || part.id || '';
     const isFull = part.status === 'finish';
     for (const item of Array.isArray(part.content) ? part.content : []) {
+      if (item && item.type === 'image') takeImages(item, out, ctx);
       const field = item && FIELDS[item.type];
       if (!field || typeof item[field] !== 'string') continue; // tool_calls, code, image, quote_result, …
       const piece = newText(ctx, keyState(ctx, `${partKey}:${item.type}`), item[field], isFull);
@@ -101,7 +112,7 @@ export default {
     const text = items.filter((c) => c && c.type === 'text' && typeof c.text === 'string').map((c) => c.text);
     return text.length ? text.join('\n') : null;
   },
-  createParser: sseParser({ onEvent, trouble, init: () => ({ keys: new Map(), mode: null }) }),
+  createParser: sseParser({ onEvent, trouble, init: () => ({ keys: new Map(), mode: null, images: new Set() }) }),
   input: {
     selectors: ['.input-box-inner textarea', 'textarea.scroll-display-none', 'textarea[placeholder*="清言"]', 'div.input-wrap textarea'],
     kind: 'textarea',

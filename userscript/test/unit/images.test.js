@@ -73,6 +73,7 @@ test('each site\'s stream form of an image, whatever the chunking', () => {
     const chatgpt = parse('chatgpt', 'default', seed, [IMG, { url: 'https://img.example/2.png', alt: '' }]);
     assert.deepEqual(chatgpt.images, [{ type: 'image', pending: true, alt: '' }, { type: 'image', pending: true, alt: '' }], 'ChatGPT: pointers, read from the page');
     assert.equal(chatgpt.text, 'Here it is / 给你看');
+    assert.deepEqual(parse('chatglm', 'default', seed).images, [{ type: 'image', url: IMG.url, alt: '' }], 'ChatGLM: image[].image_url, once');
     assert.deepEqual(parse('deepseek', 'default', seed).images, [], 'DeepSeek carries none: the page is read');
     for (const r of [gemini, doubao, qwen, chatgpt]) assert.deepEqual(r.terminal, ['done']);
   }
