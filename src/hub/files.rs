@@ -1,7 +1,8 @@
 //! Files for tabs (docs/files.md): each file kept once by its SHA-256 under the data dir,
 //! named from the files folder (`--files DIR`) or handed in at a door, and granted to a
-//! task under a random id that only the connection holding that task can fetch
-//! (`GET /files/ID`), until the task ends.
+//! task (or to an agent loop's delivery) under a random id that only the connection holding
+//! that task can fetch (`GET /files/ID`), until the task ends (the delivery is seen or
+//! withdrawn).
 //!
 //! Path safety: a name from a command is relative to the files folder; an absolute path, a
 //! `..`, a drive letter or a UNC/`\\?\` form, an alternate data stream (`a:b`), a reserved
@@ -29,11 +30,16 @@ pub struct FileRef {
 
 pub use crate::protocol::Attachment;
 
-/// A granted file: whose task may fetch it.
+/// A granted file: whose task (or agent delivery) may fetch it.
 #[derive(Debug, Clone)]
 pub struct Grant {
     pub client_id: String,
+    /// The task that holds it, or the `deliver_id` of an agent loop's delivery.
     pub task_id: String,
+    /// Held by a delivery, not a task: valid while the grant lasts (the loop revokes it when
+    /// the tab shows the delivery's turn, or withdraws the delivery); a task's grant is valid
+    /// only while the tab holds the task.
+    pub delivery: bool,
     pub file: FileRef,
 }
 
@@ -229,6 +235,29 @@ impl Files {
 
     /// Grants `file` to `task_id` held by `client_id`: the id the tab fetches it by.
     pub fn grant(&self, client_id: &str, task_id: &str, file: &FileRef) -> Attachment {
+        self.grant_to(client_id, task_id, false, file)
+    }
+
+    /// Grants `file` to the agent loop's delivery `deliver_id` sent to `client_id`: valid for
+    /// that connection until [`Files::revoke_deliveries`] (the delivery seen, resent under a
+    /// new id, or withdrawn).
+    pub fn grant_delivery(&self, client_id: &str, deliver_id: &str, file: &FileRef) -> Attachment {
+        self.grant_to(client_id, deliver_id, true, file)
+    }
+
+    /// Every delivery grant of `client_id` goes (a task's stay).
+    pub fn revoke_deliveries(&self, client_id: &str) {
+        self.grants
+            .retain(|_, g| !(g.delivery && g.client_id == client_id));
+    }
+
+    fn grant_to(
+        &self,
+        client_id: &str,
+        task_id: &str,
+        delivery: bool,
+        file: &FileRef,
+    ) -> Attachment {
         if self.grants.len() >= GRANTS_KEPT {
             // Grants of tasks long gone: drop an arbitrary tenth (a running task re-asks
             // after a reconnect and gets its files granted again).
@@ -248,6 +277,7 @@ impl Files {
             Grant {
                 client_id: client_id.to_string(),
                 task_id: task_id.to_string(),
+                delivery,
                 file: file.clone(),
             },
         );
@@ -464,5 +494,24 @@ mod tests {
         assert!(files.grant_of(&g.id, "tab-2").is_none(), "another tab");
         files.revoke_task("task-1");
         assert!(files.grant_of(&g.id, "tab-1").is_none(), "the task ended");
+        let t = files.grant("tab-1", "task-2", &a);
+        let d = files.grant_delivery("tab-1", "s1-r1-s1", &a);
+        let other = files.grant_delivery("tab-2", "s2-r1-s1", &a);
+        assert!(files.grant_of(&d.id, "tab-1").is_some_and(|g| g.delivery));
+        assert!(files.grant_of(&d.id, "tab-2").is_none(), "another tab");
+        assert!(files.grant_of(&t.id, "tab-1").is_some_and(|g| !g.delivery));
+        files.revoke_deliveries("tab-1");
+        assert!(
+            files.grant_of(&d.id, "tab-1").is_none(),
+            "the delivery was seen"
+        );
+        assert!(
+            files.grant_of(&t.id, "tab-1").is_some(),
+            "a task's grant stays"
+        );
+        assert!(
+            files.grant_of(&other.id, "tab-2").is_some(),
+            "another tab's stays"
+        );
     }
 }

@@ -51,6 +51,16 @@ pub trait Hooks: Send + Sync {
     }
     /// The tab holds delivery `deliver_id` while the person types in its box.
     fn delivery_held(&self, _client: &Arc<Client>, _deliver_id: &str) {}
+    /// The tab could not send delivery `deliver_id` (`task_update {deliver_id, state:
+    /// "failed"}`; `attachment_refused`: the site refused one of its files): nothing was sent.
+    fn delivery_failed(
+        &self,
+        _client: &Arc<Client>,
+        _deliver_id: &str,
+        _error: &str,
+        _trouble: Option<Trouble>,
+    ) {
+    }
     /// A tab reported progress on a task; `current` when it is the task the tab works on
     /// now (called before the task queue sees the update).
     fn task_update(

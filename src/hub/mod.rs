@@ -578,9 +578,20 @@ impl Hub {
                     return None;
                 }
                 if task_id.is_empty() {
+                    if let (Some(id), TaskState::Failed) = (deliver_id.as_deref(), state) {
+                        // An agent loop's delivery the tab could not send (a file the site
+                        // refused): the loop is told; nothing was sent.
+                        self.hooks().delivery_failed(
+                            client,
+                            id,
+                            error.as_deref().unwrap_or(""),
+                            trouble,
+                        );
+                        return None;
+                    }
                     return Some(ServerFrame::error(
                         ErrorCode::BadFrame,
-                        "task_update 需要 task_id / task_update needs a task_id (deliver_id only with state `held`)",
+                        "task_update 需要 task_id / task_update needs a task_id (deliver_id only with state `held` or `failed`)",
                     ));
                 }
                 // Before the task ends: whoever waits on it re-picks with the cooldown known.
@@ -670,10 +681,12 @@ async fn serve_file(
     let Some(grant) = hub.tasks.files.grant_of(&id, client_id) else {
         return not_found();
     };
-    let holds = hub
-        .registry
-        .get(client_id)
-        .is_some_and(|c| hub.tasks.holds(&c, &grant.task_id));
+    // A delivery's grant lasts until the agent loop revokes it; a task's while the tab holds it.
+    let holds = grant.delivery
+        || hub
+            .registry
+            .get(client_id)
+            .is_some_and(|c| hub.tasks.holds(&c, &grant.task_id));
     if !holds {
         return not_found();
     }
