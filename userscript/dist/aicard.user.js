@@ -2757,16 +2757,18 @@ ${lines.join("\n")}` : "";
     if (img.closest('button, [role="button"], [data-aicard-panel]')) return null;
     if (img.getAttribute("aria-hidden") === "true" || img.getAttribute("role") === "presentation") return null;
     const cls = typeof img.className === "string" ? img.className : img.getAttribute("class") || "";
-    const raw = img.currentSrc || img.getAttribute("src") || "";
+    const lazy = img.getAttribute("data-src");
+    const shown2 = img.currentSrc || img.getAttribute("src") || "";
+    const placeholder = Boolean(lazy) && (!shown2 || /^data:/i.test(shown2));
+    const raw = placeholder ? lazy : shown2;
     const alt = img.getAttribute("alt") || "";
-    if (NOT_ANSWER_IMAGE.test(cls) || NOT_ANSWER_IMAGE.test(alt) || /favicon|\/icons?\//i.test(raw)) return null;
+    if (!raw || NOT_ANSWER_IMAGE.test(cls) || NOT_ANSWER_IMAGE.test(alt) || /favicon|\/icons?\//i.test(raw)) return null;
     const small = (w, h) => w > 0 && h > 0 && w < MIN_IMAGE_PX && h < MIN_IMAGE_PX;
     if (small(px(img.getAttribute("width")), px(img.getAttribute("height")))) return null;
-    if (img.complete && small(img.naturalWidth, img.naturalHeight)) return null;
+    if (!placeholder && img.complete && small(img.naturalWidth, img.naturalHeight)) return null;
     const box = img.getBoundingClientRect?.();
     if (box && small(box.width, box.height)) return null;
     if (hidden(img)) return null;
-    if (!raw) return null;
     let url = raw;
     try {
       url = new URL(raw, img.ownerDocument?.baseURI).href;
@@ -2785,6 +2787,12 @@ ${lines.join("\n")}` : "";
       if (found) out.push(found);
     }
     return out;
+  }
+  function pageImageUrls(doc, adapter) {
+    const selectors = [...adapter?.reply?.selectors || [], ...REPLY_SELECTORS];
+    const urls = /* @__PURE__ */ new Set();
+    for (const reply of candidates(doc, selectors)) for (const img of imagesIn(reply)) urls.add(img.url);
+    return urls;
   }
   function replyImages(doc, adapter) {
     const selectors = [...adapter?.reply?.selectors || [], ...REPLY_SELECTORS];
@@ -3158,6 +3166,15 @@ ${codeText(el)}
     if (!deliverId) throw new Error("held needs the deliver_id");
     return { type: "task_update", deliver_id: deliverId, state: "held" };
   }
+  function deliveryAttaching(deliverId, done, of) {
+    if (!deliverId) throw new Error("attaching needs the deliver_id");
+    return { type: "task_update", deliver_id: deliverId, state: "attaching", done, of };
+  }
+  function deliveryFailed(deliverId, error, trouble12) {
+    if (!deliverId) throw new Error("failed needs the deliver_id");
+    if (trouble12 !== void 0 && !TROUBLES.includes(trouble12)) throw new Error(`unknown trouble: ${trouble12}`);
+    return withOptional({ type: "task_update", deliver_id: deliverId, state: "failed" }, { error, trouble: trouble12 });
+  }
   function ack(received) {
     return { type: "ack", received };
   }
@@ -3506,6 +3523,13 @@ ${codeText(el)}
           turn.prompt = null;
         }
       }
+      if (this.doc) {
+        try {
+          turn.imagesBefore = pageImageUrls(this.doc, this.adapter);
+        } catch {
+          turn.imagesBefore = /* @__PURE__ */ new Set();
+        }
+      }
       this.active.add(turn);
       this.lastTurn = turn;
       turn.resume = meta.requestBody ? this.memory?.candidate(turn.prompt ?? null) || null : null;
@@ -3519,7 +3543,8 @@ ${codeText(el)}
       this.memory?.note(turn);
     }
     /**
-     * The images the newest reply shows on the page, read once the stream's body closed (or
+     * The images the newest reply shows on the page (not those the page showed when the turn began), read
+     * once the stream's body closed (or
      * BODY_END_WAIT_MS passed) and the page had IMAGE_SETTLE_MS to render it; while the stream announced
      * more images than the page shows, read again until PENDING_IMAGE_WAIT_MS.
      */
@@ -3530,7 +3555,8 @@ ${codeText(el)}
       const started = Date.now();
       while (!turn.bodyEnded && Date.now() - started < BODY_END_WAIT_MS) await sleep(25);
       await sleep(IMAGE_SETTLE_MS);
-      const read = () => replyImages(this.doc, this.adapter);
+      const before = turn.imagesBefore || /* @__PURE__ */ new Set();
+      const read = () => replyImages(this.doc, this.adapter).filter((img) => !before.has(img.url));
       let found = read();
       const deadline = Date.now() + PENDING_IMAGE_WAIT_MS;
       while (turn.pendingImages > 0 && found.length < turn.pendingImages && Date.now() < deadline) {
@@ -5860,17 +5886,23 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
      * as they go. A file the site refuses throws with `trouble: attachment_refused`: nothing is sent.
      */
     async attachTaskFiles(task) {
-      const list = Array.isArray(task.attachments) ? task.attachments : [];
+      await this.attachFilesOf(task, (done, of) => attaching(task.task_id, done, of));
+    }
+    /**
+     * A job's `attachments` (a task's, or an agent loop's delivery's) fetched and attached; `report(done,
+     * of)` builds the progress frame sent at 0 and after each file.
+     */
+    async attachFilesOf(job, report) {
+      const list = Array.isArray(job.attachments) ? job.attachments : [];
       if (list.length === 0) return;
-      const id = task.task_id;
-      this.hub.send(attaching(id, 0, list.length));
+      this.hub.send(report(0, list.length));
       const files = await fetchAttachments(list, (fileId) => this.hub.fetchFile(fileId));
       await attachFiles({
         doc: this.doc,
         adapter: this.adapter,
         files,
         timers: this.timers,
-        onDone: (n) => this.hub.send(attaching(id, n, list.length))
+        onDone: (n) => this.hub.send(report(n, list.length))
       });
     }
     onCapture(kind, turn, detail) {
@@ -5936,6 +5968,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
           return;
         }
         job.typing = true;
+        if (!await this.attachDeliveryFiles(job)) return;
         this.expectHubTurn(text);
         try {
           await this.typeAndSend(text);
@@ -5944,9 +5977,29 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
           throw err;
         }
       } else {
+        if (!await this.attachDeliveryFiles(job)) return;
         insertBlock(await this.locateInput(), text);
       }
       if (job.deliver_id) this.seen?.add(job.deliver_id);
+    }
+    /**
+     * An agent loop's delivery with files (`attachments`): attached as a task's are, every upload
+     * finished before its text is typed (`attaching` done/of with its `deliver_id`). A file that cannot
+     * be fetched or that the site refuses: the hub is told (`failed`, `attachment_refused` when the site
+     * refused it) and the text is not sent without its files. False then.
+     */
+    async attachDeliveryFiles(job) {
+      try {
+        await this.attachFilesOf(job, (done, of) => deliveryAttaching(job.deliver_id, done, of));
+        return true;
+      } catch (err) {
+        this.log("warn", `delivery ${job.deliver_id || ""} not sent: ${err.message}`);
+        if (job.deliver_id) {
+          this.seen?.add(job.deliver_id);
+          this.hub.send(deliveryFailed(job.deliver_id, err.message, err.trouble));
+        }
+        return false;
+      }
     }
     /**
      * Waits until an automatic send may type: the model idle (never while it streams) and the

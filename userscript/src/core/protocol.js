@@ -96,6 +96,27 @@ export function deliveryHeld(deliverId) {
 }
 
 /**
+ * `task_update {deliver_id, state: "attaching", done, of}` — an agent loop's delivery carries files
+ * (`attachments`): the tab puts them into the composer first; each report restarts the hub's arrival
+ * window for that delivery as `held` does.
+ */
+export function deliveryAttaching(deliverId, done, of) {
+  if (!deliverId) throw new Error('attaching needs the deliver_id');
+  return { type: 'task_update', deliver_id: deliverId, state: 'attaching', done, of };
+}
+
+/**
+ * `task_update {deliver_id, state: "failed", error, trouble}` — the tab could not send an agent
+ * loop's delivery (a file the site refused: `attachment_refused`, `error` naming the file and the
+ * site's reason). Nothing was sent; the hub's loop pauses the session and says why.
+ */
+export function deliveryFailed(deliverId, error, trouble) {
+  if (!deliverId) throw new Error('failed needs the deliver_id');
+  if (trouble !== undefined && !TROUBLES.includes(trouble)) throw new Error(`unknown trouble: ${trouble}`);
+  return withOptional({ type: 'task_update', deliver_id: deliverId, state: 'failed' }, { error, trouble });
+}
+
+/**
  * `ack` — the tab received `received` (over SSE: the event stream's first event, `welcome`;
  * the hub attaches the stream only then, so a stream the manager buffers never takes tasks).
  */

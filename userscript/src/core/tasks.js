@@ -11,9 +11,11 @@
  * 2 s), so the hub neither resends it nor gives up. It keeps the person's draft aside while it
  * types and sends, and puts it back; the turn it starts is the hub's, never reported as the
  * person's input. An agent session that the hub pauses or ends drops its deliveries not yet
- * typed.
+ * typed. A delivery's files (`attachments`) are attached as a task's are before its text is typed;
+ * one the site refuses fails the delivery (`task_update {deliver_id, state: "failed"}`), never sent
+ * without them.
  */
-import { attaching, deliveryHeld, taskUpdate, userInput } from './protocol.js';
+import { attaching, deliveryAttaching, deliveryFailed, deliveryHeld, taskUpdate, userInput } from './protocol.js';
 import { attachFiles, fetchAttachments } from './attach.js';
 import { troubleKind } from '../adapters/lib/trouble.js';
 import { DomReplyWatcher, PAGE_READ_AFTER_MISS_MS } from './dom-fallback.js';
@@ -244,14 +246,21 @@ export class TaskRunner {
    * as they go. A file the site refuses throws with `trouble: attachment_refused`: nothing is sent.
    */
   async attachTaskFiles(task) {
-    const list = Array.isArray(task.attachments) ? task.attachments : [];
+    await this.attachFilesOf(task, (done, of) => attaching(task.task_id, done, of));
+  }
+
+  /**
+   * A job's `attachments` (a task's, or an agent loop's delivery's) fetched and attached; `report(done,
+   * of)` builds the progress frame sent at 0 and after each file.
+   */
+  async attachFilesOf(job, report) {
+    const list = Array.isArray(job.attachments) ? job.attachments : [];
     if (list.length === 0) return;
-    const id = task.task_id;
-    this.hub.send(attaching(id, 0, list.length));
+    this.hub.send(report(0, list.length));
     const files = await fetchAttachments(list, (fileId) => this.hub.fetchFile(fileId));
     await attachFiles({
       doc: this.doc, adapter: this.adapter, files, timers: this.timers,
-      onDone: (n) => this.hub.send(attaching(id, n, list.length)),
+      onDone: (n) => this.hub.send(report(n, list.length)),
     });
   }
 
@@ -327,6 +336,7 @@ export class TaskRunner {
         return;
       }
       job.typing = true;
+      if (!(await this.attachDeliveryFiles(job))) return;
       this.expectHubTurn(text);
       try {
         await this.typeAndSend(text);
@@ -335,9 +345,30 @@ export class TaskRunner {
         throw err;
       }
     } else {
+      if (!(await this.attachDeliveryFiles(job))) return;
       insertBlock(await this.locateInput(), text);
     }
     if (job.deliver_id) this.seen?.add(job.deliver_id);
+  }
+
+  /**
+   * An agent loop's delivery with files (`attachments`): attached as a task's are, every upload
+   * finished before its text is typed (`attaching` done/of with its `deliver_id`). A file that cannot
+   * be fetched or that the site refuses: the hub is told (`failed`, `attachment_refused` when the site
+   * refused it) and the text is not sent without its files. False then.
+   */
+  async attachDeliveryFiles(job) {
+    try {
+      await this.attachFilesOf(job, (done, of) => deliveryAttaching(job.deliver_id, done, of));
+      return true;
+    } catch (err) {
+      this.log('warn', `delivery ${job.deliver_id || ''} not sent: ${err.message}`);
+      if (job.deliver_id) {
+        this.seen?.add(job.deliver_id);
+        this.hub.send(deliveryFailed(job.deliver_id, err.message, err.trouble));
+      }
+      return false;
+    }
   }
 
   /**

@@ -35,6 +35,16 @@ test('task_update held names the delivery, with no task_id', () => {
   assert.ok(p.TASK_STATES.includes('held'));
 });
 
+test('a delivery\'s files: attaching and failed name the delivery, with no task_id', () => {
+  assert.deepEqual(p.deliveryAttaching('s1-r1-s1', 1, 2), { type: 'task_update', deliver_id: 's1-r1-s1', state: 'attaching', done: 1, of: 2 });
+  assert.deepEqual(p.deliveryFailed('s1-r1-s1', 'a.exe: refused', 'attachment_refused'),
+    { type: 'task_update', deliver_id: 's1-r1-s1', state: 'failed', error: 'a.exe: refused', trouble: 'attachment_refused' });
+  assert.deepEqual(p.deliveryFailed('s1-r1-s1', 'a.png: 404'), { type: 'task_update', deliver_id: 's1-r1-s1', state: 'failed', error: 'a.png: 404' });
+  assert.throws(() => p.deliveryAttaching('', 0, 1), /deliver_id/);
+  assert.throws(() => p.deliveryFailed(''), /deliver_id/);
+  assert.throws(() => p.deliveryFailed('d', 'x', 'tired'), /unknown trouble/);
+});
+
 test('heartbeat', () => {
   assert.deepEqual(p.heartbeat({ time: 5, pending: 2 }), { type: 'heartbeat', time: 5, pending: 2 });
   assert.deepEqual(p.heartbeat({ time: 5, trouble: 'captcha' }), { type: 'heartbeat', time: 5, trouble: 'captcha' });
