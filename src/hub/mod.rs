@@ -569,9 +569,12 @@ impl Hub {
                 ..
             }) => {
                 client.streamed();
-                if state == TaskState::Held {
-                    // The person types in the box: the tab holds what it was given. A task
-                    // keeps waiting under its own timeout; a delivery's arrival wait starts again.
+                if state == TaskState::Held
+                    || (state == TaskState::Attaching && task_id.is_empty() && deliver_id.is_some())
+                {
+                    // The person types in the box (or the tab attaches a delivery's files): the
+                    // tab holds what it was given. A task keeps waiting under its own timeout; a
+                    // delivery's arrival wait starts again.
                     if let Some(id) = deliver_id.as_deref() {
                         self.hooks().delivery_held(client, id);
                     }
@@ -591,7 +594,7 @@ impl Hub {
                     }
                     return Some(ServerFrame::error(
                         ErrorCode::BadFrame,
-                        "task_update 需要 task_id / task_update needs a task_id (deliver_id only with state `held` or `failed`)",
+                        "task_update 需要 task_id / task_update needs a task_id (deliver_id only with state `held`, `attaching` or `failed`)",
                     ));
                 }
                 // Before the task ends: whoever waits on it re-picks with the cooldown known.
