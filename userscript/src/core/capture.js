@@ -16,7 +16,7 @@
  * (dom-fallback.js `replyImages`). They go as a last `chunk` too, so the chunks still add up to the text.
  */
 import { chunk, flowReport, turnEnd } from './protocol.js';
-import { replyImages } from './dom-fallback.js';
+import { pageImageUrls, replyImages } from './dom-fallback.js';
 import { imagesSuffix, uniqueImages } from '../adapters/lib/images.js';
 
 const SAMPLE_BYTES = 4096;
@@ -359,6 +359,10 @@ export class TurnCapture {
     if (meta.requestBody && this.adapter.promptFromRequest) {
       try { turn.prompt = this.adapter.promptFromRequest(meta.requestBody); } catch { turn.prompt = null; }
     }
+    if (this.doc) {
+      // The images the page shows before this reply: never taken for this reply's (a stale reply element).
+      try { turn.imagesBefore = pageImageUrls(this.doc, this.adapter); } catch { turn.imagesBefore = new Set(); }
+    }
     this.active.add(turn);
     this.lastTurn = turn;
     // Only a request whose body was read can say it carried no prompt (a resume request).
@@ -375,7 +379,8 @@ export class TurnCapture {
   }
 
   /**
-   * The images the newest reply shows on the page, read once the stream's body closed (or
+   * The images the newest reply shows on the page (not those the page showed when the turn began), read
+   * once the stream's body closed (or
    * BODY_END_WAIT_MS passed) and the page had IMAGE_SETTLE_MS to render it; while the stream announced
    * more images than the page shows, read again until PENDING_IMAGE_WAIT_MS.
    */
@@ -384,7 +389,8 @@ export class TurnCapture {
     const started = Date.now();
     while (!turn.bodyEnded && Date.now() - started < BODY_END_WAIT_MS) await sleep(25);
     await sleep(IMAGE_SETTLE_MS);
-    const read = () => replyImages(this.doc, this.adapter);
+    const before = turn.imagesBefore || new Set();
+    const read = () => replyImages(this.doc, this.adapter).filter((img) => !before.has(img.url));
     let found = read();
     const deadline = Date.now() + PENDING_IMAGE_WAIT_MS;
     while (turn.pendingImages > 0 && found.length < turn.pendingImages && Date.now() < deadline) {

@@ -59,16 +59,19 @@ export function answerImage(img) {
   if (img.closest('button, [role="button"], [data-aicard-panel]')) return null;
   if (img.getAttribute('aria-hidden') === 'true' || img.getAttribute('role') === 'presentation') return null;
   const cls = typeof img.className === 'string' ? img.className : img.getAttribute('class') || '';
-  const raw = img.currentSrc || img.getAttribute('src') || '';
+  // A lazy image shows a placeholder until it scrolls into view; its real address waits in `data-src`.
+  const lazy = img.getAttribute('data-src');
+  const shown = img.currentSrc || img.getAttribute('src') || '';
+  const placeholder = Boolean(lazy) && (!shown || /^data:/i.test(shown));
+  const raw = placeholder ? lazy : shown;
   const alt = img.getAttribute('alt') || '';
-  if (NOT_ANSWER_IMAGE.test(cls) || NOT_ANSWER_IMAGE.test(alt) || /favicon|\/icons?\//i.test(raw)) return null;
+  if (!raw || NOT_ANSWER_IMAGE.test(cls) || NOT_ANSWER_IMAGE.test(alt) || /favicon|\/icons?\//i.test(raw)) return null;
   const small = (w, h) => w > 0 && h > 0 && w < MIN_IMAGE_PX && h < MIN_IMAGE_PX;
   if (small(px(img.getAttribute('width')), px(img.getAttribute('height')))) return null;
-  if (img.complete && small(img.naturalWidth, img.naturalHeight)) return null;
+  if (!placeholder && img.complete && small(img.naturalWidth, img.naturalHeight)) return null;
   const box = img.getBoundingClientRect?.();
   if (box && small(box.width, box.height)) return null;
   if (hidden(img)) return null;
-  if (!raw) return null;
   let url = raw;
   try { url = new URL(raw, img.ownerDocument?.baseURI).href; } catch { /* kept as written */ }
   return { url, alt };
@@ -88,6 +91,14 @@ export function imagesIn(el) {
     if (found) out.push(found);
   }
   return out;
+}
+
+/** The addresses of the answer images every reply on the page shows now (a turn's baseline). */
+export function pageImageUrls(doc, adapter) {
+  const selectors = [...(adapter?.reply?.selectors || []), ...REPLY_SELECTORS];
+  const urls = new Set();
+  for (const reply of candidates(doc, selectors)) for (const img of imagesIn(reply)) urls.add(img.url);
+  return urls;
 }
 
 /**

@@ -93,7 +93,9 @@ test('the panel lists the task\'s file while it is attached, with its size and s
       return /attaching|attached/.test(files) && files.startsWith(`${name}:`) ? files : null;
     }, PNG.name, { timeout: 10000 });
     assert.match(await state.jsonValue(), new RegExp(`^${PNG.name.replace('.', '\\.')}:(attaching|attached)$`));
-    await turnEnd(id);
+    const end = await turnEnd(id);
+    assert.equal(end.frame.text, `Here is your cat.\n\n${imageMarkdown(image)}`, 'the reply\'s image only: not the person\'s upload, not the avatar');
+    assert.equal(await page.evaluate(() => document.querySelectorAll('.mock-user-upload').length), 1, 'the page showed the person\'s upload in their message');
     await page.waitForFunction(() => document.querySelector('aicard-panel')?.dataset.images === '1', null, { timeout: 5000 });
     const describe = JSON.parse(await page.evaluate(() => document.querySelector('aicard-panel').dataset.describe));
     assert.match(describe.text, new RegExp(`${PNG.name.replace('.', '\\.')} · \\d+ B · 已附加 attached`));

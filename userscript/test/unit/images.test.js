@@ -124,9 +124,10 @@ test('an answer that is only an image is an answer, not a parser miss', () => {
 function fakePage(imgs) {
   const view = { getComputedStyle: () => ({ display: 'block', visibility: 'visible' }) };
   const ownerDocument = { defaultView: view, baseURI: 'https://chatgpt.com/c/1' };
-  const img = ({ src, alt = '', w = 1024, h = 1024, cls = '' }) => ({
+  const img = ({ src, alt = '', w = 1024, h = 1024, cls = '', lazy, box }) => ({
     tagName: 'IMG', currentSrc: src, complete: true, naturalWidth: w, naturalHeight: h, className: cls, hidden: false, ownerDocument,
-    getAttribute: (k) => ({ src, alt, class: cls }[k] ?? null), closest: () => null, getBoundingClientRect: () => ({ width: Math.min(w, 400), height: Math.min(h, 400) }),
+    getAttribute: (k) => ({ src, alt, class: cls, 'data-src': lazy }[k] ?? null), closest: () => null,
+    getBoundingClientRect: () => box || { width: Math.min(w, 400), height: Math.min(h, 400) },
   });
   const reply = {
     closest: () => null, contains: (o) => o === reply, compareDocumentPosition: () => 0,
@@ -147,6 +148,23 @@ test('ChatGPT: an announced image is read from the page once it shows, the avata
   assert.equal(end?.text, 'Here it is / 给你看\n\n![Generated image](https://chatgpt.com/backend-api/estuary/content?id=file_1&sig=s)');
   assert.equal(chunksText(sent), end.text);
   assert.equal(c.busy, false);
+});
+
+async function turnText(sent) {
+  const started = Date.now();
+  while (!sent.some((f) => f.type === 'turn_end') && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 20));
+  return sent.find((f) => f.type === 'turn_end')?.text;
+}
+
+test('an image the page showed before the turn began is never taken for this reply\'s; a new one is, lazy or not', async () => {
+  const imgs = [{ src: 'https://chatgpt.com/earlier-reply.png', alt: 'earlier' }];
+  const { c, sent } = capture(adapters.get('chatgpt'), fakePage(imgs));
+  const def = sites.find((s) => s.name === 'chatgpt');
+  const sink = c.begin({ status: 200, contentType: def.contentType });
+  imgs.push({ src: 'data:image/gif;base64,R0lGODlhAQABAAAAACw=', lazy: 'https://chatgpt.com/new.png', alt: 'new', w: 1, h: 1, box: { width: 300, height: 200 } });
+  for (const chunk of def.stream({ answer: 'Words.', variant: 'default', seed: 2 })) sink.push(chunk);
+  sink.end();
+  assert.equal(await turnText(sent), 'Words.\n\n![new](https://chatgpt.com/new.png)');
 });
 
 test('the panel follows a task\'s files: attaching, attached, refused with the reason; and the reply\'s images', () => {

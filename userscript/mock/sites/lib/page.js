@@ -523,7 +523,9 @@ ${site.body}
       if (spin.parentNode) spin.parentNode.removeChild(spin);
       el.setAttribute('data-file-id', res.id);
       if (u.doneClass) el.classList.add(u.doneClass);
-      uploads.done.push({ id: res.id, name: file.name, type: file.type, size: file.size });
+      // An image the person attached is shown in their own message, as the sites do (never part of the reply).
+      var shownAt = /^image\\//.test(file.type) && window.URL && URL.createObjectURL ? URL.createObjectURL(file) : null;
+      uploads.done.push({ id: res.id, name: file.name, type: file.type, size: file.size, shownAt: shownAt });
     }, function (err) {
       if (spin.parentNode) spin.parentNode.removeChild(spin);
       el.className = u.errorClass;
@@ -573,7 +575,13 @@ ${site.body}
     busy = true;
     editor.clear();
     updateSend();
-    bubble('user', prompt + (files.length ? '\\n📎 ' + files.map(function (f) { return f.name; }).join(', ') : ''));
+    var mine = bubble('user', prompt + (files.length ? '\\n📎 ' + files.map(function (f) { return f.name; }).join(', ') : ''));
+    files.forEach(function (f) {
+      if (!f.shownAt) return;
+      var thumb = h('img', { 'class': 'mock-user-upload', src: f.shownAt, alt: f.name, width: '160', height: '120' });
+      thumb.style.display = 'block';
+      mine.appendChild(thumb);
+    });
     uploads.done = [];
     if (uploads.list) { while (uploads.list.firstChild) uploads.list.removeChild(uploads.list.firstChild); }
     updateSend();
