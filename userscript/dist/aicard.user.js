@@ -4820,9 +4820,10 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       this.watch(hub);
     }
     /**
-     * Follows the task's files and the reply's images from the frames themselves: a `task` with
-     * `attachments` from the hub, and what the tab sends — `task_update` (`attaching` done/of, `sent`,
-     * `failed` with `attachment_refused`) and `turn_end` (its Markdown images). The panel only reads them.
+     * Follows the task's files and the reply's images from the frames themselves: a `task` (or an agent
+     * loop's `deliver`) with `attachments` from the hub, and what the tab sends — `task_update` (`attaching`
+     * done/of, `sent`, `failed` with `attachment_refused`) and `turn_end` (its Markdown images). The panel
+     * only reads them.
      */
     watch(hub) {
       if (!hub || typeof hub.send !== "function") return;
@@ -4837,7 +4838,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
       };
     }
     hubFrame(frame) {
-      if (frame?.type !== "task") return;
+      if (frame?.type !== "task" && frame?.type !== "deliver") return;
       if (!Array.isArray(frame.attachments) || frame.attachments.length === 0) {
         if (this.files) {
           this.files = null;
@@ -4845,8 +4846,10 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         }
         return;
       }
+      const key = frame.type === "task" ? "task_id" : "deliver_id";
       this.files = {
-        taskId: frame.task_id,
+        key,
+        id: frame[key],
         done: 0,
         of: frame.attachments.length,
         list: frame.attachments.map((a) => ({ name: String(a?.name ?? "?"), size: Number(a?.size) || 0, state: "waiting" }))
@@ -4860,7 +4863,7 @@ button { font: inherit; cursor: pointer; border: 1px solid #b8c1d1; background: 
         return;
       }
       const files = this.files;
-      if (frame?.type !== "task_update" || !files || frame.task_id !== files.taskId) return;
+      if (frame?.type !== "task_update" || !files || frame[files.key] !== files.id) return;
       if (frame.state === "attaching") {
         files.done = Number(frame.done) || 0;
         files.list.forEach((f, i) => {

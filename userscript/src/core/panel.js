@@ -83,15 +83,16 @@ export class Panel {
     this.runs = new Map();
     this.agents = new Map(); // session id → {name, state, round, of, command, why}
     this.output = new Map(); // cmd_id → live output of a running command
-    this.files = null; // the current task's files: {taskId, done, of, list: [{name, size, state, reason}]}
+    this.files = null; // the current task's (or delivery's) files: {key, id, done, of, list: [{name, size, state, reason}]}
     this.images = []; // the images of the last reply: [{alt, url}]
     this.watch(hub);
   }
 
   /**
-   * Follows the task's files and the reply's images from the frames themselves: a `task` with
-   * `attachments` from the hub, and what the tab sends — `task_update` (`attaching` done/of, `sent`,
-   * `failed` with `attachment_refused`) and `turn_end` (its Markdown images). The panel only reads them.
+   * Follows the task's files and the reply's images from the frames themselves: a `task` (or an agent
+   * loop's `deliver`) with `attachments` from the hub, and what the tab sends — `task_update` (`attaching`
+   * done/of, `sent`, `failed` with `attachment_refused`) and `turn_end` (its Markdown images). The panel
+   * only reads them.
    */
   watch(hub) {
     if (!hub || typeof hub.send !== 'function') return;
@@ -104,13 +105,15 @@ export class Panel {
   }
 
   hubFrame(frame) {
-    if (frame?.type !== 'task') return;
+    if (frame?.type !== 'task' && frame?.type !== 'deliver') return;
     if (!Array.isArray(frame.attachments) || frame.attachments.length === 0) {
       if (this.files) { this.files = null; this.render(); } // a task without files: the last list goes
       return;
     }
+    // A task's updates name its task_id; an agent loop's delivery's name its deliver_id.
+    const key = frame.type === 'task' ? 'task_id' : 'deliver_id';
     this.files = {
-      taskId: frame.task_id, done: 0, of: frame.attachments.length,
+      key, id: frame[key], done: 0, of: frame.attachments.length,
       list: frame.attachments.map((a) => ({ name: String(a?.name ?? '?'), size: Number(a?.size) || 0, state: 'waiting' })),
     };
     this.render();
@@ -123,7 +126,7 @@ export class Panel {
       return;
     }
     const files = this.files;
-    if (frame?.type !== 'task_update' || !files || frame.task_id !== files.taskId) return;
+    if (frame?.type !== 'task_update' || !files || frame[files.key] !== files.id) return;
     if (frame.state === 'attaching') {
       files.done = Number(frame.done) || 0;
       files.list.forEach((f, i) => {

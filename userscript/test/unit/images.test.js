@@ -183,6 +183,11 @@ test('the panel follows a task\'s files: attaching, attached, refused with the r
   assert.equal(hub.sent.length, 3, 'every frame still goes out');
   hub.send({ type: 'turn_end', turn_id: 't', text: `ok ${imageMarkdown(IMG)}` });
   assert.deepEqual(panel.images, [{ alt: IMG.alt, url: 'https://img.example/gen/a%20b%281%29.png?sig=x&e=1' }]);
+  for (const fn of listeners) fn({ type: 'deliver', deliver_id: 'd1', text: 'results', auto_send: true, attachments: [{ id: 'c', name: 'shot.png', size: 3 }] });
+  hub.send({ type: 'task_update', task_id: 'd1', state: 'attaching', done: 1, of: 1 });
+  assert.deepEqual(files(), ['shot.png:waiting'], 'a task_id is not the delivery\'s');
+  hub.send({ type: 'task_update', deliver_id: 'd1', state: 'attaching', done: 1, of: 1 });
+  assert.deepEqual(files(), ['shot.png:attached'], 'an agent loop\'s delivery: its files too');
   for (const fn of listeners) fn({ type: 'task', task_id: 'k2', prompt: 'p' });
   assert.equal(panel.files, null, 'a task without files clears the list');
   assert.equal(fileSize(2048), '2.0 KB');
