@@ -189,6 +189,14 @@ pub trait Services: Send + Sync {
         }
     }
 
+    /// A command of `caller` produced a file (a `returns: file` skill, kept by the Files
+    /// service): when an agent session runs in the caller's tab, the loop attaches it to that
+    /// tab's next results message (docs/files.md "Back"); true then. Default: nobody takes it.
+    fn result_file(&self, caller: &Caller, file: &crate::skills::KeptFile) -> bool {
+        let _ = (caller, file);
+        false
+    }
+
     /// An `agent …` or `done` command, its text expanded, for the agent loop (docs/agents.md).
     /// Default: no agent loop here.
     fn agent(
