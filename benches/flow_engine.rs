@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aicard::flows::engine::{Action, JournalEvent, Plan, RunState};
+use aicard::flows::engine::{Effect, JournalEvent, Plan, RunState};
 use aicard::flows::{load_str, Flow};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rand::rngs::StdRng;
@@ -64,7 +64,7 @@ fn drive(flow: &Arc<Flow>, plan: &Arc<Plan>) -> usize {
         let mut replies = Vec::new();
         for action in actions {
             match action {
-                Action::Dispatch(d) => {
+                Effect::Dispatch(d) => {
                     dispatched += 1;
                     replies.push(JournalEvent::ItemOutput {
                         node: d.node,
@@ -75,7 +75,7 @@ fn drive(flow: &Arc<Flow>, plan: &Arc<Plan>) -> usize {
                         first_chunk_at_ms: None,
                     });
                 }
-                Action::Complete { .. } | Action::Fail { .. } => return dispatched,
+                Effect::Complete { .. } | Effect::Fail { .. } => return dispatched,
                 _ => {}
             }
         }

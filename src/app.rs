@@ -52,7 +52,7 @@ impl std::ops::Deref for App {
 /// A running app: its address and the way to stop it.
 pub struct RunningHub {
     pub addr: SocketAddr,
-    pub hub: Arc<App>,
+    pub app: Arc<App>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -63,7 +63,7 @@ impl RunningHub {
 
     /// Stops accepting, closes every socket with 1001 and waits for their tasks.
     pub async fn shutdown(self) {
-        self.hub.shutdown.cancel();
+        self.app.shutdown.cancel();
         let _ = self.server.await;
     }
 
@@ -223,17 +223,13 @@ impl App {
         app.clone().flush_memory_turns();
         let router = app.router();
         let server = hub.serve(listener, router);
-        Ok(RunningHub {
-            addr,
-            hub: app,
-            server,
-        })
+        Ok(RunningHub { addr, app, server })
     }
 
     /// The hub's routes and each door's, every door with the components it uses as its
     /// state.
     fn router(self: &Arc<Self>) -> axum::Router {
-        let api = Arc::new(crate::api::Door {
+        let api = Arc::new(crate::api::ApiDoor {
             hub: self.hub.clone(),
             api: self.api.clone(),
             asks: self.asks.clone(),
@@ -242,7 +238,7 @@ impl App {
             bus: self.control.bus.clone(),
             loops: self.loops.clone(),
         });
-        let dashboard = Arc::new(crate::dashboard::Door {
+        let dashboard = Arc::new(crate::dashboard::DashboardDoor {
             hub: self.hub.clone(),
             dashboard: self.dashboard.clone(),
             asks: self.asks.clone(),
@@ -251,7 +247,7 @@ impl App {
             loops: self.loops.clone(),
             control: self.control.clone(),
         });
-        let mcp = Arc::new(crate::mcp::Door {
+        let mcp = Arc::new(crate::mcp::McpDoor {
             hub: self.hub.clone(),
             mcp: self.mcp.clone(),
             api: api.clone(),

@@ -452,11 +452,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
     println!(
         "  安装用户脚本 / install the userscript (one-time link, 15 min; `aicard install` for \
          a fresh one): {}",
-        running.hub.install_url()
+        running.app.install_url()
     );
     println!(
         "  仪表盘 / dashboard: {url}/login?code={}",
-        running.hub.dashboard.login_code()
+        running.app.dashboard.login_code()
     );
     if token_given {
         println!("  令牌 / token: the one given by --token / AICARD_TOKEN (not stored)");
@@ -466,7 +466,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
             crate::hub::auth::token_path(&data_dir).display()
         );
     }
-    let hub = running.hub.clone();
+    let hub = running.app.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("signal received, shutting down");

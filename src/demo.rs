@@ -67,7 +67,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<i32> {
     config.token = Some(token.clone());
     let running = App::start(config).await?;
     running
-        .hub
+        .app
         .store
         .save_flow("demo", DEMO_FLOW, crate::store::now_ms())?;
     let ws = format!("ws://{}", running.addr);

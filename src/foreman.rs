@@ -29,13 +29,13 @@ pub const DEFAULT_FOLLOWUP: &str = "工人们的回答 / Your workers answered:\
 
 /// Runs one task through a foreman. `req.task_id` is the idempotency key of the whole cycle.
 pub async fn cycle(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     foreman: &Arc<Client>,
     req: TaskRequest,
 ) -> Result<String, TaskError> {
-    let mut lost = hub.events.subscribe();
+    let mut lost = control.events.subscribe();
     let id = foreman.id.clone();
-    let work = run(hub, foreman, req);
+    let work = run(control, foreman, req);
     tokio::pin!(work);
     loop {
         tokio::select! {
@@ -51,15 +51,15 @@ pub async fn cycle(
 }
 
 async fn run(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     foreman: &Arc<Client>,
     req: TaskRequest,
 ) -> Result<String, TaskError> {
     let info = foreman.info();
-    let card = hub.commands.card_for(foreman);
+    let card = control.commands.card_for(foreman);
     let card = card.as_ref();
     let workers: Vec<String> = match &info.group {
-        Some(g) => hub
+        Some(g) => control
             .registry
             .resolve(&format!("group:{g}"))
             .into_iter()
@@ -89,7 +89,7 @@ async fn run(
     );
     let mut first = req.clone();
     first.prompt = prompt.into();
-    let reply = hub.asks.ask_outcome(foreman, first).await.result?;
+    let reply = control.asks.ask_outcome(foreman, first).await.result?;
     let commands: Vec<String> = scan_text(&reply)
         .into_iter()
         .filter_map(Result::ok)
@@ -99,10 +99,10 @@ async fn run(
         // Taken at its word: the foreman answered the task itself.
         return Ok(reply);
     }
-    let caller = hub.commands.caller(foreman, Source::Reply);
+    let caller = control.commands.caller(foreman, Source::Reply);
     let mut answers = Vec::new();
     for body in &commands {
-        let out = crate::control::run_command_for(hub, &caller, body, Some(&key)).await;
+        let out = crate::control::run_command_for(control, &caller, body, Some(&key)).await;
         if out.success {
             answers.push(out.output);
         } else {
@@ -119,7 +119,7 @@ async fn run(
         context! { task => req.prompt, answers => answers.join("\n\n") },
     )
     .into();
-    hub.asks.ask_outcome(foreman, second).await.result
+    control.asks.ask_outcome(foreman, second).await.result
 }
 
 /// Renders a card template; a broken template falls back to the raw text plus the values.

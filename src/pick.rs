@@ -52,16 +52,21 @@ pub fn auto_sites(target: &str) -> Option<Vec<String>> {
 
 /// A `task_update` from a tab: the engine learns when it accepted a task and why one failed;
 /// an update without trouble from a parked tab means a person fixed it.
-pub fn on_task_update(hub: &Picker, client: &Client, state: TaskState, trouble: Option<Trouble>) {
+pub fn on_task_update(
+    picker: &Picker,
+    client: &Client,
+    state: TaskState,
+    trouble: Option<Trouble>,
+) {
     let now = crate::store::now_ms() as u64;
     match state {
         TaskState::Accepted => {
-            hub.decide.started(&client.id, now);
+            picker.decide.started(&client.id, now);
             // A prompt typed into the site: counted against its quota.
-            hub.decide.sent(&client.info().site, now);
+            picker.decide.sent(&client.info().site, now);
         }
         TaskState::Failed => {
-            hub.decide.failed(&client.id, trouble, now);
+            picker.decide.failed(&client.id, trouble, now);
             if let Some(t) = trouble {
                 tracing::info!(tab = %client.display(), trouble = t.as_str(), "site trouble");
             }
@@ -69,22 +74,23 @@ pub fn on_task_update(hub: &Picker, client: &Client, state: TaskState, trouble: 
         _ => {}
     }
     if trouble.is_none() && state != TaskState::Failed {
-        hub.decide.unpark(&client.id);
+        picker.decide.unpark(&client.id);
     }
 }
 
 /// A task ended without an answer the tab reported (the hub timed it out, or the tab was
 /// lost): a failed outcome for the engine. A tab's own `failed` is counted by
 /// [`on_task_update`].
-pub fn on_task_error(hub: &Picker, client: &Client, err: &crate::hub::tasks::TaskError) {
+pub fn on_task_error(picker: &Picker, client: &Client, err: &crate::hub::tasks::TaskError) {
     use crate::hub::tasks::TaskError;
     if matches!(err, TaskError::Timeout(_) | TaskError::TabLost(_)) {
-        hub.decide
+        picker
+            .decide
             .failed(&client.id, None, crate::store::now_ms() as u64);
     }
 }
 
-fn candidate(hub: &Picker, c: &Client, exclude: &[String]) -> Candidate {
+fn candidate(picker: &Picker, c: &Client, exclude: &[String]) -> Candidate {
     let info = c.info();
     let label = c.display_of(&info);
     Candidate {
@@ -92,13 +98,13 @@ fn candidate(hub: &Picker, c: &Client, exclude: &[String]) -> Candidate {
         avoid: exclude.contains(&c.id) || exclude.contains(&label),
         label,
         site: info.site.to_lowercase(),
-        in_flight: hub.tasks.load(c),
+        in_flight: picker.tasks.load(c),
     }
 }
 
 /// Connected worker tabs an `auto` target may use (of `sites`, when named).
-pub fn eligible(hub: &Picker, sites: &[String]) -> Vec<Arc<Client>> {
-    let mut tabs: Vec<Arc<Client>> = hub
+pub fn eligible(picker: &Picker, sites: &[String]) -> Vec<Arc<Client>> {
+    let mut tabs: Vec<Arc<Client>> = picker
         .registry
         .all()
         .into_iter()
@@ -113,15 +119,15 @@ pub fn eligible(hub: &Picker, sites: &[String]) -> Vec<Arc<Client>> {
 /// table as having failed the task); the choice is kept under `why_key` for `manager why`.
 /// None: no tab is eligible now.
 pub fn choose(
-    hub: &Picker,
+    picker: &Picker,
     target: &str,
     exclude: &[String],
     why_key: Option<&str>,
 ) -> Option<Arc<Client>> {
     let sites = auto_sites(target)?;
-    let tabs = eligible(hub, &sites);
-    let cands: Vec<Candidate> = tabs.iter().map(|c| candidate(hub, c, exclude)).collect();
-    let choice = hub
+    let tabs = eligible(picker, &sites);
+    let cands: Vec<Candidate> = tabs.iter().map(|c| candidate(picker, c, exclude)).collect();
+    let choice = picker
         .decide
         .choose(&cands, DEFAULT_REPLY_CHARS, crate::store::now_ms() as u64);
     let picked = choice
@@ -129,8 +135,8 @@ pub fn choose(
         .as_ref()
         .and_then(|id| tabs.iter().find(|c| &c.id == id).cloned());
     if let Some(key) = why_key {
-        if picked.is_some() || hub.decide.why(key).is_none() {
-            hub.decide.remember(key, choice);
+        if picked.is_some() || picker.decide.why(key).is_none() {
+            picker.decide.remember(key, choice);
         }
     }
     picked
@@ -139,9 +145,9 @@ pub fn choose(
 /// Picks one of `tabs` (a site, role or group name that matches several) with the decision
 /// engine: a tab cooling down, parked or over its site's quota is not picked while another
 /// can take the task. None: none of them is eligible now.
-pub fn choose_among(hub: &Picker, tabs: &[Arc<Client>]) -> Option<Arc<Client>> {
-    let cands: Vec<Candidate> = tabs.iter().map(|c| candidate(hub, c, &[])).collect();
-    let choice = hub
+pub fn choose_among(picker: &Picker, tabs: &[Arc<Client>]) -> Option<Arc<Client>> {
+    let cands: Vec<Candidate> = tabs.iter().map(|c| candidate(picker, c, &[])).collect();
+    let choice = picker
         .decide
         .choose(&cands, DEFAULT_REPLY_CHARS, crate::store::now_ms() as u64);
     let id = choice.picked?;
@@ -150,11 +156,11 @@ pub fn choose_among(hub: &Picker, tabs: &[Arc<Client>]) -> Option<Arc<Client>> {
 
 /// Whether `site` is one the hub knows: a site with an adapter, or the site of a tab it has
 /// seen (any state).
-pub fn known_site(hub: &Picker, site: &str) -> bool {
+pub fn known_site(picker: &Picker, site: &str) -> bool {
     crate::decide::KNOWN_SITES
         .iter()
         .any(|k| k.eq_ignore_ascii_case(site))
-        || hub
+        || picker
             .registry
             .all()
             .iter()
@@ -162,13 +168,14 @@ pub fn known_site(hub: &Picker, site: &str) -> bool {
 }
 
 /// Every site the hub knows (adapters' and seen tabs'), sorted.
-pub fn known_sites(hub: &Picker) -> Vec<String> {
+pub fn known_sites(picker: &Picker) -> Vec<String> {
     let mut sites: std::collections::BTreeSet<String> = crate::decide::KNOWN_SITES
         .iter()
         .map(|s| s.to_string())
         .collect();
     sites.extend(
-        hub.registry
+        picker
+            .registry
             .all()
             .iter()
             .map(|c| c.info().site.to_lowercase()),
@@ -177,32 +184,33 @@ pub fn known_sites(hub: &Picker) -> Vec<String> {
 }
 
 /// Whether a tab may take work now: not cooling down, not parked, no probe in flight.
-pub fn usable(hub: &Picker, c: &Client) -> bool {
+pub fn usable(picker: &Picker, c: &Client) -> bool {
     use crate::decide::Standing;
     !matches!(
-        health(hub, c).standing,
+        health(picker, c).standing,
         Standing::Cooling(_) | Standing::Parked(_) | Standing::Waiting | Standing::OverQuota(_)
     )
 }
 
 /// Whether an `auto` target could be served by a tab online now (for plan validation).
-pub fn auto_online(hub: &Picker, target: &str) -> bool {
-    auto_sites(target).is_some_and(|sites| !eligible(hub, &sites).is_empty())
+pub fn auto_online(picker: &Picker, target: &str) -> bool {
+    auto_sites(target).is_some_and(|sites| !eligible(picker, &sites).is_empty())
 }
 
 /// One tab's health as the engine sees it.
-pub fn health(hub: &Picker, c: &Client) -> Row {
-    hub.decide
-        .health(&candidate(hub, c, &[]), crate::store::now_ms() as u64)
+pub fn health(picker: &Picker, c: &Client) -> Row {
+    picker
+        .decide
+        .health(&candidate(picker, c, &[]), crate::store::now_ms() as u64)
 }
 
 /// `?<tabs>!`: every tab, connected first, with its role, group and health.
-pub fn tabs_report(hub: &Picker) -> String {
-    let mut tabs = hub.registry.all();
+pub fn tabs_report(picker: &Picker) -> String {
+    let mut tabs = picker.registry.all();
     tabs.sort_by_key(|c| (c.state() != ConnState::Connected, c.display()));
     let mut out = format!(
         "标签页 / tabs ({} 在线 / online):\n  {:<20} {:<9} {:<8} {:<8} {:<22} {:>6} {:>6} {:>7} {:>4} {:>12}\n",
-        hub.registry.connected_count(),
+        picker.registry.connected_count(),
         "tab",
         "site",
         "role",
@@ -217,7 +225,7 @@ pub fn tabs_report(hub: &Picker) -> String {
     let mut flags = std::collections::BTreeSet::new();
     for c in tabs {
         let info = c.info();
-        let row = health(hub, &c);
+        let row = health(picker, &c);
         let state = if c.state() == ConnState::Connected {
             row.standing.word()
         } else {
@@ -240,18 +248,18 @@ pub fn tabs_report(hub: &Picker) -> String {
             row.s_per_1k.map_or("—".into(), |s| format!("{s:.1}s")),
             row.in_flight,
             {
-                let a = hub.paths.tab(&c.id);
+                let a = picker.paths.tab(&c.id);
                 format!("{}/{}/{}", a.network, a.dom, a.empty)
             }
         );
-        if let Some(flag) = hub.paths.flag(&info.site) {
+        if let Some(flag) = picker.paths.flag(&info.site) {
             flags.insert(flag);
         }
     }
     for flag in flags {
         let _ = writeln!(out, "  ⚠ {flag}");
     }
-    let uses = hub.decide.quota_uses(crate::store::now_ms() as u64);
+    let uses = picker.decide.quota_uses(crate::store::now_ms() as u64);
     if !uses.is_empty() {
         out.push_str("配额 / quotas:\n");
         for u in uses {
@@ -280,9 +288,9 @@ pub fn tabs_report(hub: &Picker) -> String {
 }
 
 /// `?<tabs budget …>!`: sets or clears a site's quota (kept in the store), or lists them.
-pub fn budget(hub: &Picker, site: Option<&str>, quota: Option<&str>) -> Result<String, String> {
+pub fn budget(picker: &Picker, site: Option<&str>, quota: Option<&str>) -> Result<String, String> {
     let Some(site) = site else {
-        let uses = hub.decide.quota_uses(crate::store::now_ms() as u64);
+        let uses = picker.decide.quota_uses(crate::store::now_ms() as u64);
         if uses.is_empty() {
             return Ok("没有配额 / no quotas: `?<tabs budget SITE N/hour>!` sets one".into());
         }
@@ -300,16 +308,18 @@ pub fn budget(hub: &Picker, site: Option<&str>, quota: Option<&str>) -> Result<S
     let site = site.to_lowercase();
     match quota {
         None | Some("off") | Some("none") => {
-            hub.decide.set_quota(&site, None);
-            hub.store
+            picker.decide.set_quota(&site, None);
+            picker
+                .store
                 .set_site_quota(&site, None)
                 .map_err(|e| e.to_string())?;
             Ok(format!("已取消 {site} 的配额 / no quota for {site}"))
         }
         Some(text) => {
             let q = crate::decide::Quota::parse(text)?;
-            hub.decide.set_quota(&site, Some(q));
-            hub.store
+            picker.decide.set_quota(&site, Some(q));
+            picker
+                .store
                 .set_site_quota(&site, Some((q.sends, q.per_ms)))
                 .map_err(|e| e.to_string())?;
             Ok(format!(
@@ -320,17 +330,18 @@ pub fn budget(hub: &Picker, site: Option<&str>, quota: Option<&str>) -> Result<S
 }
 
 /// Loads the quotas `?<tabs budget>!` kept in the store (at start).
-pub fn load_budgets(hub: &Picker) {
-    for (site, sends, per_ms) in hub.store.site_quotas().unwrap_or_default() {
-        hub.decide
+pub fn load_budgets(picker: &Picker) {
+    for (site, sends, per_ms) in picker.store.site_quotas().unwrap_or_default() {
+        picker
+            .decide
             .set_quota(&site, Some(crate::decide::Quota { sends, per_ms }));
     }
 }
 
 /// `?<manager why RUN NODE>!`: the score table of the node's latest pick.
-pub fn why(hub: &Picker, run: &str, node: &str) -> Result<String, String> {
+pub fn why(picker: &Picker, run: &str, node: &str) -> Result<String, String> {
     let key = format!("{run}/{node}");
-    let choice: Choice = hub.decide.why(&key).ok_or_else(|| {
+    let choice: Choice = picker.decide.why(&key).ok_or_else(|| {
         format!(
             "没有记录 / no pick recorded for node `{node}` of run `{run}` (only `auto` targets are picked by the decision engine)"
         )
@@ -342,11 +353,11 @@ pub fn why(hub: &Picker, run: &str, node: &str) -> Result<String, String> {
 }
 
 /// A tab's health for JSON views (dashboard): standing, success, timings, in flight.
-pub fn health_json(hub: &Picker, c: &Client) -> serde_json::Value {
-    let r = health(hub, c);
+pub fn health_json(picker: &Picker, c: &Client) -> serde_json::Value {
+    let r = health(picker, c);
     serde_json::json!({
         "standing": r.standing.word(),
-        "parked": hub.decide.parked(&c.id).map(Trouble::as_str),
+        "parked": picker.decide.parked(&c.id).map(Trouble::as_str),
         "successes": r.successes,
         "outcomes": r.outcomes,
         "success_p": r.p,
@@ -354,7 +365,7 @@ pub fn health_json(hub: &Picker, c: &Client) -> serde_json::Value {
         "s_per_1k": r.s_per_1k,
         "in_flight": r.in_flight,
         // Which path its answers took, its site's, and the "adapter outdated" flag (docs/reliability.md).
-        "answers": hub.paths.json(&c.id, &c.info().site),
+        "answers": picker.paths.json(&c.id, &c.info().site),
     })
 }
 

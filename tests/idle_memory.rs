@@ -251,7 +251,7 @@ fn an_idle_tab_holds_no_read_or_write_buffer() {
     let settle = |want: usize| {
         tabs_rt.block_on(async {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-            while running.hub.registry.connected_count() < want {
+            while running.app.registry.connected_count() < want {
                 assert!(
                     tokio::time::Instant::now() < deadline,
                     "tabs did not attach"
@@ -338,8 +338,8 @@ fn an_idle_tab_holds_no_read_or_write_buffer() {
     // would hold two allocations of 64 KiB or more per tab here.
     let before_long = snapshot();
     TRACING.store(true, Ordering::Relaxed);
-    let clients = running.hub.registry.all();
-    let tasks = running.hub.tasks.clone();
+    let clients = running.app.registry.all();
+    let tasks = running.app.tasks.clone();
     let asks = hub_rt.spawn(async move {
         let asks: Vec<_> = clients
             .into_iter()

@@ -443,11 +443,11 @@ impl Loops {
     /// typed into it automatically, its replies start no session and run no command), and
     /// the session's running commands are cancelled; the panel lists them. A Stop in a tab
     /// with no session still holds the tab (its model may be answering a results message).
-    /// [`Control::CallerLeft`] ends only that session: the tab is free at once.
-    pub fn control(&self, who: &Who<'_>, what: Control) -> Result<String, String> {
+    /// [`LoopControl::CallerLeft`] ends only that session: the tab is free at once.
+    pub fn control(&self, who: &Who<'_>, what: LoopControl) -> Result<String, String> {
         let tab = match (self.tab_of(who), who, what) {
             (Some(tab), _, _) => tab,
-            (None, Who::Tab(t), Control::Stop) => {
+            (None, Who::Tab(t), LoopControl::Stop) => {
                 self.stopped.lock().expect("loops").insert(t.to_string());
                 let cancelled = self.cancel_inflight(t);
                 return Ok(stopped_text(&cancelled, &self.jobs.running_of(t)));
@@ -465,13 +465,13 @@ impl Loops {
             }
         };
         let input = match what {
-            Control::Stop => {
+            LoopControl::Stop => {
                 self.stopped.lock().expect("loops").insert(tab.clone());
                 Input::Stop
             }
-            Control::CallerLeft => Input::CallerLeft,
-            Control::Pause => Input::Pause,
-            Control::Resume => {
+            LoopControl::CallerLeft => Input::CallerLeft,
+            LoopControl::Pause => Input::Pause,
+            LoopControl::Resume => {
                 if let Some(l) = self.live.lock().expect("loops").get_mut(&tab) {
                     l.paused_at = None;
                 }
@@ -479,8 +479,8 @@ impl Loops {
             }
         };
         let cancelled = match what {
-            Control::Stop | Control::CallerLeft => self.cancel_inflight(&tab),
-            Control::Pause | Control::Resume => Vec::new(),
+            LoopControl::Stop | LoopControl::CallerLeft => self.cancel_inflight(&tab),
+            LoopControl::Pause | LoopControl::Resume => Vec::new(),
         };
         if !cancelled.is_empty() {
             if let Some(l) = self.live.lock().expect("loops").get_mut(&tab) {
@@ -492,10 +492,10 @@ impl Loops {
             input,
         });
         Ok(match what {
-            Control::Stop => stopped_text(&cancelled, &self.jobs.running_of(&tab)),
-            Control::CallerLeft => "已结束 / ended (its caller left)".into(),
-            Control::Pause => "已暂停 / paused".into(),
-            Control::Resume => "已继续 / resumed".into(),
+            LoopControl::Stop => stopped_text(&cancelled, &self.jobs.running_of(&tab)),
+            LoopControl::CallerLeft => "已结束 / ended (its caller left)".into(),
+            LoopControl::Pause => "已暂停 / paused".into(),
+            LoopControl::Resume => "已继续 / resumed".into(),
         })
     }
 
@@ -614,7 +614,7 @@ pub enum Who<'a> {
 
 /// Stop, pause, resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
+pub enum LoopControl {
     /// A person ends it now (within 1 s); the tab is held until they speak there.
     Stop,
     /// Its caller left (an MCP cancel, an API client gone): it ends, the tab is free.

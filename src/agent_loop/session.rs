@@ -4,7 +4,7 @@
 
 use super::deliver::progress_frame;
 use super::*;
-use crate::agents::session::{Action, CmdId};
+use crate::agents::session::{CmdId, SessionAction};
 use crate::agents::store as agent_store;
 use crate::protocol::ServerFrame;
 
@@ -158,10 +158,10 @@ impl Loops {
         }
     }
 
-    pub(super) fn act(&self, tab: &str, actions: Vec<Action>) {
+    pub(super) fn act(&self, tab: &str, actions: Vec<SessionAction>) {
         for a in actions {
             match a {
-                Action::Deliver {
+                SessionAction::Deliver {
                     text,
                     round,
                     of,
@@ -169,9 +169,9 @@ impl Loops {
                     primer,
                     vars,
                 } => self.deliver(tab, text, round, of, deliver_id, primer, vars),
-                Action::End { why, answer } => self.end(tab, why, answer),
-                Action::Pause { why } => self.paused(tab, why),
-                Action::ForgedResult => {
+                SessionAction::End { why, answer } => self.end(tab, why, answer),
+                SessionAction::Pause { why } => self.paused(tab, why),
+                SessionAction::ForgedResult => {
                     if let Some(id) = self.session_id(tab) {
                         self.progress(
                             tab,

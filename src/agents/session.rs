@@ -2,7 +2,7 @@
 //! passed in with every input (no clock inside, like `src/decide`), randomness from a seed.
 //!
 //! A round: the tab's turn ends holding N ≥ 1 commands; the hub runs them; when **every**
-//! command has its result **and** the turn has ended, the session says [`Action::Deliver`]
+//! command has its result **and** the turn has ended, the session says [`SessionAction::Deliver`]
 //! once (after the pacing gap, never while a draft or a stream is in the way). After a send,
 //! the tab must show the new turn within [`Limits::arrival_ms`]; otherwise one resend with a
 //! new deliver id, then a pause "send failed".
@@ -147,7 +147,7 @@ impl Why {
 
 /// What the wiring must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum SessionAction {
     /// Type `text` into the tab and send it (`deliver {auto_send: true, agent: {session,
     /// round, of}}`).
     Deliver {
@@ -382,7 +382,7 @@ impl Session {
     }
 
     /// The first message (`agent task`): the primer and the task, sent at once.
-    pub fn begin(&mut self, task: &str, now_ms: u64) -> Vec<Action> {
+    pub fn begin(&mut self, task: &str, now_ms: u64) -> Vec<SessionAction> {
         self.first_primer = false;
         self.state = State::Ready(Box::new(Outgoing {
             text: task.to_string(),
@@ -428,7 +428,7 @@ impl Session {
     }
 
     /// Feeds one input at `now_ms`; returns what to do (empty: nothing).
-    pub fn handle(&mut self, input: Input, now_ms: u64) -> Vec<Action> {
+    pub fn handle(&mut self, input: Input, now_ms: u64) -> Vec<SessionAction> {
         if matches!(self.state, State::Ended(_)) {
             return Vec::new();
         }
@@ -499,19 +499,19 @@ impl Session {
             actions = self.poll(now_ms);
         } else if !actions
             .iter()
-            .any(|a| matches!(a, Action::End { .. } | Action::Pause { .. }))
+            .any(|a| matches!(a, SessionAction::End { .. } | SessionAction::Pause { .. }))
         {
             actions.extend(self.poll(now_ms));
         }
         actions
     }
 
-    fn end(&mut self, why: Why, answer: Option<String>) -> Vec<Action> {
+    fn end(&mut self, why: Why, answer: Option<String>) -> Vec<SessionAction> {
         self.state = State::Ended(why.clone());
-        vec![Action::End { why, answer }]
+        vec![SessionAction::End { why, answer }]
     }
 
-    fn pause(&mut self, why: Why) -> Vec<Action> {
+    fn pause(&mut self, why: Why) -> Vec<SessionAction> {
         let before = match std::mem::replace(&mut self.state, State::ModelTurn) {
             // A message not yet seen by the tab is sent again on resume.
             State::Sent { out, .. } => State::Ready(out),
@@ -522,7 +522,7 @@ impl Session {
             why: why.clone(),
             before: Box::new(before),
         };
-        vec![Action::Pause { why }]
+        vec![SessionAction::Pause { why }]
     }
 
     /// A turn that ends while the session waits for the person (the model answering the
@@ -533,7 +533,7 @@ impl Session {
         text: &str,
         commands: Vec<FoundCommand>,
         now_ms: u64,
-    ) -> Vec<Action> {
+    ) -> Vec<SessionAction> {
         let State::Paused { why, before } = &mut self.state else {
             return self.turn_ended(turn_id, text, commands, now_ms);
         };
@@ -562,7 +562,7 @@ impl Session {
         text: &str,
         commands: Vec<FoundCommand>,
         now_ms: u64,
-    ) -> Vec<Action> {
+    ) -> Vec<SessionAction> {
         if !self.seen_turns.insert(turn_id.clone()) {
             return Vec::new();
         }
@@ -572,7 +572,7 @@ impl Session {
         let mut actions = Vec::new();
         let forged = !results::detect_forged_results(text).is_empty();
         if forged {
-            actions.push(Action::ForgedResult);
+            actions.push(SessionAction::ForgedResult);
         }
         if commands.is_empty() {
             actions.extend(self.end(Why::Answered, Some(text.trim().to_string())));
@@ -610,7 +610,7 @@ impl Session {
         output: String,
         malformed: bool,
         now_ms: u64,
-    ) -> Vec<Action> {
+    ) -> Vec<SessionAction> {
         let key = (id.turn_id, id.index);
         if self.results.contains_key(&key) {
             return Vec::new();
@@ -628,7 +628,7 @@ impl Session {
     }
 
     /// Both thresholds: the turn ended (we are collecting) and every command has a result.
-    fn try_close(&mut self, now_ms: u64) -> Vec<Action> {
+    fn try_close(&mut self, now_ms: u64) -> Vec<SessionAction> {
         let State::Collecting {
             turn_id,
             commands,
@@ -720,14 +720,14 @@ impl Session {
                 why: why.clone(),
                 before: Box::new(State::Ready(out)),
             };
-            return vec![Action::Pause { why }];
+            return vec![SessionAction::Pause { why }];
         }
         self.state = State::Ready(out);
         Vec::new()
     }
 
     /// Sends a due message, or checks a sent one's arrival.
-    fn poll(&mut self, now_ms: u64) -> Vec<Action> {
+    fn poll(&mut self, now_ms: u64) -> Vec<SessionAction> {
         match &mut self.state {
             State::Ready(out) if out.due_ms <= now_ms && !self.draft && !self.streaming => {
                 let out = out.clone();
@@ -744,7 +744,7 @@ impl Session {
                         why: Why::SendFailed,
                         before: Box::new(State::Ready(out)),
                     };
-                    return vec![Action::Pause {
+                    return vec![SessionAction::Pause {
                         why: Why::SendFailed,
                     }];
                 }
@@ -755,10 +755,10 @@ impl Session {
         }
     }
 
-    fn send(&mut self, mut out: Box<Outgoing>, now_ms: u64, attempt: u32) -> Vec<Action> {
+    fn send(&mut self, mut out: Box<Outgoing>, now_ms: u64, attempt: u32) -> Vec<SessionAction> {
         self.sends += 1;
         out.sent = true;
-        let action = Action::Deliver {
+        let action = SessionAction::Deliver {
             text: out.text.clone(),
             round: out.round,
             of: self.limits.max_rounds,

@@ -10,12 +10,12 @@ use axum::response::Response;
 use super::answer::{respond, Answer, Finish, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
-use super::Door;
-use crate::agent_loop::{Control, LoopError, Who};
+use super::ApiDoor;
+use crate::agent_loop::{LoopControl, LoopError, Who};
 
 /// Stops the session when the client leaves before the answer.
 struct SessionGuard {
-    hub: Arc<Door>,
+    door: Arc<ApiDoor>,
     agent: String,
     finished: bool,
 }
@@ -30,9 +30,9 @@ impl Drop for SessionGuard {
     fn drop(&mut self) {
         if !self.finished {
             let _ = self
-                .hub
+                .door
                 .loops
-                .control(&Who::Agent(&self.agent), Control::CallerLeft);
+                .control(&Who::Agent(&self.agent), LoopControl::CallerLeft);
         }
     }
 }
@@ -72,21 +72,21 @@ fn api_error(e: LoopError) -> ApiError {
 }
 
 pub(super) async fn complete(
-    hub: Arc<Door>,
+    door: Arc<ApiDoor>,
     req: ChatRequest,
     name: &str,
     reply: Reply,
 ) -> Result<Response, ApiError> {
-    let agent = crate::agents::store::agent(&hub.store, name)
+    let agent = crate::agents::store::agent(&door.store, name)
         .map_err(|e| api_error(LoopError::Store(e.to_string())))?
         .ok_or_else(|| api_error(LoopError::NoAgent(name.to_string())))?;
     let task = req.last_user().to_string();
     let guard = SessionGuard {
-        hub: hub.clone(),
+        door: door.clone(),
         agent: name.to_string(),
         finished: false,
     };
-    let loops = hub.loops.clone();
+    let loops = door.loops.clone();
     let answer: Answer = Box::pin(async move { loops.task(agent, &task).await.map_err(api_error) });
-    respond(hub, req.stream, reply, answer, Box::new(guard)).await
+    respond(door, req.stream, reply, answer, Box::new(guard)).await
 }

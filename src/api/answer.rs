@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::error::ApiError;
 use super::models::ModelId;
 use super::prompt::ChatRequest;
-use super::Door;
+use super::ApiDoor;
 use super::TapEvent;
 use crate::hub::registry::Client;
 
@@ -46,7 +46,7 @@ pub(super) trait Finish: Send {
 /// one object once it is there, or an event stream (headers now, keepalives until then).
 /// `job` is told the outcome; dropped unfinished (the client left), it stops the work.
 pub(super) async fn respond(
-    hub: Arc<Door>,
+    door: Arc<ApiDoor>,
     stream: bool,
     reply: Reply,
     answer: Answer,
@@ -58,9 +58,9 @@ pub(super) async fn respond(
         return Ok(axum::Json(reply.object(&r?)).into_response());
     }
     let (tx, rx) = mpsc::channel(32);
-    let keepalive = hub.api.keepalive();
-    hub.tracker.spawn(produce(
-        hub.clone(),
+    let keepalive = door.api.keepalive();
+    door.tracker.spawn(produce(
+        door.clone(),
         reply,
         None,
         None,
@@ -75,7 +75,7 @@ pub(super) async fn respond(
 /// reply from `turn_end`, one finish_reason, `[DONE]`. `: keepalive` while silent.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn produce(
-    hub: Arc<Door>,
+    door: Arc<ApiDoor>,
     reply: Reply,
     mut tap: Option<mpsc::Receiver<TapEvent>>,
     first: Option<TapEvent>,
@@ -135,7 +135,7 @@ pub(super) async fn produce(
                     return;
                 }
             }
-            _ = hub.shutdown.cancelled() => {
+            _ = door.shutdown.cancelled() => {
                 let e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", "shutting_down", "集线器正在关闭 / the hub is shutting down");
                 let _ = send(&tx, error_event(&e)).await;
                 return;

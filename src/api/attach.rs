@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::prompt::{invalid_json, FilePart, FileSource, FILE_TYPES, IMAGE_TYPES};
-use super::Door;
+use super::ApiDoor;
 use crate::hub::files::{FileError, FileRef, TASK_LIMIT};
 
 /// A body this large stays in memory; a larger one (files) spills to a temporary file.
@@ -78,10 +78,10 @@ fn disk(e: &std::io::Error) -> ApiError {
 
 /// Keeps every file part (each once by its SHA-256; one content sent twice in a request is
 /// attached once) and checks the per-task total; the error names the part.
-pub(crate) async fn store(hub: &Door, parts: Vec<FilePart>) -> Result<Vec<FileRef>, ApiError> {
+pub(crate) async fn store(door: &ApiDoor, parts: Vec<FilePart>) -> Result<Vec<FileRef>, ApiError> {
     let mut kept: Vec<FileRef> = Vec::new();
     for part in parts {
-        let f = store_one(hub, part).await?;
+        let f = store_one(door, part).await?;
         if !kept.iter().any(|k| k.sha256 == f.sha256) {
             kept.push(f);
         }
@@ -92,8 +92,8 @@ pub(crate) async fn store(hub: &Door, parts: Vec<FilePart>) -> Result<Vec<FileRe
     Ok(kept)
 }
 
-async fn store_one(hub: &Door, part: FilePart) -> Result<FileRef, ApiError> {
-    let files = hub.tasks.files.clone();
+async fn store_one(door: &ApiDoor, part: FilePart) -> Result<FileRef, ApiError> {
+    let files = door.tasks.files.clone();
     let max = files.max_file();
     let FilePart {
         param,
@@ -112,14 +112,14 @@ async fn store_one(hub: &Door, part: FilePart) -> Result<FileRef, ApiError> {
             (mime, Box::new(base64::read::DecoderReader::new(text, &B64)))
         }
         FileSource::Url(url) => {
-            if !hub.config.fetch_urls {
+            if !door.config.fetch_urls {
                 return Err(refused(
                     "远程图片不下载 / remote image URLs are not fetched: send the image as a \
                      data: URL (data:image/png;base64,…), or start the hub with --fetch-urls"
                         .into(),
                 ));
             }
-            let got = super::fetch::fetch_image(&url, max, &hub.config.fetch_allow)
+            let got = super::fetch::fetch_image(&url, max, &door.config.fetch_allow)
                 .await
                 .map_err(|why| {
                     refused(format!("图片下载被拒绝 / fetching {url} refused: {why}"))

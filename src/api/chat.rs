@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::journal::ApiRun;
 use super::models::{self, ModelId};
 use super::prompt::{ChatRequest, MAX_PROMPT_BYTES};
-use super::Door;
+use super::ApiDoor;
 use super::{authorize, TapEvent};
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::tasks::TaskRequest;
@@ -27,27 +27,27 @@ pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Largest `X-AIcard-Queue-Timeout` honoured (seconds).
 pub const MAX_QUEUE_TIMEOUT: Duration = Duration::from_secs(600);
 
-pub async fn models(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorize(&hub, &headers) {
+pub async fn models(State(door): State<Arc<ApiDoor>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&door, &headers) {
         return e.into_response();
     }
-    let body = model_list(&hub);
+    let body = model_list(&door);
     axum::Json(body).into_response()
 }
 
 /// The live model list of `GET /v1/models`.
-fn model_list(hub: &Door) -> serde_json::Value {
-    let adm = hub.api.admission().clone();
-    let flows = flow_names(hub);
-    let agents = agent_models(hub);
+fn model_list(door: &ApiDoor) -> serde_json::Value {
+    let adm = door.api.admission().clone();
+    let flows = flow_names(door);
+    let agents = agent_models(door);
     let mut list = models::list(
-        &hub.registry,
+        &door.registry,
         &flows,
         &agents,
         |c| adm.busy(c),
         |c| adm.unavailable(c),
         |k| adm.depth(k),
-        |c| crate::pick::health_json(&hub.asks.pick, c),
+        |c| crate::pick::health_json(&door.asks.pick, c),
         now_secs(),
     );
     // A site's answers by path and its "adapter outdated" flag (docs/reliability.md); tab entries carry
@@ -58,8 +58,8 @@ fn model_list(hub: &Door) -> serde_json::Value {
                 continue;
             };
             let answers = serde_json::json!({
-                "site": hub.paths.site(site),
-                "flag": hub.paths.flag(site),
+                "site": door.paths.site(site),
+                "flag": door.paths.flag(site),
             });
             entry["aicard"]["answers"] = answers;
         }
@@ -68,15 +68,15 @@ fn model_list(hub: &Door) -> serde_json::Value {
 }
 
 /// Stored agents (`agent/<name>`), each with the connected tabs its target names now.
-fn agent_models(hub: &Door) -> Vec<models::AgentModel> {
-    let stored = crate::agents::store::agents(&hub.store).unwrap_or_default();
+fn agent_models(door: &ApiDoor) -> Vec<models::AgentModel> {
+    let stored = crate::agents::store::agents(&door.store).unwrap_or_default();
     stored
         .into_iter()
         .map(|a| {
             // `auto` names every eligible worker (resolving it would make a pick).
             let tabs = match crate::pick::auto_sites(&a.spec.target) {
-                Some(sites) => crate::pick::eligible(&hub.asks.pick, &sites),
-                None => hub.asks.resolve(&a.spec.target).unwrap_or_default(),
+                Some(sites) => crate::pick::eligible(&door.asks.pick, &sites),
+                None => door.asks.resolve(&a.spec.target).unwrap_or_default(),
             };
             let tabs = tabs
                 .into_iter()
@@ -97,29 +97,29 @@ fn agent_models(hub: &Door) -> Vec<models::AgentModel> {
 /// site with no tab online, `auto` with no worker) — or 404 `model_not_found` for an id chat
 /// refuses with 404.
 pub async fn model(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<ApiDoor>>,
     headers: HeaderMap,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    if let Err(e) = authorize(&hub, &headers) {
+    if let Err(e) = authorize(&door, &headers) {
         return e.into_response();
     }
     let model = ModelId::parse(&id);
     let key = match &model {
-        ModelId::Tab(_) => models::candidates(&hub.registry, &model)
+        ModelId::Tab(_) => models::candidates(&door.registry, &model)
             .first()
             .map(|c| format!("tab/{}", c.display())),
-        ModelId::Flow(name) => flow_names(&hub).contains(name).then(|| model.key()),
-        ModelId::Agent(name) => crate::agents::store::agent(&hub.store, name)
+        ModelId::Flow(name) => flow_names(&door).contains(name).then(|| model.key()),
+        ModelId::Agent(name) => crate::agents::store::agent(&door.store, name)
             .ok()
             .flatten()
             .map(|_| model.key()),
-        ModelId::Site(_) | ModelId::Auto => model.exists(&hub.registry).then(|| model.key()),
+        ModelId::Site(_) | ModelId::Auto => model.exists(&door.registry).then(|| model.key()),
     };
     let Some(key) = key else {
         return ApiError::model_not_found(&id).into_response();
     };
-    let body = model_list(&hub);
+    let body = model_list(&door);
     let found = body["data"]
         .as_array()
         .and_then(|d| d.iter().find(|m| m["id"] == key.as_str()).cloned());
@@ -143,8 +143,8 @@ pub(crate) fn flow_names(hub: &Hub) -> Vec<String> {
     names
 }
 
-pub async fn method_not_allowed(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorize(&hub, &headers) {
+pub async fn method_not_allowed(State(door): State<Arc<ApiDoor>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&door, &headers) {
         return e.into_response();
     }
     ApiError::new(
@@ -156,8 +156,8 @@ pub async fn method_not_allowed(State(hub): State<Arc<Door>>, headers: HeaderMap
     .into_response()
 }
 
-pub async fn not_found(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorize(&hub, &headers) {
+pub async fn not_found(State(door): State<Arc<ApiDoor>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&door, &headers) {
         return e.into_response();
     }
     ApiError::new(
@@ -169,8 +169,12 @@ pub async fn not_found(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Resp
     .into_response()
 }
 
-pub async fn completions(State(hub): State<Arc<Door>>, headers: HeaderMap, body: Body) -> Response {
-    match complete(hub, headers, body).await {
+pub async fn completions(
+    State(door): State<Arc<ApiDoor>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match complete(door, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
@@ -195,9 +199,13 @@ fn queue_timeout(headers: &HeaderMap) -> Result<Duration, ApiError> {
     Ok(Duration::from_secs_f64(secs).min(MAX_QUEUE_TIMEOUT))
 }
 
-async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+async fn complete(
+    door: Arc<ApiDoor>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     // The token first: an unknown caller's body is never read.
-    authorize(&hub, &headers)?;
+    authorize(&door, &headers)?;
     let announced = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -206,7 +214,7 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
     let mut req = ChatRequest::from_value(body)?;
     let timeout = queue_timeout(&headers)?;
     let model = ModelId::parse(&req.model);
-    if !model.exists(&hub.registry) {
+    if !model.exists(&door.registry) {
         return Err(ApiError::model_not_found(&req.model));
     }
     let reply = Reply::new(&req, &model);
@@ -218,10 +226,10 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
         ));
     }
     if let ModelId::Flow(name) = &model {
-        return super::flow::complete(hub, req, name, reply).await;
+        return super::flow::complete(door, req, name, reply).await;
     }
     if let ModelId::Agent(name) = &model {
-        return super::agent::complete(hub, req, name, reply).await;
+        return super::agent::complete(door, req, name, reply).await;
     }
     let prompt = req.prompt();
     if prompt.len() > MAX_PROMPT_BYTES {
@@ -232,7 +240,7 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
         .param("messages"));
     }
     // Kept before admission: a bad or too-big file is a 400 now, not after the wait.
-    let files = super::attach::store(&hub, req.take_files()).await?;
+    let files = super::attach::store(&door, req.take_files()).await?;
     let conversation = super::admission::conversation_key(
         &model,
         headers
@@ -241,29 +249,29 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
         req.first_user(),
         req.messages.iter().any(|m| m.role == "assistant"),
     );
-    let lease = hub
+    let lease = door
         .api
         .admission()
         .admit(&model, conversation, timeout)
         .await?;
     let client = lease.client.clone();
     let task_id = format!("api-{}", uuid::Uuid::new_v4().simple());
-    let tap = req.stream.then(|| hub.api.open_tap(&task_id));
+    let tap = req.stream.then(|| door.api.open_tap(&task_id));
     let shown = client.info().label.unwrap_or_else(|| client.id.to_string());
-    let run = ApiRun::begin(&hub, &task_id, &req.model, (&client.id, &shown), &prompt);
+    let run = ApiRun::begin(&door, &task_id, &req.model, (&client.id, &shown), &prompt);
     let mut job = Job {
         run,
-        hub: hub.clone(),
+        door: door.clone(),
         client: client.clone(),
         task_id: task_id.clone(),
         lease: Some(lease),
         finished: false,
         started: tokio::time::Instant::now(),
     };
-    let mut task = TaskRequest::new(prompt, hub.config.timing.task_timeout);
+    let mut task = TaskRequest::new(prompt, door.config.timing.task_timeout);
     task.task_id = Some(task_id);
     task.files = files;
-    let ticket = match hub.asks.submit(&client, task) {
+    let ticket = match door.asks.submit(&client, task) {
         Ok(t) => t,
         Err(e) => {
             let e = ApiError::from(e);
@@ -271,7 +279,7 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
             return Err(e);
         }
     };
-    let tasks = hub.tasks.clone();
+    let tasks = door.tasks.clone();
     let answer: Answer = Box::pin(async move { ticket.wait(&tasks).await.map_err(ApiError::from) });
     let reply = reply.tab(&client);
     let Some(mut tap) = tap else {
@@ -301,9 +309,9 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
         }
     };
     let (tx, rx) = mpsc::channel(32);
-    let keepalive = hub.api.keepalive();
-    hub.tracker.spawn(produce(
-        hub.clone(),
+    let keepalive = door.api.keepalive();
+    door.tracker.spawn(produce(
+        door.clone(),
         reply,
         Some(tap),
         first,
@@ -321,13 +329,13 @@ async fn complete(hub: Arc<Door>, headers: HeaderMap, body: Body) -> Result<Resp
 /// waits for the reply. Dropping the future before it resolves cancels the prompt and tells
 /// the tab, like a client that leaves. Returns the tab that answered and its reply.
 pub(crate) async fn ask_tab(
-    hub: &Arc<Door>,
+    door: &Arc<ApiDoor>,
     model: &ModelId,
     prompt: String,
     files: Vec<crate::hub::files::FileRef>,
     queue_timeout: Duration,
 ) -> Result<(Arc<Client>, String), (Option<Arc<Client>>, ApiError)> {
-    let lease = hub
+    let lease = door
         .api
         .admission()
         .admit(model, None, queue_timeout)
@@ -336,20 +344,20 @@ pub(crate) async fn ask_tab(
     let client = lease.client.clone();
     let task_id = format!("mcp-{}", uuid::Uuid::new_v4().simple());
     let shown = client.info().label.unwrap_or_else(|| client.id.to_string());
-    let run = ApiRun::begin(hub, &task_id, &model.key(), (&client.id, &shown), &prompt);
+    let run = ApiRun::begin(door, &task_id, &model.key(), (&client.id, &shown), &prompt);
     let mut job = Job {
         run,
-        hub: hub.clone(),
+        door: door.clone(),
         client: client.clone(),
         task_id: task_id.clone(),
         lease: Some(lease),
         finished: false,
         started: tokio::time::Instant::now(),
     };
-    let mut task = TaskRequest::new(prompt, hub.config.timing.task_timeout);
+    let mut task = TaskRequest::new(prompt, door.config.timing.task_timeout);
     task.task_id = Some(task_id);
     task.files = files;
-    let ticket = match hub.asks.submit(&client, task) {
+    let ticket = match door.asks.submit(&client, task) {
         Ok(t) => t,
         Err(e) => {
             let e = ApiError::from(e);
@@ -357,7 +365,7 @@ pub(crate) async fn ask_tab(
             return Err((Some(client), e));
         }
     };
-    let text = ticket.wait(&hub.tasks).await.map_err(ApiError::from);
+    let text = ticket.wait(&door.tasks).await.map_err(ApiError::from);
     job.finish(text.as_deref());
     match text {
         Ok(t) => Ok((client, t)),
@@ -370,7 +378,7 @@ pub(crate) async fn ask_tab(
 struct Job {
     /// The prompt's journal (a one-node run).
     run: ApiRun,
-    hub: Arc<Door>,
+    door: Arc<ApiDoor>,
     client: Arc<Client>,
     task_id: String,
     lease: Option<Lease>,
@@ -387,7 +395,7 @@ impl Finish for Job {
         }
         if outcome.is_ok() {
             let took = self.started.elapsed();
-            self.hub.api.counters().answer(took.as_secs_f64());
+            self.door.api.counters().answer(took.as_secs_f64());
         }
     }
 }
@@ -395,22 +403,22 @@ impl Finish for Job {
 impl Drop for Job {
     fn drop(&mut self) {
         let cancelled = !self.finished;
-        self.hub
+        self.door
             .api
             .close_tap(&self.client, &self.task_id, cancelled);
         if cancelled {
             self.run.cancelled();
             tracing::info!(client = %self.client.id, task = %self.task_id, "API client left: prompt cancelled");
             if self.client.state() == ConnState::Connected {
-                let _ = self.hub.registry.send(
+                let _ = self.door.registry.send(
                     &self.client.id,
                     &ServerFrame::Cancel {
                         task_id: self.task_id.clone(),
                     },
                 );
             }
-            self.hub.tasks.cancel(&self.client, &self.task_id);
-            self.hub.tasks.pump(&self.client);
+            self.door.tasks.cancel(&self.client, &self.task_id);
+            self.door.tasks.pump(&self.client);
         }
         drop(self.lease.take());
     }

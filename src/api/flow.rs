@@ -12,10 +12,10 @@ use axum::response::Response;
 use super::answer::{respond, Answer, Finish, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
-use super::Door;
+use super::ApiDoor;
 use crate::flows::engine::events::JournalEvent;
 use crate::hub::Hub;
-use crate::runner::{Control, RunError, Runner};
+use crate::runner::{RunControl, RunError, Runner};
 
 /// How often a run's state is read from the store while the request waits.
 const POLL: Duration = Duration::from_millis(100);
@@ -34,7 +34,7 @@ pub fn input_name(flow: &crate::flows::Flow) -> String {
 }
 
 struct RunGuard {
-    hub: Arc<Door>,
+    door: Arc<ApiDoor>,
     run_id: String,
     finished: bool,
 }
@@ -49,24 +49,27 @@ impl Drop for RunGuard {
     fn drop(&mut self) {
         if !self.finished {
             let why = "API 客户端已断开 / the API client left".to_string();
-            let _ = self.hub.runner.control(&self.run_id, Control::Stop(why));
+            let _ = self
+                .door
+                .runner
+                .control(&self.run_id, RunControl::Stop(why));
         }
     }
 }
 
 pub(super) async fn complete(
-    hub: Arc<Door>,
+    door: Arc<ApiDoor>,
     req: ChatRequest,
     name: &str,
     reply: Reply,
 ) -> Result<Response, ApiError> {
-    let (flow, _) = Runner::load_flow(&hub, name).map_err(|e| match e {
+    let (flow, _) = Runner::load_flow(&door, name).map_err(|e| match e {
         RunError::NoSuchFlow(_) => ApiError::model_not_found(&format!("flow/{name}")),
         other => ApiError::invalid("invalid_flow", other.to_string()).param("model"),
     })?;
     let mut inputs = BTreeMap::new();
     inputs.insert(input_name(&flow), req.last_user().to_string());
-    let run_id = hub
+    let run_id = door
         .runner
         .start(name, None, inputs, None)
         .map_err(|e| match e {
@@ -85,18 +88,18 @@ pub(super) async fn complete(
             ),
         })?;
     let guard = RunGuard {
-        hub: hub.clone(),
+        door: door.clone(),
         run_id: run_id.clone(),
         finished: false,
     };
-    let answer: Answer = Box::pin(wait_run(hub.clone(), run_id));
-    respond(hub, req.stream, reply, answer, Box::new(guard)).await
+    let answer: Answer = Box::pin(wait_run(door.clone(), run_id));
+    respond(door, req.stream, reply, answer, Box::new(guard)).await
 }
 
 /// Waits for the run to end; its result, or why it has none.
-async fn wait_run(hub: Arc<Door>, run_id: String) -> Result<String, ApiError> {
+async fn wait_run(door: Arc<ApiDoor>, run_id: String) -> Result<String, ApiError> {
     loop {
-        if let Some(outcome) = run_outcome(&hub, &run_id) {
+        if let Some(outcome) = run_outcome(&door, &run_id) {
             return outcome.map_err(|why| {
                 ApiError::new(StatusCode::BAD_GATEWAY, "server_error", "flow_failed", why)
             });

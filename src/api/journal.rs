@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::Door;
+use super::ApiDoor;
 use crate::flows::engine::{flow_hash, JournalEvent};
 use crate::store::{now_ms, RunRecord, Store};
 
@@ -36,7 +36,7 @@ impl ApiRun {
     /// `shown` (its label, else its id). The recorded flow names the tab by its id, which is
     /// always a valid target.
     pub fn begin(
-        hub: &Door,
+        door: &ApiDoor,
         run_id: &str,
         model: &str,
         (client_id, shown): (&str, &str),
@@ -44,7 +44,7 @@ impl ApiRun {
     ) -> ApiRun {
         let target = shown;
         let run = ApiRun {
-            store: hub.store.clone(),
+            store: door.store.clone(),
             run_id: run_id.to_string(),
             target: target.to_string(),
         };

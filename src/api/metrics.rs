@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use super::Door;
+use super::ApiDoor;
 use crate::decide::Standing;
 use crate::hub::registry::ConnState;
 
@@ -128,8 +128,8 @@ pub async fn count(
     res
 }
 
-pub async fn metrics(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    if let Err(e) = super::authorize(&hub, &headers) {
+pub async fn metrics(State(door): State<Arc<ApiDoor>>, headers: HeaderMap) -> Response {
+    if let Err(e) = super::authorize(&door, &headers) {
         return e.into_response();
     }
     let openmetrics = headers
@@ -137,7 +137,7 @@ pub async fn metrics(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Respon
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(asks_openmetrics);
-    match render(&hub) {
+    match render(&door) {
         Ok(body) if openmetrics => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
         Ok(body) => (
             [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
@@ -219,7 +219,7 @@ pub fn to_text_004(openmetrics: &str) -> String {
 }
 
 /// The whole exposition, ending in `# EOF`.
-pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
+pub fn render(door: &ApiDoor) -> Result<String, std::fmt::Error> {
     let mut reg = Registry::with_prefix("aicard");
     let tabs = Family::<Labels, Gauge>::default();
     let up = Family::<Labels, Gauge>::default();
@@ -234,8 +234,8 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
     let site_answers = Family::<Labels, Counter>::default();
     let outdated = Family::<Labels, Gauge>::default();
     let mut sites = std::collections::BTreeSet::new();
-    let node = hub.engine.node().to_string();
-    for c in hub.registry.all() {
+    let node = door.engine.node().to_string();
+    for c in door.registry.all() {
         let info = c.info();
         let connected = c.state() == ConnState::Connected;
         let state = if connected { "connected" } else { "lost" };
@@ -248,7 +248,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
             ("node".into(), c.node().unwrap_or_else(|| node.clone())),
         ];
         up.get_or_create(&labels).set(i64::from(connected));
-        let paths = hub.paths.tab(&c.id);
+        let paths = door.paths.tab(&c.id);
         for (path, n) in [
             ("network", paths.network),
             ("dom", paths.dom),
@@ -259,7 +259,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
             answers.get_or_create(&l).inc_by(n);
         }
         sites.insert(info.site.to_lowercase());
-        let row = crate::pick::health(&hub.asks.pick, &c);
+        let row = crate::pick::health(&door.asks.pick, &c);
         in_flight.get_or_create(&labels).set(row.in_flight as i64);
         success.get_or_create(&labels).set(row.p);
         outcomes.get_or_create(&labels).set(i64::from(row.outcomes));
@@ -282,7 +282,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
         }
     }
     for site in &sites {
-        let paths = hub.paths.site(site);
+        let paths = door.paths.site(site);
         for (path, n) in [
             ("network", paths.network),
             ("dom", paths.dom),
@@ -291,7 +291,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
             let l: Labels = vec![("site".into(), site.clone()), ("path".into(), path.into())];
             site_answers.get_or_create(&l).inc_by(n);
         }
-        let flagged = hub.paths.flag(site).is_some();
+        let flagged = door.paths.flag(site).is_some();
         outdated
             .get_or_create(&vec![("site".into(), site.clone())])
             .set(i64::from(flagged));
@@ -356,14 +356,14 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
     reg.register(
         "runs_active",
         "Flow runs in progress on this hub",
-        gauge(hub.runner.list().len() as u64),
+        gauge(door.runner.list().len() as u64),
     );
     let counter = |v: u64| {
         let c = Counter::<u64>::default();
         c.inc_by(v);
         c
     };
-    let s = hub.engine.stats();
+    let s = door.engine.stats();
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     reg.register(
         "cluster_batches_sent",
@@ -380,7 +380,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
         "Presence messages this node published",
         counter(load(&s.presence_writes)),
     );
-    let w = hub.webhooks.stats();
+    let w = door.webhooks.stats();
     reg.register(
         "webhook_backlog",
         "Lifecycle events waiting for their webhook receivers",
@@ -410,7 +410,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
     ] {
         reg.register(name, help, counter(load(v)));
     }
-    let b = &hub.bus.stats;
+    let b = &door.bus.stats;
     for (name, help, v) in [
         (
             "events_published",
@@ -435,7 +435,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
     ] {
         reg.register(name, help, counter(load(v)));
     }
-    let c = hub.api.counters();
+    let c = door.api.counters();
     reg.register(
         "requests",
         "Requests the hub answered, by door (v1, mcp, api, metrics, realtime, page) and HTTP status",
@@ -461,7 +461,7 @@ pub fn render(hub: &Door) -> Result<String, std::fmt::Error> {
         "Seconds from a tab accepting a task to its whole answer, by site",
         c.task_seconds.clone(),
     );
-    let tally = &hub.tasks.tally;
+    let tally = &door.tasks.tally;
     let tasks = Family::<Labels, Counter>::default();
     for (site, outcome, n) in tally.tasks() {
         let l: Labels = vec![("site".into(), site), ("outcome".into(), outcome.into())];

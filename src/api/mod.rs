@@ -46,7 +46,7 @@ use error::ApiError;
 
 /// What the API's handlers reach, the state of its routes: built by `app` from the
 /// components it names, the hub's own parts through `Deref`.
-pub struct Door {
+pub struct ApiDoor {
     pub hub: Arc<Hub>,
     /// Admission and the streams of requests in progress.
     pub api: Arc<ApiState>,
@@ -62,14 +62,14 @@ pub struct Door {
     pub loops: Arc<crate::agent_loop::Loops>,
 }
 
-impl Door {
+impl ApiDoor {
     /// The API's admission (who waits for which tab).
     pub fn admission(&self) -> &Arc<Admission> {
         self.api.admission()
     }
 }
 
-impl std::ops::Deref for Door {
+impl std::ops::Deref for ApiDoor {
     type Target = Hub;
 
     fn deref(&self) -> &Hub {
@@ -244,7 +244,7 @@ impl ApiState {
 }
 
 /// The API's routes, merged into the hub's router.
-pub fn routes() -> Router<Arc<Door>> {
+pub fn routes() -> Router<Arc<ApiDoor>> {
     Router::new()
         .route(
             "/v1/models",
@@ -268,8 +268,8 @@ pub fn routes() -> Router<Arc<Door>> {
 }
 
 /// Host and Origin like every door (403), then the bearer token (401).
-fn authorize(hub: &Door, headers: &HeaderMap) -> Result<(), ApiError> {
-    hub.check_headers(headers)
+fn authorize(door: &ApiDoor, headers: &HeaderMap) -> Result<(), ApiError> {
+    door.check_headers(headers)
         .map_err(|(_, why)| ApiError::forbidden(why))?;
     let presented = headers
         .get(header::AUTHORIZATION)
@@ -280,7 +280,7 @@ fn authorize(hub: &Door, headers: &HeaderMap) -> Result<(), ApiError> {
         })
         .map(str::trim)
         .unwrap_or("");
-    if presented.is_empty() || !crate::hub::auth::token_matches(hub.token(), presented) {
+    if presented.is_empty() || !crate::hub::auth::token_matches(door.token(), presented) {
         return Err(ApiError::unauthorized());
     }
     Ok(())

@@ -12,7 +12,7 @@ pub use super::ports::{Cluster, ExecSink, Flows, Host, HostError, Services, Tabs
 use super::ast::{Command, Cond, Part, Target, Template};
 use super::help;
 use super::parser::{self, parse_template};
-use super::permissions::{self, Action, Caller, Denied};
+use super::permissions::{self, Caller, Denied, Intent};
 use super::scanner::ScanItem;
 use super::vars::{VarError, Variables};
 use crate::exec::{ExecError, ExecPolicy};
@@ -159,7 +159,7 @@ impl<H: Host> Interpreter<H> {
 
     /// Parse and run one command body (the text between `?<` and `>!`).
     pub async fn run_text(&self, caller: &Caller, body: &str) -> CommandOutcome {
-        if let Err(denied) = self.check(caller, Action::Run) {
+        if let Err(denied) = self.check(caller, Intent::Run) {
             return CommandOutcome::failed(denied.to_string());
         }
         match parser::parse(body) {
@@ -175,7 +175,7 @@ impl<H: Host> Interpreter<H> {
         if let [one] = bodies {
             return self.run_text(caller, one).await;
         }
-        if let Err(denied) = self.check(caller, Action::Run) {
+        if let Err(denied) = self.check(caller, Intent::Run) {
             return CommandOutcome::failed(denied.to_string());
         }
         let mut steps = Vec::with_capacity(bodies.len());
@@ -207,7 +207,7 @@ impl<H: Host> Interpreter<H> {
             caller,
             steps: AtomicUsize::new(0),
         };
-        let result = match self.check(caller, Action::Run) {
+        let result = match self.check(caller, Intent::Run) {
             Ok(()) => self.eval(&ctx, cmd, &Frame::new()).await,
             Err(e) => Err(e.into()),
         };
@@ -229,7 +229,7 @@ impl<H: Host> Interpreter<H> {
             caller,
             steps: AtomicUsize::new(0),
         };
-        let result = match self.check(caller, Action::Run) {
+        let result = match self.check(caller, Intent::Run) {
             Ok(()) => self.eval(&ctx, cmd, &vars).await,
             Err(e) => Err(e.into()),
         };
@@ -259,7 +259,7 @@ impl<H: Host> Interpreter<H> {
     pub(in crate::commands) fn check(
         &self,
         caller: &Caller,
-        action: Action<'_>,
+        action: Intent<'_>,
     ) -> Result<(), Denied> {
         permissions::check(caller, action, |tab, group| self.host.in_group(tab, group))
     }
@@ -363,7 +363,7 @@ impl<H: Host> Interpreter<H> {
             return Err(CmdError::NoMatch(target.to_string()));
         }
         for n in &names {
-            self.check(ctx.caller, Action::Dispatch(n))?;
+            self.check(ctx.caller, Intent::Dispatch(n))?;
         }
         Ok(names)
     }

@@ -162,7 +162,7 @@ impl Caller {
 
 /// What the interpreter is about to do, for [`check`].
 #[derive(Debug, Clone, Copy)]
-pub enum Action<'a> {
+pub enum Intent<'a> {
     /// Run anything at all (the entry gate; also covers `set`, `help`, `if`, `for`, chains).
     Run,
     /// Run a shell command.
@@ -259,7 +259,7 @@ pub enum Denied {
 /// knows). The exec policy (off/allowlist/on) applies after this, in [`crate::exec`].
 pub fn check(
     caller: &Caller,
-    action: Action<'_>,
+    action: Intent<'_>,
     in_group: impl Fn(&str, &str) -> bool,
 ) -> Result<(), Denied> {
     if caller.is_person() {
@@ -270,12 +270,12 @@ pub fn check(
         return Err(Denied::ReplyCommands(caller.role));
     }
     match action {
-        Action::Run => Ok(()),
-        Action::Shell if p.shell => Ok(()),
-        Action::Shell => Err(Denied::Shell(caller.role)),
-        Action::Dispatch(_) if !p.dispatch => Err(Denied::Dispatch(caller.role)),
-        Action::Dispatch(_) if p.any_target => Ok(()),
-        Action::Dispatch(target) => match &caller.group {
+        Intent::Run => Ok(()),
+        Intent::Shell if p.shell => Ok(()),
+        Intent::Shell => Err(Denied::Shell(caller.role)),
+        Intent::Dispatch(_) if !p.dispatch => Err(Denied::Dispatch(caller.role)),
+        Intent::Dispatch(_) if p.any_target => Ok(()),
+        Intent::Dispatch(target) => match &caller.group {
             None => Err(Denied::NoGroup),
             Some(g) if in_group(target, g) => Ok(()),
             Some(g) => Err(Denied::OutsideGroup {
@@ -283,15 +283,15 @@ pub fn check(
                 group: g.clone(),
             }),
         },
-        Action::Flow { mutates: false } => Ok(()),
-        Action::Flow { mutates: true } if p.flows => Ok(()),
-        Action::Flow { .. } => Err(Denied::Flows),
-        Action::SetRole if p.set_role => Ok(()),
-        Action::SetRole => Err(Denied::SetRole),
-        Action::Memory { write: true, .. } if !p.memory_write => {
+        Intent::Flow { mutates: false } => Ok(()),
+        Intent::Flow { mutates: true } if p.flows => Ok(()),
+        Intent::Flow { .. } => Err(Denied::Flows),
+        Intent::SetRole if p.set_role => Ok(()),
+        Intent::SetRole => Err(Denied::SetRole),
+        Intent::Memory { write: true, .. } if !p.memory_write => {
             Err(Denied::MemoryWrite(caller.role))
         }
-        Action::Memory { scope, .. } => {
+        Intent::Memory { scope, .. } => {
             if p.any_target
                 || scope == "global"
                 || caller.group.as_deref() == Some(scope)
@@ -304,15 +304,15 @@ pub fn check(
                 })
             }
         }
-        Action::Mcp if p.mcp => Ok(()),
-        Action::Mcp => Err(Denied::Mcp),
-        Action::McpConfig => Err(Denied::McpConfig),
-        Action::Events { mutates: false } => Ok(()),
-        Action::Events { .. } if p.flows => Ok(()),
-        Action::Events { .. } => Err(Denied::Events),
-        Action::Agent { mutates: false } => Ok(()),
-        Action::Agent { .. } if p.flows => Ok(()),
-        Action::Agent { .. } => Err(Denied::Agents),
+        Intent::Mcp if p.mcp => Ok(()),
+        Intent::Mcp => Err(Denied::Mcp),
+        Intent::McpConfig => Err(Denied::McpConfig),
+        Intent::Events { mutates: false } => Ok(()),
+        Intent::Events { .. } if p.flows => Ok(()),
+        Intent::Events { .. } => Err(Denied::Events),
+        Intent::Agent { mutates: false } => Ok(()),
+        Intent::Agent { .. } if p.flows => Ok(()),
+        Intent::Agent { .. } => Err(Denied::Agents),
     }
 }
 
@@ -336,23 +336,23 @@ mod tests {
         let lone_foreman = reply(Role::Foreman, None);
         let worker = reply(Role::Worker, Some("g1"));
         let person_in_worker_tab = Caller::new("c2", Role::Worker, None, Source::UserInput);
-        let cases: Vec<(&Caller, Action<'_>, Result<(), Denied>)> = vec![
-            (&master, Action::Shell, Ok(())),
-            (&master, Action::Dispatch("anyone"), Ok(())),
-            (&master, Action::Flow { mutates: true }, Ok(())),
-            (&master, Action::SetRole, Ok(())),
-            (&master, Action::Events { mutates: true }, Ok(())),
-            (&foreman, Action::Events { mutates: false }, Ok(())),
+        let cases: Vec<(&Caller, Intent<'_>, Result<(), Denied>)> = vec![
+            (&master, Intent::Shell, Ok(())),
+            (&master, Intent::Dispatch("anyone"), Ok(())),
+            (&master, Intent::Flow { mutates: true }, Ok(())),
+            (&master, Intent::SetRole, Ok(())),
+            (&master, Intent::Events { mutates: true }, Ok(())),
+            (&foreman, Intent::Events { mutates: false }, Ok(())),
             (
                 &foreman,
-                Action::Events { mutates: true },
+                Intent::Events { mutates: true },
                 Err(Denied::Events),
             ),
-            (&foreman, Action::Run, Ok(())),
-            (&foreman, Action::Dispatch("g1-deepseek"), Ok(())),
+            (&foreman, Intent::Run, Ok(())),
+            (&foreman, Intent::Dispatch("g1-deepseek"), Ok(())),
             (
                 &foreman,
-                Action::Dispatch("kimi"),
+                Intent::Dispatch("kimi"),
                 Err(Denied::OutsideGroup {
                     target: "kimi".into(),
                     group: "g1".into(),
@@ -360,30 +360,30 @@ mod tests {
             ),
             (
                 &lone_foreman,
-                Action::Dispatch("g1-x"),
+                Intent::Dispatch("g1-x"),
                 Err(Denied::NoGroup),
             ),
-            (&foreman, Action::Shell, Err(Denied::Shell(Role::Foreman))),
-            (&foreman, Action::Flow { mutates: false }, Ok(())),
-            (&foreman, Action::Flow { mutates: true }, Err(Denied::Flows)),
-            (&foreman, Action::SetRole, Err(Denied::SetRole)),
+            (&foreman, Intent::Shell, Err(Denied::Shell(Role::Foreman))),
+            (&foreman, Intent::Flow { mutates: false }, Ok(())),
+            (&foreman, Intent::Flow { mutates: true }, Err(Denied::Flows)),
+            (&foreman, Intent::SetRole, Err(Denied::SetRole)),
             (
                 &worker,
-                Action::Run,
+                Intent::Run,
                 Err(Denied::ReplyCommands(Role::Worker)),
             ),
             (
                 &worker,
-                Action::Dispatch("g1-x"),
+                Intent::Dispatch("g1-x"),
                 Err(Denied::ReplyCommands(Role::Worker)),
             ),
-            (&person_in_worker_tab, Action::Shell, Ok(())),
+            (&person_in_worker_tab, Intent::Shell, Ok(())),
             (
                 &person_in_worker_tab,
-                Action::Flow { mutates: true },
+                Intent::Flow { mutates: true },
                 Ok(()),
             ),
-            (&person_in_worker_tab, Action::Dispatch("kimi"), Ok(())),
+            (&person_in_worker_tab, Intent::Dispatch("kimi"), Ok(())),
         ];
         for (caller, action, want) in cases {
             assert_eq!(check(caller, action, in_g1), want, "{caller:?} {action:?}");
@@ -395,11 +395,11 @@ mod tests {
         let master = reply(Role::Master, None);
         let mut worker = reply(Role::Worker, Some("g1"));
         worker.permissions.reply_commands = true;
-        let read = |scope| Action::Memory {
+        let read = |scope| Intent::Memory {
             write: false,
             scope,
         };
-        let write = |scope| Action::Memory { write: true, scope };
+        let write = |scope| Intent::Memory { write: true, scope };
         assert_eq!(check(&master, write("g2"), in_g1), Ok(()));
         assert_eq!(check(&worker, read("global"), in_g1), Ok(()));
         assert_eq!(check(&worker, read("g1"), in_g1), Ok(()));
@@ -421,12 +421,12 @@ mod tests {
     fn a_role_card_can_open_a_worker() {
         let mut w = reply(Role::Worker, Some("g1"));
         w.permissions.reply_commands = true;
-        assert_eq!(check(&w, Action::Run, in_g1), Ok(()));
+        assert_eq!(check(&w, Intent::Run, in_g1), Ok(()));
         assert_eq!(
-            check(&w, Action::Shell, in_g1),
+            check(&w, Intent::Shell, in_g1),
             Err(Denied::Shell(Role::Worker))
         );
         w.permissions.dispatch = true;
-        assert_eq!(check(&w, Action::Dispatch("g1-a"), in_g1), Ok(()));
+        assert_eq!(check(&w, Intent::Dispatch("g1-a"), in_g1), Ok(()));
     }
 }

@@ -5,14 +5,14 @@ use super::*;
 /// `agent …` and `done` (docs/agents.md): agents are made and kept in the store, their sessions run
 /// in the loop service (`crate::agent_loop`).
 pub(super) async fn agent_verb(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     caller: &Caller,
     cmd: crate::commands::agent::AgentCmd<String>,
 ) -> Result<String, String> {
-    use crate::agent_loop::Control;
+    use crate::agent_loop::LoopControl;
     use crate::agents::store as agents;
     use crate::commands::agent::AgentCmd;
-    let store = &hub.store;
+    let store = &control.store;
     match cmd {
         AgentCmd::Create(spec) => {
             let rec = agents::AgentRecord {
@@ -38,13 +38,17 @@ pub(super) async fn agent_verb(
             let rec = agents::agent(store, &name)
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| crate::agent_loop::LoopError::NoAgent(name.clone()).to_string())?;
-            hub.loops.task(rec, &text).await.map_err(|e| e.to_string())
+            control
+                .loops
+                .task(rec, &text)
+                .await
+                .map_err(|e| e.to_string())
         }
-        AgentCmd::Status(name) => Ok(agent_status(hub, name.as_deref())),
+        AgentCmd::Status(name) => Ok(agent_status(control, name.as_deref())),
         AgentCmd::Memory(None) => {
             // No name: the agent of this tab's session, else every agent's scope in a line.
-            if let Some(rec) = hub.loops.agent_of(&caller.client_id) {
-                return agent_memory(hub, &rec);
+            if let Some(rec) = control.loops.agent_of(&caller.client_id) {
+                return agent_memory(control, &rec);
             }
             let list = agents::agents(store).map_err(|e| e.to_string())?;
             let mut out = String::from("代理的记忆 / agents' memory:\n");
@@ -53,7 +57,7 @@ pub(super) async fn agent_verb(
             }
             for a in list {
                 let scope = crate::agent_loop::scope_of(&a);
-                let n = hub
+                let n = control
                     .commands
                     .memory
                     .count(&scope)
@@ -69,7 +73,7 @@ pub(super) async fn agent_verb(
             let rec = agents::agent(store, &name)
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| crate::agent_loop::LoopError::NoAgent(name.clone()).to_string())?;
-            agent_memory(hub, &rec)
+            agent_memory(control, &rec)
         }
         AgentCmd::List => {
             let list = agents::agents(store).map_err(|e| e.to_string())?;
@@ -93,24 +97,30 @@ pub(super) async fn agent_verb(
             }
             Ok(out)
         }
-        AgentCmd::Stop(name) => hub.loops.control(&whose(&name, caller), Control::Stop),
-        AgentCmd::Pause(name) => hub.loops.control(&whose(&name, caller), Control::Pause),
-        AgentCmd::Resume(name) => hub.loops.control(&whose(&name, caller), Control::Resume),
+        AgentCmd::Stop(name) => control
+            .loops
+            .control(&whose(&name, caller), LoopControl::Stop),
+        AgentCmd::Pause(name) => control
+            .loops
+            .control(&whose(&name, caller), LoopControl::Pause),
+        AgentCmd::Resume(name) => control
+            .loops
+            .control(&whose(&name, caller), LoopControl::Resume),
         AgentCmd::Loop(on) => {
             if caller.role == CmdRole::Worker && !caller.is_person() {
                 return Err("工人的回复不循环 / a worker's replies never loop".into());
             }
-            if !hub.loops.enabled() {
+            if !control.loops.enabled() {
                 return Err(crate::agent_loop::LoopError::Off.to_string());
             }
-            hub.loops.set_loop(&caller.client_id, on);
+            control.loops.set_loop(&caller.client_id, on);
             Ok(if on {
                 "循环已开启：命令结果会发回这个对话 / loop on: the results of this tab's commands come back into its chat".into()
             } else {
                 "循环已关闭 / loop off".into()
             })
         }
-        AgentCmd::Done(_) => Ok(if hub.loops.has_session(&caller.client_id) {
+        AgentCmd::Done(_) => Ok(if control.loops.has_session(&caller.client_id) {
             "已完成 / done".into()
         } else {
             "没有运行中的会话 / no session runs in this tab".into()
@@ -120,12 +130,12 @@ pub(super) async fn agent_verb(
 
 /// `agent memory NAME`: the agent's hottest memories.
 pub(super) fn agent_memory(
-    hub: &Control,
+    control: &Control,
     rec: &crate::agents::store::AgentRecord,
 ) -> Result<String, String> {
     let name = &rec.spec.name;
     let scope = crate::agent_loop::scope_of(rec);
-    let entries = hub
+    let entries = control
         .commands
         .memory
         .hottest(&scope, 20)
@@ -152,8 +162,8 @@ pub(super) fn whose<'a>(
 }
 
 /// `agent status [NAME]`: sessions now and lately, newest first.
-pub(super) fn agent_status(hub: &Control, name: Option<&str>) -> String {
-    let views: Vec<_> = hub
+pub(super) fn agent_status(control: &Control, name: Option<&str>) -> String {
+    let views: Vec<_> = control
         .loops
         .sessions()
         .into_iter()
@@ -164,7 +174,7 @@ pub(super) fn agent_status(hub: &Control, name: Option<&str>) -> String {
         out.push_str("  (none)\n");
     }
     for v in views {
-        let tab = hub
+        let tab = control
             .registry
             .get(&v.tab)
             .map(|c| c.display())

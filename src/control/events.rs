@@ -4,7 +4,7 @@ use super::*;
 
 /// `publish`, `subscribe`, `subscribe list`, `unsubscribe` (docs/cluster.md).
 pub(super) fn event_verb(
-    hub: &Control,
+    control: &Control,
     caller: &Caller,
     cause: &crate::events::Cause,
     cmd: crate::commands::ast::EventCmd<String>,
@@ -14,13 +14,15 @@ pub(super) fn event_verb(
     match cmd {
         EventCmd::Publish { topic, text } => {
             let data = serde_json::json!({"text": text, "from": caller.client_id});
-            hub.bus
+            control
+                .bus
                 .publish(Event::new(&topic, data.clone(), cause.clone()));
             // The lifecycle event of any publish (webhooks may ask for it), with the topic.
             if topic != "data_published" {
                 let mut data = data;
                 data["topic"] = topic.clone().into();
-                hub.bus
+                control
+                    .bus
                     .publish(Event::new("data_published", data, cause.clone()));
             }
             Ok(format!("已发布 / published {topic}"))
@@ -30,7 +32,7 @@ pub(super) fn event_verb(
             cond,
             command,
         } => {
-            let rule = hub.rules.add(Rule {
+            let rule = control.rules.add(Rule {
                 id: 0,
                 topic,
                 cond,
@@ -49,7 +51,7 @@ pub(super) fn event_verb(
             ))
         }
         EventCmd::List => {
-            let rules = hub.rules.all();
+            let rules = control.rules.all();
             if rules.is_empty() {
                 return Ok("没有订阅规则 / no rules".into());
             }
@@ -70,7 +72,7 @@ pub(super) fn event_verb(
                 .join("\n"))
         }
         EventCmd::Unsubscribe(id) => {
-            let Some(rule) = hub.rules.get(id) else {
+            let Some(rule) = control.rules.get(id) else {
                 return Err(format!("没有这条规则 / no rule #{id}"));
             };
             let may = caller.is_person()
@@ -81,7 +83,7 @@ pub(super) fn event_verb(
                     "无权删除 / not allowed: rule #{id} belongs to another tab"
                 ));
             }
-            hub.rules.remove(id)?;
+            control.rules.remove(id)?;
             Ok(format!("已删除 / removed rule #{id}"))
         }
     }

@@ -7,12 +7,12 @@ use super::*;
 use crate::agent_loop::{Show, Start, TurnEvent};
 
 /// A streamed delta of a tab's reply: commands complete in it run now.
-pub fn on_chunk(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
-    if hub.commands.turn_ended(&client.id, turn_id) {
+pub fn on_chunk(control: &Arc<Control>, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
+    if control.commands.turn_ended(&client.id, turn_id) {
         return;
     }
     let (items, first) = {
-        let mut turn = hub
+        let mut turn = control
             .commands
             .turns
             .entry(client.id.clone())
@@ -28,30 +28,42 @@ pub fn on_chunk(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, seq: u6
         let first = turn.note(&items);
         (items, first)
     };
-    hub.loops.send(TurnEvent::Streaming {
+    control.loops.send(TurnEvent::Streaming {
         tab: client.id.clone(),
     });
-    run_items(hub, client, Source::Reply, items, Some((turn_id, first)));
+    run_items(
+        control,
+        client,
+        Source::Reply,
+        items,
+        Some((turn_id, first)),
+    );
 }
 
 /// The reply is complete: commands not already seen in its chunks run now. A turn that
 /// already ended (a re-sent `turn_end`, a re-rendered page) runs nothing again.
-pub fn on_turn_end(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, text: &str) {
-    if hub.commands.turn_ended(&client.id, turn_id) {
+pub fn on_turn_end(control: &Arc<Control>, client: &Arc<Client>, turn_id: &str, text: &str) {
+    if control.commands.turn_ended(&client.id, turn_id) {
         tracing::debug!(client = %client.id, turn_id, "turn already ended: its commands ran once");
         return;
     }
-    let mut turn = match hub.commands.turns.remove(&client.id) {
+    let mut turn = match control.commands.turns.remove(&client.id) {
         Some((_, turn)) if turn.id == turn_id => turn,
         _ => Turn::new(turn_id),
     };
     let items = turn.scanner.turn_end(text);
     let items = turn.skip_replayed(items);
     let first = turn.note(&items);
-    hub.commands.end_turn(&client.id, turn_id);
-    hub.asks.note_reply(&client.id, text);
-    run_items(hub, client, Source::Reply, items, Some((turn_id, first)));
-    hub.loops.send(TurnEvent::TurnEnded {
+    control.commands.end_turn(&client.id, turn_id);
+    control.asks.note_reply(&client.id, text);
+    run_items(
+        control,
+        client,
+        Source::Reply,
+        items,
+        Some((turn_id, first)),
+    );
+    control.loops.send(TurnEvent::TurnEnded {
         tab: client.id.clone(),
         turn_id: turn_id.to_string(),
         text: text.to_string(),
@@ -61,30 +73,30 @@ pub fn on_turn_end(hub: &Arc<Control>, client: &Arc<Client>, turn_id: &str, text
 
 /// A reply finished (a free turn or a task's answer): one turn of the memory scopes the tab
 /// is in (`global` and its group), whose memories cool down.
-pub fn count_turn(hub: &Control, client: &Client) {
+pub fn count_turn(control: &Control, client: &Client) {
     let group = client.info().group;
     let mut scopes = vec![crate::memory::GLOBAL];
     if let Some(g) = group.as_deref().filter(|g| *g != crate::memory::GLOBAL) {
         scopes.push(g);
     }
-    hub.commands.memory.turn(&scopes);
+    control.commands.memory.turn(&scopes);
 }
 
 /// What the person typed: every command in it runs with the person's authority. A message
 /// to a tab that loops pauses its session, unless it only says `agent stop|pause|resume`
 /// (the panel's buttons send exactly that).
-pub fn on_user_input(hub: &Arc<Control>, client: &Arc<Client>, text: &str) {
+pub fn on_user_input(control: &Arc<Control>, client: &Arc<Client>, text: &str) {
     let items = scan_text(text);
     if !only_agent_control(text, &items) {
         // The person's own message: a Stop there is over, a running session pauses.
-        hub.loops.send(TurnEvent::PersonSpoke {
+        control.loops.send(TurnEvent::PersonSpoke {
             tab: client.id.clone(),
         });
     }
     for group in chained(text, items) {
         match group {
-            Chained::One(item) => run_items(hub, client, Source::UserInput, vec![item], None),
-            Chained::Chain(found) => run_chain(hub, client, found),
+            Chained::One(item) => run_items(control, client, Source::UserInput, vec![item], None),
+            Chained::Chain(found) => run_chain(control, client, found),
         }
     }
 }
@@ -132,19 +144,19 @@ pub(super) fn arrow_between(text: &str, prev: &FoundCommand, next: &FoundCommand
 }
 
 /// A chain across commands the person typed: one task, steps in order, one `cmd_result`.
-pub(super) fn run_chain(hub: &Arc<Control>, client: &Arc<Client>, found: Vec<FoundCommand>) {
-    let caller = hub.commands.caller(client, Source::UserInput);
+pub(super) fn run_chain(control: &Arc<Control>, client: &Arc<Client>, found: Vec<FoundCommand>) {
+    let caller = control.commands.caller(client, Source::UserInput);
     let bodies: Vec<String> = found
         .into_iter()
         .map(|f| f.body.trim().to_string())
         .collect();
-    let hub = hub.clone();
+    let control = control.clone();
     let client = client.clone();
-    hub.tracker.clone().spawn(async move {
+    control.tracker.clone().spawn(async move {
         let cmd = LiveCmd::new(&client, &bodies.join(" → "));
         let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
-        let outcome = run_command_with(&hub, &caller, &refs, None, Some(&cmd)).await;
-        answer(&hub, &client, &cmd, outcome);
+        let outcome = run_command_with(&control, &caller, &refs, None, Some(&cmd)).await;
+        answer(&control, &client, &cmd, outcome);
     });
 }
 
@@ -188,18 +200,18 @@ impl Commands {
 
 /// Whether this tab's replies loop when no session runs there yet: `Some(max_rounds)` for a
 /// master or foreman whose card says `loop: true` or that said `agent loop on`.
-pub(super) fn loop_wish(hub: &Control, client: &Client) -> Option<Option<u32>> {
-    let card = hub.commands.card_for(client);
+pub(super) fn loop_wish(control: &Control, client: &Client) -> Option<Option<u32>> {
+    let card = control.commands.card_for(client);
     let role = client.info().role;
     if role == Role::Worker {
         return None;
     }
     let card_loop = card.as_ref().is_some_and(|c| c.looping && c.role == role);
-    (card_loop || hub.loops.loop_is_on(&client.id)).then(|| card.and_then(|c| c.max_rounds))
+    (card_loop || control.loops.loop_is_on(&client.id)).then(|| card.and_then(|c| c.max_rounds))
 }
 
 pub(super) fn run_items(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     client: &Arc<Client>,
     source: Source,
     items: Vec<ScanItem>,
@@ -209,22 +221,22 @@ pub(super) fn run_items(
         // (turn id, index in the turn) of a reply's command, for the agent loop.
         let at = turn.map(|(id, first)| (id.to_string(), first + k as u32));
         match item {
-            Ok(found) => run_found(hub, client, source, found, at),
+            Ok(found) => run_found(control, client, source, found, at),
             Err(e) => {
                 let output = e.to_string();
                 if let Some((turn_id, index)) = at {
                     // A session counts it as a mistake; it runs nothing.
                     let (start, _) = tokio::sync::oneshot::channel();
-                    hub.loops.send(TurnEvent::CommandFound {
+                    control.loops.send(TurnEvent::CommandFound {
                         tab: client.clone(),
                         turn_id: turn_id.clone(),
                         index,
                         body: output.clone(),
                         malformed: true,
-                        wants: loop_wish(hub, client),
+                        wants: loop_wish(control, client),
                         start,
                     });
-                    hub.loops.send(TurnEvent::CommandDone {
+                    control.loops.send(TurnEvent::CommandDone {
                         tab: client.id.clone(),
                         turn_id,
                         index,
@@ -234,7 +246,7 @@ pub(super) fn run_items(
                     });
                 }
                 answer(
-                    hub,
+                    control,
                     client,
                     &LiveCmd::new(client, ""),
                     CmdOutcome {
@@ -251,30 +263,30 @@ pub(super) fn run_items(
 /// goes to the agent loop first ([`TurnEvent::CommandFound`]), which says whether it runs
 /// as a session's command, already ran, or belongs to no session.
 fn run_found(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     client: &Arc<Client>,
     source: Source,
     found: FoundCommand,
     at: Option<(String, u32)>,
 ) {
-    let mut caller = hub.commands.caller(client, source);
+    let mut caller = control.commands.caller(client, source);
     if source == Source::Reply {
         // An agent session's tab acts with its agent's tools.
-        if let Some((p, scope)) = hub.loops.agent_permissions(&client.id) {
+        if let Some((p, scope)) = control.loops.agent_permissions(&client.id) {
             caller.permissions = p;
             caller.memory_scope = Some(scope);
         }
     }
-    if source == Source::Reply && hub.loops.is_stopped(&client.id) {
+    if source == Source::Reply && control.loops.is_stopped(&client.id) {
         // A person stopped this tab: the reply that was streaming (or any before they speak
         // again) runs nothing; the panel lists what was not run.
         tracing::info!(client = %client.id, command = %found.body.trim(), "not run: the person stopped this tab");
-        hub.loops.send(TurnEvent::NotRun {
+        control.loops.send(TurnEvent::NotRun {
             tab: client.id.clone(),
             command: found.body.clone(),
         });
         answer(
-            hub,
+            control,
             client,
             &LiveCmd::new(client, found.body.trim()),
             CmdOutcome {
@@ -295,24 +307,24 @@ fn run_found(
     }
     let start = at.as_ref().map(|(turn_id, index)| {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        hub.loops.send(TurnEvent::CommandFound {
+        control.loops.send(TurnEvent::CommandFound {
             tab: client.clone(),
             turn_id: turn_id.clone(),
             index: *index,
             body: found.body.clone(),
             malformed: crate::commands::parser::parse(&found.body).is_err(),
-            wants: loop_wish(hub, client),
+            wants: loop_wish(control, client),
             start: tx,
         });
         rx
     });
-    let hub = hub.clone();
+    let control = control.clone();
     let client = client.clone();
     let from_reply = source == Source::Reply;
     if from_reply {
-        hub.commands.count_running(&client.id, true);
+        control.commands.count_running(&client.id, true);
     }
-    hub.tracker.clone().spawn(async move {
+    control.tracker.clone().spawn(async move {
         let start = match start {
             // The loop is gone (the hub stops): the command runs as any other.
             Some(rx) => rx.await.unwrap_or(Start::Free),
@@ -320,11 +332,11 @@ fn run_found(
         };
         let cmd = LiveCmd::new(&client, found.body.trim());
         let bodies = [found.body.as_str()];
-        let run = run_command_with(&hub, &caller, &bodies, None, Some(&cmd));
+        let run = run_command_with(&control, &caller, &bodies, None, Some(&cmd));
         let (outcome, cancel) = match start {
             Start::Replayed => {
                 if from_reply {
-                    hub.commands.count_running(&client.id, false);
+                    control.commands.count_running(&client.id, false);
                 }
                 return;
             }
@@ -343,20 +355,21 @@ fn run_found(
             ),
         };
         let show: Show = {
-            let hub = hub.clone();
+            let control = control.clone();
             let client = client.clone();
             let outcome = outcome.clone();
             Box::new(move || {
-                answer(&hub, &client, &cmd, outcome);
+                answer(&control, &client, &cmd, outcome);
                 if from_reply {
-                    hub.commands.count_running(&client.id, false);
+                    control.commands.count_running(&client.id, false);
                 }
             })
         };
         match (cancel, at) {
             // The loop journals it, shows it, then hears it, in that order.
             (Some(()), Some((turn_id, index))) => {
-                hub.loops
+                control
+                    .loops
                     .done(TurnEvent::CommandDone {
                         tab: client.id.clone(),
                         turn_id,

@@ -5,14 +5,14 @@ use super::*;
 
 /// `manager …` and `flow …` verbs.
 pub(super) fn manager(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     caller: &Caller,
     request: FlowRequest,
     cause: &crate::events::Cause,
 ) -> Result<String, crate::runner::RunError> {
     use crate::runner::RunError;
-    let runner: &Runner = &hub.runner;
-    let master = hub
+    let runner: &Runner = &control.runner;
+    let master = control
         .registry
         .get(&caller.client_id)
         .filter(|c| c.state() == ConnState::Connected)
@@ -53,7 +53,7 @@ pub(super) fn manager(
             let inputs: BTreeMap<String, String> = params.into_iter().collect();
             // A run a rule started carries the rule in its events' cause (the loop guard),
             // known to the bus before the run's first event.
-            let note = |run: &str| hub.bus.note_run(run, cause);
+            let note = |run: &str| control.bus.note_run(run, cause);
             let id = runner.start_noting(&name, master, inputs, from_node, &note)?;
             Ok(format!("已启动 / started {id}"))
         }
@@ -62,26 +62,28 @@ pub(super) fn manager(
         ManagerCmd::Stop(n) => runner.control(&n, RunControl::Stop("stopped by the master".into())),
         ManagerCmd::Status(n) => runner.status(&n),
         ManagerCmd::Show(n) if n.starts_with("plan-") => {
-            plan_verb(crate::planner::show(&hub.planner, &n))
+            plan_verb(crate::planner::show(&control.planner, &n))
         }
         ManagerCmd::Show(n) => {
-            let (flow, _) = Runner::load_flow(hub, &n)?;
+            let (flow, _) = Runner::load_flow(control, &n)?;
             Ok(crate::flows::render::text(&flow))
         }
         ManagerCmd::Approve { id, params } => plan_verb(crate::planner::approve(
-            &hub.planner,
+            &control.planner,
             master,
             &id,
             params.into_iter().collect(),
         )),
-        ManagerCmd::Reject(id) => plan_verb(crate::planner::reject(&hub.planner, &id)),
-        ManagerCmd::Save { id, name } => plan_verb(crate::planner::save(&hub.planner, &id, &name)),
-        ManagerCmd::Why { run, node } => {
-            crate::pick::why(&hub.asks.pick, &run, &node).map_err(RunError::Other)
+        ManagerCmd::Reject(id) => plan_verb(crate::planner::reject(&control.planner, &id)),
+        ManagerCmd::Save { id, name } => {
+            plan_verb(crate::planner::save(&control.planner, &id, &name))
         }
-        ManagerCmd::Tabs => Ok(crate::pick::tabs_report(&hub.asks.pick)),
+        ManagerCmd::Why { run, node } => {
+            crate::pick::why(&control.asks.pick, &run, &node).map_err(RunError::Other)
+        }
+        ManagerCmd::Tabs => Ok(crate::pick::tabs_report(&control.asks.pick)),
         ManagerCmd::Budget { site, quota } => {
-            crate::pick::budget(&hub.asks.pick, site.as_deref(), quota.as_deref())
+            crate::pick::budget(&control.asks.pick, site.as_deref(), quota.as_deref())
                 .map_err(RunError::Other)
         }
         ManagerCmd::Plan(_) | ManagerCmd::Modify { .. } => Err(RunError::Other(
@@ -89,8 +91,8 @@ pub(super) fn manager(
         )),
         ManagerCmd::List => {
             let mut out = String::from("流程 / flows:\n");
-            let mut names = hub.store.saved_flows()?;
-            if let Ok(entries) = std::fs::read_dir(&hub.config.flows_dir) {
+            let mut names = control.store.saved_flows()?;
+            if let Ok(entries) = std::fs::read_dir(&control.config.flows_dir) {
                 for e in entries.flatten() {
                     let p = e.path();
                     if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml")) {
@@ -105,7 +107,7 @@ pub(super) fn manager(
             for n in names {
                 out.push_str(&format!("  {n}\n"));
             }
-            out.push_str(&crate::planner::list(&hub.planner));
+            out.push_str(&crate::planner::list(&control.planner));
             let runs = runner.list();
             if !runs.is_empty() {
                 out.push_str("运行中 / runs in progress:\n");
@@ -116,7 +118,7 @@ pub(super) fn manager(
             Ok(out)
         }
         ManagerCmd::Delete(n) => {
-            if hub.store.delete_flow(&n)? {
+            if control.store.delete_flow(&n)? {
                 Ok(format!("已删除 / deleted saved flow {n}"))
             } else {
                 Err(RunError::Other(format!(
@@ -131,8 +133,8 @@ pub(super) fn manager(
         } => {
             let text = match source {
                 FlowSource::Inline(chain) => {
-                    let known = hub.commands.vars.snapshot(&caller.client_id);
-                    let policy = &hub.commands.exec;
+                    let known = control.commands.vars.snapshot(&caller.client_id);
+                    let policy = &control.commands.exec;
                     let may_run =
                         |line: &str| crate::exec::check(policy, line).map_err(|e| e.to_string());
                     crate::commands::inline::flow_yaml(&name, &chain, &known, auto_retry, &may_run)
@@ -146,7 +148,7 @@ pub(super) fn manager(
                                 .into(),
                         ));
                     }
-                    read_flow_file(hub, &path)?
+                    read_flow_file(control, &path)?
                 }
             };
             crate::flows::load_str(&name, &text).map_err(|d| {
@@ -157,15 +159,17 @@ pub(super) fn manager(
                         .join("\n"),
                 )
             })?;
-            hub.store.save_flow(&name, &text, crate::store::now_ms())?;
+            control
+                .store
+                .save_flow(&name, &text, crate::store::now_ms())?;
             Ok(format!("已保存流程 / saved flow {name}"))
         }
         ManagerCmd::Export { name, path } => {
-            let (flow, _) = Runner::load_flow(hub, &name)?;
-            let file = export_path(hub, &path)?;
+            let (flow, _) = Runner::load_flow(control, &name)?;
+            let file = export_path(control, &path)?;
             let json =
                 serde_json::to_string_pretty(&flow).map_err(|e| RunError::Other(e.to_string()))?;
-            std::fs::create_dir_all(file.parent().unwrap_or(&hub.config.data_dir))
+            std::fs::create_dir_all(file.parent().unwrap_or(&control.config.data_dir))
                 .and_then(|_| std::fs::write(&file, json))
                 .map_err(|e| RunError::Other(format!("cannot write {}: {e}", file.display())))?;
             Ok(format!("已导出 / exported {name} to {}", file.display()))
@@ -181,7 +185,7 @@ pub(super) fn plan_verb(
 
 /// Reads a flow file named in a command: relative, inside the working directory.
 pub(super) fn read_flow_file(
-    hub: &Control,
+    control: &Control,
     path: &std::path::Path,
 ) -> Result<String, crate::runner::RunError> {
     use crate::runner::RunError;
@@ -194,7 +198,7 @@ pub(super) fn read_flow_file(
             "只接受当前目录下的相对路径 / only a relative path inside the working directory is accepted".into(),
         ));
     }
-    let candidates = [path.to_path_buf(), hub.config.flows_dir.join(path)];
+    let candidates = [path.to_path_buf(), control.config.flows_dir.join(path)];
     for p in candidates {
         if let Ok(text) = std::fs::read_to_string(&p) {
             return Ok(text);
@@ -208,7 +212,7 @@ pub(super) fn read_flow_file(
 
 /// Exports go under `data_dir/exports`, whatever path was asked for (file name kept).
 pub(super) fn export_path(
-    hub: &Control,
+    control: &Control,
     path: &std::path::Path,
 ) -> Result<std::path::PathBuf, crate::runner::RunError> {
     let name = path
@@ -216,5 +220,5 @@ pub(super) fn export_path(
         .and_then(|n| n.to_str())
         .filter(|n| !n.starts_with('.'))
         .ok_or_else(|| crate::runner::RunError::Other("无效文件名 / bad file name".into()))?;
-    Ok(hub.config.data_dir.join("exports").join(name))
+    Ok(control.config.data_dir.join("exports").join(name))
 }

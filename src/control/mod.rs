@@ -22,7 +22,7 @@ use crate::hub::Hub;
 use crate::planner::Planner;
 use crate::protocol::{CmdOutcome, Prompt, Role, ServerFrame};
 use crate::roles::{to_cmd_role, RoleCards, TabFacts};
-use crate::runner::{Control as RunControl, Runner};
+use crate::runner::{RunControl, Runner};
 use dashmap::DashMap;
 
 mod agent;
@@ -339,36 +339,36 @@ impl LiveCmd {
 }
 
 /// Sends the one `cmd_result` of a command.
-pub(super) fn answer(hub: &Control, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
-    hub.tasks.tally.command(result.success);
+pub(super) fn answer(control: &Control, client: &Client, cmd: &LiveCmd, result: CmdOutcome) {
+    control.tasks.tally.command(result.success);
     let frame = ServerFrame::CmdResult {
         cmd_id: cmd.cmd_id.clone(),
         command: cmd.command.clone(),
         result,
     };
-    if let Err(e) = hub.registry.send(&client.id, &frame) {
+    if let Err(e) = control.registry.send(&client.id, &frame) {
         tracing::warn!("cannot answer a command: {e}");
     }
 }
 
 /// Runs one command body for a caller.
-pub async fn run_command(hub: &Arc<Control>, caller: &Caller, body: &str) -> CmdOutcome {
-    run_command_with(hub, caller, &[body], None, None).await
+pub async fn run_command(control: &Arc<Control>, caller: &Caller, body: &str) -> CmdOutcome {
+    run_command_with(control, caller, &[body], None, None).await
 }
 
 /// Runs one parsed command for a caller (a door that built the command itself, e.g. MCP's
 /// `skill_NAME` tools, so no value it carries is re-parsed as command text).
-pub async fn run_parsed(hub: &Arc<Control>, caller: &Caller, cmd: &Command) -> CmdOutcome {
+pub async fn run_parsed(control: &Arc<Control>, caller: &Caller, cmd: &Command) -> CmdOutcome {
     let interp = Interpreter::new(
         HubHost {
-            control: hub.clone(),
+            control: control.clone(),
             parent: None,
             live: None,
             cause: crate::events::Cause::default(),
             remote: None,
         },
-        hub.commands.exec.clone(),
-        hub.commands.vars.clone(),
+        control.commands.exec.clone(),
+        control.commands.vars.clone(),
     );
     let out = interp.run(caller, cmd).await;
     CmdOutcome {
@@ -380,18 +380,18 @@ pub async fn run_parsed(hub: &Arc<Control>, caller: &Caller, cmd: &Command) -> C
 /// Runs one command body; tasks it sends carry `parent` as their `parent_id` (the foreman's
 /// task), so the tree of work can be followed.
 pub async fn run_command_for(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     caller: &Caller,
     body: &str,
     parent: Option<&str>,
 ) -> CmdOutcome {
-    run_command_with(hub, caller, &[body], parent, None).await
+    run_command_with(control, caller, &[body], parent, None).await
 }
 
 /// Runs one command body; with `live`, shell output streams to the tab as `cmd_output`
 /// frames, all of them sent before this returns (so before the command's `cmd_result`).
 pub(super) async fn run_command_with(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     caller: &Caller,
     bodies: &[&str],
     parent: Option<&str>,
@@ -400,7 +400,7 @@ pub(super) async fn run_command_with(
     let forwarders = tokio_util::task::TaskTracker::new();
     let interp = Interpreter::new(
         HubHost {
-            control: hub.clone(),
+            control: control.clone(),
             parent: parent.map(str::to_string),
             live: live.map(|cmd| LiveOutput {
                 cmd_id: cmd.cmd_id.clone(),
@@ -411,10 +411,10 @@ pub(super) async fn run_command_with(
             cause: crate::events::Cause::default(),
             remote: None,
         },
-        hub.commands.exec.clone(),
-        hub.commands.vars.clone(),
+        control.commands.exec.clone(),
+        control.commands.vars.clone(),
     )
-    .with_jobs(hub.commands.jobs.clone());
+    .with_jobs(control.commands.jobs.clone());
     let out = interp.run_texts(caller, bodies).await;
     drop(interp);
     forwarders.close();
@@ -428,19 +428,20 @@ pub(super) async fn run_command_with(
 /// A flow's `command:` node: runs with the master's authority (the person wrote the flow),
 /// its variables in a scope of their own, still under the exec policy.
 pub async fn run_flow_command(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     master: Option<&str>,
     call: &CommandCall,
 ) -> Result<String, String> {
     let scope = format!("flow:{}", call.idempotency_key);
     for (k, v) in &call.vars {
-        hub.commands
+        control
+            .commands
             .vars
             .set(&scope, k, v.clone())
             .map_err(|e| e.to_string())?;
     }
     let mut caller = Caller::new(scope.clone(), CmdRole::Master, None, Source::UserInput);
-    if let Some(m) = master.and_then(|m| hub.registry.get(m)) {
+    if let Some(m) = master.and_then(|m| control.registry.get(m)) {
         caller.group = m.info().group;
     }
     let body = call
@@ -449,8 +450,8 @@ pub async fn run_flow_command(
         .strip_prefix("?<")
         .and_then(|b| b.strip_suffix(">!"))
         .unwrap_or(call.command.trim());
-    let out = run_command(hub, &caller, body).await;
-    hub.commands.vars.drop_scope(&scope);
+    let out = run_command(control, &caller, body).await;
+    control.commands.vars.drop_scope(&scope);
     if out.success {
         Ok(out.output)
     } else {
@@ -461,7 +462,7 @@ pub async fn run_flow_command(
 /// Runs a standing rule's command for its author with `vars` (`$EVENT` …) bound; events it
 /// publishes carry `cause`.
 pub async fn run_for_event(
-    hub: &Arc<Control>,
+    control: &Arc<Control>,
     caller: &Caller,
     cond: Option<&crate::commands::ast::Cond>,
     cmd: &Command,
@@ -470,14 +471,14 @@ pub async fn run_for_event(
 ) -> Option<CmdOutcome> {
     let interp = Interpreter::new(
         HubHost {
-            control: hub.clone(),
+            control: control.clone(),
             parent: None,
             live: None,
             cause,
             remote: None,
         },
-        hub.commands.exec.clone(),
-        hub.commands.vars.clone(),
+        control.commands.exec.clone(),
+        control.commands.vars.clone(),
     );
     if let Some(cond) = cond {
         match interp.holds(caller, cond, vars.clone()).await {

@@ -41,20 +41,20 @@ impl crate::agent_loop::LoopHost for Primers {
 
 /// The primer of a tab (docs/agents.md): its role card's `system_prompt`, then what it may do now.
 fn build(
-    hub: &Primers,
+    primers: &Primers,
     tab: &Arc<Client>,
     agent: Option<&crate::agents::store::AgentRecord>,
     limits: &crate::agents::session::Limits,
     recalled: Option<&str>,
 ) -> String {
     use crate::agents::primer::{Facts, SkillFact, TabFact};
-    let card = hub.commands.card_for(tab);
+    let card = primers.commands.card_for(tab);
     let tools = agent.map(|a| a.spec.tools_or_default());
     let permissions = match &tools {
         Some(t) => crate::commands::agent::Tool::permissions(t),
-        None => hub.commands.caller(tab, Source::Reply).permissions,
+        None => primers.commands.caller(tab, Source::Reply).permissions,
     };
-    let tabs = hub
+    let tabs = primers
         .hub
         .registry
         .all()
@@ -63,14 +63,14 @@ fn build(
         .map(|c| TabFact {
             label: c.display(),
             site: c.info().site,
-            health: if crate::pick::usable(&hub.asks.pick, &c) {
+            health: if crate::pick::usable(&primers.asks.pick, &c) {
                 "ready".into()
             } else {
                 "busy".into()
             },
         })
         .collect();
-    let skills = hub
+    let skills = primers
         .commands
         .skills
         .get()
@@ -92,9 +92,9 @@ fn build(
     let memory_block = recalled.map(str::to_string).or_else(|| {
         memory_scope
             .as_deref()
-            .and_then(|s| hub.commands.memory.block(&[s]).ok().flatten())
+            .and_then(|s| primers.commands.memory.block(&[s]).ok().flatten())
     });
-    let mcp_tools: Vec<String> = hub
+    let mcp_tools: Vec<String> = primers
         .mcp
         .catalogue()
         .into_iter()

@@ -5,16 +5,16 @@ use super::*;
 /// `?<role …>!` for one tab (also the dashboard's role/group change): a role card wins, the
 /// new role and group are kept and the tab gets a fresh `welcome`.
 pub fn set_tab_role(
-    hub: &Control,
+    control: &Control,
     client_id: &str,
     role: Role,
     group: Option<String>,
 ) -> Result<String, HostError> {
-    let client = hub
+    let client = control
         .registry
         .get(client_id)
         .ok_or_else(|| HostError::UnknownTarget(client_id.to_string()))?;
-    if let Some((card_role, _)) = hub.commands.card_role(&client) {
+    if let Some((card_role, _)) = control.commands.card_role(&client) {
         if card_role != role {
             return Err(HostError::Other(format!(
                 "角色卡规定此标签页为 {} / a role card makes this tab {}; edit the card to change it",
@@ -29,8 +29,8 @@ pub fn set_tab_role(
             i.group = group.clone();
         }
     });
-    hub.registry.persist(&client);
-    let _ = hub.registry.send(&client.id, &hub.welcome(&client));
+    control.registry.persist(&client);
+    let _ = control.registry.send(&client.id, &control.welcome(&client));
     let g = client
         .info()
         .group

@@ -14,7 +14,7 @@ pub const FLOW_DATA_MAX: usize = 64 * 1024;
 
 /// The answer to a `flow_report`.
 pub fn flow_report(
-    hub: &Control,
+    control: &Control,
     client: &Client,
     report: &crate::protocol::FlowReport,
 ) -> ServerFrame {
@@ -23,11 +23,11 @@ pub fn flow_report(
         reason: reason.into(),
         should_auto_send: Some(false),
     };
-    if hub.loops.is_stopped(&client.id) {
+    if control.loops.is_stopped(&client.id) {
         return wait("已停止：等你在这个标签页发消息 / stopped by a person: nothing is sent until they write here");
     }
-    let hold = std::time::Duration::from_millis(hub.config.agent.hold_ms);
-    if hub.commands.held_within(&client.id, hold) {
+    let hold = std::time::Duration::from_millis(control.config.agent.hold_ms);
+    if control.commands.held_within(&client.id, hold) {
         return wait(&format!(
             "有人正在输入 / a person is typing in this tab: nothing is sent within {} ms of their last key",
             hold.as_millis()
@@ -42,7 +42,7 @@ pub fn flow_report(
     if !finished {
         return wait("模型还在回答 / the model is still answering");
     }
-    let running = hub.commands.running_in(&client.id);
+    let running = control.commands.running_in(&client.id);
     if running > 0 {
         return wait(&format!(
             "还有 {running} 条命令在运行 / {running} command(s) of this turn still run"
@@ -57,7 +57,7 @@ pub fn flow_report(
 
 /// Delivers a `flow_data` to the window it names; the sender's error otherwise.
 pub fn flow_data(
-    hub: &Control,
+    control: &Control,
     client: &Client,
     mut data: crate::protocol::FlowData,
 ) -> Option<ServerFrame> {
@@ -83,7 +83,7 @@ pub fn flow_data(
             ),
         )
     };
-    let targets: Vec<Arc<Client>> = hub
+    let targets: Vec<Arc<Client>> = control
         .registry
         .resolve(&data.to_window)
         .into_iter()
@@ -93,15 +93,15 @@ pub fn flow_data(
         return unknown();
     };
     // The tab's script has the tab's own authority, as its model's replies do (docs/commands.md).
-    let caller = hub.commands.caller(client, Source::Reply);
+    let caller = control.commands.caller(client, Source::Reply);
     let name = target.info().label.unwrap_or_else(|| target.id.clone());
     let in_group = |t: &str, g: &str| {
-        let tabs = hub.registry.resolve(t);
+        let tabs = control.registry.resolve(t);
         !tabs.is_empty() && tabs.iter().all(|c| c.info().group.as_deref() == Some(g))
     };
     if crate::commands::permissions::check(
         &caller,
-        crate::commands::permissions::Action::Dispatch(&name),
+        crate::commands::permissions::Intent::Dispatch(&name),
         in_group,
     )
     .is_err()
@@ -109,7 +109,10 @@ pub fn flow_data(
         return unknown();
     }
     data.from_window = Some(client.info().label.unwrap_or_else(|| client.id.clone()));
-    if let Err(e) = hub.registry.send(&target.id, &ServerFrame::FlowData(data)) {
+    if let Err(e) = control
+        .registry
+        .send(&target.id, &ServerFrame::FlowData(data))
+    {
         tracing::warn!("flow_data not delivered: {e}");
         return unknown();
     }

@@ -8,19 +8,19 @@ use super::*;
 
 /// Waits for due scopes and summarizes each; returns when the hub stops.
 pub async fn run(
-    hub: Arc<Control>,
+    control: Arc<Control>,
     target: String,
     every: usize,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let memory = hub.commands.memory.clone();
+    let memory = control.commands.memory.clone();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = memory.summary_due.notified() => {}
         }
         for scope in memory.take_due() {
-            match summarize(&hub, &target, &scope, every).await {
+            match summarize(&control, &target, &scope, every).await {
                 Ok(id) => tracing::info!(scope, id, "memory summarized"),
                 Err(e) => tracing::warn!(scope, "memory not summarized: {e}"),
             }
@@ -28,8 +28,13 @@ pub async fn run(
     }
 }
 
-async fn summarize(hub: &Control, target: &str, scope: &str, every: usize) -> Result<i64, String> {
-    let memory = &hub.commands.memory;
+async fn summarize(
+    control: &Control,
+    target: &str,
+    scope: &str,
+    every: usize,
+) -> Result<i64, String> {
+    let memory = &control.commands.memory;
     let mut entries = memory.newest(scope, every).map_err(|e| e.to_string())?;
     entries.retain(|e| !e.tags.iter().any(|t| t == "summary"));
     if entries.is_empty() {
@@ -37,7 +42,7 @@ async fn summarize(hub: &Control, target: &str, scope: &str, every: usize) -> Re
     }
     entries.reverse();
     let prompt = crate::memory::commands::summary_prompt(scope, &entries);
-    let answer = hub
+    let answer = control
         .asks
         .ask(target, prompt.into(), &AskOpts::default())
         .await

@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{authorize, Door};
-use crate::agent_loop::{Control, SessionView, Who};
+use super::{authorize, DashboardDoor};
+use crate::agent_loop::{LoopControl, SessionView, Who};
 use crate::agents::store as agent_store;
 
 /// Longest command output sent for one command of a round (characters).
@@ -75,10 +75,10 @@ fn record_json(r: &agent_store::SessionRecord, of: Option<u32>) -> Value {
 
 /// The sessions, live first as the loop sees them, then the stored ones it no longer holds;
 /// newest first within each.
-fn sessions(hub: &Door) -> Vec<Value> {
-    let store = &hub.store;
+fn sessions(door: &DashboardDoor) -> Vec<Value> {
+    let store = &door.store;
     let stored = agent_store::recent_sessions(store, MAX_SESSIONS).unwrap_or_default();
-    let views = hub.loops.sessions();
+    let views = door.loops.sessions();
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for v in &views {
@@ -110,11 +110,11 @@ fn sessions(hub: &Door) -> Vec<Value> {
 }
 
 /// `GET /api/agents`: the agents and the sessions.
-pub async fn list(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+pub async fn list(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&door, &Method::GET, &headers) {
         return r.into_response();
     }
-    let agents = match agent_store::agents(&hub.store) {
+    let agents = match agent_store::agents(&door.store) {
         Ok(a) => a,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
@@ -137,21 +137,21 @@ pub async fn list(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response 
             })
         })
         .collect();
-    Json(json!({"agents": agents, "sessions": sessions(&hub)})).into_response()
+    Json(json!({"agents": agents, "sessions": sessions(&door)})).into_response()
 }
 
 /// `GET /api/agents/sessions/{id}`: the session and its rounds.
 pub async fn session(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+    if let Err(r) = authorize(&door, &Method::GET, &headers) {
         return r.into_response();
     }
-    let head = match sessions(&hub).into_iter().find(|s| s["id"] == id.as_str()) {
+    let head = match sessions(&door).into_iter().find(|s| s["id"] == id.as_str()) {
         Some(s) => s,
-        None => match agent_store::session(&hub.store, &id) {
+        None => match agent_store::session(&door.store, &id) {
             Ok(Some(r)) => record_json(&r, None),
             Ok(None) => {
                 return error(
@@ -162,7 +162,7 @@ pub async fn session(
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         },
     };
-    let rounds = match agent_store::rounds(&hub.store, &id) {
+    let rounds = match agent_store::rounds(&door.store, &id) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
@@ -186,28 +186,28 @@ pub async fn session(
 /// `POST /api/agents/sessions/{id}/stop|pause|resume`: acts on a live session (Stop within
 /// 1 s). 404 for a session the hub never had, 409 for one that no longer runs.
 pub async fn control(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
 ) -> Response {
-    if let Err(r) = authorize(&hub, &Method::POST, &headers) {
+    if let Err(r) = authorize(&door, &Method::POST, &headers) {
         return r.into_response();
     }
     let what = match action.as_str() {
-        "stop" => Control::Stop,
-        "pause" => Control::Pause,
-        "resume" => Control::Resume,
+        "stop" => LoopControl::Stop,
+        "pause" => LoopControl::Pause,
+        "resume" => LoopControl::Resume,
         other => return error(StatusCode::NOT_FOUND, format!("unknown action `{other}`")),
     };
-    let known = hub.loops.sessions().iter().any(|s| s.session == id)
-        || matches!(agent_store::session(&hub.store, &id), Ok(Some(_)));
+    let known = door.loops.sessions().iter().any(|s| s.session == id)
+        || matches!(agent_store::session(&door.store, &id), Ok(Some(_)));
     if !known {
         return error(
             StatusCode::NOT_FOUND,
             format!("没有会话 {id} / no agent session `{id}`"),
         );
     }
-    match hub.loops.control(&Who::Session(&id), what) {
+    match door.loops.control(&Who::Session(&id), what) {
         Ok(message) => Json(json!({"ok": true, "message": message})).into_response(),
         Err(e) => error(StatusCode::CONFLICT, e),
     }

@@ -10,12 +10,12 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::Door;
+use super::DashboardDoor;
 use super::{authorize, runs, Caller};
 use crate::decide::Standing;
 use crate::hub::registry::ConnState;
 use crate::protocol::Role;
-use crate::runner::Control;
+use crate::runner::RunControl;
 
 fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(json!({"error": msg.into()}))).into_response()
@@ -87,39 +87,39 @@ macro_rules! check {
 }
 
 /// `GET /api/session`: who is calling, and the session's CSRF token.
-pub async fn session(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    let caller = check!(hub, Method::GET, headers);
+pub async fn session(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    let caller = check!(door, Method::GET, headers);
     let csrf = match &caller {
-        Caller::Session(s) => hub.dashboard.csrf(s),
+        Caller::Session(s) => door.dashboard.csrf(s),
         Caller::Token => None,
     };
     Json(json!({
         "auth": matches!(caller, Caller::Token).then_some("token").unwrap_or("session"),
         "csrf": csrf,
-        "hub": hub.public_url(),
+        "hub": door.public_url(),
         "version": env!("CARGO_PKG_VERSION"),
     }))
     .into_response()
 }
 
 /// The tabs as the dashboard lists them.
-pub fn tabs_json(hub: &Door) -> Value {
+pub fn tabs_json(door: &DashboardDoor) -> Value {
     let now = crate::store::now_ms();
-    let mut tabs: Vec<Value> = hub
+    let mut tabs: Vec<Value> = door
         .registry
         .all()
         .iter()
         .map(|c| {
             let info = c.info();
             let connected = c.state() == ConnState::Connected;
-            let load = hub.tasks.load(c);
-            let current = hub.tasks.current(c);
+            let load = door.tasks.load(c);
+            let current = door.tasks.current(c);
             let state = match (connected, &current) {
                 (false, _) => "offline",
                 (true, Some(_)) => "busy",
                 (true, None) => "idle",
             };
-            let standing = crate::pick::health(&hub.asks.pick, c).standing;
+            let standing = crate::pick::health(&door.asks.pick, c).standing;
             // What the tabs page draws: idle / busy, or why the engine holds the tab back.
             let status = match (connected, standing) {
                 (false, _) => "offline",
@@ -153,7 +153,7 @@ pub fn tabs_json(hub: &Door) -> Value {
                 // In a cluster every tab names its node; a single hub says null, as before.
                 "node": match c.node() {
                     Some(n) => Value::from(n),
-                    None if hub.engine.clustered() => Value::from(hub.engine.node()),
+                    None if door.engine.clustered() => Value::from(door.engine.node()),
                     None => Value::Null,
                 },
                 "url": info.url,
@@ -167,12 +167,12 @@ pub fn tabs_json(hub: &Door) -> Value {
                 "current_task": current.map(|(id, _)| id),
                 "tasks_started": c.tasks_started.load(std::sync::atomic::Ordering::Relaxed),
                 // The decision engine's figures (docs/flows.md): standing, success, timings.
-                "engine": crate::pick::health_json(&hub.asks.pick, c),
+                "engine": crate::pick::health_json(&door.asks.pick, c),
             })
         })
         .collect();
     tabs.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
-    let quotas: Vec<Value> = hub
+    let quotas: Vec<Value> = door
         .asks
         .pick
         .decide
@@ -187,25 +187,25 @@ pub fn tabs_json(hub: &Door) -> Value {
 }
 
 /// `GET /api/tabs`.
-pub async fn tabs(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    check!(hub, Method::GET, headers);
-    Json(tabs_json(&hub)).into_response()
+pub async fn tabs(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    check!(door, Method::GET, headers);
+    Json(tabs_json(&door)).into_response()
 }
 
 /// `GET /api/cluster`: this node, its engine's message counters, and what it waits for
 /// (tasks sent to other nodes, tasks taken from them): the numbers docs/cluster.md names.
-pub async fn cluster(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    check!(hub, Method::GET, headers);
-    let s = hub.engine.stats();
+pub async fn cluster(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    check!(door, Method::GET, headers);
+    let s = door.engine.stats();
     let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     Json(json!({
-        "node": hub.engine.node(),
-        "clustered": hub.engine.clustered(),
-        "presence_ttl_ms": hub.engine.presence_ttl().as_millis().min(u64::MAX as u128) as u64,
-        "tabs_here": hub.registry.local_connected_count(),
-        "tabs_connected": hub.registry.connected_count(),
-        "remote_waiting": hub.tasks.remote_waiting(),
-        "inbound_waiting": hub.tasks.inbound_waiting(),
+        "node": door.engine.node(),
+        "clustered": door.engine.clustered(),
+        "presence_ttl_ms": door.engine.presence_ttl().as_millis().min(u64::MAX as u128) as u64,
+        "tabs_here": door.registry.local_connected_count(),
+        "tabs_connected": door.registry.connected_count(),
+        "remote_waiting": door.tasks.remote_waiting(),
+        "inbound_waiting": door.tasks.inbound_waiting(),
         "batches_sent": load(&s.batches_sent),
         "envelopes_sent": load(&s.envelopes_sent),
         "batches_received": load(&s.batches_received),
@@ -224,12 +224,12 @@ pub struct RoleBody {
 
 /// `POST /api/tabs/{id}/role`: the same code as `?<role …>!`.
 pub async fn set_role(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Json(body): Json<RoleBody>,
 ) -> Response {
-    check!(hub, Method::POST, headers);
+    check!(door, Method::POST, headers);
     let role = match body.role.as_str() {
         "master" => Role::Master,
         "foreman" => Role::Foreman,
@@ -237,9 +237,9 @@ pub async fn set_role(
         other => return error(StatusCode::BAD_REQUEST, format!("unknown role `{other}`")),
     };
     let group = body.group.filter(|g| !g.trim().is_empty());
-    match crate::control::set_tab_role(&hub.control, &id, role, group) {
+    match crate::control::set_tab_role(&door.control, &id, role, group) {
         Ok(msg) => {
-            let _ = hub.events.send(crate::hub::HubEvent::Connected(id));
+            let _ = door.events.send(crate::hub::HubEvent::Connected(id));
             Json(json!({"ok": true, "message": msg})).into_response()
         }
         Err(e) => error(StatusCode::CONFLICT, e.to_string()),
@@ -247,10 +247,10 @@ pub async fn set_role(
 }
 
 /// `GET /api/flows`: flow files in the flows directory and flows saved on the hub.
-pub async fn flows(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    check!(hub, Method::GET, headers);
-    let mut names: Vec<String> = hub.store.saved_flows().unwrap_or_default();
-    if let Ok(dir) = std::fs::read_dir(&hub.config.flows_dir) {
+pub async fn flows(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    check!(door, Method::GET, headers);
+    let mut names: Vec<String> = door.store.saved_flows().unwrap_or_default();
+    if let Ok(dir) = std::fs::read_dir(&door.config.flows_dir) {
         for e in dir.flatten() {
             let p = e.path();
             if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml")) {
@@ -267,16 +267,16 @@ pub async fn flows(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response
 
 /// `GET /api/flows/{name}`: the flow's source.
 pub async fn flow_source(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
-    check!(hub, Method::GET, headers);
-    let source = match hub.store.flow_source(&name) {
+    check!(door, Method::GET, headers);
+    let source = match door.store.flow_source(&name) {
         Ok(Some(s)) => Some(s),
-        _ if crate::runner::Runner::load_flow(&hub, &name).is_ok() => {
+        _ if crate::runner::Runner::load_flow(&door, &name).is_ok() => {
             ["yaml", "yml"].iter().find_map(|ext| {
-                std::fs::read_to_string(hub.config.flows_dir.join(format!("{name}.{ext}"))).ok()
+                std::fs::read_to_string(door.config.flows_dir.join(format!("{name}.{ext}"))).ok()
             })
         }
         _ => None,
@@ -291,12 +291,12 @@ pub async fn flow_source(
 /// `aicard flow validate NAME` prints for that text (`text/plain`); with `format=json` that
 /// text with the diagnostics and, when valid, the flow's graph.
 pub async fn validate(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
     body: String,
 ) -> Response {
-    check!(hub, Method::POST, headers);
+    check!(door, Method::POST, headers);
     let file = q
         .get("file")
         .cloned()
@@ -327,13 +327,13 @@ pub async fn validate(
 
 /// `GET /api/runs[?kind=flows|calls|all]`.
 pub async fn runs(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    check!(hub, Method::GET, headers);
+    check!(door, Method::GET, headers);
     let kind = runs::Kind::parse(q.get("kind").map(String::as_str));
-    Json(runs::list(&hub, kind)).into_response()
+    Json(runs::list(&door, kind)).into_response()
 }
 
 /// Body of `POST /api/runs`.
@@ -354,11 +354,11 @@ pub struct StartBody {
 /// `POST /api/runs`: starts a run like `manager run` (no master tab: the result stays in the
 /// journal and on the dashboard).
 pub async fn start_run(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     body: Result<Json<StartBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    check!(hub, Method::POST, headers);
+    check!(door, Method::POST, headers);
     let body = match body {
         Ok(Json(b)) => b,
         Err(e) => {
@@ -376,7 +376,7 @@ pub async fn start_run(
         match crate::flows::load_str(file, src) {
             Ok(flow) => {
                 name = flow.name.clone();
-                if let Err(e) = hub.store.save_flow(&name, src, crate::store::now_ms()) {
+                if let Err(e) = door.store.save_flow(&name, src, crate::store::now_ms()) {
                     return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
                 }
             }
@@ -387,7 +387,7 @@ pub async fn start_run(
             }
         }
     }
-    match hub.runner.start(&name, None, body.inputs, None) {
+    match door.runner.start(&name, None, body.inputs, None) {
         Ok(run_id) => (StatusCode::CREATED, Json(json!({"run_id": run_id}))).into_response(),
         Err(e @ crate::runner::RunError::NoSuchFlow(_)) => {
             error(StatusCode::NOT_FOUND, e.to_string())
@@ -403,12 +403,12 @@ pub async fn start_run(
 
 /// `GET /api/runs/{id}`.
 pub async fn run(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    check!(hub, Method::GET, headers);
-    let h = hub.clone();
+    check!(door, Method::GET, headers);
+    let h = door.clone();
     match tokio::task::spawn_blocking(move || runs::detail(&h, &id)).await {
         Ok(Some(v)) => Json(v).into_response(),
         _ => error(StatusCode::NOT_FOUND, "no such run"),
@@ -417,19 +417,19 @@ pub async fn run(
 
 /// `GET /api/runs/{id}/nodes/{node}?offset=&limit=`.
 pub async fn node(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path((id, node)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    check!(hub, Method::GET, headers);
+    check!(door, Method::GET, headers);
     let offset = q.get("offset").and_then(|v| v.parse().ok()).unwrap_or(0);
     let limit = q
         .get("limit")
         .and_then(|v| v.parse().ok())
         .unwrap_or(100usize)
         .min(500);
-    let h = hub.clone();
+    let h = door.clone();
     match tokio::task::spawn_blocking(move || runs::node(&h, &id, &node, offset, limit)).await {
         Ok(Some(v)) => Json(v).into_response(),
         _ => error(StatusCode::NOT_FOUND, "no such run or node"),
@@ -438,18 +438,18 @@ pub async fn node(
 
 /// `POST /api/runs/{id}/pause|resume|stop`.
 pub async fn control(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
 ) -> Response {
-    check!(hub, Method::POST, headers);
+    check!(door, Method::POST, headers);
     let c = match action.as_str() {
-        "pause" => Control::Pause,
-        "resume" => Control::Resume,
-        "stop" => Control::Stop("stopped from the dashboard".into()),
+        "pause" => RunControl::Pause,
+        "resume" => RunControl::Resume,
+        "stop" => RunControl::Stop("stopped from the dashboard".into()),
         _ => return error(StatusCode::NOT_FOUND, format!("unknown action `{action}`")),
     };
-    match hub.runner.control(&id, c) {
+    match door.runner.control(&id, c) {
         Ok(msg) => Json(json!({"ok": true, "message": msg})).into_response(),
         Err(e) => error(StatusCode::CONFLICT, e.to_string()),
     }

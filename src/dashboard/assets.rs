@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::Door;
+use super::DashboardDoor;
 use crate::hub::auth;
 
 /// The page's own policy: scripts, styles and connections only from the hub; no inline script.
@@ -103,7 +103,7 @@ fn serve(headers: &HeaderMap, name: &str) -> Response {
 }
 
 /// `GET /`: the page.
-pub async fn index(State(_hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
+pub async fn index(State(_hub): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
     serve(&headers, "index.html")
 }
 

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio::sync::{broadcast, watch};
 
-use super::Door;
+use super::DashboardDoor;
 use super::{authorize, runs};
 use crate::hub::HubEvent;
 
@@ -99,14 +99,14 @@ impl Recent {
     }
 
     /// Starts following the hub's events (once; later calls do nothing).
-    fn follow(self: &Arc<Self>, hub: &Arc<Door>) {
+    fn follow(self: &Arc<Self>, door: &Arc<DashboardDoor>) {
         if self.following.set(()).is_err() {
             return;
         }
         // Subscribed now, so nothing after this first stream's start is missed.
-        let mut rx = hub.events.subscribe();
-        let (recent, store, shutdown) = (self.clone(), hub.store.clone(), hub.shutdown.clone());
-        hub.tracker.spawn(async move {
+        let mut rx = door.events.subscribe();
+        let (recent, store, shutdown) = (self.clone(), door.store.clone(), door.shutdown.clone());
+        door.tracker.spawn(async move {
             loop {
                 let ev = tokio::select! {
                     ev = rx.recv() => ev,
@@ -185,7 +185,7 @@ impl Recent {
 }
 
 struct Feed {
-    hub: Arc<Door>,
+    door: Arc<DashboardDoor>,
     recent: Arc<Recent>,
     /// The last journal row read.
     read: i64,
@@ -213,7 +213,7 @@ impl Feed {
             // Seen before reading: a write after these reads wakes `changed` below.
             self.journal.borrow_and_update();
             self.kept.borrow_and_update();
-            let rows = runs::rows_after(&self.hub, self.read, PAGE);
+            let rows = runs::rows_after(&self.door, self.read, PAGE);
             let upto = rows.last().map_or(self.read, |r| r.id);
             // Other events only up to the rows read: one stamped after a row not read yet
             // waits for that row.
@@ -254,7 +254,7 @@ impl Feed {
                 r = self.kept.changed() => {
                     if r.is_err() { return None; }
                 }
-                _ = self.hub.shutdown.cancelled() => return None,
+                _ = self.door.shutdown.cancelled() => return None,
             }
         }
     }
@@ -271,15 +271,15 @@ impl Feed {
 
 /// `GET /api/events[?run=ID][&last_event_id=N]`.
 pub async fn events(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+    if let Err(r) = authorize(&door, &Method::GET, &headers) {
         return r.into_response();
     }
-    let recent = hub.dashboard.recent.clone();
-    recent.follow(&hub);
+    let recent = door.dashboard.recent.clone();
+    recent.follow(&door);
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -291,13 +291,13 @@ pub async fn events(
         // place only.
         Some(p) if p.k > 0 && p > head => Pos::row(p.journal),
         Some(p) => p,
-        None => Pos::row(runs::last_id(&hub)).max(head),
+        None => Pos::row(runs::last_id(&door)).max(head),
     };
     let mut feed = Feed {
-        journal: hub.store.journal_watch(),
+        journal: door.store.journal_watch(),
         kept: recent.tick().subscribe(),
         recent,
-        hub: hub.clone(),
+        door: door.clone(),
         read: pos.journal,
         pos,
         run: q.get("run").cloned().filter(|r| !r.is_empty()),

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::{authorize, Door};
+use super::{authorize, DashboardDoor};
 
 /// Saves run one at a time: the check against the disk and the rename are one step.
 static SAVING: Mutex<()> = Mutex::new(());
@@ -47,8 +47,8 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// Where flow `name` lives: `flows/NAME.yaml`, or `NAME.yml` when only that exists.
-fn path_of(hub: &Door, name: &str) -> PathBuf {
-    let dir = &hub.config.flows_dir;
+fn path_of(door: &DashboardDoor, name: &str) -> PathBuf {
+    let dir = &door.config.flows_dir;
     let yml = dir.join(format!("{name}.yml"));
     let yaml = dir.join(format!("{name}.yaml"));
     if !yaml.exists() && yml.exists() {
@@ -67,7 +67,7 @@ fn file_label(path: &std::path::Path) -> String {
 /// `GET /api/flows/{name}`; with `?file=1` the file `flows/NAME.yaml` itself — `{name, file,
 /// source, hash}` — else the flow's source as `manager run` finds it (a saved flow first).
 pub async fn get(
-    state: State<Arc<Door>>,
+    state: State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     name: Path<String>,
     Query(q): Query<HashMap<String, String>>,
@@ -75,14 +75,14 @@ pub async fn get(
     if !q.contains_key("file") {
         return super::api::flow_source(state, headers, name).await;
     }
-    let (State(hub), Path(name)) = (state, name);
-    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+    let (State(door), Path(name)) = (state, name);
+    if let Err(r) = authorize(&door, &Method::GET, &headers) {
         return r.into_response();
     }
     if !valid_name(&name) {
         return error(StatusCode::BAD_REQUEST, bad_name(&name));
     }
-    let path = path_of(&hub, &name);
+    let path = path_of(&door, &name);
     match std::fs::read(&path) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(source) => Json(json!({
@@ -123,12 +123,12 @@ pub struct SaveBody {
 /// (else 409 `{error, disk, disk_hash}`, `disk` null when the file is gone). 200 `{ok, file,
 /// hash}`.
 pub async fn save(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: Result<Json<SaveBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    if let Err(r) = authorize(&hub, &Method::PUT, &headers) {
+    if let Err(r) = authorize(&door, &Method::PUT, &headers) {
         return r.into_response();
     }
     if !valid_name(&name) {
@@ -138,7 +138,7 @@ pub async fn save(
         Ok(Json(b)) => b,
         Err(e) => return error(e.status(), e.body_text()),
     };
-    let path = path_of(&hub, &name);
+    let path = path_of(&door, &name);
     let shown = path.display().to_string();
     if let Err(d) = crate::flows::load_str(&shown, &body.source) {
         let diagnostics: Vec<Value> = d
@@ -171,12 +171,12 @@ pub async fn save(
         )
             .into_response();
     }
-    let written = std::fs::create_dir_all(&hub.config.flows_dir).and_then(|_| {
+    let written = std::fs::create_dir_all(&door.config.flows_dir).and_then(|_| {
         use std::io::Write;
         let mut tmp = tempfile::Builder::new()
             .prefix(".save-")
             .suffix(".tmp")
-            .tempfile_in(&hub.config.flows_dir)?;
+            .tempfile_in(&door.config.flows_dir)?;
         tmp.write_all(body.source.as_bytes())?;
         tmp.as_file().sync_all()?;
         tmp.persist(&path).map_err(|e| e.error)?;

@@ -12,13 +12,13 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::Door;
+use super::DashboardDoor;
 use super::{assets, authorize, session_cookie, Caller, COOKIE, SESSION_TTL};
 use crate::hub::auth;
 
 /// `GET /login?code=…`.
 pub async fn login(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
@@ -34,7 +34,7 @@ pub async fn login(
             .into_response();
     }
     let code = q.get("code").map(String::as_str).unwrap_or("");
-    match hub.dashboard.redeem(code) {
+    match door.dashboard.redeem(code) {
         Some(session) => {
             let cookie = format!(
                 "{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
@@ -63,12 +63,12 @@ pub async fn login(
 }
 
 /// `POST /logout`: ends the session (same checks as the API).
-pub async fn logout(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorize(&hub, &Method::POST, &headers) {
+pub async fn logout(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&door, &Method::POST, &headers) {
         return r.into_response();
     }
     if let Some(s) = session_cookie(&headers) {
-        hub.dashboard.logout(&s);
+        door.dashboard.logout(&s);
     }
     (
         StatusCode::NO_CONTENT,
@@ -81,8 +81,8 @@ pub async fn logout(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Respons
 }
 
 /// `POST /api/login-codes` (token only): a fresh login URL for `aicard open`.
-pub async fn new_code(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    match authorize(&hub, &Method::POST, &headers) {
+pub async fn new_code(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    match authorize(&door, &Method::POST, &headers) {
         Ok(Caller::Token) => {}
         Ok(Caller::Session(_)) => {
             return (
@@ -93,8 +93,8 @@ pub async fn new_code(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Respo
         }
         Err(r) => return r.into_response(),
     }
-    let code = hub.dashboard.login_code();
-    let url = format!("{}/login?code={code}", hub.public_url());
+    let code = door.dashboard.login_code();
+    let url = format!("{}/login?code={code}", door.public_url());
     axum::Json(serde_json::json!({"code": code, "url": url})).into_response()
 }
 

@@ -35,7 +35,7 @@ use crate::runner::Runner;
 
 /// What the dashboard's handlers reach, the state of its routes: built by `app` from the
 /// components it names, the hub's own parts through `Deref`.
-pub struct Door {
+pub struct DashboardDoor {
     pub hub: Arc<Hub>,
     /// Login codes and sessions.
     pub dashboard: Arc<Sessions>,
@@ -51,7 +51,7 @@ pub struct Door {
     pub control: Arc<crate::control::Control>,
 }
 
-impl std::ops::Deref for Door {
+impl std::ops::Deref for DashboardDoor {
     type Target = Hub;
 
     fn deref(&self) -> &Hub {
@@ -210,7 +210,7 @@ fn same_origin(origin: &str, host: &str) -> bool {
 /// is never read or parsed for a caller who may not send it (a foreign Origin with a bad
 /// body is 403, not 400). Applied with `route_layer` where the router is built.
 pub async fn guard(
-    axum::extract::State(hub): axum::extract::State<Arc<Door>>,
+    axum::extract::State(hub): axum::extract::State<Arc<DashboardDoor>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
@@ -223,7 +223,11 @@ pub async fn guard(
 }
 
 /// The checks of every `/api/*` request (see the module docs).
-pub fn authorize(hub: &Door, method: &Method, headers: &HeaderMap) -> Result<Caller, Refusal> {
+pub fn authorize(
+    door: &DashboardDoor,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<Caller, Refusal> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -249,7 +253,7 @@ pub fn authorize(hub: &Door, method: &Method, headers: &HeaderMap) -> Result<Cal
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
     {
-        return if auth::token_matches(hub.token(), bearer.trim()) {
+        return if auth::token_matches(door.token(), bearer.trim()) {
             Ok(Caller::Token)
         } else {
             Err(refuse(StatusCode::UNAUTHORIZED, "令牌错误 / bad token"))
@@ -261,7 +265,7 @@ pub fn authorize(hub: &Door, method: &Method, headers: &HeaderMap) -> Result<Cal
             "需要登录 / log in first: run `aicard open`",
         ));
     };
-    let Some(csrf) = hub.dashboard.csrf(&session) else {
+    let Some(csrf) = door.dashboard.csrf(&session) else {
         return Err(refuse(
             StatusCode::UNAUTHORIZED,
             "会话已过期 / session expired: run `aicard open`",
@@ -284,7 +288,7 @@ pub fn authorize(hub: &Door, method: &Method, headers: &HeaderMap) -> Result<Cal
 }
 
 /// The dashboard's routes, merged into the hub's router.
-pub fn routes() -> Router<Arc<Door>> {
+pub fn routes() -> Router<Arc<DashboardDoor>> {
     Router::new()
         .route("/", get(assets::index))
         .route("/assets/{file}", get(assets::asset))

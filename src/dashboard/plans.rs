@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::authorize;
-use super::Door;
+use super::DashboardDoor;
 use crate::planner::drafts::{Draft, DraftState};
 use crate::planner::PlanError;
 
@@ -57,11 +57,11 @@ fn status_of(e: &PlanError) -> StatusCode {
 }
 
 /// `GET /api/plans`: the newest drafts (any state).
-pub async fn list(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+pub async fn list(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&door, &Method::GET, &headers) {
         return r.into_response();
     }
-    match hub.planner.drafts.recent(100) {
+    match door.planner.drafts.recent(100) {
         Ok(drafts) => {
             let plans: Vec<Value> = drafts.iter().map(|d| draft_json(d, false)).collect();
             Json(json!({"plans": plans})).into_response()
@@ -72,14 +72,14 @@ pub async fn list(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response 
 
 /// `GET /api/plans/{id}`: one draft with its YAML, DAG text and Mermaid graph.
 pub async fn get(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+    if let Err(r) = authorize(&door, &Method::GET, &headers) {
         return r.into_response();
     }
-    match hub.planner.drafts.get(&id) {
+    match door.planner.drafts.get(&id) {
         Ok(Some(d)) => Json(draft_json(&d, true)).into_response(),
         Ok(None) => error(StatusCode::NOT_FOUND, format!("no plan draft `{id}`")),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -103,8 +103,8 @@ pub struct AnswerBody {
 
 /// `modify` with edited YAML: checked like a planner's answer, then stored as a new draft
 /// (parent: `old`) and `old` marked modified. 422 with located problems when it fails.
-fn modify_yaml(hub: &Door, old: Draft, yaml: &str) -> Response {
-    if let Err(problems) = crate::planner::check_plan(&hub.planner, yaml) {
+fn modify_yaml(door: &DashboardDoor, old: Draft, yaml: &str) -> Response {
+    if let Err(problems) = crate::planner::check_plan(&door.planner, yaml) {
         let diagnostics: Vec<Value> = problems
             .iter()
             .map(|p| json!({"line": p.line, "col": p.col, "message": p.message}))
@@ -130,7 +130,7 @@ fn modify_yaml(hub: &Door, old: Draft, yaml: &str) -> Response {
         decided_ms: None,
         ..old
     };
-    let drafts = &hub.planner.drafts;
+    let drafts = &door.planner.drafts;
     match drafts.decide(
         &draft.parent.clone().unwrap_or_default(),
         DraftState::Modified,
@@ -160,16 +160,16 @@ fn modify_yaml(hub: &Door, old: Draft, yaml: &str) -> Response {
 /// `POST /api/plans/{id}/approve|modify|reject`. An approval from the dashboard runs without
 /// a master tab (the result stays in the journal), unless the draft's master is online.
 pub async fn answer(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
     body: Option<Json<AnswerBody>>,
 ) -> Response {
-    if let Err(r) = authorize(&hub, &Method::POST, &headers) {
+    if let Err(r) = authorize(&door, &Method::POST, &headers) {
         return r.into_response();
     }
     let body = body.map(|b| b.0).unwrap_or_default();
-    let draft = match hub.planner.drafts.get(&id) {
+    let draft = match door.planner.drafts.get(&id) {
         Ok(Some(d)) => d,
         Ok(None) => return error(StatusCode::NOT_FOUND, format!("no plan draft `{id}`")),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -182,22 +182,22 @@ pub async fn answer(
                     format!("草案已处理 / draft `{id}` is {}", draft.state.as_str()),
                 );
             }
-            return modify_yaml(&hub, draft, yaml);
+            return modify_yaml(&door, draft, yaml);
         }
     }
     let master = draft.master;
     let online_master = master.clone().filter(|m| {
-        hub.registry
+        door.registry
             .get(m)
             .is_some_and(|c| c.state() == crate::hub::registry::ConnState::Connected)
     });
     let result = match action.as_str() {
-        "approve" => crate::planner::approve(&hub.planner, online_master, &id, body.inputs),
-        "reject" => crate::planner::reject(&hub.planner, &id),
+        "approve" => crate::planner::approve(&door.planner, online_master, &id, body.inputs),
+        "reject" => crate::planner::reject(&door.planner, &id),
         "modify" => match body.feedback.as_deref().map(str::trim) {
             Some(f) if !f.is_empty() => {
                 let asker = master.unwrap_or_default();
-                crate::planner::modify(&hub.planner, &asker, &id, f).await
+                crate::planner::modify(&door.planner, &asker, &id, f).await
             }
             _ => {
                 return error(

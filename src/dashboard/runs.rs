@@ -8,9 +8,9 @@ use std::sync::Arc;
 use rusqlite::params;
 use serde_json::{json, Value};
 
-use super::Door;
+use super::DashboardDoor;
 use crate::decide::{Choice, Standing};
-use crate::flows::engine::{Action, ItemStatus, JournalEvent, RunState};
+use crate::flows::engine::{Effect, ItemStatus, JournalEvent, RunState};
 use crate::flows::Flow;
 use crate::store::RunRecord;
 
@@ -26,17 +26,17 @@ pub const JOURNAL_TAIL: usize = 300;
 pub use crate::store::JournalRow as Row;
 
 /// The journal rows of every run after global id `after`, oldest first, at most `limit`.
-pub fn rows_after(hub: &Door, after: i64, limit: usize) -> Vec<Row> {
-    hub.store.journal_after(after, limit)
+pub fn rows_after(door: &DashboardDoor, after: i64, limit: usize) -> Vec<Row> {
+    door.store.journal_after(after, limit)
 }
 
 /// The newest global journal id (0: none yet).
-pub fn last_id(hub: &Door) -> i64 {
-    hub.store.journal_last_id()
+pub fn last_id(door: &DashboardDoor) -> i64 {
+    door.store.journal_last_id()
 }
 
-fn run_rows(hub: &Door, run_id: &str) -> Vec<Row> {
-    hub.store
+fn run_rows(door: &DashboardDoor, run_id: &str) -> Vec<Row> {
+    door.store
         .read(|c| {
             let mut st = c.prepare_cached(
                 "SELECT rowid, run_id, seq, at_ms, event FROM journal WHERE run_id = ?1
@@ -99,7 +99,7 @@ impl Kind {
 /// `GET /api/runs[?kind=flows|calls|all]`: the newest runs of that kind first, and how many
 /// runs there are of each kind. `updated_ms` is the run's last journal event (or its last
 /// state change, whichever is later), so it moves while the run works.
-pub fn list(hub: &Door, kind: Kind) -> Value {
+pub fn list(door: &DashboardDoor, kind: Kind) -> Value {
     let filter = match kind {
         Kind::Flows => "WHERE flow NOT IN ('api', 'mcp')",
         Kind::Calls => "WHERE flow IN ('api', 'mcp')",
@@ -115,7 +115,7 @@ pub fn list(hub: &Door, kind: Kind) -> Value {
                ORDER BY started_ms DESC, rowid DESC LIMIT 200) AS r
          ORDER BY started_ms DESC, rid DESC"
     );
-    let (runs, counts) = hub
+    let (runs, counts) = door
         .store
         .read(|c| {
             let mut st = c.prepare(&sql)?;
@@ -192,10 +192,10 @@ struct Loaded {
     events: Vec<JournalEvent>,
 }
 
-fn load(hub: &Door, run_id: &str) -> Option<Loaded> {
-    let rec = hub.store.run(run_id).ok()??;
+fn load(door: &DashboardDoor, run_id: &str) -> Option<Loaded> {
+    let rec = door.store.run(run_id).ok()??;
     let flow = crate::flows::load_str(&rec.flow, &rec.flow_source).ok()?;
-    let rows = run_rows(hub, run_id);
+    let rows = run_rows(door, run_id);
     let events = rows
         .iter()
         .filter_map(|r| serde_json::from_str::<JournalEvent>(&r.event).ok())
@@ -434,7 +434,7 @@ fn why(
     let auto = auto_target(ctx.flow, node);
     if auto {
         let key = format!("{}/{node}/{item}", ctx.run_id);
-        if let Some(choice) = ctx.hub.asks.pick.decide.why(&key) {
+        if let Some(choice) = ctx.door.asks.pick.decide.why(&key) {
             let reason = engine_reason(&choice);
             return (Some(reason), Some(choice));
         }
@@ -480,9 +480,9 @@ fn why(
     (Some(text), None)
 }
 
-/// What item views need besides the node: the hub (the engine's picks), the run, its flow.
+/// What item views need besides the node: the door (the engine's picks), the run, its flow.
 struct Ctx<'a> {
-    hub: &'a Door,
+    door: &'a DashboardDoor,
     run_id: &'a str,
     flow: &'a Flow,
 }
@@ -526,14 +526,14 @@ fn items_json(
 }
 
 /// `GET /api/runs/{id}`.
-pub fn detail(hub: &Door, run_id: &str) -> Option<Value> {
-    let l = load(hub, run_id)?;
+pub fn detail(door: &DashboardDoor, run_id: &str) -> Option<Value> {
+    let l = load(door, run_id)?;
     let state = RunState::replay(l.flow.clone(), &l.events, true).ok()?;
     let snap = state.snapshot();
     let (atts, times) = attempts(&l);
     let none = HashMap::new();
     let ctx = Ctx {
-        hub,
+        door,
         run_id,
         flow: &l.flow,
     };
@@ -609,7 +609,7 @@ fn prompts(l: &Loaded, node: &str, limit: usize) -> HashMap<(usize, u32), String
                 copies += 1;
                 let mut copy = state.clone();
                 for a in copy.next_actions(*at_ms) {
-                    if let Action::Dispatch(d) = a {
+                    if let Effect::Dispatch(d) = a {
                         if d.node == node {
                             out.entry((d.item, d.attempt)).or_insert(d.prompt);
                         }
@@ -623,8 +623,14 @@ fn prompts(l: &Loaded, node: &str, limit: usize) -> HashMap<(usize, u32), String
 }
 
 /// `GET /api/runs/{id}/nodes/{node}?offset=&limit=`: one node's items.
-pub fn node(hub: &Door, run_id: &str, node: &str, offset: usize, limit: usize) -> Option<Value> {
-    let l = load(hub, run_id)?;
+pub fn node(
+    door: &DashboardDoor,
+    run_id: &str,
+    node: &str,
+    offset: usize,
+    limit: usize,
+) -> Option<Value> {
+    let l = load(door, run_id)?;
     let state = RunState::replay(l.flow.clone(), &l.events, true).ok()?;
     let snap = state.snapshot();
     let n = snap.nodes.iter().find(|n| n.id == node)?;
@@ -638,7 +644,7 @@ pub fn node(hub: &Door, run_id: &str, node: &str, offset: usize, limit: usize) -
     };
     let spec = l.flow.nodes.iter().find(|x| x.id == node);
     let ctx = Ctx {
-        hub,
+        door,
         run_id,
         flow: &l.flow,
     };

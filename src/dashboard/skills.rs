@@ -17,7 +17,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{authorize, Caller, Door, CSRF_HEADER};
+use super::{authorize, Caller, DashboardDoor, CSRF_HEADER};
 use crate::hub::auth;
 use crate::skills::{is_skill_name, program::Lang};
 
@@ -27,15 +27,16 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 
 /// The session of a person at the dashboard, with its CSRF token checked; anything else is
 /// refused.
-fn person(hub: &Door, headers: &HeaderMap) -> Result<String, Box<Response>> {
-    let caller = authorize(hub, &Method::POST, headers).map_err(|r| Box::new(r.into_response()))?;
+fn person(door: &DashboardDoor, headers: &HeaderMap) -> Result<String, Box<Response>> {
+    let caller =
+        authorize(door, &Method::POST, headers).map_err(|r| Box::new(r.into_response()))?;
     let Caller::Session(session) = caller else {
         return Err(Box::new(error(
             StatusCode::FORBIDDEN,
             "只有仪表盘会话可以保存或启用技能 / only a dashboard session (a person logged in with `aicard open`) saves or enables skills; the hub token does not",
         )));
     };
-    let expected = hub.dashboard.csrf(&session).unwrap_or_default();
+    let expected = door.dashboard.csrf(&session).unwrap_or_default();
     let presented = headers
         .get(CSRF_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -50,11 +51,11 @@ fn person(hub: &Door, headers: &HeaderMap) -> Result<String, Box<Response>> {
 }
 
 /// `GET /api/skills`: every skill and every file that did not load.
-pub async fn list(State(hub): State<Arc<Door>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+pub async fn list(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&door, &Method::GET, &headers) {
         return r.into_response();
     }
-    let skills = &hub.control.commands.skills;
+    let skills = &door.control.commands.skills;
     Json(json!({
         "dir": skills.dir().display().to_string(),
         "skills": skills.get().infos(),
@@ -72,17 +73,17 @@ fn program_file(dir: &std::path::Path, name: &str) -> Option<(&'static str, std:
 
 /// `GET /api/skills/NAME`: a program skill's source and state.
 pub async fn get(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = authorize(&hub, &Method::GET, &headers) {
+    if let Err(r) = authorize(&door, &Method::GET, &headers) {
         return r.into_response();
     }
     if !is_skill_name(&name) {
         return error(StatusCode::BAD_REQUEST, "技能名无效 / not a skill name");
     }
-    let skills = &hub.control.commands.skills;
+    let skills = &door.control.commands.skills;
     let Some((ext, path)) = program_file(skills.dir(), &name) else {
         return error(
             StatusCode::NOT_FOUND,
@@ -115,12 +116,12 @@ pub struct SaveBody {
 /// `PUT /api/skills/NAME`: writes a program skill's source (a new one with `ext`). A saved
 /// file is new bytes: it waits to be enabled.
 pub async fn save(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     Path(name): Path<String>,
     headers: HeaderMap,
     Json(body): Json<SaveBody>,
 ) -> Response {
-    let session = match person(&hub, &headers) {
+    let session = match person(&door, &headers) {
         Ok(s) => s,
         Err(r) => return *r,
     };
@@ -130,7 +131,7 @@ pub async fn save(
             "技能名无效 / not a skill name: a-z, 0-9, _ and -",
         );
     }
-    let skills = &hub.control.commands.skills;
+    let skills = &door.control.commands.skills;
     let dir = skills.dir().to_path_buf();
     let (ext, path) = match (program_file(&dir, &name), body.ext.as_deref()) {
         (Some((ext, path)), None) => (ext, path),
@@ -194,15 +195,15 @@ pub struct EnableBody {
 
 /// `POST /api/skills/NAME/enable`: pins the loaded bytes, if they are the ones shown.
 pub async fn enable(
-    State(hub): State<Arc<Door>>,
+    State(door): State<Arc<DashboardDoor>>,
     Path(name): Path<String>,
     headers: HeaderMap,
     Json(body): Json<EnableBody>,
 ) -> Response {
-    if let Err(r) = person(&hub, &headers) {
+    if let Err(r) = person(&door, &headers) {
         return *r;
     }
-    let set = hub.control.commands.skills.get();
+    let set = door.control.commands.skills.get();
     let current = set
         .infos()
         .into_iter()

@@ -6,7 +6,7 @@
 //! - [`render`]: the DAG as text, Mermaid or DOT.
 //! - [`inline`]: `manager create NAME from "…"` — an inline body becomes a flow file.
 //! - [`engine`]: [`engine::RunState`], folded from [`engine::JournalEvent`]s, asks for
-//!   [`engine::Action`]s.
+//!   [`engine::Effect`]s.
 
 pub mod engine;
 pub mod graph;

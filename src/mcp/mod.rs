@@ -39,12 +39,12 @@ use crate::runner::Runner;
 
 /// What the MCP tools reach, the state of `/mcp`: built by `app` from the components it
 /// names, the hub's own parts through `Deref`.
-pub struct Door {
+pub struct McpDoor {
     pub hub: Arc<Hub>,
     /// MCP runs and the `skill_NAME` tools.
     pub mcp: Arc<McpState>,
     /// The API door: a prompt to a model's tab goes through its admission, as for `/v1`.
-    pub api: Arc<crate::api::Door>,
+    pub api: Arc<crate::api::ApiDoor>,
     /// The decision engine's view of each tab.
     pub asks: Arc<Asks>,
     /// Flow runs (`run_flow`).
@@ -53,7 +53,7 @@ pub struct Door {
     pub loops: Arc<crate::agent_loop::Loops>,
 }
 
-impl std::ops::Deref for Door {
+impl std::ops::Deref for McpDoor {
     type Target = Hub;
 
     fn deref(&self) -> &Hub {
@@ -105,16 +105,16 @@ impl McpState {
 pub use crate::mcp_client::default_config_path;
 
 /// `/mcp`: Streamable HTTP, behind the hub's checks.
-pub fn routes(hub: Arc<Door>) -> Router {
+pub fn routes(door: Arc<McpDoor>) -> Router {
     let cfg = StreamableHttpServerConfig::default()
-        .with_cancellation_token(hub.shutdown.child_token())
+        .with_cancellation_token(door.shutdown.child_token())
         // Host and Origin are checked by `guard` with the hub's own rules (every loopback
         // name and port; chat sites, the hub, extensions, or no Origin), before rmcp.
         .disable_allowed_hosts()
         // Tools take files in base64 (docs/mcp.md "Files"): a call may be as large as a chat
         // request with files (rmcp's own cap is 4 MB). Read only after `guard`'s token check.
         .with_max_request_body_bytes(crate::api::attach::MAX_BODY as usize);
-    let h = hub.clone();
+    let h = door.clone();
     let service = StreamableHttpService::new(
         move || Ok(server::HubTools::new(h.clone())),
         LocalSessionManager::default().into(),
@@ -122,20 +122,20 @@ pub fn routes(hub: Arc<Door>) -> Router {
     );
     Router::new()
         .route_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(hub, guard))
+        .layer(axum::middleware::from_fn_with_state(door, guard))
 }
 
 /// Host and Origin first (403), then the bearer token (401), as for every door.
-async fn guard(State(hub): State<Arc<Door>>, req: Request, next: Next) -> Response {
-    match refusal(&hub, req.headers()) {
+async fn guard(State(door): State<Arc<McpDoor>>, req: Request, next: Next) -> Response {
+    match refusal(&door, req.headers()) {
         Some(refused) => refused,
         None => next.run(req).await,
     }
 }
 
 /// Why a request may not reach the tools, as its response; `None` when it may.
-fn refusal(hub: &Door, headers: &HeaderMap) -> Option<Response> {
-    if let Err((code, why)) = hub.check_headers(headers) {
+fn refusal(door: &McpDoor, headers: &HeaderMap) -> Option<Response> {
+    if let Err((code, why)) = door.check_headers(headers) {
         return Some((code, why).into_response());
     }
     let presented = headers
@@ -147,7 +147,7 @@ fn refusal(hub: &Door, headers: &HeaderMap) -> Option<Response> {
         })
         .map(str::trim)
         .unwrap_or("");
-    if presented.is_empty() || !crate::hub::auth::token_matches(hub.token(), presented) {
+    if presented.is_empty() || !crate::hub::auth::token_matches(door.token(), presented) {
         return Some(
             (
                 StatusCode::UNAUTHORIZED,

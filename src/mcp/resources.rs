@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::runs::Status;
-use super::Door;
+use super::McpDoor;
 use crate::hub::registry::ConnState;
 
 /// The scheme of the hub's resources.
@@ -78,26 +78,26 @@ impl Uri {
 
 /// `resources/list`: the tabs, every flow, the runs held in memory and the flow runs in
 /// progress (at most [`LISTED_RUNS`]).
-pub fn list(hub: &Door) -> Vec<Resource> {
+pub fn list(door: &McpDoor) -> Vec<Resource> {
     let mut out = vec![Resource::new(Uri::Tabs.to_uri(), "tabs")
         .with_title("Tabs / 标签页")
         .with_description("The connected chat tabs: site, label, role, busy, health")
         .with_mime_type(JSON)];
-    for name in crate::api::flow_names(hub) {
+    for name in crate::api::flow_names(door) {
         out.push(
             Resource::new(Uri::Flow(name.clone()).to_uri(), format!("flow {name}"))
                 .with_description("The flow's YAML (run it with run_flow)")
                 .with_mime_type(YAML),
         );
     }
-    let mut runs: Vec<(String, bool)> = hub
+    let mut runs: Vec<(String, bool)> = door
         .mcp
         .runs
         .ids()
         .into_iter()
         .map(|(id, s)| (id, s == Status::Running))
         .collect();
-    for r in hub
+    for r in door
         .store
         .runs_in(&["running", "paused"])
         .unwrap_or_default()
@@ -133,17 +133,17 @@ pub fn templates() -> Vec<ResourceTemplate> {
 }
 
 /// A resource's text now; None when there is no such resource.
-pub fn render(hub: &Door, uri: &Uri) -> Option<String> {
+pub fn render(door: &McpDoor, uri: &Uri) -> Option<String> {
     match uri {
-        Uri::Tabs => Some(pretty(&tabs_json(hub))),
-        Uri::Flow(name) => flow_text(hub, name),
-        Uri::Run(id) => run_json(hub, id).map(|v| pretty(&v)),
+        Uri::Tabs => Some(pretty(&tabs_json(door))),
+        Uri::Flow(name) => flow_text(door, name),
+        Uri::Run(id) => run_json(door, id).map(|v| pretty(&v)),
     }
 }
 
 /// `resources/read`: the resource's one content, or None.
-pub fn read(hub: &Door, uri: &Uri) -> Option<ResourceContents> {
-    let text = render(hub, uri)?;
+pub fn read(door: &McpDoor, uri: &Uri) -> Option<ResourceContents> {
+    let text = render(door, uri)?;
     Some(ResourceContents::TextResourceContents {
         uri: uri.to_uri(),
         mime_type: Some(uri.mime().to_string()),
@@ -153,9 +153,9 @@ pub fn read(hub: &Door, uri: &Uri) -> Option<ResourceContents> {
 }
 
 /// The connected tabs as `list_tabs` and `aicard://tabs` give them.
-pub fn tabs_json(hub: &Door) -> Value {
-    let adm = hub.api.admission().clone();
-    let mut tabs: Vec<Value> = hub
+pub fn tabs_json(door: &McpDoor) -> Value {
+    let adm = door.api.admission().clone();
+    let mut tabs: Vec<Value> = door
         .registry
         .all()
         .into_iter()
@@ -171,7 +171,7 @@ pub fn tabs_json(hub: &Door) -> Value {
                 "busy": adm.busy(&c),
                 "title": info.title,
                 // The decision engine's figures, as on the dashboard and in ?<tabs>!.
-                "health": crate::pick::health_json(&hub.asks.pick, &c),
+                "health": crate::pick::health_json(&door.asks.pick, &c),
             })
         })
         .collect();
@@ -185,33 +185,33 @@ fn pretty(v: &Value) -> String {
 
 /// A flow's source: a saved flow, a file of the flows directory (`NAME.yaml`, `.yml`), or the
 /// file whose `name:` is NAME.
-fn flow_text(hub: &Door, name: &str) -> Option<String> {
-    if let Ok(Some(s)) = hub.store.flow_source(name) {
+fn flow_text(door: &McpDoor, name: &str) -> Option<String> {
+    if let Ok(Some(s)) = door.store.flow_source(name) {
         return Some(s);
     }
     for ext in ["yaml", "yml"] {
-        let path = hub.config.flows_dir.join(format!("{name}.{ext}"));
+        let path = door.config.flows_dir.join(format!("{name}.{ext}"));
         if let Ok(s) = std::fs::read_to_string(path) {
             return Some(s);
         }
     }
-    let path = crate::flows::find_by_name(&hub.config.flows_dir, name)?;
+    let path = crate::flows::find_by_name(&door.config.flows_dir, name)?;
     std::fs::read_to_string(path).ok()
 }
 
 /// A run as JSON: an MCP call's view (as `get_run` gives it), else a journaled run (a flow, a
 /// `/v1` or MCP prompt) with its state, its outcome, how many journal events it has and the
 /// last of them.
-fn run_json(hub: &Door, id: &str) -> Option<Value> {
-    let held = hub.mcp.runs.watch(id).map(|rx| rx.borrow().structured());
-    let rec = hub.store.run(id).ok().flatten();
+fn run_json(door: &McpDoor, id: &str) -> Option<Value> {
+    let held = door.mcp.runs.watch(id).map(|rx| rx.borrow().structured());
+    let rec = door.store.run(id).ok().flatten();
     let mut v = match (held, &rec) {
         (Some(v), _) => v,
-        (None, Some(_)) => super::runs::stored_flow(hub, id)?.structured(),
+        (None, Some(_)) => super::runs::stored_flow(door, id)?.structured(),
         (None, None) => return None,
     };
     if let Some(rec) = rec {
-        let (events, last) = journal_end(hub, id);
+        let (events, last) = journal_end(door, id);
         v["flow"] = json!(rec.flow);
         v["state"] = json!(rec.state);
         v["events"] = json!(events);
@@ -224,9 +224,9 @@ fn run_json(hub: &Door, id: &str) -> Option<Value> {
 
 /// How many journal events a run has, and its last (read on every wake of a subscription:
 /// two indexed lookups, not the whole journal).
-fn journal_end(hub: &Door, id: &str) -> (i64, Option<String>) {
+fn journal_end(door: &McpDoor, id: &str) -> (i64, Option<String>) {
     use rusqlite::OptionalExtension;
-    hub.store
+    door.store
         .read(|c| {
             let last: Option<(i64, String)> = c
                 .prepare_cached(
@@ -248,15 +248,15 @@ fn journal_end(hub: &Door, id: &str) -> (i64, Option<String>) {
 /// journal (runs), the hub's tab and run events, an MCP run's own changes, and every
 /// [`RECHECK`] (flow files, health figures).
 pub async fn changed(
-    hub: &Door,
+    door: &McpDoor,
     uri: &Uri,
     last: &mut Option<String>,
     stop: &CancellationToken,
 ) -> bool {
-    let mut journal = hub.store.journal_watch();
-    let mut events = hub.events.subscribe();
+    let mut journal = door.store.journal_watch();
+    let mut events = door.events.subscribe();
     let mut held = match uri {
-        Uri::Run(id) => hub.mcp.runs.watch(id),
+        Uri::Run(id) => door.mcp.runs.watch(id),
         _ => None,
     };
     let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
@@ -266,7 +266,7 @@ pub async fn changed(
         if let Some(h) = held.as_mut() {
             h.borrow_and_update();
         }
-        let now = render(hub, uri);
+        let now = render(door, uri);
         if now != *last {
             *last = now;
             return true;
@@ -293,7 +293,7 @@ pub async fn changed(
             }
             _ = recheck.tick() => {}
             _ = stop.cancelled() => return false,
-            _ = hub.shutdown.cancelled() => return false,
+            _ = door.shutdown.cancelled() => return false,
         }
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Door;
+use super::McpDoor;
 use crate::api::models::{candidates, ModelId};
 use crate::hub::registry::Client;
 use crate::hub::HubEvent;
@@ -146,18 +146,18 @@ pub enum StartError {
 
 /// A target as MCP clients write it: `deepseek`, `site/deepseek`, `tab/LABEL`, a bare label
 /// or client id, or `auto`.
-pub fn resolve_target(hub: &Door, target: &str) -> Result<ModelId, StartError> {
+pub fn resolve_target(door: &McpDoor, target: &str) -> Result<ModelId, StartError> {
     let model = ModelId::parse(target);
     if let ModelId::Flow(_) = model {
         return Err(StartError::Invalid(
             "`flow/NAME` is not a tab: use run_flow".into(),
         ));
     }
-    if !candidates(&hub.registry, &model).is_empty() {
+    if !candidates(&door.registry, &model).is_empty() {
         return Ok(model);
     }
     let tab = ModelId::Tab(target.trim().to_string());
-    if !candidates(&hub.registry, &tab).is_empty() {
+    if !candidates(&door.registry, &tab).is_empty() {
         return Ok(tab);
     }
     Err(StartError::Invalid(format!(
@@ -221,7 +221,7 @@ impl Runs {
     /// in the last ten minutes, returns that run instead and sends nothing.
     pub fn start_ask(
         self: &Arc<Self>,
-        hub: &Arc<Door>,
+        door: &Arc<McpDoor>,
         tool: &str,
         targets: &[String],
         prompt: &str,
@@ -243,7 +243,7 @@ impl Runs {
         self.keyed(key.as_deref(), || {
             let models = targets
                 .iter()
-                .map(|t| resolve_target(hub, t))
+                .map(|t| resolve_target(door, t))
                 .collect::<Result<Vec<_>, _>>()?;
             let id = format!(
                 "{tool}-{}",
@@ -253,10 +253,10 @@ impl Runs {
             let cancel = CancellationToken::new();
             self.insert(&id, rx, cancel.clone());
             let runs = self.clone();
-            let hub2 = hub.clone();
+            let hub2 = door.clone();
             let prompt = prompt.to_string();
             let run_id = id.clone();
-            hub.tracker.spawn(async move {
+            door.tracker.spawn(async move {
                 ask_driver(&hub2, models, prompt, files, tx, cancel).await;
                 runs.mark_finished(&run_id);
             });
@@ -267,22 +267,22 @@ impl Runs {
     /// Starts flow `name` with `inputs`; the run id is the runner's.
     pub fn start_flow(
         self: &Arc<Self>,
-        hub: &Arc<Door>,
+        door: &Arc<McpDoor>,
         name: &str,
         inputs: BTreeMap<String, String>,
         key: Option<&str>,
     ) -> Result<String, StartError> {
         let key = key.map(|k| format!("run_flow:{k}"));
         self.keyed(key.as_deref(), || {
-            let events = hub.events.subscribe();
-            let id = hub.runner.start(name, None, inputs, None)?;
+            let events = door.events.subscribe();
+            let id = door.runner.start(name, None, inputs, None)?;
             let (tx, rx) = watch::channel(RunView::new(&id, 1));
             let cancel = CancellationToken::new();
             self.insert(&id, rx, cancel.clone());
             let runs = self.clone();
-            let hub2 = hub.clone();
+            let hub2 = door.clone();
             let run_id = id.clone();
-            hub.tracker.spawn(async move {
+            door.tracker.spawn(async move {
                 flow_driver(&hub2, &run_id, events, tx, cancel).await;
                 runs.mark_finished(&run_id);
             });
@@ -294,7 +294,7 @@ impl Runs {
     /// is the agent's final answer. Cancelling the run stops the session.
     pub fn start_agent(
         self: &Arc<Self>,
-        hub: &Arc<Door>,
+        door: &Arc<McpDoor>,
         agent: crate::agents::store::AgentRecord,
         task: &str,
         key: Option<&str>,
@@ -306,10 +306,10 @@ impl Runs {
             let cancel = CancellationToken::new();
             self.insert(&id, rx, cancel.clone());
             let runs = self.clone();
-            let loops = hub.loops.clone();
+            let loops = door.loops.clone();
             let run_id = id.clone();
             let task = task.to_string();
-            hub.tracker.spawn(async move {
+            door.tracker.spawn(async move {
                 let name = agent.spec.name.clone();
                 let mut view = RunView::new(&run_id, 1);
                 tokio::select! {
@@ -326,7 +326,7 @@ impl Runs {
                     _ = cancel.cancelled() => {
                         let _ = loops.control(
                             &crate::agent_loop::Who::Agent(&name),
-                            crate::agent_loop::Control::CallerLeft,
+                            crate::agent_loop::LoopControl::CallerLeft,
                         );
                         view.status = Status::Cancelled;
                     }
@@ -369,7 +369,7 @@ impl Runs {
     /// and every `tick` while it runs. `None`: no such run.
     pub async fn wait(
         &self,
-        hub: &Door,
+        door: &McpDoor,
         run_id: &str,
         wait: Duration,
         tick: Duration,
@@ -377,7 +377,7 @@ impl Runs {
     ) -> Option<RunView> {
         let rx = self.lock().get(run_id).map(|e| e.view.clone());
         let Some(mut rx) = rx else {
-            return stored_flow(hub, run_id);
+            return stored_flow(door, run_id);
         };
         let started = Instant::now();
         let deadline = started + wait;
@@ -405,10 +405,10 @@ impl Runs {
 }
 
 /// A finished flow run this hub did not start through MCP (or from before a restart).
-pub(crate) fn stored_flow(hub: &Door, run_id: &str) -> Option<RunView> {
-    let rec = hub.store.run(run_id).ok().flatten()?;
+pub(crate) fn stored_flow(door: &McpDoor, run_id: &str) -> Option<RunView> {
+    let rec = door.store.run(run_id).ok().flatten()?;
     let mut v = RunView::new(run_id, 1);
-    match crate::api::run_outcome(hub, run_id) {
+    match crate::api::run_outcome(door, run_id) {
         None => {}
         Some(Ok(out)) => {
             v.status = Status::Completed;
@@ -427,7 +427,7 @@ pub(crate) fn stored_flow(hub: &Door, run_id: &str) -> Option<RunView> {
 }
 
 async fn ask_driver(
-    hub: &Arc<Door>,
+    door: &Arc<McpDoor>,
     models: Vec<ModelId>,
     prompt: String,
     files: Vec<crate::hub::files::FileRef>,
@@ -437,12 +437,12 @@ async fn ask_driver(
     let mut pending: FuturesUnordered<_> = models
         .iter()
         .map(|m| {
-            let hub = hub.clone();
+            let door = door.clone();
             let prompt = prompt.clone();
             let files = files.clone();
             let m = m.clone();
             async move {
-                let r = crate::api::ask_tab(&hub.api, &m, prompt, files, QUEUE_TIMEOUT).await;
+                let r = crate::api::ask_tab(&door.api, &m, prompt, files, QUEUE_TIMEOUT).await;
                 (m, r)
             }
         })
@@ -468,7 +468,7 @@ async fn ask_driver(
                 tx.send_modify(|v| v.status = Status::Cancelled);
                 return;
             }
-            _ = hub.shutdown.cancelled() => {
+            _ = door.shutdown.cancelled() => {
                 drop(pending);
                 tx.send_modify(|v| {
                     v.status = Status::Failed;
@@ -488,7 +488,7 @@ async fn ask_driver(
 }
 
 async fn flow_driver(
-    hub: &Arc<Door>,
+    door: &Arc<McpDoor>,
     run_id: &str,
     mut events: tokio::sync::broadcast::Receiver<HubEvent>,
     tx: watch::Sender<RunView>,
@@ -496,7 +496,7 @@ async fn flow_driver(
 ) {
     let mut stopping = false;
     loop {
-        if let Some(v) = stored_flow(hub, run_id).filter(|v| v.status != Status::Running) {
+        if let Some(v) = stored_flow(door, run_id).filter(|v| v.status != Status::Running) {
             tx.send_replace(v);
             return;
         }
@@ -510,9 +510,9 @@ async fn flow_driver(
             _ = cancel.cancelled(), if !stopping => {
                 stopping = true;
                 let why = "MCP 客户端取消 / cancelled by the MCP client".to_string();
-                let _ = hub.runner.control(run_id, crate::runner::Control::Stop(why));
+                let _ = door.runner.control(run_id, crate::runner::RunControl::Stop(why));
             }
-            _ = hub.shutdown.cancelled() => return,
+            _ = door.shutdown.cancelled() => return,
         }
     }
 }

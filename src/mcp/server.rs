@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::runs::{RunView, StartError, Status};
-use super::Door;
+use super::McpDoor;
 
 /// `wait_s` when a call does not say.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(45);
@@ -333,7 +333,7 @@ pub fn info() -> InitializeResult {
 /// The handler over a hub: one per MCP session, with the session's resource subscriptions.
 #[derive(Clone)]
 pub struct HubTools {
-    pub hub: Arc<Door>,
+    pub door: Arc<McpDoor>,
     subs: Arc<Subscriptions>,
 }
 
@@ -353,15 +353,15 @@ impl Drop for Subscriptions {
 /// Sends `notifications/resources/updated` for `uri` each time it reads differently, until
 /// `stop` or the session's end.
 fn watch_resource(
-    hub: Arc<Door>,
+    door: Arc<McpDoor>,
     uri: super::resources::Uri,
     notify: Notify,
     stop: CancellationToken,
 ) {
-    let tracker = hub.tracker.clone();
+    let tracker = door.tracker.clone();
     tracker.spawn(async move {
-        let mut last = super::resources::render(&hub, &uri);
-        while super::resources::changed(&hub, &uri, &mut last, &stop).await {
+        let mut last = super::resources::render(&door, &uri);
+        while super::resources::changed(&door, &uri, &mut last, &stop).await {
             let sent = match &notify {
                 Notify::Peer(peer) => peer
                     .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.to_uri()))
@@ -416,22 +416,22 @@ fn view_result(v: &RunView) -> CallToolResult {
 }
 
 impl HubTools {
-    pub fn new(hub: Arc<Door>) -> HubTools {
+    pub fn new(door: Arc<McpDoor>) -> HubTools {
         HubTools {
-            hub,
+            door,
             subs: Arc::default(),
         }
     }
 
     fn list_tabs(&self) -> Value {
-        super::resources::tabs_json(&self.hub)
+        super::resources::tabs_json(&self.door)
     }
 
     fn list_flows(&self) -> Value {
-        let flows: Vec<Value> = crate::api::flow_names(&self.hub)
+        let flows: Vec<Value> = crate::api::flow_names(&self.door)
             .into_iter()
             .map(
-                |name| match crate::runner::Runner::load_flow(&self.hub, &name) {
+                |name| match crate::runner::Runner::load_flow(&self.door, &name) {
                     Ok((f, _)) => json!({
                         "name": name,
                         "description": f.description,
@@ -463,9 +463,9 @@ impl HubTools {
                 }
             })
         });
-        let runs = self.hub.mcp.runs.clone();
+        let runs = self.door.mcp.runs.clone();
         let waited = tokio::select! {
-            v = runs.wait(&self.hub, run_id, wait, PROGRESS_EVERY, |v, elapsed| {
+            v = runs.wait(&self.door, run_id, wait, PROGRESS_EVERY, |v, elapsed| {
                 if let Some(t) = &token {
                     // Seconds waited: always increasing, as progress must be.
                     let p = ProgressNotificationParam::new(t.clone(), elapsed.as_secs_f64().max(0.001))
@@ -496,7 +496,7 @@ impl HubTools {
         p: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let hub = &self.hub;
+        let door = &self.door;
         tracing::info!(target: "aicard::audit", tool = %p.name, "mcp server call");
         let started = |r: Result<String, StartError>| r.map_err(|e| e.to_string());
         match p.name.as_ref() {
@@ -517,12 +517,12 @@ impl HubTools {
                     Ok(a) => a,
                     Err(r) => return Ok(r),
                 };
-                let files = match keep_files(hub, a.files).await {
+                let files = match keep_files(door, a.files).await {
                     Ok(f) => f,
                     Err(e) => return Ok(refusal(e)),
                 };
-                let r = hub.mcp.runs.start_ask(
-                    hub,
+                let r = door.mcp.runs.start_ask(
+                    door,
                     "ask",
                     std::slice::from_ref(&a.target),
                     &a.prompt,
@@ -539,12 +539,12 @@ impl HubTools {
                     Ok(a) => a,
                     Err(r) => return Ok(r),
                 };
-                let files = match keep_files(hub, a.files).await {
+                let files = match keep_files(door, a.files).await {
                     Ok(f) => f,
                     Err(e) => return Ok(refusal(e)),
                 };
-                let r = hub.mcp.runs.start_ask(
-                    hub,
+                let r = door.mcp.runs.start_ask(
+                    door,
                     "fan_out",
                     &a.targets,
                     &a.prompt,
@@ -561,14 +561,14 @@ impl HubTools {
                     Ok(a) => a,
                     Err(r) => return Ok(r),
                 };
-                let inputs = match flow_inputs(hub, &a.flow, a.inputs) {
+                let inputs = match flow_inputs(door, &a.flow, a.inputs) {
                     Ok(i) => i,
                     Err(e) => return Ok(refusal(e)),
                 };
-                let r = hub
-                    .mcp
-                    .runs
-                    .start_flow(hub, &a.flow, inputs, a.idempotency_key.as_deref());
+                let r =
+                    door.mcp
+                        .runs
+                        .start_flow(door, &a.flow, inputs, a.idempotency_key.as_deref());
                 match started(r) {
                     Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
                     Err(e) => Ok(refusal(e)),
@@ -586,7 +586,7 @@ impl HubTools {
                             .into(),
                     ));
                 }
-                let agent = match crate::agents::store::agent(&hub.store, &a.agent) {
+                let agent = match crate::agents::store::agent(&door.store, &a.agent) {
                     Ok(Some(rec)) => rec,
                     Ok(None) => {
                         return Ok(refusal(
@@ -595,10 +595,10 @@ impl HubTools {
                     }
                     Err(e) => return Ok(refusal(e.to_string())),
                 };
-                let r = hub
-                    .mcp
-                    .runs
-                    .start_agent(hub, agent, &a.task, a.idempotency_key.as_deref());
+                let r =
+                    door.mcp
+                        .runs
+                        .start_agent(door, agent, &a.task, a.idempotency_key.as_deref());
                 match started(r) {
                     Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
                     Err(e) => Ok(refusal(e)),
@@ -616,14 +616,14 @@ impl HubTools {
                     Ok(a) => a,
                     Err(r) => return Ok(r),
                 };
-                if !hub.mcp.runs.cancel(&a.run_id) {
+                if !door.mcp.runs.cancel(&a.run_id) {
                     return Ok(refusal(format!("没有这个运行 / no run `{}`", a.run_id)));
                 }
-                let v = hub
+                let v = door
                     .mcp
                     .runs
                     .wait(
-                        hub,
+                        door,
                         &a.run_id,
                         Duration::from_secs(5),
                         PROGRESS_EVERY,
@@ -636,7 +636,7 @@ impl HubTools {
                 })
             }
             name if name.starts_with(SKILL_PREFIX) => {
-                let Some(skills) = hub.mcp.skills() else {
+                let Some(skills) = door.mcp.skills() else {
                     return Err(McpError::invalid_params(format!("no tool `{name}`"), None));
                 };
                 let a = Value::Object(p.arguments.clone().unwrap_or_default());
@@ -652,7 +652,7 @@ impl HubTools {
 
 /// The files of a tool call, kept once each (docs/files.md); the error names the file.
 async fn keep_files(
-    hub: &Door,
+    door: &McpDoor,
     files: Vec<FileArg>,
 ) -> Result<Vec<crate::hub::files::FileRef>, String> {
     let mut inline = Vec::new();
@@ -672,11 +672,11 @@ async fn keep_files(
             FileArg::Named(name) => named.push(name),
         }
     }
-    let mut kept = crate::api::attach::store(&hub.api, inline)
+    let mut kept = crate::api::attach::store(&door.api, inline)
         .await
         .map_err(|e| format!("{}: {}", e.param.unwrap_or_default(), e.message))?;
     if !named.is_empty() {
-        let store = hub.tasks.files.clone();
+        let store = door.tasks.files.clone();
         let more = tokio::task::spawn_blocking(move || store.named_all(&named))
             .await
             .map_err(|e| e.to_string())?
@@ -703,16 +703,16 @@ fn no_resource(uri: &str) -> McpError {
 }
 
 /// `uri` as one of the hub's resources that exists now.
-fn known(hub: &Door, uri: &str) -> Result<super::resources::Uri, McpError> {
+fn known(door: &McpDoor, uri: &str) -> Result<super::resources::Uri, McpError> {
     super::resources::Uri::parse(uri)
-        .filter(|u| super::resources::render(hub, u).is_some())
+        .filter(|u| super::resources::render(door, u).is_some())
         .ok_or_else(|| no_resource(uri))
 }
 
 /// `inputs` as the runner takes them: an object of values (strings kept, others as JSON), or
 /// one string for the flow's first input.
 fn flow_inputs(
-    hub: &Door,
+    door: &McpDoor,
     flow: &str,
     inputs: Option<Value>,
 ) -> Result<BTreeMap<String, String>, String> {
@@ -729,7 +729,7 @@ fn flow_inputs(
             }
         }
         Some(Value::String(s)) => {
-            let (f, _) = crate::runner::Runner::load_flow(hub, flow).map_err(|e| e.to_string())?;
+            let (f, _) = crate::runner::Runner::load_flow(door, flow).map_err(|e| e.to_string())?;
             out.insert(crate::api::input_name(&f), s);
         }
         Some(other) => return Err(format!("`inputs` must be an object, got {other}")),
@@ -738,9 +738,9 @@ fn flow_inputs(
 }
 
 /// Every tool this handler lists: the seven, then the skills seam's.
-pub fn all_tools(hub: &Door) -> Vec<Tool> {
+pub fn all_tools(door: &McpDoor) -> Vec<Tool> {
     let mut t = tools();
-    if let Some(skills) = hub.mcp.skills() {
+    if let Some(skills) = door.mcp.skills() {
         for s in skills.tools() {
             let schema = match s.input_schema {
                 Value::Object(o) => o,
@@ -766,11 +766,11 @@ impl ServerHandler for HubTools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(all_tools(&self.hub)))
+        Ok(ListToolsResult::with_all_items(all_tools(&self.door)))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        all_tools(&self.hub).into_iter().find(|t| t.name == name)
+        all_tools(&self.door).into_iter().find(|t| t.name == name)
     }
 
     async fn list_resources(
@@ -779,7 +779,7 @@ impl ServerHandler for HubTools {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         Ok(ListResourcesResult::with_all_items(super::resources::list(
-            &self.hub,
+            &self.door,
         )))
     }
 
@@ -799,7 +799,7 @@ impl ServerHandler for HubTools {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let contents = super::resources::Uri::parse(&request.uri)
-            .and_then(|u| super::resources::read(&self.hub, &u))
+            .and_then(|u| super::resources::read(&self.door, &u))
             .ok_or_else(|| no_resource(&request.uri))?;
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
@@ -810,7 +810,7 @@ impl ServerHandler for HubTools {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let uri = known(&self.hub, &request.uri)?;
+        let uri = known(&self.door, &request.uri)?;
         let stop = self.subs.all.child_token();
         let old = self
             .subs
@@ -821,7 +821,7 @@ impl ServerHandler for HubTools {
         if let Some(old) = old {
             old.cancel();
         }
-        watch_resource(self.hub.clone(), uri, Notify::Peer(context.peer), stop);
+        watch_resource(self.door.clone(), uri, Notify::Peer(context.peer), stop);
         Ok(())
     }
 
@@ -852,7 +852,7 @@ impl ServerHandler for HubTools {
             .resource_subscriptions
             .iter()
             .flatten()
-            .filter(|u| known(&self.hub, u).is_ok())
+            .filter(|u| known(&self.door, u).is_ok())
             .cloned()
             .collect();
         Some(
@@ -867,7 +867,7 @@ impl ServerHandler for HubTools {
         for u in context.accepted().resource_subscriptions.iter().flatten() {
             if let Some(uri) = super::resources::Uri::parse(u) {
                 let sink = Notify::Listen(context.sink().clone());
-                watch_resource(self.hub.clone(), uri, sink, stop.child_token());
+                watch_resource(self.door.clone(), uri, sink, stop.child_token());
             }
         }
         context.cancelled().await;

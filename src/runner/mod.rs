@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::ask::Asks;
 use crate::flows::engine::{
-    Action, CommandCall, Dispatch, JournalEvent, RunSnapshot, RunState, RunStatus, Target,
+    CommandCall, Dispatch, Effect, JournalEvent, RunSnapshot, RunState, RunStatus, Target,
 };
 use crate::flows::Flow;
 use crate::hub::registry::Client;
@@ -52,7 +52,7 @@ pub enum RunError {
 
 /// A person's instruction to a run in progress.
 #[derive(Debug, Clone)]
-pub enum Control {
+pub enum RunControl {
     Pause,
     Resume,
     Stop(String),
@@ -62,7 +62,7 @@ pub enum Control {
 struct RunHandle {
     flow: String,
     master: Option<String>,
-    ctl: mpsc::UnboundedSender<Control>,
+    ctl: mpsc::UnboundedSender<RunControl>,
     view: Arc<Mutex<RunView>>,
 }
 
@@ -305,14 +305,14 @@ impl Runner {
             ctl: ctl_tx,
             view: view.clone(),
         };
-        let hub = Arc::new(Ctx {
+        let ctx = Arc::new(Ctx {
             hub: self.hub.clone(),
             asks: self.asks.clone(),
             runs: self.runs.clone(),
             work: self.work.clone(),
         });
         let drive = Drive {
-            hub: hub.clone(),
+            ctx: ctx.clone(),
             run_id: state.run_id().to_string(),
             flow: state.flow().name.clone(),
             master,
@@ -321,7 +321,7 @@ impl Runner {
         self.latest
             .insert(handle.flow.clone(), state.run_id().to_string());
         self.runs.insert(state.run_id().to_string(), handle);
-        hub.tracker.spawn(async move {
+        ctx.tracker.spawn(async move {
             if let Some(ev) = started {
                 drive.progress(&ev);
             }
@@ -397,7 +397,7 @@ impl Runner {
     }
 
     /// Pause, resume or stop a run in progress.
-    pub fn control(&self, name_or_id: &str, c: Control) -> Result<String, RunError> {
+    pub fn control(&self, name_or_id: &str, c: RunControl) -> Result<String, RunError> {
         let id = self
             .find(name_or_id)
             .ok_or_else(|| RunError::NotRunning(name_or_id.to_string()))?;
@@ -406,9 +406,9 @@ impl Runner {
             .get(&id)
             .ok_or_else(|| RunError::NotRunning(name_or_id.to_string()))?;
         let word = match &c {
-            Control::Pause => "暂停 / pausing",
-            Control::Resume => "继续 / resuming",
-            Control::Stop(_) => "停止 / stopping",
+            RunControl::Pause => "暂停 / pausing",
+            RunControl::Resume => "继续 / resuming",
+            RunControl::Stop(_) => "停止 / stopping",
         };
         run.ctl
             .send(c)
@@ -541,7 +541,7 @@ fn render_status(
 
 /// One run's driver task: the only place that mutates its `RunState`.
 struct Drive {
-    hub: Arc<Ctx>,
+    ctx: Arc<Ctx>,
     run_id: String,
     flow: String,
     master: Option<String>,
@@ -553,7 +553,7 @@ impl Drive {
         self.view.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn run(self, mut state: RunState, mut ctl: mpsc::UnboundedReceiver<Control>) {
+    async fn run(self, mut state: RunState, mut ctl: mpsc::UnboundedReceiver<RunControl>) {
         let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<JournalEvent>();
         let mut attempts: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
         loop {
@@ -563,15 +563,15 @@ impl Drive {
                 match action {
                     // The engine journals a result before it delivers it: both are written
                     // in one transaction, so a crash never delivers it twice or loses it.
-                    Action::Record(ev)
-                        if matches!(actions.peek(), Some(Action::Deliver { .. })) =>
+                    Effect::Record(ev)
+                        if matches!(actions.peek(), Some(Effect::Deliver { .. })) =>
                     {
-                        if let Some(Action::Deliver { node, text }) = actions.next() {
+                        if let Some(Effect::Deliver { node, text }) = actions.next() {
                             self.record_and_deliver(&ev, node.as_deref(), &text);
                         }
                     }
-                    Action::Record(ev) => self.record(&ev),
-                    Action::Dispatch(d) => {
+                    Effect::Record(ev) => self.record(&ev),
+                    Effect::Dispatch(d) => {
                         let key = d.idempotency_key.clone();
                         let pools = state
                             .flow()
@@ -582,7 +582,7 @@ impl Drive {
                         let failed = attempt_failed(&d.node, d.item, d.attempt);
                         let task = spawn_attempt(
                             dispatch(
-                                self.hub.clone(),
+                                self.ctx.clone(),
                                 self.run_id.clone(),
                                 self.master.clone(),
                                 pools,
@@ -594,34 +594,34 @@ impl Drive {
                         );
                         attempts.insert(key, task);
                     }
-                    Action::RunCommand(c) => {
+                    Effect::RunCommand(c) => {
                         let key = c.idempotency_key.clone();
                         let failed = attempt_failed(&c.node, c.item, c.attempt);
                         let task = spawn_attempt(
-                            run_command(self.hub.clone(), self.master.clone(), c, ev_tx.clone()),
+                            run_command(self.ctx.clone(), self.master.clone(), c, ev_tx.clone()),
                             failed,
                             ev_tx.clone(),
                         );
                         attempts.insert(key, task);
                     }
-                    Action::Deliver { node, text } => self.deliver(node.as_deref(), &text, None),
-                    Action::Cancel {
+                    Effect::Deliver { node, text } => self.deliver(node.as_deref(), &text, None),
+                    Effect::Cancel {
                         idempotency_key, ..
                     } => {
                         if let Some(t) = attempts.remove(&idempotency_key) {
                             t.abort();
                         }
-                        for c in self.hub.registry.all() {
-                            self.hub.tasks.cancel(&c, &idempotency_key);
+                        for c in self.ctx.registry.all() {
+                            self.ctx.tasks.cancel(&c, &idempotency_key);
                         }
                     }
-                    Action::Wait { until_ms } => {
+                    Effect::Wait { until_ms } => {
                         wake = Some(wake.map_or(until_ms, |w| w.min(until_ms)));
                     }
-                    Action::Complete { output } => {
+                    Effect::Complete { output } => {
                         self.finish("completed", Some(&output), None);
                     }
-                    Action::Fail { error } => self.finish("failed", None, Some(&error)),
+                    Effect::Fail { error } => self.finish("failed", None, Some(&error)),
                 }
             }
             self.refresh(&state);
@@ -632,8 +632,8 @@ impl Drive {
                 for (_, t) in attempts.drain() {
                     t.abort();
                 }
-                self.hub.tasks.forget_tree(&format!("{}/", self.run_id));
-                self.hub.runs.remove(&self.run_id);
+                self.ctx.tasks.forget_tree(&format!("{}/", self.run_id));
+                self.ctx.runs.remove(&self.run_id);
                 return;
             }
             let sleep = match wake {
@@ -647,9 +647,9 @@ impl Drive {
                 }
                 Some(c) = ctl.recv() => {
                     let ev = match c {
-                        Control::Pause => JournalEvent::RunPaused { at_ms: now_ms() as u64 },
-                        Control::Resume => JournalEvent::RunResumed { at_ms: now_ms() as u64 },
-                        Control::Stop(reason) => JournalEvent::RunStopped { reason },
+                        RunControl::Pause => JournalEvent::RunPaused { at_ms: now_ms() as u64 },
+                        RunControl::Resume => JournalEvent::RunResumed { at_ms: now_ms() as u64 },
+                        RunControl::Stop(reason) => JournalEvent::RunStopped { reason },
                     };
                     state.apply(&ev);
                     self.record(&ev);
@@ -658,10 +658,10 @@ impl Drive {
                         RunStatus::Stopped => "stopped",
                         _ => "running",
                     };
-                    let _ = self.hub.store.set_run_state(&self.run_id, st, now_ms());
+                    let _ = self.ctx.store.set_run_state(&self.run_id, st, now_ms());
                 }
                 _ = tokio::time::sleep(sleep) => {}
-                _ = self.hub.shutdown.cancelled() => {
+                _ = self.ctx.shutdown.cancelled() => {
                     // The run stays `running` in the store and resumes at the next start.
                     for (_, t) in attempts.drain() { t.abort(); }
                     return;
@@ -679,7 +679,7 @@ impl Drive {
                 return;
             }
         };
-        if let Err(e) = self.hub.store.append_event(&self.run_id, &text, now_ms()) {
+        if let Err(e) = self.ctx.store.append_event(&self.run_id, &text, now_ms()) {
             tracing::error!(run = %self.run_id, "journal write failed: {e}");
         }
         self.progress(ev);
@@ -769,7 +769,7 @@ impl Drive {
             detail: Some(detail),
         };
         if let Some(m) = &self.master {
-            let _ = self.hub.registry.send(m, &frame);
+            let _ = self.ctx.registry.send(m, &frame);
         }
     }
 
@@ -788,7 +788,7 @@ impl Drive {
     fn deliver(&self, node: Option<&str>, text: &str, journal: Option<JournalEntry<'_>>) {
         let journal_alone = |j: Option<JournalEntry<'_>>| {
             if let Some(j) = j {
-                if let Err(e) = self.hub.store.append_event(j.run_id, j.event, j.at_ms) {
+                if let Err(e) = self.ctx.store.append_event(j.run_id, j.event, j.at_ms) {
                     tracing::error!(run = %self.run_id, "journal write failed: {e}");
                 }
             }
@@ -807,15 +807,15 @@ impl Drive {
         };
         // Kept in the store until a socket took it: the master may be away, or come back
         // only after a restart.
-        if let Err(e) = self.hub.registry.send_durable(master, &frame, journal) {
+        if let Err(e) = self.ctx.registry.send_durable(master, &frame, journal) {
             journal_alone(journal);
             tracing::warn!(run = %self.run_id, node = ?node, "cannot deliver: {e}");
         }
     }
 
     fn finish(&self, st: &str, output: Option<&str>, error: Option<&str>) {
-        let _ = self.hub.store.set_run_state(&self.run_id, st, now_ms());
-        let _ = self.hub.events.send(crate::hub::HubEvent::RunFinished {
+        let _ = self.ctx.store.set_run_state(&self.run_id, st, now_ms());
+        let _ = self.ctx.events.send(crate::hub::HubEvent::RunFinished {
             run_id: self.run_id.clone(),
             state: st.to_string(),
         });
@@ -866,7 +866,7 @@ fn spawn_attempt(
 }
 
 async fn dispatch(
-    hub: Arc<Ctx>,
+    ctx: Arc<Ctx>,
     run_id: String,
     master: Option<String>,
     pools: BTreeMap<String, u32>,
@@ -887,11 +887,11 @@ async fn dispatch(
         pools: &pools,
     };
     // `files:` from the files folder (docs/files.md); a refused name fails the item for good.
-    let files = match hub.tasks.files.named_all(&d.files) {
+    let files = match ctx.tasks.files.named_all(&d.files) {
         Ok(files) => files,
         Err(e) => return drop(events.send(failed(e.to_string(), false))),
     };
-    let Some(client) = pick_tab(&hub, &d, &pick).await else {
+    let Some(client) = pick_tab(&ctx, &d, &pick).await else {
         let _ = events.send(failed(
             format!(
                 "没有可用的标签页 / no connected tab matches `{}`",
@@ -914,7 +914,7 @@ async fn dispatch(
         .timeout
         .attempt_ms
         .map(Duration::from_millis)
-        .unwrap_or(hub.config.timing.task_timeout);
+        .unwrap_or(ctx.config.timing.task_timeout);
     let mut req = TaskRequest::new(d.prompt.clone(), attempt);
     req.files = files;
     req.from_hub = true;
@@ -929,17 +929,17 @@ async fn dispatch(
     } = if client.info().role == crate::protocol::Role::Foreman {
         // Two turns of the foreman's: no one first chunk to speak of.
         Outcome {
-            result: hub.work.foreman(&client, req).await,
+            result: ctx.work.foreman(&client, req).await,
             first_chunk_at_ms: None,
         }
     } else {
         match idle {
-            Some(idle) => ask_with_idle(&hub, &client, req, idle).await,
-            None => hub.asks.ask_outcome(&client, req).await,
+            Some(idle) => ask_with_idle(&ctx, &client, req, idle).await,
+            None => ctx.asks.ask_outcome(&client, req).await,
         }
     };
     if let Err(e) = &result {
-        crate::pick::on_task_error(&hub.asks.pick, &client, e);
+        crate::pick::on_task_error(&ctx.asks.pick, &client, e);
     }
     let ev = match result {
         Ok(text) => JournalEvent::ItemOutput {
@@ -957,13 +957,13 @@ async fn dispatch(
 
 /// `ask`, failing when the tab streams nothing for `idle` (a stuck generation).
 async fn ask_with_idle(
-    hub: &Arc<Ctx>,
+    ctx: &Arc<Ctx>,
     client: &Arc<Client>,
     req: TaskRequest,
     idle: Duration,
 ) -> Outcome {
     let key = req.task_id.clone().unwrap_or_default();
-    let ask = hub.asks.ask_outcome(client, req);
+    let ask = ctx.asks.ask_outcome(client, req);
     tokio::pin!(ask);
     let started = now_ms();
     loop {
@@ -972,7 +972,7 @@ async fn ask_with_idle(
             _ = tokio::time::sleep(idle / 4) => {
                 let last = client.last_stream_ms().max(started);
                 if now_ms() - last > idle.as_millis() as i64 {
-                    hub.tasks.cancel(client, &key);
+                    ctx.tasks.cancel(client, &key);
                     return Outcome {
                         result: Err(TaskError::Timeout(format!("{} (idle)", client.display()))),
                         first_chunk_at_ms: None,
@@ -984,12 +984,12 @@ async fn ask_with_idle(
 }
 
 async fn run_command(
-    hub: Arc<Ctx>,
+    ctx: Arc<Ctx>,
     master: Option<String>,
     c: CommandCall,
     events: mpsc::UnboundedSender<JournalEvent>,
 ) {
-    let result = hub.work.command(master.as_deref(), &c).await;
+    let result = ctx.work.command(master.as_deref(), &c).await;
     let ev = match result {
         Ok(text) => JournalEvent::ItemOutput {
             node: c.node.clone(),

@@ -22,16 +22,16 @@ pub(super) struct Pick<'a> {
     pub(super) pools: &'a BTreeMap<String, u32>,
 }
 
-pub(super) async fn pick_tab(hub: &Arc<Ctx>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+pub(super) async fn pick_tab(ctx: &Arc<Ctx>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let wait = d
         .timeout
         .queue_ms
         .map(Duration::from_millis)
         .unwrap_or(QUEUE_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
-    let mut events = hub.events.subscribe();
+    let mut events = ctx.events.subscribe();
     loop {
-        if let Some(c) = choose(hub, d, pick) {
+        if let Some(c) = choose(ctx, d, pick) {
             return Some(c);
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -46,7 +46,7 @@ pub(super) async fn pick_tab(hub: &Arc<Ctx>, d: &Dispatch, pick: &Pick<'_>) -> O
     }
 }
 
-fn choose(hub: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+fn choose(ctx: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let master = pick.master;
     let target = match &d.target {
         Target::Role(r) => format!("role:{r}"),
@@ -56,10 +56,10 @@ fn choose(hub: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
         // `auto`: the decision engine picks among eligible workers, never a tab that failed
         // this item before (a tab that fails mid-task is replaced by another).
         let why = format!("{}/{}/{}", pick.run_id, d.node, d.item);
-        return crate::pick::choose(&hub.asks.pick, &target, &d.avoid, Some(&why))
-            .or_else(|| crate::pick::choose(&hub.asks.pick, &target, &[], Some(&why)));
+        return crate::pick::choose(&ctx.asks.pick, &target, &d.avoid, Some(&why))
+            .or_else(|| crate::pick::choose(&ctx.asks.pick, &target, &[], Some(&why)));
     }
-    let mut candidates: Vec<Arc<Client>> = hub
+    let mut candidates: Vec<Arc<Client>> = ctx
         .registry
         .resolve(&target)
         .into_iter()
@@ -80,8 +80,8 @@ fn choose(hub: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let run_prefix = format!("{}/", pick.run_id);
     let node_prefix = format!("{}/{}/", pick.run_id, d.node);
     let mut per_site: HashMap<String, (u32, u32)> = HashMap::new(); // site → (run, node)
-    for c in hub.registry.all() {
-        if let Some((task, _)) = hub.tasks.current(&c) {
+    for c in ctx.registry.all() {
+        if let Some((task, _)) = ctx.tasks.current(&c) {
             if task.starts_with(&run_prefix) {
                 let e = per_site.entry(c.info().site.to_lowercase()).or_default();
                 e.0 += 1;
@@ -108,7 +108,7 @@ fn choose(hub: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
         .unwrap_or_default()
         .to_string();
     let busy_with_node = |c: &Client| {
-        hub.tasks
+        ctx.tasks
             .current(c)
             .is_some_and(|(task, _)| task.starts_with(&prefix) && !prefix.is_empty())
     };
@@ -132,7 +132,7 @@ fn choose(hub: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let tasks_started = |c: &Client| c.tasks_started.load(std::sync::atomic::Ordering::Relaxed);
     pick_least(
         pool,
-        |c| (hub.tasks.load(c), site_use(c), tasks_started(c)),
+        |c| (ctx.tasks.load(c), site_use(c), tasks_started(c)),
         d.item,
     )
 }

@@ -6,7 +6,7 @@ use super::loader::{Body, Skill};
 
 /// What a skill call turns into; the interpreter performs it (with its permission checks).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum SkillPlan {
     /// Run this argv through the exec policy (never a shell).
     Run(Vec<String>),
     /// Run the flow with these inputs.
@@ -107,7 +107,7 @@ fn field_of(e: &jsonschema::ValidationError<'_>) -> String {
 
 /// Checks the arguments against the skill's schema (defaults filled in) and plans the call.
 /// Every error names its field.
-pub fn prepare(skill: &Skill, args: &[(String, String)]) -> Result<Action, Vec<String>> {
+pub fn prepare(skill: &Skill, args: &[(String, String)]) -> Result<SkillPlan, Vec<String>> {
     let props = skill.schema.get("properties").and_then(Value::as_object);
     let mut obj = Map::new();
     let mut errors = Vec::new();
@@ -152,9 +152,9 @@ pub fn prepare(skill: &Skill, args: &[(String, String)]) -> Result<Action, Vec<S
         Body::Run(r) => {
             let mut argv = vec![r.program.clone()];
             argv.extend(r.argv.iter().map(|a| fill(a, &obj)));
-            Action::Run(argv)
+            SkillPlan::Run(argv)
         }
-        Body::Flow(f) => Action::Flow {
+        Body::Flow(f) => SkillPlan::Flow {
             name: f.name.clone(),
             inputs: f
                 .inputs
@@ -162,11 +162,11 @@ pub fn prepare(skill: &Skill, args: &[(String, String)]) -> Result<Action, Vec<S
                 .map(|(k, v)| (k.clone(), fill(v, &obj)))
                 .collect(),
         },
-        Body::Prompt(p) => Action::Prompt {
+        Body::Prompt(p) => SkillPlan::Prompt {
             to: p.to.clone().unwrap_or_else(|| "role:worker".into()),
             text: fill(&p.template, &obj),
         },
-        Body::Program(p) => Action::Program {
+        Body::Program(p) => SkillPlan::Program {
             name: skill.name.clone(),
             spec: p.clone(),
             input: Value::Object(obj),
@@ -192,7 +192,7 @@ mod tests {
         let a = prepare(&skill(), &[("text".into(), "; rm -rf / $(x) 'q\"".into())]).unwrap();
         assert_eq!(
             a,
-            Action::Run(vec![
+            SkillPlan::Run(vec![
                 "echo".into(),
                 "-n".into(),
                 "3:; rm -rf / $(x) 'q\"".into()

@@ -5,7 +5,7 @@
 //! person's pin of their SHA-256 (in the store) matches.
 //!
 //! - [`loader`]: one file → a checked [`Skill`] or a FILE:LINE:COL error;
-//! - [`args`]: `key=value` words → schema-validated arguments → the [`Action`] to perform;
+//! - [`args`]: `key=value` words → schema-validated arguments → the [`SkillPlan`] to perform;
 //! - [`Skills`]: the live set, swapped whole when a file watcher (`notify`) sees a change.
 //!
 //! Only regular files directly inside the skills directory are read (no subdirectories, no
@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use notify::Watcher;
 use serde_json::Value;
 
-pub use args::{prepare, Action};
+pub use args::{prepare, SkillPlan};
 pub use loader::{parse_skill, Body, Skill, SkillError};
 
 /// `[a-z0-9_-]+`: a skill's name (also keeps every lookup inside the skills directory).

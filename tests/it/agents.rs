@@ -877,7 +877,7 @@ async fn a_paused_agent_task_answers_its_caller_and_memory_goes_to_the_agent() {
 
 #[tokio::test]
 async fn a_caller_that_leaves_ends_only_its_session_and_the_tab_is_free() {
-    use aicard::agent_loop::{Control, Who};
+    use aicard::agent_loop::{LoopControl, Who};
     let hub = TestHub::start().await;
     let mut boss = master(&hub, "boss").await;
     let mut kimi = master(&hub, "kimi-1").await;
@@ -886,7 +886,7 @@ async fn a_caller_that_leaves_ends_only_its_session_and_the_tab_is_free() {
     kimi.next("deliver").await;
     let loops = &hub.hub().loops;
     loops
-        .control(&Who::Agent("helper"), Control::CallerLeft)
+        .control(&Who::Agent("helper"), LoopControl::CallerLeft)
         .unwrap();
     agent_event(&mut kimi, &["ended"]).await;
     assert!(!loops.is_stopped(&kimi.client_id), "not a person's Stop");

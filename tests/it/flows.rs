@@ -567,7 +567,7 @@ async fn a_result_for_a_master_not_back_after_a_restart_waits_for_it() {
 
     // After the restart only the workers come back; the run finishes without its master.
     let hub = hub_on(data.path(), &flows).await;
-    let mut events = hub.hub.events.subscribe();
+    let mut events = hub.app.events.subscribe();
     let _wa = ScriptedTab::connect(
         &ws_of(&hub),
         resume_hello("wa", "deepseek", "worker", &wa_id),

@@ -924,7 +924,7 @@ async fn shutdown_keeps_the_frames_still_queued_for_a_tab() {
     };
     for i in 0..96 {
         assert_eq!(
-            running.hub.registry.send(&id, &frame).unwrap(),
+            running.app.registry.send(&id, &frame).unwrap(),
             aicard::hub::registry::Sent::Live,
             "frame {i}"
         );

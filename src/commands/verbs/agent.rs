@@ -1,11 +1,11 @@
 //! `agent …` and `done [TEXT]` (docs/agents.md): the agent loop, through the `Services`
-//! port. Permission: [`Action::Agent`] (listing is open; changing needs `flows`), and an
+//! port. Permission: [`Intent::Agent`] (listing is open; changing needs `flows`), and an
 //! agent's tools are never wider than its creator's ([`agent::tools_within`]). Help: `agent`,
 //! `done`.
 
 use crate::commands::agent::{self, AgentCmd};
 use crate::commands::interp::{Ctx, Frame, Host, Interpreter, Res};
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
 #[cfg(test)]
@@ -21,7 +21,7 @@ impl<H: Host> Interpreter<H> {
     ) -> Res {
         self.check(
             ctx.caller,
-            Action::Agent {
+            Intent::Agent {
                 mutates: a.mutates(),
             },
         )?;

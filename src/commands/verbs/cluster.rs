@@ -1,11 +1,11 @@
 //! `on NODE: CMD` (docs/cluster.md): a shell command or a skill run on another node of the
 //! cluster, under that node's exec policy, with the caller's variables sent along; here when
-//! NODE names this hub. Permission: [`Action::Shell`] for a shell command (the node checks
+//! NODE names this hub. Permission: [`Intent::Shell`] for a shell command (the node checks
 //! again). Through the `Cluster` port. Help: `on`.
 
 use crate::commands::ast::Command;
 use crate::commands::interp::{CmdError, Ctx, Frame, Host, HostError, Interpreter, Res};
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
 #[cfg(test)]
@@ -23,7 +23,7 @@ impl<H: Host> Interpreter<H> {
         frame: &Frame,
     ) -> Res {
         if matches!(body, Command::Shell { .. }) {
-            self.check(ctx.caller, Action::Shell)?;
+            self.check(ctx.caller, Intent::Shell)?;
         }
         if node == self.host.node() {
             return self.eval(ctx, body, frame).await;

@@ -1,11 +1,11 @@
 //! `publish TOPIC [TEXT]`, `subscribe TOPIC [where COND] do CMD`, `unsubscribe ID` and the
-//! rule list (docs/cluster.md): the hub's event bus. Permission: [`Action::Events`] (listing
+//! rule list (docs/cluster.md): the hub's event bus. Permission: [`Intent::Events`] (listing
 //! is open; publishing and rules need `flows`). Through the `Services` port. Help:
 //! `publish`, `subscribe`, `unsubscribe`.
 
 use crate::commands::ast::{EventCmd, Template};
 use crate::commands::interp::{Ctx, Frame, Host, Interpreter, Res};
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
 #[cfg(test)]
@@ -20,7 +20,7 @@ impl<H: Host> Interpreter<H> {
     ) -> Res {
         self.check(
             ctx.caller,
-            Action::Events {
+            Intent::Events {
                 mutates: !matches!(cmd, EventCmd::List),
             },
         )?;

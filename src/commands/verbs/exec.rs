@@ -1,12 +1,12 @@
 //! `PROGRAM ARGS…` (a shell command), `PROGRAM ARGS… &` (a background job) and `jobs` /
-//! `jobs kill ID` (docs/commands.md). Permission: [`Action::Shell`] for running and killing;
+//! `jobs kill ID` (docs/commands.md). Permission: [`Intent::Shell`] for running and killing;
 //! listing jobs is open. Then the exec policy (off / allowlist / on) in [`crate::exec`], the
 //! only place that starts a program. Help: `shell`, `jobs`.
 
 use crate::commands::ast::JobsCmd;
 use crate::commands::interp::{CmdError, Ctx, Frame, Host, Interpreter, Res};
 use crate::commands::parser;
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 use crate::exec::{self, ExecRequest};
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
@@ -16,7 +16,7 @@ pub(crate) const HELP: &[&str] = &["shell", "jobs"];
 impl<H: Host> Interpreter<H> {
     /// `CMD &`: started under the exec policy, answered at once with the job's id.
     pub(in crate::commands) fn background(&self, ctx: &Ctx<'_>, text: &str, frame: &Frame) -> Res {
-        self.check(ctx.caller, Action::Shell)?;
+        self.check(ctx.caller, Intent::Shell)?;
         let jobs = self.jobs.as_ref().ok_or_else(|| {
             CmdError::Failed("这里不能运行后台任务 / background jobs do not run here".into())
         })?;
@@ -50,14 +50,14 @@ impl<H: Host> Interpreter<H> {
         match cmd {
             JobsCmd::List => Ok(jobs.render()),
             JobsCmd::Kill(id) => {
-                self.check(ctx.caller, Action::Shell)?;
+                self.check(ctx.caller, Intent::Shell)?;
                 jobs.kill(id, "jobs kill").map_err(CmdError::Failed)
             }
         }
     }
 
     pub(in crate::commands) async fn shell(&self, ctx: &Ctx<'_>, text: &str, frame: &Frame) -> Res {
-        self.check(ctx.caller, Action::Shell)?;
+        self.check(ctx.caller, Intent::Shell)?;
         let exec_off = self.exec.mode == exec::ExecMode::Off;
         let first = text.split_whitespace().next().unwrap_or(text);
         if parser::is_placeholder(first) {

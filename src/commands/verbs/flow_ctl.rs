@@ -1,8 +1,8 @@
 //! The forms that combine commands: `a -> b` (chain), `… -> finally C`,
 //! `if … then … else …`,
 //! `for X in … do …`, and `from TAB: CMD` (a tab's last answer as `$RESULT`)
-//! (docs/commands.md). Permission: none of their own beyond the entry gate ([`Action::Run`]);
-//! `from` checks [`Action::Dispatch`] for the tab it reads. Help: `chain`, `if`, `for`,
+//! (docs/commands.md). Permission: none of their own beyond the entry gate ([`Intent::Run`]);
+//! `from` checks [`Intent::Dispatch`] for the tab it reads. Help: `chain`, `if`, `for`,
 //! `from`.
 
 use crate::commands::ast::{CmpOp, Command, Cond, ForItems, Operand, Target};

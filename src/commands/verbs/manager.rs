@@ -1,12 +1,12 @@
 //! `manager …` (create, run, plan, approve, status, tabs, …) and the seed's `flow …` aliases
 //! (docs/flows.md): handed to the flow engine through the `Flows` port, `$var`s of run and
-//! approve parameters expanded first. Permission: [`Action::Flow`] (reading is open;
+//! approve parameters expanded first. Permission: [`Intent::Flow`] (reading is open;
 //! changing needs `flows`). Help: `manager`, `tabs`, `flow`.
 
 use crate::commands::ast::{FlowAction, FlowRequest, ManagerCmd};
 use crate::commands::interp::{CmdError, Ctx, Frame, Host, Interpreter, Res};
 use crate::commands::parser::parse_template;
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
 #[cfg(test)]
@@ -21,7 +21,7 @@ impl<H: Host> Interpreter<H> {
     ) -> Res {
         self.check(
             ctx.caller,
-            Action::Flow {
+            Intent::Flow {
                 mutates: m.mutates(),
             },
         )?;
@@ -54,7 +54,7 @@ impl<H: Host> Interpreter<H> {
     pub(in crate::commands) async fn flow(&self, ctx: &Ctx<'_>, action: FlowAction) -> Res {
         self.check(
             ctx.caller,
-            Action::Flow {
+            Intent::Flow {
                 mutates: action.mutates(),
             },
         )?;

@@ -1,12 +1,12 @@
 //! `mcp list | use | resources | read | config add | config remove` (docs/mcp.md): the MCP
-//! servers of `mcp.json`, through the `Services` port. Permission: [`Action::Mcp`] to list
-//! and call; [`Action::McpConfig`] (the person only: it starts programs) to change the config.
+//! servers of `mcp.json`, through the `Services` port. Permission: [`Intent::Mcp`] to list
+//! and call; [`Intent::McpConfig`] (the person only: it starts programs) to change the config.
 //! Help: `mcp`.
 
 use crate::commands::ast::{McpArgs, McpCmd, McpRequest};
 use crate::commands::interp::{CmdError, Ctx, Frame, Host, Interpreter, Res};
 use crate::commands::parser::parse_template;
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
 #[cfg(test)]
@@ -18,9 +18,9 @@ impl<H: Host> Interpreter<H> {
         self.check(
             ctx.caller,
             if config {
-                Action::McpConfig
+                Intent::McpConfig
             } else {
-                Action::Mcp
+                Intent::Mcp
             },
         )?;
         let request = match m {

@@ -1,6 +1,6 @@
 //! `remember TEXT [scope=S]` and `memory add|search|list|show|rewrite|del|pin|unpin|summarize…`
 //! (docs/memory-and-skills.md): the team's memory, through the `Services` port.
-//! Permission: [`Action::Memory`] for every scope read or written (a tab reaches `global`, its
+//! Permission: [`Intent::Memory`] for every scope read or written (a tab reaches `global`, its
 //! group and its own scope; writing needs `memory_write`). `summarize` asks a tab through the
 //! `Tabs` port like `to`. Help: `remember`, `memory`.
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::failed;
 use crate::commands::ast::{MemoryCmd, Role, Target, Template};
 use crate::commands::interp::{CmdError, Ctx, Frame, Host, Interpreter, Res};
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 use crate::memory::{self, commands as say, Memory, NewMemory};
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
@@ -31,7 +31,7 @@ impl<H: Host> Interpreter<H> {
     }
 
     fn mem_check(&self, ctx: &Ctx<'_>, write: bool, scope: &str) -> Result<(), CmdError> {
-        Ok(self.check(ctx.caller, Action::Memory { write, scope })?)
+        Ok(self.check(ctx.caller, Intent::Memory { write, scope })?)
     }
 
     pub(in crate::commands) async fn remember(

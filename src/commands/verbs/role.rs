@@ -1,12 +1,12 @@
 //! `role master|foreman|worker [group=G]` and `role test [CARD]` (docs/commands.md): set the
 //! calling tab's role, or run a role card's `test_command` as the one who asked. Through the
-//! `Tabs` port. Permission: [`Action::SetRole`] to change a role; a card's test runs under
+//! `Tabs` port. Permission: [`Intent::SetRole`] to change a role; a card's test runs under
 //! the checks of the command it holds. Help: `role`.
 
 use crate::commands::ast::Role;
 use crate::commands::interp::{CmdError, Ctx, Frame, Host, Interpreter, Res};
 use crate::commands::parser;
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
 #[cfg(test)]
@@ -20,7 +20,7 @@ impl<H: Host> Interpreter<H> {
         role: Role,
         group: Option<String>,
     ) -> Res {
-        self.check(ctx.caller, Action::SetRole)?;
+        self.check(ctx.caller, Intent::SetRole)?;
         Ok(self.host.set_role(ctx.caller, role, group).await?)
     }
 

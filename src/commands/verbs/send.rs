@@ -1,12 +1,12 @@
 //! Asking tabs: `to TARGET: TEXT`, `parallel to=[…] TEXT`, `send_to_all TEXT`, each with
-//! `with files=[…]` (docs/commands.md, docs/files.md). Permission: [`Action::Dispatch`] for
+//! `with files=[…]` (docs/commands.md, docs/files.md). Permission: [`Intent::Dispatch`] for
 //! every tab reached (a foreman's reply reaches only its group). Through the `Tabs` port.
 //! Help: `to`, `parallel`, `send_to_all`.
 
 use crate::commands::ast::{Job, Target, Template};
 use crate::commands::interp::{CmdError, Ctx, Frame, Host, Interpreter, Res};
 use crate::commands::parser;
-use crate::commands::permissions::Action;
+use crate::commands::permissions::Intent;
 use crate::protocol::Prompt;
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
@@ -98,7 +98,7 @@ impl<H: Host> Interpreter<H> {
             .host
             .all_workers()
             .into_iter()
-            .filter(|w| self.check(ctx.caller, Action::Dispatch(w)).is_ok())
+            .filter(|w| self.check(ctx.caller, Intent::Dispatch(w)).is_ok())
             .map(|w| (w, prompt.clone(), files.clone()))
             .collect();
         if work.is_empty() {

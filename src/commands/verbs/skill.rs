@@ -1,14 +1,14 @@
 //! `skill list | help [NAME] | NAME key=value…` (docs/memory-and-skills.md): a skill's work
 //! goes through the same paths as the command it stands for (a program under the exec policy
-//! and [`Action::Shell`], `manager run`, `to`), so it can do nothing its caller could not.
+//! and [`Intent::Shell`], `manager run`, `to`), so it can do nothing its caller could not.
 //! Through the `Services` port. Help: `skill`.
 
 use super::failed;
 use crate::commands::ast::{Command, Job, ManagerCmd, Role, SkillCmd, Target, Template};
 use crate::commands::interp::{CmdError, Ctx, Frame, Host, Interpreter, Res};
 use crate::commands::parser::parse_template;
-use crate::commands::permissions::Action;
-use crate::skills::{self, Action as SkillAction};
+use crate::commands::permissions::Intent;
+use crate::skills::{self, SkillPlan};
 
 /// The help topics this module answers for (checked against the help table in `verbs`).
 #[cfg(test)]
@@ -51,10 +51,10 @@ impl<H: Host> Interpreter<H> {
                         errors.join("\n  - ")
                     ))
                 })?;
-                if let SkillAction::Program { name, spec, input } = &action {
+                if let SkillPlan::Program { name, spec, input } = &action {
                     // A program skill (docs/memory-and-skills.md): the exec policy, then the
                     // person's pin, then its run.
-                    self.check(ctx.caller, Action::Shell)?;
+                    self.check(ctx.caller, Intent::Shell)?;
                     let mut out = set
                         .run_program(&self.exec, name, spec, input, &ctx.caller.client_id)
                         .await
@@ -79,11 +79,11 @@ impl<H: Host> Interpreter<H> {
         }
     }
 
-    async fn perform(&self, ctx: &Ctx<'_>, action: SkillAction, frame: &Frame) -> Res {
+    async fn perform(&self, ctx: &Ctx<'_>, action: SkillPlan, frame: &Frame) -> Res {
         match action {
-            SkillAction::Program { .. } => Err(failed("程序技能 / a program skill runs above")),
-            SkillAction::Run(argv) => {
-                self.check(ctx.caller, Action::Shell)?;
+            SkillPlan::Program { .. } => Err(failed("程序技能 / a program skill runs above")),
+            SkillPlan::Run(argv) => {
+                self.check(ctx.caller, Intent::Shell)?;
                 let out = crate::exec::run_argv(
                     &self.exec,
                     &argv,
@@ -98,7 +98,7 @@ impl<H: Host> Interpreter<H> {
                     Err(CmdError::Failed(rendered))
                 }
             }
-            SkillAction::Flow { name, inputs } => {
+            SkillPlan::Flow { name, inputs } => {
                 // Values are data: `$` is escaped so `manager run` does not expand it again.
                 let params = inputs
                     .into_iter()
@@ -111,7 +111,7 @@ impl<H: Host> Interpreter<H> {
                 });
                 self.eval(ctx, &cmd, frame).await
             }
-            SkillAction::Prompt { to, text } => {
+            SkillPlan::Prompt { to, text } => {
                 let cmd = Command::To(Job {
                     target: target_of(&to),
                     prompt: Template::literal(text),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// One fact about a run, appended to the run's journal. The run state is a pure fold over
 /// these events: replaying the same journal rebuilds the same state.
 ///
-/// Events come from two sides: the engine decides some (returned as [`Action::Record`],
+/// Events come from two sides: the engine decides some (returned as [`Effect::Record`],
 /// already applied) and the runner reports the outside world (attempt results, pause, stop).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -240,7 +240,7 @@ pub struct CommandCall {
 /// A side effect the runner performs, in the order given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Action {
+pub enum Effect {
     /// Append this event to the journal before doing the actions after it. It is already
     /// applied to the state: do not `apply` it again (doing so is harmless, though).
     Record(JournalEvent),

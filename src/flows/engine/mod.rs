@@ -1,11 +1,11 @@
 //! The sans-IO run engine: [`RunState`] is a pure fold over [`JournalEvent`]s, and
-//! [`RunState::next_actions`] says what the hub's runner should do next ([`Action`]s).
+//! [`RunState::next_actions`] says what the hub's runner should do next ([`Effect`]s).
 //!
 //! The runner's loop: call `next_actions(now)`; for each action in order, persist
-//! [`Action::Record`] events to the journal, perform the side effects (dispatch a prompt, run a
+//! [`Effect::Record`] events to the journal, perform the side effects (dispatch a prompt, run a
 //! command, deliver to the master, cancel), and feed every outside result back as an event
 //! with [`RunState::apply`] (after persisting it). Call `next_actions` again after each event
-//! and at [`Action::Wait`] times. After a crash, [`RunState::replay`] rebuilds the state from the
+//! and at [`Effect::Wait`] times. After a crash, [`RunState::replay`] rebuilds the state from the
 //! journal: completed nodes are never dispatched again, and attempts that were in flight are
 //! re-issued with the same idempotency key.
 
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use minijinja::Value;
 use serde::{Deserialize, Serialize};
 
-pub use events::{idempotency_key, Action, CommandCall, Dispatch, JournalEvent, Target, Timeouts};
+pub use events::{idempotency_key, CommandCall, Dispatch, Effect, JournalEvent, Target, Timeouts};
 pub use plan::Plan;
 
 use crate::flows::model::Flow;
@@ -285,7 +285,7 @@ pub struct RunState {
     master_delivered: bool,
     output: Option<String>,
     error: Option<String>,
-    /// Transient: `Action::Fail` was returned in this process.
+    /// Transient: `Effect::Fail` was returned in this process.
     fail_reported: bool,
     /// The first node that failed for good, and why: what the fallback node reads as
     /// `$FAILED_NODE` and `$ERROR`.

@@ -1,16 +1,16 @@
 //! Scheduling: [`RunState::next_actions`] decides what the runner should do now.
 
 use super::aggregate::{self, Reply};
-use super::events::{idempotency_key, Action, CommandCall, Dispatch, JournalEvent};
+use super::events::{idempotency_key, CommandCall, Dispatch, Effect, JournalEvent};
 use super::plan::{Fanout, Work};
 use super::{flow_hash, ItemStatus, NodeState, RunState, RunStatus};
 use crate::flows::model::{Aggregate, OnFailure, Trigger};
 use crate::flows::template::{Field, Ref};
 
 impl RunState {
-    pub(super) fn emit(&mut self, event: JournalEvent, out: &mut Vec<Action>) {
+    pub(super) fn emit(&mut self, event: JournalEvent, out: &mut Vec<Effect>) {
         self.apply(&event);
-        out.push(Action::Record(event));
+        out.push(Effect::Record(event));
     }
 
     /// Starts a new run: applies and returns its `run_started` event (None once started).
@@ -35,10 +35,10 @@ impl RunState {
     }
 
     /// What the runner should do now. Call after every applied event and at `Wait` times.
-    pub fn next_actions(&mut self, now_ms: u64) -> Vec<Action> {
+    pub fn next_actions(&mut self, now_ms: u64) -> Vec<Effect> {
         let mut out = Vec::new();
         if let Some(event) = self.begin(now_ms) {
-            out.push(Action::Record(event));
+            out.push(Effect::Record(event));
         }
         match self.status {
             RunStatus::Stopped | RunStatus::Failed => {
@@ -80,25 +80,25 @@ impl RunState {
         if self.terminal == self.nodes.len() {
             self.complete_run(&mut out);
         } else if let Some(until_ms) = self.next_timer(now_ms) {
-            out.push(Action::Wait { until_ms });
+            out.push(Effect::Wait { until_ms });
         }
         out
     }
 
     /// Cancels what is in flight; the first time a failed run gets here, also says `Fail`.
-    pub(super) fn finish_actions(&mut self, out: &mut Vec<Action>) {
+    pub(super) fn finish_actions(&mut self, out: &mut Vec<Effect>) {
         self.cancel_in_flight(out);
         if self.status == RunStatus::Failed && !self.fail_reported {
             self.fail_reported = true;
-            out.push(Action::Fail {
+            out.push(Effect::Fail {
                 error: self.error.clone().unwrap_or_default(),
             });
         }
     }
 
-    pub(super) fn cancel_in_flight(&mut self, out: &mut Vec<Action>) {
+    pub(super) fn cancel_in_flight(&mut self, out: &mut Vec<Effect>) {
         for (node, item, idempotency_key) in self.pending_cancels.drain(..) {
-            out.push(Action::Cancel {
+            out.push(Effect::Cancel {
                 node,
                 item,
                 idempotency_key,
@@ -107,7 +107,7 @@ impl RunState {
     }
 
     /// A ready node: skip it (trigger rule, `when`) or queue it.
-    pub(super) fn decide(&mut self, i: usize, now_ms: u64, out: &mut Vec<Action>) {
+    pub(super) fn decide(&mut self, i: usize, now_ms: u64, out: &mut Vec<Effect>) {
         let id = self.flow.nodes[i].id.clone();
         if let Some(reason) = self.trigger_blocks(i) {
             self.emit(JournalEvent::NodeSkipped { node: id, reason }, out);
@@ -174,7 +174,7 @@ impl RunState {
     }
 
     /// Advances a queued node; true when it reached a terminal state.
-    pub(super) fn step_node(&mut self, i: usize, now_ms: u64, out: &mut Vec<Action>) -> bool {
+    pub(super) fn step_node(&mut self, i: usize, now_ms: u64, out: &mut Vec<Effect>) -> bool {
         if self.nodes[i].state.is_terminal() {
             self.active.remove(&i);
             return true;
@@ -237,13 +237,13 @@ impl RunState {
         })
     }
 
-    pub(super) fn cancel_node_items(&mut self, i: usize, out: &mut Vec<Action>) {
+    pub(super) fn cancel_node_items(&mut self, i: usize, out: &mut Vec<Effect>) {
         let node = self.flow.nodes[i].id.clone();
         for (k, it) in self.nodes[i].items.iter_mut().enumerate() {
             if it.status == ItemStatus::InFlight {
                 it.status = ItemStatus::Cancelled;
                 self.in_flight -= 1;
-                out.push(Action::Cancel {
+                out.push(Effect::Cancel {
                     node: node.clone(),
                     item: k,
                     idempotency_key: idempotency_key(&self.run_id, &node, k, it.attempt),
@@ -252,7 +252,7 @@ impl RunState {
         }
     }
 
-    pub(super) fn fail_node(&mut self, i: usize, error: String, out: &mut Vec<Action>) {
+    pub(super) fn fail_node(&mut self, i: usize, error: String, out: &mut Vec<Effect>) {
         let node = self.flow.nodes[i].id.clone();
         self.emit(
             JournalEvent::NodeFailed {
@@ -274,7 +274,7 @@ impl RunState {
 
     /// The fallback node at the end of a run: skipped when no node failed; once it is done,
     /// the failure it answered fails the run, saying what the fallback did.
-    pub(super) fn settle_fallback(&mut self, out: &mut Vec<Action>) {
+    pub(super) fn settle_fallback(&mut self, out: &mut Vec<Effect>) {
         let Some(h) = self.plan.handler else {
             return;
         };
@@ -306,7 +306,7 @@ impl RunState {
         }
     }
 
-    pub(super) fn complete_node(&mut self, i: usize, out: &mut Vec<Action>) -> bool {
+    pub(super) fn complete_node(&mut self, i: usize, out: &mut Vec<Effect>) -> bool {
         let run = &self.nodes[i];
         let replies: Vec<Reply<'_>> = run.items[..run.candidates]
             .iter()
@@ -323,7 +323,7 @@ impl RunState {
         true
     }
 
-    pub(super) fn deliver_master(&mut self, i: usize, out: &mut Vec<Action>) -> bool {
+    pub(super) fn deliver_master(&mut self, i: usize, out: &mut Vec<Effect>) -> bool {
         if self.status == RunStatus::Paused {
             return false;
         }
@@ -343,7 +343,7 @@ impl RunState {
                     },
                     out,
                 );
-                out.push(Action::Deliver {
+                out.push(Effect::Deliver {
                     node: Some(node),
                     text,
                 });
@@ -355,7 +355,7 @@ impl RunState {
 
     /// Starts new attempts (within limits) and re-issues in-flight attempts not yet handed to
     /// this process's runner (after a replay).
-    pub(super) fn start_items(&mut self, i: usize, now_ms: u64, out: &mut Vec<Action>) {
+    pub(super) fn start_items(&mut self, i: usize, now_ms: u64, out: &mut Vec<Effect>) {
         let node_cap = match &self.plan.nodes[i].fanout {
             Fanout::ForEach { max_parallel, .. } => max_parallel.map(|m| m as usize),
             _ => None,
@@ -402,13 +402,13 @@ impl RunState {
     }
 
     /// Hands the current attempt of item `k` of node `i` to the runner.
-    pub(super) fn dispatch(&mut self, i: usize, k: usize, out: &mut Vec<Action>) {
+    pub(super) fn dispatch(&mut self, i: usize, k: usize, out: &mut Vec<Effect>) {
         let plan = &self.plan.nodes[i];
         let node = self.flow.nodes[i].id.clone();
         let it = &self.nodes[i].items[k];
         let key = idempotency_key(&self.run_id, &node, k, it.attempt);
         let action = match &plan.work {
-            Work::Command { command, refs } => Ok(Action::RunCommand(CommandCall {
+            Work::Command { command, refs } => Ok(Effect::RunCommand(CommandCall {
                 node: node.clone(),
                 item: k,
                 attempt: it.attempt,
@@ -422,7 +422,7 @@ impl RunState {
             })),
             _ => self.render(i, it).and_then(|prompt| {
                 let files = self.render_files(i, it)?;
-                Ok(Action::Dispatch(Dispatch {
+                Ok(Effect::Dispatch(Dispatch {
                     node: node.clone(),
                     item: k,
                     items: self.nodes[i].items.len(),
@@ -493,7 +493,7 @@ impl RunState {
         next
     }
 
-    pub(super) fn complete_run(&mut self, out: &mut Vec<Action>) {
+    pub(super) fn complete_run(&mut self, out: &mut Vec<Effect>) {
         let handler = self.plan.handler;
         let master = (0..self.nodes.len()).rev().find(|&i| {
             self.plan.nodes[i].work == Work::Master
@@ -516,11 +516,11 @@ impl RunState {
             out,
         );
         if deliver {
-            out.push(Action::Deliver {
+            out.push(Effect::Deliver {
                 node: None,
                 text: output.clone(),
             });
         }
-        out.push(Action::Complete { output });
+        out.push(Effect::Complete { output });
     }
 }

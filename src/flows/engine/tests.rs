@@ -60,27 +60,27 @@ impl Sim {
     }
 
     /// One `next_actions` call; returns the side effects (records are journaled).
-    fn step(&mut self) -> Vec<Action> {
+    fn step(&mut self) -> Vec<Effect> {
         let actions = self.state.next_actions(self.now);
         let mut effects = Vec::new();
         for action in actions {
             match action {
-                Action::Record(ev) => self.journal.push(ev),
-                Action::Dispatch(d) => {
+                Effect::Record(ev) => self.journal.push(ev),
+                Effect::Dispatch(d) => {
                     self.dispatches.push(d.clone());
-                    effects.push(Action::Dispatch(d));
+                    effects.push(Effect::Dispatch(d));
                 }
-                Action::RunCommand(c) => {
+                Effect::RunCommand(c) => {
                     self.commands.push(c.clone());
-                    effects.push(Action::RunCommand(c));
+                    effects.push(Effect::RunCommand(c));
                 }
-                Action::Deliver { node, text } => self.delivered.push((node, text)),
-                Action::Cancel {
+                Effect::Deliver { node, text } => self.delivered.push((node, text)),
+                Effect::Cancel {
                     idempotency_key, ..
                 } => self.cancels.push(idempotency_key),
-                Action::Complete { output } => self.result = Some(Ok(output)),
-                Action::Fail { error } => self.result = Some(Err(error)),
-                Action::Wait { until_ms } => effects.push(Action::Wait { until_ms }),
+                Effect::Complete { output } => self.result = Some(Ok(output)),
+                Effect::Fail { error } => self.result = Some(Err(error)),
+                Effect::Wait { until_ms } => effects.push(Effect::Wait { until_ms }),
             }
         }
         effects
@@ -124,16 +124,16 @@ impl Sim {
             }
             let busy = effects
                 .iter()
-                .any(|e| matches!(e, Action::Dispatch(_) | Action::RunCommand(_)));
+                .any(|e| matches!(e, Effect::Dispatch(_) | Effect::RunCommand(_)));
             let mut progressed = false;
             for effect in effects {
                 match effect {
-                    Action::Dispatch(d) => {
+                    Effect::Dispatch(d) => {
                         let r = reply(&d);
                         self.answer(&d, r);
                         progressed = true;
                     }
-                    Action::RunCommand(c) => {
+                    Effect::RunCommand(c) => {
                         self.feed(JournalEvent::ItemOutput {
                             node: c.node.clone(),
                             item: c.item,
@@ -144,7 +144,7 @@ impl Sim {
                         });
                         progressed = true;
                     }
-                    Action::Wait { until_ms } if !busy => {
+                    Effect::Wait { until_ms } if !busy => {
                         self.now = until_ms;
                         progressed = true;
                     }
@@ -197,7 +197,7 @@ fn siblings_are_dispatched_together_and_aggregated_in_item_order() {
     let first: Vec<&Dispatch> = effects
         .iter()
         .filter_map(|a| match a {
-            Action::Dispatch(d) => Some(d),
+            Effect::Dispatch(d) => Some(d),
             _ => None,
         })
         .collect();
@@ -303,7 +303,7 @@ nodes:
     let mut in_flight: Vec<Dispatch> = Vec::new();
     for _ in 0..50 {
         for a in sim.step() {
-            if let Action::Dispatch(d) = a {
+            if let Effect::Dispatch(d) = a {
                 in_flight.push(d);
             }
         }
@@ -408,7 +408,7 @@ fn retries_back_off_deterministically_and_avoid_the_failed_tab() {
         }
         for e in effects {
             match e {
-                Action::Dispatch(d) => {
+                Effect::Dispatch(d) => {
                     let r = if failures > 0 {
                         failures -= 1;
                         Err(("429 rate limited".to_string(), true))
@@ -417,7 +417,7 @@ fn retries_back_off_deterministically_and_avoid_the_failed_tab() {
                     };
                     sim.answer(&d, r);
                 }
-                Action::Wait { until_ms } => {
+                Effect::Wait { until_ms } => {
                     waits.push(until_ms - sim.now);
                     sim.now = until_ms;
                 }
@@ -602,11 +602,11 @@ fn a_replay_in_the_middle_of_a_fallback_does_not_run_it_twice() {
         }
         for e in effects {
             match e {
-                Action::Dispatch(d) => {
+                Effect::Dispatch(d) => {
                     let r = fail_a(&d);
                     sim.answer(&d, r);
                 }
-                Action::Wait { until_ms } => sim.now = until_ms,
+                Effect::Wait { until_ms } => sim.now = until_ms,
                 _ => {}
             }
         }
@@ -690,7 +690,7 @@ fn replay_rebuilds_the_same_state_and_reissues_in_flight_attempts() {
     let reviews: Vec<Dispatch> = effects
         .into_iter()
         .filter_map(|a| match a {
-            Action::Dispatch(d) => Some(d),
+            Effect::Dispatch(d) => Some(d),
             _ => None,
         })
         .collect();
@@ -724,7 +724,7 @@ fn replay_rebuilds_the_same_state_and_reissues_in_flight_attempts() {
     let reissued: Vec<&Dispatch> = effects
         .iter()
         .filter_map(|a| match a {
-            Action::Dispatch(d) => Some(d),
+            Effect::Dispatch(d) => Some(d),
             _ => None,
         })
         .collect();
@@ -770,7 +770,7 @@ fn pause_holds_new_work_and_resume_continues() {
         "name: p\nnodes:\n  - id: a\n    prompt: one\n  - id: b\n    needs: a\n    prompt: two\n";
     let mut sim = Sim::start(text, &[]);
     let first = sim.step();
-    let Some(Action::Dispatch(a)) = first.into_iter().find(|e| matches!(e, Action::Dispatch(_)))
+    let Some(Effect::Dispatch(a)) = first.into_iter().find(|e| matches!(e, Effect::Dispatch(_)))
     else {
         panic!("a is dispatched");
     };
@@ -855,7 +855,7 @@ fn node_deadline_fails_the_node() {
     let mut sim = Sim::start(text, &[]);
     let effects = sim.step();
     let wait = effects.iter().find_map(|e| match e {
-        Action::Wait { until_ms } => Some(*until_ms),
+        Effect::Wait { until_ms } => Some(*until_ms),
         _ => None,
     });
     assert_eq!(wait, Some(sim.now + 5_000));
@@ -889,7 +889,7 @@ fn run_wide_max_parallel_is_respected() {
         .step()
         .into_iter()
         .filter_map(|a| match a {
-            Action::Dispatch(d) => Some(d),
+            Effect::Dispatch(d) => Some(d),
             _ => None,
         })
         .collect();
@@ -994,7 +994,7 @@ mod replay_property {
                 let mut waited = false;
                 for e in effects {
                     match e {
-                        Action::Dispatch(d) => {
+                        Effect::Dispatch(d) => {
                             let h = crate::flows::engine::retry::fnv1a(
                                 format!("{fail_seed}/{}", d.idempotency_key).as_bytes(),
                             );
@@ -1006,7 +1006,7 @@ mod replay_property {
                             sim.answer(&d, reply);
                             checkpoints.push((sim.journal.len(), sim.state.snapshot()));
                         }
-                        Action::Wait { until_ms } if !waited => {
+                        Effect::Wait { until_ms } if !waited => {
                             sim.now = until_ms;
                             waited = true;
                         }
@@ -1052,7 +1052,7 @@ fn a_result_is_journaled_before_it_is_delivered() {
             }
             for a in actions {
                 match a {
-                    Action::RunCommand(c) => sim.feed(JournalEvent::ItemOutput {
+                    Effect::RunCommand(c) => sim.feed(JournalEvent::ItemOutput {
                         node: c.node.clone(),
                         item: c.item,
                         attempt: c.attempt,
@@ -1060,12 +1060,12 @@ fn a_result_is_journaled_before_it_is_delivered() {
                         text: "hi".into(),
                         first_chunk_at_ms: None,
                     }),
-                    Action::Record(ev) => {
+                    Effect::Record(ev) => {
                         let v = serde_json::to_value(&ev).expect("json");
                         seen.push(format!("record {}", v["type"].as_str().unwrap_or("")));
                         sim.journal.push(ev);
                     }
-                    Action::Deliver { .. } => seen.push("deliver".into()),
+                    Effect::Deliver { .. } => seen.push("deliver".into()),
                     _ => {}
                 }
             }

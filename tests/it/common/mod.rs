@@ -61,7 +61,7 @@ impl TestHub {
     }
 
     pub fn hub(&self) -> &std::sync::Arc<App> {
-        &self.running.hub
+        &self.running.app
     }
 
     /// Connects to `/realtime` and says hello; returns the socket and the welcome frame.
