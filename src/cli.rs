@@ -466,11 +466,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
             crate::hub::auth::token_path(&data_dir).display()
         );
     }
-    let hub = running.app.clone();
+    let app = running.app.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("signal received, shutting down");
-        hub.shutdown.cancel();
+        app.shutdown.cancel();
     });
     running.wait().await;
     Ok(0)
