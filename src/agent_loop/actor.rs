@@ -66,6 +66,8 @@ impl Loops {
                 show,
             }) => self.command_done(&tab, &turn_id, index, ok, &output, show),
             Event::Turn(TurnEvent::Streaming { tab }) => {
+                // The turn a delivery started shows: its files are no longer the tab's to fetch.
+                self.delivery_seen(&tab);
                 self.feed(&tab, Input::Streaming(true));
                 self.feed(&tab, Input::TurnSeen { tab: tab.clone() });
             }
@@ -85,6 +87,21 @@ impl Loops {
                     .is_some_and(|l| deliver_id.starts_with(l.session.id()));
                 if ours {
                     self.feed(&tab, Input::Held);
+                }
+            }
+            Event::Turn(TurnEvent::DeliveryFailed {
+                tab,
+                deliver_id,
+                error,
+            }) => {
+                let ours = self
+                    .live
+                    .lock()
+                    .expect("loops")
+                    .get(&tab)
+                    .is_some_and(|l| deliver_id.starts_with(l.session.id()));
+                if ours {
+                    self.feed(&tab, Input::DeliveryFailed(error));
                 }
             }
             Event::Turn(TurnEvent::NotRun { tab, command }) => self.not_run(&tab, &command),

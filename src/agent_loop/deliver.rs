@@ -1,7 +1,8 @@
 //! What the loop sends a tab: the results message (the loop's one `deliver` frame, typed
 //! with `auto_send` and tagged with its session and round; never into a tab a person
-//! stopped), and the panel's `flow_event`s (a session's progress, a command not run, what a
-//! Stop says).
+//! stopped) with the files it carries (`attachments`, granted to that connection until the
+//! turn it starts shows or the session pauses or ends; docs/files.md), and the panel's
+//! `flow_event`s (a session's progress, a command not run, what a Stop says).
 
 use super::*;
 use crate::agents::store as agent_store;
@@ -35,11 +36,20 @@ impl Loops {
         primer: bool,
         vars: Vec<(String, String)>,
     ) {
-        let (session_id, agent, commands) = {
+        let (session_id, agent, commands, files) = {
             let mut live = self.live.lock().expect("loops");
             let Some(l) = live.get_mut(tab) else { return };
             let commands: Vec<RoundCommand> = std::mem::take(&mut l.round).into_values().collect();
-            (l.session.id().to_string(), l.agent.clone(), commands)
+            // A resend of the same round carries the same files; a new round its own.
+            if l.sent_files.0 != Some(round) {
+                l.sent_files = (Some(round), std::mem::take(&mut l.next_files));
+            }
+            (
+                l.session.id().to_string(),
+                l.agent.clone(),
+                commands,
+                l.sent_files.1.clone(),
+            )
         };
         let store = &self.store;
         let mut text = text;
@@ -92,6 +102,13 @@ impl Loops {
             tracing::info!(tab, "results not typed: a person stopped this tab");
             return;
         }
+        // Granted to this connection for this delivery only; an earlier send's ids go.
+        let kept = &self.asks.hub().tasks.files;
+        kept.revoke_deliveries(tab);
+        let attachments = files
+            .iter()
+            .map(|f| kept.grant_delivery(tab, &deliver_id, f))
+            .collect();
         if let Some(c) = &client {
             // The page may echo the sent text as the person's message: it is not theirs.
             c.typed_by_hub(&crate::protocol::Prompt::from(text.clone()));
@@ -108,13 +125,54 @@ impl Loops {
                     of,
                     name: agent.as_ref().map(|a| a.spec.name.clone()),
                 },
-                attachments: Vec::new(),
+                attachments,
             }),
         };
         if let Err(e) = self.registry.send(tab, &frame) {
             tracing::warn!("agent results not sent to {tab}: {e}");
         }
         self.progress(tab, &session_id, "sent", None, None);
+    }
+}
+
+impl Loops {
+    /// A command of `tab` produced `file` (a `returns: file` skill): it goes with the tab's
+    /// next message when a session runs there; false when none does.
+    pub fn result_file(&self, tab: &str, file: FileRef) -> bool {
+        let mut live = self.live.lock().expect("loops");
+        let Some(l) = live.get_mut(tab) else {
+            return false;
+        };
+        if !l
+            .next_files
+            .iter()
+            .any(|f| f.sha256 == file.sha256 && f.name == file.name)
+        {
+            l.next_files.push(file);
+        }
+        true
+    }
+
+    /// The turn a delivery started shows in `tab`: its files were attached (or the model
+    /// answered the person instead); their grants go.
+    pub(super) fn delivery_seen(&self, tab: &str) {
+        // Called on every chunk of every tab: only a delivery with files has grants to drop.
+        let had = match self.live.lock().expect("loops").get_mut(tab) {
+            Some(l) if !l.sent_files.1.is_empty() => {
+                l.sent_files.1.clear();
+                true
+            }
+            _ => false,
+        };
+        if had {
+            self.withdraw_files(tab);
+        }
+    }
+
+    /// The tab may no longer fetch the files of any delivery (seen, withdrawn, or the
+    /// session over).
+    pub(super) fn withdraw_files(&self, tab: &str) {
+        self.asks.hub().tasks.files.revoke_deliveries(tab);
     }
 }
 

@@ -12,8 +12,8 @@
 //!
 //! Files: `actor` (the task and its timer), `session` (feeding a session and acting on what
 //! it decides), `journal` (commands, rounds, sessions in the store; restoring after a
-//! restart), `deliver` (the results message and the panel's frames), `memory` (an agent's
-//! observations, reflections and recall).
+//! restart), `deliver` (the results message, the files it carries, and the panel's frames),
+//! `memory` (an agent's observations, reflections and recall).
 //!
 //! It stands on the ask service (`crate::ask`), the store and the pure core in
 //! `crate::agents`; the primer comes from above through [`LoopHost`], given at construction.
@@ -35,6 +35,7 @@ use crate::commands::permissions::Permissions;
 use crate::commands::scanner::FoundCommand;
 use crate::commands::vars::Variables;
 use crate::config::AgentSettings;
+use crate::hub::files::FileRef;
 use crate::hub::registry::{Client, Registry};
 use crate::store::Store;
 
@@ -105,6 +106,13 @@ pub enum TurnEvent {
     PersonSpoke { tab: String },
     /// The tab holds delivery `deliver_id` while the person types in its box.
     Held { tab: String, deliver_id: String },
+    /// The tab could not send delivery `deliver_id` (a file the site refused; its words):
+    /// nothing was sent.
+    DeliveryFailed {
+        tab: String,
+        deliver_id: String,
+        error: String,
+    },
     /// A command of a stopped tab's reply that was not run: the panel lists it.
     NotRun { tab: String, command: String },
 }
@@ -199,6 +207,12 @@ struct Live {
     paused_at: Option<u64>,
     /// The commands a person's Stop cancelled (the panel lists them when it ends).
     cancelled: Vec<String>,
+    /// Files the next message carries (`agent task … with files=`, a `returns: file` skill's
+    /// file of this round).
+    next_files: Vec<FileRef>,
+    /// The files of the message sent last and its round, until its turn shows (a resend
+    /// carries them again).
+    sent_files: (Option<u32>, Vec<FileRef>),
 }
 
 impl Live {
@@ -215,6 +229,8 @@ impl Live {
             last_text: String::new(),
             paused_at: None,
             cancelled: Vec::new(),
+            next_files: Vec::new(),
+            sent_files: (None, Vec::new()),
         }
     }
 }
@@ -517,6 +533,16 @@ impl Loops {
     /// Starts a session of `agent` on its tab with `task` after the primer, and waits for
     /// its final answer (or why it ended without one).
     pub async fn task(&self, agent: AgentRecord, task: &str) -> Result<String, LoopError> {
+        self.task_with_files(agent, task, Vec::new()).await
+    }
+
+    /// [`Loops::task`] with `files` attached to the session's first message (docs/files.md).
+    pub async fn task_with_files(
+        &self,
+        agent: AgentRecord,
+        task: &str,
+        files: Vec<FileRef>,
+    ) -> Result<String, LoopError> {
         if !self.settings.enabled {
             return Err(LoopError::Off);
         }
@@ -550,6 +576,7 @@ impl Loops {
             );
             let mut l = Live::new(session, Some(agent));
             l.waiters.push(tx);
+            l.next_files = files;
             live.insert(tab.id.clone(), l);
         }
         self.post(Event::Begin {

@@ -197,6 +197,7 @@ impl Loops {
         let Some(l) = self.live.lock().expect("loops").remove(tab) else {
             return;
         };
+        self.withdraw_files(tab);
         let id = l.session.id().to_string();
         let why_text = why.text();
         let _ = agent_store::set_session_state(
@@ -259,6 +260,9 @@ impl Loops {
         if let Some(l) = self.live.lock().expect("loops").get_mut(tab) {
             l.paused_at.get_or_insert(now());
         }
+        // The tab drops a delivery of a paused session: its files are withdrawn (a resume
+        // grants them again).
+        self.withdraw_files(tab);
         let text = why.text();
         let _ = agent_store::set_session_state(
             &self.store,

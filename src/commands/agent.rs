@@ -16,12 +16,16 @@ use super::template::Template;
 pub enum AgentCmd<T = Template> {
     /// `agent create NAME [on TARGET] [with tools=[T,…]] [max_rounds=N] [memory=SCOPE]`.
     Create(AgentSpec),
-    /// `agent task NAME TEXT`: start a session on the agent's tab; answers its final answer.
+    /// `agent task NAME [with files=[…]] TEXT`: start a session on the agent's tab; answers
+    /// its final answer.
     Task {
         /// The agent.
         name: String,
         /// The task, sent after the primer.
         text: T,
+        /// Names in the files folder (`$var`s expanded by the interpreter), attached to the
+        /// session's first message (docs/files.md).
+        files: Vec<String>,
     },
     /// `agent status [NAME]`: sessions, round, last command, why stopped.
     Status(Option<String>),
@@ -79,9 +83,10 @@ impl<T> AgentCmd<T> {
     pub fn try_map<U, E>(&self, mut f: impl FnMut(&T) -> Result<U, E>) -> Result<AgentCmd<U>, E> {
         Ok(match self {
             AgentCmd::Create(s) => AgentCmd::Create(s.clone()),
-            AgentCmd::Task { name, text } => AgentCmd::Task {
+            AgentCmd::Task { name, text, files } => AgentCmd::Task {
                 name: name.clone(),
                 text: f(text)?,
+                files: files.clone(),
             },
             AgentCmd::Status(n) => AgentCmd::Status(n.clone()),
             AgentCmd::Memory(n) => AgentCmd::Memory(n.clone()),

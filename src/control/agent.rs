@@ -34,13 +34,19 @@ pub(super) async fn agent_verb(
                 rec.spec.name
             ))
         }
-        AgentCmd::Task { name, text } => {
+        AgentCmd::Task { name, text, files } => {
             let rec = agents::agent(store, &name)
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| crate::agent_loop::LoopError::NoAgent(name.clone()).to_string())?;
+            // Names in the files folder, each checked before anything is sent (docs/files.md).
+            let files = control
+                .tasks
+                .files
+                .named_all(&files)
+                .map_err(|e| e.to_string())?;
             control
                 .loops
-                .task(rec, &text)
+                .task_with_files(rec, &text, files)
                 .await
                 .map_err(|e| e.to_string())
         }

@@ -391,6 +391,19 @@ impl ports::Services for HubHost {
         Some(self.control.commands.skills.get())
     }
 
+    fn result_file(&self, caller: &Caller, file: &crate::skills::KeptFile) -> bool {
+        // A skill's file goes with the caller's next agent results message (docs/files.md).
+        self.control.loops.result_file(
+            &caller.client_id,
+            crate::hub::files::FileRef {
+                sha256: file.sha256.clone(),
+                name: file.name.clone(),
+                mime: file.mime.clone(),
+                size: file.size,
+            },
+        )
+    }
+
     async fn mcp(&self, caller: &Caller, request: McpRequest) -> Result<String, HostError> {
         let clients = &self.control.mcp;
         match request {

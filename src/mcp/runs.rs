@@ -297,6 +297,7 @@ impl Runs {
         door: &Arc<McpDoor>,
         agent: crate::agents::store::AgentRecord,
         task: &str,
+        files: Vec<crate::hub::files::FileRef>,
         key: Option<&str>,
     ) -> Result<String, StartError> {
         let key = key.map(|k| format!("agent_task:{k}"));
@@ -313,7 +314,7 @@ impl Runs {
                 let name = agent.spec.name.clone();
                 let mut view = RunView::new(&run_id, 1);
                 tokio::select! {
-                    r = loops.task(agent, &task) => match r {
+                    r = loops.task_with_files(agent, &task, files) => match r {
                         Ok(answer) => {
                             view.status = Status::Completed;
                             view.text = answer;

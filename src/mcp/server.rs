@@ -105,8 +105,9 @@ struct AgentTaskArgs {
     agent: String,
     /// The task; the agent's tab gets it after its primer.
     task: String,
-    /// Files for the task, as for `ask` — not taken yet: a call with files is refused (an
-    /// agent's messages are typed into its tab, which carries no files yet); use `ask`.
+    /// Files for the task, as for `ask`: `{name, mime_type, data}` with `data` in base64, or a
+    /// name inside the hub's files folder; attached to the session's first message in the
+    /// agent's tab.
     #[serde(default)]
     files: Vec<FileArg>,
     /// Wait at most this many seconds (default 45); then get_run with the run_id.
@@ -579,13 +580,6 @@ impl HubTools {
                     Ok(a) => a,
                     Err(r) => return Ok(r),
                 };
-                if !a.files.is_empty() {
-                    return Ok(refusal(
-                        "agent_task 暂不支持文件 / agent_task does not take files yet: ask the \
-                         agent's tab with `ask` and files, or name the files in the task"
-                            .into(),
-                    ));
-                }
                 let agent = match crate::agents::store::agent(&door.store, &a.agent) {
                     Ok(Some(rec)) => rec,
                     Ok(None) => {
@@ -595,10 +589,18 @@ impl HubTools {
                     }
                     Err(e) => return Ok(refusal(e.to_string())),
                 };
-                let r =
-                    door.mcp
-                        .runs
-                        .start_agent(door, agent, &a.task, a.idempotency_key.as_deref());
+                // Checked and kept before the session starts: a bad file sends nothing.
+                let files = match keep_files(door, a.files).await {
+                    Ok(f) => f,
+                    Err(e) => return Ok(refusal(e)),
+                };
+                let r = door.mcp.runs.start_agent(
+                    door,
+                    agent,
+                    &a.task,
+                    files,
+                    a.idempotency_key.as_deref(),
+                );
                 match started(r) {
                     Ok(id) => Ok(self.follow(&id, wait_of(a.wait_s), &ctx).await),
                     Err(e) => Ok(refusal(e)),

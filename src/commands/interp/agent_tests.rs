@@ -159,6 +159,7 @@ async fn who_may_run_the_agent_forms() {
             Ok(AgentCmd::Task {
                 name: "r1".into(),
                 text: "review the text".into(),
+                files: vec![],
             }),
         ),
         (&foreman, "agent list", Ok(AgentCmd::List)),

@@ -53,13 +53,20 @@ impl<'a> Parser<'a> {
             "create" => AgentCmd::Create(self.agent_create(rest, args)?),
             "task" => {
                 let name = name_at(0)?;
-                let text = self.trim(Span::new(args[0].e, rest.e));
+                // `with files=[…]` after the name (docs/files.md), then a `:` may be written.
+                let (files, mut from) = self.with_files(args[0].e, rest.e, "agent")?;
+                let after = self.text(Span::new(from, rest.e)).trim_start();
+                if !files.is_empty() && after.starts_with(':') {
+                    from = rest.e - after.len() + 1;
+                }
+                let text = self.trim(Span::new(from, rest.e));
                 if text.is_empty() {
                     return Err(self.err(rest.e, "agent", "expected the task text after the name"));
                 }
                 AgentCmd::Task {
                     name,
                     text: self.free_text(text),
+                    files,
                 }
             }
             "status" => AgentCmd::Status(optional_name()?),
@@ -260,6 +267,31 @@ mod tests {
                 AgentCmd::Task {
                     name: "researcher".into(),
                     text: parse_template("比较 qianwen 和 doubao 的评审 $x"),
+                    files: vec![],
+                },
+            ),
+            (
+                "agent task researcher with files=[chart.png, \"年报 2025.pdf\"]: 这张图 $x",
+                AgentCmd::Task {
+                    name: "researcher".into(),
+                    text: parse_template("这张图 $x"),
+                    files: vec!["chart.png".into(), "年报 2025.pdf".into()],
+                },
+            ),
+            (
+                "agent task researcher with files=[$shot] 看看",
+                AgentCmd::Task {
+                    name: "researcher".into(),
+                    text: parse_template("看看"),
+                    files: vec!["$shot".into()],
+                },
+            ),
+            (
+                "agent task researcher with care: 看看",
+                AgentCmd::Task {
+                    name: "researcher".into(),
+                    text: parse_template("with care: 看看"),
+                    files: vec![],
                 },
             ),
             ("agent status", AgentCmd::Status(None)),
@@ -303,6 +335,16 @@ mod tests {
             ("agent create r1 memory=a/b", 16, "expected memory=SCOPE"),
             ("agent create r1 loudly", 16, "unexpected `loudly`"),
             ("agent task r1", 13, "expected the task text"),
+            (
+                "agent task r1 with files=[a.png]",
+                32,
+                "expected the task text",
+            ),
+            (
+                "agent task r1 with files=[]: x",
+                25,
+                "at least one file name",
+            ),
             ("agent memory a b", 15, "unexpected `b`"),
             ("agent list all", 11, "unexpected `all`"),
             ("agent stop a b", 13, "unexpected `b`"),

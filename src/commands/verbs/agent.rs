@@ -28,7 +28,13 @@ impl<H: Host> Interpreter<H> {
         if let AgentCmd::Create(spec) = a {
             agent::tools_within(ctx.caller, &spec.tools_or_default())?;
         }
-        let request = a.try_map(|t| self.expand(ctx, t, frame))?;
+        let mut request = a.try_map(|t| self.expand(ctx, t, frame))?;
+        if let AgentCmd::Task { files, .. } = &mut request {
+            // `$var` in a file name is expanded first (a flow can name `$report`).
+            for f in files.iter_mut().filter(|f| f.contains('$')) {
+                *f = self.expand(ctx, &crate::commands::parser::parse_template(f), frame)?;
+            }
+        }
         Ok(self.host.agent(ctx.caller, request).await?)
     }
 }
