@@ -8,6 +8,7 @@
 mod common;
 
 mod agents;
+mod agents_files;
 mod agents_restart;
 mod api;
 mod cluster;

@@ -868,3 +868,70 @@ async fn a_file_larger_than_rmcps_own_4_mb_cap_goes_through_ask() {
     assert!(got[0].1 == big, "the same 6 MB");
     assert_eq!(asked.await.unwrap()["status"], "completed");
 }
+
+#[tokio::test]
+async fn agent_task_carries_files_to_the_sessions_first_message_and_a_bad_one_sends_nothing() {
+    let h = TestHub::start().await;
+    let folder = h.dir.path().join("files");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("report.pdf"), b"%PDF-1.4 for the agent").unwrap();
+    std::fs::write(h.dir.path().join("secret.txt"), b"secret").unwrap();
+    let (mut km, w) = h.tab("kimi", Some("km")).await;
+    let me = w["client_id"].as_str().unwrap().to_string();
+    let mut boss = h
+        .scripted("boss", "deepseek", "master", |_| {
+            Reply::Text(Duration::ZERO, "unused".into())
+        })
+        .await;
+    let made = boss.command("?<agent create looker on km>!").await;
+    assert_eq!(made["result"]["success"], true, "{made}");
+    let c = client(&h, ProtocolVersion::V_2025_11_25).await;
+    // A name out of the files folder is the tool's error, and the tab gets nothing.
+    let (failed, text) = call_text(
+        &c,
+        "agent_task",
+        json!({"agent": "looker", "task": "x", "files": ["../secret.txt"]}),
+    )
+    .await;
+    assert!(failed && text.contains("secret.txt"), "{text}");
+    let run = tokio::spawn(async move {
+        call(
+            &c,
+            "agent_task",
+            json!({"agent": "looker", "task": "看图和报告", "wait_s": 30, "files": [
+                {"name": "chart.png", "mime_type": "image/png", "data": b64(PNG)}, "report.pdf"]}),
+        )
+        .await
+    });
+    // The tab's first delivery is the good call's: the primer and the task, with both files.
+    let d = crate::common::recv_type(&mut km, "deliver").await;
+    assert_eq!(d["agent"]["round"], 0, "{d}");
+    assert!(d["text"].as_str().unwrap().contains("看图和报告"), "{d}");
+    let att = d["attachments"].as_array().expect("attachments").clone();
+    let names: Vec<_> = att.iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["chart.png", "report.pdf"], "{d}");
+    let mut got = Vec::new();
+    for a in &att {
+        got.push(fetch_file(&h, a["id"].as_str().unwrap(), &me).await);
+    }
+    assert_eq!(
+        got,
+        [
+            (200, PNG.to_vec()),
+            (200, b"%PDF-1.4 for the agent".to_vec())
+        ]
+    );
+    let answer = "看到了：一张图和一份报告 ?<done 图和报告都看到了>!";
+    for v in [
+        json!({"type":"chunk","turn_id":"k1","seq":0,"text":answer}),
+        json!({"type":"turn_end","turn_id":"k1","text":answer}),
+    ] {
+        crate::common::send(&mut km, &v).await;
+    }
+    let r = run.await.unwrap();
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["text"], "图和报告都看到了", "{r}");
+    // The turn showed: the files are no longer the tab's to fetch.
+    let (status, _) = fetch_file(&h, att[0]["id"].as_str().unwrap(), &me).await;
+    assert_eq!(status, 404);
+}
