@@ -119,11 +119,14 @@ async fn store_one(door: &ApiDoor, part: FilePart) -> Result<FileRef, ApiError> 
                         .into(),
                 ));
             }
-            let got = super::fetch::fetch_image(&url, max, &door.config.fetch_allow)
-                .await
-                .map_err(|why| {
-                    refused(format!("图片下载被拒绝 / fetching {url} refused: {why}"))
-                })?;
+            let got = super::fetch::fetch_image(
+                &url,
+                max,
+                &door.config.fetch_allow,
+                &door.config.fetch_test_roots,
+            )
+            .await
+            .map_err(|why| refused(format!("图片下载被拒绝 / fetching {url} refused: {why}")))?;
             if !IMAGE_TYPES.contains(&got.mime.as_str()) {
                 return Err(ApiError::invalid(
                     "unsupported_file_type",

@@ -1,8 +1,11 @@
 //! A remote `image_url` fetched for a chat request (`--fetch-urls`, off by default;
 //! docs/api.md "Files and images"): http(s) only, never to an address that is not public —
 //! checked after DNS (our own resolver drops such addresses, so reqwest connects only to a
-//! checked one) and again on every redirect (a custom policy, at most [`MAX_HOPS`]); no
-//! proxy, no cookies, `image/*` only, size-capped, with a timeout.
+//! checked one, for https as for http) and again on every redirect (a custom policy, at most
+//! [`MAX_HOPS`], never from https down to http); no proxy, no cookies, `image/*` only,
+//! size-capped, with a timeout. https is rustls with Mozilla's roots compiled in
+//! (webpki-roots): a certificate that does not chain to one of them, or names another host,
+//! is refused.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -93,6 +96,23 @@ fn v6_forbidden(a: Ipv6Addr) -> Option<&'static str> {
     Some(why)
 }
 
+/// Why a redirect to `next` is not followed, or Ok: more than [`MAX_HOPS`], from https
+/// down to http (what TLS protected would go in clear), or `next` itself refused by
+/// [`check_url`]. `previous` is the request's URL and every hop since, as reqwest gives them.
+pub fn check_hop(
+    previous: &[reqwest::Url],
+    next: &reqwest::Url,
+    allow: &[SocketAddr],
+) -> Result<(), String> {
+    if previous.len() > MAX_HOPS {
+        return Err(format!("more than {MAX_HOPS} redirects"));
+    }
+    if next.scheme() == "http" && previous.iter().any(|u| u.scheme() == "https") {
+        return Err("a redirect from https down to http is not followed".into());
+    }
+    check_url(next, allow)
+}
+
 /// Why a URL is not fetched (scheme, or a literal address that is not public), or Ok.
 /// `allow` lets exact `ip:port` pairs through (tests; never set from the command line).
 pub fn check_url(url: &reqwest::Url, allow: &[SocketAddr]) -> Result<(), String> {
@@ -159,17 +179,13 @@ pub struct Fetched {
     pub bytes: Vec<u8>,
 }
 
-/// Fetches `url` under the rules above, at most `max` bytes; the error is a sentence for the
-/// caller.
-pub async fn fetch_image(url: &str, max: u64, allow: &[SocketAddr]) -> Result<Fetched, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
-    check_url(&parsed, allow)?;
+/// The client of every fetch: the rules above, and for https only the web PKI roots
+/// compiled into the binary (no system store, nothing from input), certificates and host
+/// names always verified.
+fn client(allow: &[SocketAddr]) -> reqwest::ClientBuilder {
     let hops = allow.to_vec();
     let policy = reqwest::redirect::Policy::custom(move |attempt| {
-        if attempt.previous().len() > MAX_HOPS {
-            return attempt.error(format!("more than {MAX_HOPS} redirects"));
-        }
-        match check_url(attempt.url(), &hops) {
+        match check_hop(attempt.previous(), attempt.url(), &hops) {
             Ok(()) => attempt.follow(),
             Err(why) => {
                 let why = format!("redirect to {} refused: {why}", attempt.url());
@@ -177,14 +193,46 @@ pub async fn fetch_image(url: &str, max: u64, allow: &[SocketAddr]) -> Result<Fe
             }
         }
     });
-    let client = reqwest::Client::builder()
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(true)
         .no_proxy()
         .redirect(policy)
         .dns_resolver(Arc::new(PublicOnly))
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(FETCH_TIMEOUT)
-        .build()
-        .map_err(|e| chain(&e))?;
+}
+
+/// [`client`] that also trusts `roots` (DER): tests only, whose local HTTPS server has a CA
+/// of its own (`HubConfig::fetch_test_roots`, never set from the command line).
+fn client_trusting(
+    allow: &[SocketAddr],
+    roots: &[Vec<u8>],
+) -> Result<reqwest::ClientBuilder, String> {
+    let mut builder = client(allow);
+    for der in roots {
+        let cert = reqwest::Certificate::from_der(der).map_err(|e| chain(&e))?;
+        builder = builder.add_root_certificate(cert);
+    }
+    Ok(builder)
+}
+
+/// Fetches `url` under the rules above, at most `max` bytes; the error is a sentence for the
+/// caller. `allow` and `test_roots` are empty but in tests.
+pub async fn fetch_image(
+    url: &str,
+    max: u64,
+    allow: &[SocketAddr],
+    test_roots: &[Vec<u8>],
+) -> Result<Fetched, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    check_url(&parsed, allow)?;
+    let builder = if test_roots.is_empty() {
+        client(allow)
+    } else {
+        client_trusting(allow, test_roots)?
+    };
+    let client = builder.build().map_err(|e| chain(&e))?;
     let resp = client
         .get(parsed)
         .header(reqwest::header::ACCEPT, "image/*")
@@ -328,5 +376,32 @@ mod tests {
             check_url(&url("http://127.0.0.1:8081/x"), &[allowed]).is_err(),
             "only the exact pair"
         );
+    }
+
+    #[test]
+    fn a_redirect_never_goes_from_https_down_to_http_nor_past_the_hop_limit() {
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        let tls = [url("https://example.com/a")];
+        assert!(check_hop(&tls, &url("https://example.org/b.png"), &[]).is_ok());
+        let down = check_hop(&tls, &url("http://example.com/a"), &[]).unwrap_err();
+        assert!(down.contains("https down to http"), "{down}");
+        // Once https, never http again, even after an http hop and for an allowed address.
+        let allowed: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let mixed = [
+            url("https://example.com/a"),
+            url("https://127.0.0.1:8080/b"),
+        ];
+        assert!(check_hop(&mixed, &url("http://127.0.0.1:8080/c"), &[allowed]).is_err());
+        assert!(check_hop(&mixed, &url("https://127.0.0.1:8080/c"), &[allowed]).is_ok());
+        // Up from http is fine; the address rules still apply to the target.
+        let plain = [url("http://example.com/a")];
+        assert!(check_hop(&plain, &url("https://example.com/a"), &[]).is_ok());
+        assert!(check_hop(&plain, &url("https://10.0.0.1/a"), &[]).is_err());
+        let many: Vec<_> = (0..=MAX_HOPS)
+            .map(|i| url(&format!("https://example.com/{i}")))
+            .collect();
+        let over = check_hop(&many, &url("https://example.com/z"), &[]).unwrap_err();
+        assert!(over.contains("redirects"), "{over}");
+        assert!(check_hop(&many[..MAX_HOPS], &url("https://example.com/z"), &[]).is_ok());
     }
 }

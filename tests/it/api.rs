@@ -1833,3 +1833,279 @@ async fn fetch_urls_fetches_a_public_image_and_never_follows_a_redirect_to_loopb
         "nothing reached the loopback server"
     );
 }
+
+/// A CA of the test's own: the hub trusts it only through `HubConfig::fetch_test_roots`.
+struct TestCa {
+    der: Vec<u8>,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl TestCa {
+    fn new() -> TestCa {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "aicard test CA");
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        TestCa {
+            der: cert.der().to_vec(),
+            issuer: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    /// A server certificate for `names` signed by this CA.
+    fn server(&self, names: &[&str]) -> TlsServer {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &self.issuer)
+            .unwrap();
+        TlsServer::new(cert.der().to_vec(), key.serialize_der())
+    }
+}
+
+/// A TLS server's certificate and key.
+struct TlsServer {
+    config: std::sync::Arc<tokio_rustls::rustls::ServerConfig>,
+}
+
+impl TlsServer {
+    fn new(cert: Vec<u8>, pkcs8: Vec<u8>) -> TlsServer {
+        use tokio_rustls::rustls::{self, pki_types};
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![pki_types::CertificateDer::from(cert)],
+                pki_types::PrivateKeyDer::Pkcs8(pkcs8.into()),
+            )
+            .unwrap();
+        TlsServer {
+            config: std::sync::Arc::new(config),
+        }
+    }
+
+    /// A certificate for 127.0.0.1 that signs itself: in no trust store.
+    fn self_signed() -> TlsServer {
+        let rcgen::CertifiedKey { cert, signing_key } =
+            rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        TlsServer::new(cert.der().to_vec(), signing_key.serialize_der())
+    }
+
+    /// Serves `app` over TLS on 127.0.0.1 (HTTP/1, as the hub's client speaks it).
+    async fn serve(self, app: axum::Router) -> std::net::SocketAddr {
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.config);
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = l.accept().await {
+                let (acceptor, app) = (acceptor.clone(), app.clone());
+                tokio::spawn(async move {
+                    // A client that refuses the certificate ends the handshake here.
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let io = hyper_util::rt::TokioIo::new(tls);
+                    let svc = hyper_util::service::TowerToHyperService::new(app);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, svc)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+}
+
+/// A server that must never be reached: it counts every request and answers with an image.
+fn counting(hits: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> axum::Router {
+    let hits = hits.clone();
+    axum::Router::new().fallback(move || {
+        let hits = hits.clone();
+        async move {
+            hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            ([("content-type", "image/png")], PNG)
+        }
+    })
+}
+
+/// The https stand-in for the internet: an image, a hop to it, and redirects inward (to
+/// `secret`, an https server whose certificate the hub trusts but whose address is not
+/// public), to private and metadata addresses, and down to `plain` over http.
+fn tls_origin(secret: std::net::SocketAddr, plain: std::net::SocketAddr) -> axum::Router {
+    use axum::response::{IntoResponse, Redirect};
+    use axum::routing::get;
+    let to = |url: String| get(move || async move { Redirect::temporary(&url).into_response() });
+    let port = secret.port();
+    axum::Router::new()
+        .route(
+            "/img.png",
+            get(|| async { ([("content-type", "image/png")], PNG).into_response() }),
+        )
+        .route("/hop", to("/img.png".into()))
+        .route("/to-loopback", to(format!("https://{secret}/secret.png")))
+        .route(
+            "/to-localhost",
+            to(format!("https://localhost:{port}/s.png")),
+        )
+        .route("/to-private", to("https://10.0.0.1/secret.png".into()))
+        .route("/to-metadata", to("https://169.254.169.254/latest".into()))
+        .route("/down", to(format!("http://{plain}/img.png")))
+}
+
+/// The hub under test, with `allow` let through and the test CA trusted.
+async fn fetching_hub(ca: &TestCa, allow: Vec<std::net::SocketAddr>) -> TestHub {
+    let root = ca.der.clone();
+    TestHub::start_with(|c| {
+        c.fetch_urls = true;
+        c.fetch_allow = allow;
+        c.fetch_test_roots = vec![root];
+    })
+    .await
+}
+
+/// Posts an image URL that must be refused, and returns the refusal's message.
+async fn refused_fetch(h: &TestHub, url: &str) -> String {
+    let resp = post(h, &image_body("tab/w", url), &[]).await;
+    assert_eq!(resp.status(), 400, "{url}");
+    let v = json_of(resp).await;
+    assert_eq!(v["error"]["code"], "invalid_image_url", "{url}: {v}");
+    v["error"]["message"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn fetch_urls_fetches_over_https_and_refuses_a_certificate_it_does_not_trust() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let ca = TestCa::new();
+    let secret = ca.server(&["127.0.0.1"]).serve(counting(&hits)).await;
+    // This test follows none of the origin's redirects: `plain` is never listened on.
+    let plain = "127.0.0.1:9".parse().unwrap();
+    let origin = ca
+        .server(&["127.0.0.1"])
+        .serve(tls_origin(secret, plain))
+        .await;
+    // Allowed addresses whose certificates must still fail: one that signs itself, one from
+    // the trusted CA for another name.
+    let untrusted = TlsServer::self_signed().serve(counting(&hits)).await;
+    let misnamed = ca.server(&["example.com"]).serve(counting(&hits)).await;
+    let h = fetching_hub(&ca, vec![origin, untrusted, misnamed]).await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    for path in ["/img.png", "/hop"] {
+        let task = attached(
+            &h,
+            &mut ws,
+            image_body("tab/w", &format!("https://{origin}{path}")),
+        )
+        .await;
+        let att = &task["attachments"][0];
+        assert_eq!(att["mime"], "image/png", "{task}");
+        assert_eq!(att["size"], PNG.len(), "{task}");
+        let kept = std::fs::read(
+            h.dir
+                .path()
+                .join("blobs")
+                .join(att["sha256"].as_str().unwrap()),
+        )
+        .unwrap();
+        assert_eq!(kept, PNG);
+    }
+    let msg = refused_fetch(&h, &format!("https://{untrusted}/img.png")).await;
+    assert!(
+        msg.contains("certificate") && msg.contains("UnknownIssuer"),
+        "{msg}"
+    );
+    let msg = refused_fetch(&h, &format!("https://{misnamed}/img.png")).await;
+    assert!(
+        msg.contains("certificate") && msg.contains("not valid for name"),
+        "{msg}"
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "no request went over a refused TLS"
+    );
+}
+
+#[tokio::test]
+async fn fetch_urls_over_https_never_follows_a_redirect_inward_or_down_to_http() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let ca = TestCa::new();
+    // A trusted certificate on a loopback address that is not let through.
+    let secret = ca
+        .server(&["127.0.0.1", "localhost"])
+        .serve(counting(&hits))
+        .await;
+    // An http server that IS let through: only the downgrade rule keeps the hub out.
+    let plain = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let app = counting(&hits);
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        addr
+    };
+    let origin = ca
+        .server(&["127.0.0.1"])
+        .serve(tls_origin(secret, plain))
+        .await;
+    let h = fetching_hub(&ca, vec![origin, plain]).await;
+    let (mut ws, _) = h.tab("sim", Some("w")).await;
+    // The redirect policy names the hop it refused; a name is refused by the resolver when
+    // the hop connects.
+    let cases = [
+        (
+            "/to-loopback",
+            format!("redirect to https://{secret}/secret.png refused"),
+        ),
+        (
+            "/to-localhost",
+            "`localhost` resolves to no public address".into(),
+        ),
+        (
+            "/to-private",
+            "redirect to https://10.0.0.1/secret.png refused".into(),
+        ),
+        (
+            "/to-metadata",
+            "169.254.169.254 is not a public address".into(),
+        ),
+        (
+            "/down",
+            format!(
+                "redirect to http://{plain}/img.png refused: a redirect from https down to http"
+            ),
+        ),
+    ];
+    for (path, why) in cases {
+        let msg = refused_fetch(&h, &format!("https://{origin}{path}")).await;
+        assert!(msg.contains(&why), "{path}: {msg}");
+    }
+    let msg = refused_fetch(&h, &format!("https://{secret}/secret.png")).await;
+    assert!(msg.contains("not a public address"), "{msg}");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "nothing reached the forbidden servers"
+    );
+    // The plain server is let through when asked directly: what kept the redirect out was
+    // the downgrade rule alone.
+    let task = attached(
+        &h,
+        &mut ws,
+        image_body("tab/w", &format!("http://{plain}/img.png")),
+    )
+    .await;
+    assert_eq!(task["attachments"][0]["size"], PNG.len(), "{task}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}
