@@ -433,3 +433,53 @@ def test_ask_with_a_file_attaches_it_and_a_bad_one_is_the_tools_error(hub):
     assert att["id"] and att["name"] == "brief.pdf" and att["mime"] == "application/pdf", att
     assert (status, body) == (200, pdf)
     assert tab.tasks.qsize() == 1, "the refused call sent nothing"
+
+
+def test_agent_task_with_a_file_reaches_the_agents_first_message(hub):
+    """`agent_task` with `files`: the agent's tab gets them on the session's first `deliver`
+    and fetches the same bytes with its token while it holds it; the run's text is the
+    agent's final answer."""
+    png = b"\x89PNG\r\n\x1a\n from the MCP SDK to an agent"
+    ws_url = hub.replace("http://", "ws://") + "/realtime"
+    agent_ws = connect(ws_url).__enter__()
+    agent_ws.send(json.dumps({"type": "hello", "token": TOKEN, "site": "sim", "label": "mcp-agent-tab"}))
+    agent_id = json.loads(agent_ws.recv(timeout=WAIT))["client_id"]
+    with connect(ws_url) as boss:
+        boss.send(json.dumps({"type": "hello", "token": TOKEN, "site": "sim", "label": "mcp-agent-boss", "role": "master"}))
+        boss.send(json.dumps({"type": "user_input", "text": "?<agent create sdk-looker on mcp-agent-tab>!"}))
+        while (made := json.loads(boss.recv(timeout=WAIT)))["type"] != "cmd_result":
+            pass
+    assert made["result"]["success"], made
+    seen = queue.Queue()
+
+    def model():
+        for msg in agent_ws:
+            frame = json.loads(msg)
+            if frame["type"] != "deliver":
+                continue
+            seen.put((frame, fetch_attachments(hub, TOKEN, agent_id, frame)))
+            answer = "I looked at it ?<done a picture>!"
+            agent_ws.send(json.dumps({"type": "chunk", "turn_id": "sdk-1", "seq": 0, "text": answer}))
+            agent_ws.send(json.dumps({"type": "turn_end", "turn_id": "sdk-1", "text": answer}))
+            return
+
+    threading.Thread(target=model, daemon=True).start()
+
+    async def go():
+        client, transport = http_session(hub)
+        async with client:
+            async with contextlib_stack() as stack:
+                session = await open_session(stack, transport, "initialize")
+                file = {"name": "look.png", "mime_type": "image/png", "data": base64.b64encode(png).decode()}
+                r = await session.call_tool(
+                    "agent_task", {"agent": "sdk-looker", "task": "what is this?", "files": [file], "wait_s": WAIT}
+                )
+                return structured(r)
+
+    r = asyncio.run(go())
+    assert r["status"] == "completed" and r["text"] == "a picture", r
+    frame, got = seen.get(timeout=WAIT)
+    assert frame["agent"]["round"] == 0 and "what is this?" in frame["text"], frame
+    [(att, status, body)] = got
+    assert att["name"] == "look.png" and att["mime"] == "image/png", att
+    assert (status, body) == (200, png)
