@@ -1,18 +1,19 @@
 //! The application above the hub: commands, flow runs, the OpenAI-compatible API, the
 //! dashboard and MCP, built on one [`Hub`] (transport, registry, task queues, engine).
-//! `App::start` opens the hub, wires the hooks it calls back through, and serves.
+//! `App::start` opens the hub, builds each service once from the bottom up, then the frame
+//! handler (`AppHooks`, over the components it calls), and serves with it.
 //!
 //! The layering is one way: `app` (and `control`, `runner`, `foreman`, `api`, `dashboard`,
 //! `mcp`) use `hub`; `hub` never names them. An `App` dereferences to its `Hub`, so code
 //! above reads `app.registry`, `app.tasks`, `app.store` as it did when they were one type.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use crate::config::HubConfig;
 use crate::hub::registry::{Client, ConnState};
 use crate::hub::{Hooks, Hub};
-use crate::protocol::{Role, TaskState, Trouble};
+use crate::protocol::{TaskState, Trouble};
 
 /// One running AIcard: the hub and everything that acts on what tabs say.
 pub struct App {
@@ -36,7 +37,7 @@ pub struct App {
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// The agent loop's sessions (docs/agents.md), on the ask service.
     pub loops: Arc<crate::agent_loop::Loops>,
-    /// The command host: what the hub's hooks, the foreman cycle and the runner's command
+    /// The command host: what the frame handler, the foreman cycle and the runner's command
     /// steps run through (holds the components above as it uses them).
     pub control: Arc<crate::control::Control>,
 }
@@ -82,14 +83,20 @@ impl App {
         let (hub, commands) = Hub::open_with(config, |config, store| {
             let commands = Arc::new(crate::control::Commands::new(config, store));
             let shape = commands.clone();
-            let hook: crate::hub::tasks::PromptHook = Box::new(move |client, prompt, from_hub| {
-                let prompt = shape.with_memory(client, prompt);
-                match from_hub {
-                    true => shape.with_card_prompt(client, prompt),
-                    false => prompt,
-                }
-            });
-            (commands, Some(hook))
+            let prompt: crate::hub::tasks::PromptHook =
+                Box::new(move |client, prompt, from_hub| {
+                    let prompt = shape.with_memory(client, prompt);
+                    match from_hub {
+                        true => shape.with_card_prompt(client, prompt),
+                        false => prompt,
+                    }
+                });
+            let cards = commands.clone();
+            let below = crate::hub::Below {
+                prompt: Some(prompt),
+                cards: Some(Box::new(move |client| cards.card_role(client))),
+            };
+            (commands, below)
         })
         .await?;
         // The secret is made (and kept in the data dir) only once a webhook asks for it.
@@ -159,16 +166,28 @@ impl App {
             work_calls,
             hub.shutdown.clone(),
         ));
+        let api = Arc::new(crate::api::ApiState::new(
+            hub.registry.clone(),
+            hub.tasks.clone(),
+            admission_checks(&asks),
+        ));
+        let skills = crate::mcp::skills::SkillTools::new(control.clone());
+        // Last, the frame handler over what it calls: the transports and the engine's event
+        // loop get it when the hub serves.
+        let hooks = Arc::new(AppHooks {
+            control: control.clone(),
+            commands: commands.clone(),
+            asks: asks.clone(),
+            api: api.clone(),
+            loops: loops.clone(),
+        });
+        hub.tracker.spawn(wake_admission(hub.clone(), api.clone()));
         let app = Arc::new(App {
             commands,
             runner,
-            api: Arc::new(crate::api::ApiState::new(
-                hub.registry.clone(),
-                hub.tasks.clone(),
-                admission_checks(&asks),
-            )),
+            api,
             dashboard: Arc::default(),
-            mcp: Arc::default(),
+            mcp: Arc::new(crate::mcp::McpState::new(Some(Arc::new(skills)))),
             asks,
             planner,
             webhooks: webhooks.clone(),
@@ -188,11 +207,6 @@ impl App {
                 hub.shutdown.clone(),
             ));
         }
-        hub.set_hooks(Arc::new(AppHooks(Arc::downgrade(&app))));
-        app.mcp
-            .set_skills(Arc::new(crate::mcp::skills::SkillTools::new(
-                app.control.clone(),
-            )));
         let listener = hub.bind().await?;
         let addr = listener.local_addr()?;
         hub.tracker.spawn(crate::webhooks::follow_journal(
@@ -222,13 +236,13 @@ impl App {
         app.clone().watch_role_cards();
         app.clone().flush_memory_turns();
         let router = app.router();
-        let server = hub.serve(listener, router);
+        let server = hub.serve(listener, router, hooks);
         Ok(RunningHub { addr, app, server })
     }
 
     /// The hub's routes and each door's, every door with the components it uses as its
-    /// state.
-    fn router(self: &Arc<Self>) -> axum::Router {
+    /// state (the hub's own, the hub and the frame handler, is given by `Hub::serve`).
+    fn router(self: &Arc<Self>) -> axum::Router<Arc<crate::hub::TabDoor>> {
         let api = Arc::new(crate::api::ApiDoor {
             hub: self.hub.clone(),
             api: self.api.clone(),
@@ -256,7 +270,6 @@ impl App {
             loops: self.loops.clone(),
         });
         crate::hub::routes()
-            .with_state(self.hub.clone())
             .merge(crate::api::routes().with_state(api))
             .merge(
                 crate::dashboard::routes()
@@ -451,43 +464,37 @@ fn admission_checks(asks: &Arc<crate::ask::Asks>) -> crate::api::admission::Chec
     }
 }
 
-/// The hub's way back up: each frame the hub does not handle itself goes to commands or the
-/// API. Holds the app weakly (the app owns the hub).
-struct AppHooks(Weak<App>);
-
-impl AppHooks {
-    fn app(&self) -> Option<Arc<App>> {
-        self.0.upgrade()
-    }
+/// The frame handler: each frame the hub does not handle itself goes to commands, the agent
+/// loop, the ask service's decision engine or the API. Built last, over the components it
+/// calls (never the app), and handed to `Hub::serve`.
+struct AppHooks {
+    control: Arc<crate::control::Control>,
+    commands: Arc<crate::control::Commands>,
+    asks: Arc<crate::ask::Asks>,
+    api: Arc<crate::api::ApiState>,
+    loops: Arc<crate::agent_loop::Loops>,
 }
 
 impl Hooks for AppHooks {
     fn remote_call(&self, call: crate::hub::engine::RemoteCall) {
-        if let Some(app) = self.app() {
-            let control = app.control.clone();
-            app.hub
-                .tracker
-                .spawn(crate::control::serve_remote(control, call));
-        }
+        let control = self.control.clone();
+        self.control
+            .hub
+            .tracker
+            .spawn(crate::control::serve_remote(control, call));
     }
 
     fn bus_event(&self, body: &[u8]) {
-        let Some(app) = self.app() else { return };
+        let bus = &self.control.bus;
         match serde_json::from_slice::<crate::events::Event>(body) {
-            Ok(ev) if ev.origin != app.control.bus.origin() => app.control.bus.deliver(ev),
+            Ok(ev) if ev.origin != bus.origin() => bus.deliver(ev),
             Ok(_) => {}
             Err(e) => tracing::warn!("a bad event from another node: {e}"),
         }
     }
 
-    fn card_role(&self, client: &Client) -> Option<(Role, Option<String>)> {
-        self.app()?.commands.card_role(client)
-    }
-
     fn free_chunk(&self, client: &Arc<Client>, turn_id: &str, seq: u64, text: &str) {
-        if let Some(app) = self.app() {
-            crate::control::on_chunk(&app.control, client, turn_id, seq, text);
-        }
+        crate::control::on_chunk(&self.control, client, turn_id, seq, text);
     }
 
     fn task_chunk(
@@ -498,33 +505,25 @@ impl Hooks for AppHooks {
         text: &str,
         reasoning: Option<&str>,
     ) {
-        if let Some(app) = self.app() {
-            let now = crate::store::now_ms() as u64;
-            if let Some(s) = app.asks.pick.decide.chunk(&client.id, now) {
-                app.api.counters().first_chunk(&client.info().site, s);
-            }
-            app.api.on_chunk(client, task_id, turn_id, text, reasoning);
+        let now = crate::store::now_ms() as u64;
+        if let Some(s) = self.asks.pick.decide.chunk(&client.id, now) {
+            self.api.counters().first_chunk(&client.info().site, s);
         }
+        self.api.on_chunk(client, task_id, turn_id, text, reasoning);
     }
 
     fn turn_counted(&self, client: &Arc<Client>) {
-        if let Some(app) = self.app() {
-            crate::control::count_turn(&app.control, client);
-        }
+        crate::control::count_turn(&self.control, client);
     }
 
     fn free_turn_end(&self, client: &Arc<Client>, turn_id: &str, text: &str) {
-        if let Some(app) = self.app() {
-            crate::control::on_turn_end(&app.control, client, turn_id, text);
-        }
+        crate::control::on_turn_end(&self.control, client, turn_id, text);
     }
 
     fn user_input(&self, client: &Arc<Client>, text: &str) {
-        if let Some(app) = self.app() {
-            // The person acted in the tab: a parked tab (captcha, login) works again.
-            app.asks.pick.decide.unpark(&client.id);
-            crate::control::on_user_input(&app.control, client, text);
-        }
+        // The person acted in the tab: a parked tab (captcha, login) works again.
+        self.asks.pick.decide.unpark(&client.id);
+        crate::control::on_user_input(&self.control, client, text);
     }
 
     fn flow_report(
@@ -532,8 +531,7 @@ impl Hooks for AppHooks {
         client: &Arc<Client>,
         report: &crate::protocol::FlowReport,
     ) -> Option<crate::protocol::ServerFrame> {
-        let app = self.app()?;
-        Some(crate::control::flow_report(&app.control, client, report))
+        Some(crate::control::flow_report(&self.control, client, report))
     }
 
     fn flow_data(
@@ -541,19 +539,35 @@ impl Hooks for AppHooks {
         client: &Arc<Client>,
         data: crate::protocol::FlowData,
     ) -> Option<crate::protocol::ServerFrame> {
-        let app = self.app()?;
-        crate::control::flow_data(&app.control, client, data)
+        crate::control::flow_data(&self.control, client, data)
     }
 
-    fn delivery_held(&self, client: &Arc<Client>, deliver_id: &str) {
-        if let Some(app) = self.app() {
-            // The manual's `flow_report` is answered `wait` during the hold (control::seed_wire).
-            app.commands.note_hold(&client.id);
-            app.loops.send(crate::agent_loop::TurnEvent::Held {
+    fn held(&self, client: &Arc<Client>, deliver_id: Option<&str>) {
+        // A delivery's hold or a task's: the manual's `flow_report` is answered `wait`
+        // during either (control::seed_wire).
+        self.commands.note_hold(&client.id);
+        if let Some(deliver_id) = deliver_id {
+            self.loops.send(crate::agent_loop::TurnEvent::Held {
                 tab: client.id.clone(),
                 deliver_id: deliver_id.to_string(),
             });
         }
+    }
+
+    fn delivery_failed(
+        &self,
+        client: &Arc<Client>,
+        deliver_id: &str,
+        error: &str,
+        _trouble: Option<Trouble>,
+    ) {
+        // A file of the delivery the site refused: the session pauses with the tab's words.
+        self.loops
+            .send(crate::agent_loop::TurnEvent::DeliveryFailed {
+                tab: client.id.clone(),
+                deliver_id: deliver_id.to_string(),
+                error: error.to_string(),
+            });
     }
 
     fn task_update(
@@ -564,40 +578,36 @@ impl Hooks for AppHooks {
         trouble: Option<Trouble>,
         current: bool,
     ) {
-        if let Some(app) = self.app() {
-            if current {
-                crate::pick::on_task_update(&app.asks.pick, client, state, trouble);
-            }
-            app.api.on_update(task_id, state);
+        if current {
+            crate::pick::on_task_update(&self.asks.pick, client, state, trouble);
         }
+        self.api.on_update(task_id, state);
     }
 
     fn task_answered(&self, client: &Arc<Client>, chars: usize) {
-        if let Some(app) = self.app() {
-            let now = crate::store::now_ms() as u64;
-            if let Some(s) = app.asks.pick.decide.succeeded(&client.id, chars, now) {
-                app.api.counters().task_time(&client.info().site, s);
-            }
-            app.api.wake();
+        let now = crate::store::now_ms() as u64;
+        if let Some(s) = self.asks.pick.decide.succeeded(&client.id, chars, now) {
+            self.api.counters().task_time(&client.info().site, s);
         }
     }
 
     fn trouble_cleared(&self, client: &Arc<Client>) {
-        if let Some(app) = self.app() {
-            app.asks.pick.decide.unpark(&client.id);
-        }
-    }
-
-    fn tasks_moved(&self) {
-        if let Some(app) = self.app() {
-            app.api.wake();
-        }
+        self.asks.pick.decide.unpark(&client.id);
     }
 
     fn shutdown(&self) {
-        if let Some(app) = self.app() {
-            app.control.mcp.shutdown();
-            app.control.commands.jobs.shutdown();
+        self.control.mcp.shutdown();
+        self.commands.jobs.shutdown();
+    }
+}
+
+/// Admission serves its waiters again whenever the hub says a tab may have become free
+/// (`Hub::moved`), until the hub stops.
+async fn wake_admission(hub: Arc<Hub>, api: Arc<crate::api::ApiState>) {
+    loop {
+        tokio::select! {
+            _ = hub.moved.notified() => api.wake(),
+            _ = hub.shutdown.cancelled() => return,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The hub's side of the cluster engine: applies what the engine reports (other nodes' tabs,
 //! envelopes for this node's tabs, envelopes that were refused) to the registry and the task
 //! queues, refreshes this node's presence once a heartbeat, and expires other nodes' tabs
-//! whose presence ran out. With the in-process engine only the (quiet) event loop runs.
+//! whose presence ran out. The event loop starts when the hub serves, with the frame handler
+//! that hears other nodes' bus events and remote calls (what came before waits in the
+//! engine's channel). With the in-process engine only the (quiet) event loop runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,17 +11,16 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::engine::{Ack, EngineEvent, Envelope, Presence, WireError, WireTask};
+use super::hooks::Hooks;
 use super::registry::{Client, ConnState, Remote};
 use super::tasks::{TaskError, TaskRequest};
 use super::{Hub, HubEvent};
 use crate::store::now_ms;
 
 impl Hub {
-    /// Starts the engine's event loop and, in a cluster, the presence refresh and sweep.
-    pub(super) fn start_cluster(self: &Arc<Self>, events: mpsc::Receiver<EngineEvent>) {
-        let hub = self.clone();
-        self.tracker
-            .spawn(async move { hub.engine_events(events).await });
+    /// Starts forgetting tabs that did not come back and, in a cluster, the presence refresh
+    /// and sweep.
+    pub(super) fn start_cluster(self: &Arc<Self>) {
         let hub = self.clone();
         self.tracker.spawn(async move { hub.forget_tabs().await });
         if !self.engine.clustered() {
@@ -98,7 +99,22 @@ impl Hub {
         (from_memory, gone.len())
     }
 
-    async fn engine_events(self: Arc<Self>, mut events: mpsc::Receiver<EngineEvent>) {
+    /// Starts the engine's event loop: other nodes' bus events and remote calls go to `hooks`.
+    pub(super) fn start_engine_events(
+        self: &Arc<Self>,
+        events: mpsc::Receiver<EngineEvent>,
+        hooks: Arc<dyn Hooks>,
+    ) {
+        let hub = self.clone();
+        self.tracker
+            .spawn(async move { hub.engine_events(events, hooks).await });
+    }
+
+    async fn engine_events(
+        self: Arc<Self>,
+        mut events: mpsc::Receiver<EngineEvent>,
+        hooks: Arc<dyn Hooks>,
+    ) {
         loop {
             let ev = tokio::select! {
                 ev = events.recv() => ev,
@@ -115,8 +131,8 @@ impl Hub {
                     let acks = items.into_iter().map(|e| self.take(&from, e)).collect();
                     let _ = ack.send(acks);
                 }
-                EngineEvent::BusEvent(body) => self.hooks().bus_event(&body),
-                EngineEvent::Call(call) => self.hooks().remote_call(call),
+                EngineEvent::BusEvent(body) => hooks.bus_event(&body),
+                EngineEvent::Call(call) => hooks.remote_call(call),
                 EngineEvent::Refused { node, items } => {
                     for (e, ack) in items {
                         self.refused(&node, e, ack);
@@ -244,7 +260,7 @@ impl Hub {
         match (was_connected, c.state() == ConnState::Connected) {
             (false, true) => {
                 let _ = self.events.send(HubEvent::Connected(c.id.clone()));
-                self.hooks().tasks_moved();
+                self.tasks_moved();
             }
             (true, false) => {
                 let _ = self.events.send(HubEvent::Disconnected(c.id.clone()));
@@ -274,7 +290,7 @@ impl Hub {
             // No longer ours to announce: the other nodes follow the newer connection.
             self.engine.withdraw(&local.id);
             self.tasks.on_lost(local);
-            self.hooks().tasks_moved();
+            self.tasks_moved();
         }
         moved
     }
@@ -315,7 +331,7 @@ impl Hub {
         if let Some(c) = self.registry.forget_remote(id) {
             self.tasks.on_lost(&c);
             let _ = self.events.send(HubEvent::Lost(c.id.clone()));
-            self.hooks().tasks_moved();
+            self.tasks_moved();
         }
     }
 

@@ -1,19 +1,18 @@
-//! What the layers above the hub (commands, the API, MCP) do with a tab's frames. The hub
-//! calls these; it never names the modules that implement them, so nothing below `app`
-//! imports anything above it.
+//! What the layers above the hub (commands, the API, MCP) do with a tab's frames: the frame
+//! handler. `crate::app` builds it last, over the components it calls, and hands it to
+//! [`Hub::serve`](super::Hub::serve), which gives it to the transports (the tabs' routes'
+//! state, [`TabDoor`](super::TabDoor)) and to the cluster engine's event loop. The hub never
+//! holds it and never names the modules that implement it, so nothing below `app` imports
+//! anything above it.
 
 use std::sync::Arc;
 
 use super::registry::Client;
-use crate::protocol::{Role, TaskState, Trouble};
+use crate::protocol::{TaskState, Trouble};
 
-/// Callbacks from the transport layer to the layers above it. Every method has a no-op
-/// default: a hub without hooks routes frames and queues tasks, and does nothing else.
+/// Callbacks from the transports to the layers above them. Every method has a no-op default:
+/// a hub served with [`NoHooks`] routes frames and queues tasks, and does nothing else.
 pub trait Hooks: Send + Sync {
-    /// The role and group a role card gives this tab, if any.
-    fn card_role(&self, _client: &Client) -> Option<(Role, Option<String>)> {
-        None
-    }
     /// A streamed delta of a free turn (no task in flight): commands in it may run. `seq` 0
     /// for a turn already streaming is the same reply sent again from its start.
     fn free_chunk(&self, _client: &Arc<Client>, _turn_id: &str, _seq: u64, _text: &str) {}
@@ -49,8 +48,10 @@ pub trait Hooks: Send + Sync {
     ) -> Option<crate::protocol::ServerFrame> {
         None
     }
-    /// The tab holds delivery `deliver_id` while the person types in its box.
-    fn delivery_held(&self, _client: &Arc<Client>, _deliver_id: &str) {}
+    /// The tab holds what it was given while the person types in its box (or while it
+    /// attaches a delivery's files): delivery `deliver_id` when the report names one, else
+    /// the task the report names.
+    fn held(&self, _client: &Arc<Client>, _deliver_id: Option<&str>) {}
     /// The tab could not send delivery `deliver_id` (`task_update {deliver_id, state:
     /// "failed"}`; `attachment_refused`: the site refused one of its files): nothing was sent.
     fn delivery_failed(
@@ -72,23 +73,21 @@ pub trait Hooks: Send + Sync {
         _current: bool,
     ) {
     }
-    /// A tab finished the reply to its task (`chars` of answer text).
-    fn task_answered(&self, _client: &Arc<Client>, _chars: usize) {
-        self.tasks_moved();
-    }
+    /// A tab finished the reply to its task (`chars` of answer text); the hub says that
+    /// tasks moved right after.
+    fn task_answered(&self, _client: &Arc<Client>, _chars: usize) {}
     /// A tab's heartbeat no longer reports trouble (a person solved the check).
     fn trouble_cleared(&self, _client: &Arc<Client>) {}
-    /// A tab became free or connected: whoever waits for a free tab may try again.
-    fn tasks_moved(&self) {}
     /// Another node put an event on its bus (JSON of `events::Event`).
     fn bus_event(&self, _body: &[u8]) {}
     /// Another node asks this one to run a command; dropped, the asker hears no answer.
     fn remote_call(&self, _call: super::engine::RemoteCall) {}
-    /// The hub is stopping.
+    /// The server stops: called once the shutdown token is cancelled and before the hub
+    /// closes its sockets.
     fn shutdown(&self) {}
 }
 
-/// The hooks of a bare hub.
-pub(crate) struct NoHooks;
+/// The hooks of a bare hub: it routes frames and queues tasks.
+pub struct NoHooks;
 
 impl Hooks for NoHooks {}

@@ -1,7 +1,11 @@
 //! The hub: the transport layer and its shared state (registry, task queues, store, the
 //! cluster engine) and the HTTP/WebSocket server that tabs connect to. It knows nothing of
-//! commands, flows or the API: those sit above it (`crate::app`) and reach it through
-//! [`Hooks`]. `Hub::open` makes the state, `Hub::bind` + `Hub::serve` run the server.
+//! commands, flows or the API: those sit above it (`crate::app`), which builds them over the
+//! hub's parts and last the frame handler ([`Hooks`]) that [`Hub::serve`] hands to the
+//! transports ([`TabDoor`]) and to the cluster engine's events. The hub holds no handler: what
+//! it says from its own methods goes out without calling up (tasks moved: [`Hub::moved`];
+//! stopping: the shutdown token; a tab's role card: the lookup given to [`Hub::open_with`]).
+//! `Hub::open` makes the state, `Hub::bind` + `Hub::serve` run the server.
 
 pub mod auth;
 mod cluster;
@@ -22,7 +26,7 @@ pub mod wsframe;
 pub use ws::future_sizes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use axum::extract::State;
@@ -40,7 +44,7 @@ use crate::protocol::{
 };
 use crate::store::Store;
 use auth::OriginPolicy;
-pub use hooks::Hooks;
+pub use hooks::{Hooks, NoHooks};
 use registry::{Client, ClientInfo, ConnState, Registry};
 use tasks::Tasks;
 
@@ -73,9 +77,43 @@ pub struct Hub {
     pub install_codes: install::InstallCodes,
     /// Which path each answer took, per tab and per site (docs/reliability.md).
     pub paths: paths::Paths,
-    /// What the layers above the hub do with a tab's frames (set once by `crate::app`;
-    /// without it the hub only routes and queues).
-    hooks: std::sync::OnceLock<Arc<dyn Hooks>>,
+    /// The role and group a role card gives a tab (given at `open_with`; none for a bare hub).
+    cards: Option<CardLookup>,
+    /// Notified when a tab may have become free or connected (a reply, a failure, a
+    /// connection, a tab another node gained or lost): whoever waits for a free tab tries again.
+    pub moved: tokio::sync::Notify,
+    /// What the cluster engine reports, until `serve` starts its loop with the frame handler
+    /// (kept in the channel meanwhile).
+    engine_events: Mutex<Option<tokio::sync::mpsc::Receiver<engine::EngineEvent>>>,
+}
+
+/// The role and group a role card gives a tab, if any: made by the layers above over the
+/// store, before the hub (see [`Hub::open_with`]).
+pub type CardLookup = Box<dyn Fn(&Client) -> Option<(Role, Option<String>)> + Send + Sync>;
+
+/// What the layers above make over the store before the hub exists, for [`Hub::open_with`]:
+/// how every prompt is shaped and which role card a tab gets.
+#[derive(Default)]
+pub struct Below {
+    /// The task queues' prompt hook.
+    pub prompt: Option<tasks::PromptHook>,
+    /// The role cards' role and group for a tab.
+    pub cards: Option<CardLookup>,
+}
+
+/// The state of the hub's own routes (the userscript, the two transports, files): the hub
+/// and the frame handler the app built last, given by [`Hub::serve`]. Reads as the hub.
+pub struct TabDoor {
+    pub hub: Arc<Hub>,
+    hooks: Arc<dyn Hooks>,
+}
+
+impl std::ops::Deref for TabDoor {
+    type Target = Hub;
+
+    fn deref(&self) -> &Hub {
+        &self.hub
+    }
 }
 
 /// Something that happened to a tab's connection.
@@ -117,16 +155,18 @@ impl Hub {
     /// Opens the store and loads or makes the token: a hub that routes and queues but does
     /// not listen yet.
     pub async fn open(config: HubConfig) -> anyhow::Result<Arc<Hub>> {
-        Ok(Hub::open_with(config, |_, _| ((), None)).await?.0)
+        Ok(Hub::open_with(config, |_, _| ((), Below::default()))
+            .await?
+            .0)
     }
 
     /// Opens the hub as [`Hub::open`] does, with what the layers above build over its store
     /// before anything is submitted: `below` makes them from the settings and the store and
-    /// says how every prompt is shaped (the task queues' [`tasks::PromptHook`]); its first
+    /// says how every prompt is shaped and which role card a tab gets ([`Below`]); its first
     /// value comes back beside the hub.
     pub async fn open_with<T>(
         config: HubConfig,
-        below: impl FnOnce(&HubConfig, &Store) -> (T, Option<tasks::PromptHook>),
+        below: impl FnOnce(&HubConfig, &Store) -> (T, Below),
     ) -> anyhow::Result<(Arc<Hub>, T)> {
         let store = Store::open(&config.data_dir)
             .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
@@ -147,12 +187,12 @@ impl Hub {
             config.data_dir.join("blobs"),
             config.max_file_mb * 1024 * 1024,
         ));
-        let (built, prompt_hook) = below(&config, &store);
+        let (built, below) = below(&config, &store);
         let tasks = Arc::new(Tasks::new(
             registry.clone(),
             config.limits.task_queue,
             files,
-            prompt_hook,
+            below.prompt,
         ));
         let hub = Arc::new(Hub {
             engine,
@@ -169,23 +209,19 @@ impl Hub {
             sse_waiting: sse::Unconfirmed::default(),
             install_codes: install::InstallCodes::default(),
             paths: paths::Paths::default(),
-            hooks: std::sync::OnceLock::new(),
+            cards: below.cards,
+            moved: tokio::sync::Notify::new(),
+            engine_events: Mutex::new(Some(engine_events)),
             config,
         });
-        hub.start_cluster(engine_events);
+        hub.start_cluster();
         Ok((hub, built))
     }
 
-    /// Sets what the layers above do with tabs' frames; the first call wins.
-    pub fn set_hooks(&self, hooks: Arc<dyn Hooks>) {
-        let _ = self.hooks.set(hooks);
-    }
-
-    pub(crate) fn hooks(&self) -> &dyn Hooks {
-        match self.hooks.get() {
-            Some(h) => h.as_ref(),
-            None => &hooks::NoHooks,
-        }
+    /// A tab may have become free or connected: wakes whoever waits on [`Hub::moved`] (one
+    /// waiter; a wake-up that finds no one waiting is kept for the next).
+    pub fn tasks_moved(&self) {
+        self.moved.notify_one();
     }
 
     /// Binds the listener and records the public URL.
@@ -202,10 +238,14 @@ impl Hub {
 
     /// Serves `app` (the hub's own `routes()` merged with the layers above) until the
     /// shutdown token is cancelled, then closes every socket and waits for their tasks.
+    /// `hooks`, the frame handler, is the state of the hub's routes ([`TabDoor`]: every
+    /// socket's frames go to it) and hears the cluster engine's events; it is told
+    /// `shutdown` once the token is cancelled, before the sockets close.
     pub fn serve(
         self: &Arc<Self>,
         listener: tokio::net::TcpListener,
-        app: Router,
+        app: Router<Arc<TabDoor>>,
+        hooks: Arc<dyn Hooks>,
     ) -> tokio::task::JoinHandle<()> {
         let token = self.shutdown.clone();
         let hub = self.clone();
@@ -213,15 +253,27 @@ impl Hub {
             header_read: self.config.timing.http_header_read,
             pending: self.config.limits.pending_connections,
         };
+        let events = self
+            .engine_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(events) = events {
+            self.start_engine_events(events, hooks.clone());
+        }
+        let app = app.with_state(Arc::new(TabDoor {
+            hub: self.clone(),
+            hooks: hooks.clone(),
+        }));
         tokio::spawn(async move {
             serve::run(listener, app, bounds, token).await;
-            hub.finish().await;
+            hub.finish(&*hooks).await;
         })
     }
 
-    async fn finish(&self) {
+    async fn finish(&self, hooks: &dyn Hooks) {
         self.shutdown.cancel();
-        self.hooks().shutdown();
+        hooks.shutdown();
         self.registry.close_all(registry::close::GOING_AWAY);
         self.tracker.close();
         if tokio::time::timeout(std::time::Duration::from_secs(5), self.tracker.wait())
@@ -238,7 +290,7 @@ impl Hub {
 
     /// Gives a tab the role and group its role card says; true if that changed anything.
     pub fn apply_card(&self, client: &Client) -> bool {
-        let Some((role, group)) = self.hooks().card_role(client) else {
+        let Some((role, group)) = self.cards.as_ref().and_then(|card| card(client)) else {
             return false;
         };
         let before = client.info();
@@ -420,7 +472,7 @@ impl Hub {
         let _ = self.events.send(HubEvent::Connected(client.id.clone()));
         self.announce(client);
         self.tasks.on_connected(client, delivered);
-        self.hooks().tasks_moved();
+        self.tasks_moved();
     }
 
     /// The connection ended; after the grace period a still-absent tab's tasks fail over.
@@ -457,13 +509,26 @@ impl Hub {
             }
         });
     }
+}
+
+impl TabDoor {
+    /// The frame handler, for a transport's frames that skip `handle_frame`.
+    pub(crate) fn hooks(&self) -> &dyn Hooks {
+        &*self.hooks
+    }
+
+    /// See [`Hub::tab_detached`].
+    pub fn tab_detached(&self, client: &Arc<Client>) {
+        self.hub.tab_detached(client);
+    }
+
+    /// See [`Hub::connection_closed`].
+    pub fn connection_closed(&self, client: &Arc<Client>, conn_id: u64) -> bool {
+        self.hub.connection_closed(client, conn_id)
+    }
 
     /// Handles one frame after `hello`; returns a direct answer for the sender, if any.
-    pub fn handle_frame(
-        self: &Arc<Self>,
-        client: &Arc<Client>,
-        frame: ClientFrame,
-    ) -> Option<ServerFrame> {
+    pub fn handle_frame(&self, client: &Arc<Client>, frame: ClientFrame) -> Option<ServerFrame> {
         client.touch();
         match frame {
             ClientFrame::Hello(_) => Some(ServerFrame::error(
@@ -544,6 +609,7 @@ impl Hub {
                     }
                     Ok(tasks::TurnOutcome::Answered) => {
                         self.hooks().task_answered(client, text.chars().count());
+                        self.tasks_moved();
                         None
                     }
                     Ok(tasks::TurnOutcome::Stale) => None,
@@ -573,11 +639,11 @@ impl Hub {
                     || (state == TaskState::Attaching && task_id.is_empty() && deliver_id.is_some())
                 {
                     // The person types in the box (or the tab attaches a delivery's files): the
-                    // tab holds what it was given. A task keeps waiting under its own timeout; a
-                    // delivery's arrival wait starts again.
-                    if let Some(id) = deliver_id.as_deref() {
-                        self.hooks().delivery_held(client, id);
-                    }
+                    // tab holds what it was given, a delivery (`deliver_id`) or a task (`task_id`
+                    // alone). A task keeps waiting under its own timeout; a delivery's arrival
+                    // wait starts again.
+                    let deliver_id = deliver_id.as_deref().filter(|id| !id.is_empty());
+                    self.hooks().held(client, deliver_id);
                     return None;
                 }
                 if task_id.is_empty() {
@@ -615,7 +681,7 @@ impl Hub {
                         self.paths
                             .record(&client.id, &site, paths::AnswerPath::Empty);
                     }
-                    self.hooks().tasks_moved();
+                    self.tasks_moved();
                 }
                 answer
             }
@@ -643,8 +709,9 @@ impl Drop for LiveGuard<'_> {
     }
 }
 
-/// The hub's own endpoints: the userscript and the two transports.
-pub fn routes() -> Router<Arc<Hub>> {
+/// The hub's own endpoints: the userscript and the two transports. Their state, the hub and
+/// the frame handler ([`TabDoor`]), is given by [`Hub::serve`].
+pub fn routes() -> Router<Arc<TabDoor>> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/aicard.user.js", get(userscript))
@@ -661,7 +728,7 @@ pub fn routes() -> Router<Arc<Hub>> {
 /// manager fetches it with the token and its client id; docs/files.md). Served as a download
 /// that can never run on the hub's origin: `attachment`, `nosniff`, a sandbox CSP.
 async fn serve_file(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<TabDoor>>,
     axum::extract::Path(id): axum::extract::Path<String>,
     headers: HeaderMap,
 ) -> Response {
@@ -725,7 +792,7 @@ async fn serve_file(
 
 /// `GET /aicard.user.js`: the script any page may name, so without the token, unless the
 /// request already holds it (`Authorization: Bearer`). See `install.rs`.
-async fn userscript(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+async fn userscript(State(hub): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
     if let Err(e) = hub.check_script_request(&headers) {
         return e.into_response();
     }
@@ -736,7 +803,7 @@ async fn userscript(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
 /// `GET /install/{code}/aicard.user.js`: the script with the token, for a one-time code only
 /// the person was shown.
 async fn userscript_install(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<TabDoor>>,
     axum::extract::Path(code): axum::extract::Path<String>,
     headers: HeaderMap,
 ) -> Response {
@@ -756,7 +823,7 @@ async fn userscript_install(
 }
 
 /// `POST /install-codes` (token only): a fresh install link, for `aicard install`.
-async fn new_install_code(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+async fn new_install_code(State(hub): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
     if let Err(e) = hub.check_headers(&headers) {
         return e.into_response();
     }
@@ -765,4 +832,98 @@ async fn new_install_code(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Re
     }
     let url = hub.install_url();
     axum::Json(serde_json::json!({ "url": url })).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// What a frame handler heard.
+    #[derive(Default)]
+    struct Heard(Mutex<Vec<String>>);
+
+    impl Hooks for Heard {
+        fn held(&self, _client: &Arc<Client>, deliver_id: Option<&str>) {
+            self.0.lock().unwrap().push(format!("held {deliver_id:?}"));
+        }
+        fn shutdown(&self) {
+            self.0.lock().unwrap().push("shutdown".into());
+        }
+    }
+
+    /// A hub with no app above it, served on port 0 with `hooks`; the URL of `POST /send`.
+    async fn bare(
+        dir: &std::path::Path,
+        hooks: Arc<dyn Hooks>,
+    ) -> (Arc<Hub>, String, tokio::task::JoinHandle<()>) {
+        let hub = Hub::open(HubConfig::for_tests(dir.to_path_buf()))
+            .await
+            .unwrap();
+        let listener = hub.bind().await.unwrap();
+        let url = format!("{}/send", hub.public_url());
+        let server = hub.serve(listener, routes(), hooks);
+        (hub, url, server)
+    }
+
+    /// One frame over `POST /send` as tab `client`; the hub's answer.
+    async fn send(url: &str, client: &str, frame: serde_json::Value) -> serde_json::Value {
+        reqwest::Client::new()
+            .post(url)
+            .bearer_auth("test-token")
+            .header(sse::CLIENT_HEADER, client)
+            .body(frame.to_string())
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .map(|b| serde_json::from_slice(&b).unwrap())
+            .unwrap()
+    }
+
+    /// The bare hub: served with `NoHooks`, it welcomes a tab and takes its frames, and stops.
+    #[tokio::test]
+    async fn a_bare_hub_serves_with_no_hooks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (hub, url, server) = bare(dir.path(), Arc::new(NoHooks)).await;
+        let hello = serde_json::json!({"type":"hello","token":"test-token","site":"sim"});
+        let welcome = send(&url, "", hello).await;
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        let id = welcome["client_id"].as_str().unwrap();
+        let chunk = serde_json::json!({"type":"chunk","turn_id":"t1","seq":0,"text":"hi"});
+        assert_eq!(send(&url, id, chunk).await["type"], "ack");
+        hub.shutdown.cancel();
+        tokio::time::timeout(std::time::Duration::from_secs(10), server)
+            .await
+            .expect("the bare hub stops")
+            .unwrap();
+    }
+
+    /// The handler given to `serve` hears a tab's frames — a hold reported with its task only
+    /// as well as a delivery's — and is told `shutdown` when the hub stops.
+    #[tokio::test]
+    async fn the_handler_given_to_serve_hears_frames_and_the_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let heard = Arc::new(Heard::default());
+        let (hub, url, server) = bare(dir.path(), heard.clone()).await;
+        let hello = serde_json::json!({"type":"hello","token":"test-token","site":"sim"});
+        let welcome = send(&url, "", hello).await;
+        let id = welcome["client_id"].as_str().unwrap();
+        for held in [
+            serde_json::json!({"type":"task_update","task_id":"t-1","state":"held"}),
+            serde_json::json!({"type":"task_update","deliver_id":"d-1","state":"held"}),
+        ] {
+            assert_eq!(send(&url, id, held).await["type"], "ack");
+        }
+        hub.shutdown.cancel();
+        tokio::time::timeout(std::time::Duration::from_secs(10), server)
+            .await
+            .expect("the hub stops")
+            .unwrap();
+        assert_eq!(
+            *heard.0.lock().unwrap(),
+            ["held None", "held Some(\"d-1\")", "shutdown"]
+        );
+    }
 }

@@ -21,7 +21,7 @@ use futures_util::Stream;
 use tokio::sync::oneshot;
 
 use super::registry::{close, Client, ConnHandle, ConnState, Killer, Outbound};
-use super::{auth, Hub};
+use super::{auth, Hub, TabDoor};
 use crate::protocol::{decode, encode, Ack, ClientFrame, ErrorCode, ServerFrame};
 
 /// Header naming the tab on every request after `hello`.
@@ -69,7 +69,7 @@ fn client_from(hub: &Hub, headers: &HeaderMap) -> Result<Arc<Client>, Response> 
 /// or an `ack`. The body is read only after the token is checked, and only up to the frame
 /// limit.
 pub async fn send(
-    State(hub): State<Arc<Hub>>,
+    State(hub): State<Arc<TabDoor>>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
@@ -155,7 +155,7 @@ struct Waiting {
 
 /// `ack {received: "welcome"}`: the tab's event stream reaches it, so it is attached now.
 /// `None` answers with a plain `ack`.
-fn confirm(hub: &Arc<Hub>, client: &Arc<Client>) -> Option<ServerFrame> {
+fn confirm(hub: &TabDoor, client: &Arc<Client>) -> Option<ServerFrame> {
     let Some((_, waiting)) = hub.sse_waiting.0.remove(&client.id) else {
         // A repeated ack of a stream already attached is harmless.
         return (client.state() != ConnState::Connected).then(|| {
@@ -186,7 +186,7 @@ fn confirm(hub: &Arc<Hub>, client: &Arc<Client>) -> Option<ServerFrame> {
 
 /// `GET /events`: the hub → tab stream for a tab that said `hello` over `POST /send`. Its
 /// first event is `welcome`; it is attached once the tab acks that event.
-pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+pub async fn events(State(hub): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorize(&hub, &headers) {
         return r;
     }
@@ -213,7 +213,7 @@ pub async fn events(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response
         confirm: Some(confirm),
         deadline: tokio::time::Instant::now() + hub.config.timing.stream_confirm,
         attached: false,
-        hub: hub.clone(),
+        hub: hub.hub.clone(),
         client,
         conn_id,
         pending: Vec::new().into_iter(),

@@ -22,7 +22,7 @@ use super::outq;
 use super::wsframe::{self, op, Incoming, Reader, Writer};
 
 use super::registry::{close, Client, ConnHandle, Killer, Outbound};
-use super::Hub;
+use super::{Hub, TabDoor};
 use crate::protocol::{decode, encode, ClientFrame, ErrorCode, Hello, ServerFrame};
 use crate::store::KeptFrame;
 
@@ -33,17 +33,17 @@ enum Channel {
     Heartbeat,
 }
 
-pub async fn realtime(State(hub): State<Arc<Hub>>, req: Request) -> Response {
+pub async fn realtime(State(hub): State<Arc<TabDoor>>, req: Request) -> Response {
     upgrade(hub, req, Channel::Realtime)
 }
 
-pub async fn heartbeat(State(hub): State<Arc<Hub>>, req: Request) -> Response {
+pub async fn heartbeat(State(hub): State<Arc<TabDoor>>, req: Request) -> Response {
     upgrade(hub, req, Channel::Heartbeat)
 }
 
 /// The opening handshake: the hub's checks (token, Origin, Host), then RFC 6455's; the
 /// socket's task starts once the `101` is out.
-fn upgrade(hub: Arc<Hub>, mut req: Request, ch: Channel) -> Response {
+fn upgrade(hub: Arc<TabDoor>, mut req: Request, ch: Channel) -> Response {
     if let Err(refusal) = hub.check_headers(req.headers()) {
         tracing::warn!(reason = refusal.1, "refused a WebSocket upgrade");
         return refusal.into_response();
@@ -91,7 +91,7 @@ fn take_socket(io: hyper::upgrade::Upgraded) -> Option<(TcpStream, Vec<u8>)> {
 }
 
 /// One socket's task, from the upgrade to its end.
-async fn connection(hub: Arc<Hub>, sink: &mut Sink<'_>, stream: &mut Stream<'_>, ch: Channel) {
+async fn connection(hub: Arc<TabDoor>, sink: &mut Sink<'_>, stream: &mut Stream<'_>, ch: Channel) {
     let Some(_live) = hub.admit_connection() else {
         let _ = sink
             .close(close::POLICY, "too many tabs / 标签页过多")
@@ -163,7 +163,7 @@ async fn read_hello(hub: &Hub, sink: &mut Sink<'_>, stream: &mut Stream<'_>) -> 
     }
 }
 
-async fn run(hub: Arc<Hub>, sink: &mut Sink<'_>, stream: &mut Stream<'_>, ch: Channel) {
+async fn run(hub: Arc<TabDoor>, sink: &mut Sink<'_>, stream: &mut Stream<'_>, ch: Channel) {
     let Some(hello) = read_hello(&hub, sink, stream).await else {
         return;
     };
@@ -219,7 +219,7 @@ fn begin_realtime(hub: &Hub, hello: Hello) -> Result<(Arc<Client>, Conn, String)
 
 /// The tab's session after `hello`, inside its tracing span.
 async fn session(
-    hub: Arc<Hub>,
+    hub: Arc<TabDoor>,
     client: Arc<Client>,
     conn: Conn,
     welcome: String,
@@ -329,7 +329,7 @@ fn close_reason(code: u16) -> &'static str {
 
 /// Reads frames until the socket ends; returns a close code the writer should send.
 async fn read_loop(
-    hub: &Arc<Hub>,
+    hub: &Arc<TabDoor>,
     client: &Arc<Client>,
     stream: &mut Stream<'_>,
     tx: &outq::Sender<Outbound>,
@@ -558,7 +558,7 @@ async fn send_with_deadline(sink: &mut Sink<'_>, kill: &Killer) -> Result<(), ()
 
 /// `/heartbeat`: app heartbeats from a known tab; answers each with the hub's time.
 async fn heartbeat_session(
-    hub: Arc<Hub>,
+    hub: Arc<TabDoor>,
     hello: Hello,
     sink: &mut Sink<'_>,
     stream: &mut Stream<'_>,

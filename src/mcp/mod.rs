@@ -9,9 +9,9 @@
 //! - **Client**: the servers of `mcp.json` for `?<mcp list>!`, `?<mcp use …>!`,
 //!   `?<mcp resources …>!`, `?<mcp read …>!` and flow nodes `mcp:` are [`crate::mcp_client`],
 //!   below the command host.
-//! - **Skills**: a [`ToolSource`] set with [`McpState::set_skills`] shows up as
-//!   `skill_NAME` tools after the eight; the hub plugs in [`skills::SkillTools`], the
-//!   skills of `skills/`.
+//! - **Skills**: the [`ToolSource`] an [`McpState`] is made with shows up as
+//!   `skill_NAME` tools after the eight; the app gives [`skills::SkillTools`], the skills
+//!   of `skills/`.
 
 pub mod doctor;
 pub mod relay;
@@ -22,7 +22,7 @@ pub mod skills;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -84,20 +84,20 @@ pub trait ToolSource: Send + Sync {
 #[derive(Default)]
 pub struct McpState {
     pub runs: Arc<runs::Runs>,
-    skills: RwLock<Option<Arc<dyn ToolSource>>>,
+    skills: Option<Arc<dyn ToolSource>>,
 }
 
 impl McpState {
-    /// Plugs in the `skill_NAME` tools.
-    pub fn set_skills(&self, source: Arc<dyn ToolSource>) {
-        *self.skills.write().unwrap_or_else(|p| p.into_inner()) = Some(source);
+    /// The door's state with the `skill_NAME` tools of `skills` (none: only the eight).
+    pub fn new(skills: Option<Arc<dyn ToolSource>>) -> McpState {
+        McpState {
+            runs: Arc::default(),
+            skills,
+        }
     }
 
     pub fn skills(&self) -> Option<Arc<dyn ToolSource>> {
-        self.skills
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.skills.clone()
     }
 }
 
@@ -105,7 +105,7 @@ impl McpState {
 pub use crate::mcp_client::default_config_path;
 
 /// `/mcp`: Streamable HTTP, behind the hub's checks.
-pub fn routes(door: Arc<McpDoor>) -> Router {
+pub fn routes<S: Clone + Send + Sync + 'static>(door: Arc<McpDoor>) -> Router<S> {
     let cfg = StreamableHttpServerConfig::default()
         .with_cancellation_token(door.shutdown.child_token())
         // Host and Origin are checked by `guard` with the hub's own rules (every loopback

@@ -852,3 +852,40 @@ async fn flow_report_waits_while_a_person_holds_the_tab() {
     assert_eq!(c["should_auto_send"], true, "{c}");
     assert!(held_at.elapsed() >= hold, "auto_send came within the hold");
 }
+
+/// A hold the tab reports for its task (`task_id`, no `deliver_id`: the person types while a
+/// task waits in the box) makes `flow_report` wait too, as a delivery's hold does (issue 45).
+#[tokio::test]
+async fn flow_report_waits_while_a_person_holds_the_tabs_task() {
+    let hold = Duration::from_millis(400);
+    let h = TestHub::start_with(move |c| c.agent.hold_ms = hold.as_millis() as u64).await;
+    let mut m = h
+        .scripted("m", "deepseek", "master", |_| {
+            Reply::Text(Duration::ZERO, "unused".into())
+        })
+        .await;
+    let report = json!({"type":"flow_report","turn_id":"t1","event":"flow_end"});
+    m.send(report.clone());
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "auto_send", "no hold yet: {c}");
+    let held_at = std::time::Instant::now();
+    m.send(json!({"type":"task_update","task_id":"t-7","state":"held"}));
+    m.send(report.clone());
+    let c = m.next("flow_control").await;
+    assert_eq!(c["action"], "wait", "a task's hold counts: {c}");
+    assert_eq!(c["should_auto_send"], false, "{c}");
+    assert!(c["reason"].as_str().unwrap().contains("typing"), "{c}");
+    let c = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            m.send(report.clone());
+            let c = m.next("flow_control").await;
+            if c["action"] == "auto_send" {
+                return c;
+            }
+        }
+    })
+    .await
+    .expect("the hold ends");
+    assert_eq!(c["should_auto_send"], true, "{c}");
+    assert!(held_at.elapsed() >= hold, "auto_send came within the hold");
+}
