@@ -99,7 +99,11 @@ impl Loops {
                     .lock()
                     .expect("loops")
                     .get(&tab)
-                    .is_some_and(|l| deliver_id.starts_with(l.session.id()));
+                    // A paused session withdrew its delivery already (the fetch that failed
+                    // may be the withdrawal's doing): it stays paused for its own reason.
+                    .is_some_and(|l| {
+                        deliver_id.starts_with(l.session.id()) && l.paused_at.is_none()
+                    });
                 if ours {
                     self.feed(&tab, Input::DeliveryFailed(error));
                 }
