@@ -10,18 +10,18 @@ use clap::{Args, Parser, Subcommand};
 mod skill;
 
 use crate::app::App;
-use crate::config::{ExecMode, HubConfig};
+use crate::config::{ExecFlag, HubConfig};
 
 /// AIcard: one hub for many web AI chat tabs / 把多个网页 AI 聊天标签页变成一个团队。
 #[derive(Debug, Parser)]
 #[command(name = "aicard", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: CliCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum CliCommand {
     /// Run the hub; prints where to install the userscript / 运行集线器
     Serve(Box<ServeArgs>),
     /// Hub + simulated chat tabs + the demo flow, end to end / 演示
@@ -35,7 +35,7 @@ pub enum Command {
     /// where possible / 打印一次性的用户脚本安装链接
     Install(crate::dashboard::login::OpenArgs),
     /// MCP on stdio, relaying to the running hub (for Claude Desktop); `doctor` checks it / MCP 服务器
-    Mcp(McpArgs),
+    Mcp(McpCli),
     /// Program skills: list them, enable one after reading it / 程序技能：列出、启用
     Skill(skill::SkillArgs),
     /// Print the hub's token (creating it on first use) / 打印令牌
@@ -81,7 +81,7 @@ pub enum FlowCommand {
 
 /// Options of `aicard mcp`.
 #[derive(Debug, Args)]
-pub struct McpArgs {
+pub struct McpCli {
     #[command(subcommand)]
     pub action: Option<McpAction>,
     /// The running hub.
@@ -106,7 +106,7 @@ pub enum McpAction {
     Doctor,
 }
 
-impl McpArgs {
+impl McpCli {
     fn data_dir(&self) -> PathBuf {
         self.data_dir
             .clone()
@@ -162,8 +162,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", default_value = "skills")]
     pub skills: PathBuf,
     /// Hub-side shell commands: off (default), allowlist (only --allow programs, no shell), on.
-    #[arg(long, value_enum, default_value_t = ExecMode::Off)]
-    pub exec: ExecMode,
+    #[arg(long, value_enum, default_value_t = ExecFlag::Off)]
+    pub exec: ExecFlag,
     /// A program allowed under --exec allowlist (repeatable).
     #[arg(long = "allow", value_name = "PROGRAM")]
     pub allow: Vec<String>,
@@ -332,12 +332,12 @@ impl ServeArgs {
 /// Runs the parsed command line; the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Serve(args) => serve(*args).await,
-        Command::Demo(args) => crate::demo::run(args).await,
-        Command::Open(args) => crate::dashboard::login::open(args).await,
-        Command::Install(args) => crate::dashboard::login::install(args).await,
-        Command::Flow(FlowCommand::Validate { files }) => Ok(validate(&files)),
-        Command::Flow(FlowCommand::Import { file, output }) => {
+        CliCommand::Serve(args) => serve(*args).await,
+        CliCommand::Demo(args) => crate::demo::run(args).await,
+        CliCommand::Open(args) => crate::dashboard::login::open(args).await,
+        CliCommand::Install(args) => crate::dashboard::login::install(args).await,
+        CliCommand::Flow(FlowCommand::Validate { files }) => Ok(validate(&files)),
+        CliCommand::Flow(FlowCommand::Import { file, output }) => {
             let flow = match crate::flows::load_file(&file) {
                 Ok(f) => f,
                 Err(diags) => {
@@ -355,7 +355,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        Command::Flow(FlowCommand::Show { file, format }) => {
+        CliCommand::Flow(FlowCommand::Show { file, format }) => {
             let flow = match crate::flows::load_file(&file) {
                 Ok(f) => f,
                 Err(diags) => {
@@ -373,15 +373,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             print!("{out}");
             Ok(0)
         }
-        Command::Mcp(args) => mcp(args).await,
-        Command::Skill(args) => skill::run(args),
-        Command::Token {
+        CliCommand::Mcp(args) => mcp(args).await,
+        CliCommand::Skill(args) => skill::run(args),
+        CliCommand::Token {
             token: Some(token), ..
         } if !token.is_empty() => {
             println!("{token}");
             Ok(0)
         }
-        Command::Token { data_dir, .. } => {
+        CliCommand::Token { data_dir, .. } => {
             let dir = data_dir.unwrap_or_else(HubConfig::default_data_dir);
             let token = crate::hub::auth::load_or_create_token(&dir)
                 .with_context(|| format!("reading the token in {}", dir.display()))?;
@@ -392,7 +392,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 /// `aicard mcp` (stdio relay) and `aicard mcp doctor`.
-async fn mcp(args: McpArgs) -> anyhow::Result<i32> {
+async fn mcp(args: McpCli) -> anyhow::Result<i32> {
     match args.action {
         None => {
             let token = args.token()?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// `--exec`: whether hub-side shell commands may run at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum ExecMode {
+pub enum ExecFlag {
     /// Every shell command is refused with a reason (the default).
     #[default]
     Off,
@@ -65,7 +65,7 @@ pub struct HubConfig {
     /// Origins allowed on top of the nine chat sites and the hub itself.
     pub extra_origins: Vec<String>,
     /// Shell execution policy; off by default.
-    pub exec_mode: ExecMode,
+    pub exec_mode: ExecFlag,
     pub exec_allow: Vec<String>,
     /// MCP servers for `?<mcp …>!` (`--mcp-config`); `data_dir/mcp.json` when unset.
     pub mcp_config: Option<PathBuf>,
@@ -84,7 +84,7 @@ pub struct HubConfig {
     /// The agent loop (docs/agents.md): `--agent-loop`, `--agent-gap`, `--agent-max-*`.
     pub agent: AgentSettings,
     pub limits: Limits,
-    pub timing: Timing,
+    pub timing: Periods,
 }
 
 /// The agent loop's switches and limits (docs/agents.md; docs/agents.md says why each is what it is).
@@ -175,7 +175,7 @@ pub struct Limits {
 
 /// Heartbeat and timeout periods.
 #[derive(Debug, Clone)]
-pub struct Timing {
+pub struct Periods {
     /// How long a socket may stay silent before saying `hello`.
     pub hello_timeout: Duration,
     /// WebSocket ping period (also advertised as `heartbeat_ms`).
@@ -223,9 +223,9 @@ impl Default for Limits {
     }
 }
 
-impl Default for Timing {
+impl Default for Periods {
     fn default() -> Self {
-        Timing {
+        Periods {
             hello_timeout: Duration::from_secs(5),
             // Socket.IO and Centrifugo ping every 25 s; browsers answer WS pings from
             // throttled background tabs, so 20 s is cheap and catches loss within a minute.
@@ -263,7 +263,7 @@ impl HubConfig {
             skills_dir: PathBuf::from("skills"),
             token: None,
             extra_origins: Vec::new(),
-            exec_mode: ExecMode::Off,
+            exec_mode: ExecFlag::Off,
             exec_allow: Vec::new(),
             mcp_config: None,
             cluster: None,
@@ -273,7 +273,7 @@ impl HubConfig {
             webhook_secret: None,
             agent: AgentSettings::default(),
             limits: Limits::default(),
-            timing: Timing::default(),
+            timing: Periods::default(),
         }
     }
 
@@ -282,7 +282,7 @@ impl HubConfig {
         let mut c = HubConfig::new(data_dir);
         c.bind = SocketAddr::from(([127, 0, 0, 1], 0));
         c.token = Some("test-token".into());
-        c.timing = Timing {
+        c.timing = Periods {
             hello_timeout: Duration::from_millis(500),
             ping_interval: Duration::from_millis(200),
             dead_after: Duration::from_millis(800),

@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 
 use group::Group;
 pub use os::open_url;
-use plan::{plan, Plan};
+use plan::{plan, ExecPlan};
 
 /// A variable reference starting with the `$` at `at` in `b` (`$name`, or `${name}` whose
 /// name may hold `.` and `-`): the name's byte range and the index after the reference. The
@@ -182,7 +182,7 @@ pub struct ExecRequest<'a> {
 
 /// Which stream a chunk of live output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub enum OutputStream {
     /// Standard output.
     Stdout,
     /// Standard error.
@@ -194,7 +194,7 @@ pub enum Stream {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecChunk {
     /// Which stream.
-    pub stream: Stream,
+    pub stream: OutputStream,
     /// The text (whole UTF-8 characters).
     pub text: String,
 }
@@ -370,7 +370,7 @@ pub async fn run_argv(
                 allowed: allowed.join(", "),
             })
         }
-        _ => Ok(Plan {
+        _ => Ok(ExecPlan {
             stages: vec![argv.to_vec()],
             env: Vec::new(),
             verbatim: false,
@@ -385,7 +385,7 @@ pub async fn run_argv(
 async fn run_planned(
     policy: &ExecPolicy,
     req: ExecRequest<'_>,
-    decided: Result<Plan, ExecError>,
+    decided: Result<ExecPlan, ExecError>,
     live: Option<mpsc::Sender<ExecChunk>>,
     input: Option<Vec<u8>>,
 ) -> Result<ExecOutput, ExecError> {
@@ -526,7 +526,7 @@ struct Running {
 /// Spawn every stage into one group and start the readers. An error kills what started.
 fn spawn(
     policy: &ExecPolicy,
-    plan: &Plan,
+    plan: &ExecPlan,
     live: Option<mpsc::Sender<ExecChunk>>,
     mut input: Option<Vec<u8>>,
 ) -> Result<Running, ExecError> {
@@ -570,7 +570,7 @@ fn spawn(
             running.stderr.push(tokio::spawn(capture(
                 err,
                 policy.output_cap,
-                Stream::Stderr,
+                OutputStream::Stderr,
                 live.clone(),
             )));
         }
@@ -579,7 +579,7 @@ fn spawn(
                 running.stdout = Some(tokio::spawn(capture(
                     out,
                     policy.output_cap,
-                    Stream::Stdout,
+                    OutputStream::Stdout,
                     live.clone(),
                 )));
             } else {
@@ -597,7 +597,7 @@ fn spawn(
 /// `input`, when given, is written to the first stage's stdin (then closed).
 async fn execute(
     policy: &ExecPolicy,
-    plan: &Plan,
+    plan: &ExecPlan,
     live: Option<mpsc::Sender<ExecChunk>>,
     input: Option<Vec<u8>>,
 ) -> Result<ExecOutput, ExecError> {
@@ -692,7 +692,7 @@ fn utf8_prefix(data: &[u8]) -> usize {
 async fn capture(
     mut reader: impl AsyncRead + Unpin,
     cap: usize,
-    stream: Stream,
+    stream: OutputStream,
     live: Option<mpsc::Sender<ExecChunk>>,
 ) -> Captured {
     let mut out = Captured::default();

@@ -68,7 +68,7 @@ async fn run() {
     let cli = aicard::cli::Cli::parse();
     // The demo prints its own progress; the hub's info logs would drown it.
     let default = match cli.command {
-        aicard::cli::Command::Demo(_) => "aicard=warn",
+        aicard::cli::CliCommand::Demo(_) => "aicard=warn",
         _ => "aicard=info",
     };
     tracing_subscriber::fmt()

@@ -46,7 +46,7 @@ pub async fn run(control: Arc<Control>, shutdown: CancellationToken) {
 }
 
 /// A flow with `on:`, as last loaded.
-struct Trigger {
+struct RuleTrigger {
     flow: String,
     on: crate::flows::model::OnEvent,
     /// Its declared inputs.
@@ -59,14 +59,14 @@ struct Trigger {
 /// (a directory listing and one query per event; the files are parsed only after a change).
 #[derive(Default)]
 struct FlowTriggers {
-    cache: Mutex<(Vec<Stamp>, Arc<Vec<Trigger>>)>,
+    cache: Mutex<(Vec<Stamp>, Arc<Vec<RuleTrigger>>)>,
 }
 
 /// A flow's (name, time, size): saved flows carry their save time and size 0.
 type Stamp = (String, i64, u64);
 
 impl FlowTriggers {
-    fn current(&self, control: &Control) -> Arc<Vec<Trigger>> {
+    fn current(&self, control: &Control) -> Arc<Vec<RuleTrigger>> {
         let stamps = stamps(control);
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.0 != stamps {
@@ -77,7 +77,7 @@ impl FlowTriggers {
                 .filter_map(|name| {
                     let (flow, _) = crate::runner::Runner::load_flow(control, name).ok()?;
                     let on = flow.on?;
-                    Some(Trigger {
+                    Some(RuleTrigger {
                         id: trigger_id(&flow.name),
                         flow: flow.name,
                         on,
@@ -149,7 +149,7 @@ fn event_inputs(declared: &[String], ev: &Event) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn start_flow(control: &Arc<Control>, t: &Trigger, ev: &Event) {
+fn start_flow(control: &Arc<Control>, t: &RuleTrigger, ev: &Event) {
     let stats = &control.bus.stats;
     if let Some(cond) = &t.on.cond {
         match crate::flows::template::eval_condition(cond, &ev.vars()) {

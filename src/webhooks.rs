@@ -165,13 +165,13 @@ impl Stats {
 }
 
 /// One receiver: where to send and the queue of its delivery task.
-struct Target {
+struct Receiver {
     spec: WebhookSpec,
-    tx: mpsc::Sender<Arc<Event>>,
+    tx: mpsc::Sender<Arc<SignedEvent>>,
 }
 
 /// An event as it is sent: its bytes are signed once and sent as they are on every try.
-struct Event {
+struct SignedEvent {
     name: String,
     delivery: String,
     body: String,
@@ -180,7 +180,7 @@ struct Event {
 
 /// The running webhooks of one hub.
 pub struct Webhooks {
-    targets: Vec<Target>,
+    targets: Vec<Receiver>,
     secret: Vec<u8>,
     stats: Arc<Stats>,
 }
@@ -212,7 +212,7 @@ impl Webhooks {
                     stats.clone(),
                     shutdown.clone(),
                 ));
-                Target { spec, tx }
+                Receiver { spec, tx }
             })
             .collect();
         Webhooks {
@@ -233,7 +233,7 @@ impl Webhooks {
 
     /// Queues `event` with `data` for every receiver that wants it. Never waits.
     pub fn publish(&self, event: &str, data: serde_json::Value) {
-        let wanted: Vec<&Target> = self
+        let wanted: Vec<&Receiver> = self
             .targets
             .iter()
             .filter(|t| t.spec.wants(event))
@@ -250,7 +250,7 @@ impl Webhooks {
         })
         .to_string();
         let signature = sign(&self.secret, body.as_bytes());
-        let ev = Arc::new(Event {
+        let ev = Arc::new(SignedEvent {
             name: event.to_string(),
             delivery,
             body,
@@ -375,7 +375,7 @@ pub fn secret_path(data_dir: &Path) -> PathBuf {
 /// Sends one receiver's events in order, each until it lands or its tries run out.
 async fn deliver_loop(
     url: String,
-    mut rx: mpsc::Receiver<Arc<Event>>,
+    mut rx: mpsc::Receiver<Arc<SignedEvent>>,
     client: reqwest::Client,
     delivery: Delivery,
     stats: Arc<Stats>,
@@ -390,16 +390,16 @@ async fn deliver_loop(
         let mut attempt = 1;
         loop {
             match try_once(&client, &url, &ev).await {
-                Outcome::Delivered => {
+                Attempt::Delivered => {
                     stats.count(&stats.delivered);
                     break;
                 }
-                Outcome::Refused(status) => {
+                Attempt::Refused(status) => {
                     stats.count(&stats.failed);
                     tracing::warn!(%url, event = %ev.name, status, "webhook refused the event");
                     break;
                 }
-                Outcome::Retry(why) if attempt < delivery.max_attempts => {
+                Attempt::Retry(why) if attempt < delivery.max_attempts => {
                     stats.count(&stats.retried);
                     let wait = backoff(&delivery, attempt, rand::rng().random_range(0.5..1.0));
                     tracing::debug!(%url, event = %ev.name, attempt, ?wait, %why, "webhook retry");
@@ -409,7 +409,7 @@ async fn deliver_loop(
                     }
                     attempt += 1;
                 }
-                Outcome::Retry(why) => {
+                Attempt::Retry(why) => {
                     stats.count(&stats.failed);
                     tracing::warn!(%url, event = %ev.name, attempt, %why, "webhook gave up");
                     break;
@@ -419,13 +419,13 @@ async fn deliver_loop(
     }
 }
 
-enum Outcome {
+enum Attempt {
     Delivered,
     Refused(u16),
     Retry(String),
 }
 
-async fn try_once(client: &reqwest::Client, url: &str, ev: &Event) -> Outcome {
+async fn try_once(client: &reqwest::Client, url: &str, ev: &SignedEvent) -> Attempt {
     let sent = client
         .post(url)
         .header("content-type", "application/json")
@@ -436,16 +436,16 @@ async fn try_once(client: &reqwest::Client, url: &str, ev: &Event) -> Outcome {
         .send()
         .await;
     match sent {
-        Ok(r) if r.status().is_success() => Outcome::Delivered,
+        Ok(r) if r.status().is_success() => Attempt::Delivered,
         Ok(r) => {
             let s = r.status().as_u16();
             if s == 408 || s == 429 || s >= 500 {
-                Outcome::Retry(format!("HTTP {s}"))
+                Attempt::Retry(format!("HTTP {s}"))
             } else {
-                Outcome::Refused(s)
+                Attempt::Refused(s)
             }
         }
-        Err(e) => Outcome::Retry(e.to_string()),
+        Err(e) => Attempt::Retry(e.to_string()),
     }
 }
 

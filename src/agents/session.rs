@@ -247,7 +247,7 @@ pub enum Input {
 
 /// Where the session is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum State {
+enum SessionState {
     /// The model's turn: waiting for its `turn_end`.
     ModelTurn,
     /// The turn ended: waiting for the results of its commands.
@@ -266,7 +266,7 @@ enum State {
     },
     /// Waiting for the person; `before` is where the session goes on from on resume (a
     /// message waiting to be sent, results still being collected, or the model's turn).
-    Paused { why: Why, before: Box<State> },
+    Paused { why: Why, before: Box<SessionState> },
     /// Over.
     Ended(Why),
 }
@@ -290,7 +290,7 @@ pub struct Session {
     tab: String,
     limits: Limits,
     started_ms: u64,
-    state: State,
+    state: SessionState,
     /// Rounds closed so far (results messages built).
     round: u32,
     /// Turns already ended (a re-sent `turn_end` is ignored).
@@ -325,7 +325,7 @@ impl Session {
             tab: tab.into(),
             limits,
             started_ms: now_ms,
-            state: State::ModelTurn,
+            state: SessionState::ModelTurn,
             round: 0,
             seen_turns: BTreeSet::new(),
             results: BTreeMap::new(),
@@ -358,9 +358,9 @@ impl Session {
         // A session past its first message already gave the model its primer.
         s.first_primer = round == 0;
         if paused {
-            s.state = State::Paused {
+            s.state = SessionState::Paused {
                 why: Why::PausedByPerson,
-                before: Box::new(State::ModelTurn),
+                before: Box::new(SessionState::ModelTurn),
             };
         }
         s
@@ -384,7 +384,7 @@ impl Session {
     /// The first message (`agent task`): the primer and the task, sent at once.
     pub fn begin(&mut self, task: &str, now_ms: u64) -> Vec<SessionAction> {
         self.first_primer = false;
-        self.state = State::Ready(Box::new(Outgoing {
+        self.state = SessionState::Ready(Box::new(Outgoing {
             text: task.to_string(),
             round: 0,
             primer: true,
@@ -408,8 +408,8 @@ impl Session {
     /// `running`, `paused` or `ended`, and why (for status and the store).
     pub fn status(&self) -> (&'static str, Option<&Why>) {
         match &self.state {
-            State::Paused { why, .. } => ("paused", Some(why)),
-            State::Ended(why) => ("ended", Some(why)),
+            SessionState::Paused { why, .. } => ("paused", Some(why)),
+            SessionState::Ended(why) => ("ended", Some(why)),
             _ => ("running", None),
         }
     }
@@ -419,9 +419,9 @@ impl Session {
     pub fn next_wake(&self) -> Option<u64> {
         let wall = self.started_ms + self.limits.max_wall_ms;
         let t = match &self.state {
-            State::Ready(out) => Some(out.due_ms),
-            State::Sent { at_ms, .. } => Some(at_ms + self.limits.arrival_ms),
-            State::Ended(_) | State::Paused { .. } => return None,
+            SessionState::Ready(out) => Some(out.due_ms),
+            SessionState::Sent { at_ms, .. } => Some(at_ms + self.limits.arrival_ms),
+            SessionState::Ended(_) | SessionState::Paused { .. } => return None,
             _ => None,
         };
         Some(t.map_or(wall, |t| t.min(wall)))
@@ -429,7 +429,7 @@ impl Session {
 
     /// Feeds one input at `now_ms`; returns what to do (empty: nothing).
     pub fn handle(&mut self, input: Input, now_ms: u64) -> Vec<SessionAction> {
-        if matches!(self.state, State::Ended(_)) {
+        if matches!(self.state, SessionState::Ended(_)) {
             return Vec::new();
         }
         if let Input::Stop = input {
@@ -455,15 +455,15 @@ impl Session {
                 malformed,
             } if id.tab == self.tab => self.result(id, ok, output, malformed, now_ms),
             Input::TurnSeen { tab } if tab == self.tab => {
-                if matches!(self.state, State::Sent { .. }) {
-                    self.state = State::ModelTurn;
+                if matches!(self.state, SessionState::Sent { .. }) {
+                    self.state = SessionState::ModelTurn;
                 }
                 Vec::new()
             }
             Input::Streaming(on) => {
                 self.streaming = on;
-                if on && matches!(self.state, State::Sent { .. }) {
-                    self.state = State::ModelTurn;
+                if on && matches!(self.state, SessionState::Sent { .. }) {
+                    self.state = SessionState::ModelTurn;
                 }
                 Vec::new()
             }
@@ -474,7 +474,7 @@ impl Session {
             Input::Held => {
                 // The person types in the box: the tab holds the message; it is neither sent
                 // again nor given up while the holds keep coming.
-                if let State::Sent { at_ms, .. } = &mut self.state {
+                if let SessionState::Sent { at_ms, .. } = &mut self.state {
                     *at_ms = now_ms;
                 }
                 Vec::new()
@@ -483,9 +483,9 @@ impl Session {
             Input::Pause => self.pause(Why::PausedByPerson),
             Input::DeliveryFailed(e) => self.pause(Why::DeliveryFailed(e)),
             Input::Resume => {
-                if let State::Paused { before, .. } = &mut self.state {
-                    let mut before = std::mem::replace(&mut **before, State::ModelTurn);
-                    if let State::Ready(out) = &mut before {
+                if let SessionState::Paused { before, .. } = &mut self.state {
+                    let mut before = std::mem::replace(&mut **before, SessionState::ModelTurn);
+                    if let SessionState::Ready(out) = &mut before {
                         out.due_ms = now_ms;
                     }
                     self.state = before;
@@ -507,18 +507,18 @@ impl Session {
     }
 
     fn end(&mut self, why: Why, answer: Option<String>) -> Vec<SessionAction> {
-        self.state = State::Ended(why.clone());
+        self.state = SessionState::Ended(why.clone());
         vec![SessionAction::End { why, answer }]
     }
 
     fn pause(&mut self, why: Why) -> Vec<SessionAction> {
-        let before = match std::mem::replace(&mut self.state, State::ModelTurn) {
+        let before = match std::mem::replace(&mut self.state, SessionState::ModelTurn) {
             // A message not yet seen by the tab is sent again on resume.
-            State::Sent { out, .. } => State::Ready(out),
-            State::Paused { before, .. } => *before,
+            SessionState::Sent { out, .. } => SessionState::Ready(out),
+            SessionState::Paused { before, .. } => *before,
             other => other,
         };
-        self.state = State::Paused {
+        self.state = SessionState::Paused {
             why: why.clone(),
             before: Box::new(before),
         };
@@ -534,21 +534,24 @@ impl Session {
         commands: Vec<FoundCommand>,
         now_ms: u64,
     ) -> Vec<SessionAction> {
-        let State::Paused { why, before } = &mut self.state else {
+        let SessionState::Paused { why, before } = &mut self.state else {
             return self.turn_ended(turn_id, text, commands, now_ms);
         };
         let why = why.clone();
-        self.state = match std::mem::replace(&mut **before, State::ModelTurn) {
+        self.state = match std::mem::replace(&mut **before, SessionState::ModelTurn) {
             // A message that went to the tab before the pause: a turn ending now means the
             // tab got it (or the model answered the person instead). Either way this turn is
             // the model's: it is collected, and the message is not sent again on resume.
-            State::Ready(out) if out.sent => State::ModelTurn,
+            SessionState::Ready(out) if out.sent => SessionState::ModelTurn,
             other => other,
         };
         let actions = self.turn_ended(turn_id, text, commands, now_ms);
-        if !matches!(self.state, State::Paused { .. } | State::Ended(_)) {
-            let before = std::mem::replace(&mut self.state, State::ModelTurn);
-            self.state = State::Paused {
+        if !matches!(
+            self.state,
+            SessionState::Paused { .. } | SessionState::Ended(_)
+        ) {
+            let before = std::mem::replace(&mut self.state, SessionState::ModelTurn);
+            self.state = SessionState::Paused {
                 why,
                 before: Box::new(before),
             };
@@ -566,7 +569,10 @@ impl Session {
         if !self.seen_turns.insert(turn_id.clone()) {
             return Vec::new();
         }
-        if !matches!(self.state, State::ModelTurn | State::Sent { .. }) {
+        if !matches!(
+            self.state,
+            SessionState::ModelTurn | SessionState::Sent { .. }
+        ) {
             return Vec::new();
         }
         let mut actions = Vec::new();
@@ -594,7 +600,7 @@ impl Session {
             actions.extend(self.end(Why::RoundLimit(self.limits.max_rounds), None));
             return actions;
         }
-        self.state = State::Collecting {
+        self.state = SessionState::Collecting {
             turn_id,
             commands: commands.into_iter().map(|c| c.body).collect(),
             forged,
@@ -629,7 +635,7 @@ impl Session {
 
     /// Both thresholds: the turn ended (we are collecting) and every command has a result.
     fn try_close(&mut self, now_ms: u64) -> Vec<SessionAction> {
-        let State::Collecting {
+        let SessionState::Collecting {
             turn_id,
             commands,
             forged,
@@ -716,33 +722,33 @@ impl Session {
         }
         if self.failed_in_a_row >= self.limits.failed_rounds {
             let why = Why::AllFailed(self.failed_in_a_row);
-            self.state = State::Paused {
+            self.state = SessionState::Paused {
                 why: why.clone(),
-                before: Box::new(State::Ready(out)),
+                before: Box::new(SessionState::Ready(out)),
             };
             return vec![SessionAction::Pause { why }];
         }
-        self.state = State::Ready(out);
+        self.state = SessionState::Ready(out);
         Vec::new()
     }
 
     /// Sends a due message, or checks a sent one's arrival.
     fn poll(&mut self, now_ms: u64) -> Vec<SessionAction> {
         match &mut self.state {
-            State::Ready(out) if out.due_ms <= now_ms && !self.draft && !self.streaming => {
+            SessionState::Ready(out) if out.due_ms <= now_ms && !self.draft && !self.streaming => {
                 let out = out.clone();
                 self.send(out, now_ms, 1)
             }
-            State::Sent {
+            SessionState::Sent {
                 out,
                 at_ms,
                 attempt,
             } if now_ms >= *at_ms + self.limits.arrival_ms => {
                 if *attempt >= 2 {
                     let out = out.clone();
-                    self.state = State::Paused {
+                    self.state = SessionState::Paused {
                         why: Why::SendFailed,
-                        before: Box::new(State::Ready(out)),
+                        before: Box::new(SessionState::Ready(out)),
                     };
                     return vec![SessionAction::Pause {
                         why: Why::SendFailed,
@@ -767,7 +773,7 @@ impl Session {
             vars: out.vars.clone(),
         };
         self.last_send_ms = Some(now_ms);
-        self.state = State::Sent {
+        self.state = SessionState::Sent {
             out,
             at_ms: now_ms,
             attempt,

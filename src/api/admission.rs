@@ -137,12 +137,12 @@ impl Drop for Lease {
 
 /// A waiter's receiving end; dropped early (the client left), it gives back a tab that was
 /// handed to it in the meantime.
-struct Ticket {
+struct AdmissionTicket {
     adm: Arc<Admission>,
     rx: Option<oneshot::Receiver<Arc<Client>>>,
 }
 
-impl Ticket {
+impl AdmissionTicket {
     /// A tab already handed over, if any; closes the channel so none arrives later.
     fn take_now(&mut self) -> Option<Arc<Client>> {
         let rx = self.rx.as_mut()?;
@@ -153,7 +153,7 @@ impl Ticket {
     }
 }
 
-impl Drop for Ticket {
+impl Drop for AdmissionTicket {
     fn drop(&mut self) {
         if let Some(c) = self.take_now() {
             self.adm.release(&c.id);
@@ -212,7 +212,7 @@ impl Admission {
         }
         self.check_person(model, &key)?;
         let (tx, rx) = oneshot::channel();
-        let mut ticket = Ticket {
+        let mut ticket = AdmissionTicket {
             adm: self.clone(),
             rx: Some(rx),
         };

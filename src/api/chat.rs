@@ -259,7 +259,7 @@ async fn complete(
     let tap = req.stream.then(|| door.api.open_tap(&task_id));
     let shown = client.info().label.unwrap_or_else(|| client.id.to_string());
     let run = ApiRun::begin(&door, &task_id, &req.model, (&client.id, &shown), &prompt);
-    let mut job = Job {
+    let mut job = ChatJob {
         run,
         door: door.clone(),
         client: client.clone(),
@@ -345,7 +345,7 @@ pub(crate) async fn ask_tab(
     let task_id = format!("mcp-{}", uuid::Uuid::new_v4().simple());
     let shown = client.info().label.unwrap_or_else(|| client.id.to_string());
     let run = ApiRun::begin(door, &task_id, &model.key(), (&client.id, &shown), &prompt);
-    let mut job = Job {
+    let mut job = ChatJob {
         run,
         door: door.clone(),
         client: client.clone(),
@@ -375,7 +375,7 @@ pub(crate) async fn ask_tab(
 
 /// One prompt in a tab, held by the request: dropping it unfinished cancels the prompt,
 /// frees the tab's slot and tells the tab; dropping the lease serves the next waiter.
-struct Job {
+struct ChatJob {
     /// The prompt's journal (a one-node run).
     run: ApiRun,
     door: Arc<ApiDoor>,
@@ -386,7 +386,7 @@ struct Job {
     started: tokio::time::Instant,
 }
 
-impl Finish for Job {
+impl Finish for ChatJob {
     fn finish(&mut self, outcome: Result<&str, &ApiError>) {
         self.finished = true;
         match outcome {
@@ -400,7 +400,7 @@ impl Finish for Job {
     }
 }
 
-impl Drop for Job {
+impl Drop for ChatJob {
     fn drop(&mut self) {
         let cancelled = !self.finished;
         self.door

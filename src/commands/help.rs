@@ -4,7 +4,7 @@
 
 /// One command's help entry.
 #[derive(Debug, Clone, Copy)]
-pub struct Entry {
+pub struct HelpEntry {
     /// Topic name as typed after `help`.
     pub topic: &'static str,
     /// One-line usage.
@@ -18,8 +18,8 @@ pub struct Entry {
 }
 
 /// Every command, in the order `help` lists them.
-pub const ENTRIES: &[Entry] = &[
-    Entry {
+pub const ENTRIES: &[HelpEntry] = &[
+    HelpEntry {
         topic: "shell",
         usage: "?<PROGRAM ARGS…>!",
         zh: "运行 shell 命令（需 --exec allowlist/on）",
@@ -30,7 +30,7 @@ workspace directory with a timeout and an output cap. --exec off (default) refus
 with $variables passed through the environment. A script is run by its interpreter: write `python \
 check.py`, not `check.py` (a bare script name is answered with what to write).\nExample: ?<echo hello>!  →  hello",
     },
-    Entry {
+    HelpEntry {
         topic: "jobs",
         usage: "?<PROGRAM ARGS… &>!  ?<jobs>!  ?<jobs kill ID>!",
         zh: "后台运行命令；查看或结束后台任务",
@@ -40,7 +40,7 @@ answered at once with its job id. `jobs` lists each job's state and output; `job
 At most 8 run at once; the exec timeout applies; jobs end when the hub stops.\nExample: ?<python \
 long_report.py &>!  →  job j1 started in the background",
     },
-    Entry {
+    HelpEntry {
         topic: "set",
         usage: "?<set [global] NAME = VALUE | $(COMMAND)>!",
         zh: "设置变量：字面值或命令输出",
@@ -50,7 +50,7 @@ of any command form; `COMMAND | set NAME` (the seed manual's form) is the same a
 $(COMMAND)`. Variables belong to the calling master tab; `global` writes the scope shared \
 with flows.\nExample: ?<set n = 5>!  →  n = 5\nExample: ?<set d = $(to deepseek: name a colour)>!  →  d = blue",
     },
-    Entry {
+    HelpEntry {
         topic: "vars",
         usage: "$name  ${name}  ${node.output}",
         zh: "变量引用，使用前展开",
@@ -59,7 +59,7 @@ with flows.\nExample: ?<set n = 5>!  →  n = 5\nExample: ?<set d = $(to deepsee
 ${node.output} reads a flow node's output. \\$ is a literal dollar. An undefined variable is an \
 error. Values are data: a value holding `; rm -rf /` is text, never a command.\nExample: ?<to kimi: translate $text>!",
     },
-    Entry {
+    HelpEntry {
         topic: "parallel",
         usage: "?<parallel to=[T1,T2,…] TEXT>!  |  ?<parallel to=[T1: P1, T2: P2]>!",
         zh: "同时发给多个标签页并汇总回答",
@@ -72,28 +72,28 @@ target without its line is refused. All prompts run concurrently (each tab still
 the answers come back labelled by tab. If some targets fail, the others' answers are kept and \
 the result is marked failed.\nExample: ?<parallel to=[deepseek,qianwen] 用一句话介绍 Rust>!\n  →  [deepseek] Rust 是……\n\n     [qianwen] Rust 是……",
     },
-    Entry {
+    HelpEntry {
         topic: "to",
         usage: "?<to TARGET: TEXT>!",
         zh: "发给一个标签页，返回它的回答",
         en: "send a prompt to one tab and return its answer",
         details: "Example: ?<to yuanbao: 写一首关于秋天的短诗>!  →  the poem yuanbao wrote",
     },
-    Entry {
+    HelpEntry {
         topic: "from",
         usage: "?<from TARGET: [COMMAND]>!",
         zh: "取某标签页最近的回答作为 $RESULT",
         en: "take a tab's latest answer as $RESULT (and run COMMAND with it)",
         details: "Without COMMAND the answer itself is the result.\nExample: ?<from doubao: to kimi: 检查这段代码 $RESULT>!",
     },
-    Entry {
+    HelpEntry {
         topic: "send_to_all",
         usage: "?<send_to_all TEXT>!",
         zh: "发给所有工人标签页",
         en: "send a prompt to every worker tab",
         details: "A foreman reaches the workers of its group. Answers come back labelled like parallel.\nExample: ?<send_to_all 准备好了吗？>!",
     },
-    Entry {
+    HelpEntry {
         topic: "chain",
         usage: "?<A -> B -> C>!",
         zh: "链式执行，上一步结果为 $RESULT",
@@ -102,7 +102,7 @@ the result is marked failed.\nExample: ?<parallel to=[deepseek,qianwen] 用一�
 ?< >!. An `if` or `for` step takes the rest of the chain as its branch/body. Quote text that \
 contains a literal ->. The chain stops at the first failing step.\nExample: ?<to deepseek: 列出三个要点 -> to qianwen: 把这些翻译成英文：$RESULT>!",
     },
-    Entry {
+    HelpEntry {
         topic: "if",
         usage: "?<if COND then COMMAND [else COMMAND]>!",
         zh: "条件执行",
@@ -112,14 +112,14 @@ contains a literal ->. The chain stops at the first failing step.\nExample: ?<to
 true unless empty, 0 or false; a lone $(COMMAND) whose shell command exits non-zero is false, as in a \
 shell (?<if $(echo $r | grep ERROR) then …>!). `else` pairs with the nearest `if`.\nExample: ?<if $n > 3 then to kimi: 多 else to kimi: 少>!",
     },
-    Entry {
+    HelpEntry {
         topic: "for",
         usage: "?<for VAR in {A..B[..STEP]} | ITEM… | [ITEM, …] do COMMAND>!",
         zh: "循环（最多 1000 次）",
         en: "loop (at most 1000 iterations)",
         details: "The body sees the loop variable as $VAR; the results are joined line by line.\nExample: ?<for i in {1..3} do echo $i>!  →  1\\n2\\n3 (with exec enabled)",
     },
-    Entry {
+    HelpEntry {
         topic: "manager",
         usage: "?<manager create NAME from \"A -> B\"|file:PATH | run NAME [--from-node ID] [key=value…] | pause|resume|stop|status|show|delete NAME | list | export NAME to file:PATH | plan GOAL… | approve ID [key=value…] | modify ID: FEEDBACK | reject ID | save ID as NAME | why RUN NODE>!",
         zh: "定义、运行和管理流程；按目标规划流程",
@@ -138,7 +138,7 @@ the score table of its pick, ?<tabs>! every tab's health.\n\
 Example: ?<manager run cross-review document=$doc>!  →  run started: …\n\
 Example: ?<manager plan review my essay with two models, then merge>!  →  plan draft plan-1a2b3c4d …",
     },
-    Entry {
+    HelpEntry {
         topic: "tabs",
         usage: "?<tabs>!  |  ?<tabs budget [SITE [N/hour|N/day|off]]>!",
         zh: "所有标签页及其健康状况（成功率、首字时间、冷却、暂停）；各站点的发送配额",
@@ -150,7 +150,7 @@ page, until a person acts in the tab. `tabs budget SITE N/hour` gives a site a q
 restarts; a role card's `quota:` does too): past it, no prompt goes to that site's tabs until the oldest \
 send leaves the window; `off` removes it; bare `tabs budget` lists them.\nExample: ?<tabs>!  →  sim-a  sim  worker  -  可用 / ready  3/3  1.2s  8.0s  0 · ?<tabs budget deepseek 20/hour>!",
     },
-    Entry {
+    HelpEntry {
         topic: "mcp",
         usage: "?<mcp list | use SERVER TOOL [key=value…] | use SERVER TOOL {JSON} | resources SERVER | read SERVER URI | config add NAME COMMAND ARGS… | config remove NAME>!",
         zh: "列出并调用 MCP 服务器的工具，列出并读取它们的资源（mcp.json）",
@@ -167,7 +167,7 @@ is audited. In a flow: a node `mcp: {server: S, tool: T, args: {…}}`, output a
 by the person, never from a tab's reply, since it starts a program.\n\
 Example: ?<mcp use time get_current_time timezone=Europe/Paris>!  →  {\"timezone\": \"Europe/Paris\", …}",
     },
-    Entry {
+    HelpEntry {
         topic: "publish",
         usage: "?<publish TOPIC [TEXT]>!",
         zh: "发布事件（TEXT 省略时为上一步的 $RESULT）",
@@ -178,7 +178,7 @@ flow_stop, flow_complete, node_start, node_complete, node_error, and node_result
 output} for every node's result. In a cluster every node's rules hear it. From a reply it needs the \
 `flows` permission (the master's, or a role card's).\nExample: ?<to deepseek: draft a plan -> publish plan.ready>!  →  已发布 / published plan.ready",
     },
-    Entry {
+    HelpEntry {
         topic: "subscribe",
         usage: "?<subscribe TOPIC [where COND] do CMD>!  |  ?<subscribe list>!",
         zh: "订阅事件：事件到达时运行 CMD（$EVENT 为事件），规则会保存",
@@ -191,7 +191,7 @@ fires. An event that a rule's own command caused never fires that rule again, an
 deep. Rules are kept in the store and survive a restart; `subscribe list` shows them with their ids.\n\
 Example: ?<subscribe node_result where $EVENT_FLOW == cross-review do to reviewer: 请审阅 / review: $EVENT_TEXT>!  →  规则 #1 / rule #1",
     },
-    Entry {
+    HelpEntry {
         topic: "unsubscribe",
         usage: "?<unsubscribe ID>!",
         zh: "删除一条订阅规则",
@@ -199,7 +199,7 @@ Example: ?<subscribe node_result where $EVENT_FLOW == cross-review do to reviewe
         details: "ID is the number `subscribe` answered (and `subscribe list` shows). A person or the \
 master may remove any rule; a tab's reply only its own tab's rules.\nExample: ?<unsubscribe 1>!  →  已删除 / removed rule #1",
     },
-    Entry {
+    HelpEntry {
         topic: "on",
         usage: "?<on NODE: CMD>!",
         zh: "在集群的另一个节点上运行 shell 命令或技能",
@@ -207,7 +207,7 @@ master may remove any rule; a tab's reply only its own tab's rules.\nExample: ?<
         details: "NODE is a node's --node name; CMD is a shell command or `skill NAME k=v`. It runs there under that node's exec policy (off by default there too, and then it says so), with your variables (`$x`) sent along; its live output and its result come back as if it ran here, and the node that ran it writes the audit line, naming who asked from which node. Naming this node runs it here. In a flow, a node with `on: NODE` and `command:` does the same.
 Example: ?<on db-host: wc -l /data/orders.csv>!  →  12408 /data/orders.csv",
     },
-    Entry {
+    HelpEntry {
         topic: "agent",
         usage: "?<agent create NAME [on TARGET] [with tools=[T,…]] [max_rounds=N] [memory=SCOPE] | task NAME TEXT | status [NAME] | memory NAME | list | stop|pause|resume [NAME] | loop on|off>!",
         zh: "代理：一个标签页的模型执行命令、读到结果、继续，直到完成",
@@ -226,7 +226,7 @@ task or stop agents.\n\
 Example: ?<agent create researcher on kimi-1 with tools=[tabs,memory]>!  →  agent researcher created\n\
 Example: ?<agent task researcher 比较 qianwen 和 doubao 的评审>!  →  the agent's final answer",
     },
-    Entry {
+    HelpEntry {
         topic: "done",
         usage: "?<done [TEXT]>!",
         zh: "结束代理会话，TEXT 为最终回答",
@@ -235,21 +235,21 @@ Example: ?<agent task researcher 比较 qianwen 和 doubao 的评审>!  →  the
 text of that reply before the command. A reply with no command at all also ends the session.\n\
 Example: ?<done qianwen 的评审更完整>!  →  the caller of agent task receives: qianwen 的评审更完整",
     },
-    Entry {
+    HelpEntry {
         topic: "flow",
         usage: "?<flow start|pause|resume|stop|status>!",
         zh: "控制当前流程（旧命令别名）",
         en: "control the current flow (seed aliases)",
         details: "Example: ?<flow status>!  →  the current run's node states",
     },
-    Entry {
+    HelpEntry {
         topic: "role",
         usage: "?<role master|foreman|worker [group=G]>!",
         zh: "设置本标签页的角色",
         en: "set this tab's role",
         details: "A reply can change roles only from a master tab; what the person types always can.\nExample: ?<role foreman group=review>!  →  role set: foreman (group review)",
     },
-    Entry {
+    HelpEntry {
         topic: "remember",
         usage: "?<remember TEXT [scope=S]>!",
         zh: "设置团队的短期记忆（留空则清除）",
@@ -258,7 +258,7 @@ Example: ?<done qianwen 的评审更完整>!  →  the caller of agent task rece
 every <memory> block the hub prepends to tasks (role cards with `memory: every N`).\n\
 Example: ?<remember 今天的目标：完成登录页评审>!  →  短期记忆已更新 / note set (global)",
     },
-    Entry {
+    HelpEntry {
         topic: "memory",
         usage: "?<memory TEXT tag: T1,T2 [-pin] [importance=N|importance=ask [to=TAB]] [scope=S]>!  |  ?<memory ID TEXT [tag: …]>!  |  ?<memory search WORDS>!  |  ?<memory del|pin|unpin ID…>!  |  ?<memory tags|list [N]|summarize [SCOPE] [to=TAB]>!",
         zh: "团队长期记忆：写入、改写、搜索、删除、置顶、标签",
@@ -286,7 +286,7 @@ WHO MAY WRITE: the master and the person; other tabs when their role card sets \
 permissions: {memory_write: true}. Everyone whose commands run may search.\n\
 Example: ?<memory 用户喜欢简短的回答 tag: 偏好,风格 importance=8>!  →  已记住 / remembered #1 (global)",
     },
-    Entry {
+    HelpEntry {
         topic: "skill",
         usage: "?<skill list>!  |  ?<skill help [NAME]>!  |  ?<skill NAME key=value…>!",
         zh: "技能：skills/ 目录里热加载的工具",
@@ -299,7 +299,7 @@ for its parameters and an example call. Arguments are key=value words; quote a v
 text=\"two words\". Arguments are checked against the schema, and an error names the field.\n\
 Example: ?<skill summarize text=\"…\" words=50>!  →  the summary a tab wrote",
     },
-    Entry {
+    HelpEntry {
         topic: "help",
         usage: "?<help [COMMAND]>!",
         zh: "命令列表或某个命令的用法",
@@ -327,7 +327,7 @@ fn canonical(topic: &str) -> &str {
 }
 
 /// The entry for a topic (aliases accepted, case-insensitive).
-pub fn entry(topic: &str) -> Option<&'static Entry> {
+pub fn entry(topic: &str) -> Option<&'static HelpEntry> {
     let t = topic.trim().to_ascii_lowercase();
     let t = canonical(t.as_str());
     ENTRIES.iter().find(|e| e.topic == t)

@@ -9,9 +9,9 @@ use crate::flows::inline;
 use std::collections::BTreeMap;
 
 /// The command language, as the inline translation sees it.
-pub struct Commands;
+pub struct CommandGrammar;
 
-impl inline::Grammar for Commands {
+impl inline::Grammar for CommandGrammar {
     fn parse_error(&self, body: &str) -> Option<String> {
         parser::parse(body).err().map(|e| e.to_string())
     }
@@ -45,7 +45,7 @@ pub fn flow_yaml(
     auto_retry: Option<u32>,
     may_run: &dyn Fn(&str) -> Result<(), String>,
 ) -> Result<String, String> {
-    inline::flow_yaml(&Commands, name, body, known, auto_retry, may_run)
+    inline::flow_yaml(&CommandGrammar, name, body, known, auto_retry, may_run)
 }
 
 /// The shell lines a command would run here (a remote `on NODE:` runs under that node's
@@ -83,7 +83,7 @@ mod tests {
     use super::*;
 
     fn steps(body: &str) -> Result<Vec<String>, String> {
-        inline::inline_steps(&Commands, body)
+        inline::inline_steps(&CommandGrammar, body)
     }
 
     #[test]
@@ -123,13 +123,13 @@ mod tests {
         ];
         let known: BTreeMap<String, String> = [("threshold".to_string(), "5".to_string())].into();
         assert_eq!(
-            inline::step_inputs(&Commands, &steps, &known),
+            inline::step_inputs(&CommandGrammar, &steps, &known),
             vec![
                 ("threshold".to_string(), Some("5".to_string())),
                 ("who".to_string(), None)
             ]
         );
-        let yaml = inline::chain_to_yaml(&Commands, "m", &steps, &known);
+        let yaml = inline::chain_to_yaml(&CommandGrammar, "m", &steps, &known);
         assert!(
             yaml.contains("  threshold: {default: \"5\"}\n  who: {required: true}\n"),
             "{yaml}"

@@ -48,7 +48,7 @@ pub struct Nesting {
 
 /// What one byte did to the nesting state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum ByteStep {
     /// An ordinary byte (quoted or not, nested or not).
     Plain,
     /// This byte completed a `>!` at depth 0: the outer command ends here.
@@ -58,14 +58,14 @@ pub enum Step {
 impl Nesting {
     /// Feed one byte; reports whether it closed the outer command.
     #[inline]
-    pub fn step(&mut self, b: u8) -> Step {
+    pub fn step(&mut self, b: u8) -> ByteStep {
         match self.quote {
             Quote::Single => {
                 if b == b'\'' {
                     self.quote = Quote::None;
                     self.prev = b;
                 }
-                return Step::Plain;
+                return ByteStep::Plain;
             }
             Quote::Double => {
                 if b == b'\\' {
@@ -74,11 +74,11 @@ impl Nesting {
                     self.quote = Quote::None;
                     self.prev = b;
                 }
-                return Step::Plain;
+                return ByteStep::Plain;
             }
             Quote::DoubleEscape => {
                 self.quote = Quote::Double;
-                return Step::Plain;
+                return ByteStep::Plain;
             }
             Quote::None => {}
         }
@@ -95,13 +95,13 @@ impl Nesting {
             b'!' if prev == b'>' => {
                 self.prev = 0;
                 if self.depth == 0 {
-                    return Step::Close;
+                    return ByteStep::Close;
                 }
                 self.depth -= 1;
             }
             _ => {}
         }
-        Step::Plain
+        ByteStep::Plain
     }
 
     /// Whether the walker is at top level: not quoted and not inside a nested command.
@@ -117,7 +117,7 @@ mod tests {
 
     fn close_at(s: &str) -> Option<usize> {
         let mut n = Nesting::default();
-        s.bytes().position(|b| n.step(b) == Step::Close)
+        s.bytes().position(|b| n.step(b) == ByteStep::Close)
     }
 
     #[test]

@@ -4,46 +4,10 @@
 //! take; there is no other place that decides. What a person typed (`user_input`) is trusted
 //! like the person; what a model wrote in a reply is limited by its tab's role and role card.
 
-use std::fmt;
 use thiserror::Error;
 
-/// A tab's role (docs/commands.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// 总指挥: where the person works; may run everything.
-    Master,
-    /// 包工头: manages a group of workers.
-    Foreman,
-    /// 工人: answers tasks; its replies are data, not orders.
-    Worker,
-}
-
-impl Role {
-    /// Parse `master`, `foreman`, `worker` (case-insensitive).
-    pub fn parse(s: &str) -> Option<Role> {
-        match s.to_ascii_lowercase().as_str() {
-            "master" => Some(Role::Master),
-            "foreman" => Some(Role::Foreman),
-            "worker" => Some(Role::Worker),
-            _ => None,
-        }
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Master => "master",
-            Role::Foreman => "foreman",
-            Role::Worker => "worker",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// A tab's role (docs/commands.md): the wire's own type.
+pub use crate::protocol::Role;
 
 /// Where the command text came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

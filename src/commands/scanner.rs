@@ -6,7 +6,7 @@
 //! outer command) and buffers the body up to a length cap. [`TurnScanner`] adds the dedup
 //! against the full text that `turn_end` repeats.
 
-use super::lex::{Nesting, Step};
+use super::lex::{ByteStep, Nesting};
 use thiserror::Error;
 
 /// Default cap on the length of one command body (64 KiB).
@@ -50,7 +50,7 @@ pub struct Unfinished {
 
 /// Where the scanner is in the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+enum ScanMode {
     /// Looking for `?<`.
     Outside,
     /// Inside a command, buffering its body.
@@ -66,7 +66,7 @@ enum Mode {
 #[derive(Debug, Clone)]
 pub struct Scanner {
     /// Current mode.
-    mode: Mode,
+    mode: ScanMode,
     /// Outside: the previous chunk ended with `?` (half an opener).
     pending_q: bool,
     /// Body bytes of the open command (empty, unallocated, while outside).
@@ -96,7 +96,7 @@ impl Scanner {
     /// A scanner with a custom body cap (bytes).
     pub fn with_max_len(max_len: usize) -> Self {
         Self {
-            mode: Mode::Outside,
+            mode: ScanMode::Outside,
             pending_q: false,
             body: Vec::new(),
             nesting: Nesting::default(),
@@ -123,15 +123,17 @@ impl Scanner {
         let mut i = 0;
         while i < bytes.len() {
             i = match self.mode {
-                Mode::Outside => self.scan_outside(bytes, i, base),
-                Mode::Inside | Mode::Skipping => self.scan_inside(bytes, i, base, &mut on_item),
+                ScanMode::Outside => self.scan_outside(bytes, i, base),
+                ScanMode::Inside | ScanMode::Skipping => {
+                    self.scan_inside(bytes, i, base, &mut on_item)
+                }
             };
         }
     }
 
     /// End of the turn: drop any unfinished command and reset for the next turn.
     pub fn finish(&mut self) -> Option<Unfinished> {
-        let unfinished = (self.mode != Mode::Outside).then_some(Unfinished {
+        let unfinished = (self.mode != ScanMode::Outside).then_some(Unfinished {
             start: self.start,
             len: self.body.len(),
         });
@@ -141,7 +143,7 @@ impl Scanner {
 
     /// Whether a command is open (its `>!` has not arrived yet).
     pub fn in_command(&self) -> bool {
-        self.mode != Mode::Outside
+        self.mode != ScanMode::Outside
     }
 
     /// Outside a command: find the next `?<`; returns the index to continue from.
@@ -172,7 +174,7 @@ impl Scanner {
 
     /// Start a command whose `?<` is at stream offset `start`.
     fn open(&mut self, start: usize) {
-        self.mode = Mode::Inside;
+        self.mode = ScanMode::Inside;
         self.start = start;
         self.nesting = Nesting::default();
         self.body.clear();
@@ -188,12 +190,12 @@ impl Scanner {
     ) -> usize {
         for (k, &b) in bytes[from..].iter().enumerate() {
             let at = from + k;
-            let closed = self.nesting.step(b) == Step::Close;
+            let closed = self.nesting.step(b) == ByteStep::Close;
             if closed {
                 self.close(base + at + 1, on_item);
                 return at + 1;
             }
-            if self.mode == Mode::Inside {
+            if self.mode == ScanMode::Inside {
                 self.body.push(b);
                 if self.body.len() > self.max_len + 1 {
                     // +1: the body may legitimately hold the `>` of its closer.
@@ -206,7 +208,7 @@ impl Scanner {
 
     /// The `>!` at stream offset `end - 1` closed the open command.
     fn close(&mut self, end: usize, on_item: &mut impl FnMut(ScanItem)) {
-        if self.mode == Mode::Inside {
+        if self.mode == ScanMode::Inside {
             // The buffered body ends with the `>` of `>!`.
             self.body.pop();
             let body = match String::from_utf8(std::mem::take(&mut self.body)) {
@@ -219,7 +221,7 @@ impl Scanner {
                 end,
             }));
         }
-        self.mode = Mode::Outside;
+        self.mode = ScanMode::Outside;
         self.nesting = Nesting::default();
     }
 
@@ -229,7 +231,7 @@ impl Scanner {
             start: self.start,
             limit: self.max_len,
         }));
-        self.mode = Mode::Skipping;
+        self.mode = ScanMode::Skipping;
         self.body = Vec::new();
     }
 }

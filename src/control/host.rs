@@ -313,8 +313,8 @@ impl ports::Cluster for HubHost {
             while let Some(text) = rx.recv().await {
                 if let Some(live) = &live {
                     let stream = match text.strip_prefix("[stderr] ") {
-                        Some(_) => crate::exec::Stream::Stderr,
-                        None => crate::exec::Stream::Stdout,
+                        Some(_) => crate::exec::OutputStream::Stderr,
+                        None => crate::exec::OutputStream::Stdout,
                     };
                     let text = text.strip_prefix("[stderr] ").unwrap_or(&text).to_string();
                     let _ = live.send(ExecChunk { stream, text }).await;
@@ -344,7 +344,7 @@ impl ports::ExecSink for HubHost {
                 .spawn(remote.forwarders.track_future(async move {
                     while let Some(chunk) = rx.recv().await {
                         let text = match chunk.stream {
-                            crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
+                            crate::exec::OutputStream::Stderr => format!("[stderr] {}", chunk.text),
                             _ => chunk.text,
                         };
                         if to.send(text).await.is_ok() {
@@ -366,7 +366,7 @@ impl ports::ExecSink for HubHost {
             .spawn(live.forwarders.track_future(async move {
                 while let Some(chunk) = rx.recv().await {
                     let chunk = match chunk.stream {
-                        crate::exec::Stream::Stderr => format!("[stderr] {}", chunk.text),
+                        crate::exec::OutputStream::Stderr => format!("[stderr] {}", chunk.text),
                         _ => chunk.text,
                     };
                     let frame = ServerFrame::CmdOutput {

@@ -181,9 +181,9 @@ pub struct Commands {
 impl Commands {
     pub fn new(config: &crate::config::HubConfig, store: &crate::store::Store) -> Commands {
         let mode = match config.exec_mode {
-            crate::config::ExecMode::Off => ExecMode::Off,
-            crate::config::ExecMode::Allowlist => ExecMode::Allowlist(config.exec_allow.clone()),
-            crate::config::ExecMode::On => ExecMode::On,
+            crate::config::ExecFlag::Off => ExecMode::Off,
+            crate::config::ExecFlag::Allowlist => ExecMode::Allowlist(config.exec_allow.clone()),
+            crate::config::ExecFlag::On => ExecMode::On,
         };
         Commands {
             turns: DashMap::new(),

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::DashboardDoor;
-use super::{authorize, runs, Caller};
+use super::{authorize, runs, Credential};
 use crate::decide::Standing;
 use crate::hub::registry::ConnState;
 use crate::protocol::Role;
@@ -90,11 +90,11 @@ macro_rules! check {
 pub async fn session(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
     let caller = check!(door, Method::GET, headers);
     let csrf = match &caller {
-        Caller::Session(s) => door.dashboard.csrf(s),
-        Caller::Token => None,
+        Credential::Session(s) => door.dashboard.csrf(s),
+        Credential::Token => None,
     };
     Json(json!({
-        "auth": matches!(caller, Caller::Token).then_some("token").unwrap_or("session"),
+        "auth": matches!(caller, Credential::Token).then_some("token").unwrap_or("session"),
         "csrf": csrf,
         "hub": door.public_url(),
         "version": env!("CARGO_PKG_VERSION"),
@@ -332,7 +332,7 @@ pub async fn runs(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     check!(door, Method::GET, headers);
-    let kind = runs::Kind::parse(q.get("kind").map(String::as_str));
+    let kind = runs::RunKind::parse(q.get("kind").map(String::as_str));
     Json(runs::list(&door, kind)).into_response()
 }
 

@@ -34,14 +34,14 @@ pub const KEPT: usize = 4096;
 
 /// A place in the stream: after journal row `journal`, the `k`-th other event (0: the row).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Pos {
+pub struct FeedPos {
     pub journal: i64,
     pub k: u64,
 }
 
-impl Pos {
-    fn row(journal: i64) -> Pos {
-        Pos { journal, k: 0 }
+impl FeedPos {
+    fn row(journal: i64) -> FeedPos {
+        FeedPos { journal, k: 0 }
     }
 
     /// `J` or `J.KKKKKK`.
@@ -54,19 +54,19 @@ impl Pos {
     }
 
     /// Reads an id this stream sent (`J` or `J.K`); None for anything else.
-    pub fn parse(id: &str) -> Option<Pos> {
+    pub fn parse(id: &str) -> Option<FeedPos> {
         let id = id.trim();
         let (j, k) = id.split_once('.').unwrap_or((id, "0"));
         let journal = j.parse::<i64>().ok()?.max(0);
         let k = if k.is_empty() { 0 } else { k.parse().ok()? };
-        Some(Pos { journal, k })
+        Some(FeedPos { journal, k })
     }
 }
 
 /// One kept event.
 #[derive(Debug, Clone)]
 struct Kept {
-    pos: Pos,
+    pos: FeedPos,
     name: &'static str,
     data: String,
 }
@@ -75,9 +75,9 @@ struct Kept {
 struct Ring {
     events: VecDeque<Kept>,
     /// The last event stamped.
-    head: Pos,
+    head: FeedPos,
     /// The newest event dropped from the ring: a stream resuming before it missed some.
-    dropped: Option<Pos>,
+    dropped: Option<FeedPos>,
 }
 
 /// The hub's events that are not journal rows, stamped with their place among the journal's
@@ -140,9 +140,9 @@ impl Recent {
         {
             let mut ring = self.lock();
             let pos = if journal > ring.head.journal {
-                Pos { journal, k: 1 }
+                FeedPos { journal, k: 1 }
             } else {
-                Pos {
+                FeedPos {
                     journal: ring.head.journal,
                     k: ring.head.k + 1,
                 }
@@ -159,7 +159,7 @@ impl Recent {
 
     /// The kept events after `after` up to journal row `upto` (and the events after it), and
     /// the notice that some were dropped when `after` is older than the ring.
-    fn between(&self, after: Pos, upto: i64) -> Vec<Kept> {
+    fn between(&self, after: FeedPos, upto: i64) -> Vec<Kept> {
         let ring = self.lock();
         let mut out = Vec::new();
         if let Some(d) = ring.dropped.filter(|d| *d > after && d.journal <= upto) {
@@ -179,7 +179,7 @@ impl Recent {
     }
 
     /// The last event stamped.
-    fn head(&self) -> Pos {
+    fn head(&self) -> FeedPos {
         self.lock().head
     }
 }
@@ -190,7 +190,7 @@ struct Feed {
     /// The last journal row read.
     read: i64,
     /// The last place sent.
-    pos: Pos,
+    pos: FeedPos,
     run: Option<String>,
     journal: watch::Receiver<u64>,
     kept: watch::Receiver<u64>,
@@ -198,7 +198,7 @@ struct Feed {
 }
 
 impl Feed {
-    fn send(&mut self, pos: Pos, name: &str, data: String) {
+    fn send(&mut self, pos: FeedPos, name: &str, data: String) {
         debug_assert!(pos > self.pos, "{pos:?} after {:?}", self.pos);
         self.pos = pos;
         self.queue
@@ -221,11 +221,11 @@ impl Feed {
             // A row a `?run=` filter leaves out still moves the client's place (a `mark`).
             let mut skipped: Option<i64> = None;
             for row in &rows {
-                while let Some(k) = kept.next_if(|k| k.pos < Pos::row(row.id)) {
+                while let Some(k) = kept.next_if(|k| k.pos < FeedPos::row(row.id)) {
                     self.flush_mark(&mut skipped);
                     self.send(k.pos, k.name, k.data);
                 }
-                if Pos::row(row.id) <= self.pos {
+                if FeedPos::row(row.id) <= self.pos {
                     continue;
                 }
                 if self.run.as_ref().is_some_and(|id| *id != row.run_id) {
@@ -234,7 +234,7 @@ impl Feed {
                 }
                 skipped = None;
                 self.send(
-                    Pos::row(row.id),
+                    FeedPos::row(row.id),
                     "journal",
                     runs::event_json(row).to_string(),
                 );
@@ -262,8 +262,8 @@ impl Feed {
     /// Sends a `mark` for the last row the filter left out, if it is past the place sent.
     fn flush_mark(&mut self, skipped: &mut Option<i64>) {
         if let Some(id) = skipped.take() {
-            if Pos::row(id) > self.pos {
-                self.send(Pos::row(id), "mark", "{}".into());
+            if FeedPos::row(id) > self.pos {
+                self.send(FeedPos::row(id), "mark", "{}".into());
             }
         }
     }
@@ -283,15 +283,15 @@ pub async fn events(
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .and_then(Pos::parse)
-        .or_else(|| q.get("last_event_id").and_then(|v| Pos::parse(v)));
+        .and_then(FeedPos::parse)
+        .or_else(|| q.get("last_event_id").and_then(|v| FeedPos::parse(v)));
     let head = recent.head();
     let pos = match resume {
         // An event of this hub's past life (a restart stamps its events anew): its journal
         // place only.
-        Some(p) if p.k > 0 && p > head => Pos::row(p.journal),
+        Some(p) if p.k > 0 && p > head => FeedPos::row(p.journal),
         Some(p) => p,
-        None => Pos::row(runs::last_id(&door)).max(head),
+        None => FeedPos::row(runs::last_id(&door)).max(head),
     };
     let mut feed = Feed {
         journal: door.store.journal_watch(),
@@ -324,21 +324,21 @@ mod tests {
 
     #[test]
     fn ids_read_back_and_grow_as_numbers_too() {
-        let a = Pos::row(21);
-        let b = Pos { journal: 21, k: 3 };
-        let c = Pos { journal: 21, k: 10 };
+        let a = FeedPos::row(21);
+        let b = FeedPos { journal: 21, k: 3 };
+        let c = FeedPos { journal: 21, k: 10 };
         assert_eq!(
             (a.id(), b.id(), c.id()),
             ("21".into(), "21.000003".into(), "21.000010".into())
         );
         for p in [a, b, c] {
-            assert_eq!(Pos::parse(&p.id()), Some(p));
+            assert_eq!(FeedPos::parse(&p.id()), Some(p));
         }
-        let n = |p: Pos| p.id().parse::<f64>().unwrap();
-        assert!(n(a) < n(b) && n(b) < n(c) && n(c) < n(Pos::row(22)));
-        assert!(a < b && b < c && c < Pos::row(22));
-        assert_eq!(Pos::parse("x"), None);
-        assert_eq!(Pos::parse("-4"), Some(Pos::row(0)));
+        let n = |p: FeedPos| p.id().parse::<f64>().unwrap();
+        assert!(n(a) < n(b) && n(b) < n(c) && n(c) < n(FeedPos::row(22)));
+        assert!(a < b && b < c && c < FeedPos::row(22));
+        assert_eq!(FeedPos::parse("x"), None);
+        assert_eq!(FeedPos::parse("-4"), Some(FeedPos::row(0)));
     }
 
     #[test]
@@ -348,21 +348,21 @@ mod tests {
         r.push(5, "tab", "b".into());
         r.push(7, "run", "c".into());
         let pos: Vec<String> = r
-            .between(Pos::default(), 7)
+            .between(FeedPos::default(), 7)
             .iter()
             .map(|k| k.pos.id())
             .collect();
         assert_eq!(pos, ["5.000001", "5.000002", "7.000001"]);
         // Up to row 6 only: the event after row 7 waits for it.
-        assert_eq!(r.between(Pos::row(5), 6).len(), 2);
-        assert_eq!(r.between(Pos { journal: 5, k: 1 }, 6).len(), 1);
+        assert_eq!(r.between(FeedPos::row(5), 6).len(), 2);
+        assert_eq!(r.between(FeedPos { journal: 5, k: 1 }, 6).len(), 1);
         // A journal that did not move since: the next event follows the last one.
         r.push(3, "tab", "d".into());
         assert_eq!(r.head().id(), "7.000002");
         for i in 0..KEPT {
             r.push(8, "tab", i.to_string());
         }
-        let after_start = r.between(Pos::default(), 9);
+        let after_start = r.between(FeedPos::default(), 9);
         assert_eq!(after_start[0].data, r#"{"kind":"lagged"}"#);
         assert_eq!(after_start.len(), KEPT + 1);
         assert!(after_start.windows(2).all(|w| w[0].pos < w[1].pos));

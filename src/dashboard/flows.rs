@@ -109,7 +109,7 @@ fn bad_name(name: &str) -> String {
 
 /// Body of `PUT /api/flows/{name}`.
 #[derive(Debug, Deserialize)]
-pub struct SaveBody {
+pub struct FlowSaveBody {
     /// The whole file.
     pub source: String,
     /// The hash of the version the designer opened (`GET …?file=1`); absent or null for a new
@@ -126,7 +126,7 @@ pub async fn save(
     State(door): State<Arc<DashboardDoor>>,
     headers: HeaderMap,
     Path(name): Path<String>,
-    body: Result<Json<SaveBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<FlowSaveBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     if let Err(r) = authorize(&door, &Method::PUT, &headers) {
         return r.into_response();

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::DashboardDoor;
-use super::{assets, authorize, session_cookie, Caller, COOKIE, SESSION_TTL};
+use super::{assets, authorize, session_cookie, Credential, COOKIE, SESSION_TTL};
 use crate::hub::auth;
 
 /// `GET /login?code=…`.
@@ -83,8 +83,8 @@ pub async fn logout(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) 
 /// `POST /api/login-codes` (token only): a fresh login URL for `aicard open`.
 pub async fn new_code(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap) -> Response {
     match authorize(&door, &Method::POST, &headers) {
-        Ok(Caller::Token) => {}
-        Ok(Caller::Session(_)) => {
+        Ok(Credential::Token) => {}
+        Ok(Credential::Session(_)) => {
             return (
                 StatusCode::FORBIDDEN,
                 "只接受令牌 / the token is required here",

@@ -163,7 +163,7 @@ impl Sessions {
 
 /// How a request was allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Caller {
+pub enum Credential {
     /// The hub's token (a program, `aicard open`).
     Token,
     /// A browser session: its id.
@@ -227,7 +227,7 @@ pub fn authorize(
     door: &DashboardDoor,
     method: &Method,
     headers: &HeaderMap,
-) -> Result<Caller, Refusal> {
+) -> Result<Credential, Refusal> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -254,7 +254,7 @@ pub fn authorize(
         .and_then(|v| v.strip_prefix("Bearer "))
     {
         return if auth::token_matches(door.token(), bearer.trim()) {
-            Ok(Caller::Token)
+            Ok(Credential::Token)
         } else {
             Err(refuse(StatusCode::UNAUTHORIZED, "令牌错误 / bad token"))
         };
@@ -284,7 +284,7 @@ pub fn authorize(
             ));
         }
     }
-    Ok(Caller::Session(session))
+    Ok(Credential::Session(session))
 }
 
 /// The dashboard's routes, merged into the hub's router.

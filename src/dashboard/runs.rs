@@ -79,19 +79,19 @@ pub fn event_json(row: &Row) -> Value {
 /// Which runs `GET /api/runs?kind=` lists: flow runs, API/MCP calls (the runs of the flows
 /// `api` and `mcp`: one prompt each, journaled like a run), or all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum RunKind {
     Flows,
     Calls,
     All,
 }
 
-impl Kind {
+impl RunKind {
     /// `flows`, `calls` or `all`; anything else (or nothing) is all, as before the filter.
-    pub fn parse(s: Option<&str>) -> Kind {
+    pub fn parse(s: Option<&str>) -> RunKind {
         match s {
-            Some("flows") => Kind::Flows,
-            Some("calls") => Kind::Calls,
-            _ => Kind::All,
+            Some("flows") => RunKind::Flows,
+            Some("calls") => RunKind::Calls,
+            _ => RunKind::All,
         }
     }
 }
@@ -99,11 +99,11 @@ impl Kind {
 /// `GET /api/runs[?kind=flows|calls|all]`: the newest runs of that kind first, and how many
 /// runs there are of each kind. `updated_ms` is the run's last journal event (or its last
 /// state change, whichever is later), so it moves while the run works.
-pub fn list(door: &DashboardDoor, kind: Kind) -> Value {
+pub fn list(door: &DashboardDoor, kind: RunKind) -> Value {
     let filter = match kind {
-        Kind::Flows => "WHERE flow NOT IN ('api', 'mcp')",
-        Kind::Calls => "WHERE flow IN ('api', 'mcp')",
-        Kind::All => "",
+        RunKind::Flows => "WHERE flow NOT IN ('api', 'mcp')",
+        RunKind::Calls => "WHERE flow IN ('api', 'mcp')",
+        RunKind::All => "",
     };
     // The newest 200 first, then each one's last journal event (an index lookup by run).
     let sql = format!(
@@ -426,7 +426,7 @@ fn engine_reason(choice: &Choice) -> String {
 /// (kept in memory since the hub started), else as far as the journal and the flow tell.
 /// Returns the reason and, for engine picks, the choice (its score table).
 fn why(
-    ctx: &Ctx<'_>,
+    ctx: &ItemCtx<'_>,
     node: &str,
     item: usize,
     attempts: &[Attempt],
@@ -481,14 +481,14 @@ fn why(
 }
 
 /// What item views need besides the node: the door (the engine's picks), the run, its flow.
-struct Ctx<'a> {
+struct ItemCtx<'a> {
     door: &'a DashboardDoor,
     run_id: &'a str,
     flow: &'a Flow,
 }
 
 fn items_json(
-    ctx: &Ctx<'_>,
+    ctx: &ItemCtx<'_>,
     node: &crate::flows::engine::NodeSnapshot,
     by_item: Option<&BTreeMap<usize, Vec<Attempt>>>,
     range: std::ops::Range<usize>,
@@ -532,7 +532,7 @@ pub fn detail(door: &DashboardDoor, run_id: &str) -> Option<Value> {
     let snap = state.snapshot();
     let (atts, times) = attempts(&l);
     let none = HashMap::new();
-    let ctx = Ctx {
+    let ctx = ItemCtx {
         door,
         run_id,
         flow: &l.flow,
@@ -643,7 +643,7 @@ pub fn node(
         HashMap::new()
     };
     let spec = l.flow.nodes.iter().find(|x| x.id == node);
-    let ctx = Ctx {
+    let ctx = ItemCtx {
         door,
         run_id,
         flow: &l.flow,

@@ -17,7 +17,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{authorize, Caller, DashboardDoor, CSRF_HEADER};
+use super::{authorize, Credential, DashboardDoor, CSRF_HEADER};
 use crate::hub::auth;
 use crate::skills::{is_skill_name, program::Lang};
 
@@ -30,7 +30,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 fn person(door: &DashboardDoor, headers: &HeaderMap) -> Result<String, Box<Response>> {
     let caller =
         authorize(door, &Method::POST, headers).map_err(|r| Box::new(r.into_response()))?;
-    let Caller::Session(session) = caller else {
+    let Credential::Session(session) = caller else {
         return Err(Box::new(error(
             StatusCode::FORBIDDEN,
             "只有仪表盘会话可以保存或启用技能 / only a dashboard session (a person logged in with `aicard open`) saves or enables skills; the hub token does not",
@@ -106,7 +106,7 @@ pub async fn get(
 }
 
 #[derive(Debug, Deserialize)]
-pub struct SaveBody {
+pub struct SkillSaveBody {
     source: String,
     /// For a new skill: `py`, `js` or `sh`.
     #[serde(default)]
@@ -119,7 +119,7 @@ pub async fn save(
     State(door): State<Arc<DashboardDoor>>,
     Path(name): Path<String>,
     headers: HeaderMap,
-    Json(body): Json<SaveBody>,
+    Json(body): Json<SkillSaveBody>,
 ) -> Response {
     let session = match person(&door, &headers) {
         Ok(s) => s,

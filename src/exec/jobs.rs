@@ -61,7 +61,7 @@ pub struct JobView {
 }
 
 #[derive(Debug)]
-struct Job {
+struct RunningJob {
     view: JobView,
     cancel: CancellationToken,
 }
@@ -69,7 +69,7 @@ struct Job {
 /// The hub's background jobs.
 #[derive(Debug)]
 pub struct Jobs {
-    jobs: Mutex<BTreeMap<u64, Job>>,
+    jobs: Mutex<BTreeMap<u64, RunningJob>>,
     next: std::sync::atomic::AtomicU64,
     shutdown: CancellationToken,
 }
@@ -90,7 +90,7 @@ impl Jobs {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Job>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, RunningJob>> {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -118,7 +118,7 @@ impl Jobs {
         let cancel = CancellationToken::new();
         self.lock().insert(
             n,
-            Job {
+            RunningJob {
                 view: JobView {
                     id: id.clone(),
                     command: command.to_string(),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 /// What will be spawned: pipeline stages (argv each) plus extra environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Plan {
+pub(super) struct ExecPlan {
     /// argv of each pipeline stage.
     pub(super) stages: Vec<Vec<String>>,
     /// Extra environment (the `AICARD_VAR_*` values in `On` mode).
@@ -18,14 +18,14 @@ pub(super) struct Plan {
     pub(super) verbatim: bool,
 }
 
-impl Plan {
+impl ExecPlan {
     pub(super) fn argvs(&self) -> Vec<Vec<String>> {
         self.stages.clone()
     }
 }
 
 /// Decide what to run, or why not.
-pub(super) fn plan(policy: &ExecPolicy, req: ExecRequest<'_>) -> Result<Plan, ExecError> {
+pub(super) fn plan(policy: &ExecPolicy, req: ExecRequest<'_>) -> Result<ExecPlan, ExecError> {
     if req.command.trim().is_empty() {
         return Err(ExecError::Empty);
     }
@@ -118,7 +118,7 @@ fn lookup<'v>(vars: &'v BTreeMap<String, String>, name: &str) -> Result<&'v str,
 
 /// Allowlist mode: refuse shell syntax, quote values into the words, split with shlex,
 /// check every stage's program.
-fn plan_allowlist(allowed: &[String], req: ExecRequest<'_>) -> Result<Plan, ExecError> {
+fn plan_allowlist(allowed: &[String], req: ExecRequest<'_>) -> Result<ExecPlan, ExecError> {
     let (segs, forbidden) = lex(req.command);
     if let Some((what, pos)) = forbidden {
         return Err(ExecError::Forbidden { what, pos });
@@ -162,7 +162,7 @@ fn plan_allowlist(allowed: &[String], req: ExecRequest<'_>) -> Result<Plan, Exec
             }
         }
     }
-    Ok(Plan {
+    Ok(ExecPlan {
         stages,
         env: Vec::new(),
         verbatim: false,
@@ -171,7 +171,7 @@ fn plan_allowlist(allowed: &[String], req: ExecRequest<'_>) -> Result<Plan, Exec
 
 /// On mode: `sh -c` with each AIcard variable replaced by a quoted environment reference.
 /// Names that are not AIcard variables are left for the shell (its own loop variables etc.).
-fn plan_shell(req: ExecRequest<'_>) -> Result<Plan, ExecError> {
+fn plan_shell(req: ExecRequest<'_>) -> Result<ExecPlan, ExecError> {
     let (segs, _) = lex(req.command);
     let mut script = String::new();
     // (AIcard name, environment key, value)
@@ -204,7 +204,7 @@ fn plan_shell(req: ExecRequest<'_>) -> Result<Plan, ExecError> {
             }
         }
     }
-    Ok(Plan {
+    Ok(ExecPlan {
         stages: vec![vec!["sh".into(), "-c".into(), script]],
         env: mapped
             .into_iter()
@@ -221,7 +221,7 @@ fn plan_shell(req: ExecRequest<'_>) -> Result<Plan, ExecError> {
 /// `"` and `^`, so the line is read by its rules here. Refused: a variable in a line with a
 /// pipe or a `for /f` (cmd runs those commands in a second cmd, which would parse the value),
 /// and a line break (cmd runs only the first line; join commands with `&`).
-pub(super) fn plan_cmd(req: ExecRequest<'_>) -> Result<Plan, ExecError> {
+pub(super) fn plan_cmd(req: ExecRequest<'_>) -> Result<ExecPlan, ExecError> {
     let cmd = req.command;
     let b = cmd.as_bytes();
     let mut script = String::new();
@@ -290,7 +290,7 @@ pub(super) fn plan_cmd(req: ExecRequest<'_>) -> Result<Plan, ExecError> {
     if let (Some((what, pos)), false) = (reparsed, mapped.is_empty()) {
         return Err(ExecError::CmdRefused { what, pos });
     }
-    Ok(Plan {
+    Ok(ExecPlan {
         stages: vec![vec!["cmd".into(), super::win::cmd_tail(&script)]],
         env: mapped
             .into_iter()
@@ -340,7 +340,7 @@ pub(super) fn env_name<'t>(name: &str, taken: impl Iterator<Item = &'t str> + Cl
 mod tests {
     use super::*;
 
-    fn cmd_plan(command: &str, vars: &[(&str, &str)]) -> Result<Plan, ExecError> {
+    fn cmd_plan(command: &str, vars: &[(&str, &str)]) -> Result<ExecPlan, ExecError> {
         let vars: BTreeMap<String, String> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -353,7 +353,7 @@ mod tests {
     }
 
     /// The script cmd runs (inside `/S /C "…"`) and the environment it gets.
-    fn script(plan: &Plan) -> (&str, Vec<(&str, &str)>) {
+    fn script(plan: &ExecPlan) -> (&str, Vec<(&str, &str)>) {
         assert!(plan.verbatim);
         assert_eq!(plan.stages.len(), 1);
         assert_eq!(plan.stages[0][0], "cmd");

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{run_planned, ExecError, ExecMode, ExecOutput, ExecPolicy, ExecRequest, Plan};
+use super::{run_planned, ExecError, ExecMode, ExecOutput, ExecPlan, ExecPolicy, ExecRequest};
 
 /// Whether the policy lets program skill `skill` run: never under `off`, under `allowlist`
 /// when `--allow skill:NAME` names it, always under `on`.
@@ -51,7 +51,7 @@ pub async fn run_skill(
     {
         Err(ExecError::Nul)
     } else {
-        check_skill(policy, skill).map(|()| Plan {
+        check_skill(policy, skill).map(|()| ExecPlan {
             stages: vec![argv.to_vec()],
             env: env.to_vec(),
             verbatim: false,

@@ -303,15 +303,15 @@ async fn output_streams_while_running() {
     while let Ok(Some(c)) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
         chunks.push(c);
     }
-    let text = |s: Stream| {
+    let text = |s: OutputStream| {
         chunks
             .iter()
             .filter(|c| c.stream == s)
             .map(|c| c.text.as_str())
             .collect::<String>()
     };
-    assert_eq!(text(Stream::Stdout), out.stdout);
-    assert_eq!(text(Stream::Stderr), "b\n");
+    assert_eq!(text(OutputStream::Stdout), out.stdout);
+    assert_eq!(text(OutputStream::Stderr), "b\n");
 }
 
 #[test]

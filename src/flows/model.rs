@@ -46,7 +46,7 @@ pub struct Flow {
     pub error_handling: Option<ErrorHandling>,
     /// Concurrency limits for the whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<Limits>,
+    pub limits: Option<FlowLimits>,
 }
 
 /// Adds `needs` (GitHub Actions' name) to the node schema as an alias of `depends_on`,
@@ -455,7 +455,9 @@ impl JsonSchema for Fallback {
 /// Run-wide concurrency limits.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Limits {
+// Kept as `Limits` in flows/schema.json, the name editors show.
+#[schemars(rename = "Limits")]
+pub struct FlowLimits {
     /// At most this many prompts in flight for the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,

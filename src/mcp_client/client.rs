@@ -25,7 +25,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes of a tool's answer kept for the command result.
 const MAX_RESULT_BYTES: usize = 256 * 1024;
 
-struct Conn {
+struct ServerConn {
     client: RunningService<RoleClient, ()>,
     tools: Vec<Tool>,
 }
@@ -36,7 +36,7 @@ pub struct Clients {
     workspace: PathBuf,
     /// The exec timeout: a call's default limit.
     timeout: Duration,
-    conns: tokio::sync::Mutex<HashMap<String, Arc<Conn>>>,
+    conns: tokio::sync::Mutex<HashMap<String, Arc<ServerConn>>>,
     /// Stdio children by server name, killed on shutdown (outside any async lock).
     services: Mutex<HashMap<String, exec::Service>>,
     /// The tool names each server listed when it last connected, for the agent primer
@@ -134,7 +134,7 @@ impl Clients {
             .len()
     }
 
-    async fn connect(&self, server: &Server, caller: &str) -> Result<Arc<Conn>, String> {
+    async fn connect(&self, server: &Server, caller: &str) -> Result<Arc<ServerConn>, String> {
         if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
             return Err("集线器正在关闭 / the hub is shutting down".into());
         }
@@ -243,7 +243,7 @@ impl Clients {
             name.clone(),
             tools.iter().map(|t| t.name.to_string()).collect(),
         );
-        let conn = Arc::new(Conn { client, tools });
+        let conn = Arc::new(ServerConn { client, tools });
         conns.insert(name, conn.clone());
         Ok(conn)
     }
@@ -409,7 +409,7 @@ impl Clients {
         caller: &str,
         name: &str,
         what: &str,
-    ) -> Result<(Server, Arc<Conn>), String> {
+    ) -> Result<(Server, Arc<ServerConn>), String> {
         let s = match self.server(name) {
             Ok(s) => s,
             Err(e) => {

@@ -1,8 +1,8 @@
 //! How memory answers are worded for a tab (bilingual, ids as `#N` so they can be quoted).
 
-use super::{Entry, Hit};
+use super::{Hit, MemoryEntry};
 
-fn tags(e: &Entry) -> String {
+fn tags(e: &MemoryEntry) -> String {
     if e.tags.is_empty() {
         "-".into()
     } else {
@@ -11,12 +11,12 @@ fn tags(e: &Entry) -> String {
 }
 
 /// `#3 · 85.7° · tags a,b`: a neighbour's line (no text).
-pub fn short(e: &Entry) -> String {
+pub fn short(e: &MemoryEntry) -> String {
     format!("#{} · {}° · tags {}", e.id, e.temp(), tags(e))
 }
 
 /// A memory in full.
-pub fn full(e: &Entry) -> String {
+pub fn full(e: &MemoryEntry) -> String {
     let mut head = format!(
         "#{} [{}° · importance {} · tags {}",
         e.id,
@@ -59,7 +59,7 @@ pub fn hits(scope: &str, words: &str, hits: &[Hit]) -> String {
 }
 
 /// The answer to `memory list`.
-pub fn list(scope: &str, entries: &[Entry]) -> String {
+pub fn list(scope: &str, entries: &[MemoryEntry]) -> String {
     if entries.is_empty() {
         return format!("记忆为空 / no memories in `{scope}`");
     }
@@ -72,7 +72,7 @@ pub fn list(scope: &str, entries: &[Entry]) -> String {
 }
 
 /// The answer to `memory tags`.
-pub fn tag_cloud(scope: &str, tags: &[(String, usize, Entry)]) -> String {
+pub fn tag_cloud(scope: &str, tags: &[(String, usize, MemoryEntry)]) -> String {
     if tags.is_empty() {
         return format!("没有标签 / no tags in `{scope}`");
     }
@@ -87,7 +87,7 @@ pub fn tag_cloud(scope: &str, tags: &[(String, usize, Entry)]) -> String {
 }
 
 /// The prompt that asks a tab for a summary of `entries`.
-pub fn summary_prompt(scope: &str, entries: &[Entry]) -> String {
+pub fn summary_prompt(scope: &str, entries: &[MemoryEntry]) -> String {
     let mut out = format!(
         "请把下面团队记忆（范围 {scope}）总结成一条简洁的记忆，保留具体的事实、决定和约定；只回复总结本身，最后一行写 `importance: N`（1–10，团队有多需要它）。\n\
          Summarise the team memories below (scope `{scope}`) into one concise memory that keeps \

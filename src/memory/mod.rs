@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use dashmap::DashMap;
 use serde::Deserialize;
 
-pub use store::{Entry, Hit, NewMemory};
+pub use store::{Hit, MemoryEntry, NewMemory};
 
 /// The scope used when a command names none.
 pub const GLOBAL: &str = "global";
@@ -141,7 +141,7 @@ impl Memory {
     }
 
     /// The newest `n` memories of a scope, newest first.
-    pub fn newest(&self, scope: &str, n: usize) -> MemoryResult<Vec<Entry>> {
+    pub fn newest(&self, scope: &str, n: usize) -> MemoryResult<Vec<MemoryEntry>> {
         self.conn(|c| store::newest(c, scope, n))
     }
 
@@ -220,7 +220,7 @@ impl Memory {
         Ok(id)
     }
 
-    pub fn get(&self, id: i64) -> MemoryResult<Entry> {
+    pub fn get(&self, id: i64) -> MemoryResult<MemoryEntry> {
         self.conn(|c| store::get(c, id))?
             .ok_or(MemoryError::NoSuch(id))
     }
@@ -253,11 +253,11 @@ impl Memory {
         self.conn(|c| store::count(c, scope))
     }
 
-    pub fn hottest(&self, scope: &str, n: usize) -> MemoryResult<Vec<Entry>> {
+    pub fn hottest(&self, scope: &str, n: usize) -> MemoryResult<Vec<MemoryEntry>> {
         self.conn(|c| store::hottest(c, scope, n))
     }
 
-    pub fn tags(&self, scope: &str) -> MemoryResult<Vec<(String, usize, Entry)>> {
+    pub fn tags(&self, scope: &str) -> MemoryResult<Vec<(String, usize, MemoryEntry)>> {
         self.conn(|c| store::tags(c, scope))
     }
 

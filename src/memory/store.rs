@@ -7,7 +7,7 @@ use super::temperature::{self, DEFAULT_IMPORTANCE};
 
 /// One memory as stored, with its temperature now.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Entry {
+pub struct MemoryEntry {
     pub id: i64,
     pub scope: String,
     pub text: String,
@@ -20,7 +20,7 @@ pub struct Entry {
     pub sources: Vec<i64>,
 }
 
-impl Entry {
+impl MemoryEntry {
     /// `85.7` or `∞`.
     pub fn temp(&self) -> String {
         temperature::show(self.temperature, self.pinned)
@@ -30,10 +30,10 @@ impl Entry {
 /// A search hit and its neighbours (the memories written just before and after it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
-    pub entry: Entry,
+    pub entry: MemoryEntry,
     pub rank: f64,
-    pub before: Vec<Entry>,
-    pub after: Vec<Entry>,
+    pub before: Vec<MemoryEntry>,
+    pub after: Vec<MemoryEntry>,
 }
 
 /// What a new memory carries.
@@ -57,11 +57,11 @@ fn join_ids(ids: &[i64]) -> String {
         .join(",")
 }
 
-fn entry(row: &Row<'_>, turns: i64) -> rusqlite::Result<Entry> {
+fn entry(row: &Row<'_>, turns: i64) -> rusqlite::Result<MemoryEntry> {
     let tags: String = row.get(3)?;
     let sources: String = row.get(7)?;
     let heat_ref: f64 = row.get(6)?;
-    Ok(Entry {
+    Ok(MemoryEntry {
         id: row.get(0)?,
         scope: row.get(1)?,
         text: row.get(2)?,
@@ -153,7 +153,7 @@ pub fn insert(conn: &mut Connection, m: &NewMemory<'_>, now_ms: i64) -> rusqlite
     Ok(id)
 }
 
-pub fn get(conn: &Connection, id: i64) -> rusqlite::Result<Option<Entry>> {
+pub fn get(conn: &Connection, id: i64) -> rusqlite::Result<Option<MemoryEntry>> {
     let scope: Option<String> = conn
         .query_row(
             "SELECT scope FROM memories WHERE id = ?1",
@@ -230,7 +230,7 @@ pub fn set_pinned(conn: &mut Connection, ids: &[i64], pinned: bool) -> rusqlite:
 }
 
 /// The newest `n` memories of a scope, newest first.
-pub fn newest(conn: &Connection, scope: &str, n: usize) -> rusqlite::Result<Vec<Entry>> {
+pub fn newest(conn: &Connection, scope: &str, n: usize) -> rusqlite::Result<Vec<MemoryEntry>> {
     let t = turns(conn, scope)?;
     let mut st = conn.prepare(&format!(
         "SELECT {COLS} FROM memories WHERE scope = ?1 ORDER BY id DESC LIMIT ?2"
@@ -249,7 +249,7 @@ pub fn count(conn: &Connection, scope: &str) -> rusqlite::Result<i64> {
 }
 
 /// The `n` hottest memories of a scope (pinned first). Reading does not warm them.
-pub fn hottest(conn: &Connection, scope: &str, n: usize) -> rusqlite::Result<Vec<Entry>> {
+pub fn hottest(conn: &Connection, scope: &str, n: usize) -> rusqlite::Result<Vec<MemoryEntry>> {
     let t = turns(conn, scope)?;
     let mut st = conn.prepare(&format!(
         "SELECT {COLS} FROM memories WHERE scope = ?1
@@ -261,9 +261,9 @@ pub fn hottest(conn: &Connection, scope: &str, n: usize) -> rusqlite::Result<Vec
 
 /// Every tag of a scope with how many memories carry it and the hottest of them, hottest
 /// first.
-pub fn tags(conn: &Connection, scope: &str) -> rusqlite::Result<Vec<(String, usize, Entry)>> {
+pub fn tags(conn: &Connection, scope: &str) -> rusqlite::Result<Vec<(String, usize, MemoryEntry)>> {
     let all = hottest(conn, scope, usize::MAX >> 1)?;
-    let mut out: Vec<(String, usize, Entry)> = Vec::new();
+    let mut out: Vec<(String, usize, MemoryEntry)> = Vec::new();
     for e in all {
         for t in &e.tags {
             match out.iter_mut().find(|(name, _, _)| name == t) {
@@ -277,13 +277,13 @@ pub fn tags(conn: &Connection, scope: &str) -> rusqlite::Result<Vec<(String, usi
 
 fn neighbours(
     conn: &Connection,
-    e: &Entry,
+    e: &MemoryEntry,
     turns: i64,
-) -> rusqlite::Result<(Vec<Entry>, Vec<Entry>)> {
+) -> rusqlite::Result<(Vec<MemoryEntry>, Vec<MemoryEntry>)> {
     let mut before = conn.prepare(&format!(
         "SELECT {COLS} FROM memories WHERE scope = ?1 AND id < ?2 ORDER BY id DESC LIMIT 2"
     ))?;
-    let mut b: Vec<Entry> = before
+    let mut b: Vec<MemoryEntry> = before
         .query_map(params![e.scope, e.id], |r| entry(r, turns))?
         .collect::<Result<_, _>>()?;
     b.reverse();

@@ -10,15 +10,15 @@ pub const CONTEXT_LINES: usize = 3;
 
 /// One problem in a plan.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Problem {
+pub struct PlanProblem {
     pub line: usize,
     pub col: usize,
     pub message: String,
 }
 
-impl Problem {
-    fn at(pos: Pos, message: String) -> Problem {
-        Problem {
+impl PlanProblem {
+    fn at(pos: Pos, message: String) -> PlanProblem {
+        PlanProblem {
             line: pos.line,
             col: pos.col,
             message,
@@ -49,7 +49,7 @@ impl Problem {
 }
 
 /// The YAML inside the answer's one fenced ```yaml block.
-pub fn extract(answer: &str) -> Result<String, Problem> {
+pub fn extract(answer: &str) -> Result<String, PlanProblem> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<&str>> = None;
     for line in answer.lines() {
@@ -77,7 +77,7 @@ pub fn extract(answer: &str) -> Result<String, Problem> {
         // An unclosed fence at the end of the answer still holds the flow.
         blocks.push(lines.join("\n"));
     }
-    let problem = |message: &str| Problem {
+    let problem = |message: &str| PlanProblem {
         line: 1,
         col: 1,
         message: message.to_string(),
@@ -99,16 +99,16 @@ pub fn check(
     text: &str,
     online: &(dyn Fn(&str) -> bool + Sync),
     online_names: &[String],
-) -> Result<Flow, Vec<Problem>> {
+) -> Result<Flow, Vec<PlanProblem>> {
     let loaded = crate::flows::load_str("plan.yaml", text);
-    let mut problems: Vec<Problem> = match &loaded {
+    let mut problems: Vec<PlanProblem> = match &loaded {
         Ok(_) => Vec::new(),
         Err(diags) => diags.iter().map(from_diag).collect(),
     };
     if let Ok(tree) = yaml::parse(text) {
         for (pos, target) in targets(&tree) {
             if !online(&target) {
-                problems.push(Problem::at(
+                problems.push(PlanProblem::at(
                     pos,
                     format!(
                         "E_TARGET_UNKNOWN 未知目标 / no tab online answers to `{target}`; online: {}",
@@ -130,8 +130,8 @@ pub fn check(
     }
 }
 
-fn from_diag(d: &Diagnostic) -> Problem {
-    Problem {
+fn from_diag(d: &Diagnostic) -> PlanProblem {
+    PlanProblem {
         line: d.line,
         col: d.col,
         message: d.message.clone(),

@@ -122,7 +122,7 @@ fn online(p: &Planner, target: &str) -> bool {
 }
 
 /// Checks plan text against the flow rules and what is online now.
-pub fn check_plan(p: &Planner, text: &str) -> Result<crate::flows::Flow, Vec<check::Problem>> {
+pub fn check_plan(p: &Planner, text: &str) -> Result<crate::flows::Flow, Vec<check::PlanProblem>> {
     let names = catalog(p).targets();
     check::check(text, &|t| online(p, t), &names)
 }
@@ -253,14 +253,14 @@ async fn make_draft(
     let check = |text: &str| check_plan(p, text);
     let outcome = repair::converge(ask, first, &check, max).await;
     let (yaml, repairs) = match outcome {
-        repair::Outcome::Valid { yaml, repairs, .. } => (yaml, repairs),
-        repair::Outcome::NoAnswer(reason) => {
+        repair::PlanOutcome::Valid { yaml, repairs, .. } => (yaml, repairs),
+        repair::PlanOutcome::NoAnswer(reason) => {
             return Err(PlanError::NoAnswer {
                 tab: tab.display(),
                 reason,
             })
         }
-        repair::Outcome::Invalid {
+        repair::PlanOutcome::Invalid {
             problems,
             repairs,
             stopped,

@@ -4,13 +4,13 @@
 
 use std::future::Future;
 
-use super::check::{self, Problem};
+use super::check::{self, PlanProblem};
 use super::prompt;
 use crate::flows::Flow;
 
 /// How a planning session ended.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum PlanOutcome {
     /// A valid flow after `repairs` repair rounds.
     Valid {
         yaml: String,
@@ -42,9 +42,9 @@ pub enum Stop {
 pub async fn converge<A, F>(
     mut ask: A,
     first_prompt: String,
-    check: &(dyn Fn(&str) -> Result<Flow, Vec<Problem>> + Sync),
+    check: &(dyn Fn(&str) -> Result<Flow, Vec<PlanProblem>> + Sync),
     max_repairs: usize,
-) -> Outcome
+) -> PlanOutcome
 where
     A: FnMut(String, usize) -> F,
     F: Future<Output = Result<String, String>>,
@@ -55,7 +55,7 @@ where
     loop {
         let answer = match ask(prompt, round).await {
             Ok(a) => a,
-            Err(e) => return Outcome::NoAnswer(e),
+            Err(e) => return PlanOutcome::NoAnswer(e),
         };
         let (yaml, result) = match check::extract(&answer) {
             Ok(yaml) => {
@@ -66,7 +66,7 @@ where
         };
         let problems = match result {
             Ok(flow) => {
-                return Outcome::Valid {
+                return PlanOutcome::Valid {
                     yaml,
                     flow: Box::new(flow),
                     repairs: round,
@@ -83,7 +83,7 @@ where
             None
         };
         if let Some(stopped) = stop {
-            return Outcome::Invalid {
+            return PlanOutcome::Invalid {
                 problems: rendered,
                 repairs: round,
                 stopped,
@@ -102,13 +102,13 @@ mod tests {
 
     const GOOD: &str = "name: p\nnodes:\n  - id: a\n    to: kimi\n    prompt: hi\n";
 
-    fn check_kimi(text: &str) -> Result<Flow, Vec<Problem>> {
+    fn check_kimi(text: &str) -> Result<Flow, Vec<PlanProblem>> {
         let names = vec!["kimi".to_string()];
         check::check(text, &|t| t == "kimi", &names)
     }
 
     /// A planner that answers from a script, recording every prompt.
-    async fn run(script: Vec<String>, max: usize) -> (Outcome, Vec<String>) {
+    async fn run(script: Vec<String>, max: usize) -> (PlanOutcome, Vec<String>) {
         let prompts = Mutex::new(Vec::new());
         let out = converge(
             |p, round| {
@@ -129,7 +129,10 @@ mod tests {
         let two_bad = GOOD.replace("to: kimi", "to: [gpt9, gpt10]");
         let one_bad = GOOD.replace("to: kimi", "to: [gpt9, kimi]");
         let (out, prompts) = run(vec![two_bad, one_bad, GOOD.into()], 3).await;
-        assert!(matches!(out, Outcome::Valid { repairs: 2, .. }), "{out:?}");
+        assert!(
+            matches!(out, PlanOutcome::Valid { repairs: 2, .. }),
+            "{out:?}"
+        );
         assert_eq!(prompts.len(), 3);
         assert!(prompts[1].starts_with("修复 / REPAIR (round 1 of 3)"));
         assert!(
@@ -152,7 +155,7 @@ mod tests {
             .collect();
         let (out, prompts) = run(script, 3).await;
         match out {
-            Outcome::Invalid {
+            PlanOutcome::Invalid {
                 problems,
                 repairs,
                 stopped,
@@ -168,7 +171,7 @@ mod tests {
         assert!(
             matches!(
                 out,
-                Outcome::Invalid {
+                PlanOutcome::Invalid {
                     repairs: 1,
                     stopped: Stop::NotShrinking,
                     ..
@@ -181,7 +184,7 @@ mod tests {
         let (out, prompts) = run(vec!["name: [".into()], 0).await;
         assert!(matches!(
             out,
-            Outcome::Invalid {
+            PlanOutcome::Invalid {
                 repairs: 0,
                 stopped: Stop::Limit,
                 ..

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::ask::Asks;
 use crate::flows::engine::{
-    CommandCall, Dispatch, Effect, JournalEvent, RunSnapshot, RunState, RunStatus, Target,
+    CommandCall, Dispatch, Effect, JournalEvent, PromptTarget, RunSnapshot, RunState, RunStatus,
 };
 use crate::flows::Flow;
 use crate::hub::registry::Client;
@@ -63,11 +63,11 @@ struct RunHandle {
     flow: String,
     master: Option<String>,
     ctl: mpsc::UnboundedSender<RunControl>,
-    view: Arc<Mutex<RunView>>,
+    view: Arc<Mutex<LiveRun>>,
 }
 
 /// What `status` shows of a run in progress; the driver refreshes it after every event.
-struct RunView {
+struct LiveRun {
     snapshot: RunSnapshot,
     /// Node id → (started ms, finished ms).
     timings: HashMap<String, (u64, Option<u64>)>,
@@ -294,7 +294,7 @@ impl Runner {
     /// reported to the master first.
     fn spawn(&self, state: RunState, master: Option<String>, started: Option<JournalEvent>) {
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-        let view = Arc::new(Mutex::new(RunView {
+        let view = Arc::new(Mutex::new(LiveRun {
             snapshot: state.snapshot(),
             timings: HashMap::new(),
             tabs: HashMap::new(),
@@ -545,11 +545,11 @@ struct Drive {
     run_id: String,
     flow: String,
     master: Option<String>,
-    view: Arc<Mutex<RunView>>,
+    view: Arc<Mutex<LiveRun>>,
 }
 
 impl Drive {
-    fn view(&self) -> std::sync::MutexGuard<'_, RunView> {
+    fn view(&self) -> std::sync::MutexGuard<'_, LiveRun> {
         self.view.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -896,8 +896,8 @@ async fn dispatch(
             format!(
                 "没有可用的标签页 / no connected tab matches `{}`",
                 match &d.target {
-                    Target::Role(r) => format!("role:{r}"),
-                    Target::Name(n) => n.clone(),
+                    PromptTarget::Role(r) => format!("role:{r}"),
+                    PromptTarget::Name(n) => n.clone(),
                 }
             ),
             true,

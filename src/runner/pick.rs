@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::flows::engine::{Dispatch, Target};
+use crate::flows::engine::{Dispatch, PromptTarget};
 use crate::hub::registry::Client;
 
 use super::{Ctx, QUEUE_WAIT};
@@ -49,8 +49,8 @@ pub(super) async fn pick_tab(ctx: &Arc<Ctx>, d: &Dispatch, pick: &Pick<'_>) -> O
 fn choose(ctx: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let master = pick.master;
     let target = match &d.target {
-        Target::Role(r) => format!("role:{r}"),
-        Target::Name(n) => n.clone(),
+        PromptTarget::Role(r) => format!("role:{r}"),
+        PromptTarget::Name(n) => n.clone(),
     };
     if crate::pick::auto_sites(&target).is_some() {
         // `auto`: the decision engine picks among eligible workers, never a tab that failed

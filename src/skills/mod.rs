@@ -466,11 +466,11 @@ fn waits(name: &str, sha256: &str) -> String {
 
 /// The live skill set of a hub; `notify` reloads it when a file in the directory changes.
 pub struct Skills {
-    shared: Arc<Shared>,
+    shared: Arc<SkillsShared>,
     _watcher: Mutex<Option<notify::RecommendedWatcher>>,
 }
 
-struct Shared {
+struct SkillsShared {
     dir: PathBuf,
     runtime: Option<Arc<Runtime>>,
     current: RwLock<Arc<SkillSet>>,
@@ -479,7 +479,7 @@ struct Shared {
     count: std::sync::atomic::AtomicU64,
 }
 
-impl Shared {
+impl SkillsShared {
     fn reload(&self) {
         let set = SkillSet::load_with(&self.dir, self.runtime.clone());
         for e in &set.errors {
@@ -501,7 +501,7 @@ impl Skills {
 
     /// [`Self::load`], with what program skills need to run (without it they never run).
     pub fn load_with(dir: &Path, runtime: Option<Runtime>) -> Skills {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(SkillsShared {
             dir: dir.to_path_buf(),
             runtime: runtime.map(Arc::new),
             current: RwLock::new(Arc::new(SkillSet::default())),
@@ -516,7 +516,7 @@ impl Skills {
         }
     }
 
-    fn watch(shared: &Arc<Shared>) -> Option<notify::RecommendedWatcher> {
+    fn watch(shared: &Arc<SkillsShared>) -> Option<notify::RecommendedWatcher> {
         if !shared.dir.is_dir() {
             tracing::debug!(dir = %shared.dir.display(), "no skills directory; not watched");
             return None;

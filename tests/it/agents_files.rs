@@ -10,7 +10,7 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
-use aicard::config::ExecMode;
+use aicard::config::ExecFlag;
 use common::{Reply, ScriptedTab, TestHub, TOKEN};
 use serde_json::{json, Value};
 
@@ -160,7 +160,7 @@ async fn a_skills_file_goes_with_the_next_results_message_and_a_refused_one_paus
     let dir = skills.path().to_path_buf();
     let h = TestHub::start_with(move |c| {
         c.skills_dir = dir;
-        c.exec_mode = ExecMode::Allowlist;
+        c.exec_mode = ExecFlag::Allowlist;
         c.exec_allow = vec!["skill:shot".into()];
     })
     .await;

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use aicard::config::ExecMode;
+use aicard::config::ExecFlag;
 use common::*;
 use serde_json::{json, Value};
 
@@ -62,7 +62,7 @@ async fn exec_is_off_by_default() {
 #[tokio::test]
 async fn allowlist_runs_argv_and_refuses_injection() {
     let h = TestHub::start_with(|c| {
-        c.exec_mode = ExecMode::Allowlist;
+        c.exec_mode = ExecFlag::Allowlist;
         c.exec_allow = vec!["echo".into()];
     })
     .await;
@@ -264,7 +264,7 @@ async fn manager_verbs_answer_clearly() {
 
 #[tokio::test]
 async fn long_command_output_streams_before_the_final_answer() {
-    let h = TestHub::start_with(|c| c.exec_mode = ExecMode::On).await;
+    let h = TestHub::start_with(|c| c.exec_mode = ExecFlag::On).await;
     let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
     tab.send(json!({"type":"user_input","text":"?<echo one; sleep 0.3; echo two>!"}));
     // Live output comes as cmd_output, never as a cmd_result; the one cmd_result follows
@@ -295,7 +295,7 @@ async fn long_command_output_streams_before_the_final_answer() {
 
 #[tokio::test]
 async fn two_commands_running_at_once_are_told_apart_by_cmd_id() {
-    let h = TestHub::start_with(|c| c.exec_mode = ExecMode::On).await;
+    let h = TestHub::start_with(|c| c.exec_mode = ExecFlag::On).await;
     let mut tab = h.scripted("m", "kimi", "master", echo_back).await;
     tab.send(json!({"type":"user_input",
         "text":"?<echo a1; sleep 0.2; echo a2>! ?<echo b1; sleep 0.2; echo b2>!"}));

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use aicard::dashboard::events::Pos;
+use aicard::dashboard::events::FeedPos;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
@@ -679,7 +679,7 @@ async fn every_event_carries_an_id_and_a_resume_after_any_of_them_misses_nothing
     assert!(started["run_id"].is_string(), "{started}");
     for (id, name, data) in &evs {
         assert!(
-            id.as_deref().and_then(Pos::parse).is_some(),
+            id.as_deref().and_then(FeedPos::parse).is_some(),
             "an event without an id: {name} {data}"
         );
     }
@@ -793,8 +793,8 @@ impl Events {
 
 /// An event id as the stream orders them: `J` (journal row J) or `J.K` (the K-th event after
 /// it that is not a journal row).
-fn event_pos(id: &str) -> Pos {
-    Pos::parse(id).unwrap_or_else(|| panic!("id {id}"))
+fn event_pos(id: &str) -> FeedPos {
+    FeedPos::parse(id).unwrap_or_else(|| panic!("id {id}"))
 }
 
 /// Ids never repeat and only grow on one stream, whatever the kind of event (journal rows,

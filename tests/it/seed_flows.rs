@@ -8,7 +8,7 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
-use aicard::config::ExecMode;
+use aicard::config::ExecFlag;
 use common::*;
 use serde_json::json;
 
@@ -70,7 +70,7 @@ fn workspace(h: &TestHub, with_data: bool) -> std::path::PathBuf {
 
 async fn python_hub() -> TestHub {
     let h = TestHub::start_with(|c| {
-        c.exec_mode = ExecMode::Allowlist;
+        c.exec_mode = ExecFlag::Allowlist;
         c.exec_allow = vec!["python".into()];
         c.flows_dir = c.data_dir.join("flows");
     })
@@ -248,7 +248,7 @@ async fn a_command_nodes_own_variables_are_its_own() {
     // A loop variable, a `set` target and a chain's `$exit_code`, in flow command nodes: valid,
     // and not emptied by the flow.
     let h = TestHub::start_with(|c| {
-        c.exec_mode = ExecMode::Allowlist;
+        c.exec_mode = ExecFlag::Allowlist;
         c.exec_allow = vec!["echo".into(), "false".into()];
         c.flows_dir = c.data_dir.join("flows");
     })

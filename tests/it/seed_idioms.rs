@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use aicard::config::ExecMode;
+use aicard::config::ExecFlag;
 use common::*;
 
 fn echo_back(prompt: &str) -> Reply {
@@ -17,7 +17,7 @@ fn out(r: &serde_json::Value) -> &str {
 }
 
 async fn exec_on_hub() -> TestHub {
-    TestHub::start_with(|c| c.exec_mode = ExecMode::On).await
+    TestHub::start_with(|c| c.exec_mode = ExecFlag::On).await
 }
 
 #[tokio::test]
@@ -327,7 +327,7 @@ async fn manager_create_refuses_a_step_the_exec_policy_would_refuse() {
 
     // Under an allowlist, a program not on it is refused naming the step; one on it passes.
     let h = TestHub::start_with(|c| {
-        c.exec_mode = ExecMode::Allowlist;
+        c.exec_mode = ExecFlag::Allowlist;
         c.exec_allow = vec!["echo".into()];
     })
     .await;

@@ -37,7 +37,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use aicard::config::ExecMode;
+use aicard::config::ExecFlag;
 use common::*;
 use serde_json::{json, Value};
 
@@ -222,7 +222,7 @@ fn scripts() -> Vec<(String, String)> {
 /// A hub with exec on an allowlist, a flows directory, and the scripts in its workspace.
 async fn manual_hub() -> TestHub {
     let h = TestHub::start_with(|c| {
-        c.exec_mode = ExecMode::Allowlist;
+        c.exec_mode = ExecFlag::Allowlist;
         c.exec_allow = vec!["python".into(), "echo".into(), "grep".into()];
         c.flows_dir = c.data_dir.join("flows");
     })

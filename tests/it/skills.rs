@@ -7,7 +7,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use aicard::config::ExecMode;
+use aicard::config::ExecFlag;
 use common::*;
 
 fn echo_back(prompt: &str) -> Reply {
@@ -38,7 +38,7 @@ fn skills_dir(extra: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
-async fn hub_with(dir: &Path, exec: ExecMode, allow: &[&str]) -> TestHub {
+async fn hub_with(dir: &Path, exec: ExecFlag, allow: &[&str]) -> TestHub {
     let dir: PathBuf = dir.to_path_buf();
     let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
     TestHub::start_with(move |c| {
@@ -80,7 +80,7 @@ async fn until_loaded(
 #[tokio::test]
 async fn list_help_and_schema_errors_naming_the_field() {
     let dir = skills_dir(&[]);
-    let h = hub_with(dir.path(), ExecMode::Off, &[]).await;
+    let h = hub_with(dir.path(), ExecFlag::Off, &[]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     let list = out(&m.command("?<skill list>!").await);
     for name in ["summarize", "review", "utc-time"] {
@@ -114,7 +114,7 @@ async fn list_help_and_schema_errors_naming_the_field() {
 #[tokio::test]
 async fn a_prompt_skill_asks_a_worker_and_a_flow_skill_starts_its_flow() {
     let dir = skills_dir(&[]);
-    let h = hub_with(dir.path(), ExecMode::Off, &[]).await;
+    let h = hub_with(dir.path(), ExecFlag::Off, &[]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     let w = h.scripted("w1", "deepseek", "worker", echo_back).await;
     let r = m
@@ -135,7 +135,7 @@ async fn a_prompt_skill_asks_a_worker_and_a_flow_skill_starts_its_flow() {
 #[tokio::test]
 async fn hot_reload_without_restart_and_a_broken_file_is_isolated() {
     let dir = skills_dir(&[]);
-    let h = hub_with(dir.path(), ExecMode::Allowlist, &["echo"]).await;
+    let h = hub_with(dir.path(), ExecFlag::Allowlist, &["echo"]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     let mut rx = h.hub().commands.skills.subscribe();
     put(dir.path(), "say.yaml", SAY);
@@ -196,7 +196,7 @@ async fn path_traversal_is_refused() {
         dir.path().join("secret.yaml"),
     )
     .unwrap();
-    let h = hub_with(dir.path(), ExecMode::Off, &[]).await;
+    let h = hub_with(dir.path(), ExecFlag::Off, &[]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     for cmd in [
         "?<skill ../../etc/passwd>!",
@@ -221,7 +221,7 @@ async fn path_traversal_is_refused() {
 
 #[tokio::test]
 async fn hostile_values_in_a_run_skill_never_reach_a_shell() {
-    for (mode, allow) in [(ExecMode::Allowlist, vec!["echo"]), (ExecMode::On, vec![])] {
+    for (mode, allow) in [(ExecFlag::Allowlist, vec!["echo"]), (ExecFlag::On, vec![])] {
         let dir = skills_dir(&[("say.yaml", SAY)]);
         let h = hub_with(dir.path(), mode, &allow).await;
         let marker = h.dir.path().join("workspace").join("PWNED");
@@ -245,14 +245,14 @@ async fn hostile_values_in_a_run_skill_never_reach_a_shell() {
     }
     // With exec off a run skill is refused; the other skills still work.
     let dir = skills_dir(&[("say.yaml", SAY)]);
-    let h = hub_with(dir.path(), ExecMode::Off, &[]).await;
+    let h = hub_with(dir.path(), ExecFlag::Off, &[]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     let r = m.command("?<skill say text=hi>!").await;
     assert_eq!(r["result"]["success"], false);
     assert!(out(&r).contains("shell execution is off"), "{r}");
     // Allowlist mode checks the skill's program too.
     let dir = skills_dir(&[("say.yaml", SAY)]);
-    let h = hub_with(dir.path(), ExecMode::Allowlist, &["date"]).await;
+    let h = hub_with(dir.path(), ExecFlag::Allowlist, &["date"]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     let r = m.command("?<skill say text=hi>!").await;
     assert!(out(&r).contains("not on the allowlist"), "{r}");
@@ -297,7 +297,7 @@ async fn a_program_skill_runs_only_when_allowed_and_enabled_and_a_change_disable
         return;
     }
     let dir = skills_dir(&[]);
-    let h = hub_with(dir.path(), ExecMode::Allowlist, &["skill:shout"]).await;
+    let h = hub_with(dir.path(), ExecFlag::Allowlist, &["skill:shout"]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     let mut rx = h.hub().commands.skills.subscribe();
     // Written while the hub runs: hot-loaded, but it waits for the person.
@@ -382,7 +382,7 @@ async fn a_program_skill_runs_only_when_allowed_and_enabled_and_a_change_disable
 #[tokio::test]
 async fn exec_off_refuses_a_program_skill_even_when_enabled() {
     let dir = skills_dir(&[("shout.py", SHOUT)]);
-    let h = hub_with(dir.path(), ExecMode::Off, &[]).await;
+    let h = hub_with(dir.path(), ExecFlag::Off, &[]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     assert!(enable(&h, dir.path(), "shout").status.success());
     let r = m.command("?<skill shout text=hi>!").await;
@@ -401,7 +401,7 @@ a = json.load(sys.stdin)\n\
 open(os.path.join(os.environ['AICARD_OUT'], 'report.txt'), 'w').write('# ' + a['title'])\n\
 print('written')\n";
     let dir = skills_dir(&[("report.py", REPORT)]);
-    let h = hub_with(dir.path(), ExecMode::On, &[]).await;
+    let h = hub_with(dir.path(), ExecFlag::On, &[]).await;
     let mut m = h.scripted("m", "kimi", "master", echo_back).await;
     assert!(enable(&h, dir.path(), "report").status.success());
     let r = m.command("?<skill report title=Q3>!").await;

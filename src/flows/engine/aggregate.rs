@@ -6,7 +6,7 @@ use crate::flows::model::Aggregate;
 
 /// One reply, in item order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reply<'a> {
+pub struct ItemReply<'a> {
     /// `[label]` header for `concat` (the tab's label, or the item's).
     pub label: &'a str,
     /// The reply text.
@@ -15,7 +15,7 @@ pub struct Reply<'a> {
 
 /// Combines `replies` (item order) by `strategy`. `Judge` is handled by the engine (it sends the
 /// candidates to the judge); here it falls back to `concat`, the text the judge is shown.
-pub fn aggregate(strategy: Aggregate, replies: &[Reply<'_>]) -> Result<String, String> {
+pub fn aggregate(strategy: Aggregate, replies: &[ItemReply<'_>]) -> Result<String, String> {
     match strategy {
         Aggregate::Concat | Aggregate::Judge => Ok(concat(replies)),
         Aggregate::List => Ok(list(replies)),
@@ -25,7 +25,7 @@ pub fn aggregate(strategy: Aggregate, replies: &[Reply<'_>]) -> Result<String, S
 }
 
 /// `[label]\ntext` blocks separated by a blank line; a single reply is returned as is.
-pub fn concat(replies: &[Reply<'_>]) -> String {
+pub fn concat(replies: &[ItemReply<'_>]) -> String {
     if let [one] = replies {
         return one.text.to_string();
     }
@@ -37,7 +37,7 @@ pub fn concat(replies: &[Reply<'_>]) -> String {
 }
 
 /// A JSON array of the replies.
-pub fn list(replies: &[Reply<'_>]) -> String {
+pub fn list(replies: &[ItemReply<'_>]) -> String {
     let texts: Vec<&str> = replies.iter().map(|r| r.text).collect();
     serde_json::to_string(&texts).unwrap_or_else(|_| "[]".into())
 }
@@ -53,7 +53,7 @@ pub fn normalise(text: &str) -> String {
 
 /// The most common reply after [`normalise`]; ties go to the earliest; the winner's first
 /// original text is returned.
-pub fn vote(replies: &[Reply<'_>]) -> String {
+pub fn vote(replies: &[ItemReply<'_>]) -> String {
     let keys: Vec<String> = replies.iter().map(|r| normalise(r.text)).collect();
     let mut best: Option<(usize, usize)> = None; // (count, first index)
     for (i, key) in keys.iter().enumerate() {
@@ -88,7 +88,7 @@ pub fn extract_json(text: &str) -> &str {
 
 /// Deep-merges the replies parsed as JSON: objects merge key by key, arrays concatenate,
 /// later scalars win.
-pub fn json_merge(replies: &[Reply<'_>]) -> Result<String, String> {
+pub fn json_merge(replies: &[ItemReply<'_>]) -> Result<String, String> {
     let mut merged = Value::Object(Map::new());
     for reply in replies {
         let value: Value = serde_json::from_str(extract_json(reply.text)).map_err(|e| {
@@ -120,7 +120,7 @@ fn merge(into: &mut Value, from: Value) {
 }
 
 /// The prompt sent to the judge of `aggregate: judge`.
-pub fn judge_prompt(task: &str, replies: &[Reply<'_>]) -> String {
+pub fn judge_prompt(task: &str, replies: &[ItemReply<'_>]) -> String {
     let mut out =
         String::from("You are the judge. Several assistants answered the same task.\n\nTask:\n");
     out.push_str(task.trim());
@@ -135,7 +135,7 @@ pub fn judge_prompt(task: &str, replies: &[Reply<'_>]) -> String {
     }
     out.push_str(
         "\nChoose the best answer, improving it with the others' good points if useful. \
-         Reply with the final answer only.",
+         ItemReply with the final answer only.",
     );
     out
 }
@@ -144,8 +144,8 @@ pub fn judge_prompt(task: &str, replies: &[Reply<'_>]) -> String {
 mod tests {
     use super::*;
 
-    fn r<'a>(label: &'a str, text: &'a str) -> Reply<'a> {
-        Reply { label, text }
+    fn r<'a>(label: &'a str, text: &'a str) -> ItemReply<'a> {
+        ItemReply { label, text }
     }
 
     #[test]

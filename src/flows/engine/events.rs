@@ -150,28 +150,28 @@ pub enum JournalEvent {
 /// Where a prompt goes; the runner resolves it to a connected tab.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
-pub enum Target {
+pub enum PromptTarget {
     /// Any tab with this role (`role:worker`, `role:foreman`).
     Role(String),
     /// A site (`deepseek`), a tab label (`sim-a`) or a client id.
     Name(String),
 }
 
-impl Target {
+impl PromptTarget {
     /// Parses a `to:` entry (`role:worker`, `deepseek`, …). `master` is handled by the caller.
-    pub fn parse(text: &str) -> Target {
+    pub fn parse(text: &str) -> PromptTarget {
         match text.trim().strip_prefix("role:") {
-            Some(role) => Target::Role(role.trim().to_string()),
-            None => Target::Name(text.trim().to_string()),
+            Some(role) => PromptTarget::Role(role.trim().to_string()),
+            None => PromptTarget::Name(text.trim().to_string()),
         }
     }
 }
 
-impl std::fmt::Display for Target {
+impl std::fmt::Display for PromptTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Target::Role(r) => write!(f, "role:{r}"),
-            Target::Name(n) => f.write_str(n),
+            PromptTarget::Role(r) => write!(f, "role:{r}"),
+            PromptTarget::Name(n) => f.write_str(n),
         }
     }
 }
@@ -207,7 +207,7 @@ pub struct Dispatch {
     /// The rendered prompt.
     pub prompt: String,
     /// Where it goes.
-    pub target: Target,
+    pub target: PromptTarget,
     /// Tab labels or client ids that already failed this item (prefer another tab).
     pub avoid: Vec<String>,
     /// Timeouts.
@@ -333,10 +333,16 @@ mod tests {
     #[test]
     fn targets_parse_roles_and_names() {
         assert_eq!(
-            Target::parse("role:foreman"),
-            Target::Role("foreman".into())
+            PromptTarget::parse("role:foreman"),
+            PromptTarget::Role("foreman".into())
         );
-        assert_eq!(Target::parse("sim-a"), Target::Name("sim-a".into()));
-        assert_eq!(Target::Role("worker".into()).to_string(), "role:worker");
+        assert_eq!(
+            PromptTarget::parse("sim-a"),
+            PromptTarget::Name("sim-a".into())
+        );
+        assert_eq!(
+            PromptTarget::Role("worker".into()).to_string(),
+            "role:worker"
+        );
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::events::{idempotency_key, JournalEvent};
-use super::plan::Work;
+use super::plan::NodeWork;
 use super::{ItemRun, ItemStatus, NodeState, RunState, RunStatus};
 use crate::flows::model::OnFailure;
 
@@ -65,7 +65,7 @@ impl RunState {
             JournalEvent::NodeCompleted { node, output } => {
                 if let Some(i) = self.open_node(node) {
                     self.nodes[i].output = Some(output.clone());
-                    if self.plan.nodes[i].work == Work::Master && self.plan.handler != Some(i) {
+                    if self.plan.nodes[i].work == NodeWork::Master && self.plan.handler != Some(i) {
                         self.master_delivered = true;
                     }
                     self.finish_node(i, NodeState::Completed);

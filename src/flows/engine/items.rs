@@ -5,34 +5,35 @@ use std::collections::BTreeMap;
 
 use minijinja::Value;
 
-use super::aggregate::{self, Reply};
-use super::events::Target;
-use super::plan::{Fanout, Work};
+use super::aggregate::{self, ItemReply};
+use super::events::PromptTarget;
+use super::plan::{Fanout, NodeWork};
 use super::{list_items, ItemRun, ItemStatus, RunState};
 use crate::flows::model::ForEachItems;
 use crate::flows::template::Ref;
 
 impl RunState {
     pub(super) fn build_items(&self, i: usize) -> Result<Vec<ItemRun>, String> {
-        let item = |label: String, target: Target, template: &str, value: Option<String>| ItemRun {
-            label: label.clone(),
-            target,
-            template: template.to_string(),
-            value,
-            prompt_override: None,
-            status: ItemStatus::Idle,
-            attempt: 0,
-            dispatched: false,
-            client: None,
-            failed_clients: Vec::new(),
-            text: None,
-            reply_label: label,
-        };
+        let item =
+            |label: String, target: PromptTarget, template: &str, value: Option<String>| ItemRun {
+                label: label.clone(),
+                target,
+                template: template.to_string(),
+                value,
+                prompt_override: None,
+                status: ItemStatus::Idle,
+                attempt: 0,
+                dispatched: false,
+                client: None,
+                failed_clients: Vec::new(),
+                text: None,
+                reply_label: label,
+            };
         let plan = &self.plan.nodes[i];
-        if let Work::Command { .. } = plan.work {
+        if let NodeWork::Command { .. } = plan.work {
             return Ok(vec![item(
                 "hub".into(),
-                Target::Name("hub".into()),
+                PromptTarget::Name("hub".into()),
                 "",
                 None,
             )]);
@@ -100,10 +101,10 @@ impl RunState {
             .first()
             .and_then(|it| self.render(i, it).ok())
             .unwrap_or_default();
-        let replies: Vec<Reply<'_>> = self.nodes[i]
+        let replies: Vec<ItemReply<'_>> = self.nodes[i]
             .items
             .iter()
-            .map(|it| Reply {
+            .map(|it| ItemReply {
                 label: &it.reply_label,
                 text: it.text.as_deref().unwrap_or_default(),
             })

@@ -26,7 +26,9 @@ use std::sync::Arc;
 use minijinja::Value;
 use serde::{Deserialize, Serialize};
 
-pub use events::{idempotency_key, CommandCall, Dispatch, Effect, JournalEvent, Target, Timeouts};
+pub use events::{
+    idempotency_key, CommandCall, Dispatch, Effect, JournalEvent, PromptTarget, Timeouts,
+};
 pub use plan::Plan;
 
 use crate::flows::model::Flow;
@@ -163,7 +165,7 @@ pub enum ItemStatus {
 #[derive(Debug, Clone, PartialEq)]
 struct ItemRun {
     label: String,
-    target: Target,
+    target: PromptTarget,
     template: String,
     value: Option<String>,
     prompt_override: Option<String>,

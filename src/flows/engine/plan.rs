@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use minijinja::Environment;
 
-use super::events::{Target, Timeouts};
+use super::events::{PromptTarget, Timeouts};
 use super::retry::RetryPolicy;
 use super::EngineError;
 use crate::flows::graph::Dag;
@@ -16,7 +16,7 @@ use crate::flows::template::{self, Field, Mode, Ref};
 
 /// What a node does.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Work {
+pub enum NodeWork {
     /// Prompts sent to tabs (one per item).
     Prompt,
     /// A hub command.
@@ -34,9 +34,9 @@ pub enum Work {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fanout {
     /// One item per (target, template): `to: [a, b]`, `parallel_outputs`, or a single target.
-    Fixed(Vec<(Target, String, String)>),
+    Fixed(Vec<(PromptTarget, String, String)>),
     /// N items to one target (`workers: N`).
-    Workers(Target, u32, String),
+    Workers(PromptTarget, u32, String),
     /// One item per value; targets used round-robin.
     ForEach {
         /// Literal items, or an expression.
@@ -46,7 +46,7 @@ pub enum Fanout {
         /// Loop variable.
         var: String,
         /// Targets, round-robin.
-        targets: Vec<Target>,
+        targets: Vec<PromptTarget>,
         /// Template name.
         template: String,
         /// In-flight cap.
@@ -69,7 +69,7 @@ pub struct NodePlan {
     /// Node id.
     pub id: String,
     /// What it does.
-    pub work: Work,
+    pub work: NodeWork,
     /// How its items are made (prompt and master nodes).
     pub fanout: Fanout,
     /// `when`, converted to a minijinja expression, with its variables.
@@ -79,7 +79,7 @@ pub struct NodePlan {
     /// Aggregation.
     pub aggregate: Aggregate,
     /// Judge target (`aggregate: judge`).
-    pub judge: Option<Target>,
+    pub judge: Option<PromptTarget>,
     /// Failure policy.
     pub on_failure: OnFailure,
     /// Retry policy.
@@ -205,10 +205,10 @@ impl Plan {
     fn node(&mut self, flow: &Flow, node: &Node) -> Result<NodePlan, EngineError> {
         let id = node.id.as_str();
         let to_master = node.to.iter().any(|t| t == "master" || t == "role:master");
-        let targets: Vec<Target> = if node.to.is_empty() {
-            vec![Target::Role("worker".into())]
+        let targets: Vec<PromptTarget> = if node.to.is_empty() {
+            vec![PromptTarget::Role("worker".into())]
         } else {
-            node.to.iter().map(|t| Target::parse(t)).collect()
+            node.to.iter().map(|t| PromptTarget::parse(t)).collect()
         };
         let (work, fanout) = if let Some(command) = &node.command {
             // What the command sets itself (a loop variable, a `set` target, a chain's
@@ -227,7 +227,7 @@ impl Plan {
                 Some(on) => format!("on {on}: {command}"),
                 None => command.to_string(),
             };
-            let work = Work::Command { command, refs };
+            let work = NodeWork::Command { command, refs };
             (work, Fanout::Fixed(Vec::new()))
         } else {
             let per_target = node
@@ -239,7 +239,7 @@ impl Plan {
                     let mut items = Vec::new();
                     for (target, prompt) in &map.0 {
                         let t = self.template(id, "parallel_outputs", prompt)?;
-                        items.push((Target::parse(target), target.clone(), t));
+                        items.push((PromptTarget::parse(target), target.clone(), t));
                     }
                     Fanout::Fixed(items)
                 }
@@ -281,9 +281,9 @@ impl Plan {
                 }
             };
             let work = if to_master {
-                Work::Master
+                NodeWork::Master
             } else {
-                Work::Prompt
+                NodeWork::Prompt
             };
             (work, fanout)
         };
@@ -303,7 +303,7 @@ impl Plan {
             when,
             trigger: node.trigger.unwrap_or_default(),
             aggregate: node.aggregate.unwrap_or_default(),
-            judge: node.judge.as_deref().map(Target::parse),
+            judge: node.judge.as_deref().map(PromptTarget::parse),
             on_failure: node.on_failure.unwrap_or_default(),
             retry: RetryPolicy::resolve(flow, node),
             retry_command: node.command.is_some()

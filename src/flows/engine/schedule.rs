@@ -1,8 +1,8 @@
 //! Scheduling: [`RunState::next_actions`] decides what the runner should do now.
 
-use super::aggregate::{self, Reply};
+use super::aggregate::{self, ItemReply};
 use super::events::{idempotency_key, CommandCall, Dispatch, Effect, JournalEvent};
-use super::plan::{Fanout, Work};
+use super::plan::{Fanout, NodeWork};
 use super::{flow_hash, ItemStatus, NodeState, RunState, RunStatus};
 use crate::flows::model::{Aggregate, OnFailure, Trigger};
 use crate::flows::template::{Field, Ref};
@@ -188,7 +188,7 @@ impl RunState {
             self.fail_node(i, error, out);
             return true;
         }
-        if self.plan.nodes[i].work == Work::Master {
+        if self.plan.nodes[i].work == NodeWork::Master {
             return self.deliver_master(i, out);
         }
         let run = &self.nodes[i];
@@ -308,9 +308,9 @@ impl RunState {
 
     pub(super) fn complete_node(&mut self, i: usize, out: &mut Vec<Effect>) -> bool {
         let run = &self.nodes[i];
-        let replies: Vec<Reply<'_>> = run.items[..run.candidates]
+        let replies: Vec<ItemReply<'_>> = run.items[..run.candidates]
             .iter()
-            .map(|it| Reply {
+            .map(|it| ItemReply {
                 label: &it.reply_label,
                 text: it.text.as_deref().unwrap_or_default(),
             })
@@ -408,7 +408,7 @@ impl RunState {
         let it = &self.nodes[i].items[k];
         let key = idempotency_key(&self.run_id, &node, k, it.attempt);
         let action = match &plan.work {
-            Work::Command { command, refs } => Ok(Effect::RunCommand(CommandCall {
+            NodeWork::Command { command, refs } => Ok(Effect::RunCommand(CommandCall {
                 node: node.clone(),
                 item: k,
                 attempt: it.attempt,
@@ -496,7 +496,7 @@ impl RunState {
     pub(super) fn complete_run(&mut self, out: &mut Vec<Effect>) {
         let handler = self.plan.handler;
         let master = (0..self.nodes.len()).rev().find(|&i| {
-            self.plan.nodes[i].work == Work::Master
+            self.plan.nodes[i].work == NodeWork::Master
                 && self.nodes[i].state == NodeState::Completed
                 && handler != Some(i)
         });

@@ -21,7 +21,7 @@ fn inputs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// What the fake tabs answer: `Ok(text)` or `Err((error, retryable))`.
-type Reply = Result<String, (String, bool)>;
+type ItemReply = Result<String, (String, bool)>;
 
 /// An in-memory runner: keeps the journal, answers dispatches with a closure.
 struct Sim {
@@ -86,7 +86,7 @@ impl Sim {
         effects
     }
 
-    fn answer(&mut self, d: &Dispatch, reply: Reply) {
+    fn answer(&mut self, d: &Dispatch, reply: ItemReply) {
         let client = format!("tab-{}", d.item);
         self.feed(JournalEvent::PromptSent {
             node: d.node.clone(),
@@ -116,7 +116,7 @@ impl Sim {
     }
 
     /// Drives the run to its end, answering every dispatch with `reply`.
-    fn run(&mut self, mut reply: impl FnMut(&Dispatch) -> Reply) {
+    fn run(&mut self, mut reply: impl FnMut(&Dispatch) -> ItemReply) {
         for _ in 0..10_000 {
             let effects = self.step();
             if self.result.is_some() {
@@ -331,7 +331,7 @@ fn workers_n_fans_out_to_n_items() {
     let mut sim = Sim::start(text, &[]);
     let mut answers = vec!["Blue.", "red", "blue"].into_iter();
     sim.run(|d| {
-        assert_eq!(d.target, Target::Role("worker".into()));
+        assert_eq!(d.target, PromptTarget::Role("worker".into()));
         assert_eq!(d.items, 3);
         Ok(answers.next().unwrap_or_default().to_string())
     });
@@ -368,7 +368,7 @@ fn judge_gets_the_candidates_and_decides() {
         })
     });
     let judge = sim.dispatches.last().expect("judge dispatch");
-    assert_eq!(judge.target, Target::Name("z".into()));
+    assert_eq!(judge.target, PromptTarget::Name("z".into()));
     assert_eq!(judge.item, 2);
     assert!(judge.prompt.contains("capital of France?"));
     assert!(judge.prompt.contains("[1] (tab-0)\nx says Paris"));
@@ -438,7 +438,7 @@ fn retries_back_off_deterministically_and_avoid_the_failed_tab() {
 
 const FAILING: &str = "nodes:\n  - id: a\n    prompt: hi\n    retry: {max: 1, backoff: 10ms}\n  - id: b\n    needs: a\n    prompt: \"got $a\"\n  - id: side\n    prompt: side work\n";
 
-fn fail_a(d: &Dispatch) -> Reply {
+fn fail_a(d: &Dispatch) -> ItemReply {
     if d.node == "a" {
         Err(("tab closed".into(), true))
     } else {
@@ -632,7 +632,7 @@ fn a_replay_in_the_middle_of_a_fallback_does_not_run_it_twice() {
 #[test]
 fn exhausted_retries_use_the_fallback_or_fail_or_continue() {
     let base = "nodes:\n  - id: a\n    prompt: hi\n    retry: {max: 1, backoff: 10ms}\n  - id: b\n    needs: a\n    prompt: \"got $a\"\n";
-    let always_fail = |_: &Dispatch| -> Reply { Err(("tab closed".into(), true)) };
+    let always_fail = |_: &Dispatch| -> ItemReply { Err(("tab closed".into(), true)) };
 
     let with_fallback =
         format!("name: f\nerror_handling: {{fallback: {{output: \"(none)\"}}}}\n{base}");

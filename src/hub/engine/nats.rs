@@ -27,7 +27,7 @@ use anyhow::Context;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::presence::{self, Change, Msg, Own, SnapPart, Step, Views};
+use super::presence::{self, Change, Msg, Own, PresenceStep, SnapPart, Views};
 use super::{
     Ack, ClusterConfig, Engine, EngineEvent, EngineStats, Envelope, Gate, Hold, Presence, WireError,
 };
@@ -334,7 +334,7 @@ impl Nats {
 
     /// Gives a step's changes to the hub and starts the snapshot it asks for. False when the
     /// hub is gone.
-    async fn hand_over(self: &Arc<Self>, step: Step, snaps: &mpsc::Sender<Synced>) -> bool {
+    async fn hand_over(self: &Arc<Self>, step: PresenceStep, snaps: &mpsc::Sender<Synced>) -> bool {
         if let Some(node) = step.sync {
             tokio::spawn(self.clone().fetch_snapshot(node, snaps.clone()));
         }

@@ -221,7 +221,7 @@ pub enum Change {
 
 /// The outcome of one message: changes for the hub, and a node to ask for a snapshot.
 #[derive(Debug, Default, PartialEq)]
-pub struct Step {
+pub struct PresenceStep {
     pub changes: Vec<Change>,
     pub sync: Option<String>,
 }
@@ -295,7 +295,13 @@ impl Views {
 
     /// The view of `node` as a message of `epoch` arrives (a restart asks for a snapshot);
     /// `None` for this node's own messages.
-    fn heard(&mut self, node: &str, epoch: u64, now_ms: u64, step: &mut Step) -> Option<&mut View> {
+    fn heard(
+        &mut self,
+        node: &str,
+        epoch: u64,
+        now_ms: u64,
+        step: &mut PresenceStep,
+    ) -> Option<&mut View> {
         if node == self.me {
             return None;
         }
@@ -311,8 +317,8 @@ impl Views {
         Some(view)
     }
 
-    pub fn on_msg(&mut self, msg: Msg, now_ms: u64) -> Step {
-        let mut step = Step::default();
+    pub fn on_msg(&mut self, msg: Msg, now_ms: u64) -> PresenceStep {
+        let mut step = PresenceStep::default();
         match msg {
             Msg::Delta {
                 node,
@@ -371,8 +377,8 @@ impl Views {
         seq: u64,
         up: Vec<Presence>,
         now_ms: u64,
-    ) -> Step {
-        let mut step = Step::default();
+    ) -> PresenceStep {
+        let mut step = PresenceStep::default();
         let view = self
             .nodes
             .entry(node.to_string())
@@ -420,7 +426,7 @@ impl Views {
     }
 
     /// Nodes not heard from for a time to live: all their tabs leave.
-    pub fn expire(&mut self, now_ms: u64) -> Step {
+    pub fn expire(&mut self, now_ms: u64) -> PresenceStep {
         let ttl = self.ttl.as_millis() as u64;
         let dead: Vec<String> = self
             .nodes
@@ -428,7 +434,7 @@ impl Views {
             .filter(|(_, v)| now_ms.saturating_sub(v.heard_ms) > ttl)
             .map(|(n, _)| n.clone())
             .collect();
-        let mut step = Step::default();
+        let mut step = PresenceStep::default();
         for node in dead {
             if let Some(view) = self.nodes.remove(&node) {
                 tracing::info!(node = %node, tabs = view.ids.len(), "node silent for its time to live: its tabs leave");
@@ -497,7 +503,7 @@ mod tests {
         serde_json::from_slice(b).unwrap()
     }
 
-    fn ups(step: &Step) -> Vec<String> {
+    fn ups(step: &PresenceStep) -> Vec<String> {
         let mut v: Vec<String> = step
             .changes
             .iter()
@@ -510,7 +516,7 @@ mod tests {
         v
     }
 
-    fn gones(step: &Step) -> Vec<String> {
+    fn gones(step: &PresenceStep) -> Vec<String> {
         let mut v: Vec<String> = step
             .changes
             .iter()
@@ -647,7 +653,7 @@ mod tests {
         a.announce(tab("a1", "a", 0));
         assert_eq!(
             views.on_msg(decode(&a.take_deltas(1 << 20)[0]), 0),
-            Step::default()
+            PresenceStep::default()
         );
     }
 
