@@ -65,8 +65,15 @@ step "cargo test"
 export AICARD_REQUIRE_PROMTOOL=1
 cargo test --lib --bins --tests
 
+# The integration tests built `aicard` (they run it); every step below uses that binary. A
+# `cargo run`/`cargo build` here would build it again without the dev-dependencies' features
+# (about a minute on this machine, docs/benchmarks.md "The loop of minutes").
+AICARD_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/aicard"
+[ -x "$AICARD_BIN" ] || { echo "cargo test did not leave $AICARD_BIN" >&2; exit 1; }
+export AICARD_BIN
+
 step "aicard flow validate flows/*.yaml"
-cargo run --quiet -- flow validate flows/*.yaml
+"$AICARD_BIN" flow validate flows/*.yaml
 
 step "Windows: aicard.exe (mingw-w64) under Wine: demo, flow validate, serve + a tab (docs/windows.md)"
 bash ci/windows/run.sh
@@ -78,8 +85,7 @@ step "dashboard: build check and browser tests (real Chromium against the real h
 bash dashboard/test/run.sh
 
 step "userscript tests (node unit tests + real Chromium against mock sites and the real hub)"
-cargo build --quiet
-(cd userscript && AICARD_BIN="${CARGO_TARGET_DIR:-$PWD/../target}/debug/aicard" npm test)
+(cd userscript && npm test)
 
 end_step
 echo
