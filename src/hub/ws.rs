@@ -252,19 +252,25 @@ async fn session(
         if hub.shutdown.is_cancelled() {
             kill.kill(close::GOING_AWAY);
         }
-        // Either half ending ends the other through `kill` (the writer owns the sink, so
-        // it sends the close frame with the reader's reason).
+        // The reader ending ends the writer through `kill` (the writer owns the sink, so it
+        // sends the close frame with the reader's reason); the writer ending (on any kill)
+        // ends the reader, which is dropped then. So only the writer waits on the kill: one
+        // `Notified` per socket, not two.
         let reader = async {
             let code = read_loop(&hub, &client, stream, &tx, &kill).await;
             kill.kill(code.unwrap_or(1000));
+            std::future::pending::<()>().await
         };
         let writer = async {
             let left = write_loop(&hub, &client, sink, &mut rx, &kill).await;
             kill.kill(1000);
             left
         };
-        let ((), left) = tokio::join!(reader, writer);
-        unsent = left;
+        unsent = tokio::select! {
+            biased;
+            left = writer => left,
+            () = reader => None,
+        };
     } else {
         Box::pin(close_after_failed_write(sink, &kill)).await;
     }
@@ -336,18 +342,17 @@ async fn read_loop(
     kill: &Killer,
 ) -> Option<u16> {
     // No timer here: each frame only notes when it came (`touch`), and the writer's one
-    // timer ends a tab that has been silent for `dead_after`.
-    let killed = kill.killed();
-    tokio::pin!(killed);
+    // timer ends a tab that has been silent for `dead_after`. No kill waiter either: the
+    // writer ends on a kill, and the reader is dropped with it; until then a frame read after
+    // the kill is not acted on.
     // The reader's answers (pongs, replies) may fill half the queue; the other half stays
     // free for frames from elsewhere, which find a full queue a sign of a slow consumer.
     let own_share = (hub.config.limits.outbound_queue / 2).max(1);
     loop {
-        let next = tokio::select! {
-            biased;
-            _ = &mut killed => return None,
-            n = stream.next() => n,
-        };
+        let next = stream.next().await;
+        if kill.is_killed() {
+            return None;
+        }
         let msg = match next {
             None => return None,
             Some(Err(e)) => {
@@ -379,11 +384,7 @@ async fn read_loop(
         // the reader waits for the writer to take one (reading nothing more meanwhile, so
         // the socket pushes back on the tab). A tab that really stops reading is ended by
         // the writer's deadline (4008), which kills this wait too.
-        tokio::select! {
-            biased;
-            _ = &mut killed => return None,
-            () = tx.room_below(own_share) => {}
-        }
+        tx.room_below(own_share).await;
         if tx.try_send(answer).is_err() {
             return Some(close::SLOW_CONSUMER);
         }
@@ -419,28 +420,36 @@ async fn write_loop(
     let first = silent_until(client, timing.dead_after).unwrap_or(next_ping);
     let wake = tokio::time::sleep_until(next_ping.min(first));
     tokio::pin!(wake);
-    // Made once, not per frame. Shutdown arrives as a kill from `Registry::close_all`, so no
-    // future here waits on the token that every socket shares: polling it takes that token's
-    // lock, once per frame on every socket.
-    let killed = kill.killed();
-    tokio::pin!(killed);
-    // Also made once and made again only after it fired: a `Notified` made per frame is
-    // registered and unregistered under its `Notify`'s lock on every frame written.
-    let kept = client.frames_kept();
-    tokio::pin!(kept);
-    let mut no_delivered = Vec::new();
+    // The kill and the news of kept frames are polled (each keeps this task's waker where it
+    // is set), not awaited through a `Notified` each: the idle state, which every connected
+    // tab holds, is this loop's, and each `Notified` in it cost about 80 bytes per tab.
+    // Shutdown arrives as a kill from `Registry::close_all`, so nothing here waits on the
+    // token that every socket shares (polling it takes that token's lock).
     loop {
-        tokio::select! {
-            biased;
-            code = &mut killed => {
+        let event = std::future::poll_fn(|cx| {
+            use std::task::Poll;
+            if let Poll::Ready(code) = kill.poll_killed(cx) {
+                return Poll::Ready(Event::Killed(code));
+            }
+            // Before frames: a queue that never empties must not starve the pings.
+            if std::future::Future::poll(wake.as_mut(), cx).is_ready() {
+                return Poll::Ready(Event::Timer);
+            }
+            if client.poll_kept(cx).is_ready() {
+                return Poll::Ready(Event::Kept);
+            }
+            rx.poll_recv(cx).map(Event::Queued)
+        })
+        .await;
+        let failed = match event {
+            Event::Killed(code) => {
                 // Boxed, like every rare path here: the socket's future is sized by its
                 // largest state, and it is held for as long as the tab is connected.
                 let close = sink.close(code, close_reason(code));
                 let _ = Box::pin(tokio::time::timeout(Duration::from_secs(1), close)).await;
                 return None;
             }
-            // Before frames: a queue that never empties must not starve the pings.
-            () = &mut wake => {
+            Event::Timer => {
                 let now = Instant::now();
                 let Some(silent) = silent_until(client, timing.dead_after) else {
                     tracing::info!("heartbeat timeout: tab marked lost");
@@ -456,35 +465,66 @@ async fn write_loop(
                     }
                 }
                 wake.as_mut().reset(next_ping.min(silent));
+                continue;
             }
-            () = &mut kept => {
-                kept.set(client.frames_kept());
-                // Frames still queued were sent before the ones kept: they go first.
-                while let Ok(out) = rx.try_recv() {
-                    if let Err(text) = write_out(sink, out, kill).await {
-                        Box::pin(close_after_failed_write(sink, kill)).await;
-                        return text;
-                    }
-                }
-                if Box::pin(drain_kept(hub, client, sink, kill, &mut no_delivered))
-                    .await
-                    .is_err()
-                {
-                    // The frame it was writing is still kept in the store.
-                    Box::pin(close_after_failed_write(sink, kill)).await;
-                    return None;
-                }
-                no_delivered.clear();
-            }
-            msg = rx.recv() => match msg {
-                Some(out) => {
-                    if let Err(text) = write_out(sink, out, kill).await {
-                        Box::pin(close_after_failed_write(sink, kill)).await;
-                        return text;
-                    }
-                }
-                None => return None,
+            Event::Kept => Box::pin(write_kept(hub, client, sink, rx, kill))
+                .await
+                .err(),
+            Event::Queued(None) => return None,
+            Event::Queued(Some(out)) => match start_out(sink, out) {
+                Err(text) => Some(Some(text)),
+                Ok(is_text) => match send_with_deadline(sink, kill).await {
+                    Ok(()) => None,
+                    Err(()) => Some(is_text.then(|| sink.unsent_text().unwrap_or_default())),
+                },
             },
+        };
+        if let Some(text) = failed {
+            Box::pin(close_after_failed_write(sink, kill)).await;
+            return text;
+        }
+    }
+}
+
+/// What the writer's idle wait ended with.
+enum Event {
+    Killed(u16),
+    Timer,
+    Kept,
+    Queued(Option<Outbound>),
+}
+
+/// Frames kept in the store for the tab were noted: what is still queued goes first (it was
+/// sent before them), then the store's, a page at a time. On failure, the queued text frame
+/// the tab did not get, if it was one (a kept frame stays in the store).
+async fn write_kept(
+    hub: &Hub,
+    client: &Client,
+    sink: &mut Sink<'_>,
+    rx: &mut outq::Receiver<Outbound>,
+    kill: &Killer,
+) -> Result<(), Option<String>> {
+    while let Ok(out) = rx.try_recv() {
+        write_out(sink, out, kill).await?;
+    }
+    let mut no_delivered = Vec::new();
+    drain_kept(hub, client, sink, kill, &mut no_delivered)
+        .await
+        .map_err(|_| None)
+}
+
+/// Sets what the queue gave as the frame to write (`send_with_deadline` writes it): whether
+/// it is a text frame, or the text back if a frame is still unfinished (the socket failed
+/// already). A synchronous step, so the writer's state holds no frame of its own.
+fn start_out(sink: &mut Sink<'_>, out: Outbound) -> Result<bool, String> {
+    match out {
+        Outbound::Frame(text) => match sink.start(op::TEXT, text.into_bytes()) {
+            Ok(()) => Ok(true),
+            Err(body) => Err(String::from_utf8(body).unwrap_or_default()),
+        },
+        Outbound::Pong(payload) => {
+            let _ = sink.start(op::PONG, payload);
+            Ok(false)
         }
     }
 }
@@ -533,11 +573,8 @@ async fn write_frame(sink: &mut Sink<'_>, text: String, kill: &Killer) -> Result
 ///
 /// A frame the socket takes at once (the usual case) costs no timer and no kill waiter.
 async fn send_with_deadline(sink: &mut Sink<'_>, kill: &Killer) -> Result<(), ()> {
-    let mut send = std::pin::pin!(sink.finish());
-    let first = std::future::poll_fn(|cx| {
-        std::task::Poll::Ready(std::future::Future::poll(send.as_mut(), cx))
-    })
-    .await;
+    // A poll, not a future held across the await: the fast path adds nothing to the state.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(sink.poll_finish(cx))).await;
     if let std::task::Poll::Ready(r) = first {
         return r.map_err(|_| ());
     }
@@ -546,7 +583,7 @@ async fn send_with_deadline(sink: &mut Sink<'_>, kill: &Killer) -> Result<(), ()
     Box::pin(async move {
         tokio::select! {
             biased;
-            r = tokio::time::timeout(Duration::from_secs(10), send) => match r {
+            r = tokio::time::timeout(Duration::from_secs(10), sink.finish()) => match r {
                 Ok(Ok(())) => Ok(()),
                 _ => Err(()),
             },
@@ -647,5 +684,29 @@ async fn heartbeat_session(
         if sink.text(encode(&reply)).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// What each socket's task holds for as long as its tab is connected, idle or not: the
+    /// connection's future is sized by its largest state (docs/benchmarks.md, "Ninth
+    /// session"; 1,608 B in this build before the writer polled its kill and kept-frames
+    /// news, 1,200 after). The bounds are the debug build's.
+    #[test]
+    fn a_socket_future_stays_small() {
+        let sizes = super::future_sizes();
+        println!("{sizes:?}");
+        let connection = sizes[0].1;
+        assert!(
+            connection <= 1280,
+            "a socket's future grew to {connection} B"
+        );
+        let writer = sizes
+            .iter()
+            .find(|(name, _)| *name == "write_loop")
+            .unwrap()
+            .1;
+        assert!(writer <= 512, "the writer's loop grew to {writer} B");
     }
 }

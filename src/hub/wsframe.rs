@@ -19,10 +19,10 @@ use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{ready, Context, Poll};
 
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The opcodes of RFC 6455 §5.2.
 pub mod op {
@@ -594,40 +594,48 @@ impl<W: AsyncWrite + Unpin> Writer<W> {
 
     /// Writes what is left of an unfinished frame.
     pub async fn finish(&mut self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_finish(cx)).await
+    }
+
+    /// `finish` as a poll: no future of its own, so a caller's state holds only a borrow of
+    /// the writer while a frame waits for room in the socket (each socket's task is sized
+    /// by its largest state).
+    pub fn poll_finish(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let Some(out) = self.out.as_mut() else {
-            return Ok(());
+            return Poll::Ready(Ok(()));
         };
         while (out.head_at < out.head_len) || out.body_at < out.body.len() {
             let head = &out.head[out.head_at as usize..out.head_len as usize];
             let body = &out.body[out.body_at..];
-            let n = if self.io.is_write_vectored() || head.is_empty() {
+            let io = Pin::new(&mut self.io);
+            let n = if io.is_write_vectored() || head.is_empty() {
                 let bufs = [IoSlice::new(head), IoSlice::new(body)];
-                self.io.write_vectored(&bufs).await?
+                ready!(io.poll_write_vectored(cx, &bufs))?
             } else if body.len() <= 1024 {
                 // One write, not a header alone on the wire.
                 let mut both = Vec::with_capacity(head.len() + body.len());
                 both.extend_from_slice(head);
                 both.extend_from_slice(body);
-                self.io.write(&both).await?
+                ready!(io.poll_write(cx, &both))?
             } else {
-                self.io.write(head).await?
+                ready!(io.poll_write(cx, head))?
             };
             if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             let from_head = n.min(head.len());
             out.head_at += from_head as u8;
             out.body_at += n - from_head;
         }
         self.out = None;
-        self.io.flush().await
+        Pin::new(&mut self.io).poll_flush(cx)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{duplex, AsyncReadExt};
+    use tokio::io::{duplex, AsyncReadExt, AsyncWriteExt};
 
     /// A client's frame: masked with a fixed key.
     fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {

@@ -430,7 +430,10 @@ mod tests {
         let fields = [
             ("info", size_of::<std::sync::RwLock<ClientInfo>>()),
             ("conn", size_of::<std::sync::Mutex<tab::Conn>>()),
-            ("kept", size_of::<tokio::sync::Notify>()),
+            (
+                "kept_news and writer",
+                size_of::<futures_util::task::AtomicWaker>() + 8,
+            ),
             (
                 "typed_by_hub",
                 size_of::<std::sync::Mutex<std::collections::VecDeque<u64>>>(),
@@ -448,7 +451,8 @@ mod tests {
             "Client {client} B: {fields:?}; Killer's shared state {} B",
             tab::kill_size()
         );
-        assert!(client <= 512, "a tab's entry grew to {client} B");
+        // With the `Arc`'s two counts, at most 512 B: mimalloc's next size class is 640.
+        assert!(client <= 496, "a tab's entry grew to {client} B");
         assert!(tab::kill_size() <= 64, "the kill switch grew");
     }
 }

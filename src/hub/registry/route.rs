@@ -211,7 +211,7 @@ impl Registry {
                 ),
             }
             client.flushing.fetch_sub(1, Ordering::AcqRel);
-            client.kept.notify_one();
+            client.note_kept();
         };
         match (owner, tokio::runtime::Handle::try_current()) {
             (Some(owner), Ok(rt)) => {
@@ -377,7 +377,7 @@ impl Registry {
             // Kept under the lock, so the writer's "store is empty" check cannot miss it.
             self.keep(client, &text, journal);
             conn.catching_up = true;
-            client.kept.notify_one();
+            client.note_kept();
             return Sent::Live;
         }
         match handle.tx.try_send(Outbound::Frame(text)) {

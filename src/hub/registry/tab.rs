@@ -4,6 +4,9 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
+
+use futures_util::task::AtomicWaker;
 
 use super::super::outq;
 use crate::protocol::{AppHeartbeat, Prompt, Role};
@@ -67,6 +70,9 @@ struct Kill {
     /// `KILLED | code` once killed, 0 before.
     state: AtomicU32,
     woken: tokio::sync::Notify,
+    /// The socket's writer, which polls for the kill (`poll_killed`) instead of holding a
+    /// `Notified` in its task for as long as the tab is connected.
+    writer: AtomicWaker,
 }
 
 const KILLED: u32 = 1 << 16;
@@ -92,6 +98,18 @@ impl Killer {
             .is_ok();
         if first {
             self.0.woken.notify_waiters();
+            self.0.writer.wake();
+        }
+    }
+
+    /// The kill as a poll, for the one task that owns the connection's writer: ready with the
+    /// close code once `kill` was called. Nothing is held between polls but a waker here.
+    pub fn poll_killed(&self, cx: &mut Context<'_>) -> Poll<u16> {
+        self.0.writer.register(cx.waker());
+        if self.is_killed() {
+            Poll::Ready(self.code())
+        } else {
+            Poll::Pending
         }
     }
 
@@ -162,8 +180,11 @@ pub struct Client {
     pub id: String,
     info: RwLock<ClientInfo>,
     conn: Mutex<Conn>,
-    /// Wakes the connection's writer when frames for it were kept in the store.
-    pub(super) kept: tokio::sync::Notify,
+    /// Set when frames for the tab were kept in the store while it is connected; its
+    /// connection's writer, woken through `writer`, polls for it (`poll_kept`): no `Notify`
+    /// per tab and no `Notified` in each socket's task.
+    kept_news: AtomicBool,
+    writer: AtomicWaker,
     /// Last frame or pong, in ms since the epoch.
     last_seen_ms: AtomicI64,
     /// Counts tasks given to this tab (for least-loaded scheduling).
@@ -214,7 +235,8 @@ impl Client {
             id,
             info: RwLock::new(info),
             conn: Mutex::default(),
-            kept: tokio::sync::Notify::new(),
+            kept_news: AtomicBool::new(false),
+            writer: AtomicWaker::new(),
             last_seen_ms: AtomicI64::new(now_ms()),
             tasks_started: AtomicU64::new(0),
             heartbeat: Mutex::new(None),
@@ -323,9 +345,28 @@ impl Client {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Resolves when frames for this tab were kept in the store while it is connected.
-    pub async fn frames_kept(&self) {
-        self.kept.notified().await
+    /// Resolves when frames for this tab were kept in the store (for a test standing in for
+    /// the writer: one waiter at a time, like `poll_kept`).
+    #[cfg(test)]
+    pub(super) async fn frames_kept(&self) {
+        std::future::poll_fn(|cx| self.poll_kept(cx)).await
+    }
+
+    /// Tells the tab's connection's writer that frames were kept for it.
+    pub(super) fn note_kept(&self) {
+        self.kept_news.store(true, Ordering::Release);
+        self.writer.wake();
+    }
+
+    /// For the connection's writer (one at a time): ready once frames were kept for the tab
+    /// since the last time it was ready (news before the first poll counts).
+    pub fn poll_kept(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.writer.register(cx.waker());
+        if self.kept_news.swap(false, Ordering::AcqRel) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 
     pub fn state(&self) -> ConnState {
