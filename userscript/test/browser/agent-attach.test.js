@@ -4,14 +4,21 @@
 // carry the very bytes the hub served, then one chat request with exactly the results, naming the file;
 // progress is `attaching` 0/1, 1/1 under the delivery's `deliver_id`; the person's draft is kept aside and
 // comes back whole. A file the site refuses fails the delivery (`task_update {deliver_id, state: "failed",
-// trouble: "attachment_refused"}`) and nothing is sent. Waits on frames and page state, never on sleeps.
+// trouble: "attachment_refused"}`) and nothing is sent. On the real hub (skipped without a binary): the desk's
+// `?<agent task NAME with files=[…] TEXT>!` reaches the agent's DeepSeek tab as the session's first message, the
+// site's upload carries the hub's bytes before the primer and task are sent, and the agent's `done` answers the
+// desk. Waits on frames and page state, never on sleeps.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { startMockServer, variantHost } from '../../mock/server.js';
 import { startStandInHub } from './stand-in-hub.js';
 import { launchBrowser, openTab } from './harness.js';
 import { boxTextInPage, loadAdapters } from './fixtures.js';
+import { ensureHubBinary, startRealHub } from './real-hub.js';
+import { openDesk, until } from './stop-story.js';
 import { EXE, PNG } from './files.js';
 
 let mock; let hub; let browser; let adapters;
@@ -123,5 +130,36 @@ test('a delivery\'s file the site refuses: the hub is told (attachment_refused) 
   } finally {
     await page.close();
     client.connected = false;
+  }
+});
+
+test('real hub: agent task with files — the agent\'s tab attaches the file before the first message, the answer back', { skip: ensureHubBinary() || false, timeout: 120_000 }, async () => {
+  const real = await startRealHub({ origins: mock.hosts.map((h) => `https://${h}`), args: ['--agent-gap', '0-0'] });
+  mkdirSync(join(real.dataDir, 'files'), { recursive: true });
+  writeFileSync(join(real.dataDir, 'files', PNG.name), PNG.bytes);
+  const desk = await openDesk(real.url, real.token);
+  const site = mock.sites.find((s) => s.name === 'deepseek');
+  const label = 'deepseek-agent-files';
+  const page = await openTab(browser.context, { host: site.hosts[0], hub: { url: real.url, token: real.token }, gmValues: { label } });
+  try {
+    await until(() => page.evaluate(() => document.querySelector('aicard-panel')?.dataset.state === 'open'), Boolean, { timeoutMs: 20000, what: 'the tab connected' });
+    const made = await desk.run(`agent create looker on ${label}`);
+    assert.equal(made.result?.success, true, JSON.stringify(made.result));
+    mock.next('deepseek', { answer: '图里是一张图表。?<done 一张图表>!', variant: 'default' });
+    const uploadsBefore = mock.uploads('deepseek').length;
+    const requestsBefore = mock.requests('deepseek').length;
+    const r = await desk.run(`agent task looker with files=["${PNG.name}"] 这张图里有什么？`, 60000);
+    assert.equal(r.result?.success, true, JSON.stringify(r.result));
+    assert.equal(r.result?.output, '一张图表');
+    const got = mock.uploads('deepseek').slice(uploadsBefore);
+    assert.deepEqual(got.map((u) => [u.name, u.sha256]), [[PNG.name, sha(PNG.bytes)]], 'the site got the hub\'s bytes');
+    const sent = mock.requests('deepseek').slice(requestsBefore);
+    assert.equal(sent.length, 1, 'one message: the primer and the task, with the file');
+    assert.ok(sent[0].at >= got[0].at && sent[0].body.includes(got[0].id), 'sent after the upload, naming it');
+    assert.ok(sent[0].body.includes('这张图里有什么'), 'the task went with it');
+  } finally {
+    await page.close();
+    desk.close();
+    await real.close();
   }
 });
