@@ -133,7 +133,7 @@ impl App {
                 mcp_clients.clone(),
             )),
         });
-        let outbound: Option<Arc<dyn crate::events::Outbound>> = match hub.engine.clustered() {
+        let outbound: Option<Arc<dyn crate::events::BusOutbound>> = match hub.engine.clustered() {
             true => Some(Arc::new(ToCluster(hub.engine.clone()))),
             false => None,
         };
@@ -638,7 +638,7 @@ async fn forward_published(
 /// Sends what this node's bus publishes to the other nodes (docs/cluster.md).
 struct ToCluster(Arc<dyn crate::hub::engine::Engine>);
 
-impl crate::events::Outbound for ToCluster {
+impl crate::events::BusOutbound for ToCluster {
     fn send(&self, event: &crate::events::Event) {
         match serde_json::to_vec(event) {
             Ok(body) => self.0.publish_event(body),

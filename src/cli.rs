@@ -85,8 +85,8 @@ pub struct McpCli {
     #[command(subcommand)]
     pub action: Option<McpAction>,
     /// The running hub.
-    #[arg(long, value_name = "URL", default_value = crate::mcp::relay::DEFAULT_HUB, global = true)]
-    pub hub: String,
+    #[arg(long = "hub", value_name = "URL", default_value = crate::mcp::relay::DEFAULT_HUB, global = true)]
+    pub hub_url: String,
     // The hub's data directory, where its token is read (help per OS: src/config.rs).
     #[arg(long, value_name = "DIR", global = true, help = concat!(
         "The hub's data directory, where its token is read [default: ",
@@ -396,7 +396,7 @@ async fn mcp(args: McpCli) -> anyhow::Result<i32> {
     match args.action {
         None => {
             let token = args.token()?;
-            crate::mcp::relay::serve_stdio(args.hub.clone(), token).await?;
+            crate::mcp::relay::serve_stdio(args.hub_url.clone(), token).await?;
             Ok(0)
         }
         Some(McpAction::Doctor) => {
@@ -404,7 +404,10 @@ async fn mcp(args: McpCli) -> anyhow::Result<i32> {
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|_| "aicard".into());
             let dir = args.data_dir().display().to_string();
-            print!("{}", crate::mcp::doctor::snippets(&exe, &args.hub, &dir));
+            print!(
+                "{}",
+                crate::mcp::doctor::snippets(&exe, &args.hub_url, &dir)
+            );
             println!();
             let token = match args.token() {
                 Ok(t) => t,
@@ -413,7 +416,7 @@ async fn mcp(args: McpCli) -> anyhow::Result<i32> {
                     return Ok(1);
                 }
             };
-            match crate::mcp::doctor::round_trip(&args.hub, &token).await {
+            match crate::mcp::doctor::round_trip(&args.hub_url, &token).await {
                 Ok(s) => {
                     println!("{s}");
                     Ok(0)

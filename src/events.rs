@@ -153,7 +153,7 @@ pub fn matches(pattern: &str, topic: &str) -> bool {
 }
 
 /// Somewhere else events go too (the cluster's engine, `aicard.events`).
-pub trait Outbound: Send + Sync {
+pub trait BusOutbound: Send + Sync {
     fn send(&self, event: &Event);
 }
 
@@ -163,7 +163,7 @@ pub struct Bus {
     /// This hub's node id, stamped on what it publishes.
     origin: String,
     /// Where else this hub's events go (the cluster's engine), given at construction.
-    outbound: Option<Arc<dyn Outbound>>,
+    outbound: Option<Arc<dyn BusOutbound>>,
     pub stats: BusStats,
     /// Run id → the rules whose commands started it: the run's own events carry that cause,
     /// so `subscribe flow_complete do manager run X` does not restart X for ever.
@@ -220,7 +220,7 @@ impl BusStats {
 impl Bus {
     /// A bus stamping `origin` on its events; `outbound` also gets every event this hub
     /// publishes (in a cluster: the engine), none for one hub.
-    pub fn new(origin: &str, outbound: Option<Arc<dyn Outbound>>) -> Bus {
+    pub fn new(origin: &str, outbound: Option<Arc<dyn BusOutbound>>) -> Bus {
         Bus {
             tx: broadcast::channel(BUS_CAPACITY).0,
             origin: origin.to_string(),

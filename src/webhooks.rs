@@ -165,7 +165,7 @@ impl Stats {
 }
 
 /// One receiver: where to send and the queue of its delivery task.
-struct Receiver {
+struct Endpoint {
     spec: WebhookSpec,
     tx: mpsc::Sender<Arc<SignedEvent>>,
 }
@@ -180,7 +180,7 @@ struct SignedEvent {
 
 /// The running webhooks of one hub.
 pub struct Webhooks {
-    targets: Vec<Receiver>,
+    targets: Vec<Endpoint>,
     secret: Vec<u8>,
     stats: Arc<Stats>,
 }
@@ -212,7 +212,7 @@ impl Webhooks {
                     stats.clone(),
                     shutdown.clone(),
                 ));
-                Receiver { spec, tx }
+                Endpoint { spec, tx }
             })
             .collect();
         Webhooks {
@@ -233,7 +233,7 @@ impl Webhooks {
 
     /// Queues `event` with `data` for every receiver that wants it. Never waits.
     pub fn publish(&self, event: &str, data: serde_json::Value) {
-        let wanted: Vec<&Receiver> = self
+        let wanted: Vec<&Endpoint> = self
             .targets
             .iter()
             .filter(|t| t.spec.wants(event))
@@ -390,16 +390,16 @@ async fn deliver_loop(
         let mut attempt = 1;
         loop {
             match try_once(&client, &url, &ev).await {
-                Attempt::Delivered => {
+                PostOutcome::Delivered => {
                     stats.count(&stats.delivered);
                     break;
                 }
-                Attempt::Refused(status) => {
+                PostOutcome::Refused(status) => {
                     stats.count(&stats.failed);
                     tracing::warn!(%url, event = %ev.name, status, "webhook refused the event");
                     break;
                 }
-                Attempt::Retry(why) if attempt < delivery.max_attempts => {
+                PostOutcome::Retry(why) if attempt < delivery.max_attempts => {
                     stats.count(&stats.retried);
                     let wait = backoff(&delivery, attempt, rand::rng().random_range(0.5..1.0));
                     tracing::debug!(%url, event = %ev.name, attempt, ?wait, %why, "webhook retry");
@@ -409,7 +409,7 @@ async fn deliver_loop(
                     }
                     attempt += 1;
                 }
-                Attempt::Retry(why) => {
+                PostOutcome::Retry(why) => {
                     stats.count(&stats.failed);
                     tracing::warn!(%url, event = %ev.name, attempt, %why, "webhook gave up");
                     break;
@@ -419,13 +419,13 @@ async fn deliver_loop(
     }
 }
 
-enum Attempt {
+enum PostOutcome {
     Delivered,
     Refused(u16),
     Retry(String),
 }
 
-async fn try_once(client: &reqwest::Client, url: &str, ev: &SignedEvent) -> Attempt {
+async fn try_once(client: &reqwest::Client, url: &str, ev: &SignedEvent) -> PostOutcome {
     let sent = client
         .post(url)
         .header("content-type", "application/json")
@@ -436,16 +436,16 @@ async fn try_once(client: &reqwest::Client, url: &str, ev: &SignedEvent) -> Atte
         .send()
         .await;
     match sent {
-        Ok(r) if r.status().is_success() => Attempt::Delivered,
+        Ok(r) if r.status().is_success() => PostOutcome::Delivered,
         Ok(r) => {
             let s = r.status().as_u16();
             if s == 408 || s == 429 || s >= 500 {
-                Attempt::Retry(format!("HTTP {s}"))
+                PostOutcome::Retry(format!("HTTP {s}"))
             } else {
-                Attempt::Refused(s)
+                PostOutcome::Refused(s)
             }
         }
-        Err(e) => Attempt::Retry(e.to_string()),
+        Err(e) => PostOutcome::Retry(e.to_string()),
     }
 }
 

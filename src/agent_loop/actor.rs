@@ -10,11 +10,11 @@ use super::*;
 /// [`LoopActor::run`] once.
 pub struct LoopActor {
     loops: Arc<Loops>,
-    rx: mpsc::Receiver<Event>,
+    rx: mpsc::Receiver<ActorInput>,
 }
 
 impl LoopActor {
-    pub(super) fn new(loops: Arc<Loops>, rx: mpsc::Receiver<Event>) -> LoopActor {
+    pub(super) fn new(loops: Arc<Loops>, rx: mpsc::Receiver<ActorInput>) -> LoopActor {
         LoopActor { loops, rx }
     }
 
@@ -43,9 +43,9 @@ impl LoopActor {
 
 impl Loops {
     /// One input, in order.
-    fn handle(&self, ev: Event) {
+    fn handle(&self, ev: ActorInput) {
         match ev {
-            Event::Turn(TurnEvent::CommandFound {
+            ActorInput::Turn(TurnEvent::CommandFound {
                 tab,
                 turn_id,
                 index,
@@ -57,7 +57,7 @@ impl Loops {
                 let s = self.command_found(&tab, &turn_id, index, &body, malformed, wants);
                 let _ = start.send(s);
             }
-            Event::Turn(TurnEvent::CommandDone {
+            ActorInput::Turn(TurnEvent::CommandDone {
                 tab,
                 turn_id,
                 index,
@@ -65,20 +65,22 @@ impl Loops {
                 output,
                 show,
             }) => self.command_done(&tab, &turn_id, index, ok, &output, show),
-            Event::Turn(TurnEvent::Streaming { tab }) => {
+            ActorInput::Turn(TurnEvent::Streaming { tab }) => {
                 // The turn a delivery started shows: its files are no longer the tab's to fetch.
                 self.delivery_seen(&tab);
                 self.feed(&tab, Input::Streaming(true));
                 self.feed(&tab, Input::TurnSeen { tab: tab.clone() });
             }
-            Event::Turn(TurnEvent::TurnEnded {
+            ActorInput::Turn(TurnEvent::TurnEnded {
                 tab,
                 turn_id,
                 text,
                 commands,
             }) => self.turn_ended(&tab, &turn_id, &text, commands),
-            Event::Turn(TurnEvent::PersonSpoke { tab }) => self.feed(&tab, Input::PersonMessage),
-            Event::Turn(TurnEvent::Held { tab, deliver_id }) => {
+            ActorInput::Turn(TurnEvent::PersonSpoke { tab }) => {
+                self.feed(&tab, Input::PersonMessage)
+            }
+            ActorInput::Turn(TurnEvent::Held { tab, deliver_id }) => {
                 let ours = self
                     .live
                     .lock()
@@ -89,7 +91,7 @@ impl Loops {
                     self.feed(&tab, Input::Held);
                 }
             }
-            Event::Turn(TurnEvent::DeliveryFailed {
+            ActorInput::Turn(TurnEvent::DeliveryFailed {
                 tab,
                 deliver_id,
                 error,
@@ -108,9 +110,9 @@ impl Loops {
                     self.feed(&tab, Input::DeliveryFailed(error));
                 }
             }
-            Event::Turn(TurnEvent::NotRun { tab, command }) => self.not_run(&tab, &command),
-            Event::Begin { tab, task } => self.begin(&tab, &task),
-            Event::Verb { tab, input } => self.feed(&tab, input),
+            ActorInput::Turn(TurnEvent::NotRun { tab, command }) => self.not_run(&tab, &command),
+            ActorInput::Begin { tab, task } => self.begin(&tab, &task),
+            ActorInput::Verb { tab, input } => self.feed(&tab, input),
         }
     }
 

@@ -20,7 +20,7 @@ impl Loops {
         let mut streams = self.streams.lock().expect("loops");
         let stream = streams
             .entry(agent.spec.name.clone())
-            .or_insert_with(|| Stream::new(self.settings.reflect_threshold));
+            .or_insert_with(|| MemoryStream::new(self.settings.reflect_threshold));
         let mut due = false;
         for c in commands {
             let o = Observation::new(round, &c.command, c.ok, &c.output, None);

@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::agents::memory_stream::Stream;
-use crate::agents::session::{Input, Limits, Session, Why};
+use crate::agents::memory_stream::MemoryStream;
+use crate::agents::session::{Input, Session, SessionLimits, Why};
 use crate::agents::store::{AgentRecord, RoundCommand};
 use crate::ask::Asks;
 use crate::commands::agent::Tool;
@@ -58,7 +58,7 @@ pub trait LoopHost: Send + Sync + 'static {
         &self,
         tab: &Arc<Client>,
         agent: Option<&AgentRecord>,
-        limits: &Limits,
+        limits: &SessionLimits,
         recalled: Option<&str>,
     ) -> String;
 }
@@ -135,7 +135,7 @@ pub enum Start {
 }
 
 /// The actor's inputs: what intake saw, and what the doors' verbs hand on.
-enum Event {
+enum ActorInput {
     Turn(TurnEvent),
     /// `agent task` started a session (already in `live`): journal it and send its first
     /// message.
@@ -304,9 +304,9 @@ pub struct Loops {
     /// The sessions' commands running now, by tab.
     inflight: Mutex<HashMap<String, Vec<Inflight>>>,
     /// Each agent's memory stream (observations since its last reflection), by agent name.
-    streams: Mutex<HashMap<String, Stream>>,
+    streams: Mutex<HashMap<String, MemoryStream>>,
     /// To the actor: every input in order.
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<ActorInput>,
 }
 
 /// Recently ended sessions kept for `agent status`.
@@ -367,10 +367,10 @@ impl Loops {
                 );
             }
         }
-        self.post(Event::Turn(ev));
+        self.post(ActorInput::Turn(ev));
     }
 
-    fn post(&self, ev: Event) {
+    fn post(&self, ev: ActorInput) {
         match self.tx.try_send(ev) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(ev)) => {
@@ -387,10 +387,10 @@ impl Loops {
     /// A session's command result for the actor (see [`TurnEvent::CommandDone`]). When the
     /// actor is gone (the hub stops) the result is still shown.
     pub async fn done(&self, ev: TurnEvent) {
-        if let Err(mpsc::error::SendError(Event::Turn(TurnEvent::CommandDone {
+        if let Err(mpsc::error::SendError(ActorInput::Turn(TurnEvent::CommandDone {
             show: Some(show),
             ..
-        }))) = self.tx.send(Event::Turn(ev)).await
+        }))) = self.tx.send(ActorInput::Turn(ev)).await
         {
             show();
         }
@@ -402,15 +402,15 @@ impl Loops {
     }
 
     /// The limits of a session: the hub's, with a card's or an agent's `max_rounds`.
-    pub fn limits(&self, max_rounds: Option<u32>) -> Limits {
+    pub fn limits(&self, max_rounds: Option<u32>) -> SessionLimits {
         let s = &self.settings;
-        Limits {
+        SessionLimits {
             max_rounds: max_rounds.unwrap_or(s.max_rounds).max(1),
             max_wall_ms: s.max_minutes * 60_000,
             gap_ms: s.gap_ms,
             arrival_ms: s.arrival_ms,
             result_chars: s.result_chars,
-            ..Limits::default()
+            ..SessionLimits::default()
         }
     }
 
@@ -503,7 +503,7 @@ impl Loops {
                 l.cancelled = cancelled.clone();
             }
         }
-        self.post(Event::Verb {
+        self.post(ActorInput::Verb {
             tab: tab.clone(),
             input,
         });
@@ -579,7 +579,7 @@ impl Loops {
             l.next_files = files;
             live.insert(tab.id.clone(), l);
         }
-        self.post(Event::Begin {
+        self.post(ActorInput::Begin {
             tab: tab.id.clone(),
             task: task.to_string(),
         });

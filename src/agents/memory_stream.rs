@@ -131,14 +131,14 @@ pub fn estimate_importance(command: &str, ok: bool) -> u8 {
 
 /// The observations of one agent since its last reflection, and when to reflect.
 #[derive(Debug, Clone, Default)]
-pub struct Stream {
+pub struct MemoryStream {
     threshold: u32,
     /// (memory id, observation) since the last reflection.
     pending: Vec<(i64, Observation)>,
     sum: u32,
 }
 
-impl Stream {
+impl MemoryStream {
     /// A stream asking for a reflection past `threshold` (0: [`REFLECT_THRESHOLD`]).
     pub fn new(threshold: u32) -> Self {
         Self {
@@ -185,7 +185,7 @@ pub const RECALL: usize = 5;
 /// Importance of a reflection memory.
 pub const REFLECTION_IMPORTANCE: u8 = 8;
 
-/// The reflection in a reply to [`Stream::reflect`]'s prompt: the lines that cite one of the
+/// The reflection in a reply to [`MemoryStream::reflect`]'s prompt: the lines that cite one of the
 /// `asked` memory ids as `[#ID]` (a line holding a command is not a conclusion, it is left
 /// out), and the ids cited, sorted. `None` when no line cites one.
 pub fn reflection(reply: &str, asked: &[i64]) -> Option<(String, Vec<i64>)> {
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn a_reflection_is_asked_past_the_threshold_and_cites_its_sources() {
-        let mut s = Stream::new(0);
+        let mut s = MemoryStream::new(0);
         let obs = |r, c: &str| Observation::new(r, c, true, "out", None);
         // 5 + 5 + ... : to (5) ten times reaches 50 on the 10th.
         for r in 1..10 {

@@ -4,7 +4,7 @@
 //! A round: the tab's turn ends holding N ≥ 1 commands; the hub runs them; when **every**
 //! command has its result **and** the turn has ended, the session says [`SessionAction::Deliver`]
 //! once (after the pacing gap, never while a draft or a stream is in the way). After a send,
-//! the tab must show the new turn within [`Limits::arrival_ms`]; otherwise one resend with a
+//! the tab must show the new turn within [`SessionLimits::arrival_ms`]; otherwise one resend with a
 //! new deliver id, then a pause "send failed".
 //!
 //! It ends on a turn without a command (the answer), on `?<done [TEXT]>!`, or on a limit:
@@ -27,7 +27,7 @@ use crate::commands::scanner::FoundCommand;
 
 /// The limits and pacing of a session (the hub's flags; a role card's `max_rounds`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
+pub struct SessionLimits {
     /// `--agent-max-rounds` (default 25) or the card's `max_rounds`.
     pub max_rounds: u32,
     /// `--agent-max-minutes` (default 30), in milliseconds.
@@ -50,7 +50,7 @@ pub struct Limits {
     pub result_chars: usize,
 }
 
-impl Default for Limits {
+impl Default for SessionLimits {
     fn default() -> Self {
         Self {
             max_rounds: 25,
@@ -288,7 +288,7 @@ struct Outgoing {
 pub struct Session {
     id: String,
     tab: String,
-    limits: Limits,
+    limits: SessionLimits,
     started_ms: u64,
     state: SessionState,
     /// Rounds closed so far (results messages built).
@@ -316,7 +316,7 @@ impl Session {
     pub fn new(
         id: impl Into<String>,
         tab: impl Into<String>,
-        limits: Limits,
+        limits: SessionLimits,
         seed: u64,
         now_ms: u64,
     ) -> Self {
@@ -347,7 +347,7 @@ impl Session {
     pub fn restore(
         id: impl Into<String>,
         tab: impl Into<String>,
-        limits: Limits,
+        limits: SessionLimits,
         seed: u64,
         started_ms: u64,
         round: u32,

@@ -6,14 +6,14 @@ use crate::commands::scanner::scan_text;
 
 const TAB: &str = "kimi-1";
 
-fn limits() -> Limits {
-    Limits {
+fn limits() -> SessionLimits {
+    SessionLimits {
         gap_ms: (0, 0),
-        ..Limits::default()
+        ..SessionLimits::default()
     }
 }
 
-fn session(l: Limits) -> Session {
+fn session(l: SessionLimits) -> Session {
     Session::new("s1", TAB, l, 7, 0)
 }
 
@@ -162,7 +162,7 @@ fn a_resent_turn_end_or_result_is_never_counted_twice() {
 #[test]
 fn the_round_limit_caps_the_loop_and_says_which_limit() {
     // Peers have no cap (SuperAssistant, better-deepseek): ours ends after max_rounds.
-    let mut s = session(Limits {
+    let mut s = session(SessionLimits {
         max_rounds: 3,
         ..limits()
     });
@@ -186,7 +186,7 @@ fn the_round_limit_caps_the_loop_and_says_which_limit() {
 
 #[test]
 fn wall_time_ends_the_session() {
-    let mut s = session(Limits {
+    let mut s = session(SessionLimits {
         max_wall_ms: 60_000,
         ..limits()
     });
@@ -312,9 +312,9 @@ fn nothing_is_typed_while_the_model_streams_or_the_person_drafts() {
 
 #[test]
 fn the_pacing_gap_is_random_in_range_and_seeded() {
-    let l = Limits {
+    let l = SessionLimits {
         gap_ms: (2_000, 5_000),
-        ..Limits::default()
+        ..SessionLimits::default()
     };
     let mut gaps = Vec::new();
     for seed in 0..20 {
@@ -432,7 +432,7 @@ fn a_forged_result_is_flagged_and_the_next_message_says_so() {
 
 #[test]
 fn the_primer_comes_again_every_n_rounds_and_after_two_malformed_commands() {
-    let mut s = session(Limits {
+    let mut s = session(SessionLimits {
         primer_every: 2,
         ..limits()
     });
@@ -472,7 +472,7 @@ fn the_primer_comes_again_every_n_rounds_and_after_two_malformed_commands() {
 
 #[test]
 fn variables_hold_the_whole_outputs() {
-    let mut s = session(Limits {
+    let mut s = session(SessionLimits {
         result_chars: 5,
         ..limits()
     });
@@ -585,7 +585,7 @@ fn a_turn_after_a_send_the_pause_overtook_is_collected_not_lost() {
         "{text}"
     );
     // Not sent before the pause (the gap still ran): resume sends it, as before.
-    let mut s = session(Limits {
+    let mut s = session(SessionLimits {
         gap_ms: (5_000, 5_000),
         ..limits()
     });

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::answer::{respond, Answer, Finish, Reply};
+use super::answer::{respond, Finish, PendingAnswer, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
 use super::ApiDoor;
@@ -87,6 +87,7 @@ pub(super) async fn complete(
         finished: false,
     };
     let loops = door.loops.clone();
-    let answer: Answer = Box::pin(async move { loops.task(agent, &task).await.map_err(api_error) });
+    let answer: PendingAnswer =
+        Box::pin(async move { loops.task(agent, &task).await.map_err(api_error) });
     respond(door, req.stream, reply, answer, Box::new(guard)).await
 }

@@ -21,8 +21,8 @@ use super::ApiDoor;
 use super::TapEvent;
 use crate::hub::registry::Client;
 
-pub(super) type Answer = Pin<Box<dyn Future<Output = Result<String, ApiError>> + Send>>;
-pub(super) type Out = mpsc::Sender<Result<Bytes, Infallible>>;
+pub(super) type PendingAnswer = Pin<Box<dyn Future<Output = Result<String, ApiError>> + Send>>;
+pub(super) type ChunkSender = mpsc::Sender<Result<Bytes, Infallible>>;
 
 pub(super) fn sse_response(rx: mpsc::Receiver<Result<Bytes, Infallible>>) -> Response {
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
@@ -49,7 +49,7 @@ pub(super) async fn respond(
     door: Arc<ApiDoor>,
     stream: bool,
     reply: Reply,
-    answer: Answer,
+    answer: PendingAnswer,
     mut job: Box<dyn Finish>,
 ) -> Result<Response, ApiError> {
     if !stream {
@@ -79,9 +79,9 @@ pub(super) async fn produce(
     reply: Reply,
     mut tap: Option<mpsc::Receiver<TapEvent>>,
     first: Option<TapEvent>,
-    mut answer: Answer,
+    mut answer: PendingAnswer,
     mut job: Box<dyn Finish>,
-    tx: Out,
+    tx: ChunkSender,
     keepalive: Duration,
 ) {
     let mut emitted = String::new();
@@ -151,7 +151,7 @@ async fn next_event(tap: &mut Option<mpsc::Receiver<TapEvent>>) -> Option<TapEve
     }
 }
 
-async fn send(tx: &Out, text: String) -> Result<(), ()> {
+async fn send(tx: &ChunkSender, text: String) -> Result<(), ()> {
     tx.send(Ok(Bytes::from(text))).await.map_err(|_| ())
 }
 

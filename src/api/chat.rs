@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
 use super::admission::Lease;
-use super::answer::{now_secs, produce, sse_response, Answer, Finish, Reply};
+use super::answer::{now_secs, produce, sse_response, Finish, PendingAnswer, Reply};
 use super::error::ApiError;
 use super::journal::ApiRun;
 use super::models::{self, ModelId};
@@ -280,7 +280,8 @@ async fn complete(
         }
     };
     let tasks = door.tasks.clone();
-    let answer: Answer = Box::pin(async move { ticket.wait(&tasks).await.map_err(ApiError::from) });
+    let answer: PendingAnswer =
+        Box::pin(async move { ticket.wait(&tasks).await.map_err(ApiError::from) });
     let reply = reply.tab(&client);
     let Some(mut tap) = tap else {
         // Not streaming: one object once the tab answered. A client that leaves drops this

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::answer::{respond, Answer, Finish, Reply};
+use super::answer::{respond, Finish, PendingAnswer, Reply};
 use super::error::ApiError;
 use super::prompt::ChatRequest;
 use super::ApiDoor;
@@ -92,7 +92,7 @@ pub(super) async fn complete(
         run_id: run_id.clone(),
         finished: false,
     };
-    let answer: Answer = Box::pin(wait_run(door.clone(), run_id));
+    let answer: PendingAnswer = Box::pin(wait_run(door.clone(), run_id));
     respond(door, req.stream, reply, answer, Box::new(guard)).await
 }
 

@@ -32,7 +32,7 @@ impl crate::agent_loop::LoopHost for Primers {
         &self,
         tab: &Arc<Client>,
         agent: Option<&crate::agents::store::AgentRecord>,
-        limits: &crate::agents::session::Limits,
+        limits: &crate::agents::session::SessionLimits,
         recalled: Option<&str>,
     ) -> String {
         build(self, tab, agent, limits, recalled)
@@ -44,7 +44,7 @@ fn build(
     primers: &Primers,
     tab: &Arc<Client>,
     agent: Option<&crate::agents::store::AgentRecord>,
-    limits: &crate::agents::session::Limits,
+    limits: &crate::agents::session::SessionLimits,
     recalled: Option<&str>,
 ) -> String {
     use crate::agents::primer::{Facts, SkillFact, TabFact};

@@ -102,8 +102,12 @@ pub async fn new_code(State(door): State<Arc<DashboardDoor>>, headers: HeaderMap
 #[derive(Debug, clap::Args)]
 pub struct OpenArgs {
     /// The running hub.
-    #[arg(long, default_value = "http://127.0.0.1:8027", value_name = "URL")]
-    pub hub: String,
+    #[arg(
+        long = "hub",
+        default_value = "http://127.0.0.1:8027",
+        value_name = "URL"
+    )]
+    pub hub_url: String,
     // Data directory (help per OS: src/config.rs).
     #[arg(long, value_name = "DIR", help = concat!(
         "Data directory holding the hub's token [default: ",
@@ -156,7 +160,7 @@ async fn ask_hub(
                 .to_string()
         }
     };
-    let base = args.hub.trim_end_matches('/').to_string();
+    let base = args.hub_url.trim_end_matches('/').to_string();
     let hostport = base
         .strip_prefix("http://")
         .context("--hub must be an http:// URL")?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::engine::{Ack, EngineEvent, Envelope, Presence, WireError, WireTask};
+use super::engine::{EngineAck, EngineEvent, Envelope, Presence, WireError, WireTask};
 use super::hooks::Hooks;
 use super::registry::{Client, ConnState, Remote};
 use super::tasks::{TaskError, TaskRequest};
@@ -336,7 +336,7 @@ impl Hub {
     }
 
     /// Takes one envelope from node `from`.
-    fn take(self: &Arc<Self>, from: &str, e: Envelope) -> Ack {
+    fn take(self: &Arc<Self>, from: &str, e: Envelope) -> EngineAck {
         match e {
             Envelope::Task { task, reply_to } => self.take_task(task, reply_to),
             Envelope::Cancel { to, task_id } => {
@@ -344,19 +344,19 @@ impl Hub {
                     self.tasks.cancel(&c, &task_id);
                     self.tasks.pump(&c);
                 }
-                Ack::Ok
+                EngineAck::Ok
             }
             Envelope::Frame { to, text, durable } => {
                 match self.registry.get(&to).filter(|c| !c.is_remote()) {
                     Some(c) if durable => {
                         self.registry.send_text_durable(&c, text);
-                        Ack::Ok
+                        EngineAck::Ok
                     }
                     Some(c) => {
                         self.registry.send_text(&c, text);
-                        Ack::Ok
+                        EngineAck::Ok
                     }
-                    None => Ack::NoSuchTab,
+                    None => EngineAck::NoSuchTab,
                 }
             }
             Envelope::Result { task_id, result } => {
@@ -366,19 +366,19 @@ impl Hub {
                 {
                     tracing::debug!(task = %task_id, from, "outcome of a task no one waits for");
                 }
-                Ack::Ok
+                EngineAck::Ok
             }
         }
     }
 
     /// A task for a tab of this node, from another node: queued here like any task; its
     /// outcome goes back to `reply_to`. A repeat (same task id) is acked, not queued again.
-    fn take_task(self: &Arc<Self>, task: WireTask, reply_to: String) -> Ack {
+    fn take_task(self: &Arc<Self>, task: WireTask, reply_to: String) -> EngineAck {
         let Some(client) = self.registry.get(&task.to).filter(|c| !c.is_remote()) else {
-            return Ack::NoSuchTab;
+            return EngineAck::NoSuchTab;
         };
         if !self.tasks.take_inbound(&task.task_id) {
-            return Ack::Ok;
+            return EngineAck::Ok;
         }
         let mut req = TaskRequest::new(task.prompt, Duration::from_millis(task.timeout_ms));
         req.task_id = Some(task.task_id.clone());
@@ -392,7 +392,7 @@ impl Hub {
             Ok(t) => t,
             Err(e) => {
                 self.tasks.inbound_done(&task.task_id);
-                return Ack::Refused(WireError::from(e));
+                return EngineAck::Refused(WireError::from(e));
             }
         };
         let hub = self.clone();
@@ -411,12 +411,12 @@ impl Hub {
                 },
             );
         });
-        Ack::Ok
+        EngineAck::Ok
     }
 
     /// Something this node sent was not taken.
-    fn refused(&self, node: &str, e: Envelope, ack: Ack) {
-        if ack == Ack::NodeGone {
+    fn refused(&self, node: &str, e: Envelope, ack: EngineAck) {
+        if ack == EngineAck::NodeGone {
             // Stop picking its tabs now; presence brings them back if the node answers again.
             for c in self.registry.all() {
                 if let Some(mut r) = c.remote().filter(|r| r.node == node && r.connected) {
@@ -433,7 +433,7 @@ impl Hub {
                     .map(|c| c.display())
                     .unwrap_or(task.to);
                 let err = match ack {
-                    Ack::Refused(w) => TaskError::from(w),
+                    EngineAck::Refused(w) => TaskError::from(w),
                     _ => TaskError::TabLost(tab),
                 };
                 self.tasks.complete_remote(&task.task_id, Err(err));

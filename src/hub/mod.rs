@@ -728,14 +728,14 @@ pub fn routes() -> Router<Arc<TabDoor>> {
 /// manager fetches it with the token and its client id; docs/files.md). Served as a download
 /// that can never run on the hub's origin: `attachment`, `nosniff`, a sandbox CSP.
 async fn serve_file(
-    State(hub): State<Arc<TabDoor>>,
+    State(door): State<Arc<TabDoor>>,
     axum::extract::Path(id): axum::extract::Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(e) = hub.check_headers(&headers) {
+    if let Err(e) = door.check_headers(&headers) {
         return e.into_response();
     }
-    if !install::bearer(&headers).is_some_and(|t| auth::token_matches(hub.token(), t)) {
+    if !install::bearer(&headers).is_some_and(|t| auth::token_matches(door.token(), t)) {
         return (StatusCode::UNAUTHORIZED, "令牌错误 / bad token").into_response();
     }
     let not_found = || {
@@ -748,19 +748,19 @@ async fn serve_file(
     let Some(client_id) = headers.get("x-aicard-client").and_then(|v| v.to_str().ok()) else {
         return not_found();
     };
-    let Some(grant) = hub.tasks.files.grant_of(&id, client_id) else {
+    let Some(grant) = door.tasks.files.grant_of(&id, client_id) else {
         return not_found();
     };
     // A delivery's grant lasts until the agent loop revokes it; a task's while the tab holds it.
     let holds = grant.delivery
-        || hub
+        || door
             .registry
             .get(client_id)
-            .is_some_and(|c| hub.tasks.holds(&c, &grant.task_id));
+            .is_some_and(|c| door.tasks.holds(&c, &grant.task_id));
     if !holds {
         return not_found();
     }
-    let bytes = match tokio::fs::read(hub.tasks.files.blob_path(&grant.file)).await {
+    let bytes = match tokio::fs::read(door.tasks.files.blob_path(&grant.file)).await {
         Ok(b) => b,
         Err(_) => return not_found(),
     };
@@ -792,25 +792,26 @@ async fn serve_file(
 
 /// `GET /aicard.user.js`: the script any page may name, so without the token, unless the
 /// request already holds it (`Authorization: Bearer`). See `install.rs`.
-async fn userscript(State(hub): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
-    if let Err(e) = hub.check_script_request(&headers) {
+async fn userscript(State(door): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
+    if let Err(e) = door.check_script_request(&headers) {
         return e.into_response();
     }
-    let with_token = install::bearer(&headers).is_some_and(|t| auth::token_matches(hub.token(), t));
-    hub.script_response(with_token)
+    let with_token =
+        install::bearer(&headers).is_some_and(|t| auth::token_matches(door.token(), t));
+    door.script_response(with_token)
 }
 
 /// `GET /install/{code}/aicard.user.js`: the script with the token, for a one-time code only
 /// the person was shown.
 async fn userscript_install(
-    State(hub): State<Arc<TabDoor>>,
+    State(door): State<Arc<TabDoor>>,
     axum::extract::Path(code): axum::extract::Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(e) = hub.check_script_request(&headers) {
+    if let Err(e) = door.check_script_request(&headers) {
         return e.into_response();
     }
-    if !hub.install_codes.redeem(&code) {
+    if !door.install_codes.redeem(&code) {
         return (
             StatusCode::FORBIDDEN,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -819,18 +820,18 @@ async fn userscript_install(
         )
             .into_response();
     }
-    hub.script_response(true)
+    door.script_response(true)
 }
 
 /// `POST /install-codes` (token only): a fresh install link, for `aicard install`.
-async fn new_install_code(State(hub): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
-    if let Err(e) = hub.check_headers(&headers) {
+async fn new_install_code(State(door): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
+    if let Err(e) = door.check_headers(&headers) {
         return e.into_response();
     }
-    if !install::bearer(&headers).is_some_and(|t| auth::token_matches(hub.token(), t)) {
+    if !install::bearer(&headers).is_some_and(|t| auth::token_matches(door.token(), t)) {
         return (StatusCode::UNAUTHORIZED, "令牌错误 / bad token").into_response();
     }
-    let url = hub.install_url();
+    let url = door.install_url();
     axum::Json(serde_json::json!({ "url": url })).into_response()
 }
 

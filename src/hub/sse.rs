@@ -69,14 +69,14 @@ fn client_from(hub: &Hub, headers: &HeaderMap) -> Result<Arc<Client>, Response> 
 /// or an `ack`. The body is read only after the token is checked, and only up to the frame
 /// limit.
 pub async fn send(
-    State(hub): State<Arc<TabDoor>>,
+    State(door): State<Arc<TabDoor>>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
-    if let Err(r) = authorize(&hub, &headers) {
+    if let Err(r) = authorize(&door, &headers) {
         return r;
     }
-    let body = match read_body(&headers, body, hub.config.limits.max_frame_bytes).await {
+    let body = match read_body(&headers, body, door.config.limits.max_frame_bytes).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -90,22 +90,22 @@ pub async fn send(
         }
     };
     if let ClientFrame::Hello(hello) = frame {
-        return match hub.identify(hello) {
-            Ok(client) => json(StatusCode::OK, &hub.welcome(&client)),
+        return match door.identify(hello) {
+            Ok(client) => json(StatusCode::OK, &door.welcome(&client)),
             Err(e) => json(
                 StatusCode::UNAUTHORIZED,
                 &ServerFrame::error(e.code(), e.to_string()),
             ),
         };
     }
-    let client = match client_from(&hub, &headers) {
+    let client = match client_from(&door, &headers) {
         Ok(c) => c,
         Err(r) => return r,
     };
     let received = frame.type_name().to_string();
     let reply = match frame {
-        ClientFrame::Ack(Ack { received: what }) if what == "welcome" => confirm(&hub, &client),
-        frame => hub.handle_frame(&client, frame),
+        ClientFrame::Ack(Ack { received: what }) if what == "welcome" => confirm(&door, &client),
+        frame => door.handle_frame(&client, frame),
     };
     json(
         StatusCode::OK,
@@ -155,8 +155,8 @@ struct Waiting {
 
 /// `ack {received: "welcome"}`: the tab's event stream reaches it, so it is attached now.
 /// `None` answers with a plain `ack`.
-fn confirm(hub: &TabDoor, client: &Arc<Client>) -> Option<ServerFrame> {
-    let Some((_, waiting)) = hub.sse_waiting.0.remove(&client.id) else {
+fn confirm(door: &TabDoor, client: &Arc<Client>) -> Option<ServerFrame> {
+    let Some((_, waiting)) = door.sse_waiting.0.remove(&client.id) else {
         // A repeated ack of a stream already attached is harmless.
         return (client.state() != ConnState::Connected).then(|| {
             ServerFrame::error(
@@ -166,14 +166,14 @@ fn confirm(hub: &TabDoor, client: &Arc<Client>) -> Option<ServerFrame> {
         });
     };
     let conn_id = waiting.handle.conn_id;
-    let replay = hub.registry.attach(client, waiting.handle);
-    hub.after_welcome(client, &replay);
+    let replay = door.registry.attach(client, waiting.handle);
+    door.after_welcome(client, &replay);
     if let Err(replay) = waiting.confirmed.send(replay) {
         // The stream ended between its welcome and this ack: nothing meant for the tab is
         // lost with it.
-        hub.connection_closed(client, conn_id);
+        door.connection_closed(client, conn_id);
         for text in replay {
-            hub.registry.send_text(client, text);
+            door.registry.send_text(client, text);
         }
         return Some(ServerFrame::error(
             ErrorCode::NoStream,
@@ -186,17 +186,17 @@ fn confirm(hub: &TabDoor, client: &Arc<Client>) -> Option<ServerFrame> {
 
 /// `GET /events`: the hub → tab stream for a tab that said `hello` over `POST /send`. Its
 /// first event is `welcome`; it is attached once the tab acks that event.
-pub async fn events(State(hub): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorize(&hub, &headers) {
+pub async fn events(State(door): State<Arc<TabDoor>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorize(&door, &headers) {
         return r;
     }
-    let client = match client_from(&hub, &headers) {
+    let client = match client_from(&door, &headers) {
         Ok(c) => c,
         Err(r) => return r,
     };
-    let (tx, rx) = super::outq::channel(hub.config.limits.outbound_queue);
+    let (tx, rx) = super::outq::channel(door.config.limits.outbound_queue);
     let kill = Killer::default();
-    let conn_id = hub.registry.next_conn_id();
+    let conn_id = door.registry.next_conn_id();
     let handle = ConnHandle {
         conn_id,
         tx,
@@ -205,15 +205,15 @@ pub async fn events(State(hub): State<Arc<TabDoor>>, headers: HeaderMap) -> Resp
     let (confirmed, confirm) = oneshot::channel();
     let waiting = Waiting { handle, confirmed };
     // A newer stream of the same tab replaces one still waiting for its ack.
-    if let Some(old) = hub.sse_waiting.0.insert(client.id.clone(), waiting) {
+    if let Some(old) = door.sse_waiting.0.insert(client.id.clone(), waiting) {
         old.handle.kill.kill(close::REPLACED);
     }
     let stream = EventStream {
-        welcome: Some(encode(&hub.welcome(&client))),
+        welcome: Some(encode(&door.welcome(&client))),
         confirm: Some(confirm),
-        deadline: tokio::time::Instant::now() + hub.config.timing.stream_confirm,
+        deadline: tokio::time::Instant::now() + door.config.timing.stream_confirm,
         attached: false,
-        hub: hub.hub.clone(),
+        hub: door.hub.clone(),
         client,
         conn_id,
         pending: Vec::new().into_iter(),
@@ -223,7 +223,12 @@ pub async fn events(State(hub): State<Arc<TabDoor>>, headers: HeaderMap) -> Resp
     Sse::new(event_stream(stream))
         .keep_alive(
             KeepAlive::new()
-                .interval(hub.config.timing.ping_interval.min(Duration::from_secs(15)))
+                .interval(
+                    door.config
+                        .timing
+                        .ping_interval
+                        .min(Duration::from_secs(15)),
+                )
                 .text("ping"),
         )
         .into_response()

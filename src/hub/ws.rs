@@ -33,22 +33,22 @@ enum Channel {
     Heartbeat,
 }
 
-pub async fn realtime(State(hub): State<Arc<TabDoor>>, req: Request) -> Response {
-    upgrade(hub, req, Channel::Realtime)
+pub async fn realtime(State(door): State<Arc<TabDoor>>, req: Request) -> Response {
+    upgrade(door, req, Channel::Realtime)
 }
 
-pub async fn heartbeat(State(hub): State<Arc<TabDoor>>, req: Request) -> Response {
-    upgrade(hub, req, Channel::Heartbeat)
+pub async fn heartbeat(State(door): State<Arc<TabDoor>>, req: Request) -> Response {
+    upgrade(door, req, Channel::Heartbeat)
 }
 
 /// The opening handshake: the hub's checks (token, Origin, Host), then RFC 6455's; the
 /// socket's task starts once the `101` is out.
-fn upgrade(hub: Arc<TabDoor>, mut req: Request, ch: Channel) -> Response {
-    if let Err(refusal) = hub.check_headers(req.headers()) {
+fn upgrade(door: Arc<TabDoor>, mut req: Request, ch: Channel) -> Response {
+    if let Err(refusal) = door.check_headers(req.headers()) {
         tracing::warn!(reason = refusal.1, "refused a WebSocket upgrade");
         return refusal.into_response();
     }
-    if hub.shutdown.is_cancelled() {
+    if door.shutdown.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
     }
     let answer = match wsframe::handshake(req.method(), req.version(), req.headers()) {
@@ -56,8 +56,8 @@ fn upgrade(hub: Arc<TabDoor>, mut req: Request, ch: Channel) -> Response {
         Err((status, headers, why)) => return (status, headers, why).into_response(),
     };
     let upgraded = hyper::upgrade::on(&mut req);
-    let max = hub.config.limits.max_frame_bytes;
-    let tracker = hub.tracker.clone();
+    let max = door.config.limits.max_frame_bytes;
+    let tracker = door.tracker.clone();
     tokio::spawn(tracker.track_future(async move {
         let Ok(io) = upgraded.await else {
             return; // the connection ended before it was handed over
@@ -71,7 +71,7 @@ fn upgrade(hub: Arc<TabDoor>, mut req: Request, ch: Channel) -> Response {
         let (rd, wr) = tcp.split();
         let mut stream = Reader::new(rd, max).with_pending(pending);
         let mut sink = Writer::new(wr);
-        connection(hub, &mut sink, &mut stream, ch).await
+        connection(door, &mut sink, &mut stream, ch).await
     }));
     (StatusCode::SWITCHING_PROTOCOLS, answer).into_response()
 }
@@ -91,14 +91,19 @@ fn take_socket(io: hyper::upgrade::Upgraded) -> Option<(TcpStream, Vec<u8>)> {
 }
 
 /// One socket's task, from the upgrade to its end.
-async fn connection(hub: Arc<TabDoor>, sink: &mut Sink<'_>, stream: &mut Stream<'_>, ch: Channel) {
-    let Some(_live) = hub.admit_connection() else {
+async fn connection(
+    door: Arc<TabDoor>,
+    sink: &mut Sink<'_>,
+    stream: &mut FrameStream<'_>,
+    ch: Channel,
+) {
+    let Some(_live) = door.admit_connection() else {
         let _ = sink
             .close(close::POLICY, "too many tabs / 标签页过多")
             .await;
         return;
     };
-    run(hub.clone(), sink, stream, ch).await;
+    run(door.clone(), sink, stream, ch).await;
 }
 
 /// Sizes in bytes of a connection's future and of the futures inside it (each socket's
@@ -128,10 +133,10 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
 }
 
 type Sink<'a> = Writer<WriteHalf<'a>>;
-type Stream<'a> = Reader<ReadHalf<'a>>;
+type FrameStream<'a> = Reader<ReadHalf<'a>>;
 
 /// Waits for `hello`; refuses the socket on anything else.
-async fn read_hello(hub: &Hub, sink: &mut Sink<'_>, stream: &mut Stream<'_>) -> Option<Hello> {
+async fn read_hello(hub: &Hub, sink: &mut Sink<'_>, stream: &mut FrameStream<'_>) -> Option<Hello> {
     let first = tokio::time::timeout(hub.config.timing.hello_timeout, stream.next()).await;
     let text = match first {
         Ok(Some(Ok(Incoming::Text(t)))) => t,
@@ -163,19 +168,19 @@ async fn read_hello(hub: &Hub, sink: &mut Sink<'_>, stream: &mut Stream<'_>) -> 
     }
 }
 
-async fn run(hub: Arc<TabDoor>, sink: &mut Sink<'_>, stream: &mut Stream<'_>, ch: Channel) {
-    let Some(hello) = read_hello(&hub, sink, stream).await else {
+async fn run(door: Arc<TabDoor>, sink: &mut Sink<'_>, stream: &mut FrameStream<'_>, ch: Channel) {
+    let Some(hello) = read_hello(&door, sink, stream).await else {
         return;
     };
     match ch {
         // Boxed: `/heartbeat` sockets are few, and its future would otherwise size every
         // `/realtime` one too.
-        Channel::Heartbeat => Box::pin(heartbeat_session(hub, hello, sink, stream)).await,
-        Channel::Realtime => match begin_realtime(&hub, hello) {
+        Channel::Heartbeat => Box::pin(heartbeat_session(door, hello, sink, stream)).await,
+        Channel::Realtime => match begin_realtime(&door, hello) {
             Ok((client, conn, welcome)) => {
                 let span =
                     tracing::info_span!("tab", client = %client.id, site = %client.info().site);
-                session(hub, client, conn, welcome, (sink, stream))
+                session(door, client, conn, welcome, (sink, stream))
                     .instrument(span)
                     .await
             }
@@ -189,7 +194,7 @@ async fn run(hub: Arc<TabDoor>, sink: &mut Sink<'_>, stream: &mut Stream<'_>, ch
 
 /// A realtime socket's connection state: its id, the sending side the registry holds and
 /// the receiving side its writer drains, and its kill switch.
-struct Conn {
+struct Socket {
     id: u64,
     tx: outq::Sender<Outbound>,
     rx: outq::Receiver<Outbound>,
@@ -199,7 +204,7 @@ struct Conn {
 /// `hello` on `/realtime`: identifies the tab and attaches the connection (synchronous, so
 /// the `Hello` is not kept in the socket's future). Gives the encoded welcome, or the
 /// encoded error to send before closing.
-fn begin_realtime(hub: &Hub, hello: Hello) -> Result<(Arc<Client>, Conn, String), String> {
+fn begin_realtime(hub: &Hub, hello: Hello) -> Result<(Arc<Client>, Socket, String), String> {
     let client = hub.identify(hello).map_err(|e| {
         let err = ServerFrame::error(e.code(), e.to_string());
         encode(&err)
@@ -214,18 +219,18 @@ fn begin_realtime(hub: &Hub, hello: Hello) -> Result<(Arc<Client>, Conn, String)
     };
     hub.registry.attach_draining(&client, handle);
     let welcome = encode(&hub.welcome(&client));
-    Ok((client, Conn { id, tx, rx, kill }, welcome))
+    Ok((client, Socket { id, tx, rx, kill }, welcome))
 }
 
 /// The tab's session after `hello`, inside its tracing span.
 async fn session(
-    hub: Arc<TabDoor>,
+    door: Arc<TabDoor>,
     client: Arc<Client>,
-    conn: Conn,
+    conn: Socket,
     welcome: String,
-    (sink, stream): (&mut Sink<'_>, &mut Stream<'_>),
+    (sink, stream): (&mut Sink<'_>, &mut FrameStream<'_>),
 ) {
-    let Conn {
+    let Socket {
         id: conn_id,
         tx,
         mut rx,
@@ -238,18 +243,18 @@ async fn session(
     // Task frames the replay sent: the task queue must not send them again.
     let mut delivered = Vec::new();
     if ok {
-        match Box::pin(drain_kept(&hub, &client, sink, &kill, &mut delivered)).await {
+        match Box::pin(drain_kept(&door, &client, sink, &kill, &mut delivered)).await {
             Ok(()) => {}
             Err(_) => ok = false,
         }
     }
     let mut unsent = None;
     if ok {
-        hub.after_welcome(&client, &delivered);
+        door.after_welcome(&client, &delivered);
         drop(delivered);
         // `close_all` at shutdown kills every attached socket; one that attached after it ran
         // sees the cancelled token here.
-        if hub.shutdown.is_cancelled() {
+        if door.shutdown.is_cancelled() {
             kill.kill(close::GOING_AWAY);
         }
         // The reader ending ends the writer through `kill` (the writer owns the sink, so it
@@ -257,12 +262,12 @@ async fn session(
         // ends the reader, which is dropped then. So only the writer waits on the kill: one
         // `Notified` per socket, not two.
         let reader = async {
-            let code = read_loop(&hub, &client, stream, &tx, &kill).await;
+            let code = read_loop(&door, &client, stream, &tx, &kill).await;
             kill.kill(code.unwrap_or(1000));
             std::future::pending::<()>().await
         };
         let writer = async {
-            let left = write_loop(&hub, &client, sink, &mut rx, &kill).await;
+            let left = write_loop(&door, &client, sink, &mut rx, &kill).await;
             kill.kill(1000);
             left
         };
@@ -276,8 +281,8 @@ async fn session(
     }
     // Nothing meant for the tab is lost with the socket: the frame being written when it
     // ended, what is still queued and what came after the kill are kept, in that order.
-    if hub.registry.release(&client, conn_id, unsent, &mut rx) {
-        hub.tab_detached(&client);
+    if door.registry.release(&client, conn_id, unsent, &mut rx) {
+        door.tab_detached(&client);
     }
 }
 
@@ -335,9 +340,9 @@ fn close_reason(code: u16) -> &'static str {
 
 /// Reads frames until the socket ends; returns a close code the writer should send.
 async fn read_loop(
-    hub: &Arc<TabDoor>,
+    door: &Arc<TabDoor>,
     client: &Arc<Client>,
-    stream: &mut Stream<'_>,
+    stream: &mut FrameStream<'_>,
     tx: &outq::Sender<Outbound>,
     kill: &Killer,
 ) -> Option<u16> {
@@ -347,7 +352,7 @@ async fn read_loop(
     // the kill is not acted on.
     // The reader's answers (pongs, replies) may fill half the queue; the other half stays
     // free for frames from elsewhere, which find a full queue a sign of a slow consumer.
-    let own_share = (hub.config.limits.outbound_queue / 2).max(1);
+    let own_share = (door.config.limits.outbound_queue / 2).max(1);
     loop {
         let next = stream.next().await;
         if kill.is_killed() {
@@ -365,7 +370,7 @@ async fn read_loop(
         let answer = match msg {
             Incoming::Text(text) => {
                 let reply = match decode(&text) {
-                    Ok(frame) => hub.handle_frame(client, frame),
+                    Ok(frame) => door.handle_frame(client, frame),
                     Err(e) => Some(ServerFrame::error(e.code(), e.to_string())),
                 };
                 match reply {
@@ -429,27 +434,27 @@ async fn write_loop(
         let event = std::future::poll_fn(|cx| {
             use std::task::Poll;
             if let Poll::Ready(code) = kill.poll_killed(cx) {
-                return Poll::Ready(Event::Killed(code));
+                return Poll::Ready(WriterWake::Killed(code));
             }
             // Before frames: a queue that never empties must not starve the pings.
             if std::future::Future::poll(wake.as_mut(), cx).is_ready() {
-                return Poll::Ready(Event::Timer);
+                return Poll::Ready(WriterWake::Timer);
             }
             if client.poll_kept(cx).is_ready() {
-                return Poll::Ready(Event::Kept);
+                return Poll::Ready(WriterWake::Kept);
             }
-            rx.poll_recv(cx).map(Event::Queued)
+            rx.poll_recv(cx).map(WriterWake::Queued)
         })
         .await;
         let failed = match event {
-            Event::Killed(code) => {
+            WriterWake::Killed(code) => {
                 // Boxed, like every rare path here: the socket's future is sized by its
                 // largest state, and it is held for as long as the tab is connected.
                 let close = sink.close(code, close_reason(code));
                 let _ = Box::pin(tokio::time::timeout(Duration::from_secs(1), close)).await;
                 return None;
             }
-            Event::Timer => {
+            WriterWake::Timer => {
                 let now = Instant::now();
                 let Some(silent) = silent_until(client, timing.dead_after) else {
                     tracing::info!("heartbeat timeout: tab marked lost");
@@ -467,11 +472,11 @@ async fn write_loop(
                 wake.as_mut().reset(next_ping.min(silent));
                 continue;
             }
-            Event::Kept => Box::pin(write_kept(hub, client, sink, rx, kill))
+            WriterWake::Kept => Box::pin(write_kept(hub, client, sink, rx, kill))
                 .await
                 .err(),
-            Event::Queued(None) => return None,
-            Event::Queued(Some(out)) => match start_out(sink, out) {
+            WriterWake::Queued(None) => return None,
+            WriterWake::Queued(Some(out)) => match start_out(sink, out) {
                 Err(text) => Some(Some(text)),
                 Ok(is_text) => match send_with_deadline(sink, kill).await {
                     Ok(()) => None,
@@ -487,7 +492,7 @@ async fn write_loop(
 }
 
 /// What the writer's idle wait ended with.
-enum Event {
+enum WriterWake {
     Killed(u16),
     Timer,
     Kept,
@@ -595,12 +600,12 @@ async fn send_with_deadline(sink: &mut Sink<'_>, kill: &Killer) -> Result<(), ()
 
 /// `/heartbeat`: app heartbeats from a known tab; answers each with the hub's time.
 async fn heartbeat_session(
-    hub: Arc<TabDoor>,
+    door: Arc<TabDoor>,
     hello: Hello,
     sink: &mut Sink<'_>,
-    stream: &mut Stream<'_>,
+    stream: &mut FrameStream<'_>,
 ) {
-    if !super::auth::token_matches(hub.token(), &hello.token) {
+    if !super::auth::token_matches(door.token(), &hello.token) {
         let err = ServerFrame::error(ErrorCode::BadToken, super::HelloError::BadToken.to_string());
         let _ = sink.text(encode(&err)).await;
         let _ = sink.close(close::POLICY, "bad token").await;
@@ -609,7 +614,7 @@ async fn heartbeat_session(
     let client = hello
         .client_id
         .as_deref()
-        .and_then(|id| hub.registry.resume(id));
+        .and_then(|id| door.registry.resume(id));
     let Some(client) = client else {
         let e = super::HelloError::UnknownClient(hello.client_id.unwrap_or_default());
         let err = ServerFrame::error(e.code(), e.to_string());
@@ -617,11 +622,11 @@ async fn heartbeat_session(
         let _ = sink.close(close::POLICY, "unknown client").await;
         return;
     };
-    let dead_after = hub.config.timing.dead_after;
+    let dead_after = door.config.timing.dead_after;
     loop {
         let next = tokio::select! {
             n = tokio::time::timeout(dead_after, stream.next()) => n,
-            _ = hub.shutdown.cancelled() => {
+            _ = door.shutdown.cancelled() => {
                 let _ = sink.close(close::GOING_AWAY, "hub shutting down").await;
                 return;
             }
@@ -665,7 +670,7 @@ async fn heartbeat_session(
                 client.touch();
                 if hb.trouble.is_none() {
                     // The tab no longer reports trouble: a person solved the check.
-                    hub.hooks().trouble_cleared(&client);
+                    door.hooks().trouble_cleared(&client);
                 }
                 client.set_heartbeat(hb);
                 ServerFrame::Heartbeat {

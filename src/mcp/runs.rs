@@ -43,17 +43,17 @@ pub enum Status {
 
 /// One tab's answer, named by tab id, site and label.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Answer {
+pub struct TabAnswer {
     pub tab: String,
     pub site: String,
     pub label: String,
     pub text: String,
 }
 
-impl Answer {
-    fn from_client(c: &Client, text: String) -> Answer {
+impl TabAnswer {
+    fn from_client(c: &Client, text: String) -> TabAnswer {
         let info = c.info();
-        Answer {
+        TabAnswer {
             tab: c.id.clone(),
             site: info.site.clone(),
             label: info.label.clone().unwrap_or_else(|| c.display_of(&info)),
@@ -67,7 +67,7 @@ impl Answer {
 pub struct RunView {
     pub run_id: String,
     pub status: Status,
-    pub answers: Vec<Answer>,
+    pub answers: Vec<TabAnswer>,
     /// The answers joined (a fan-out's labelled by tab), or a flow's output.
     pub text: String,
     /// Why targets failed, one line each.
@@ -454,7 +454,7 @@ async fn ask_driver(
                 let Some((model, r)) = next else { break };
                 tx.send_modify(|v| {
                     match r {
-                        Ok((client, text)) => v.answers.push(Answer::from_client(&client, text)),
+                        Ok((client, text)) => v.answers.push(TabAnswer::from_client(&client, text)),
                         Err((client, e)) => {
                             let who = client.map(|c| c.display()).unwrap_or_else(|| model.key());
                             v.errors.push(format!("{who}: {}", e.message));

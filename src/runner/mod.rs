@@ -92,14 +92,14 @@ pub struct Runner {
 
 /// What a run's driver and its attempts reach: the hub (through `Deref`), the ask service,
 /// the runs in progress (the driver ends its run there) and the work of the layers above.
-struct Ctx {
+struct RunCtx {
     hub: Arc<Hub>,
     asks: Arc<Asks>,
     runs: Arc<DashMap<String, RunHandle>>,
     work: Arc<dyn Work>,
 }
 
-impl std::ops::Deref for Ctx {
+impl std::ops::Deref for RunCtx {
     type Target = Hub;
 
     fn deref(&self) -> &Hub {
@@ -305,7 +305,7 @@ impl Runner {
             ctl: ctl_tx,
             view: view.clone(),
         };
-        let ctx = Arc::new(Ctx {
+        let ctx = Arc::new(RunCtx {
             hub: self.hub.clone(),
             asks: self.asks.clone(),
             runs: self.runs.clone(),
@@ -541,7 +541,7 @@ fn render_status(
 
 /// One run's driver task: the only place that mutates its `RunState`.
 struct Drive {
-    ctx: Arc<Ctx>,
+    ctx: Arc<RunCtx>,
     run_id: String,
     flow: String,
     master: Option<String>,
@@ -866,7 +866,7 @@ fn spawn_attempt(
 }
 
 async fn dispatch(
-    ctx: Arc<Ctx>,
+    ctx: Arc<RunCtx>,
     run_id: String,
     master: Option<String>,
     pools: BTreeMap<String, u32>,
@@ -957,7 +957,7 @@ async fn dispatch(
 
 /// `ask`, failing when the tab streams nothing for `idle` (a stuck generation).
 async fn ask_with_idle(
-    ctx: &Arc<Ctx>,
+    ctx: &Arc<RunCtx>,
     client: &Arc<Client>,
     req: TaskRequest,
     idle: Duration,
@@ -984,7 +984,7 @@ async fn ask_with_idle(
 }
 
 async fn run_command(
-    ctx: Arc<Ctx>,
+    ctx: Arc<RunCtx>,
     master: Option<String>,
     c: CommandCall,
     events: mpsc::UnboundedSender<JournalEvent>,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::flows::engine::{Dispatch, PromptTarget};
 use crate::hub::registry::Client;
 
-use super::{Ctx, QUEUE_WAIT};
+use super::{RunCtx, QUEUE_WAIT};
 
 /// Picks a connected tab for a dispatch: matching the target, not the run's master (unless
 /// named exactly), not in `avoid`, not already busy with another item of the same node,
@@ -22,7 +22,11 @@ pub(super) struct Pick<'a> {
     pub(super) pools: &'a BTreeMap<String, u32>,
 }
 
-pub(super) async fn pick_tab(ctx: &Arc<Ctx>, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+pub(super) async fn pick_tab(
+    ctx: &Arc<RunCtx>,
+    d: &Dispatch,
+    pick: &Pick<'_>,
+) -> Option<Arc<Client>> {
     let wait = d
         .timeout
         .queue_ms
@@ -46,7 +50,7 @@ pub(super) async fn pick_tab(ctx: &Arc<Ctx>, d: &Dispatch, pick: &Pick<'_>) -> O
     }
 }
 
-fn choose(ctx: &Ctx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
+fn choose(ctx: &RunCtx, d: &Dispatch, pick: &Pick<'_>) -> Option<Arc<Client>> {
     let master = pick.master;
     let target = match &d.target {
         PromptTarget::Role(r) => format!("role:{r}"),

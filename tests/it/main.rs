@@ -23,6 +23,7 @@ mod hub;
 mod layers;
 mod mcp;
 mod memory;
+mod names;
 mod plan;
 mod protocol_doc;
 mod quotas;

@@ -93,7 +93,7 @@ pub enum Envelope {
 /// The receiving node's answer to one envelope of a batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "a", content = "why", rename_all = "snake_case")]
-pub enum Ack {
+pub enum EngineAck {
     /// Taken: queued for the tab, routed, or applied. A repeat of a task already taken
     /// (same task id) is acked again and not queued twice.
     Ok,
@@ -119,7 +119,7 @@ pub enum EngineEvent {
     Batch {
         from: String,
         items: Vec<Envelope>,
-        ack: oneshot::Sender<Vec<Ack>>,
+        ack: oneshot::Sender<Vec<EngineAck>>,
     },
     /// An event another node put on its bus (JSON), for this node's rules.
     BusEvent(Vec<u8>),
@@ -128,7 +128,7 @@ pub enum EngineEvent {
     /// Envelopes this node sent that were not taken: each with its ack (never `Ok`).
     Refused {
         node: String,
-        items: Vec<(Envelope, Ack)>,
+        items: Vec<(Envelope, EngineAck)>,
     },
 }
 
@@ -289,7 +289,7 @@ impl Engine for Local {
         // No other node exists: whatever was addressed to one is refused at once.
         let ev = EngineEvent::Refused {
             node: node.to_string(),
-            items: vec![(envelope, Ack::NodeGone)],
+            items: vec![(envelope, EngineAck::NodeGone)],
         };
         if self.events.try_send(ev).is_err() {
             tracing::warn!("in-process engine: refusal dropped (channel full)");
@@ -370,8 +370,12 @@ mod tests {
         let text = serde_json::to_string(&items).unwrap();
         let back: Vec<Envelope> = serde_json::from_str(&text).unwrap();
         assert_eq!(back, items);
-        let acks = vec![Ack::Ok, Ack::Refused(WireError::QueueFull("w1".into()))];
-        let back: Vec<Ack> = serde_json::from_str(&serde_json::to_string(&acks).unwrap()).unwrap();
+        let acks = vec![
+            EngineAck::Ok,
+            EngineAck::Refused(WireError::QueueFull("w1".into())),
+        ];
+        let back: Vec<EngineAck> =
+            serde_json::from_str(&serde_json::to_string(&acks).unwrap()).unwrap();
         assert_eq!(back, acks);
     }
 
@@ -397,7 +401,7 @@ mod tests {
         match rx.recv().await {
             Some(EngineEvent::Refused { node, items }) => {
                 assert_eq!(node, "b");
-                assert_eq!(items[0].1, Ack::NodeGone);
+                assert_eq!(items[0].1, EngineAck::NodeGone);
             }
             other => panic!("{other:?}"),
         }

@@ -15,7 +15,7 @@
 //!   with a beat, so the newcomer syncs at once. A graceful stop publishes `leave`.
 //! - **Routing**: core request/reply on `aicard.node.<NODE>`. Envelopes for one node are
 //!   batched (one request per node, at most one in flight per node, split at 512 KiB); the
-//!   reply carries one [`Ack`] per envelope. No responders = the node is gone; a timeout is
+//!   reply carries one [`EngineAck`] per envelope. No responders = the node is gone; a timeout is
 //!   retried with the same batch (a task keeps its id, so the receiver takes it once).
 
 use std::collections::{HashMap, HashSet};
@@ -29,7 +29,8 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::presence::{self, Change, Msg, Own, PresenceStep, SnapPart, Views};
 use super::{
-    Ack, ClusterConfig, Engine, EngineEvent, EngineStats, Envelope, Gate, Hold, Presence, WireError,
+    ClusterConfig, Engine, EngineAck, EngineEvent, EngineStats, Envelope, Gate, Hold, Presence,
+    WireError,
 };
 
 /// A batch or a presence message is split before it reaches this many bytes (nats-server's
@@ -513,7 +514,7 @@ impl Nats {
 
     async fn deliver_chunk(&self, node: &str, items: Vec<(Envelope, String)>) {
         let body = encode_batch(&self.node, &items);
-        let mut outcome = Err(Ack::NodeGone);
+        let mut outcome = Err(EngineAck::NodeGone);
         for attempt in 1..=TRIES {
             self.stats.batches_sent.fetch_add(1, Ordering::Relaxed);
             self.stats
@@ -524,8 +525,8 @@ impl Nats {
                 .timeout(Some(ACK_TIMEOUT));
             match self.client.send_request(inbox(node), req).await {
                 Ok(msg) => {
-                    outcome =
-                        serde_json::from_slice::<Vec<Ack>>(&msg.payload).map_err(|_| Ack::NodeGone);
+                    outcome = serde_json::from_slice::<Vec<EngineAck>>(&msg.payload)
+                        .map_err(|_| EngineAck::NodeGone);
                     break;
                 }
                 Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
@@ -537,14 +538,17 @@ impl Nats {
                 }
             }
         }
-        let refused: Vec<(Envelope, Ack)> = match outcome {
+        let refused: Vec<(Envelope, EngineAck)> = match outcome {
             Ok(acks) if acks.len() == items.len() => items
                 .into_iter()
                 .zip(acks)
-                .filter(|(_, a)| *a != Ack::Ok)
+                .filter(|(_, a)| *a != EngineAck::Ok)
                 .map(|((e, _), a)| (e, a))
                 .collect(),
-            _ => items.into_iter().map(|(e, _)| (e, Ack::NodeGone)).collect(),
+            _ => items
+                .into_iter()
+                .map(|(e, _)| (e, EngineAck::NodeGone))
+                .collect(),
         };
         if !refused.is_empty() {
             let ev = EngineEvent::Refused {
@@ -642,7 +646,7 @@ impl Engine for Nats {
                 node: node.to_string(),
                 items: vec![(
                     envelope,
-                    Ack::Refused(WireError::QueueFull(format!("node {node}"))),
+                    EngineAck::Refused(WireError::QueueFull(format!("node {node}"))),
                 )],
             };
             if self.events.try_send(ev).is_err() {
