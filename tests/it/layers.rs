@@ -565,7 +565,7 @@ fn the_loop_actor_alone_journals_replays_and_builds_the_results_message() {
     let owners = [
         ("agent_store::journal_command(", "agent_loop/journal.rs"),
         ("agent_store::journaled_command(", "agent_loop/journal.rs"),
-        ("fn handle(&self, ev: Event)", "agent_loop/actor.rs"),
+        ("fn handle(&self, ev: ActorInput)", "agent_loop/actor.rs"),
     ];
     for (needle, owner) in owners {
         let at: Vec<String> = files
