@@ -73,7 +73,7 @@ fn api_error(e: LoopError) -> ApiError {
 
 pub(super) async fn complete(
     door: Arc<ApiDoor>,
-    req: ChatRequest,
+    mut req: ChatRequest,
     name: &str,
     reply: Reply,
 ) -> Result<Response, ApiError> {
@@ -81,13 +81,20 @@ pub(super) async fn complete(
         .map_err(|e| api_error(LoopError::Store(e.to_string())))?
         .ok_or_else(|| api_error(LoopError::NoAgent(name.to_string())))?;
     let task = req.last_user().to_string();
+    // The files go with the session's first message (docs/files.md "In the agent loop"),
+    // kept before the agent's tab is asked anything.
+    let files = super::attach::store(&door, req.take_files()).await?;
     let guard = SessionGuard {
         door: door.clone(),
         agent: name.to_string(),
         finished: false,
     };
     let loops = door.loops.clone();
-    let answer: PendingAnswer =
-        Box::pin(async move { loops.task(agent, &task).await.map_err(api_error) });
+    let answer: PendingAnswer = Box::pin(async move {
+        loops
+            .task_with_files(agent, &task, files)
+            .await
+            .map_err(api_error)
+    });
     respond(door, req.stream, reply, answer, Box::new(guard)).await
 }

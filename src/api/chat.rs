@@ -218,11 +218,11 @@ async fn complete(
         return Err(ApiError::model_not_found(&req.model));
     }
     let reply = Reply::new(&req, &model);
-    if req.has_files() && matches!(model, ModelId::Flow(_) | ModelId::Agent(_)) {
+    if req.has_files() && matches!(model, ModelId::Flow(_)) {
         return Err(ApiError::unsupported(
             "messages",
-            "files go to a tab (site/…, tab/…, auto); a flow names its files in its nodes, and \
-             an agent takes files through MCP's agent_task / 文件只能发给标签页模型",
+            "files go to a tab (site/…, tab/…, auto) or an agent (agent/…); a flow names its \
+             files in its nodes / 文件只能发给标签页或智能体模型，流程在节点里指定文件",
         ));
     }
     if let ModelId::Flow(name) = &model {

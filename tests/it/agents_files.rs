@@ -228,3 +228,57 @@ async fn a_skills_file_goes_with_the_next_results_message_and_a_refused_one_paus
         (200, b"\x89PNG\r\n\x1a\nblue".to_vec())
     );
 }
+
+/// The OpenAI door's `agent/NAME` model takes an image like a tab model does: kept before the
+/// session starts, it rides on the session's first message; `flow/…` still refuses files.
+#[tokio::test]
+async fn the_openai_door_gives_an_agent_its_image_with_the_first_message() {
+    use base64::Engine as _;
+    let h = TestHub::start().await;
+    let mut boss = quiet(&h, "boss", "deepseek", "master").await;
+    let mut kimi = quiet(&h, "kimi-1", "kimi", "worker").await;
+    let made = boss.command("?<agent create looker on kimi-1>!").await;
+    assert_eq!(made["result"]["success"], true, "{made}");
+    let url = h.http_url("/v1/chat/completions");
+    let data = base64::engine::general_purpose::STANDARD.encode(CHART);
+    let post = move |model: &str| {
+        let body = json!({"model": model, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "图里是什么？"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}},
+        ]}]});
+        reqwest::Client::new()
+            .post(url.clone())
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let flow = post("flow/anything").await.unwrap();
+    assert_eq!(flow.status(), 400);
+    let err: Value = serde_json::from_str(&flow.text().await.unwrap()).unwrap();
+    assert_eq!(err["error"]["code"], "unsupported_parameter", "{err}");
+
+    let asked = tokio::spawn(post("agent/looker"));
+    let first = kimi.next("deliver").await;
+    assert!(
+        first["text"].as_str().unwrap().contains("图里是什么？"),
+        "{first}"
+    );
+    let att = first["attachments"]
+        .as_array()
+        .expect("attachments")
+        .clone();
+    assert_eq!(att.len(), 1, "{first}");
+    assert_eq!(att[0]["mime"], "image/png");
+    assert_eq!(att[0]["sha256"], sha256(CHART));
+    let id = att[0]["id"].as_str().unwrap();
+    assert_eq!(fetch(&h, id, &kimi.client_id).await, (200, CHART.to_vec()));
+    say(&kimi, "k1", "?<done 一张图表>!");
+    let r = asked.await.unwrap().unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"], "一张图表",
+        "{body}"
+    );
+}
