@@ -190,6 +190,15 @@ pub struct Reader<R> {
     /// The header read so far (2 to 14 bytes).
     head: [u8; 14],
     have: u8,
+    /// What is rarely there: on the heap only while it is (every idle socket holds a
+    /// `Reader`, and these took about 100 bytes of each socket's task).
+    rare: Option<Box<Rare>>,
+}
+
+/// A reader's state between reads that an idle socket does not have.
+#[derive(Default)]
+struct Rare {
+    /// A frame whose payload came in more than one read.
     frame: Option<Partial>,
     /// A fragmented text or binary message so far: its opcode and bytes.
     message: Option<(u8, Vec<u8>)>,
@@ -208,31 +217,51 @@ impl<R: AsyncRead + Unpin> Reader<R> {
             max,
             head: [0; 14],
             have: 0,
-            frame: None,
-            message: None,
-            rest: Vec::new(),
-            at: 0,
+            rare: None,
+        }
+    }
+
+    /// The rare state, allocated on first use.
+    fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// Lets the rare state go once nothing is in it.
+    fn tidy(&mut self) {
+        if self
+            .rare
+            .as_ref()
+            .is_some_and(|r| r.frame.is_none() && r.message.is_none() && r.at >= r.rest.len())
+        {
+            self.rare = None;
         }
     }
 
     /// Bytes that came before the reader took over (read past the HTTP handshake), parsed
     /// before anything is read from the socket.
     pub fn with_pending(mut self, bytes: Vec<u8>) -> Self {
-        self.rest = bytes;
-        self.at = 0;
+        if !bytes.is_empty() {
+            let r = self.rare();
+            r.rest = bytes;
+            r.at = 0;
+        }
         self
     }
 
     /// The next message; `None` once the connection has ended (cleanly or not).
     pub async fn next(&mut self) -> Option<Result<Incoming, WsError>> {
-        if self.at < self.rest.len() {
-            let rest = std::mem::take(&mut self.rest);
-            let (used, out) = self.feed(&rest[self.at..]);
-            if out.is_some() && self.at + used < rest.len() {
-                self.at += used;
-                self.rest = rest;
-            } else {
-                self.at = 0;
+        self.tidy();
+        let pending = self
+            .rare
+            .as_mut()
+            .filter(|r| r.at < r.rest.len())
+            .map(|r| (std::mem::take(&mut r.rest), std::mem::take(&mut r.at)));
+        if let Some((rest, at)) = pending {
+            let (used, out) = self.feed(&rest[at..]);
+            if out.is_some() && at + used < rest.len() {
+                let r = self.rare();
+                r.at = at + used;
+                r.rest = rest;
             }
             if out.is_some() {
                 return out;
@@ -240,8 +269,9 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         }
         poll_fn(|cx| loop {
             if let Some(f) = self
-                .frame
+                .rare
                 .as_mut()
+                .and_then(|r| r.frame.as_mut())
                 .filter(|f| f.len - f.payload.len() >= DIRECT)
             {
                 // A long payload: straight into its buffer, never past the frame's end. The
@@ -266,7 +296,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                         unsafe { f.payload.set_len(start + n) };
                         unmask(&mut f.payload[start..], f.mask, start);
                         if f.payload.len() == f.len {
-                            let f = self.frame.take().expect("the frame being read");
+                            let f = self.rare().frame.take().expect("the frame being read");
                             if let Some(out) = self.complete(f) {
                                 return Poll::Ready(Some(out));
                             }
@@ -288,8 +318,9 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                         }
                         let (used, out) = self.feed(&scratch[..n]);
                         if out.is_some() && used < n {
-                            self.rest = scratch[used..n].to_vec();
-                            self.at = 0;
+                            let r = self.rare();
+                            r.rest = scratch[used..n].to_vec();
+                            r.at = 0;
                         }
                         Poll::Ready(out.map(Some))
                     }
@@ -308,8 +339,11 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     /// used and that message (or error).
     fn feed(&mut self, bytes: &[u8]) -> (usize, Option<Result<Incoming, WsError>>) {
         let mut i = 0;
+        // The frame being read is a local here: it is kept in the rare state only when its
+        // payload has not all come in this read.
+        let mut frame = self.rare.as_mut().and_then(|r| r.frame.take());
         while i < bytes.len() {
-            if let Some(f) = self.frame.as_mut() {
+            if let Some(f) = frame.as_mut() {
                 let take = (f.len - f.payload.len()).min(bytes.len() - i);
                 grow(&mut f.payload, f.len, take);
                 let start = f.payload.len();
@@ -317,7 +351,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                 unmask(&mut f.payload[start..], f.mask, start);
                 i += take;
                 if f.payload.len() == f.len {
-                    let f = self.frame.take().expect("the frame being read");
+                    let f = frame.take().expect("the frame being read");
                     if let Some(out) = self.complete(f) {
                         return (i, Some(out));
                     }
@@ -345,9 +379,12 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                         return (i, Some(out));
                     }
                 }
-                Ok(Some(f)) => self.frame = Some(f),
+                Ok(Some(f)) => frame = Some(f),
                 Ok(None) => unreachable!("a whole header was read"),
             }
+        }
+        if frame.is_some() {
+            self.rare().frame = frame;
         }
         (i, None)
     }
@@ -384,17 +421,18 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                 }
             }
             op::CONTINUATION | op::TEXT | op::BINARY => {
-                let so_far = self.message.as_ref().map_or(0, |(_, m)| m.len() as u64);
+                let message = self.rare.as_ref().and_then(|r| r.message.as_ref());
+                let so_far = message.map_or(0, |(_, m)| m.len() as u64);
                 if len.saturating_add(so_far) > self.max as u64 {
                     return Err(WsError::TooBig {
                         size: len.saturating_add(so_far),
                         max: self.max,
                     });
                 }
-                if opcode == op::CONTINUATION && self.message.is_none() {
+                if opcode == op::CONTINUATION && message.is_none() {
                     return Err(WsError::Protocol("a continuation frame with no message"));
                 }
-                if opcode != op::CONTINUATION && self.message.is_some() {
+                if opcode != op::CONTINUATION && message.is_some() {
                     return Err(WsError::Protocol(
                         "a new message before the fragmented one ended",
                     ));
@@ -419,18 +457,18 @@ impl<R: AsyncRead + Unpin> Reader<R> {
             op::PONG => Some(Ok(Incoming::Pong)),
             op::CLOSE => Some(close_payload(&f.payload)),
             op::CONTINUATION => {
-                let (kind, mut bytes) = self.message.take().expect("checked at the header");
+                let (kind, mut bytes) = self.rare().message.take().expect("checked at the header");
                 bytes.extend_from_slice(&f.payload);
                 if f.fin {
                     Some(finish(kind, bytes))
                 } else {
-                    self.message = Some((kind, bytes));
+                    self.rare().message = Some((kind, bytes));
                     None
                 }
             }
             kind if f.fin => Some(finish(kind, f.payload)),
             kind => {
-                self.message = Some((kind, f.payload));
+                self.rare().message = Some((kind, f.payload));
                 None
             }
         }
@@ -823,7 +861,8 @@ mod tests {
         // One poll reads all that was sent (it is in the pipe) and then waits for the rest.
         let pending = futures_util::FutureExt::now_or_never(r.next());
         assert!(pending.is_none(), "nothing whole was sent");
-        let f = r.frame.as_ref().expect("a frame under way");
+        let f = r.rare.as_ref().and_then(|r| r.frame.as_ref());
+        let f = f.expect("a frame under way");
         assert_eq!(f.payload.len(), 10);
         assert!(
             f.payload.capacity() <= GROW_AHEAD,
@@ -843,8 +882,12 @@ mod tests {
         for _ in 0..3 {
             r.next().await.unwrap().unwrap();
         }
-        assert!(r.frame.is_none() && r.message.is_none());
-        assert_eq!(r.rest.capacity(), 0, "the bytes read ahead are let go");
+        // The next read starts by letting the rare state go: nothing is in it.
+        r.tidy();
+        assert!(
+            r.rare.is_none(),
+            "no frame, message or bytes read ahead are kept"
+        );
     }
 
     #[tokio::test]
@@ -1028,7 +1071,7 @@ mod tests {
                     let (used, out) = r.feed(&piece[at..]);
                     prop_assert!(used <= piece.len() - at);
                     at += used;
-                    if let Some(f) = &r.frame {
+                    if let Some(f) = r.rare.as_ref().and_then(|r| r.frame.as_ref()) {
                         prop_assert!(f.len <= 256);
                     }
                     match out {
