@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Reply, ScriptedTab, TestHub};
+use common::{agent_event, Reply, ScriptedTab, TestHub};
 use serde_json::{json, Value};
 
 /// The model of a tab writes one turn (a free reply, streamed in two chunks).
@@ -19,21 +19,6 @@ fn say(tab: &ScriptedTab, turn: &str, text: &str) {
     tab.send(json!({"type":"chunk","turn_id":turn,"seq":0,"text":&text[..half]}));
     tab.send(json!({"type":"chunk","turn_id":turn,"seq":1,"text":&text[half..]}));
     tab.send(json!({"type":"turn_end","turn_id":turn,"text":text}));
-}
-
-/// The next `flow_event` of an agent session with one of `states`.
-async fn agent_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
-    tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            let v = tab.next("flow_event").await;
-            if v["detail"]["kind"] == "agent" && states.contains(&v["state"].as_str().unwrap_or(""))
-            {
-                return v;
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no agent event {states:?} in time"))
 }
 
 async fn worker(hub: &TestHub, label: &str) -> ScriptedTab {

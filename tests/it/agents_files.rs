@@ -11,41 +11,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use aicard::config::ExecFlag;
-use common::{Reply, ScriptedTab, TestHub, TOKEN};
+use common::{agent_event, fetch_file, have_python3, Reply, ScriptedTab, TestHub, TOKEN};
 use serde_json::{json, Value};
-
-/// `GET /files/ID` as a tab's manager does it: the token, and the tab's client id.
-async fn fetch(h: &TestHub, id: &str, client: &str) -> (u16, Vec<u8>) {
-    let r = reqwest::Client::new()
-        .get(h.http_url(&format!("/files/{id}")))
-        .bearer_auth(TOKEN)
-        .header("x-aicard-client", client)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.bytes().await.unwrap().to_vec())
-}
 
 /// The model of a tab writes one turn.
 fn say(tab: &ScriptedTab, turn: &str, text: &str) {
     tab.send(json!({"type":"chunk","turn_id":turn,"seq":0,"text":text}));
     tab.send(json!({"type":"turn_end","turn_id":turn,"text":text}));
-}
-
-/// The next `flow_event` of an agent session with one of `states`.
-async fn agent_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
-    tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            let v = tab.next("flow_event").await;
-            if v["detail"]["kind"] == "agent" && states.contains(&v["state"].as_str().unwrap_or(""))
-            {
-                return v;
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no agent event {states:?} in time"))
 }
 
 async fn quiet(h: &TestHub, label: &str, site: &str, role: &str) -> ScriptedTab {
@@ -111,14 +83,17 @@ async fn agent_task_with_files_attaches_them_to_the_first_message_only_while_the
     assert_eq!(att[0]["sha256"], sha256(CHART));
     let id = att[0]["id"].as_str().unwrap();
     // Its tab fetches the same bytes while it holds the delivery; no other tab can.
-    assert_eq!(fetch(&h, id, &kimi.client_id).await, (200, CHART.to_vec()));
-    assert_eq!(fetch(&h, id, &other.client_id).await.0, 404);
+    assert_eq!(
+        fetch_file(&h, id, &kimi.client_id).await,
+        (200, CHART.to_vec())
+    );
+    assert_eq!(fetch_file(&h, id, &other.client_id).await.0, 404);
     // The turn the delivery started shows: the grant is gone.
     say(&kimi, "k1", "图里是一张图表 ?<done 一张图表>!");
     let answer = boss.next("cmd_result").await;
     assert_eq!(answer["result"]["success"], true, "{answer}");
     assert_eq!(answer["result"]["output"], "一张图表", "{answer}");
-    assert_eq!(fetch(&h, id, &kimi.client_id).await.0, 404);
+    assert_eq!(fetch_file(&h, id, &kimi.client_id).await.0, 404);
 }
 
 const SHOT: &str = "#!/usr/bin/env python3\n# name: shot\n# description: draws a picture\n\
@@ -126,17 +101,6 @@ const SHOT: &str = "#!/usr/bin/env python3\n# name: shot\n# description: draws a
 a = json.load(sys.stdin)\n\
 open(os.path.join(os.environ['AICARD_OUT'], 'shot.png'), 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + a['color'].encode())\n\
 print('drawn')\n";
-
-fn have_python3() -> bool {
-    let found = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipped: python3 is not on PATH");
-    }
-    found
-}
 
 /// `aicard skill enable NAME` in the person's terminal, on the hub's store.
 fn enable(h: &TestHub, dir: &Path, name: &str) {
@@ -187,8 +151,15 @@ async fn a_skills_file_goes_with_the_next_results_message_and_a_refused_one_paus
     assert_eq!(att[0]["mime"], "image/png");
     assert_eq!(att[0]["sha256"], sha256(drawn));
     let id = att[0]["id"].as_str().unwrap();
-    assert_eq!(fetch(&h, id, &m.client_id).await, (200, drawn.to_vec()));
-    assert_eq!(fetch(&h, id, &other.client_id).await.0, 404, "another tab");
+    assert_eq!(
+        fetch_file(&h, id, &m.client_id).await,
+        (200, drawn.to_vec())
+    );
+    assert_eq!(
+        fetch_file(&h, id, &other.client_id).await.0,
+        404,
+        "another tab"
+    );
 
     // The next round carries only its own files: none here.
     say(&m, "t2", "再看看 ?<echo again>!");
@@ -196,7 +167,7 @@ async fn a_skills_file_goes_with_the_next_results_message_and_a_refused_one_paus
     assert_eq!(d2["agent"]["round"], 2, "{d2}");
     assert!(d2.get("attachments").is_none(), "{d2}");
     assert_eq!(
-        fetch(&h, id, &m.client_id).await.0,
+        fetch_file(&h, id, &m.client_id).await.0,
         404,
         "the delivery was seen"
     );
@@ -216,7 +187,7 @@ async fn a_skills_file_goes_with_the_next_results_message_and_a_refused_one_paus
         "{why}"
     );
     let gone = d3["attachments"][0]["id"].as_str().unwrap();
-    assert_eq!(fetch(&h, gone, &m.client_id).await.0, 404, "withdrawn");
+    assert_eq!(fetch_file(&h, gone, &m.client_id).await.0, 404, "withdrawn");
     // Resume: the same message goes again, with its file under a new id.
     m.send(json!({"type":"user_input","text":"?<agent resume>!"}));
     let again = m.next("deliver").await;
@@ -224,7 +195,7 @@ async fn a_skills_file_goes_with_the_next_results_message_and_a_refused_one_paus
     let id2 = again["attachments"][0]["id"].as_str().unwrap();
     assert_ne!(id2, gone);
     assert_eq!(
-        fetch(&h, id2, &m.client_id).await,
+        fetch_file(&h, id2, &m.client_id).await,
         (200, b"\x89PNG\r\n\x1a\nblue".to_vec())
     );
 }
@@ -272,7 +243,10 @@ async fn the_openai_door_gives_an_agent_its_image_with_the_first_message() {
     assert_eq!(att[0]["mime"], "image/png");
     assert_eq!(att[0]["sha256"], sha256(CHART));
     let id = att[0]["id"].as_str().unwrap();
-    assert_eq!(fetch(&h, id, &kimi.client_id).await, (200, CHART.to_vec()));
+    assert_eq!(
+        fetch_file(&h, id, &kimi.client_id).await,
+        (200, CHART.to_vec())
+    );
     say(&kimi, "k1", "?<done 一张图表>!");
     let r = asked.await.unwrap().unwrap();
     assert_eq!(r.status(), 200);

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{hello, Reply, ScriptedTab, TOKEN};
-use serde_json::{json, Value};
+use common::{agent_event, hello, Reply, ScriptedTab, TOKEN};
+use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -61,21 +61,6 @@ async fn serve(dir: &Path) -> (Child, String) {
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let addr = line.rsplit("http://").next().unwrap().trim().to_string();
     (child, format!("ws://{addr}/realtime"))
-}
-
-/// The next agent `flow_event` of the tab with one of `states`.
-async fn agent_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
-    tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            let v = tab.next("flow_event").await;
-            if v["detail"]["kind"] == "agent" && states.contains(&v["state"].as_str().unwrap_or(""))
-            {
-                return v;
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no agent event {states:?} in time"))
 }
 
 /// Memories whose text holds `needle`, counted in the store the hub left.

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{Reply, ScriptedTab, TestHub, TOKEN};
+use common::{agent_event, Reply, ScriptedTab, TestHub, TOKEN};
 use serde_json::{json, Value};
 
 fn client() -> reqwest::Client {
@@ -57,21 +57,6 @@ async fn post(h: &TestHub, path: &str) -> (u16, Value) {
 fn say(tab: &ScriptedTab, turn: &str, text: &str) {
     tab.send(json!({"type":"chunk","turn_id":turn,"seq":0,"text":text}));
     tab.send(json!({"type":"turn_end","turn_id":turn,"text":text}));
-}
-
-/// The next `flow_event` of an agent session with one of `states`.
-async fn agent_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
-    tokio::time::timeout(Duration::from_secs(15), async {
-        loop {
-            let v = tab.next("flow_event").await;
-            if v["detail"]["kind"] == "agent" && states.contains(&v["state"].as_str().unwrap_or(""))
-            {
-                return v;
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no agent event {states:?} in time"))
 }
 
 #[tokio::test]

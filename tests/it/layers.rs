@@ -24,11 +24,11 @@ const KNOWN_CLIMBS: &[(&str, &str)] = &[];
 
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-fn src() -> PathBuf {
+pub(crate) fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .expect("src is readable")
         .flatten()

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::common::{answer_task, wait_event, Reply, TestHub, TOKEN, WAIT};
+use crate::common::{answer_task, fetch_file, wait_event, Reply, TestHub, TOKEN, WAIT};
 use aicard::hub::HubEvent;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
@@ -713,19 +713,6 @@ const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR mcp image";
 fn b64(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// `GET /files/ID` as the tab's manager does it.
-async fn fetch_file(h: &TestHub, id: &str, client: &str) -> (u16, Vec<u8>) {
-    let r = reqwest::Client::new()
-        .get(h.http_url(&format!("/files/{id}")))
-        .bearer_auth(TOKEN)
-        .header("x-aicard-client", client)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.bytes().await.unwrap().to_vec())
 }
 
 /// The next task's attachments, each fetched while the task is held, then the task answered.

@@ -6,27 +6,8 @@
 //! indented and stay local). Associated types (`type Target = …` in an impl) are indented too.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .expect("src is readable")
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use super::layers::{rust_files, src};
 
 /// Test files are modules of their own too, but only code the product runs is held to this.
 fn is_test_file(rel: &str) -> bool {

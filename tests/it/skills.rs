@@ -280,17 +280,6 @@ fn enable(h: &TestHub, dir: &Path, name: &str) -> std::process::Output {
         .expect("aicard runs")
 }
 
-fn have_python3() -> bool {
-    let found = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipped: python3 is not on PATH");
-    }
-    found
-}
-
 #[tokio::test]
 async fn a_program_skill_runs_only_when_allowed_and_enabled_and_a_change_disables_it() {
     if !have_python3() {

@@ -606,3 +606,43 @@ pub fn have_python() -> bool {
     }
     found
 }
+
+/// The next `flow_event` of an agent session with one of `states`.
+pub async fn agent_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
+    tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let v = tab.next("flow_event").await;
+            if v["detail"]["kind"] == "agent" && states.contains(&v["state"].as_str().unwrap_or(""))
+            {
+                return v;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no agent event {states:?} in time"))
+}
+
+/// `GET /files/ID` as the tab's manager does it.
+pub async fn fetch_file(h: &TestHub, id: &str, client: &str) -> (u16, Vec<u8>) {
+    let r = reqwest::Client::new()
+        .get(h.http_url(&format!("/files/{id}")))
+        .bearer_auth(TOKEN)
+        .header("x-aicard-client", client)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.bytes().await.unwrap().to_vec())
+}
+
+/// Whether `python3` runs here (program skills are Python); without it a test prints a skip line.
+pub fn have_python3() -> bool {
+    let found = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: python3 is not on PATH");
+    }
+    found
+}
