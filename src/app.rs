@@ -77,6 +77,7 @@ impl RunningHub {
 impl App {
     /// Opens the store, loads or makes the token, binds the listener and serves.
     pub async fn start(config: HubConfig) -> anyhow::Result<RunningHub> {
+        crate::http_client::install_provider();
         // Bottom up, each service once, each given what it uses when it is made.
         // Commands (role cards, memory) are made over the store before any task is submitted:
         // every prompt passes through them (`Tasks`' prompt hook).

@@ -47,9 +47,10 @@ pub struct HubConfig {
     /// Exact `ip:port` pairs a fetch may reach although they are not public: tests only
     /// (a local server standing in for the internet); never set from the command line.
     pub fetch_allow: Vec<SocketAddr>,
-    /// DER certificates a fetch trusts besides the web PKI roots: tests only (a local HTTPS
-    /// server with a CA of its own); never set from the command line.
-    pub fetch_test_roots: Vec<Vec<u8>>,
+    /// DER certificates an outgoing https request (a fetch, an MCP server's `url`) trusts
+    /// besides the web PKI roots: tests only (a local HTTPS server with a CA of its own);
+    /// never set from the command line.
+    pub test_roots: Vec<Vec<u8>>,
     /// `--memory-summarizer TARGET`: the tab that summarizes each scope's new memories (off).
     pub memory_summarizer: Option<String>,
     /// `--memory-summary-every N`: new entries of a scope per summary (500).
@@ -254,7 +255,7 @@ impl HubConfig {
             max_file_mb: 20,
             fetch_urls: false,
             fetch_allow: Vec::new(),
-            fetch_test_roots: Vec::new(),
+            test_roots: Vec::new(),
             memory_summarizer: None,
             memory_summary_every: 500,
             data_dir,

@@ -25,6 +25,7 @@ pub mod events;
 pub mod exec;
 pub mod flows;
 pub mod foreman;
+pub mod http_client;
 pub mod hub;
 pub mod mcp;
 pub mod mcp_client;

@@ -54,6 +54,8 @@ static TUNE_ALLOCATOR: extern "C" fn() = {
 fn main() {
     #[cfg(not(all(target_os = "linux", not(test))))]
     tune_allocator();
+    // Any HTTP client reqwest builds by itself takes this TLS provider (docs/api.md).
+    aicard::http_client::install_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -195,7 +195,7 @@ impl Webhooks {
         tracker: &TaskTracker,
     ) -> Webhooks {
         let stats = Arc::new(Stats::default());
-        let client = reqwest::Client::builder()
+        let client = crate::http_client::builder()
             .timeout(delivery.timeout)
             .user_agent(concat!("aicard/", env!("CARGO_PKG_VERSION")))
             .build()

@@ -123,7 +123,7 @@ async fn store_one(door: &ApiDoor, part: FilePart) -> Result<FileRef, ApiError> 
                 &url,
                 max,
                 &door.config.fetch_allow,
-                &door.config.fetch_test_roots,
+                &door.config.test_roots,
             )
             .await
             .map_err(|why| refused(format!("图片下载被拒绝 / fetching {url} refused: {why}")))?;

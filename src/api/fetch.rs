@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
+use crate::http_client;
+
 /// Redirects followed at most.
 pub const MAX_HOPS: usize = 3;
 /// The whole fetch, connect to last byte.
@@ -180,9 +182,11 @@ pub struct Fetched {
 }
 
 /// The client of every fetch: the rules above, and for https only the web PKI roots
-/// compiled into the binary (no system store, nothing from input), certificates and host
-/// names always verified.
-fn client(allow: &[SocketAddr]) -> reqwest::ClientBuilder {
+/// compiled into the binary (`http_client`: no system store, nothing from input),
+/// certificates and host names always verified. `roots` (DER) are trusted too: tests only,
+/// whose local HTTPS server has a CA of its own (`HubConfig::test_roots`, never set
+/// from the command line).
+fn client(allow: &[SocketAddr], roots: &[Vec<u8>]) -> Result<reqwest::ClientBuilder, String> {
     let hops = allow.to_vec();
     let policy = reqwest::redirect::Policy::custom(move |attempt| {
         match check_hop(attempt.previous(), attempt.url(), &hops) {
@@ -193,28 +197,12 @@ fn client(allow: &[SocketAddr]) -> reqwest::ClientBuilder {
             }
         }
     });
-    reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(true)
+    Ok(http_client::builder_trusting(roots)?
         .no_proxy()
         .redirect(policy)
         .dns_resolver(Arc::new(PublicOnly))
         .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(FETCH_TIMEOUT)
-}
-
-/// [`client`] that also trusts `roots` (DER): tests only, whose local HTTPS server has a CA
-/// of its own (`HubConfig::fetch_test_roots`, never set from the command line).
-fn client_trusting(
-    allow: &[SocketAddr],
-    roots: &[Vec<u8>],
-) -> Result<reqwest::ClientBuilder, String> {
-    let mut builder = client(allow);
-    for der in roots {
-        let cert = reqwest::Certificate::from_der(der).map_err(|e| chain(&e))?;
-        builder = builder.add_root_certificate(cert);
-    }
-    Ok(builder)
+        .timeout(FETCH_TIMEOUT))
 }
 
 /// Fetches `url` under the rules above, at most `max` bytes; the error is a sentence for the
@@ -227,12 +215,7 @@ pub async fn fetch_image(
 ) -> Result<Fetched, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
     check_url(&parsed, allow)?;
-    let builder = if test_roots.is_empty() {
-        client(allow)
-    } else {
-        client_trusting(allow, test_roots)?
-    };
-    let client = builder.build().map_err(|e| chain(&e))?;
+    let client = client(allow, test_roots)?.build().map_err(|e| chain(&e))?;
     let resp = client
         .get(parsed)
         .header(reqwest::header::ACCEPT, "image/*")

@@ -869,7 +869,7 @@ mod tests {
 
     /// One frame over `POST /send` as tab `client`; the hub's answer.
     async fn send(url: &str, client: &str, frame: serde_json::Value) -> serde_json::Value {
-        reqwest::Client::new()
+        crate::http_client::plain()
             .post(url)
             .bearer_auth("test-token")
             .header(sse::CLIENT_HEADER, client)

@@ -104,7 +104,7 @@ type Upstream = RunningService<RoleClient, Up>;
 async fn connect(url: &str, token: &str, handler: Up) -> Result<Upstream, String> {
     let endpoint = format!("{}/mcp", url.trim_end_matches('/'));
     let cfg = StreamableHttpClientTransportConfig::with_uri(endpoint.clone()).auth_header(token);
-    let transport = StreamableHttpClientTransport::from_config(cfg);
+    let transport = StreamableHttpClientTransport::with_client(crate::http_client::plain(), cfg);
     handler
         .serve(transport)
         .await
@@ -115,9 +115,12 @@ async fn connect(url: &str, token: &str, handler: Up) -> Result<Upstream, String
 pub async fn hub_client(url: &str, token: &str) -> Result<RunningService<RoleClient, ()>, String> {
     let endpoint = format!("{}/mcp", url.trim_end_matches('/'));
     let cfg = StreamableHttpClientTransportConfig::with_uri(endpoint.clone()).auth_header(token);
-    ().serve(StreamableHttpClientTransport::from_config(cfg))
-        .await
-        .map_err(|e| format!("cannot reach the hub at {endpoint}: {e}"))
+    ().serve(StreamableHttpClientTransport::with_client(
+        crate::http_client::plain(),
+        cfg,
+    ))
+    .await
+    .map_err(|e| format!("cannot reach the hub at {endpoint}: {e}"))
 }
 
 struct Relay {

@@ -36,6 +36,8 @@ pub struct Clients {
     workspace: PathBuf,
     /// The exec timeout: a call's default limit.
     timeout: Duration,
+    /// DER roots an https server is trusted by besides Mozilla's: tests only.
+    test_roots: Vec<Vec<u8>>,
     conns: tokio::sync::Mutex<HashMap<String, Arc<ServerConn>>>,
     /// Stdio children by server name, killed on shutdown (outside any async lock).
     services: Mutex<HashMap<String, exec::Service>>,
@@ -55,11 +57,18 @@ impl Clients {
             path,
             workspace,
             timeout,
+            test_roots: Vec::new(),
             conns: tokio::sync::Mutex::new(HashMap::new()),
             services: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
             closed: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Also trusts `roots` (DER) for an https `url`: tests only (`HubConfig::test_roots`).
+    pub fn trusting(mut self, roots: Vec<Vec<u8>>) -> Clients {
+        self.test_roots = roots;
+        self
     }
 
     /// The configuration file in use.
@@ -198,7 +207,10 @@ impl Clients {
                 if !custom.is_empty() {
                     cfg = cfg.custom_headers(custom);
                 }
-                let transport = StreamableHttpClientTransport::from_config(cfg);
+                let http = crate::http_client::builder_trusting(&self.test_roots)
+                    .and_then(|b| b.build().map_err(|e| e.to_string()))
+                    .map_err(|e| format!("`{name}`: {e}"))?;
+                let transport = StreamableHttpClientTransport::with_client(http, cfg);
                 match tokio::time::timeout(CONNECT_TIMEOUT, ().serve(transport)).await {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => return Err(format!("cannot reach `{name}` at {url}: {e}")),

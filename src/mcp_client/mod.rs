@@ -33,4 +33,5 @@ pub fn open(config: &crate::config::HubConfig) -> Clients {
         config.data_dir.join("workspace"),
         crate::exec::DEFAULT_TIMEOUT,
     )
+    .trusting(config.test_roots.clone())
 }

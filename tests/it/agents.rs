@@ -447,7 +447,7 @@ async fn the_openai_door_asks_an_agent() {
     boss.command("?<agent create helper on kimi-1>!").await;
     let url = hub.http_url("/v1/chat/completions");
     let post = |model: &str| {
-        reqwest::Client::new()
+        aicard::http_client::plain()
             .post(url.clone())
             .header("authorization", format!("Bearer {}", common::TOKEN))
             .header("content-type", "application/json")

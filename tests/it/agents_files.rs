@@ -217,7 +217,7 @@ async fn the_openai_door_gives_an_agent_its_image_with_the_first_message() {
             {"type": "text", "text": "图里是什么？"},
             {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}},
         ]}]});
-        reqwest::Client::new()
+        aicard::http_client::plain()
             .post(url.clone())
             .header("authorization", format!("Bearer {TOKEN}"))
             .header("content-type", "application/json")

@@ -4,12 +4,13 @@
 
 use std::time::{Duration, Instant};
 
+use crate::common::tls::{TestCa, TlsServer};
 use crate::common::*;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 fn http() -> reqwest::Client {
-    reqwest::Client::new()
+    aicard::http_client::plain()
 }
 
 fn chat_body(model: &str, text: &str, stream: bool) -> Value {
@@ -1493,19 +1494,6 @@ fn image_body(model: &str, url: &str) -> Value {
     ]}]})
 }
 
-/// `GET /files/ID` as the tab's manager does it: status and bytes.
-async fn fetch_file(h: &TestHub, id: &str, client: &str) -> (u16, Vec<u8>) {
-    let r = http()
-        .get(h.http_url(&format!("/files/{id}")))
-        .bearer_auth(TOKEN)
-        .header("x-aicard-client", client)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.bytes().await.unwrap().to_vec())
-}
-
 fn blobs(h: &TestHub) -> usize {
     std::fs::read_dir(h.dir.path().join("blobs"))
         .map(|d| d.flatten().filter(|e| e.path().is_file()).count())
@@ -1834,99 +1822,6 @@ async fn fetch_urls_fetches_a_public_image_and_never_follows_a_redirect_to_loopb
     );
 }
 
-/// A CA of the test's own: the hub trusts it only through `HubConfig::fetch_test_roots`.
-struct TestCa {
-    der: Vec<u8>,
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-}
-
-impl TestCa {
-    fn new() -> TestCa {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "aicard test CA");
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        TestCa {
-            der: cert.der().to_vec(),
-            issuer: rcgen::Issuer::new(params, key),
-        }
-    }
-
-    /// A server certificate for `names` signed by this CA.
-    fn server(&self, names: &[&str]) -> TlsServer {
-        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(names)
-            .unwrap()
-            .signed_by(&key, &self.issuer)
-            .unwrap();
-        TlsServer::new(cert.der().to_vec(), key.serialize_der())
-    }
-}
-
-/// A TLS server's certificate and key.
-struct TlsServer {
-    config: std::sync::Arc<tokio_rustls::rustls::ServerConfig>,
-}
-
-impl TlsServer {
-    fn new(cert: Vec<u8>, pkcs8: Vec<u8>) -> TlsServer {
-        use tokio_rustls::rustls::{self, pki_types};
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![pki_types::CertificateDer::from(cert)],
-                pki_types::PrivateKeyDer::Pkcs8(pkcs8.into()),
-            )
-            .unwrap();
-        TlsServer {
-            config: std::sync::Arc::new(config),
-        }
-    }
-
-    /// A certificate for 127.0.0.1 that signs itself: in no trust store.
-    fn self_signed() -> TlsServer {
-        let rcgen::CertifiedKey { cert, signing_key } =
-            rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-        TlsServer::new(cert.der().to_vec(), signing_key.serialize_der())
-    }
-
-    /// Serves `app` over TLS on 127.0.0.1 (HTTP/1, as the hub's client speaks it).
-    async fn serve(self, app: axum::Router) -> std::net::SocketAddr {
-        let acceptor = tokio_rustls::TlsAcceptor::from(self.config);
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = l.accept().await {
-                let (acceptor, app) = (acceptor.clone(), app.clone());
-                tokio::spawn(async move {
-                    // A client that refuses the certificate ends the handshake here.
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let io = hyper_util::rt::TokioIo::new(tls);
-                    let svc = hyper_util::service::TowerToHyperService::new(app);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, svc)
-                        .await;
-                });
-            }
-        });
-        addr
-    }
-}
-
 /// A server that must never be reached: it counts every request and answers with an image.
 fn counting(hits: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> axum::Router {
     let hits = hits.clone();
@@ -1969,7 +1864,7 @@ async fn fetching_hub(ca: &TestCa, allow: Vec<std::net::SocketAddr>) -> TestHub 
     TestHub::start_with(|c| {
         c.fetch_urls = true;
         c.fetch_allow = allow;
-        c.fetch_test_roots = vec![root];
+        c.test_roots = vec![root];
     })
     .await
 }

@@ -535,7 +535,7 @@ async fn get_file(
     client: Option<&str>,
     token: bool,
 ) -> (u16, Vec<u8>, reqwest::header::HeaderMap) {
-    let mut req = reqwest::Client::new().get(h.http_url(&format!("/files/{id}")));
+    let mut req = aicard::http_client::plain().get(h.http_url(&format!("/files/{id}")));
     if token {
         req = req.bearer_auth(TOKEN);
     }

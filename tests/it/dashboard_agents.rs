@@ -11,7 +11,7 @@ use common::{agent_event, Reply, ScriptedTab, TestHub, TOKEN};
 use serde_json::{json, Value};
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    aicard::http_client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()

@@ -110,7 +110,7 @@ async fn a_tab_reported_parser_miss_counts_as_empty_and_the_site_is_flagged_ever
     assert!(report.contains("1/4/1"), "{report}");
     assert!(report.contains(&format!("⚠ {flag}")), "{report}");
 
-    let http = reqwest::Client::new();
+    let http = aicard::http_client::plain();
     let metrics = http
         .get(h.http_url("/metrics"))
         .bearer_auth(TOKEN)

@@ -328,7 +328,7 @@ async fn the_bus_is_counted_in_metrics() {
     .await;
     let (_reviewer, mut prompts) = listening_tab(&url, "reviewer", "worker").await;
     let scrape = || async {
-        let text = reqwest::Client::new()
+        let text = aicard::http_client::plain()
             .get(h.http_url("/metrics"))
             .header("authorization", format!("Bearer {TOKEN}"))
             .send()

@@ -312,7 +312,11 @@ impl Drop for HubProcess {
 async fn wait_healthy(port: u16) {
     tokio::time::timeout(WAIT, async {
         loop {
-            if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await {
+            if let Ok(r) = aicard::http_client::plain()
+                .get(format!("http://127.0.0.1:{port}/healthz"))
+                .send()
+                .await
+            {
                 if r.status() == 200 {
                     return;
                 }
@@ -674,7 +678,7 @@ async fn a_nodes_files_are_attached_and_names_out_of_the_folder_are_refused() {
     let att = task["attachments"].as_array().expect("attachments").clone();
     let names: Vec<&str> = att.iter().map(|a| a["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["chart.png", "report.pdf"]);
-    let r = reqwest::Client::new()
+    let r = aicard::http_client::plain()
         .get(h.http_url(&format!("/files/{}", att[1]["id"].as_str().unwrap())))
         .bearer_auth(TOKEN)
         .header("x-aicard-client", &me)

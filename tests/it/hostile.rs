@@ -331,7 +331,7 @@ fn alias_bomb() -> String {
 #[tokio::test]
 async fn an_alias_bomb_is_refused_with_its_position() {
     let h = TestHub::start().await;
-    let resp = reqwest::Client::new()
+    let resp = aicard::http_client::plain()
         .post(h.http_url("/api/flows/validate?file=bomb.yaml"))
         .bearer_auth(TOKEN)
         .body(alias_bomb())
@@ -366,7 +366,7 @@ async fn hello_fields_are_capped() {
     let h = TestHub::start().await;
     // Over `/send` (the frame limit is 1 MiB): 600 KB labels grew the hub by 93 MB per 100.
     let long = "x".repeat(600 * 1024);
-    let resp = reqwest::Client::new()
+    let resp = aicard::http_client::plain()
         .post(h.http_url("/send"))
         .bearer_auth(TOKEN)
         .body(json!({"type": "hello", "token": TOKEN, "site": "kimi", "label": long}).to_string())

@@ -460,7 +460,7 @@ async fn a_ping_gets_its_pong_and_a_request_that_is_no_websocket_is_told_why() {
     send(&mut ws, &json!({"type":"heartbeat","time":1})).await;
     assert_eq!(recv(&mut ws).await["type"], "heartbeat");
 
-    let http = reqwest::Client::new();
+    let http = aicard::http_client::plain();
     let plain = http.get(h.http_url("/realtime")).send().await.unwrap();
     assert_eq!(plain.status().as_u16(), 426);
     let why = plain.text().await.unwrap();
@@ -573,7 +573,7 @@ async fn the_seeds_heartbeat_gets_an_answer_and_a_bad_field_is_named() {
 #[tokio::test]
 async fn sse_and_post_transport_carries_the_same_frames() {
     let h = TestHub::start().await;
-    let http = reqwest::Client::new();
+    let http = aicard::http_client::plain();
     let welcome: Value = serde_json::from_str(
         &http
             .post(h.http_url("/send"))
@@ -683,10 +683,16 @@ async fn sse_and_post_transport_carries_the_same_frames() {
 #[tokio::test]
 async fn healthz_and_the_plain_userscript_without_the_token() {
     let h = TestHub::start().await;
-    let ok = reqwest::get(h.http_url("/healthz")).await.unwrap();
+    let ok = aicard::http_client::plain()
+        .get(h.http_url("/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
     assert_eq!(ok.text().await.unwrap(), "ok");
-    let script = reqwest::get(h.http_url("/aicard.user.js"))
+    let script = aicard::http_client::plain()
+        .get(h.http_url("/aicard.user.js"))
+        .send()
         .await
         .unwrap()
         .text()
@@ -708,7 +714,7 @@ async fn healthz_and_the_plain_userscript_without_the_token() {
 #[tokio::test]
 async fn a_web_page_cannot_load_the_token() {
     let h = TestHub::start().await;
-    let client = reqwest::Client::new();
+    let client = aicard::http_client::plain();
     let page_load = |path: String| {
         client
             .get(path)
@@ -766,7 +772,7 @@ async fn a_web_page_cannot_load_the_token() {
 #[tokio::test]
 async fn the_install_link_carries_the_token_for_a_short_while() {
     let h = TestHub::start().await;
-    let client = reqwest::Client::new();
+    let client = aicard::http_client::plain();
     let minted: Value = serde_json::from_str(
         &client
             .post(h.http_url("/install-codes"))

@@ -284,7 +284,7 @@ async fn an_mcp_cancel_notification_stops_the_prompt_in_the_tab() {
 #[tokio::test]
 async fn security_refusals() {
     let h = TestHub::start().await;
-    let http = reqwest::Client::new();
+    let http = aicard::http_client::plain();
     let url = h.http_url("/mcp");
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
     let post = |headers: Vec<(&'static str, String)>| {
@@ -921,4 +921,55 @@ async fn agent_task_carries_files_to_the_sessions_first_message_and_a_bad_one_se
     // The turn showed: the files are no longer the tab's to fetch.
     let (status, _) = fetch_file(&h, att[0]["id"].as_str().unwrap(), &me).await;
     assert_eq!(status, 404);
+}
+
+/// An mcp.json server at an `https://` url goes through the hub's one TLS set-up: used when
+/// its certificate chains to a trusted root, refused with a reason (and nothing sent) when it
+/// does not. The server is another hub's `/mcp` behind an https front.
+#[tokio::test]
+async fn an_https_mcp_server_is_used_when_trusted_and_refused_when_not() {
+    use crate::common::tls::{TestCa, TlsServer};
+    let server = TestHub::start().await;
+    let plain: std::net::SocketAddr = server.running.addr;
+    let ca = TestCa::new();
+    let trusted = ca.server(&["127.0.0.1"]).forward(plain).await;
+    let stranger = TlsServer::self_signed().forward(plain).await;
+    let root = ca.der.clone();
+    let h = TestHub::start_with(|c| c.test_roots = vec![root]).await;
+    let auth = json!({"Authorization": "Bearer test-token"});
+    let cfg = json!({"mcpServers": {
+        "remote": {"url": format!("https://{trusted}/mcp"), "headers": auth},
+        "stranger": {"url": format!("https://{stranger}/mcp"), "headers": auth}
+    }});
+    std::fs::write(h.dir.path().join("mcp.json"), cfg.to_string()).unwrap();
+    let mut master = h
+        .scripted("boss", "chatgpt", "master", |_| Reply::Silent)
+        .await;
+    let r = master.command("?<mcp list>!").await;
+    let text = r["result"]["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let remote = text
+        .lines()
+        .skip_while(|l| !l.contains("remote"))
+        .take_while(|l| !l.contains("stranger"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        remote.contains(&format!("http https://{trusted}/mcp")) && remote.contains("list_tabs"),
+        "the trusted server's tools are listed: {text}"
+    );
+    let stranger_line = text
+        .lines()
+        .find(|l| l.contains("stranger"))
+        .unwrap_or_default();
+    assert!(
+        stranger_line.contains("error") && !stranger_line.contains("list_tabs"),
+        "a certificate no root signs is refused: {text}"
+    );
+    let r = master.command("?<mcp use stranger list_tabs>!").await;
+    assert_eq!(r["result"]["success"], false, "{r}");
+    let r = master.command("?<mcp use remote list_tabs>!").await;
+    assert_eq!(r["result"]["success"], true, "{r}");
 }

@@ -129,3 +129,50 @@ fn a_binding_called_hub_is_a_hub() {
         wrong.join("\n")
     );
 }
+
+/// Every HTTP client is made by `aicard::http_client` (docs/ARCHITECTURE.md "Invariants"): one
+/// TLS set-up, and no client built by reqwest alone, which panics when the process has no TLS
+/// provider installed yet (a test run on its own would).
+#[test]
+fn every_http_client_comes_from_http_client() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "benches"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let made_alone = [
+        "reqwest::Client::new(",
+        "reqwest::Client::builder(",
+        "reqwest::Client::default(",
+        "reqwest::ClientBuilder::new(",
+        "reqwest::get(",
+    ];
+    let this = file!().rsplit('/').next().unwrap_or_default();
+    let mut wrong = Vec::new();
+    for path in &files {
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        if rel == "src/http_client.rs" || rel == format!("tests/it/{this}") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("readable");
+        for (i, line) in text.lines().enumerate() {
+            if let Some(call) = made_alone.iter().find(|c| line.contains(*c)) {
+                wrong.push(format!("{rel}:{}: {call}", i + 1));
+            }
+        }
+    }
+    assert!(
+        files.len() > 100,
+        "the scan read only {} files",
+        files.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "an HTTP client is made by aicard::http_client::builder()/plain():\n{}",
+        wrong.join("\n")
+    );
+}

@@ -398,7 +398,7 @@ async fn the_dashboard_api_lists_drafts_answers_them_and_shows_tab_health() {
     let id = draft_id(&output(
         &master.command("?<manager plan check my essay>!").await,
     ));
-    let http = reqwest::Client::new();
+    let http = aicard::http_client::plain();
     let auth = format!("Bearer {TOKEN}");
     let get = |path: &str| {
         http.get(h.http_url(path))
@@ -494,7 +494,7 @@ async fn a_flow_item_on_auto_moves_to_another_tab_when_its_tab_is_rate_limited()
     assert!(why.contains("▶ w2"), "{why}");
     assert!(why.contains("冷却 / cooling"), "w1 is shown cooling: {why}");
     // The dashboard's node panel gives the same pick and its reason.
-    let node = reqwest::Client::new()
+    let node = aicard::http_client::plain()
         .get(h.http_url(&format!("/api/runs/{run}/nodes/ask")))
         .header("authorization", format!("Bearer {TOKEN}"))
         .send()
@@ -562,7 +562,7 @@ async fn an_api_prompt_skips_a_tab_the_engine_cools_down() {
     assert_eq!(r["result"]["success"], false, "{r}");
     *limited.lock().unwrap() = false;
     // w1 cools for 30 s: an API prompt for its site waits and gives up (429), untyped.
-    let resp = reqwest::Client::new()
+    let resp = aicard::http_client::plain()
         .post(h.http_url("/v1/chat/completions"))
         .header("authorization", format!("Bearer {TOKEN}"))
         .header("content-type", "application/json")
@@ -618,7 +618,7 @@ async fn the_dashboard_modifies_a_draft_with_edited_yaml_and_shows_parked_tabs()
     let id = draft_id(&output(
         &master.command("?<manager plan check my essay>!").await,
     ));
-    let http = reqwest::Client::new();
+    let http = aicard::http_client::plain();
     let auth = format!("Bearer {TOKEN}");
     let modify = |yaml: &str| {
         http.post(h.http_url(&format!("/api/plans/{id}/modify")))

@@ -38,7 +38,7 @@ async fn a_site_past_its_quota_is_not_picked_and_the_use_is_shown() {
     let report = tabs["result"]["output"].as_str().unwrap();
     assert!(report.contains("kimi       2/2 (2/hour"), "{report}");
     assert!(report.contains("over quota"), "{report}");
-    let api = reqwest::Client::new()
+    let api = aicard::http_client::plain()
         .get(h.http_url("/api/tabs"))
         .header("authorization", format!("Bearer {TOKEN}"))
         .send()

@@ -202,7 +202,7 @@ impl Node {
 
     pub async fn get(&self, path: &str) -> Value {
         let url = format!("http://{}{}", self.addr, path);
-        let res = reqwest::Client::new()
+        let res = aicard::http_client::plain()
             .get(&url)
             .bearer_auth(TOKEN)
             .timeout(Duration::from_secs(10))

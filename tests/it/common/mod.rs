@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub mod cluster;
+pub mod tls;
 
 pub const TOKEN: &str = "test-token";
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -469,7 +470,7 @@ impl SseStream {
 impl SseTab {
     /// Says `hello` over `POST /send`.
     pub async fn hello(h: &TestHub, hello: Value) -> SseTab {
-        let http = reqwest::Client::new();
+        let http = aicard::http_client::plain();
         let base = h.http_url("");
         let resp = http
             .post(format!("{base}/send"))
@@ -624,7 +625,7 @@ pub async fn agent_event(tab: &mut ScriptedTab, states: &[&str]) -> Value {
 
 /// `GET /files/ID` as the tab's manager does it.
 pub async fn fetch_file(h: &TestHub, id: &str, client: &str) -> (u16, Vec<u8>) {
-    let r = reqwest::Client::new()
+    let r = aicard::http_client::plain()
         .get(h.http_url(&format!("/files/{id}")))
         .bearer_auth(TOKEN)
         .header("x-aicard-client", client)
