@@ -78,18 +78,20 @@ impl<T> Sender<T> {
     /// the receiver drain instead of filling the queue. One waiter at a time: a second one
     /// takes the first one's place.
     pub async fn room_below(&self, below: usize) {
-        std::future::poll_fn(|cx| {
-            let mut s = self.0.lock();
-            if s.closed || s.queue.len() < below {
-                return Poll::Ready(());
-            }
-            match &s.room {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => s.room = Some(cx.waker().clone()),
-            }
-            Poll::Pending
-        })
-        .await
+        std::future::poll_fn(|cx| self.poll_room_below(below, cx)).await
+    }
+
+    /// `room_below` as a poll.
+    pub fn poll_room_below(&self, below: usize, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.0.lock();
+        if s.closed || s.queue.len() < below {
+            return Poll::Ready(());
+        }
+        match &s.room {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => s.room = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// Closes the queue from the sending side and takes what it holds, oldest first: the

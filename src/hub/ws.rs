@@ -5,7 +5,10 @@
 //! only the woken half is polled, the hub parked and unparked its worker threads about 15
 //! times as often, 12,600 vs 700 futex calls in 5 s of fan-out rounds.)
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -56,23 +59,8 @@ fn upgrade(door: Arc<TabDoor>, mut req: Request, ch: Channel) -> Response {
         Err((status, headers, why)) => return (status, headers, why).into_response(),
     };
     let upgraded = hyper::upgrade::on(&mut req);
-    let max = door.config.limits.max_frame_bytes;
     let tracker = door.tracker.clone();
-    tokio::spawn(tracker.track_future(async move {
-        let Ok(io) = upgraded.await else {
-            return; // the connection ended before it was handed over
-        };
-        let Some((mut tcp, pending)) = take_socket(io) else {
-            return;
-        };
-        // The socket's halves live here, once; everything below borrows them. (An async fn
-        // keeps room for each argument for as long as it runs, so halves passed down by
-        // value would take their room again in each layer.)
-        let (rd, wr) = tcp.split();
-        let mut stream = Reader::new(rd, max).with_pending(pending);
-        let mut sink = Writer::new(wr);
-        connection(door, &mut sink, &mut stream, ch).await
-    }));
+    tokio::spawn(tracker.track_future(socket(door, upgraded, ch)));
     (StatusCode::SWITCHING_PROTOCOLS, answer).into_response()
 }
 
@@ -90,20 +78,58 @@ fn take_socket(io: hyper::upgrade::Upgraded) -> Option<(TcpStream, Vec<u8>)> {
     Some((parts.io.into_inner(), pending))
 }
 
-/// One socket's task, from the upgrade to its end.
-async fn connection(
-    door: Arc<TabDoor>,
-    sink: &mut Sink<'_>,
-    stream: &mut FrameStream<'_>,
-    ch: Channel,
-) {
-    let Some(_live) = door.admit_connection() else {
-        let _ = sink
-            .close(close::POLICY, "too many tabs / 标签页过多")
-            .await;
+/// One socket's task, from the upgrade to its end. The socket, its halves and the tab's
+/// state live here, once; everything below borrows them. (An async fn keeps room for each
+/// argument for as long as it runs, so state passed down by value would take its room again
+/// in each layer.) What every connected tab holds for as long as it is connected is this
+/// future, as large as its largest state; the steps before the session are boxed.
+async fn socket(door: Arc<TabDoor>, upgraded: hyper::upgrade::OnUpgrade, ch: Channel) {
+    let Ok(io) = upgraded.await else {
+        return; // the connection ended before it was handed over
+    };
+    let Some((mut tcp, pending)) = take_socket(io) else {
         return;
     };
-    run(door.clone(), sink, stream, ch).await;
+    let (rd, wr) = tcp.split();
+    let max = door.config.limits.max_frame_bytes;
+    let mut stream = Reader::new(rd, max).with_pending(pending);
+    let mut sink = Writer::new(wr);
+    let Some(_live) = door.admit_connection() else {
+        let refuse = sink.close(close::POLICY, "too many tabs / 标签页过多");
+        let _ = Box::pin(refuse).await;
+        return;
+    };
+    let opened = Box::pin(open(&door, &mut sink, &mut stream, ch)).await;
+    let Some((client, mut conn, started)) = opened else {
+        return;
+    };
+    // The tab's session, in its span: the welcome and the replay (boxed, like every step
+    // that is not the idle one), then the live socket, which enters the span as it is polled
+    // (an `Instrumented` around it would hold the span again).
+    let span = tracing::info_span!("tab", client = %client.id, site = %client.info().site);
+    let ok = started
+        && Box::pin(welcome(&door, &client, &conn.kill, &mut sink).instrument(span.clone())).await;
+    let mut unsent = None;
+    if ok {
+        // `close_all` at shutdown kills every attached socket; one that attached after it ran
+        // sees the cancelled token here.
+        if door.shutdown.is_cancelled() {
+            conn.kill.kill(close::GOING_AWAY);
+        }
+        unsent = live(&door, &client, &mut conn, (&mut sink, &mut stream), &span).await;
+    } else {
+        let closed = close_after_failed_write(&mut sink, &conn.kill);
+        Box::pin(closed.instrument(span.clone())).await;
+    }
+    // Nothing meant for the tab is lost with the socket: the frame being written when it
+    // ended, what is still queued and what came after the kill are kept, in that order.
+    let _in_span = span.enter();
+    if door
+        .registry
+        .release(&client, conn.id, unsent, &mut conn.rx)
+    {
+        door.tab_detached(&client);
+    }
 }
 
 /// Sizes in bytes of a connection's future and of the futures inside it (each socket's
@@ -118,16 +144,10 @@ pub fn future_sizes() -> Vec<(&'static str, usize)> {
     fn of4<A, B, C, D, F: std::future::Future>(_: fn(A, B, C, D) -> F) -> usize {
         std::mem::size_of::<F>()
     }
-    fn of5<A, B, C, D, E, F: std::future::Future>(_: fn(A, B, C, D, E) -> F) -> usize {
-        std::mem::size_of::<F>()
-    }
     vec![
-        ("connection", of4(connection)),
-        ("run", of4(run)),
-        ("session", of5(session)),
+        ("socket", of(socket)),
+        ("open", of4(open)),
         ("read_hello", of(read_hello)),
-        ("read_loop", of5(read_loop)),
-        ("write_loop", of5(write_loop)),
         ("send_with_deadline", of2(send_with_deadline)),
     ]
 }
@@ -168,41 +188,37 @@ async fn read_hello(hub: &Hub, sink: &mut Sink<'_>, stream: &mut FrameStream<'_>
     }
 }
 
-async fn run(door: Arc<TabDoor>, sink: &mut Sink<'_>, stream: &mut FrameStream<'_>, ch: Channel) {
-    // Each step in its own scope: what a step took apart or moved on (the `Hello`, the
-    // result of `begin_realtime`, the welcome) keeps no room beside the session's future.
-    let (client, conn, started) = {
-        let begun = {
-            let Some(hello) = read_hello(&door, sink, stream).await else {
-                return;
-            };
-            match ch {
-                // Boxed: `/heartbeat` sockets are few, and its future would otherwise size
-                // every `/realtime` one too.
-                Channel::Heartbeat => {
-                    return Box::pin(heartbeat_session(door, hello, sink, stream)).await;
-                }
-                Channel::Realtime => begin_realtime(&door, hello),
-            }
-        };
-        match begun {
-            // The welcome is started here, synchronously: the session's future does not
-            // keep the `String` (an async fn holds its arguments for as long as it runs).
-            Ok((client, conn, welcome)) => {
-                let started = sink.start(op::TEXT, welcome.into_bytes()).is_ok();
-                (client, conn, started)
-            }
-            Err(err) => {
-                let _ = sink.text(err).await;
-                let _ = sink.close(close::POLICY, "bad token").await;
-                return;
-            }
+/// The socket's first steps: `hello`, then on `/heartbeat` the whole heartbeat session (such
+/// sockets are few) and on `/realtime` the tab attached and its welcome started (whether the
+/// welcome could be started: the session writes it). `None` once the socket is done with.
+async fn open(
+    door: &Arc<TabDoor>,
+    sink: &mut Sink<'_>,
+    stream: &mut FrameStream<'_>,
+    ch: Channel,
+) -> Option<(Arc<Client>, Socket, bool)> {
+    let hello = read_hello(door, sink, stream).await?;
+    let begun = match ch {
+        Channel::Heartbeat => {
+            // Boxed: `/heartbeat` sockets are few.
+            Box::pin(heartbeat_session(door.clone(), hello, sink, stream)).await;
+            return None;
         }
+        Channel::Realtime => begin_realtime(door, hello),
     };
-    let span = tracing::info_span!("tab", client = %client.id, site = %client.info().site);
-    session(door, client, conn, started, (sink, stream))
-        .instrument(span)
-        .await
+    match begun {
+        // The welcome is started here, synchronously: the session's future does not keep
+        // the `String` (an async fn holds its arguments for as long as it runs).
+        Ok((client, conn, welcome)) => {
+            let started = sink.start(op::TEXT, welcome.into_bytes()).is_ok();
+            Some((client, conn, started))
+        }
+        Err(err) => {
+            let _ = sink.text(err).await;
+            let _ = sink.close(close::POLICY, "bad token").await;
+            None
+        }
+    }
 }
 
 /// A realtime socket's connection state: its id, the sending side the registry holds and
@@ -235,66 +251,24 @@ fn begin_realtime(hub: &Hub, hello: Hello) -> Result<(Arc<Client>, Socket, Strin
     Ok((client, Socket { id, tx, rx, kill }, welcome))
 }
 
-/// The tab's session after `hello`, inside its tracing span.
-async fn session(
-    door: Arc<TabDoor>,
-    client: Arc<Client>,
-    mut conn: Socket,
-    welcome_started: bool,
-    (sink, stream): (&mut Sink<'_>, &mut FrameStream<'_>),
-) {
-    // `conn` is used in place, not taken apart: its parts would take their room again.
-    let kill = &conn.kill;
-    // The welcome (started by the caller), then the replay, have the same deadline and kill
-    // as any frame: a tab that stops reading during it cannot hold up shutdown. The replay
-    // reads the store a page at a time, and a frame leaves the store only once written, so
-    // what the tab did not get stays kept.
-    let mut ok = welcome_started && send_with_deadline(sink, kill).await.is_ok();
-    if ok {
-        // Task frames the replay sent: the task queue must not send them again.
-        let mut delivered = Vec::new();
-        match Box::pin(drain_kept(&door, &client, sink, kill, &mut delivered)).await {
-            Ok(()) => door.after_welcome(&client, &delivered),
-            Err(_) => ok = false,
-        }
+/// The welcome (started by the caller), then the replay, with the same deadline and kill as
+/// any frame: a tab that stops reading during it cannot hold up shutdown. The replay reads
+/// the store a page at a time, and a frame leaves the store only once written, so what the
+/// tab did not get stays kept. False if the socket failed.
+async fn welcome(door: &TabDoor, client: &Client, kill: &Killer, sink: &mut Sink<'_>) -> bool {
+    if send_with_deadline(sink, kill).await.is_err() {
+        return false;
     }
-    let mut unsent = None;
-    if ok {
-        // `close_all` at shutdown kills every attached socket; one that attached after it ran
-        // sees the cancelled token here.
-        if door.shutdown.is_cancelled() {
-            kill.kill(close::GOING_AWAY);
-        }
-        // The reader ending ends the writer through `kill` (the writer owns the sink, so it
-        // sends the close frame with the reader's reason); the writer ending (on any kill)
-        // ends the reader, which is dropped then. So only the writer waits on the kill: one
-        // `Notified` per socket, not two.
-        let reader = async {
-            let code = read_loop(&door, &client, stream, &conn.tx, kill).await;
-            kill.kill(code.unwrap_or(1000));
-            std::future::pending::<()>().await
-        };
-        let writer = async {
-            let left = write_loop(&door, &client, sink, &mut conn.rx, kill).await;
-            kill.kill(1000);
-            left
-        };
-        unsent = tokio::select! {
-            biased;
-            left = writer => left,
-            () = reader => None,
-        };
-    } else {
-        Box::pin(close_after_failed_write(sink, kill)).await;
-    }
-    // Nothing meant for the tab is lost with the socket: the frame being written when it
-    // ended, what is still queued and what came after the kill are kept, in that order.
-    if door
-        .registry
-        .release(&client, conn.id, unsent, &mut conn.rx)
+    // Task frames the replay sent: the task queue must not send them again.
+    let mut delivered = Vec::new();
+    if drain_kept(door, client, sink, kill, &mut delivered)
+        .await
+        .is_err()
     {
-        door.tab_detached(&client);
+        return false;
     }
+    door.after_welcome(client, &delivered);
+    true
 }
 
 /// Writes the frames kept in the store for the tab, oldest first, a page at a time, until
@@ -349,36 +323,186 @@ fn close_reason(code: u16) -> &'static str {
     }
 }
 
-/// Reads frames until the socket ends; returns a close code the writer should send.
-async fn read_loop(
+/// The live socket, after its welcome and replay, to its end: its reader and its writer are
+/// polled in one hand-made future, the writer first. Neither has a future of its own: this
+/// is what every connected tab holds for as long as it is connected, inside its socket's
+/// task (one allocation, sized by its largest state; docs/benchmarks.md, "Eleventh
+/// session"). The writer's rare steps (a write that does not go out at once, frames kept in
+/// the store, the close) are boxed while they run, and the reader reads on meanwhile.
+///
+/// The reader ending ends the writer through `kill` (the writer owns the sink, so it sends the
+/// close frame with the reader's reason); the writer ending (on any kill) ends the reader.
+/// Gives the queued frame that was being written when the writer ended (see `SlowOutcome`).
+struct LiveSocket<'a, 's> {
+    door: &'a Arc<TabDoor>,
+    client: &'a Arc<Client>,
+    tx: &'a outq::Sender<Outbound>,
+    kill: &'a Killer,
+    stream: &'a mut FrameStream<'s>,
+    /// The tab's span, entered on each poll.
+    span: &'a tracing::Span,
+    writer: WriterState<'a, 's>,
+    /// The socket's one timer: it wakes for the next ping, or when the tab will have been
+    /// silent for `dead_after` (whichever comes first), and is set again from there.
+    wake: Pin<Box<tokio::time::Sleep>>,
+    next_ping: Instant,
+    /// The reader's answer (a pong, a reply) waiting for room in the queue.
+    answer: Option<Outbound>,
+    /// False once the reader ended.
+    reading: bool,
+}
+
+fn live<'a, 's>(
+    door: &'a Arc<TabDoor>,
+    client: &'a Arc<Client>,
+    conn: &'a mut Socket,
+    (sink, stream): (&'a mut Sink<'s>, &'a mut FrameStream<'s>),
+    span: &'a tracing::Span,
+) -> LiveSocket<'a, 's> {
+    let timing = &door.config.timing;
+    client.touch(); // the connection is news from the tab, however long it was away
+    let next_ping = Instant::now() + timing.ping_interval;
+    let first = silent_until(client, timing.dead_after).unwrap_or(next_ping);
+    LiveSocket {
+        door,
+        client,
+        tx: &conn.tx,
+        kill: &conn.kill,
+        stream,
+        span,
+        writer: WriterState::Idle(sink, &mut conn.rx),
+        wake: Box::pin(tokio::time::sleep_until(next_ping.min(first))),
+        next_ping,
+        answer: None,
+        reading: true,
+    }
+}
+
+impl Future for LiveSocket<'_, '_> {
+    type Output = Option<String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<String>> {
+        let this = self.get_mut();
+        let _in_span = this.span.enter();
+        let (door, client, kill) = (this.door, this.client, this.kill);
+        loop {
+            match std::mem::replace(&mut this.writer, WriterState::Gone) {
+                WriterState::Busy(mut step) => match step.as_mut().poll(cx) {
+                    Poll::Pending => {
+                        this.writer = WriterState::Busy(step);
+                        break;
+                    }
+                    Poll::Ready((sink, rx, SlowOutcome::Go)) => {
+                        this.writer = WriterState::Idle(sink, rx)
+                    }
+                    Poll::Ready((_, _, SlowOutcome::End(left))) => {
+                        kill.kill(1000);
+                        return Poll::Ready(left);
+                    }
+                },
+                WriterState::Idle(sink, rx) => {
+                    let clock = (&mut this.next_ping, this.wake.as_mut());
+                    match poll_writer(door, client, sink, rx, kill, clock, cx) {
+                        Poll::Pending => {
+                            this.writer = WriterState::Idle(sink, rx);
+                            break;
+                        }
+                        // The queue's senders are gone.
+                        Poll::Ready(None) => {
+                            kill.kill(1000);
+                            return Poll::Ready(None);
+                        }
+                        // Boxed, like every rare path here.
+                        Poll::Ready(Some(job)) => {
+                            let step = slow(door, client, sink, rx, kill, job);
+                            this.writer = WriterState::Busy(Box::pin(step));
+                        }
+                    }
+                }
+                WriterState::Gone => unreachable!("the writer's state is put back"),
+            }
+        }
+        if this.reading {
+            // The reader's answers (pongs, replies) may fill half the queue; the other half
+            // stays free for frames from elsewhere, which find a full queue a sign of a slow
+            // consumer.
+            let own_share = (door.config.limits.outbound_queue / 2).max(1);
+            let reader = (&mut this.answer, own_share);
+            let read = poll_reader(door, client, this.stream, this.tx, kill, reader, cx);
+            if let Poll::Ready(code) = read {
+                this.reading = false;
+                kill.kill(code.unwrap_or(1000));
+                cx.waker().wake_by_ref(); // the writer sends the close frame
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// The writer in `live`: idle with the sink and its queue, or running a rare step that took
+/// them and gives them back.
+enum WriterState<'a, 's> {
+    Idle(&'a mut Sink<'s>, &'a mut outq::Receiver<Outbound>),
+    Busy(SlowStep<'a, 's>),
+    Gone,
+}
+
+type SlowStep<'a, 's> = Pin<
+    Box<
+        dyn Future<
+                Output = (
+                    &'a mut Sink<'s>,
+                    &'a mut outq::Receiver<Outbound>,
+                    SlowOutcome,
+                ),
+            > + Send
+            + 'a,
+    >,
+>;
+
+/// Reads frames until the socket ends (then a close code the writer should send). No timer
+/// here: each frame only notes when it came (`touch`), and the writer's one timer ends a tab
+/// that has been silent for `dead_after`. No kill waiter either: the writer ends on a kill,
+/// and the reader with it; until then a frame read after the kill is not acted on.
+///
+/// A burst of frames is not slowness: once its answers (`pending.0`) fill its share of the
+/// queue (`pending.1`), the reader waits for the writer to take one, reading nothing more
+/// meanwhile, so the socket pushes back on the tab. A tab that really stops reading is ended
+/// by the writer's deadline (4008).
+fn poll_reader(
     door: &Arc<TabDoor>,
     client: &Arc<Client>,
     stream: &mut FrameStream<'_>,
     tx: &outq::Sender<Outbound>,
     kill: &Killer,
-) -> Option<u16> {
-    // No timer here: each frame only notes when it came (`touch`), and the writer's one
-    // timer ends a tab that has been silent for `dead_after`. No kill waiter either: the
-    // writer ends on a kill, and the reader is dropped with it; until then a frame read after
-    // the kill is not acted on.
-    // The reader's answers (pongs, replies) may fill half the queue; the other half stays
-    // free for frames from elsewhere, which find a full queue a sign of a slow consumer.
-    let own_share = (door.config.limits.outbound_queue / 2).max(1);
+    pending: (&mut Option<Outbound>, usize),
+    cx: &mut Context<'_>,
+) -> Poll<Option<u16>> {
+    let (answer, own_share) = pending;
     loop {
-        let next = stream.next().await;
+        if let Some(out) = answer.take() {
+            if tx.poll_room_below(own_share, cx).is_pending() {
+                *answer = Some(out);
+                return Poll::Pending;
+            }
+            if tx.try_send(out).is_err() {
+                return Poll::Ready(Some(close::SLOW_CONSUMER));
+            }
+        }
+        let next = ready!(stream.poll_next(cx));
         if kill.is_killed() {
-            return None;
+            return Poll::Ready(None);
         }
         let msg = match next {
-            None => return None,
+            None => return Poll::Ready(None),
             Some(Err(e)) => {
                 tracing::info!(error = %e, "tab's frames unreadable");
-                return e.close_code();
+                return Poll::Ready(e.close_code());
             }
             Some(Ok(m)) => m,
         };
         client.touch();
-        let answer = match msg {
+        *answer = Some(match msg {
             Incoming::Text(text) => {
                 let reply = match decode(&text) {
                     Ok(frame) => door.handle_frame(client, frame),
@@ -389,21 +513,13 @@ async fn read_loop(
                     None => continue,
                 }
             }
-            Incoming::Close(_) => return None,
+            Incoming::Close(_) => return Poll::Ready(None),
             // Refused, not dropped: the tab learns that its frame went nowhere.
             Incoming::Binary(_) => Outbound::Frame(encode(&binary_refused())),
             // The writer answers.
             Incoming::Ping(payload) => Outbound::Pong(payload),
             Incoming::Pong => continue, // proof of life only: `touch` above
-        };
-        // A burst of frames is not slowness: once its answers fill its share of the queue,
-        // the reader waits for the writer to take one (reading nothing more meanwhile, so
-        // the socket pushes back on the tab). A tab that really stops reading is ended by
-        // the writer's deadline (4008), which kills this wait too.
-        tx.room_below(own_share).await;
-        if tx.try_send(answer).is_err() {
-            return Some(close::SLOW_CONSUMER);
-        }
+        });
     }
 }
 
@@ -415,99 +531,133 @@ fn binary_refused() -> ServerFrame {
     )
 }
 
-/// Writes queued frames, frames kept in the store for the tab (durable ones, or frames sent
-/// while it was catching up) and periodic pings; ends on kill, shutdown or a write error.
-/// Returns the queued frame that was being written when it ended (it has left the queue, so
-/// only the caller can keep it). It is kept even when its end may still get through behind
-/// the close frame: a frame twice (tasks and results carry idempotency keys) rather than a
-/// frame lost.
-async fn write_loop(
+/// The writer in `live`, idle: waits for its four events, in this order: the kill, the timer
+/// (before frames: a queue that never empties must not starve the pings), frames kept in the
+/// store for the tab, the queue. A frame the socket takes at once is written here; anything
+/// else is a rare step (`Slow`) for the caller to run. `Ready(None)` once the queue's senders
+/// are gone.
+///
+/// The kill and the news of kept frames are polled (each keeps this task's waker where it is
+/// set), not awaited through a `Notified` each. Shutdown arrives as a kill from
+/// `Registry::close_all`, so nothing here waits on the token that every socket shares
+/// (polling it takes that token's lock).
+fn poll_writer(
     hub: &Hub,
     client: &Client,
     sink: &mut Sink<'_>,
     rx: &mut outq::Receiver<Outbound>,
     kill: &Killer,
-) -> Option<String> {
-    // The socket's one timer: it wakes for the next ping, or when the tab will have been
-    // silent for `dead_after` (whichever comes first), and is set again from there.
+    (next_ping, mut wake): (&mut Instant, Pin<&mut tokio::time::Sleep>),
+    cx: &mut Context<'_>,
+) -> Poll<Option<Slow>> {
     let timing = &hub.config.timing;
-    client.touch(); // the connection is news from the tab, however long it was away
-    let mut next_ping = Instant::now() + timing.ping_interval;
-    let first = silent_until(client, timing.dead_after).unwrap_or(next_ping);
-    let wake = tokio::time::sleep_until(next_ping.min(first));
-    tokio::pin!(wake);
-    // The kill and the news of kept frames are polled (each keeps this task's waker where it
-    // is set), not awaited through a `Notified` each: the idle state, which every connected
-    // tab holds, is this loop's, and each `Notified` in it cost about 80 bytes per tab.
-    // Shutdown arrives as a kill from `Registry::close_all`, so nothing here waits on the
-    // token that every socket shares (polling it takes that token's lock).
     loop {
-        let event = std::future::poll_fn(|cx| {
-            use std::task::Poll;
-            if let Poll::Ready(code) = kill.poll_killed(cx) {
-                return Poll::Ready(WriterWake::Killed(code));
+        if let Poll::Ready(code) = kill.poll_killed(cx) {
+            return Poll::Ready(Some(Slow::Close(code)));
+        }
+        if wake.as_mut().poll(cx).is_ready() {
+            let Some(silent) = silent_until(client, timing.dead_after) else {
+                tracing::info!("heartbeat timeout: tab marked lost");
+                kill.kill(close::HEARTBEAT_TIMEOUT);
+                continue; // the kill sends the close frame
+            };
+            let now = Instant::now();
+            let ping = now >= *next_ping;
+            if ping {
+                *next_ping = now + timing.ping_interval;
             }
-            // Before frames: a queue that never empties must not starve the pings.
-            if std::future::Future::poll(wake.as_mut(), cx).is_ready() {
-                return Poll::Ready(WriterWake::Timer);
+            wake.as_mut().reset((*next_ping).min(silent));
+            if ping {
+                let _ = sink.start(op::PING, Vec::new());
+                if let Some(job) = finish_now(sink, false, cx) {
+                    return Poll::Ready(Some(job));
+                }
             }
-            if client.poll_kept(cx).is_ready() {
-                return Poll::Ready(WriterWake::Kept);
-            }
-            rx.poll_recv(cx).map(WriterWake::Queued)
-        })
-        .await;
-        let failed = match event {
-            WriterWake::Killed(code) => {
-                // Boxed, like every rare path here: the socket's future is sized by its
-                // largest state, and it is held for as long as the tab is connected.
-                let close = sink.close(code, close_reason(code));
-                let _ = Box::pin(tokio::time::timeout(Duration::from_secs(1), close)).await;
-                return None;
-            }
-            WriterWake::Timer => {
-                let now = Instant::now();
-                let Some(silent) = silent_until(client, timing.dead_after) else {
-                    tracing::info!("heartbeat timeout: tab marked lost");
-                    kill.kill(close::HEARTBEAT_TIMEOUT);
-                    continue; // the kill branch sends the close frame
-                };
-                if now >= next_ping {
-                    next_ping = now + timing.ping_interval;
-                    let _ = sink.start(op::PING, Vec::new());
-                    if send_with_deadline(sink, kill).await.is_err() {
-                        Box::pin(close_after_failed_write(sink, kill)).await;
-                        return None;
+            continue;
+        }
+        if client.poll_kept(cx).is_ready() {
+            return Poll::Ready(Some(Slow::Kept));
+        }
+        match ready!(rx.poll_recv(cx)) {
+            None => return Poll::Ready(None),
+            Some(out) => match start_out(sink, out) {
+                Err(text) => return Poll::Ready(Some(Slow::Failed(Some(text)))),
+                Ok(is_text) => {
+                    if let Some(job) = finish_now(sink, is_text, cx) {
+                        return Poll::Ready(Some(job));
                     }
                 }
-                wake.as_mut().reset(next_ping.min(silent));
-                continue;
-            }
-            WriterWake::Kept => Box::pin(write_kept(hub, client, sink, rx, kill))
-                .await
-                .err(),
-            WriterWake::Queued(None) => return None,
-            WriterWake::Queued(Some(out)) => match start_out(sink, out) {
-                Err(text) => Some(Some(text)),
-                Ok(is_text) => match send_with_deadline(sink, kill).await {
-                    Ok(()) => None,
-                    Err(()) => Some(is_text.then(|| sink.unsent_text().unwrap_or_default())),
-                },
             },
-        };
-        if let Some(text) = failed {
-            Box::pin(close_after_failed_write(sink, kill)).await;
-            return text;
         }
     }
 }
 
-/// What the writer's idle wait ended with.
-enum WriterWake {
-    Killed(u16),
-    Timer,
+/// Writes the frame `Writer::start` set as far as the socket takes it now: `None` once it
+/// went out whole (the usual case: no timer, no kill waiter), else the rare step that
+/// finishes it or closes behind it.
+fn finish_now(sink: &mut Sink<'_>, is_text: bool, cx: &mut Context<'_>) -> Option<Slow> {
+    match sink.poll_finish(cx) {
+        Poll::Ready(Ok(())) => None,
+        Poll::Ready(Err(_)) => Some(Slow::Failed(
+            is_text.then(|| sink.unsent_text().unwrap_or_default()),
+        )),
+        Poll::Pending => Some(Slow::Finish(is_text)),
+    }
+}
+
+/// The writer's rare steps.
+enum Slow {
+    /// A frame the socket did not take at once (a full socket buffer): finished within the
+    /// deadline unless killed; `true` for a text frame.
+    Finish(bool),
+    /// Frames were kept in the store for the tab (`write_kept`).
     Kept,
-    Queued(Option<Outbound>),
+    /// A write failed: the text frame the tab did not get, if it was one.
+    Failed(Option<String>),
+    /// The connection was killed with this code: the close frame.
+    Close(u16),
+}
+
+/// What a rare step ended with: the writer goes on, or ends with the queued text frame it
+/// was writing. That frame has left the queue, so only the caller can keep it; it is kept
+/// even when its end may still get through behind the close frame: a frame twice (tasks and
+/// results carry idempotency keys) rather than a frame lost.
+enum SlowOutcome {
+    Go,
+    End(Option<String>),
+}
+
+/// Runs a rare step of the writer's; takes the sink and the queue and gives them back.
+async fn slow<'a, 's>(
+    hub: &Hub,
+    client: &Client,
+    sink: &'a mut Sink<'s>,
+    rx: &'a mut outq::Receiver<Outbound>,
+    kill: &Killer,
+    job: Slow,
+) -> (
+    &'a mut Sink<'s>,
+    &'a mut outq::Receiver<Outbound>,
+    SlowOutcome,
+) {
+    let failed = match job {
+        Slow::Close(code) => {
+            let close = sink.close(code, close_reason(code));
+            let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
+            return (sink, rx, SlowOutcome::End(None));
+        }
+        Slow::Finish(is_text) => match finish_with_deadline(sink, kill).await {
+            Ok(()) => return (sink, rx, SlowOutcome::Go),
+            Err(()) => is_text.then(|| sink.unsent_text().unwrap_or_default()),
+        },
+        Slow::Kept => match write_kept(hub, client, sink, rx, kill).await {
+            Ok(()) => return (sink, rx, SlowOutcome::Go),
+            Err(text) => text,
+        },
+        Slow::Failed(text) => text,
+    };
+    close_after_failed_write(sink, kill).await;
+    (sink, rx, SlowOutcome::End(failed))
 }
 
 /// Frames kept in the store for the tab were noted: what is still queued goes first (it was
@@ -596,17 +746,19 @@ async fn send_with_deadline(sink: &mut Sink<'_>, kill: &Killer) -> Result<(), ()
     }
     // The slow path (a full socket buffer) is boxed, so it does not size every socket's
     // future.
-    Box::pin(async move {
-        tokio::select! {
-            biased;
-            r = tokio::time::timeout(Duration::from_secs(10), sink.finish()) => match r {
-                Ok(Ok(())) => Ok(()),
-                _ => Err(()),
-            },
-            _ = kill.killed() => Err(()),
-        }
-    })
-    .await
+    Box::pin(finish_with_deadline(sink, kill)).await
+}
+
+/// The rest of the frame started, within the deadline, unless killed first.
+async fn finish_with_deadline(sink: &mut Sink<'_>, kill: &Killer) -> Result<(), ()> {
+    tokio::select! {
+        biased;
+        r = tokio::time::timeout(Duration::from_secs(10), sink.finish()) => match r {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(()),
+        },
+        _ = kill.killed() => Err(()),
+    }
 }
 
 /// `/heartbeat`: app heartbeats from a known tab; answers each with the hub's time.
@@ -706,26 +858,24 @@ async fn heartbeat_session(
 #[cfg(test)]
 mod tests {
     /// What each socket's task holds for as long as its tab is connected, idle or not: the
-    /// connection's future is sized by its largest state (docs/benchmarks.md, "Ninth
-    /// session"; 1,608 B in this build before the writer polled its kill and kept-frames
-    /// news, 1,200 after). The bounds are the debug build's.
+    /// socket's future is sized by its largest state (docs/benchmarks.md, "Eleventh
+    /// session": 1,160 B for the connection's part alone before the live socket was one
+    /// hand-made future and the steps before it were boxed; 464 B for all of it after, 456 B
+    /// in the release build). With tokio's task header and trailer (96 B) and its 128-byte
+    /// alignment the task is 640 B, one of mimalloc's size classes; past 536 B it would be
+    /// 768.
     #[test]
     fn a_socket_future_stays_small() {
         let sizes = super::future_sizes();
         println!("{sizes:?}");
-        let connection = sizes[0].1;
-        assert!(
-            connection <= 1160,
-            "a socket's future grew to {connection} B"
-        );
-        let writer = sizes
-            .iter()
-            .find(|(name, _)| *name == "write_loop")
-            .unwrap()
-            .1;
-        assert!(writer <= 416, "the writer's loop grew to {writer} B");
-        // The reader beside it (in the socket's task, outside this future): its rare state
-        // (a frame over several reads, a fragmented message, bytes read ahead) is boxed.
+        let (name, socket) = sizes[0];
+        assert_eq!(name, "socket");
+        assert!(socket <= 464, "a socket's future grew to {socket} B");
+        // The live socket's state, inside it.
+        let live = std::mem::size_of::<super::LiveSocket<'static, 'static>>();
+        assert!(live <= 136, "the live socket grew to {live} B");
+        // The reader beside it: its rare state (a frame over several reads, a fragmented
+        // message, bytes read ahead) is boxed.
         let reader = std::mem::size_of::<super::FrameStream<'static>>();
         assert!(reader <= 40, "the socket's reader grew to {reader} B");
     }

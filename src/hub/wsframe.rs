@@ -250,6 +250,12 @@ impl<R: AsyncRead + Unpin> Reader<R> {
 
     /// The next message; `None` once the connection has ended (cleanly or not).
     pub async fn next(&mut self) -> Option<Result<Incoming, WsError>> {
+        poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// `next` as a poll (for a socket's task that polls its reader beside its writer, with no
+    /// future of the reader's own in its state).
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Incoming, WsError>>> {
         self.tidy();
         let pending = self
             .rare
@@ -264,10 +270,10 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                 r.rest = rest;
             }
             if out.is_some() {
-                return out;
+                return Poll::Ready(out);
             }
         }
-        poll_fn(|cx| loop {
+        loop {
             if let Some(f) = self
                 .rare
                 .as_mut()
@@ -331,8 +337,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                 Poll::Ready(Some(out)) => return Poll::Ready(out),
                 Poll::Ready(None) => continue,
             }
-        })
-        .await
+        }
     }
 
     /// Parses `bytes` up to the end of the first message they complete; gives how many it
