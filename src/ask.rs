@@ -138,7 +138,17 @@ impl Asks {
 
     /// Notes a tab's complete reply (a free turn; a task's answer is noted when it arrives).
     pub fn note_reply(&self, tab_id: &str, text: &str) {
-        self.latest.insert(tab_id.to_string(), text.to_string());
+        // A tab that answered before keeps its entry: the text is written over the old one
+        // (no new key, and no new buffer unless the reply is longer).
+        match self.latest.get_mut(tab_id) {
+            Some(mut latest) => {
+                latest.clear();
+                latest.push_str(text);
+            }
+            None => {
+                self.latest.insert(tab_id.to_string(), text.to_string());
+            }
+        }
     }
 
     /// The tab's latest complete reply, whoever asked.
@@ -256,21 +266,33 @@ impl Asks {
     ) -> Result<Ticket, AskError> {
         // A site past its quota (docs/commands.md) gets no prompt, however it is named.
         let now = crate::store::now_ms() as u64;
-        let over = |c: &Arc<Client>| self.pick.decide.quota_wait(&c.info().site, now);
-        if !tabs.is_empty() && tabs.iter().all(|c| over(c).is_some()) {
-            return Err(self.none_eligible(target, tabs));
-        }
-        let untried: Vec<Arc<Client>> = tabs
-            .iter()
-            .filter(|c| !tried.contains(&c.id))
-            .filter(|c| over(c).is_none())
-            .filter(|c| tabs.len() == 1 || c.id != opts.from)
-            .cloned()
-            .collect();
-        let tab = match untried.as_slice() {
-            [] => return Err(AskError::NotConnected(target.to_string())),
-            [one] if tabs.len() == 1 => one.clone(),
-            several => self.pick_one(target, several)?,
+        let over = |c: &Arc<Client>| {
+            c.with_info(|i| self.pick.decide.quota_wait(&i.site, now))
+                .is_some()
+        };
+        let tab = match tabs {
+            // One tab (a fan-out's every target): the same checks as below, each once.
+            [one] if over(one) => return Err(self.none_eligible(target, tabs)),
+            [one] if tried.contains(&one.id) => {
+                return Err(AskError::NotConnected(target.to_string()))
+            }
+            [one] => one.clone(),
+            _ => {
+                if !tabs.is_empty() && tabs.iter().all(over) {
+                    return Err(self.none_eligible(target, tabs));
+                }
+                let untried: Vec<Arc<Client>> = tabs
+                    .iter()
+                    .filter(|c| !tried.contains(&c.id))
+                    .filter(|c| !over(c))
+                    .filter(|c| c.id != opts.from)
+                    .cloned()
+                    .collect();
+                match untried.as_slice() {
+                    [] => return Err(AskError::NotConnected(target.to_string())),
+                    several => self.pick_one(target, several)?,
+                }
+            }
         };
         let tab = &tab;
         let mut req = TaskRequest::new(prompt, self.hub.config.timing.task_timeout);

@@ -74,7 +74,7 @@ pub fn on_turn_end(control: &Arc<Control>, client: &Arc<Client>, turn_id: &str, 
 /// A reply finished (a free turn or a task's answer): one turn of the memory scopes the tab
 /// is in (`global` and its group), whose memories cool down.
 pub fn count_turn(control: &Control, client: &Client) {
-    let group = client.info().group;
+    let group = client.with_info(|i| i.group.clone());
     let mut scopes = vec![crate::memory::GLOBAL];
     if let Some(g) = group.as_deref().filter(|g| *g != crate::memory::GLOBAL) {
         scopes.push(g);

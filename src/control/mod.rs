@@ -289,14 +289,16 @@ impl Commands {
 
     /// The role card that applies to a tab now, if any.
     pub fn card_for(&self, client: &Client) -> Option<crate::roles::RoleCard> {
-        let info = client.info();
-        let facts = TabFacts {
-            site: &info.site,
-            label: info.label.as_deref(),
-            client_id: &client.id,
-            url: info.url.as_deref(),
-        };
-        self.roles.get().card_for(&facts).cloned()
+        let cards = self.roles.get();
+        client.with_info(|info| {
+            let facts = TabFacts {
+                site: &info.site,
+                label: info.label.as_deref(),
+                client_id: &client.id,
+                url: info.url.as_deref(),
+            };
+            cards.card_for(&facts).cloned()
+        })
     }
 
     /// The caller a tab's text speaks for: its role's permissions, or its card's.

@@ -66,6 +66,8 @@ pub struct Ticket {
     parent: Option<String>,
     deadline: tokio::time::Instant,
     reply: oneshot::Receiver<Outcome>,
+    /// The task carries files, whose grants end with it.
+    files: bool,
 }
 
 impl Ticket {
@@ -106,6 +108,7 @@ impl Ticket {
             parent,
             deadline: _,
             reply,
+            files,
         } = self;
         // Dropped before the answer (its caller gave up: a person's Stop, a cancelled
         // command), the wait withdraws the task from its tab.
@@ -129,11 +132,14 @@ impl Ticket {
         };
         guard.armed = false;
         drop(guard);
-        let site = client.info().site;
-        tasks
-            .tally
-            .task(&site, super::tally::outcome_of(&outcome.result));
-        tasks.files.revoke_task(&task_id);
+        client.with_info(|i| {
+            tasks
+                .tally
+                .task(&i.site, super::tally::outcome_of(&outcome.result))
+        });
+        if files {
+            tasks.files.revoke_task(&task_id);
+        }
         if let Some(p) = &parent {
             let state = if outcome.result.is_ok() {
                 "done"
@@ -157,8 +163,8 @@ struct Withdraw<'a> {
 impl Drop for Withdraw<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let site = self.client.info().site;
-            self.tasks.tally.task(&site, "cancelled");
+            self.client
+                .with_info(|i| self.tasks.tally.task(&i.site, "cancelled"));
             self.tasks.withdraw(self.client, self.task_id);
         }
     }
@@ -316,6 +322,7 @@ impl Tasks {
                 .collect(),
         };
         let parent = frame.parent_id.clone().filter(|_| req.track);
+        let files = !frame.attachments.is_empty();
         let (tx, rx) = oneshot::channel();
         let pending = Pending {
             frame,
@@ -355,6 +362,7 @@ impl Tasks {
             parent,
             deadline,
             reply: rx,
+            files,
         })
     }
 
@@ -410,6 +418,7 @@ impl Tasks {
             parent,
             deadline,
             reply: rx,
+            files: false,
         }
     }
 

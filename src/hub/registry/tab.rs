@@ -333,6 +333,11 @@ impl Client {
         self.info.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Reads the tab's info in place (no copy of its strings, as `info()` makes).
+    pub fn with_info<R>(&self, f: impl FnOnce(&ClientInfo) -> R) -> R {
+        f(&self.info.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
     pub fn role(&self) -> Role {
         self.info.read().unwrap_or_else(|p| p.into_inner()).role
     }
