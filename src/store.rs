@@ -175,6 +175,10 @@ const MIGRATIONS: &[&str] = &[
         sha256 TEXT NOT NULL,
         pinned_ms INTEGER NOT NULL
     )",
+    // 13: an agent session's pending message and the files it carries (docs/files.md): the
+    // next message's files and the message sent but not yet seen, as JSON, so a delivery
+    // after a restart carries its files (src/agent_loop/journal.rs). NULL: nothing pending.
+    "ALTER TABLE agent_sessions ADD COLUMN pending TEXT",
 ];
 
 /// One row of the journal with its global id (the dashboard's SSE `id:`).

@@ -103,9 +103,9 @@ impl Loops {
                     .get(&tab)
                     // A paused session withdrew its delivery already (the fetch that failed
                     // may be the withdrawal's doing): it stays paused for its own reason.
-                    .is_some_and(|l| {
-                        deliver_id.starts_with(l.session.id()) && l.paused_at.is_none()
-                    });
+                    // Only the message sent last counts: a delivery the tab held across a
+                    // restart (its files' ids gone with the old hub) was sent again since.
+                    .is_some_and(|l| deliver_id == l.last_deliver && l.paused_at.is_none());
                 if ours {
                     self.feed(&tab, Input::DeliveryFailed(error));
                 }

@@ -1,7 +1,8 @@
 //! What the loop sends a tab: the results message (the loop's one `deliver` frame, typed
 //! with `auto_send` and tagged with its session and round; never into a tab a person
 //! stopped) with the files it carries (`attachments`, granted to that connection until the
-//! turn it starts shows or the session pauses or ends; docs/files.md), and the panel's
+//! turn it starts shows or the session pauses or ends; docs/files.md; journaled with the session
+//! until then, and never sent without them), and the panel's
 //! `flow_event`s (a session's progress, a command not run, what a Stop says).
 
 use super::*;
@@ -36,21 +37,37 @@ impl Loops {
         primer: bool,
         vars: Vec<(String, String)>,
     ) {
-        let (session_id, agent, commands, files) = {
+        let (session_id, agent, commands, files, journal) = {
             let mut live = self.live.lock().expect("loops");
             let Some(l) = live.get_mut(tab) else { return };
+            let had_pending = l.has_pending();
             let commands: Vec<RoundCommand> = std::mem::take(&mut l.round).into_values().collect();
             // A resend of the same round carries the same files; a new round its own.
             if l.sent_files.0 != Some(round) {
                 l.sent_files = (Some(round), std::mem::take(&mut l.next_files));
             }
+            l.last_deliver = deliver_id.clone();
+            // Journaled with its files until its turn shows: a restart sends it again.
+            l.sent_message = (!l.sent_files.1.is_empty()).then(|| PendingMessage {
+                text: text.clone(),
+                round,
+                primer,
+                vars: vars.clone(),
+                sends: sends_of(&deliver_id),
+                files: l.sent_files.1.clone(),
+            });
             (
                 l.session.id().to_string(),
                 l.agent.clone(),
                 commands,
                 l.sent_files.1.clone(),
+                had_pending || l.has_pending(),
             )
         };
+        // Only a session with files touches the journal: a delivery without is no write.
+        if journal {
+            self.journal_pending(tab);
+        }
         let store = &self.store;
         let mut text = text;
         if round > 0 && !commands.is_empty() {
@@ -75,7 +92,8 @@ impl Loops {
                 tracing::warn!("${k} not kept: {e}");
             }
         }
-        let client = self.registry.get(tab);
+        // After a restart the tab may not be back yet: the store knows it (the frame waits).
+        let client = self.registry.resume(tab);
         let text = match (primer, &client) {
             (true, Some(c)) => {
                 let limits = self.limits(agent.as_ref().and_then(|a| a.spec.max_rounds));
@@ -102,8 +120,25 @@ impl Loops {
             tracing::info!(tab, "results not typed: a person stopped this tab");
             return;
         }
-        // Granted to this connection for this delivery only; an earlier send's ids go.
         let kept = &self.asks.hub().tasks.files;
+        // Never the text without its files: a file whose bytes are gone from the data dir
+        // (deleted while the hub was down) pauses the session instead.
+        let missing: Vec<&str> = files
+            .iter()
+            .filter(|f| !kept.blob_path(f).is_file())
+            .map(|f| f.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            let why = format!(
+                "集线器已没有文件 {0} 的内容 / the hub no longer has the bytes of {0} (gone from its data dir): attach it again",
+                missing.join(", ")
+            );
+            tracing::warn!(tab, "agent results not sent: {why}");
+            kept.revoke_deliveries(tab);
+            self.feed(tab, Input::DeliveryFailed(why));
+            return;
+        }
+        // Granted to this connection for this delivery only; an earlier send's ids go.
         kept.revoke_deliveries(tab);
         let attachments = files
             .iter()
@@ -150,6 +185,8 @@ impl Loops {
         {
             l.next_files.push(file);
         }
+        drop(live);
+        self.journal_pending(tab);
         true
     }
 
@@ -160,12 +197,14 @@ impl Loops {
         let had = match self.live.lock().expect("loops").get_mut(tab) {
             Some(l) if !l.sent_files.1.is_empty() => {
                 l.sent_files.1.clear();
+                l.sent_message = None;
                 true
             }
             _ => false,
         };
         if had {
             self.withdraw_files(tab);
+            self.journal_pending(tab);
         }
     }
 
@@ -174,6 +213,15 @@ impl Loops {
     pub(super) fn withdraw_files(&self, tab: &str) {
         self.asks.hub().tasks.files.revoke_deliveries(tab);
     }
+}
+
+/// The send count in a deliver id (`SESSION-rROUND-sN`).
+fn sends_of(deliver_id: &str) -> u32 {
+    deliver_id
+        .rsplit("-s")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A `flow_event` for a tab's panel about one session.

@@ -1,6 +1,7 @@
 //! The loop's journal in the store: a session started, each command's result by (tab, turn,
 //! index) before the session hears it (so a hub killed meanwhile runs it no second time),
-//! the result of one that already ran, and the sessions open at a restart. Called by the
+//! the result of one that already ran, what a session has pending (its files and the message
+//! sent with them and not yet seen), and the sessions open at a restart. Called by the
 //! actor only.
 
 use super::*;
@@ -32,10 +33,70 @@ impl Loops {
                 rec.state == "paused",
             );
             tracing::info!(session = %rec.id, tab = %rec.tab, round = rec.round, "agent session goes on after a restart");
-            self.live
-                .lock()
-                .expect("loops")
-                .insert(rec.tab.clone(), Live::new(session, agent));
+            let mut l = Live::new(session, agent);
+            self.restore_pending(&rec.id, &mut l);
+            self.live.lock().expect("loops").insert(rec.tab.clone(), l);
+        }
+    }
+
+    /// A restored session's pending files: its next message's, and the message sent but not
+    /// yet seen, which goes again (its files granted anew, or, when their bytes are gone,
+    /// the session pauses: deliver checks).
+    fn restore_pending(&self, id: &str, l: &mut Live) {
+        let pending = match agent_store::pending(&self.store, id) {
+            Ok(Some(json)) => match serde_json::from_str::<PendingFiles>(&json) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(session = id, "pending files not read: {e}");
+                    return;
+                }
+            },
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(session = id, "pending files not read: {e}");
+                return;
+            }
+        };
+        l.next_files = pending.next_files;
+        if let Some(m) = pending.sent {
+            tracing::info!(
+                session = id,
+                round = m.round,
+                files = m.files.len(),
+                "a message with files not yet seen goes again after the restart"
+            );
+            l.session.restore_outgoing(
+                m.text.clone(),
+                m.round,
+                m.primer,
+                m.vars.clone(),
+                m.sends,
+                now(),
+            );
+            l.sent_files = (Some(m.round), m.files.clone());
+            l.sent_message = Some(m);
+        }
+    }
+
+    /// Journals what the tab's session has pending (its next message's files, the message
+    /// sent with files and not yet seen); nothing pending clears it.
+    pub(super) fn journal_pending(&self, tab: &str) {
+        let (id, pending) = {
+            let live = self.live.lock().expect("loops");
+            let Some(l) = live.get(tab) else { return };
+            (
+                l.session.id().to_string(),
+                PendingFiles {
+                    next_files: l.next_files.clone(),
+                    sent: l.sent_message.clone(),
+                },
+            )
+        };
+        let json = (pending != PendingFiles::default())
+            .then(|| serde_json::to_string(&pending).ok())
+            .flatten();
+        if let Err(e) = agent_store::set_pending(&self.store, &id, json.as_deref()) {
+            tracing::warn!(session = %id, "pending files not journaled: {e}");
         }
     }
 

@@ -213,6 +213,34 @@ struct Live {
     /// The files of the message sent last and its round, until its turn shows (a resend
     /// carries them again).
     sent_files: (Option<u32>, Vec<FileRef>),
+    /// The message sent last, while it carries files and its turn has not shown: journaled
+    /// with them so a restart sends it again with its files (docs/files.md).
+    sent_message: Option<PendingMessage>,
+    /// The deliver id of the message sent last: a failure reported for an earlier one (a
+    /// delivery the tab held across a restart) is not this message's.
+    last_deliver: String,
+}
+
+/// What a session has pending, journaled with it (`agent_sessions.pending`): the files of its
+/// next message, and the message sent but not yet seen with its files.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct PendingFiles {
+    #[serde(default)]
+    next_files: Vec<FileRef>,
+    #[serde(default)]
+    sent: Option<PendingMessage>,
+}
+
+/// A message sent and not yet seen, as the session built it (before its primer).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct PendingMessage {
+    text: String,
+    round: u32,
+    primer: bool,
+    vars: Vec<(String, String)>,
+    /// How many sends the session had made (its next deliver id goes past them).
+    sends: u32,
+    files: Vec<FileRef>,
 }
 
 impl Live {
@@ -231,7 +259,14 @@ impl Live {
             cancelled: Vec::new(),
             next_files: Vec::new(),
             sent_files: (None, Vec::new()),
+            sent_message: None,
+            last_deliver: String::new(),
         }
+    }
+
+    /// Whether the session has files pending (what `journal_pending` writes).
+    fn has_pending(&self) -> bool {
+        self.sent_message.is_some() || !self.next_files.is_empty()
     }
 }
 

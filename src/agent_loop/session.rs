@@ -52,13 +52,16 @@ impl Loops {
 
     /// `agent task`'s session (already live): journaled, and its first message sent.
     pub(super) fn begin(&self, tab: &str, task: &str) {
-        let actions = {
+        let (actions, with_files) = {
             let mut live = self.live.lock().expect("loops");
             let Some(l) = live.get_mut(tab) else { return };
             let name = l.agent.as_ref().map(|a| a.spec.name.clone());
             self.record_start(l.session.id(), name.as_deref(), tab);
-            l.session.begin(task, now())
+            (l.session.begin(task, now()), l.has_pending())
         };
+        if with_files {
+            self.journal_pending(tab);
+        }
         self.act(tab, actions);
     }
 
@@ -207,6 +210,10 @@ impl Loops {
             Some(&format!("{}: {why_text}", why.code())),
             Some(crate::store::now_ms()),
         );
+        if l.has_pending() {
+            // Nothing of an ended session is sent again.
+            let _ = agent_store::set_pending(&self.store, &id, None);
+        }
         tracing::info!(session = %id, tab, why = why.code(), round = l.session.round(), "agent session ended");
         {
             let mut ended = self.ended.lock().expect("loops");

@@ -366,6 +366,35 @@ impl Session {
         s
     }
 
+    /// A restored session's message that was due or sent and not yet seen before the restart
+    /// (journaled by the wiring): it goes again at once (or on resume, when paused), under a
+    /// deliver id past `sends` (the tab drops an id it has seen).
+    pub fn restore_outgoing(
+        &mut self,
+        text: String,
+        round: u32,
+        primer: bool,
+        vars: Vec<(String, String)>,
+        sends: u32,
+        now_ms: u64,
+    ) {
+        self.sends = self.sends.max(sends);
+        self.first_primer = false;
+        let out = SessionState::Ready(Box::new(Outgoing {
+            text,
+            round,
+            primer,
+            vars,
+            due_ms: now_ms,
+            sent: true,
+        }));
+        match &mut self.state {
+            SessionState::Paused { before, .. } => **before = out,
+            SessionState::Ended(_) => {}
+            _ => self.state = out,
+        }
+    }
+
     /// When the wall-time limit ends the session, whatever it waits for.
     pub fn deadline(&self) -> u64 {
         self.started_ms + self.limits.max_wall_ms

@@ -1,7 +1,7 @@
 //! Agents, their sessions and each session's rounds in the SQLite store ([`crate::store`]):
 //! agents persist, and a session goes on from its last round after a hub restart.
 //!
-//! The schema is the store's migration 6 (`src/store.rs`, which owns every migration: the
+//! The schema is the store's migrations 6 and 13 (`src/store.rs`, which owns every migration: the
 //! store names nothing above it); this module reads and writes those tables.
 
 use rusqlite::{params, OptionalExtension};
@@ -213,6 +213,33 @@ pub fn sessions_of(store: &Store, agent: &str) -> StoreResult<Vec<SessionRecord>
         let rows = st.query_map(params![agent], session_row)?;
         rows.collect()
     })
+}
+
+/// Journals what a session has pending (its next message's files and the message sent but
+/// not yet seen, as the loop's JSON; `None` clears it): read back by [`pending`] after a
+/// restart (migration 13).
+pub fn set_pending(store: &Store, id: &str, pending: Option<&str>) -> StoreResult<()> {
+    store.with_conn(|c| {
+        c.execute(
+            "UPDATE agent_sessions SET pending = ?2 WHERE id = ?1",
+            params![id, pending],
+        )
+    })?;
+    Ok(())
+}
+
+/// What a session had pending when it was last journaled ([`set_pending`]).
+pub fn pending(store: &Store, id: &str) -> StoreResult<Option<String>> {
+    Ok(store
+        .read(|c| {
+            c.query_row(
+                "SELECT pending FROM agent_sessions WHERE id = ?1",
+                params![id],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()
+        })?
+        .flatten())
 }
 
 /// Journals one round (its commands and results) and moves the session to it, in one
@@ -438,5 +465,37 @@ mod tests {
             .as_deref()
             .is_some_and(|w| w.contains("stopped by a person")));
         assert_eq!(sessions_of(&store, "r1").expect("of").len(), 1);
+    }
+
+    #[test]
+    fn a_sessions_pending_message_survives_a_reopen_and_clears() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let store = Store::open(dir.path()).expect("open");
+            insert_session(
+                &store,
+                &SessionRecord {
+                    id: "s1".into(),
+                    agent: None,
+                    tab: "kimi-1".into(),
+                    state: "running".into(),
+                    round: 0,
+                    started_ms: 10,
+                    ended_ms: None,
+                    why: None,
+                },
+            )
+            .expect("insert");
+            assert_eq!(pending(&store, "s1").expect("read"), None);
+            set_pending(&store, "s1", Some("{\"files\":1}")).expect("write");
+        }
+        let store = Store::open(dir.path()).expect("reopen");
+        assert_eq!(
+            pending(&store, "s1").expect("read").as_deref(),
+            Some("{\"files\":1}")
+        );
+        set_pending(&store, "s1", None).expect("clear");
+        assert_eq!(pending(&store, "s1").expect("read"), None);
+        assert_eq!(pending(&store, "nobody").expect("read"), None);
     }
 }
