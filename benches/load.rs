@@ -78,8 +78,9 @@ struct Args {
     /// grows maps, buffers and allocator pages); their times are printed apart.
     #[arg(long, default_value_t = 1)]
     warmup: usize,
-    /// Skip the loopback floor (`benches/loopback_floor.rs`) that is otherwise measured
-    /// first, with as many sockets as `--fanout`, to put the fan-out figures in proportion.
+    /// Skip the loopback floor (`benches/loopback_floor.rs`), as many bare sockets as
+    /// `--fanout`, that otherwise runs one round right before each of the hub's rounds (the
+    /// two interleaved, so both see the same noise) to put the fan-out figures in proportion.
     #[arg(long)]
     no_floor: bool,
     /// Local source addresses to spread the tabs over (127.0.0.2, 127.0.0.3, …), so that more
@@ -365,6 +366,13 @@ struct Figures {
     /// Server CPU per task until the last tab had it, and over the whole round, µs.
     cpu_until_last_us: f64,
     cpu_round_us: f64,
+    /// The interleaved loopback floor's latencies, every socket in every counted round, ms,
+    /// sorted (empty without a floor).
+    floor_latencies: Vec<f64>,
+    /// Per counted round: the server's per-tab p99 ÷ the floor round's per-socket p99.
+    round_p99_ratios: Vec<f64>,
+    /// The floor's CPU per round (its sender and receiver threads), ms.
+    floor_cpu_ms_per_round: f64,
 }
 
 async fn tool(mut args: Args) {
@@ -380,15 +388,14 @@ async fn tool(mut args: Args) {
     if args.nodes > 1 {
         return cluster_load::run(&args).await;
     }
-    // 0. The floor: the same fan-out through bare loopback sockets, while the hub is idle.
-    let floor = (!args.no_floor && !args.hold).then(|| {
-        floor::measure(&floor::Floor {
-            sockets: args.fanout,
-            senders: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            bytes: 300,
-            rounds: args.rounds,
-            warmup: args.warmup,
-        })
+    // 0. The floor: the same fan-out through bare loopback sockets, opened before the hub;
+    // `drive` runs one of its rounds right before each of the hub's.
+    let mut floor = (!args.no_floor && !args.hold).then(|| {
+        floor::Rig::open(
+            args.fanout,
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+            300,
+        )
     });
     let data = tempfile::tempdir().expect("tempdir");
     let (child, url) = match &args.url {
@@ -400,21 +407,26 @@ async fn tool(mut args: Args) {
     };
     let pid = args.hub_pid.or_else(|| child.as_ref().and_then(|c| c.id()));
     println!("hub: {url} (pid {pid:?})");
-    let hub = drive(&args, &url, pid).await;
+    let hub = drive(&args, &url, pid, floor.as_mut()).await;
+    drop(floor);
     // The hub's sockets close with it, before the floor server takes the same load.
     drop(child);
-    if let Some(f) = floor {
-        let mut rounds = f.rounds.clone();
-        rounds.sort_by(|a, b| a.total_cmp(b));
-        let floor_p99 = percentile(&f.per_socket, 0.99);
+    if !hub.floor_latencies.is_empty() {
+        let floor_p99 = percentile(&hub.floor_latencies, 0.99);
+        let mut ratios = hub.round_p99_ratios.clone();
+        ratios.sort_by(|a, b| a.total_cmp(b));
         println!(
-            "loopback floor (bare TCP, no hub, same rounds): per-socket p50 {:.2} ms, p99 {:.2} ms, \
-             whole round p50 {:.2} ms, {:.1} µs of CPU per message → this fan-out's p99 is {:.2}× the floor",
-            percentile(&f.per_socket, 0.50),
+            "loopback floor (bare TCP, no hub; one round right before each hub round): per-socket \
+             p50 {:.2} ms, p99 {:.2} ms, {:.1} µs of CPU per message → this fan-out's p99 is {:.2}× \
+             the floor (p99 of every tab in every counted round ÷ p99 of every socket in the floor \
+             rounds); per round, hub p99 ÷ floor p99: median {:.2}×, min {:.2}×, max {:.2}×",
+            percentile(&hub.floor_latencies, 0.50),
             floor_p99,
-            percentile(&rounds, 0.50),
-            f.cpu_ms_per_round / args.fanout.max(1) as f64 * 1000.0,
+            hub.floor_cpu_ms_per_round / args.fanout.max(1) as f64 * 1000.0,
             percentile(&hub.latencies, 0.99) / floor_p99,
+            percentile(&ratios, 0.50),
+            ratios.first().copied().unwrap_or(f64::NAN),
+            ratios.last().copied().unwrap_or(f64::NAN),
         );
     }
     if args.no_floor_server {
@@ -423,7 +435,7 @@ async fn tool(mut args: Args) {
     // 4. The tokio + JSON floor server, same tool, same load, same run.
     let (server, url) = spawn_floor_server(&args.token).await;
     println!("floor server: {url} (pid {:?})", server.id());
-    let fl = drive(&args, &url, server.id()).await;
+    let fl = drive(&args, &url, server.id(), None).await;
     drop(server);
     println!(
         "hub ÷ tokio + JSON floor server, same load: whole-round CPU per task {:.1} / {:.1} µs = \
@@ -445,8 +457,14 @@ async fn tool(mut args: Args) {
 }
 
 /// Opens the tabs on the server at `url`, measures its RSS per idle tab (with `pid`), runs the
-/// rounds and prints what it measured.
-async fn drive(args: &Args, url: &str, pid: Option<u32>) -> Figures {
+/// rounds and prints what it measured. With a floor `rig`, one loopback floor round runs
+/// right before each of the server's rounds (warm-up rounds too, left out alike).
+async fn drive(
+    args: &Args,
+    url: &str,
+    pid: Option<u32>,
+    mut rig: Option<&mut floor::Rig>,
+) -> Figures {
     let mut figures = Figures::default();
     let url = url.to_string();
     let rss_before = pid.and_then(rss_kib);
@@ -538,6 +556,18 @@ async fn drive(args: &Args, url: &str, pid: Option<u32>) -> Figures {
     let mut warmup_ms = Vec::new();
     for round in 0..args.warmup + args.rounds {
         let counted = round >= args.warmup;
+        // The floor's round first, blocking this thread (the tabs are idle meanwhile).
+        let floor_round = rig.as_mut().map(|rig| {
+            let c0 = cpu_ms(me);
+            let mut ms = rig.round();
+            if let (Some(a), Some(b)) = (c0, cpu_ms(me)) {
+                if counted {
+                    figures.floor_cpu_ms_per_round += (b - a) / args.rounds.max(1) as f64;
+                }
+            }
+            ms.sort_by(|a, b| a.total_cmp(b));
+            ms
+        });
         let cpu0 = (pid.and_then(cpu_ms), cpu_ms(me));
         let cmd = format!(
             "?<parallel to=[{}] load round {round}{pad}>!",
@@ -562,11 +592,18 @@ async fn drive(args: &Args, url: &str, pid: Option<u32>) -> Figures {
         let elapsed = t0.elapsed().as_secs_f64() * 1000.0;
         let (hub1, tool1) = (pid.and_then(cpu_ms), cpu_ms(me));
         if counted {
-            all.extend(
-                arrivals
-                    .iter()
-                    .map(|a| a.at.duration_since(t0).as_secs_f64() * 1000.0),
-            );
+            let mut this: Vec<f64> = arrivals
+                .iter()
+                .map(|a| a.at.duration_since(t0).as_secs_f64() * 1000.0)
+                .collect();
+            this.sort_by(|a, b| a.total_cmp(b));
+            if let Some(fl) = floor_round {
+                figures
+                    .round_p99_ratios
+                    .push(percentile(&this, 0.99) / percentile(&fl, 0.99));
+                figures.floor_latencies.extend(fl);
+            }
+            all.extend(this);
             round_ms.push(elapsed);
             if let (Some(h0), Some(h1)) = (cpu0.0, hub1) {
                 hub_cpu += h1 - h0;
@@ -662,6 +699,7 @@ async fn drive(args: &Args, url: &str, pid: Option<u32>) -> Figures {
         "load round 0".len() + pad.len(),
     );
     figures.latencies = all;
+    figures.floor_latencies.sort_by(|a, b| a.total_cmp(b));
     drop(tabs);
     figures
 }

@@ -1,7 +1,7 @@
 //! Loopback floor: what the kernel alone needs to fan a small message out to N TCP sockets on
 //! this machine, with no WebSocket, JSON, hub or async runtime in the way (see
-//! `benches/support/floor.rs`). `benches/load.rs` runs the same measurement before its own
-//! rounds and prints its fan-out as a multiple of this floor.
+//! `benches/support/floor.rs`). `benches/load.rs` runs one round of the same measurement right
+//! before each of its own rounds and prints its fan-out as a multiple of this floor.
 //!
 //! Run: `cargo bench --bench loopback_floor -- --sockets 1000 --senders 2 --rounds 20`
 

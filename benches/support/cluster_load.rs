@@ -227,7 +227,7 @@ pub async fn run(args: &Args) {
     );
 
     // Presence: every hub sees every tab.
-    let http = reqwest::Client::new();
+    let http = aicard::http_client::plain();
     let t_presence = Instant::now();
     for (k, h) in hubs.iter().enumerate() {
         loop {

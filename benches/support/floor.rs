@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
 
-/// What to measure.
+/// What to measure (`benches/loopback_floor.rs`; the load tool runs a [`Rig`]'s rounds itself).
+#[allow(dead_code)]
 pub struct Floor {
     pub sockets: usize,
     pub senders: usize,
@@ -25,6 +26,7 @@ pub struct Floor {
 }
 
 /// What was measured (warm-up rounds left out).
+#[allow(dead_code)]
 pub struct FloorRun {
     /// Every socket's latency in every round, in ms, sorted.
     pub per_socket: Vec<f64>,
@@ -93,59 +95,104 @@ fn receive_round(
     at.into_iter().map(|t| t.expect("arrived")).collect()
 }
 
-/// Runs the rounds; panics (with what went wrong) if the loopback misbehaves.
-pub fn measure(f: &Floor) -> FloorRun {
-    let senders = f.senders.max(1);
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let mut poll = Poll::new().expect("poll");
-    let mut clients = Vec::with_capacity(f.sockets);
-    let mut servers: Vec<Vec<TcpStream>> = (0..senders).map(|_| Vec::new()).collect();
-    for i in 0..f.sockets {
-        let c = TcpStream::connect(addr).expect("connect");
-        c.set_nonblocking(true).expect("nonblocking");
-        let mut c = MioStream::from_std(c);
-        poll.registry()
-            .register(&mut c, Token(i), Interest::READABLE)
-            .expect("register");
-        clients.push(c);
-        let (s, _) = listener.accept().expect("accept");
-        s.set_nodelay(true).expect("nodelay");
-        servers[i % senders].push(s);
-    }
+/// Open loopback sockets with their sender threads, ready to run rounds one at a time: the
+/// load tool runs one floor round right before each of the hub's rounds, so that both see
+/// the same moment of this machine's noise.
+pub struct Rig {
+    poll: Poll,
+    events: Events,
+    clients: Vec<MioStream>,
+    starts: Vec<mpsc::Sender<()>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+    bytes: usize,
+}
 
-    // Each sender waits for a round's start, writes its share and waits again.
-    let msg = vec![b'x'; f.bytes];
-    let mut starts = Vec::new();
-    let mut handles = Vec::new();
-    for mut share in servers {
-        let (tx, rx) = mpsc::channel::<()>();
-        starts.push(tx);
-        let msg = msg.clone();
-        handles.push(std::thread::spawn(move || {
-            while rx.recv().is_ok() {
-                for s in &mut share {
-                    s.write_all(&msg).expect("write");
+impl Rig {
+    /// Opens `sockets` loopback connections, their server ends shared out to `senders`
+    /// threads that each write `bytes` to every socket of theirs per round.
+    pub fn open(sockets: usize, senders: usize, bytes: usize) -> Rig {
+        let senders = senders.max(1);
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let poll = Poll::new().expect("poll");
+        let mut clients = Vec::with_capacity(sockets);
+        let mut servers: Vec<Vec<TcpStream>> = (0..senders).map(|_| Vec::new()).collect();
+        for i in 0..sockets {
+            let c = TcpStream::connect(addr).expect("connect");
+            c.set_nonblocking(true).expect("nonblocking");
+            let mut c = MioStream::from_std(c);
+            poll.registry()
+                .register(&mut c, Token(i), Interest::READABLE)
+                .expect("register");
+            clients.push(c);
+            let (s, _) = listener.accept().expect("accept");
+            s.set_nodelay(true).expect("nodelay");
+            servers[i % senders].push(s);
+        }
+        // Each sender waits for a round's start, writes its share and waits again.
+        let msg = vec![b'x'; bytes];
+        let mut starts = Vec::new();
+        let mut handles = Vec::new();
+        for mut share in servers {
+            let (tx, rx) = mpsc::channel::<()>();
+            starts.push(tx);
+            let msg = msg.clone();
+            handles.push(std::thread::spawn(move || {
+                while rx.recv().is_ok() {
+                    for s in &mut share {
+                        s.write_all(&msg).expect("write");
+                    }
                 }
-            }
-        }));
+            }));
+        }
+        Rig {
+            poll,
+            events: Events::with_capacity(1024),
+            clients,
+            starts,
+            handles,
+            bytes,
+        }
     }
 
-    let mut events = Events::with_capacity(1024);
+    /// One round: every socket's latency from the round's start to its read, in ms, in
+    /// socket order.
+    pub fn round(&mut self) -> Vec<f64> {
+        let t0 = Instant::now();
+        for s in &self.starts {
+            s.send(()).expect("sender alive");
+        }
+        let at = receive_round(
+            &mut self.poll,
+            &mut self.events,
+            &mut self.clients,
+            self.bytes,
+        );
+        at.iter()
+            .map(|t| t.duration_since(t0).as_secs_f64() * 1000.0)
+            .collect()
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.starts.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Runs the rounds back to back (`benches/loopback_floor.rs`); panics (with what went wrong) if the loopback misbehaves.
+#[allow(dead_code)]
+pub fn measure(f: &Floor) -> FloorRun {
+    let mut rig = Rig::open(f.sockets, f.senders, f.bytes);
     let mut all = Vec::new();
     let mut rounds = Vec::new();
     let mut cpu = 0.0;
     for round in 0..f.warmup + f.rounds {
         let cpu0 = cpu_ms(std::process::id());
-        let t0 = Instant::now();
-        for s in &starts {
-            s.send(()).expect("sender alive");
-        }
-        let at = receive_round(&mut poll, &mut events, &mut clients, f.bytes);
-        let ms: Vec<f64> = at
-            .iter()
-            .map(|t| t.duration_since(t0).as_secs_f64() * 1000.0)
-            .collect();
+        let ms = rig.round();
         if round >= f.warmup {
             rounds.push(ms.iter().copied().fold(0.0, f64::max));
             all.extend(ms);
@@ -155,10 +202,7 @@ pub fn measure(f: &Floor) -> FloorRun {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(starts);
-    for h in handles {
-        h.join().expect("sender");
-    }
+    drop(rig);
     all.sort_by(|a, b| a.total_cmp(b));
     FloorRun {
         per_socket: all,
