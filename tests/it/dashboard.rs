@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    aicard::http_client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()
@@ -870,16 +870,17 @@ async fn event_ids_only_grow_and_a_resume_gets_exactly_the_events_missed() {
         assert_eq!(got, want, "resumed after id {at}");
         streams.push(resumed);
     }
-    // ...then nothing more: the next event on every resumed stream is the next one the hub
-    // has, the same as on the live one.
+    // ...then nothing more: every resumed stream goes on with exactly what the live one gets
+    // next, up to a third tab's arrival (the run may still be journaling before it: on a busy
+    // machine its last rows come after the events above).
     let _w3 = h.scripted("w3", "kimi", "worker", |_| Reply::Silent).await;
-    let next = live.next().await;
-    assert_eq!(
-        (next.1.as_str(), &next.2["kind"]),
-        ("tab", &json!("connected"))
-    );
+    let next = live
+        .until(|(_, e, d)| e == "tab" && d["kind"] == "connected")
+        .await;
     for s in &mut streams {
-        assert_eq!(s.next().await, next);
+        for want in &next {
+            assert_eq!(&s.next().await, want);
+        }
     }
 }
 
