@@ -162,11 +162,10 @@ impl App {
             bus: events.clone(),
             rules,
         });
-        hub.tracker.spawn(serve_work(
-            control.clone(),
-            work_calls,
-            hub.shutdown.clone(),
-        ));
+        crate::spawn::tracked(
+            &hub.tracker,
+            serve_work(control.clone(), work_calls, hub.shutdown.clone()),
+        );
         let api = Arc::new(crate::api::ApiState::new(
             hub.registry.clone(),
             hub.tasks.clone(),
@@ -182,7 +181,7 @@ impl App {
             api: api.clone(),
             loops: loops.clone(),
         });
-        hub.tracker.spawn(wake_admission(hub.clone(), api.clone()));
+        crate::spawn::tracked(&hub.tracker, wake_admission(hub.clone(), api.clone()));
         let app = Arc::new(App {
             commands,
             runner,
@@ -196,37 +195,43 @@ impl App {
             control,
             hub: hub.clone(),
         });
-        hub.tracker.spawn(loop_actor.run(hub.shutdown.clone()));
+        crate::spawn::tracked(&hub.tracker, loop_actor.run(hub.shutdown.clone()));
         if let Some(target) = hub.config.memory_summarizer.clone() {
             // Off by default: memories go to a site only when the person says so.
             let every = hub.config.memory_summary_every;
             app.control.commands.memory.set_summary_every(every);
-            hub.tracker.spawn(crate::control::summarize::run(
-                app.control.clone(),
-                target,
-                every as usize,
-                hub.shutdown.clone(),
-            ));
+            crate::spawn::tracked(
+                &hub.tracker,
+                crate::control::summarize::run(
+                    app.control.clone(),
+                    target,
+                    every as usize,
+                    hub.shutdown.clone(),
+                ),
+            );
         }
         let listener = hub.bind().await?;
         let addr = listener.local_addr()?;
-        hub.tracker.spawn(crate::webhooks::follow_journal(
-            hub.store.clone(),
-            webhooks,
-            hub.shutdown.clone(),
-        ));
-        hub.tracker.spawn(crate::events::follow_journal(
-            hub.store.clone(),
-            events,
-            hub.shutdown.clone(),
-        ));
-        hub.tracker
-            .spawn(crate::rules::run(app.control.clone(), hub.shutdown.clone()));
-        hub.tracker.spawn(forward_published(
-            app.control.bus.clone(),
-            app.webhooks.clone(),
-            hub.shutdown.clone(),
-        ));
+        crate::spawn::tracked(
+            &hub.tracker,
+            crate::webhooks::follow_journal(hub.store.clone(), webhooks, hub.shutdown.clone()),
+        );
+        crate::spawn::tracked(
+            &hub.tracker,
+            crate::events::follow_journal(hub.store.clone(), events, hub.shutdown.clone()),
+        );
+        crate::spawn::tracked(
+            &hub.tracker,
+            crate::rules::run(app.control.clone(), hub.shutdown.clone()),
+        );
+        crate::spawn::tracked(
+            &hub.tracker,
+            forward_published(
+                app.control.bus.clone(),
+                app.webhooks.clone(),
+                hub.shutdown.clone(),
+            ),
+        );
         // Quotas (docs/commands.md): the role cards', then those `?<tabs budget>!` kept.
         app.asks
             .pick
@@ -291,7 +296,7 @@ impl App {
     /// of them), and a last time when the hub stops.
     fn flush_memory_turns(self: Arc<Self>) {
         let app = self.clone();
-        self.tracker.spawn(async move {
+        crate::spawn::tracked(&self.tracker, async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
@@ -312,7 +317,7 @@ impl App {
     /// Reloads role cards when their files change and re-applies them to connected tabs.
     fn watch_role_cards(self: Arc<Self>) {
         let app = self.clone();
-        self.tracker.spawn(async move {
+        crate::spawn::tracked(&self.tracker, async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
             loop {
                 tokio::select! {
@@ -418,7 +423,7 @@ async fn serve_work(
         };
         let control = control.clone();
         let tracker = control.hub.tracker.clone();
-        tracker.spawn(async move {
+        crate::spawn::tracked(&tracker, async move {
             match call {
                 WorkCall::Command {
                     master,
@@ -479,10 +484,10 @@ struct AppHooks {
 impl Hooks for AppHooks {
     fn remote_call(&self, call: crate::hub::engine::RemoteCall) {
         let control = self.control.clone();
-        self.control
-            .hub
-            .tracker
-            .spawn(crate::control::serve_remote(control, call));
+        crate::spawn::tracked(
+            &self.control.hub.tracker,
+            crate::control::serve_remote(control, call),
+        );
     }
 
     fn bus_event(&self, body: &[u8]) {

@@ -470,7 +470,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
         );
     }
     let app = running.app.clone();
-    tokio::spawn(async move {
+    crate::spawn::task(async move {
         shutdown_signal().await;
         tracing::info!("signal received, shutting down");
         app.shutdown.cancel();

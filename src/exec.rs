@@ -560,14 +560,14 @@ fn spawn(
         if let (Some(bytes), Some(mut stdin)) = (input.take(), child.stdin().take()) {
             // A program that never reads its input must not block the hub: written apart,
             // and the writer ends when the group is killed (broken pipe).
-            tokio::spawn(async move {
+            crate::spawn::task(async move {
                 use tokio::io::AsyncWriteExt;
                 let _ = stdin.write_all(&bytes).await;
                 let _ = stdin.shutdown().await;
             });
         }
         if let Some(err) = child.stderr().take() {
-            running.stderr.push(tokio::spawn(capture(
+            running.stderr.push(crate::spawn::task(capture(
                 err,
                 policy.output_cap,
                 OutputStream::Stderr,
@@ -576,7 +576,7 @@ fn spawn(
         }
         if let Some(out) = child.stdout().take() {
             if k == last {
-                running.stdout = Some(tokio::spawn(capture(
+                running.stdout = Some(crate::spawn::task(capture(
                     out,
                     policy.output_cap,
                     OutputStream::Stdout,
@@ -804,7 +804,7 @@ pub fn spawn_service(
     let (stdin, stdout) = (child.stdin().take(), child.stdout().take());
     if let Some(err) = child.stderr().take() {
         let name = name.to_string();
-        tokio::spawn(async move {
+        crate::spawn::task(async move {
             use tokio::io::AsyncBufReadExt;
             let mut lines = tokio::io::BufReader::new(err).lines();
             while let Ok(Some(line)) = lines.next_line().await {

@@ -7,7 +7,8 @@
 //! and the pure run engine), `decide` (the pure decision engine behind `auto` targets), `pick`
 //! (its bridge to the hub), `ask` (asking tabs: resolve, pick, submit, wait), `agents` (the
 //! agent loop's pure core), `planner` (`manager plan`: goal → validated, repaired, approved
-//! flow), `store` (SQLite), `webhooks` (signed lifecycle callbacks), `events` (the event bus and its stored rules), `rules` (running them), `config`, `cli`.
+//! flow), `store` (SQLite), `webhooks` (signed lifecycle callbacks), `events` (the event bus and its stored rules), `rules` (running them), `spawn` (the cold-path
+//! tasks, boxed), `config`, `cli`.
 
 pub mod agent_loop;
 pub mod agents;
@@ -38,5 +39,6 @@ pub mod rules;
 pub mod runner;
 pub mod sim;
 pub mod skills;
+pub mod spawn;
 pub mod store;
 pub mod webhooks;

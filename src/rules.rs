@@ -33,9 +33,7 @@ pub async fn run(control: Arc<Control>, shutdown: CancellationToken) {
                 continue;
             }
             let (c, ev) = (control.clone(), ev.clone());
-            control
-                .tracker
-                .spawn(async move { fire(&c, &rule, &ev).await });
+            crate::spawn::tracked(&control.tracker, async move { fire(&c, &rule, &ev).await });
         }
         for t in triggers.current(&control).iter() {
             if crate::events::matches(&t.on.event, &ev.topic) && ev.cause.may_fire(t.id) {

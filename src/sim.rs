@@ -183,7 +183,7 @@ impl SimTab {
             .unwrap_or_default()
             .to_string();
         let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Value>();
-        tokio::spawn(async move {
+        crate::spawn::task(async move {
             while let Some(v) = out_rx.recv().await {
                 if sink
                     .send(Message::Text(v.to_string().into()))
@@ -196,9 +196,9 @@ impl SimTab {
         });
         let out = out_tx.clone();
         let label = spec.label.clone();
-        tokio::spawn(async move {
+        crate::spawn::task(async move {
             let (task_tx, task_rx) = mpsc::unbounded_channel::<Value>();
-            tokio::spawn(answer_tasks(spec.clone(), task_rx, out.clone()));
+            crate::spawn::task(answer_tasks(spec.clone(), task_rx, out.clone()));
             while let Some(Ok(msg)) = stream.next().await {
                 let Message::Text(t) = msg else { continue };
                 let Ok(v) = serde_json::from_str::<Value>(&t) else {

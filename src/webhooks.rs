@@ -204,14 +204,17 @@ impl Webhooks {
             .into_iter()
             .map(|spec| {
                 let (tx, rx) = mpsc::channel(delivery.backlog.max(1));
-                tracker.spawn(deliver_loop(
-                    spec.url.clone(),
-                    rx,
-                    client.clone(),
-                    delivery.clone(),
-                    stats.clone(),
-                    shutdown.clone(),
-                ));
+                crate::spawn::tracked(
+                    tracker,
+                    deliver_loop(
+                        spec.url.clone(),
+                        rx,
+                        client.clone(),
+                        delivery.clone(),
+                        stats.clone(),
+                        shutdown.clone(),
+                    ),
+                );
                 Endpoint { spec, tx }
             })
             .collect();

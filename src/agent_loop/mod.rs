@@ -411,7 +411,7 @@ impl Loops {
             Err(mpsc::error::TrySendError::Full(ev)) => {
                 tracing::warn!("the agent loop is behind: an input waits for room");
                 let tx = self.tx.clone();
-                tokio::spawn(async move {
+                crate::spawn::task(async move {
                     let _ = tx.send(ev).await;
                 });
             }

@@ -59,16 +59,10 @@ pub(super) async fn respond(
     }
     let (tx, rx) = mpsc::channel(32);
     let keepalive = door.api.keepalive();
-    door.tracker.spawn(produce(
-        door.clone(),
-        reply,
-        None,
-        None,
-        answer,
-        job,
-        tx,
-        keepalive,
-    ));
+    crate::spawn::tracked(
+        &door.tracker,
+        produce(door.clone(), reply, None, None, answer, job, tx, keepalive),
+    );
     Ok(sse_response(rx))
 }
 /// Streams a prompt's reply: role delta, content deltas as chunks arrive, the rest of the

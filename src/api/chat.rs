@@ -311,16 +311,19 @@ async fn complete(
     };
     let (tx, rx) = mpsc::channel(32);
     let keepalive = door.api.keepalive();
-    door.tracker.spawn(produce(
-        door.clone(),
-        reply,
-        Some(tap),
-        first,
-        answer,
-        Box::new(job),
-        tx,
-        keepalive,
-    ));
+    crate::spawn::tracked(
+        &door.tracker,
+        produce(
+            door.clone(),
+            reply,
+            Some(tap),
+            first,
+            answer,
+            Box::new(job),
+            tx,
+            keepalive,
+        ),
+    );
     Ok(sse_response(rx))
 }
 

@@ -152,7 +152,7 @@ pub(super) fn run_chain(control: &Arc<Control>, client: &Arc<Client>, found: Vec
         .collect();
     let control = control.clone();
     let client = client.clone();
-    control.tracker.clone().spawn(async move {
+    crate::spawn::tracked(&control.tracker.clone(), async move {
         let cmd = LiveCmd::new(&client, &bodies.join(" → "));
         let refs: Vec<&str> = bodies.iter().map(String::as_str).collect();
         let outcome = run_command_with(&control, &caller, &refs, None, Some(&cmd)).await;
@@ -324,7 +324,7 @@ fn run_found(
     if from_reply {
         control.commands.count_running(&client.id, true);
     }
-    control.tracker.clone().spawn(async move {
+    crate::spawn::tracked(&control.tracker.clone(), async move {
         let start = match start {
             // The loop is gone (the hub stops): the command runs as any other.
             Some(rx) => rx.await.unwrap_or(Start::Free),

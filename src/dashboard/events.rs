@@ -106,7 +106,7 @@ impl Recent {
         // Subscribed now, so nothing after this first stream's start is missed.
         let mut rx = door.events.subscribe();
         let (recent, store, shutdown) = (self.clone(), door.store.clone(), door.shutdown.clone());
-        door.tracker.spawn(async move {
+        crate::spawn::tracked(&door.tracker, async move {
             loop {
                 let ev = tokio::select! {
                     ev = rx.recv() => ev,

@@ -133,7 +133,7 @@ impl Jobs {
         let policy = policy.clone();
         let command = command.to_string();
         let who = owner.to_string();
-        tokio::spawn(async move {
+        crate::spawn::task(async move {
             let req = ExecRequest {
                 command: &command,
                 vars: &vars,

@@ -22,16 +22,14 @@ impl Hub {
     /// and sweep.
     pub(super) fn start_cluster(self: &Arc<Self>) {
         let hub = self.clone();
-        self.tracker.spawn(async move { hub.forget_tabs().await });
+        crate::spawn::tracked(&self.tracker, async move { hub.forget_tabs().await });
         if !self.engine.clustered() {
             return;
         }
         let hub = self.clone();
-        self.tracker
-            .spawn(async move { hub.refresh_presence().await });
+        crate::spawn::tracked(&self.tracker, async move { hub.refresh_presence().await });
         let hub = self.clone();
-        self.tracker
-            .spawn(async move { hub.sweep_presence().await });
+        crate::spawn::tracked(&self.tracker, async move { hub.sweep_presence().await });
     }
 
     /// Tabs that did not come back are forgotten: from memory `forget_in_memory` after they
@@ -106,8 +104,9 @@ impl Hub {
         hooks: Arc<dyn Hooks>,
     ) {
         let hub = self.clone();
-        self.tracker
-            .spawn(async move { hub.engine_events(events, hooks).await });
+        crate::spawn::tracked(&self.tracker, async move {
+            hub.engine_events(events, hooks).await
+        });
     }
 
     async fn engine_events(
@@ -397,7 +396,7 @@ impl Hub {
         };
         let hub = self.clone();
         let task_id = task.task_id;
-        self.tracker.spawn(async move {
+        crate::spawn::tracked(&self.tracker, async move {
             let result = tokio::select! {
                 r = ticket.wait(&hub.tasks) => r,
                 _ = hub.shutdown.cancelled() => Err(TaskError::TabLost(client.display())),

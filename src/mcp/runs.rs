@@ -256,7 +256,7 @@ impl Runs {
             let hub2 = door.clone();
             let prompt = prompt.to_string();
             let run_id = id.clone();
-            door.tracker.spawn(async move {
+            crate::spawn::tracked(&door.tracker, async move {
                 ask_driver(&hub2, models, prompt, files, tx, cancel).await;
                 runs.mark_finished(&run_id);
             });
@@ -282,7 +282,7 @@ impl Runs {
             let runs = self.clone();
             let hub2 = door.clone();
             let run_id = id.clone();
-            door.tracker.spawn(async move {
+            crate::spawn::tracked(&door.tracker, async move {
                 flow_driver(&hub2, &run_id, events, tx, cancel).await;
                 runs.mark_finished(&run_id);
             });
@@ -310,7 +310,7 @@ impl Runs {
             let loops = door.loops.clone();
             let run_id = id.clone();
             let task = task.to_string();
-            door.tracker.spawn(async move {
+            crate::spawn::tracked(&door.tracker, async move {
                 let name = agent.spec.name.clone();
                 let mut view = RunView::new(&run_id, 1);
                 tokio::select! {

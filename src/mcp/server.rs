@@ -360,7 +360,7 @@ fn watch_resource(
     stop: CancellationToken,
 ) {
     let tracker = door.tracker.clone();
-    tracker.spawn(async move {
+    crate::spawn::tracked(&tracker, async move {
         let mut last = super::resources::render(&door, &uri);
         while super::resources::changed(&door, &uri, &mut last, &stop).await {
             let sent = match &notify {
@@ -456,7 +456,7 @@ impl HubTools {
         let (ptx, mut prx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
         let forward = token.as_ref().map(|_| {
             let peer = ctx.peer.clone();
-            tokio::spawn(async move {
+            crate::spawn::task(async move {
                 while let Some(p) = prx.recv().await {
                     if peer.notify_progress(p).await.is_err() {
                         break;

@@ -321,7 +321,7 @@ impl Runner {
         self.latest
             .insert(handle.flow.clone(), state.run_id().to_string());
         self.runs.insert(state.run_id().to_string(), handle);
-        ctx.tracker.spawn(async move {
+        crate::spawn::tracked(&ctx.tracker, async move {
             if let Some(ev) = started {
                 drive.progress(&ev);
             }
@@ -851,7 +851,7 @@ fn spawn_attempt(
     events: mpsc::UnboundedSender<JournalEvent>,
 ) -> tokio::task::AbortHandle {
     use futures_util::FutureExt;
-    tokio::spawn(async move {
+    crate::spawn::task(async move {
         if let Err(panic) = std::panic::AssertUnwindSafe(attempt).catch_unwind().await {
             let what = panic
                 .downcast_ref::<&str>()

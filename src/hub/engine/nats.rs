@@ -144,14 +144,14 @@ impl Nats {
             gate: Arc::new(Gate::default()),
             events: tx,
         });
-        tokio::spawn(engine.clone().apply_presence(presence_sub));
-        tokio::spawn(engine.clone().publish_presence());
-        tokio::spawn(engine.clone().serve_sync(sync_sub));
-        tokio::spawn(engine.clone().serve_hello(hello_sub));
-        tokio::spawn(engine.clone().serve_inbox(sub));
-        tokio::spawn(engine.clone().flush_loop());
-        tokio::spawn(engine.clone().serve_events(events_sub));
-        tokio::spawn(engine.clone().serve_calls(exec_sub));
+        crate::spawn::task(engine.clone().apply_presence(presence_sub));
+        crate::spawn::task(engine.clone().publish_presence());
+        crate::spawn::task(engine.clone().serve_sync(sync_sub));
+        crate::spawn::task(engine.clone().serve_hello(hello_sub));
+        crate::spawn::task(engine.clone().serve_inbox(sub));
+        crate::spawn::task(engine.clone().flush_loop());
+        crate::spawn::task(engine.clone().serve_events(events_sub));
+        crate::spawn::task(engine.clone().serve_calls(exec_sub));
         let hello = presence::encode(&Msg::Hello {
             node: cfg.node.clone(),
         });
@@ -207,7 +207,7 @@ impl Nats {
             let (out_tx, mut out_rx) = mpsc::channel::<String>(64);
             let (answer_tx, answer_rx) = oneshot::channel::<Vec<u8>>();
             let client = self.client.clone();
-            tokio::spawn(async move {
+            crate::spawn::task(async move {
                 // Output first, in order, then the answer: the asker counts the pieces.
                 while let Some(piece) = out_rx.recv().await {
                     if let Some(inbox) = &inbox {
@@ -337,7 +337,7 @@ impl Nats {
     /// hub is gone.
     async fn hand_over(self: &Arc<Self>, step: PresenceStep, snaps: &mpsc::Sender<Synced>) -> bool {
         if let Some(node) = step.sync {
-            tokio::spawn(self.clone().fetch_snapshot(node, snaps.clone()));
+            crate::spawn::task(self.clone().fetch_snapshot(node, snaps.clone()));
         }
         for c in step.changes {
             let ev = match c {
@@ -492,7 +492,7 @@ impl Nats {
                     .collect()
             };
             for (node, items) in ready {
-                tokio::spawn(self.clone().deliver(node, items));
+                crate::spawn::task(self.clone().deliver(node, items));
             }
         }
     }
@@ -684,7 +684,7 @@ impl Engine for Nats {
             let forwarded = Arc::new(std::sync::atomic::AtomicU64::new(0));
             let done = Arc::new(Notify::new());
             let (count, woken) = (forwarded.clone(), done.clone());
-            let forward = tokio::spawn(async move {
+            let forward = crate::spawn::task(async move {
                 while let Some(msg) = pieces.next().await {
                     let _ = output
                         .send(String::from_utf8_lossy(&msg.payload).into_owned())
@@ -741,7 +741,7 @@ impl Engine for Nats {
         let client = self.client.clone();
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("aicard-node", self.node.as_str());
-        tokio::spawn(async move {
+        crate::spawn::task(async move {
             if let Err(e) = client
                 .publish_with_headers(EVENTS_SUBJECT, headers, body.into())
                 .await
