@@ -16,14 +16,15 @@ use rmcp::model::{
     Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{
-    NotificationContext, PeerRequestOptions, RequestContext, RunningService, SubscriptionContext,
-    SubscriptionSink,
+    NotificationContext, PeerRequestOptions, RequestContext, SubscriptionContext, SubscriptionSink,
 };
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{
     ClientHandler, ErrorData as McpError, Peer, RoleClient, RoleServer, ServerHandler, ServiceExt,
 };
+
+use crate::mcp_client::pipe::{self, AnyHandler, ClientPipe, McpClient};
 
 /// The default hub address.
 pub const DEFAULT_HUB: &str = "http://127.0.0.1:8027";
@@ -98,29 +99,26 @@ impl Drop for TokenPair<'_> {
     }
 }
 
-type Upstream = RunningService<RoleClient, Up>;
+type Upstream = McpClient;
 
 /// A client of the hub's `/mcp` with the token.
 async fn connect(url: &str, token: &str, handler: Up) -> Result<Upstream, String> {
     let endpoint = format!("{}/mcp", url.trim_end_matches('/'));
     let cfg = StreamableHttpClientTransportConfig::with_uri(endpoint.clone()).auth_header(token);
     let transport = StreamableHttpClientTransport::with_client(crate::http_client::plain(), cfg);
-    handler
-        .serve(transport)
+    pipe::connect(AnyHandler::new(handler), ClientPipe::new(transport))
         .await
         .map_err(|e| format!("集线器无法连接 / cannot reach the hub at {endpoint}: {e}; is `aicard serve` running, and is the token right?"))
 }
 
 /// An MCP client of a hub (for the doctor and tests).
-pub async fn hub_client(url: &str, token: &str) -> Result<RunningService<RoleClient, ()>, String> {
+pub async fn hub_client(url: &str, token: &str) -> Result<McpClient, String> {
     let endpoint = format!("{}/mcp", url.trim_end_matches('/'));
     let cfg = StreamableHttpClientTransportConfig::with_uri(endpoint.clone()).auth_header(token);
-    ().serve(StreamableHttpClientTransport::with_client(
-        crate::http_client::plain(),
-        cfg,
-    ))
-    .await
-    .map_err(|e| format!("cannot reach the hub at {endpoint}: {e}"))
+    let transport = StreamableHttpClientTransport::with_client(crate::http_client::plain(), cfg);
+    pipe::connect(AnyHandler::new(()), ClientPipe::new(transport))
+        .await
+        .map_err(|e| format!("cannot reach the hub at {endpoint}: {e}"))
 }
 
 struct Relay {

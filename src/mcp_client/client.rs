@@ -13,11 +13,10 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ReadResourceRequestParams, ResourceContents, Tool,
 };
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 
 use super::config::{self, McpConfig, Server, Transport};
+use super::pipe::{self, AnyHandler, ClientPipe, McpClient};
 use crate::exec;
 
 /// How long connecting (spawn + `initialize`) may take.
@@ -26,7 +25,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_RESULT_BYTES: usize = 256 * 1024;
 
 struct ServerConn {
-    client: RunningService<RoleClient, ()>,
+    client: McpClient,
     tools: Vec<Tool>,
 }
 
@@ -169,7 +168,11 @@ impl Clients {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(name.clone(), svc);
-                let r = tokio::time::timeout(CONNECT_TIMEOUT, ().serve((stdout, stdin))).await;
+                let r = tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    pipe::connect(AnyHandler::new(()), ClientPipe::new((stdout, stdin))),
+                )
+                .await;
                 match r {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => {
@@ -211,7 +214,12 @@ impl Clients {
                     .and_then(|b| b.build().map_err(|e| e.to_string()))
                     .map_err(|e| format!("`{name}`: {e}"))?;
                 let transport = StreamableHttpClientTransport::with_client(http, cfg);
-                match tokio::time::timeout(CONNECT_TIMEOUT, ().serve(transport)).await {
+                match tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    pipe::connect(AnyHandler::new(()), ClientPipe::new(transport)),
+                )
+                .await
+                {
                     Ok(Ok(c)) => c,
                     Ok(Err(e)) => return Err(format!("cannot reach `{name}` at {url}: {e}")),
                     Err(_) => {

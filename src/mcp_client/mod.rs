@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 pub mod client;
 pub mod config;
+pub mod pipe;
 
 pub use client::Clients;
 
