@@ -513,7 +513,7 @@ impl Hooks for AppHooks {
     ) {
         let now = crate::store::now_ms() as u64;
         if let Some(s) = self.asks.pick.decide.chunk(&client.id, now) {
-            self.api.counters().first_chunk(&client.info().site, s);
+            client.with_info(|i| self.api.counters().first_chunk(&i.site, s));
         }
         self.api.on_chunk(client, task_id, turn_id, text, reasoning);
     }
@@ -593,7 +593,7 @@ impl Hooks for AppHooks {
     fn task_answered(&self, client: &Arc<Client>, chars: usize) {
         let now = crate::store::now_ms() as u64;
         if let Some(s) = self.asks.pick.decide.succeeded(&client.id, chars, now) {
-            self.api.counters().task_time(&client.info().site, s);
+            client.with_info(|i| self.api.counters().task_time(&i.site, s));
         }
     }
 

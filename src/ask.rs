@@ -15,8 +15,6 @@
 
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-
 use crate::hub::registry::Client;
 use crate::hub::tasks::{Outcome, TaskError, TaskRequest, Ticket};
 use crate::hub::Hub;
@@ -32,6 +30,14 @@ pub struct Asks {
     /// Tab id → its latest complete reply, whoever asked (a hub task or the person): what
     /// `from TAB:` reads (docs/commands.md).
     latest: dashmap::DashMap<String, String>,
+}
+
+/// Where a task's result leads ([`Asks::after`]).
+enum Next {
+    /// The answer, or why there is none.
+    Done(Result<Answer, AskError>),
+    /// The task was handed out again, to another tab.
+    Again(Ticket),
 }
 
 /// Who asks, and how its tasks are followed.
@@ -307,64 +313,74 @@ impl Asks {
     }
 
     /// Waits for a handed-out task. A foreman's worker that was lost or failed gets its
-    /// subtask moved to another worker of the same group.
-    /// `expired`, when given, times the first ticket (a fan-out's shared timer); a ticket
-    /// handed out again keeps its own deadline.
+    /// subtask moved to another worker of the same group; an `auto` target's failed tab is
+    /// replaced by another. `tried` names the tabs tried already.
     pub async fn follow(
         &self,
         opts: &AskOpts,
         target: &str,
         prompt: Prompt,
         mut ticket: Ticket,
-        mut expired: Option<&CancellationToken>,
+        mut tried: Vec<String>,
     ) -> Result<Answer, AskError> {
-        let mut tried: Vec<String> = Vec::new();
         loop {
             let tab = ticket.tab().clone();
-            let result = match expired.take() {
-                Some(batch) => {
-                    ticket
-                        .wait_until(&self.hub.tasks, batch.cancelled())
-                        .await
-                        .result
-                }
-                None => ticket.wait(&self.hub.tasks).await,
-            };
-            if let Err(e) = &result {
-                crate::pick::on_task_error(&self.pick, &tab, e);
+            let result = ticket.wait(&self.hub.tasks).await;
+            match self.after(opts, target, &prompt, tab, result, &mut tried) {
+                Next::Done(answer) => return answer,
+                Next::Again(next) => ticket = next,
             }
-            match result {
-                Ok(text) => {
-                    self.note_reply(&tab.id, &text);
-                    return Ok(Answer { tab, text });
-                }
-                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
-                    if opts.regroup.is_some() =>
-                {
-                    tracing::info!(tab = %tab.display(), "subtask failed ({e}); trying another worker of the group");
-                    tried.push(tab.id.clone());
-                    let group = opts.regroup.clone().unwrap_or_default();
-                    let workers: Vec<Arc<Client>> = self
-                        .hub
-                        .registry
-                        .resolve(&format!("group:{group}"))
-                        .into_iter()
-                        .filter(|c| c.info().role == Role::Worker && c.id != opts.from)
-                        .collect();
-                    ticket = self.hand_out(opts, target, prompt.clone(), &workers, &tried)?;
-                }
-                Err(e @ (TaskError::TabLost(_) | TaskError::TabFailed { .. }))
-                    if crate::pick::auto_sites(target).is_some() && tried.len() < AUTO_TRIES =>
-                {
-                    // An `auto` target: a tab that failed mid-task is replaced by another.
-                    tracing::info!(tab = %tab.display(), "auto target failed ({e}); picking another tab");
-                    tried.push(tab.id.clone());
-                    let next = crate::pick::choose(&self.pick, target, &tried, None)
-                        .ok_or_else(|| task_error(e.clone(), target))?;
-                    ticket = self.hand_out(opts, target, prompt.clone(), &[next], &[])?;
-                }
-                Err(e) => return Err(task_error(e, target)),
+        }
+    }
+
+    /// What a task's result leads to: the answer (or why there is none), or the task handed
+    /// out again to another tab (a foreman's group, an `auto` target).
+    fn after(
+        &self,
+        opts: &AskOpts,
+        target: &str,
+        prompt: &Prompt,
+        tab: Arc<Client>,
+        result: Result<String, TaskError>,
+        tried: &mut Vec<String>,
+    ) -> Next {
+        if let Err(e) = &result {
+            crate::pick::on_task_error(&self.pick, &tab, e);
+        }
+        let e = match result {
+            Ok(text) => {
+                self.note_reply(&tab.id, &text);
+                return Next::Done(Ok(Answer { tab, text }));
             }
+            Err(e) => e,
+        };
+        let lost = matches!(e, TaskError::TabLost(_) | TaskError::TabFailed { .. });
+        let again = if lost && opts.regroup.is_some() {
+            tracing::info!(tab = %tab.display(), "subtask failed ({e}); trying another worker of the group");
+            tried.push(tab.id.clone());
+            let group = opts.regroup.clone().unwrap_or_default();
+            let workers: Vec<Arc<Client>> = self
+                .hub
+                .registry
+                .resolve(&format!("group:{group}"))
+                .into_iter()
+                .filter(|c| c.role() == Role::Worker && c.id != opts.from)
+                .collect();
+            self.hand_out(opts, target, prompt.clone(), &workers, tried)
+        } else if lost && crate::pick::auto_sites(target).is_some() && tried.len() < AUTO_TRIES {
+            // An `auto` target: a tab that failed mid-task is replaced by another.
+            tracing::info!(tab = %tab.display(), "auto target failed ({e}); picking another tab");
+            tried.push(tab.id.clone());
+            match crate::pick::choose(&self.pick, target, tried, None) {
+                Some(next) => self.hand_out(opts, target, prompt.clone(), &[next], &[]),
+                None => Err(task_error(e, target)),
+            }
+        } else {
+            Err(task_error(e, target))
+        };
+        match again {
+            Ok(ticket) => Next::Again(ticket),
+            Err(e) => Next::Done(Err(e)),
         }
     }
 
@@ -400,54 +416,73 @@ impl Asks {
     ) -> Result<Answer, AskError> {
         let tabs = self.resolve(target)?;
         let ticket = self.hand_out(opts, target, prompt.clone(), &tabs, &[])?;
-        self.follow(opts, target, prompt, ticket, None).await
+        self.follow(opts, target, prompt, ticket, Vec::new()).await
     }
 
     /// Every prompt reaches its tab before the first answer is awaited, in one pass: a
     /// fan-out to 1,000 tabs pays no per-future scheduling before the last task is sent.
-    /// One timer ends the tasks that outlive the batch's deadline (not one per task).
+    /// One waiter follows every task (`Tasks::wait_many`: one timer at the batch's latest
+    /// deadline, one small entry per task, not a future per task); only a task handed out
+    /// again (a failed tab's, to another) is followed by a future of its own.
     pub async fn ask_all(
         &self,
         work: Vec<(String, Prompt)>,
         opts: &AskOpts,
     ) -> Vec<Result<Answer, AskError>> {
+        use futures_util::StreamExt;
         // Tasks for tabs on other nodes leave as one batch per node, after the loop.
         let batch = self.hub.engine.hold();
-        let handed: Vec<_> = work
-            .into_iter()
-            .map(|(target, prompt)| {
-                let ticket = self
-                    .resolve(&target)
-                    .and_then(|tabs| self.hand_out(opts, &target, prompt.clone(), &tabs, &[]));
-                (target, prompt, ticket)
-            })
-            .collect();
-        drop(batch);
-        // The latest deadline of the batch: no task is ended before its own.
-        let deadline = handed
-            .iter()
-            .filter_map(|(_, _, t)| t.as_ref().ok().map(Ticket::deadline))
-            .max();
-        let expired = CancellationToken::new();
-        let waits = handed.into_iter().map(|(target, prompt, ticket)| {
-            let expired = &expired;
-            async move {
-                self.follow(opts, &target, prompt, ticket?, Some(expired))
-                    .await
-            }
-        });
-        let all = futures_util::future::join_all(waits);
-        let Some(deadline) = deadline else {
-            return all.await;
-        };
-        tokio::pin!(all);
-        tokio::select! {
-            answers = &mut all => answers,
-            () = tokio::time::sleep_until(deadline) => {
-                expired.cancel();
-                all.await
+        let mut answers: Vec<Option<Result<Answer, AskError>>> = Vec::with_capacity(work.len());
+        let mut tickets = Vec::with_capacity(work.len());
+        // A ticket's place in `tickets` → its place in `work`.
+        let mut place = Vec::with_capacity(work.len());
+        for (at, (target, prompt)) in work.iter().enumerate() {
+            let ticket = self
+                .resolve(target)
+                .and_then(|tabs| self.hand_out(opts, target, prompt.clone(), &tabs, &[]));
+            match ticket {
+                Ok(t) => {
+                    tickets.push(t);
+                    place.push(at);
+                    answers.push(None);
+                }
+                Err(e) => answers.push(Some(Err(e))),
             }
         }
+        drop(batch);
+        let mut waits = self.hub.tasks.wait_many(tickets);
+        let mut again = futures_util::stream::FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                Some((t, tab, outcome)) = waits.next() => {
+                    let at = place[t];
+                    let (target, prompt) = &work[at];
+                    let mut tried = Vec::new();
+                    match self.after(opts, target, prompt, tab, outcome.result, &mut tried) {
+                        Next::Done(answer) => answers[at] = Some(answer),
+                        Next::Again(ticket) => again.push(async move {
+                            (at, self.follow(opts, target, prompt.clone(), ticket, tried).await)
+                        }),
+                    }
+                }
+                Some((at, answer)) = again.next() => answers[at] = Some(answer),
+                else => break,
+            }
+        }
+        // Every place has its answer by now: each ticket comes out of `waits` once (answered
+        // or timed out), and each task handed out again out of `again`.
+        answers
+            .into_iter()
+            .zip(&work)
+            .map(|(answer, (target, _))| {
+                answer.unwrap_or_else(|| {
+                    Err(AskError::Failed {
+                        target: target.clone(),
+                        message: "任务结果丢失 / the task's outcome was lost".into(),
+                    })
+                })
+            })
+            .collect()
     }
 
     /// Types `text` into the input box of the tab `target` names (sent with `auto_send`),

@@ -63,7 +63,7 @@ pub fn on_task_update(
         TaskState::Accepted => {
             picker.decide.started(&client.id, now);
             // A prompt typed into the site: counted against its quota.
-            picker.decide.sent(&client.info().site, now);
+            client.with_info(|i| picker.decide.sent(&i.site, now));
         }
         TaskState::Failed => {
             picker.decide.failed(&client.id, trouble, now);

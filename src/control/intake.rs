@@ -202,7 +202,7 @@ impl Commands {
 /// master or foreman whose card says `loop: true` or that said `agent loop on`.
 pub(super) fn loop_wish(control: &Control, client: &Client) -> Option<Option<u32>> {
     let card = control.commands.card_for(client);
-    let role = client.info().role;
+    let role = client.role();
     if role == Role::Worker {
         return None;
     }

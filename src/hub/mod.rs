@@ -565,7 +565,7 @@ impl TabDoor {
                 text,
                 source,
             }) => {
-                let site = client.info().site;
+                let site = client.with_info(|i| i.site.clone());
                 if text.trim().is_empty() {
                     // An empty answer is never a success (docs/reliability.md): the adapter missed it. A
                     // task's fails as a parser miss (counted there); a free one is only counted.

@@ -132,23 +132,188 @@ impl Ticket {
         };
         guard.armed = false;
         drop(guard);
+        tasks.settle(&client, &task_id, parent.as_deref(), files, &outcome);
+        outcome
+    }
+}
+
+impl Tasks {
+    /// What every waiter does once its task has an outcome: the tally, the files' grants,
+    /// the subtask tree.
+    fn settle(
+        &self,
+        client: &Client,
+        task_id: &str,
+        parent: Option<&str>,
+        files: bool,
+        outcome: &Outcome,
+    ) {
         client.with_info(|i| {
-            tasks
-                .tally
+            self.tally
                 .task(&i.site, super::tally::outcome_of(&outcome.result))
         });
         if files {
-            tasks.files.revoke_task(&task_id);
+            self.files.revoke_task(task_id);
         }
-        if let Some(p) = &parent {
+        if let Some(p) = parent {
             let state = if outcome.result.is_ok() {
                 "done"
             } else {
                 "failed"
             };
-            tasks.set_subtask(p, &task_id, &client, state);
+            self.set_subtask(p, task_id, client, state);
         }
-        outcome
+    }
+
+    /// Waits on many tickets with one waiter (a fan-out's): see [`Waits`].
+    pub fn wait_many(&self, tickets: Vec<Ticket>) -> Waits<'_> {
+        // The latest deadline of the batch: no task is ended before its own.
+        let deadline = tickets.iter().map(Ticket::deadline).max();
+        let mut open = Vec::with_capacity(tickets.len());
+        let replies = futures_util::stream::FuturesUnordered::new();
+        for (at, t) in tickets.into_iter().enumerate() {
+            replies.push(AwaitedReply { at, rx: t.reply });
+            open.push(Some(OpenTask {
+                client: t.client,
+                task_id: t.task_id,
+                parent: t.parent,
+                files: t.files,
+            }));
+        }
+        Waits {
+            tasks: self,
+            left: open.len(),
+            open,
+            replies,
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            expired: Vec::new(),
+        }
+    }
+}
+
+/// Many tickets waited on by one waiter: a stream of `(place, tab, outcome)` in the order
+/// the outcomes come, `place` being the ticket's in the list given. A fan-out to 1,000 tabs
+/// holds one small entry per task here, not a future per task: no allocation per task
+/// beyond the entry, and nothing large made and freed each round (docs/benchmarks.md).
+///
+/// Each outcome is settled as [`Ticket::wait_outcome`] settles one. One timer, at the latest
+/// deadline of the batch, ends the tasks still open then (timed out); dropped before the
+/// end (its caller gave up), the waiter withdraws every task still open from its tab.
+pub struct Waits<'a> {
+    tasks: &'a Tasks,
+    /// By place: the task still open, or `None` once settled.
+    open: Vec<Option<OpenTask>>,
+    left: usize,
+    replies: futures_util::stream::FuturesUnordered<AwaitedReply>,
+    deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// Outcomes of the tasks the timer ended, not handed out yet.
+    expired: Vec<(usize, Arc<Client>, Outcome)>,
+}
+
+/// An open task of a [`Waits`] (its ticket without the reply receiver).
+struct OpenTask {
+    client: Arc<Client>,
+    task_id: String,
+    parent: Option<String>,
+    files: bool,
+}
+
+/// One reply awaited by a [`Waits`], with its ticket's place.
+struct AwaitedReply {
+    at: usize,
+    rx: oneshot::Receiver<Outcome>,
+}
+
+impl std::future::Future for AwaitedReply {
+    type Output = (usize, Result<Outcome, oneshot::error::RecvError>);
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let at = self.at;
+        std::future::Future::poll(std::pin::Pin::new(&mut self.rx), cx).map(|r| (at, r))
+    }
+}
+
+impl Waits<'_> {
+    /// Settles the open task at `at` with `outcome`.
+    fn close(&mut self, at: usize, outcome: Outcome) -> Option<(usize, Arc<Client>, Outcome)> {
+        let open = self.open.get_mut(at)?.take()?;
+        self.left -= 1;
+        self.tasks.settle(
+            &open.client,
+            &open.task_id,
+            open.parent.as_deref(),
+            open.files,
+            &outcome,
+        );
+        Some((at, open.client, outcome))
+    }
+}
+
+impl futures_util::Stream for Waits<'_> {
+    type Item = (usize, Arc<Client>, Outcome);
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if let Some(done) = this.expired.pop() {
+            return Poll::Ready(Some(done));
+        }
+        while this.left > 0 {
+            match futures_util::StreamExt::poll_next_unpin(&mut this.replies, cx) {
+                Poll::Ready(Some((at, answer))) => {
+                    let outcome = match answer {
+                        Ok(outcome) => outcome,
+                        Err(_) => Outcome::without_chunk(Err(TaskError::Cancelled)),
+                    };
+                    if let Some(done) = this.close(at, outcome) {
+                        return Poll::Ready(Some(done));
+                    }
+                }
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+        if this.left == 0 {
+            return Poll::Ready(None);
+        }
+        let Some(timer) = this.deadline.as_mut() else {
+            return Poll::Pending;
+        };
+        if std::future::Future::poll(timer.as_mut(), cx).is_pending() {
+            return Poll::Pending;
+        }
+        // The batch's deadline: every task still open times out.
+        this.deadline = None;
+        this.replies.clear();
+        for at in 0..this.open.len() {
+            let Some(open) = &this.open[at] else { continue };
+            let client = open.client.clone();
+            this.tasks.cancel(&client, &open.task_id);
+            this.tasks.pump(&client);
+            let timeout = Outcome::without_chunk(Err(TaskError::Timeout(client.display())));
+            if let Some(done) = this.close(at, timeout) {
+                this.expired.push(done);
+            }
+        }
+        this.expired.reverse();
+        Poll::Ready(this.expired.pop())
+    }
+}
+
+impl Drop for Waits<'_> {
+    fn drop(&mut self) {
+        // Dropped before the end (a person's Stop, a cancelled command): what is still open
+        // is withdrawn from its tab, as a dropped `Ticket::wait_outcome` does.
+        for open in self.open.iter_mut().filter_map(Option::take) {
+            open.client
+                .with_info(|i| self.tasks.tally.task(&i.site, "cancelled"));
+            self.tasks.withdraw(&open.client, &open.task_id);
+        }
     }
 }
 
@@ -802,6 +967,122 @@ mod tests {
         );
         assert_eq!(second.wait(&f.tasks).await.unwrap(), "answer two");
         assert_eq!(f.tasks.load(&f.tab), 0);
+    }
+
+    /// A second tab beside the fixture's, with its outbound queue.
+    fn another_tab(
+        f: &Fixture,
+        label: &str,
+    ) -> (Arc<Client>, crate::hub::outq::Receiver<Outbound>) {
+        let tab = f.tasks.registry.create(ClientInfo {
+            site: "kimi".into(),
+            label: Some(label.into()),
+            ..ClientInfo::default()
+        });
+        let (tx, out) = crate::hub::outq::channel(16);
+        f.tasks.registry.attach(
+            &tab,
+            ConnHandle {
+                conn_id: 2,
+                tx,
+                kill: Killer::default(),
+            },
+        );
+        (tab, out)
+    }
+
+    #[tokio::test]
+    async fn one_waiter_takes_answers_as_they_come_and_times_out_the_rest_at_the_deadline() {
+        use futures_util::StreamExt;
+        let mut f = fixture(4);
+        let (kimi, mut kimi_out) = another_tab(&f, "w2");
+        let mut long = req("one", None, false);
+        long.timeout = Duration::from_millis(600);
+        let slow = f.tasks.submit(&f.tab, long).unwrap();
+        let mut short = req("two", Some("boss"), true);
+        short.timeout = Duration::from_millis(150);
+        let quick = f.tasks.submit(&kimi, short).unwrap();
+        let to_slow = sent_task(&mut f.out).unwrap();
+        let to_quick = sent_task(&mut kimi_out).unwrap();
+        let mut waits = f.tasks.wait_many(vec![slow, quick]);
+
+        f.tasks
+            .on_turn_end(&kimi, Some(&to_quick.task_id), "answer two")
+            .unwrap();
+        let (at, tab, outcome) = waits.next().await.expect("the quick answer");
+        assert_eq!((at, tab.id.as_str()), (1, kimi.id.as_str()));
+        assert_eq!(outcome.result.unwrap(), "answer two");
+        assert_eq!(
+            f.tasks.children("boss")[0].state,
+            "done",
+            "settled as a single wait settles: the subtask tree"
+        );
+
+        // Nothing more comes before the batch's latest deadline (600 ms, not the other
+        // task's 150); at it, the open task times out.
+        let started = tokio::time::Instant::now();
+        let (at, tab, outcome) = waits.next().await.expect("the timed-out task");
+        assert_eq!((at, tab.id.as_str()), (0, f.tab.id.as_str()));
+        assert!(matches!(outcome.result, Err(TaskError::Timeout(_))));
+        assert!(
+            started.elapsed() >= Duration::from_millis(400),
+            "at the batch's latest deadline, not the earlier one: {:?}",
+            started.elapsed()
+        );
+        assert!(waits.next().await.is_none(), "every ticket comes out once");
+        assert_eq!(f.tasks.load(&f.tab), 0, "the timed-out task left its tab");
+        assert_eq!(
+            f.tasks.on_turn_end(&f.tab, Some(&to_slow.task_id), "late"),
+            Ok(TurnOutcome::Stale),
+            "a late answer is stale"
+        );
+        let tally = f.tasks.tally.tasks();
+        assert!(
+            tally.contains(&("kimi".into(), "completed", 1)),
+            "{tally:?}"
+        );
+        assert!(
+            tally.contains(&("deepseek".into(), "timeout", 1)),
+            "{tally:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_waiter_withdraws_the_tasks_still_open() {
+        use futures_util::StreamExt;
+        let mut f = fixture(4);
+        let (kimi, mut kimi_out) = another_tab(&f, "w2");
+        let open = f.tasks.submit(&f.tab, req("one", None, false)).unwrap();
+        let answered = f.tasks.submit(&kimi, req("two", None, false)).unwrap();
+        let to_open = sent_task(&mut f.out).unwrap();
+        let to_answered = sent_task(&mut kimi_out).unwrap();
+        let mut waits = f.tasks.wait_many(vec![open, answered]);
+        f.tasks
+            .on_turn_end(&kimi, Some(&to_answered.task_id), "answer")
+            .unwrap();
+        assert_eq!(waits.next().await.expect("the answer").0, 1);
+        drop(waits);
+
+        let cancel = f
+            .out
+            .try_recv()
+            .ok()
+            .and_then(|o| o.into_frame())
+            .expect("told");
+        assert!(
+            cancel.contains("\"cancel\"") && cancel.contains(&to_open.task_id),
+            "the tab typing the open task is told to stop: {cancel}"
+        );
+        assert_eq!(f.tasks.load(&f.tab), 0, "and the task left its queue");
+        assert!(
+            kimi_out.try_recv().is_err(),
+            "the answered tab is not told anything"
+        );
+        let tally = f.tasks.tally.tasks();
+        assert!(
+            tally.contains(&("deepseek".into(), "cancelled", 1)),
+            "{tally:?}"
+        );
     }
 
     #[tokio::test]
