@@ -166,6 +166,11 @@ pub(super) fn only_agent_control(text: &str, items: &[ScanItem]) -> bool {
     let mut rest = text.to_string();
     for item in items {
         let Ok(found) = item else { return false };
+        // Only a body whose first word is `agent`/`agents` parses to an agent command: any
+        // other (a fan-out's 1,000 targets) is not parsed here a first time.
+        if !found.body.trim_start().starts_with("agent") {
+            return false;
+        }
         match crate::commands::parser::parse(&found.body) {
             Ok(Command::Agent(
                 AgentCmd::Stop(_) | AgentCmd::Pause(_) | AgentCmd::Resume(_) | AgentCmd::Status(_),

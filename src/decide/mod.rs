@@ -194,7 +194,7 @@ fn secs(v: Option<f64>) -> String {
 /// a lock every tab shares) and the last picks.
 #[derive(Default)]
 pub struct Decider {
-    tabs: DashMap<String, TabStats>,
+    tabs: DashMap<String, TabStats, foldhash::fast::RandomState>,
     /// Per-site quotas and their recent sends.
     quotas: Mutex<quota::Quotas>,
     /// `RUN/NODE/ITEM` (or any key the caller picks) → the choice made, newest last.

@@ -63,8 +63,8 @@ struct SiteBook {
 
 #[derive(Default)]
 struct Books {
-    tabs: HashMap<String, PathCounts>,
-    sites: HashMap<String, SiteBook>,
+    tabs: HashMap<String, PathCounts, foldhash::fast::RandomState>,
+    sites: HashMap<String, SiteBook, foldhash::fast::RandomState>,
 }
 
 /// The hub's answer-path counters.

@@ -41,12 +41,12 @@ pub enum Sent {
 
 /// All tabs by client id; lock-free reads on the hot path (dashmap shards).
 pub struct Registry {
-    clients: DashMap<String, Arc<Client>>,
+    clients: DashMap<String, Arc<Client>, foldhash::fast::RandomState>,
     /// Name → client ids, for O(1) resolution of sites, labels and ids (fan-out to 1,000 tabs
     /// resolves 1,000 names; a scan per name would be quadratic).
     /// Clients are never removed from `clients`, so holding them here keeps nothing alive
     /// that would otherwise go.
-    names: DashMap<String, Vec<Arc<Client>>>,
+    names: DashMap<String, Vec<Arc<Client>>, foldhash::fast::RandomState>,
     store: Store,
     offline_cap: KeptCap,
     next_conn: AtomicU64,
@@ -65,8 +65,8 @@ impl Registry {
     /// A registry keeping at most `offline_frames` frames (and 16 MiB) per absent tab.
     pub fn new(store: Store, offline_frames: usize) -> Registry {
         Registry {
-            clients: DashMap::new(),
-            names: DashMap::new(),
+            clients: DashMap::default(),
+            names: DashMap::default(),
             store,
             offline_cap: KeptCap {
                 frames: offline_frames.max(1),
