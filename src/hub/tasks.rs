@@ -94,10 +94,10 @@ impl Ticket {
             .await
     }
 
-    /// [`Ticket::wait_outcome`], timed by `expired` instead of a timer of its own: a
-    /// fan-out's tickets share one timer that ends them all (see `HubHost::ask_all`). The
-    /// task times out when `expired` completes before the reply.
-    pub async fn wait_until(
+    /// [`Ticket::wait_outcome`], timed by `expired`: the task times out when `expired`
+    /// completes before the reply. (A fan-out's tickets are waited on together instead:
+    /// [`Tasks::wait_many`].)
+    async fn wait_until(
         self,
         tasks: &Tasks,
         expired: impl std::future::Future<Output = ()>,
