@@ -421,20 +421,7 @@ mod tests {
         {
             let store = Store::open(dir.path()).expect("open");
             for (id, agent) in [("s1", Some("r1")), ("s2", None)] {
-                insert_session(
-                    &store,
-                    &SessionRecord {
-                        id: id.into(),
-                        agent: agent.map(str::to_string),
-                        tab: "kimi-1".into(),
-                        state: "running".into(),
-                        round: 0,
-                        started_ms: 10,
-                        ended_ms: None,
-                        why: None,
-                    },
-                )
-                .expect("insert");
+                insert_session(&store, &running(id, agent)).expect("insert");
             }
             assert!(add_round(&store, "s1", 1, &cmds(1), 11).expect("r1"));
             assert!(add_round(&store, "s1", 2, &cmds(2), 12).expect("r2"));
@@ -467,25 +454,26 @@ mod tests {
         assert_eq!(sessions_of(&store, "r1").expect("of").len(), 1);
     }
 
+    /// A session of tab `kimi-1` that started running at 10 ms.
+    fn running(id: &str, agent: Option<&str>) -> SessionRecord {
+        SessionRecord {
+            id: id.into(),
+            agent: agent.map(str::to_string),
+            tab: "kimi-1".into(),
+            state: "running".into(),
+            round: 0,
+            started_ms: 10,
+            ended_ms: None,
+            why: None,
+        }
+    }
+
     #[test]
     fn a_sessions_pending_message_survives_a_reopen_and_clears() {
         let dir = tempfile::tempdir().expect("tempdir");
         {
             let store = Store::open(dir.path()).expect("open");
-            insert_session(
-                &store,
-                &SessionRecord {
-                    id: "s1".into(),
-                    agent: None,
-                    tab: "kimi-1".into(),
-                    state: "running".into(),
-                    round: 0,
-                    started_ms: 10,
-                    ended_ms: None,
-                    why: None,
-                },
-            )
-            .expect("insert");
+            insert_session(&store, &running("s1", None)).expect("insert");
             assert_eq!(pending(&store, "s1").expect("read"), None);
             set_pending(&store, "s1", Some("{\"files\":1}")).expect("write");
         }

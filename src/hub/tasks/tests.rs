@@ -14,20 +14,7 @@ struct Fixture {
 fn fixture(max_waiting: usize) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let registry = Arc::new(Registry::new(Store::open(dir.path()).expect("store"), 8));
-    let tab = registry.create(ClientInfo {
-        site: "deepseek".into(),
-        label: Some("w1".into()),
-        ..ClientInfo::default()
-    });
-    let (tx, out) = crate::hub::outq::channel(16);
-    registry.attach(
-        &tab,
-        ConnHandle {
-            conn_id: 1,
-            tx,
-            kill: Killer::default(),
-        },
-    );
+    let (tab, out) = connected_tab(&registry, "deepseek", "w1", 1);
     let files = Arc::new(crate::hub::files::Files::new(
         dir.path().join("files"),
         dir.path().join("blobs"),
@@ -86,23 +73,33 @@ async fn an_idle_tab_gets_its_task_at_submit_and_the_next_after_the_reply() {
     assert_eq!(f.tasks.load(&f.tab), 0);
 }
 
-/// A second tab beside the fixture's, with its outbound queue.
-fn another_tab(f: &Fixture, label: &str) -> (Arc<Client>, crate::hub::outq::Receiver<Outbound>) {
-    let tab = f.tasks.registry.create(ClientInfo {
-        site: "kimi".into(),
+/// A tab of `site` named `label`, connected (its outbound queue to read what it is sent).
+fn connected_tab(
+    registry: &Registry,
+    site: &str,
+    label: &str,
+    conn_id: u64,
+) -> (Arc<Client>, crate::hub::outq::Receiver<Outbound>) {
+    let tab = registry.create(ClientInfo {
+        site: site.into(),
         label: Some(label.into()),
         ..ClientInfo::default()
     });
     let (tx, out) = crate::hub::outq::channel(16);
-    f.tasks.registry.attach(
+    registry.attach(
         &tab,
         ConnHandle {
-            conn_id: 2,
+            conn_id,
             tx,
             kill: Killer::default(),
         },
     );
     (tab, out)
+}
+
+/// A second tab beside the fixture's, with its outbound queue.
+fn another_tab(f: &Fixture, label: &str) -> (Arc<Client>, crate::hub::outq::Receiver<Outbound>) {
+    connected_tab(&f.tasks.registry, "kimi", label, 2)
 }
 
 #[tokio::test]
