@@ -703,40 +703,49 @@ pub fn encode_task(frame: &TaskFrame) -> String {
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         attachments: &'a [Attachment],
     }
-    let head = serde_json::to_string(&Head {
-        task_id: &frame.task_id,
-        parent_id: frame.parent_id.as_deref(),
-        run_id: frame.run_id.as_deref(),
-        node_id: frame.node_id.as_deref(),
-        role: frame.role,
-        priority: frame.priority,
-    });
-    let tail = serde_json::to_string(&Tail {
-        timeout_ms: frame.timeout_ms,
-        retry: frame.retry,
-        auto_send: frame.auto_send,
-        attachments: &frame.attachments,
-    });
-    let (head, tail) = match (head, tail) {
-        (Ok(h), Ok(t)) => (h, t),
-        (Err(e), _) | (_, Err(e)) => {
-            return format!(r#"{{"type":"error","code":"bad_json","message":"encode: {e}"}}"#)
-        }
-    };
     let prompt = frame.prompt.json().get();
-    // head is `{…}`, tail is `{…}`: `{head…,"prompt":…,tail…}`.
-    let mut text = String::with_capacity(head.len() + prompt.len() + tail.len() + 10);
-    text.push_str(&head[..head.len() - 1]);
-    text.push_str(r#","prompt":"#);
-    text.push_str(prompt);
-    text.push(',');
-    text.push_str(&tail[1..]);
-    text
+    let ids = [&frame.parent_id, &frame.run_id, &frame.node_id]
+        .iter()
+        .map(|id| id.as_deref().map_or(0, |id| id.len() + 16))
+        .sum::<usize>();
+    // One buffer, written in place: `{head…,"prompt":…,tail…}`, where head and tail are each
+    // a JSON object whose `}` and `{` give way to the commas between them.
+    let mut out = Vec::with_capacity(128 + frame.task_id.len() + ids + prompt.len());
+    let head = serde_json::to_writer(
+        &mut out,
+        &Head {
+            task_id: &frame.task_id,
+            parent_id: frame.parent_id.as_deref(),
+            run_id: frame.run_id.as_deref(),
+            node_id: frame.node_id.as_deref(),
+            role: frame.role,
+            priority: frame.priority,
+        },
+    );
+    out.pop(); // the head's `}`
+    out.extend_from_slice(br#","prompt":"#);
+    out.extend_from_slice(prompt.as_bytes());
+    let tail_at = out.len();
+    let tail = serde_json::to_writer(
+        &mut out,
+        &Tail {
+            timeout_ms: frame.timeout_ms,
+            retry: frame.retry,
+            auto_send: frame.auto_send,
+            attachments: &frame.attachments,
+        },
+    );
+    if let Err(e) = head.and(tail) {
+        return format!(r#"{{"type":"error","code":"bad_json","message":"encode: {e}"}}"#);
+    }
+    out[tail_at] = b','; // the tail's `{`
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
 /// A task's prompt. Cloning it is a reference count, so the tasks of a fan-out (and the
 /// copies kept to fail over, resend and recognise the hub's own typing) share one text,
-/// and its JSON string encoding is made once, the first time a task frame needs it.
+/// and its JSON string encoding and its digest are made once, the first time they are
+/// needed, not once per tab.
 #[derive(Clone, Default)]
 pub struct Prompt(Arc<PromptText>);
 
@@ -744,6 +753,16 @@ pub struct Prompt(Arc<PromptText>);
 struct PromptText {
     text: Box<str>,
     json: OnceLock<Box<RawValue>>,
+    digest: OnceLock<u64>,
+}
+
+/// A keyed hash of a text's trimmed form: how the hub recognises, in a tab's reports, a
+/// prompt it typed there itself. The key is random per process, so a text cannot be made to
+/// collide from outside.
+pub fn text_digest(text: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static KEY: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+    KEY.get_or_init(Default::default).hash_one(text.trim())
 }
 
 impl Prompt {
@@ -751,11 +770,17 @@ impl Prompt {
         Prompt(Arc::new(PromptText {
             text: text.into().into_boxed_str(),
             json: OnceLock::new(),
+            digest: OnceLock::new(),
         }))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0.text
+    }
+
+    /// [`text_digest`] of the text, worked out once for all the tabs of a fan-out.
+    pub fn digest(&self) -> u64 {
+        *self.0.digest.get_or_init(|| text_digest(&self.0.text))
     }
 
     /// The text as a JSON string literal, quotes and escapes included.
@@ -982,6 +1007,18 @@ mod tests {
             !bare.contains("run_id") && !bare.contains("node_id"),
             "{bare}"
         );
+        // With files: the tail's array, and a long prompt past the first guess of the size.
+        frame.attachments = vec![Attachment {
+            id: "f1".into(),
+            name: "图 1.png".into(),
+            mime: "image/png".into(),
+            size: 42,
+            sha256: "ab".repeat(32),
+        }];
+        frame.prompt = "长".repeat(500).into();
+        let with_files = encode_task(&frame);
+        assert_eq!(with_files, encode(&ServerFrame::Task(frame.clone())));
+        assert_eq!(decode_server(&with_files), ServerFrame::Task(frame));
     }
 
     #[test]
@@ -998,6 +1035,11 @@ mod tests {
             "encoded once for every clone"
         );
         assert_eq!(serde_json::to_string(&copy).unwrap(), p.json().get());
+        // The digest: made once, the same for every clone, and the one a tab's report of the
+        // same text (around its whitespace) is looked up by.
+        assert_eq!(p.digest(), copy.digest());
+        assert_eq!(p.digest(), text_digest(&format!("  {}\n", p.as_str())));
+        assert_ne!(p.digest(), text_digest("行一"));
         let back: Prompt = serde_json::from_str(p.json().get()).unwrap();
         assert_eq!(back, p);
         assert_eq!(p, "行一\n\"two\" \u{1}");

@@ -459,7 +459,8 @@ impl Tasks {
     /// Hands `req.prompt` to `client` now (sent at once if the tab is idle, else queued) and
     /// returns the ticket to wait on. A fan-out submits to every tab before waiting on any.
     pub fn submit(&self, client: &Arc<Client>, req: TaskRequest) -> Result<Ticket, TaskError> {
-        if let Some(node) = client.node() {
+        // The atomic first: a local tab (the usual case) takes no lock here.
+        if let Some(node) = client.is_remote().then(|| client.node()).flatten() {
             return Ok(self.submit_remote(client, &node, req));
         }
         let task_id = req

@@ -291,7 +291,7 @@ impl Client {
 
     /// Remembers a prompt the hub typed into this tab (bounded to the last 16).
     pub fn typed_by_hub(&self, prompt: &Prompt) {
-        let digest = typed_digest(prompt);
+        let digest = prompt.digest();
         let mut q = self.typed_by_hub.lock().unwrap_or_else(|p| p.into_inner());
         q.push_back(digest);
         while q.len() > 16 {
@@ -301,7 +301,7 @@ impl Client {
 
     /// True when `text` is something the hub typed here, not the person.
     pub fn was_typed_by_hub(&self, text: &str) -> bool {
-        let digest = typed_digest(text);
+        let digest = crate::protocol::text_digest(text);
         self.typed_by_hub
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -442,13 +442,4 @@ impl Client {
             .clone()
             .unwrap_or_else(|| format!("{}#{}", info.site, self.short_id()))
     }
-}
-
-/// A keyed hash of a text's trimmed form, for `Client::typed_by_hub` (the key is random per
-/// process, so a text cannot be made to collide from outside).
-fn typed_digest(text: &str) -> u64 {
-    use std::hash::BuildHasher;
-    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
-        std::sync::OnceLock::new();
-    KEY.get_or_init(Default::default).hash_one(text.trim())
 }
