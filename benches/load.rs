@@ -371,8 +371,8 @@ struct Figures {
     floor_latencies: Vec<f64>,
     /// Per counted round: the server's per-tab p99 ÷ the floor round's per-socket p99.
     round_p99_ratios: Vec<f64>,
-    /// The floor's CPU per round (its sender and receiver threads), ms.
-    floor_cpu_ms_per_round: f64,
+    /// The floor's CPU per message (its sender and receiver threads), µs.
+    floor_cpu_us_per_message: f64,
 }
 
 async fn tool(mut args: Args) {
@@ -408,35 +408,21 @@ async fn tool(mut args: Args) {
     let pid = args.hub_pid.or_else(|| child.as_ref().and_then(|c| c.id()));
     println!("hub: {url} (pid {pid:?})");
     let hub = drive(&args, &url, pid, floor.as_mut()).await;
-    drop(floor);
     // The hub's sockets close with it, before the floor server takes the same load.
     drop(child);
-    if !hub.floor_latencies.is_empty() {
-        let floor_p99 = percentile(&hub.floor_latencies, 0.99);
-        let mut ratios = hub.round_p99_ratios.clone();
-        ratios.sort_by(|a, b| a.total_cmp(b));
-        println!(
-            "loopback floor (bare TCP, no hub; one round right before each hub round): per-socket \
-             p50 {:.2} ms, p99 {:.2} ms, {:.1} µs of CPU per message → this fan-out's p99 is {:.2}× \
-             the floor (p99 of every tab in every counted round ÷ p99 of every socket in the floor \
-             rounds); per round, hub p99 ÷ floor p99: median {:.2}×, min {:.2}×, max {:.2}×",
-            percentile(&hub.floor_latencies, 0.50),
-            floor_p99,
-            hub.floor_cpu_ms_per_round / args.fanout.max(1) as f64 * 1000.0,
-            percentile(&hub.latencies, 0.99) / floor_p99,
-            percentile(&ratios, 0.50),
-            ratios.first().copied().unwrap_or(f64::NAN),
-            ratios.last().copied().unwrap_or(f64::NAN),
-        );
-    }
+    print_against_floor("this fan-out", &hub);
     if args.no_floor_server {
         return;
     }
     // 4. The tokio + JSON floor server, same tool, same load, same run.
     let (server, url) = spawn_floor_server(&args.token).await;
     println!("floor server: {url} (pid {:?})", server.id());
-    let fl = drive(&args, &url, server.id(), None).await;
+    // The loopback floor's rounds interleave with the floor server's too: how close a
+    // minimal tokio + WebSocket + JSON server comes to the bare kernel, in the same run.
+    let fl = drive(&args, &url, server.id(), floor.as_mut()).await;
     drop(server);
+    drop(floor);
+    print_against_floor("the floor server's fan-out", &fl);
     println!(
         "hub ÷ tokio + JSON floor server, same load: whole-round CPU per task {:.1} / {:.1} µs = \
          {:.2}×; until the last tab had its task {:.1} / {:.1} µs = {:.2}×; RSS per idle tab \
@@ -453,6 +439,30 @@ async fn tool(mut args: Args) {
             .map_or("?".into(), |k| format!("{k:.1}")),
         percentile(&hub.latencies, 0.99),
         percentile(&fl.latencies, 0.99),
+    );
+}
+
+/// Prints `server`'s fan-out p99 against the loopback floor rounds that ran interleaved with
+/// its own rounds (nothing without a floor).
+fn print_against_floor(what: &str, server: &Figures) {
+    if server.floor_latencies.is_empty() {
+        return;
+    }
+    let floor_p99 = percentile(&server.floor_latencies, 0.99);
+    let mut ratios = server.round_p99_ratios.clone();
+    ratios.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "loopback floor (bare TCP, no server; one round right before each server round): \
+         per-socket p50 {:.2} ms, p99 {:.2} ms, {:.1} µs of CPU per message → {what}'s p99 is \
+         {:.2}× the floor (p99 of every tab in every counted round ÷ p99 of every socket in the \
+         floor rounds); per round, server p99 ÷ floor p99: median {:.2}×, min {:.2}×, max {:.2}×",
+        percentile(&server.floor_latencies, 0.50),
+        floor_p99,
+        server.floor_cpu_us_per_message,
+        percentile(&server.latencies, 0.99) / floor_p99,
+        percentile(&ratios, 0.50),
+        ratios.first().copied().unwrap_or(f64::NAN),
+        ratios.last().copied().unwrap_or(f64::NAN),
     );
 }
 
@@ -562,7 +572,8 @@ async fn drive(
             let mut ms = rig.round();
             if let (Some(a), Some(b)) = (c0, cpu_ms(me)) {
                 if counted {
-                    figures.floor_cpu_ms_per_round += (b - a) / args.rounds.max(1) as f64;
+                    figures.floor_cpu_us_per_message +=
+                        (b - a) * 1000.0 / args.rounds.max(1) as f64 / args.fanout.max(1) as f64;
                 }
             }
             ms.sort_by(|a, b| a.total_cmp(b));
