@@ -329,6 +329,55 @@ impl ServeArgs {
     }
 }
 
+/// The `aicard` binary after its allocator (`src/main.rs`): TLS, the async runtime, the
+/// command line and the logs, then the chosen command; exits the process with its code.
+///
+/// It lives in the library, not in the binary, for the release build's sake: the generic code
+/// it instantiates (the log subscriber's layers, clap's parse, the runtime's `block_on`) is
+/// compiled once with the library's, in parallel code units, instead of in the binary's own
+/// step, which ran one unit at a time (docs/benchmarks.md, "The loop of minutes").
+pub fn run_binary() {
+    // Any HTTP client reqwest builds by itself takes this TLS provider (docs/api.md).
+    crate::http_client::install_provider();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("aicard: cannot start the async runtime: {e}");
+            std::process::exit(2);
+        });
+    runtime.block_on(async {
+        let code = parse_and_run().await;
+        // Exit from inside the runtime: dropping it would wait for blocking tasks (a relay's
+        // stdin reader) that never end by themselves.
+        std::process::exit(code)
+    })
+}
+
+/// Parses the command line, starts the logs and runs the command; the exit code.
+async fn parse_and_run() -> i32 {
+    use tracing_subscriber::EnvFilter;
+    let cli = Cli::parse();
+    // The demo prints its own progress; the hub's info logs would drown it.
+    let default = match cli.command {
+        CliCommand::Demo(_) => "aicard=warn",
+        _ => "aicard=info",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("aicard: {e:#}");
+            2
+        }
+    }
+}
+
 /// Runs the parsed command line; the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {

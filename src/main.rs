@@ -1,7 +1,6 @@
-//! The `aicard` binary: parses the command line and hands over to `aicard::cli`.
-
-use clap::Parser;
-use tracing_subscriber::EnvFilter;
+//! The `aicard` binary: its allocator, then `aicard::cli::run_binary` (the runtime, the command
+//! line, the logs). Nothing generic is instantiated here, so the release build's binary step
+//! has only the link-time optimisation left to do.
 
 /// The hub allocates many small, short-lived buffers per frame across thousands of sockets;
 /// mimalloc's per-thread free lists cost far less than glibc malloc there (see
@@ -54,38 +53,7 @@ static TUNE_ALLOCATOR: extern "C" fn() = {
 fn main() {
     #[cfg(not(all(target_os = "linux", not(test))))]
     tune_allocator();
-    // Any HTTP client reqwest builds by itself takes this TLS provider (docs/api.md).
-    aicard::http_client::install_provider();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("aicard: cannot start the async runtime: {e}");
-            std::process::exit(2);
-        });
-    runtime.block_on(run());
-}
-
-async fn run() {
-    let cli = aicard::cli::Cli::parse();
-    // The demo prints its own progress; the hub's info logs would drown it.
-    let default = match cli.command {
-        aicard::cli::CliCommand::Demo(_) => "aicard=warn",
-        _ => "aicard=info",
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match aicard::cli::run(cli).await {
-        Ok(code) => std::process::exit(code),
-        Err(e) => {
-            eprintln!("aicard: {e:#}");
-            std::process::exit(2);
-        }
-    }
+    aicard::cli::run_binary();
 }
 
 #[cfg(test)]
