@@ -98,6 +98,15 @@ fn connected_tab(
 }
 
 /// A second tab beside the fixture's, with its outbound queue.
+/// The tally counted exactly one task of `site` that ended as `state`.
+fn assert_tallied(tasks: &Tasks, site: &str, state: &str) {
+    let tally = tasks.tally.tasks();
+    assert!(
+        tally.contains(&(site.to_string(), state, 1)),
+        "{site} {state}: {tally:?}"
+    );
+}
+
 fn another_tab(f: &Fixture, label: &str) -> (Arc<Client>, crate::hub::outq::Receiver<Outbound>) {
     connected_tab(&f.tasks.registry, "kimi", label, 2)
 }
@@ -147,15 +156,8 @@ async fn one_waiter_takes_answers_as_they_come_and_times_out_the_rest_at_the_dea
         Ok(TurnOutcome::Stale),
         "a late answer is stale"
     );
-    let tally = f.tasks.tally.tasks();
-    assert!(
-        tally.contains(&("kimi".into(), "completed", 1)),
-        "{tally:?}"
-    );
-    assert!(
-        tally.contains(&("deepseek".into(), "timeout", 1)),
-        "{tally:?}"
-    );
+    assert_tallied(&f.tasks, "kimi", "completed");
+    assert_tallied(&f.tasks, "deepseek", "timeout");
 }
 
 #[tokio::test]
@@ -189,11 +191,7 @@ async fn a_dropped_waiter_withdraws_the_tasks_still_open() {
         kimi_out.try_recv().is_err(),
         "the answered tab is not told anything"
     );
-    let tally = f.tasks.tally.tasks();
-    assert!(
-        tally.contains(&("deepseek".into(), "cancelled", 1)),
-        "{tally:?}"
-    );
+    assert_tallied(&f.tasks, "deepseek", "cancelled");
 }
 
 #[tokio::test]
